@@ -1,0 +1,72 @@
+package e2b
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"time"
+)
+
+// Sentinel errors that an *APIError matches with errors.Is, so callers need not know status codes.
+var (
+	ErrNotFound     = errors.New("not found")
+	ErrConflict     = errors.New("conflict")
+	ErrUnauthorized = errors.New("unauthorized")
+	ErrRateLimited  = errors.New("rate limited")
+	// ErrSandboxGone: the edge proxy answered 502 "The sandbox was not found": the sandbox is paused, was killed,
+	// or timed out, so envd cannot be reached until it is resumed (if it still exists).
+	ErrSandboxGone = errors.New("sandbox is not running")
+	// ErrInvalidArgument matches HTTP 400 and Connect's invalid_argument.
+	ErrInvalidArgument = errors.New("invalid argument")
+)
+
+// APIError is every error E2B answers with, from either plane.
+type APIError struct {
+	// Op names the call in words, e.g. "create sandbox" or "envd Start".
+	Op string
+	// Status is the HTTP status. For a Connect error carried inside a 200 stream it is the status that Connect
+	// maps the code to (not_found → 404, ...).
+	Status int
+	// Code is envd's Connect code ("not_found", "invalid_argument", ...) or, on the control plane, E2B's
+	// optional error_code ("sandbox_capacity_unavailable", ...). Empty when E2B sent none.
+	Code string
+	// Message is E2B's own words.
+	Message string
+	// RetryAfter is the server's Retry-After, when it sent one.
+	RetryAfter time.Duration
+	// SandboxID is the sandbox the call was about, when there is one.
+	SandboxID string
+}
+
+func (e *APIError) Error() string {
+	msg := e.Message
+	if msg == "" {
+		msg = http.StatusText(e.Status)
+	}
+	if e.Status == http.StatusBadGateway && e.SandboxID != "" && e.Code == "" {
+		return fmt.Sprintf("E2B API error (%s: %d): sandbox %s is not running (paused, killed or timed out): %s", e.Op, e.Status, e.SandboxID, msg)
+	}
+	if e.Code != "" {
+		return fmt.Sprintf("E2B API error (%s: %d %s): %s", e.Op, e.Status, e.Code, msg)
+	}
+	return fmt.Sprintf("E2B API error (%s: %d): %s", e.Op, e.Status, msg)
+}
+
+// Is lets callers test the kind of failure with errors.Is(err, ErrNotFound) and friends.
+func (e *APIError) Is(target error) bool {
+	switch target {
+	case ErrNotFound:
+		return e.Status == http.StatusNotFound || e.Code == "not_found"
+	case ErrConflict:
+		return e.Status == http.StatusConflict || e.Code == "already_exists"
+	case ErrUnauthorized:
+		return e.Status == http.StatusUnauthorized || e.Status == http.StatusForbidden || e.Code == "unauthenticated" || e.Code == "permission_denied"
+	case ErrRateLimited:
+		return e.Status == http.StatusTooManyRequests || e.Code == "resource_exhausted"
+	case ErrSandboxGone:
+		return e.Status == http.StatusBadGateway && e.Code == "" || e.Code == "unavailable"
+	case ErrInvalidArgument:
+		return e.Status == http.StatusBadRequest || e.Code == "invalid_argument"
+	}
+	return false
+}

@@ -1,0 +1,108 @@
+package e2b
+
+import "time"
+
+// NewSandbox is the body of POST /sandboxes. JSON keys are E2B's, including the snake_case allow_internet_access.
+type NewSandbox struct {
+	TemplateID          string            `json:"templateID"`
+	Timeout             int               `json:"timeout"` // seconds
+	AutoPause           bool              `json:"autoPause,omitempty"`
+	Secure              bool              `json:"secure"`
+	AllowInternetAccess *bool             `json:"allow_internet_access,omitempty"`
+	Metadata            map[string]string `json:"metadata"`
+	EnvVars             map[string]string `json:"envVars"`
+}
+
+// Sandbox is E2B's answer to create, connect, resume and fork.
+type Sandbox struct {
+	SandboxID          string  `json:"sandboxID"`
+	TemplateID         string  `json:"templateID"`
+	ClientID           string  `json:"clientID"`
+	Alias              string  `json:"alias,omitempty"`
+	EnvdVersion        string  `json:"envdVersion"`
+	EnvdAccessToken    string  `json:"envdAccessToken,omitempty"`
+	TrafficAccessToken *string `json:"trafficAccessToken,omitempty"`
+	Domain             *string `json:"domain,omitempty"`
+}
+
+// Conn is what envd needs to reach this sandbox; defaultDomain applies when E2B named no domain.
+func (s *Sandbox) Conn(defaultDomain string) SandboxConn {
+	d := defaultDomain
+	if s.Domain != nil && *s.Domain != "" {
+		d = *s.Domain
+	}
+	return SandboxConn{ID: s.SandboxID, Domain: d, EnvdVersion: s.EnvdVersion, AccessToken: s.EnvdAccessToken}
+}
+
+// SandboxConn addresses one sandbox's envd. AccessToken is empty for sandboxes created without secure.
+type SandboxConn struct {
+	ID          string
+	Domain      string
+	EnvdVersion string
+	AccessToken string
+}
+
+// Sandbox states as E2B lists them.
+const (
+	StateRunning = "running"
+	StatePaused  = "paused"
+)
+
+// ListedSandbox is one entry of GET /v2/sandboxes.
+type ListedSandbox struct {
+	SandboxID   string            `json:"sandboxID"`
+	TemplateID  string            `json:"templateID"`
+	ClientID    string            `json:"clientID"`
+	Alias       string            `json:"alias,omitempty"`
+	StartedAt   time.Time         `json:"startedAt"`
+	EndAt       time.Time         `json:"endAt"`
+	CPUCount    int               `json:"cpuCount"`
+	MemoryMB    int               `json:"memoryMB"`
+	DiskSizeMB  int               `json:"diskSizeMB"`
+	State       string            `json:"state"`
+	EnvdVersion string            `json:"envdVersion"`
+	Metadata    map[string]string `json:"metadata,omitempty"`
+}
+
+// SandboxLifecycle says what E2B does when the sandbox times out.
+type SandboxLifecycle struct {
+	AutoResume bool   `json:"autoResume"`
+	OnTimeout  string `json:"onTimeout"` // "kill" or "pause"
+}
+
+// SandboxDetail is GET /sandboxes/{id}: running or paused.
+type SandboxDetail struct {
+	ListedSandbox
+	EnvdAccessToken     string            `json:"envdAccessToken,omitempty"`
+	AllowInternetAccess *bool             `json:"allowInternetAccess,omitempty"`
+	Domain              *string           `json:"domain,omitempty"`
+	Lifecycle           *SandboxLifecycle `json:"lifecycle,omitempty"`
+}
+
+// ListQuery filters GET /v2/sandboxes. Empty States means running and paused.
+type ListQuery struct {
+	Metadata map[string]string
+	States   []string
+	Template string
+	Order    string // "asc" or "desc"
+	// PageSize is the limit per page (E2B's maximum and default is 100).
+	PageSize int
+}
+
+// SnapshotInfo is E2B's answer to creating or listing snapshots. SnapshotID works as a templateID for create.
+type SnapshotInfo struct {
+	SnapshotID string   `json:"snapshotID"`
+	Names      []string `json:"names"`
+}
+
+// ForkRequest is the body of POST /sandboxes/{id}/fork.
+type ForkRequest struct {
+	Timeout int `json:"timeout"` // seconds for each fork
+	Count   int `json:"count"`   // 1..100
+}
+
+// ForkResult is one fork: exactly one of Sandbox and Error is set.
+type ForkResult struct {
+	Sandbox *Sandbox  `json:"sandbox,omitempty"`
+	Error   *APIError `json:"-"`
+}
