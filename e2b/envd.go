@@ -158,7 +158,9 @@ type EntryInfo struct {
 }
 
 // Stat describes a path; a missing path matches ErrNotFound.
-func (e *Envd) Stat(ctx context.Context, path string) (EntryInfo, error) { return EntryInfo{}, errUnbuilt }
+func (e *Envd) Stat(ctx context.Context, path string) (EntryInfo, error) {
+	return EntryInfo{}, errUnbuilt
+}
 
 // ListDir lists a directory to depth (0 is treated as 1).
 func (e *Envd) ListDir(ctx context.Context, path string, depth int) ([]EntryInfo, error) {

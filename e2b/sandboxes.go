@@ -9,7 +9,9 @@ import (
 var errUnbuilt = errors.New("e2b: not built yet")
 
 // CreateSandbox creates a sandbox. A create whose outcome is unknown is reconciled by request id, never repeated blindly.
-func (c *Client) CreateSandbox(ctx context.Context, req NewSandbox) (*Sandbox, error) { return nil, errUnbuilt }
+func (c *Client) CreateSandbox(ctx context.Context, req NewSandbox) (*Sandbox, error) {
+	return nil, errUnbuilt
+}
 
 // ConnectSandbox resumes a paused sandbox (resumed=true, 201) or extends a running one's timeout (200).
 func (c *Client) ConnectSandbox(ctx context.Context, id string, timeoutSeconds int) (sb *Sandbox, resumed bool, err error) {
@@ -17,7 +19,9 @@ func (c *Client) ConnectSandbox(ctx context.Context, id string, timeoutSeconds i
 }
 
 // GetSandbox returns a running or paused sandbox's detail.
-func (c *Client) GetSandbox(ctx context.Context, id string) (*SandboxDetail, error) { return nil, errUnbuilt }
+func (c *Client) GetSandbox(ctx context.Context, id string) (*SandboxDetail, error) {
+	return nil, errUnbuilt
+}
 
 // ListSandboxes follows X-Next-Token pages and returns every matching sandbox.
 func (c *Client) ListSandboxes(ctx context.Context, q ListQuery) ([]ListedSandbox, error) {
