@@ -2,6 +2,8 @@ module github.com/e2b-mcp/e2b-mcp
 
 go 1.26.8
 
+require gopkg.in/yaml.v3 v3.0.1
+
 require (
 	connectrpc.com/connect v1.21.1 // indirect
 	github.com/bahlo/generic-list-go v0.2.0 // indirect
@@ -17,6 +19,6 @@ require (
 	go.etcd.io/bbolt v1.5.0 // indirect
 	go.yaml.in/yaml/v4 v4.0.0-rc.2 // indirect
 	golang.org/x/sys v0.45.0 // indirect
+	golang.org/x/term v0.43.0 // indirect
 	google.golang.org/protobuf v1.36.11 // indirect
-	gopkg.in/yaml.v3 v3.0.1 // indirect
 )
