@@ -1,0 +1,43 @@
+# e2b-mcp: build, test, lint, demo, bench. `make test` is the test command (CI runs it through .ci/run).
+GO       ?= go
+BIN      := bin/e2b-mcp
+GOFILES   = $(shell find . -name '*.go' -not -path './tests/js/node_modules/*' -not -path './.git/*')
+# A private D-Bus session with an unlocked gnome-keyring: the tests use the real Secret Service, never the
+# developer's own keyring.
+KEYRING  := tests/with-keyring.sh
+JS_DEPS  := tests/js/node_modules/.package-lock.json
+
+.PHONY: all build test fmt-check vet lint demo bench clean
+
+all: build
+
+build:
+	$(GO) build -o $(BIN) .
+
+fmt-check:
+	@out=$$(gofmt -l $(GOFILES)); \
+	if [ -n "$$out" ]; then echo "gofmt would change these files (run gofmt -w):"; echo "$$out"; exit 1; fi
+
+vet:
+	$(GO) vet ./...
+
+# The TypeScript SDK client the end-to-end tests drive; npm ci reinstalls it when the lock file changes.
+$(JS_DEPS): tests/js/package-lock.json tests/js/package.json
+	cd tests/js && npm ci --no-audit --no-fund
+
+test: fmt-check vet $(JS_DEPS)
+	$(KEYRING) $(GO) test -race -timeout 12m ./...
+
+lint: fmt-check vet
+	@if command -v staticcheck >/dev/null 2>&1; then staticcheck ./...; \
+	else echo "staticcheck not installed; ran gofmt and go vet only (go install honnef.co/go/tools/cmd/staticcheck@latest)"; fi
+
+# A real session of tool calls against the local backend (sandboxes on this machine, no E2B account).
+demo: build
+	$(KEYRING) $(GO) run ./examples/demo -bin $(BIN)
+
+bench: $(JS_DEPS)
+	$(KEYRING) $(GO) test -run '^$$' -bench . -benchmem -timeout 20m ./...
+
+clean:
+	rm -rf bin
