@@ -1,0 +1,141 @@
+// Package credentials keeps e2b-mcp's secrets: each owner's E2B API key in the OS keyring (macOS Keychain,
+// Windows Credential Manager, the Secret Service on Linux) through zalando/go-keyring, the account of the state
+// store's data key in the same keyring, and the hashed bearer tokens that authenticate HTTP callers.
+//
+// Secrets never appear in an error message of this package.
+package credentials
+
+import (
+	"errors"
+	"fmt"
+	"regexp"
+
+	"github.com/zalando/go-keyring"
+
+	"github.com/e2b-mcp/e2b-mcp/state"
+)
+
+// Service is the keyring service under which every e2b-mcp secret is stored.
+const Service = "e2b-mcp"
+
+// DataKeyAccount is the keyring account holding the state store's data key. It is not a valid owner name, so an
+// owner's API key can never overwrite it.
+const DataKeyAccount = "state-data-key"
+
+var (
+	// ErrNoKey means no E2B API key is stored for the owner.
+	ErrNoKey = errors.New("no E2B API key is stored")
+	// ErrKeyForm means a string does not have the form of an E2B API key (e2b_ followed by hex digits).
+	ErrKeyForm = errors.New("not an E2B API key: it must be e2b_ followed by lowercase hex digits")
+	// ErrOwnerName means an owner name cannot be used as a keyring account.
+	ErrOwnerName = errors.New("invalid owner name")
+)
+
+// apiKeyForm is the form E2B's SDKs check before sending a key.
+var apiKeyForm = regexp.MustCompile(`^e2b_[0-9a-f]+$`)
+
+// CheckAPIKeyForm reports whether key has the form of an E2B API key. The error never contains the key.
+func CheckAPIKeyForm(key string) error {
+	if !apiKeyForm.MatchString(key) {
+		return ErrKeyForm
+	}
+	return nil
+}
+
+// LastFour is the part of a secret that may be shown to a human: its last four characters, or nothing at all
+// when the secret is too short for that to leave most of it hidden.
+func LastFour(secret string) string {
+	if len(secret) < 12 {
+		return ""
+	}
+	return secret[len(secret)-4:]
+}
+
+// CheckOwner rejects owner names that cannot name a keyring account or a state record.
+func CheckOwner(owner string) error {
+	switch {
+	case owner == "":
+		return fmt.Errorf("%w: the owner name is empty", ErrOwnerName)
+	case len(owner) > 256:
+		return fmt.Errorf("%w: the owner name is longer than 256 bytes", ErrOwnerName)
+	case owner == DataKeyAccount:
+		return fmt.Errorf("%w: %q is reserved for the state store's data key", ErrOwnerName, owner)
+	}
+	for _, r := range owner {
+		if r < 0x20 || r == 0x7f {
+			return fmt.Errorf("%w: the owner name contains a control character", ErrOwnerName)
+		}
+	}
+	return nil
+}
+
+// Keyring reads and writes e2b-mcp's entries in the OS keyring. The zero value uses Service.
+type Keyring struct {
+	// Service is the keyring service; empty means Service.
+	Service string
+}
+
+func (k Keyring) service() string {
+	if k.Service == "" {
+		return Service
+	}
+	return k.Service
+}
+
+// APIKey returns owner's E2B API key, or an error wrapping ErrNoKey when none is stored. It reads the keyring
+// on every call, so a key stored by `e2b-mcp auth login` in another process is seen at once.
+func (k Keyring) APIKey(owner string) (string, error) {
+	if err := CheckOwner(owner); err != nil {
+		return "", err
+	}
+	key, err := keyring.Get(k.service(), owner)
+	if errors.Is(err, keyring.ErrNotFound) {
+		return "", fmt.Errorf("%w for owner %q", ErrNoKey, owner)
+	}
+	if err != nil {
+		return "", keyringError("reading the E2B API key of "+quote(owner), err)
+	}
+	return key, nil
+}
+
+// SetAPIKey stores owner's E2B API key after checking its form.
+func (k Keyring) SetAPIKey(owner, key string) error {
+	if err := CheckOwner(owner); err != nil {
+		return err
+	}
+	if err := CheckAPIKeyForm(key); err != nil {
+		return err
+	}
+	if err := keyring.Set(k.service(), owner, key); err != nil {
+		return keyringError("storing the E2B API key of "+quote(owner), err)
+	}
+	return nil
+}
+
+// DeleteAPIKey removes owner's E2B API key; it returns an error wrapping ErrNoKey when there was none.
+func (k Keyring) DeleteAPIKey(owner string) error {
+	if err := CheckOwner(owner); err != nil {
+		return err
+	}
+	err := keyring.Delete(k.service(), owner)
+	if errors.Is(err, keyring.ErrNotFound) {
+		return fmt.Errorf("%w for owner %q", ErrNoKey, owner)
+	}
+	if err != nil {
+		return keyringError("removing the E2B API key of "+quote(owner), err)
+	}
+	return nil
+}
+
+// StateKeys is the source of the state store's data key: the keyring entry DataKeyAccount, created on first use.
+func (k Keyring) StateKeys() state.KeySource {
+	return state.KeyringKeySource(k.service(), DataKeyAccount)
+}
+
+// keyringError explains a keyring failure. The underlying error comes from the OS keyring and holds no secret.
+func keyringError(doing string, err error) error {
+	return fmt.Errorf("%s in the OS keyring: %w (is a keyring service running and unlocked? On Linux e2b-mcp "+
+		"needs the Secret Service, e.g. gnome-keyring or KeePassXC)", doing, err)
+}
+
+func quote(s string) string { return fmt.Sprintf("%q", s) }

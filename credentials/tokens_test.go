@@ -1,0 +1,267 @@
+package credentials
+
+import (
+	"encoding/hex"
+	"errors"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+)
+
+func writeFile(t *testing.T, path, content string, mode os.FileMode) {
+	t.Helper()
+	if err := os.WriteFile(path, []byte(content), mode); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(path, mode); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestTokenFileKeepsOnlyHashes(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "sub", "tokens.json")
+	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	tokA, a, err := NewTokenEntry("alice", now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tokB, b, err := NewTokenEntry("bob", now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(tokA, TokenPrefix) || tokA == tokB {
+		t.Fatalf("tokens %q %q", tokA, tokB)
+	}
+	if err := WriteTokenFile(path, []TokenEntry{a, b}); err != nil {
+		t.Fatal(err)
+	}
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(raw), tokA) || strings.Contains(string(raw), tokB) {
+		t.Fatalf("tokens file holds a token:\n%s", raw)
+	}
+	h := HashToken(tokA)
+	if !strings.Contains(string(raw), hex.EncodeToString(h[:])) {
+		t.Fatalf("tokens file lacks the hash:\n%s", raw)
+	}
+	if runtime.GOOS != "windows" {
+		fi, err := os.Stat(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if fi.Mode().Perm() != 0o600 {
+			t.Fatalf("mode %v, want 0600", fi.Mode().Perm())
+		}
+	}
+
+	toks, err := OpenTokens(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		token, owner string
+		ok           bool
+	}{
+		{tokA, "alice", true},
+		{tokB, "bob", true},
+		{"", "", false},
+		{tokA + "x", "", false},
+		{tokA[:len(tokA)-1], "", false},
+		{hex.EncodeToString(h[:]), "", false}, // the hash itself is not a token
+	} {
+		owner, ok := toks.Owner(tc.token)
+		if owner != tc.owner || ok != tc.ok {
+			t.Errorf("Owner(%q) = %q, %v; want %q, %v", tc.token, owner, ok, tc.owner, tc.ok)
+		}
+	}
+	if got := toks.Owners(); strings.Join(got, ",") != "alice,bob" {
+		t.Errorf("Owners = %v", got)
+	}
+}
+
+func TestTokensReloadAndFailClosed(t *testing.T) {
+	if runtime.GOOS == "windows" {
+		t.Skip("mode bits")
+	}
+	path := filepath.Join(t.TempDir(), "tokens.json")
+	tokA, a, _ := NewTokenEntry("alice", time.Now())
+	if err := WriteTokenFile(path, []TokenEntry{a}); err != nil {
+		t.Fatal(err)
+	}
+	toks, err := OpenTokens(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var reloadErrs []error
+	toks.OnReloadError = func(err error) { reloadErrs = append(reloadErrs, err) }
+
+	tokB, b, _ := NewTokenEntry("bob", time.Now())
+	if err := WriteTokenFile(path, []TokenEntry{a, b}); err != nil {
+		t.Fatal(err)
+	}
+	if owner, ok := toks.Owner(tokB); !ok || owner != "bob" {
+		t.Fatalf("token added after start: %q %v", owner, ok)
+	}
+
+	kept, removed := RevokeTokens([]TokenEntry{a, b}, a.ID)
+	if len(removed) != 1 || removed[0].Owner != "alice" || len(kept) != 1 {
+		t.Fatalf("revoke by id: kept %v removed %v", kept, removed)
+	}
+	if err := WriteTokenFile(path, kept); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := toks.Owner(tokA); ok {
+		t.Fatal("revoked token still accepted")
+	}
+
+	if err := os.Chmod(path, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := toks.Owner(tokB); ok {
+		t.Fatal("token accepted from a world-readable file")
+	}
+	if len(reloadErrs) != 1 || !errors.Is(reloadErrs[0], ErrTokenFile) {
+		t.Fatalf("reload errors %v", reloadErrs)
+	}
+	if err := os.Chmod(path, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if owner, ok := toks.Owner(tokB); !ok || owner != "bob" {
+		t.Fatalf("after the file was fixed: %q %v", owner, ok)
+	}
+}
+
+func TestReadTokenFileRefusesSharedFile(t *testing.T) {
+	if runtime.GOOS == "windows" {
+		t.Skip("mode bits")
+	}
+	dir := t.TempDir()
+	for _, mode := range []os.FileMode{0o640, 0o604, 0o620, 0o602} {
+		path := filepath.Join(dir, "tokens")
+		writeFile(t, path, "sha256:"+strings.Repeat("ab", 32)+" alice\n", mode)
+		if _, err := ReadTokenFile(path); !errors.Is(err, ErrTokenFile) {
+			t.Errorf("mode %04o: got %v, want ErrTokenFile", mode, err)
+		}
+		if _, err := OpenTokens(path); !errors.Is(err, ErrTokenFile) {
+			t.Errorf("OpenTokens mode %04o: got %v, want ErrTokenFile", mode, err)
+		}
+	}
+}
+
+func TestParseTokenLines(t *testing.T) {
+	plain := "a-hand-written-token-0123"
+	h := HashToken("another-long-enough-token")
+	content := "# team tokens\n\n" + plain + " carol\nsha256:" + hex.EncodeToString(h[:]) + "\tdave smith\n"
+	entries, err := ParseTokens("tokens", []byte(content))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(entries) != 2 || entries[0].Owner != "carol" || !entries[0].Plain || entries[0].Hash != HashToken(plain) {
+		t.Fatalf("entries %+v", entries)
+	}
+	if entries[1].Owner != "dave smith" || entries[1].Plain || entries[1].Hash != h {
+		t.Fatalf("entry 2 %+v", entries[1])
+	}
+
+	path := filepath.Join(t.TempDir(), "tokens")
+	writeFile(t, path, content, 0o600)
+	toks, err := OpenTokens(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if owner, ok := toks.Owner(plain); !ok || owner != "carol" {
+		t.Fatalf("plain token: %q %v", owner, ok)
+	}
+	if owner, ok := toks.Owner("another-long-enough-token"); !ok || owner != "dave smith" {
+		t.Fatalf("hashed token: %q %v", owner, ok)
+	}
+	// Rewriting replaces the plaintext token by its hash.
+	if err := WriteTokenFile(path, entries); err != nil {
+		t.Fatal(err)
+	}
+	raw, _ := os.ReadFile(path)
+	if strings.Contains(string(raw), plain) {
+		t.Fatalf("rewritten file still holds the plaintext token:\n%s", raw)
+	}
+}
+
+func TestParseTokensErrors(t *testing.T) {
+	for _, tc := range []struct{ name, content string }{
+		{"no owner", "some-long-token-value-123\n"},
+		{"short token", "short alice\n"},
+		{"bad hash", "sha256:abcd alice\n"},
+		{"reserved owner", "some-long-token-value-123 " + DataKeyAccount + "\n"},
+		{"json bad hash", `{"tokens":[{"owner":"a","sha256":"zz"}]}`},
+		{"json unknown field", `{"tokens":[],"extra":1}`},
+		{"json empty owner", `{"tokens":[{"owner":"","sha256":"` + strings.Repeat("0", 64) + `"}]}`},
+		{"duplicate", "some-long-token-value-123 a\nsome-long-token-value-123 b\n"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := ParseTokens("f", []byte(tc.content))
+			if !errors.Is(err, ErrTokenFile) {
+				t.Fatalf("got %v, want ErrTokenFile", err)
+			}
+			if strings.Contains(err.Error(), "some-long-token") {
+				t.Fatalf("error repeats the token: %v", err)
+			}
+		})
+	}
+}
+
+func TestOpenTokensRefusesEmptyOrMissing(t *testing.T) {
+	dir := t.TempDir()
+	if _, err := OpenTokens(filepath.Join(dir, "missing")); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("missing file: %v", err)
+	}
+	path := filepath.Join(dir, "empty")
+	writeFile(t, path, "# nothing yet\n", 0o600)
+	if _, err := OpenTokens(path); !errors.Is(err, ErrTokenFile) {
+		t.Fatalf("empty file: %v", err)
+	}
+}
+
+func TestRevokeByOwnerAndToken(t *testing.T) {
+	tokA, a, _ := NewTokenEntry("alice", time.Now())
+	_, a2, _ := NewTokenEntry("alice", time.Now())
+	_, b, _ := NewTokenEntry("bob", time.Now())
+	kept, removed := RevokeTokens([]TokenEntry{a, a2, b}, "alice")
+	if len(removed) != 2 || len(kept) != 1 || kept[0].Owner != "bob" {
+		t.Fatalf("by owner: kept %v removed %v", kept, removed)
+	}
+	kept, removed = RevokeTokens([]TokenEntry{a, a2, b}, tokA)
+	if len(removed) != 1 || removed[0].ID != a.ID || len(kept) != 2 {
+		t.Fatalf("by token: kept %v removed %v", kept, removed)
+	}
+	if _, removed = RevokeTokens([]TokenEntry{a, b}, "nobody"); len(removed) != 0 {
+		t.Fatalf("unknown: removed %v", removed)
+	}
+}
+
+func BenchmarkTokensOwner(b *testing.B) {
+	path := filepath.Join(b.TempDir(), "tokens.json")
+	var entries []TokenEntry
+	var last string
+	for range 50 {
+		tok, e, _ := NewTokenEntry("owner", time.Now())
+		entries = append(entries, e)
+		last = tok
+	}
+	if err := WriteTokenFile(path, entries); err != nil {
+		b.Fatal(err)
+	}
+	toks, err := OpenTokens(path)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ResetTimer()
+	for b.Loop() {
+		if _, ok := toks.Owner(last); !ok {
+			b.Fatal("not found")
+		}
+	}
+}
