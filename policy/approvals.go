@@ -1,0 +1,379 @@
+package policy
+
+import (
+	"bytes"
+	"crypto/rand"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Approvals is the human side of require_approval when the client cannot ask: the
+// server records a request and shows its ID; a human runs `e2b-mcp approve ID` in
+// another process; the same call (same owner, session, tool and arguments) then runs
+// once.
+//
+// The client only ever sees the random ID, and the ID grants nothing by itself: an
+// approval is consumed by the binding of the call, computed by the server, and all
+// state is in a file store only the local user can write (directory 0700, file 0600).
+// Every operation runs under an exclusive flock on a lock file and rewrites the store
+// atomically (temporary file, fsync, rename, directory fsync), so several server
+// processes and the approve command share it safely.
+type Approvals struct {
+	dir string
+	ttl time.Duration
+	now func() time.Time
+	mu  sync.Mutex // orders this instance's goroutines; the flock orders processes
+}
+
+// Binding ties an approval to one exact call.
+type Binding struct {
+	Owner      string `json:"owner"`
+	Session    string `json:"session"`
+	Tool       string `json:"tool"`
+	ArgsDigest string `json:"args_digest"`
+}
+
+// Pending is an approval request.
+type Pending struct {
+	ID       string    `json:"id"`
+	Binding  Binding   `json:"binding"`
+	Summary  string    `json:"summary"`
+	Created  time.Time `json:"created"`
+	Expires  time.Time `json:"expires"`
+	Approved bool      `json:"approved"`
+}
+
+var (
+	// ErrUnknownApproval: no request has this ID (never issued, already used, or
+	// expired long ago).
+	ErrUnknownApproval = errors.New("unknown approval ID")
+	// ErrApprovalExpired: the request exists but its time is up; the call must be
+	// made again to get a new one.
+	ErrApprovalExpired = errors.New("approval request expired")
+)
+
+const (
+	approvalsFile = "approvals.json"
+	approvalsLock = "approvals.lock"
+	storeVersion  = 1
+	// maxOpenRequests bounds the store: a client looping over distinct calls that
+	// need approval must not grow it without end.
+	maxOpenRequests = 1000
+	idLength        = 10
+	// idAlphabet is Crockford's base32: no i, l, o or u, so an ID read aloud or
+	// typed from a screen survives; Approve folds the look-alikes back.
+	idAlphabet = "0123456789abcdefghjkmnpqrstvwxyz"
+)
+
+type approvalStore struct {
+	Version  int       `json:"version"`
+	Requests []Pending `json:"requests"`
+}
+
+// BindingFor binds a call. The digest is the sha256 of the arguments' canonical JSON
+// (keys sorted, numbers as JSON decoding yields them), so the same arguments bind the
+// same way whatever order or number form a client sends them in.
+func BindingFor(owner, session, tool string, args map[string]any) Binding {
+	sum := sha256.Sum256(canonicalJSON(args))
+	return Binding{Owner: owner, Session: session, Tool: tool, ArgsDigest: hex.EncodeToString(sum[:])}
+}
+
+func canonicalJSON(args map[string]any) []byte {
+	if args == nil {
+		args = map[string]any{}
+	}
+	raw, err := json.Marshal(args)
+	if err == nil {
+		// A round trip through any folds json.Number, ints and floats to one form.
+		var v any
+		if err = json.Unmarshal(raw, &v); err == nil {
+			if canon, err := json.Marshal(v); err == nil {
+				return canon
+			}
+		}
+	}
+	// Not JSON-encodable (it did not come from a client then). The prefix keeps it
+	// apart from every JSON text.
+	return []byte(fmt.Sprintf("unencodable:%#v", args))
+}
+
+// OpenApprovals opens (creating) the store in dir. Requests expire ttl after they are
+// made, and an approval must be used within ttl after it is granted. now is the clock
+// (nil: time.Now).
+func OpenApprovals(dir string, ttl time.Duration, now func() time.Time) (*Approvals, error) {
+	if ttl <= 0 {
+		return nil, fmt.Errorf("approvals: ttl must be positive, got %v", ttl)
+	}
+	if now == nil {
+		now = time.Now
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("approvals: %w", err)
+	}
+	a := &Approvals{dir: dir, ttl: ttl, now: now}
+	// Fail now, not on the first tool call, if the store is unusable.
+	if err := a.with(false, func(*approvalStore, time.Time) bool { return false }); err != nil {
+		return nil, err
+	}
+	return a, nil
+}
+
+// Request records that a call needs approval and returns the request to show the
+// human. An open request for the same binding is reused, so a client retrying before
+// the human acts does not pile up IDs.
+func (a *Approvals) Request(b Binding, summary string) (Pending, error) {
+	var out Pending
+	var err error
+	werr := a.with(true, func(s *approvalStore, now time.Time) bool {
+		open := 0
+		for _, p := range s.Requests {
+			if now.Before(p.Expires) {
+				if p.Binding == b {
+					out = p
+					return false
+				}
+				open++
+			}
+		}
+		if open >= maxOpenRequests {
+			err = fmt.Errorf("approvals: %d requests are already waiting; approve or let them expire first", open)
+			return false
+		}
+		var id string
+		for {
+			if id, err = newID(); err != nil {
+				return false
+			}
+			if !slices.ContainsFunc(s.Requests, func(p Pending) bool { return p.ID == id }) {
+				break
+			}
+		}
+		out = Pending{ID: id, Binding: b, Summary: summary, Created: now, Expires: now.Add(a.ttl)}
+		s.Requests = append(s.Requests, out)
+		return true
+	})
+	if werr != nil {
+		return Pending{}, werr
+	}
+	if err != nil {
+		return Pending{}, err
+	}
+	return out, nil
+}
+
+// Approve grants a request: the human action. The approval is then good for one call
+// within ttl. Approving an approved request again is harmless.
+func (a *Approvals) Approve(id string) (Pending, error) {
+	want, ok := normalizeID(id)
+	if !ok {
+		return Pending{}, fmt.Errorf("%w: %q is not an approval ID (%d letters and digits)", ErrUnknownApproval, clipForDisplay(id), idLength)
+	}
+	var out Pending
+	var err error
+	werr := a.with(true, func(s *approvalStore, now time.Time) bool {
+		for i := range s.Requests {
+			p := &s.Requests[i]
+			if subtle.ConstantTimeCompare([]byte(p.ID), []byte(want)) != 1 {
+				continue
+			}
+			if !now.Before(p.Expires) {
+				err = fmt.Errorf("%w: %s expired at %s; make the call again to get a new request",
+					ErrApprovalExpired, p.ID, p.Expires.Format(time.RFC3339))
+				return false
+			}
+			p.Approved = true
+			p.Expires = now.Add(a.ttl)
+			out = *p
+			return true
+		}
+		err = fmt.Errorf("%w: no request %s (it may have been used, or expired)", ErrUnknownApproval, want)
+		return false
+	})
+	if werr != nil {
+		return Pending{}, werr
+	}
+	if err != nil {
+		return Pending{}, err
+	}
+	return out, nil
+}
+
+// List returns the requests not yet expired, approved or not, oldest first.
+func (a *Approvals) List() ([]Pending, error) {
+	var out []Pending
+	err := a.with(false, func(s *approvalStore, now time.Time) bool {
+		for _, p := range s.Requests {
+			if now.Before(p.Expires) {
+				out = append(out, p)
+			}
+		}
+		return false
+	})
+	slices.SortStableFunc(out, func(x, y Pending) int { return x.Created.Compare(y.Created) })
+	return out, err
+}
+
+// Consume reports whether an approved, unexpired request matches the binding, and
+// deletes it: an approval runs exactly one call.
+func (a *Approvals) Consume(b Binding) (bool, error) {
+	found := false
+	err := a.with(true, func(s *approvalStore, now time.Time) bool {
+		for i, p := range s.Requests {
+			if p.Approved && now.Before(p.Expires) && p.Binding == b {
+				s.Requests = slices.Delete(s.Requests, i, i+1)
+				found = true
+				return true
+			}
+		}
+		return false
+	})
+	if err != nil {
+		return false, err
+	}
+	return found, nil
+}
+
+// with runs fn on the store under the file lock. With write set the lock is exclusive,
+// expired requests are dropped, and the store is saved if anything changed.
+func (a *Approvals) with(write bool, fn func(s *approvalStore, now time.Time) (changed bool)) error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	lf, err := os.OpenFile(filepath.Join(a.dir, approvalsLock), os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return fmt.Errorf("approvals: %w", err)
+	}
+	defer lf.Close()
+	if err := lockFile(lf, write); err != nil {
+		return fmt.Errorf("approvals: locking %s: %w", lf.Name(), err)
+	}
+	defer unlockFile(lf)
+
+	s, err := a.load()
+	if err != nil {
+		return err
+	}
+	now := a.now()
+	pruned := false
+	if write {
+		pruned = s.prune(now, a.ttl)
+	}
+	changed := fn(s, now)
+	if write && (changed || pruned) {
+		return a.save(s)
+	}
+	return nil
+}
+
+// prune drops requests expired more than ttl ago. Recently expired ones are kept so
+// that Approve can say "expired" rather than "unknown".
+func (s *approvalStore) prune(now time.Time, ttl time.Duration) bool {
+	n := len(s.Requests)
+	s.Requests = slices.DeleteFunc(s.Requests, func(p Pending) bool {
+		return !now.Before(p.Expires.Add(ttl))
+	})
+	return len(s.Requests) != n
+}
+
+func (a *Approvals) load() (*approvalStore, error) {
+	name := filepath.Join(a.dir, approvalsFile)
+	data, err := os.ReadFile(name)
+	if errors.Is(err, fs.ErrNotExist) {
+		return &approvalStore{Version: storeVersion}, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("approvals: %w", err)
+	}
+	var s approvalStore
+	if err := json.Unmarshal(data, &s); err != nil {
+		return nil, fmt.Errorf("approvals: %s is corrupt (%v); delete it to start over", name, err)
+	}
+	if s.Version != storeVersion {
+		return nil, fmt.Errorf("approvals: %s has version %d, this program reads version %d", name, s.Version, storeVersion)
+	}
+	return &s, nil
+}
+
+func (a *Approvals) save(s *approvalStore) error {
+	data, err := json.MarshalIndent(s, "", "  ")
+	if err != nil {
+		return fmt.Errorf("approvals: %w", err)
+	}
+	tmp, err := os.CreateTemp(a.dir, approvalsFile+".*.tmp")
+	if err != nil {
+		return fmt.Errorf("approvals: %w", err)
+	}
+	tmpName := tmp.Name()
+	ok := false
+	defer func() {
+		if !ok {
+			tmp.Close()
+			os.Remove(tmpName)
+		}
+	}()
+	if _, err := tmp.Write(append(data, '\n')); err != nil {
+		return fmt.Errorf("approvals: writing %s: %w", tmpName, err)
+	}
+	if err := tmp.Sync(); err != nil {
+		return fmt.Errorf("approvals: syncing %s: %w", tmpName, err)
+	}
+	if err := tmp.Close(); err != nil {
+		return fmt.Errorf("approvals: %w", err)
+	}
+	if err := os.Rename(tmpName, filepath.Join(a.dir, approvalsFile)); err != nil {
+		return fmt.Errorf("approvals: %w", err)
+	}
+	ok = true
+	if err := syncDir(a.dir); err != nil {
+		return fmt.Errorf("approvals: syncing %s: %w", a.dir, err)
+	}
+	return nil
+}
+
+// newID returns idLength characters of idAlphabet from crypto/rand (50 bits). The
+// ID is a name for the human, not a secret: the call's binding is what is approved.
+func newID() (string, error) {
+	var raw [idLength]byte
+	if _, err := rand.Read(raw[:]); err != nil {
+		return "", fmt.Errorf("approvals: random ID: %w", err)
+	}
+	var b strings.Builder
+	for _, r := range raw {
+		b.WriteByte(idAlphabet[r&31]) // 256 is a multiple of 32: no bias
+	}
+	return b.String(), nil
+}
+
+// normalizeID accepts an ID as a human may type it: any case, with spaces or dashes,
+// and the look-alike letters i, l, o.
+func normalizeID(id string) (string, bool) {
+	var b bytes.Buffer
+	for _, r := range strings.ToLower(id) {
+		switch {
+		case r == ' ' || r == '-' || r == '\t' || r == '\n' || r == '\r':
+			continue
+		case r == 'i' || r == 'l':
+			r = '1'
+		case r == 'o':
+			r = '0'
+		}
+		if r > 0x7f || !strings.ContainsRune(idAlphabet, r) {
+			return "", false
+		}
+		b.WriteRune(r)
+	}
+	if b.Len() != idLength {
+		return "", false
+	}
+	return b.String(), true
+}

@@ -1,0 +1,390 @@
+package policy
+
+import (
+	"encoding/json"
+	"fmt"
+	"math"
+	"path"
+	"strconv"
+	"strings"
+)
+
+// Tool names the policy knows the arguments of. A rule naming any other tool is
+// refused at parse time: a typo in a tool name would otherwise make a rule that never
+// matches, which in a deny rule is a silent hole.
+const (
+	toolCreateSandbox    = "e2b_create_sandbox"
+	toolExec             = "e2b_exec"
+	toolReadFile         = "e2b_read_file"
+	toolWriteFile        = "e2b_write_file"
+	toolListSandboxes    = "e2b_list_sandboxes"
+	toolManageSandbox    = "e2b_manage_sandbox"
+	toolCheckpoint       = "e2b_checkpoint_sandbox"
+	toolListCheckpoints  = "e2b_list_checkpoints"
+	toolForkSandbox      = "e2b_fork_sandbox"
+	toolDeleteCheckpoint = "e2b_delete_checkpoint"
+)
+
+func toolNames() []string {
+	return []string{
+		toolCreateSandbox, toolExec, toolReadFile, toolWriteFile, toolListSandboxes,
+		toolManageSandbox, toolCheckpoint, toolListCheckpoints, toolForkSandbox, toolDeleteCheckpoint,
+	}
+}
+
+// Condition keys of a rule's "when".
+const (
+	keyTarget   = "target"
+	keyTargets  = "targets"
+	keyCommand  = "command"
+	keyPath     = "path"
+	keyAction   = "action"
+	keyTemplate = "template"
+	keyCount    = "count"
+	keyTimeout  = "timeout_seconds"
+)
+
+func conditionKeys() []string {
+	return []string{keyTarget, keyTargets, keyCommand, keyPath, keyAction, keyTemplate, keyCount, keyTimeout}
+}
+
+// appliesTo lists the tools that carry the argument a condition looks at; nil means
+// every tool (the target condition).
+func appliesTo(key string) []string {
+	switch key {
+	case keyCommand:
+		return []string{toolExec}
+	case keyPath:
+		return []string{toolReadFile, toolWriteFile, toolCreateSandbox}
+	case keyAction:
+		return []string{toolManageSandbox}
+	case keyTemplate:
+		return []string{toolCreateSandbox}
+	case keyCount:
+		return []string{toolForkSandbox}
+	case keyTimeout:
+		return []string{toolCreateSandbox, toolManageSandbox, toolExec}
+	}
+	return nil
+}
+
+// condition is one key of a rule's "when". match reports whether the call satisfies
+// it; when explain is set it also says why in words, for Explain.
+type condition interface {
+	key() string
+	match(c Call, explain bool) (bool, string)
+}
+
+type targetCond struct{ globs []glob }
+
+func (t targetCond) key() string { return keyTarget }
+
+func (t targetCond) match(c Call, explain bool) (bool, string) {
+	g, ok := firstMatch(t.globs, c.Tool)
+	switch {
+	case !explain:
+		return ok, ""
+	case ok:
+		return true, fmt.Sprintf("tool %s matches %q", c.Tool, g.src)
+	}
+	return false, fmt.Sprintf("tool %s is not %s", c.Tool, globList(t.globs))
+}
+
+type commandCond struct{ globs []glob }
+
+func (t commandCond) key() string { return keyCommand }
+
+func (t commandCond) match(c Call, explain bool) (bool, string) {
+	cmd, has := callCommand(c)
+	if !has {
+		return false, why(explain, "the call has no command")
+	}
+	g, ok := firstMatch(t.globs, cmd)
+	switch {
+	case !explain:
+		return ok, ""
+	case ok:
+		return true, fmt.Sprintf("command %q matches %q", clipForDisplay(cmd), g.src)
+	}
+	return false, fmt.Sprintf("command %q does not match %s", clipForDisplay(cmd), globList(t.globs))
+}
+
+type templateCond struct{ globs []glob }
+
+func (t templateCond) key() string { return keyTemplate }
+
+func (t templateCond) match(c Call, explain bool) (bool, string) {
+	tpl, has := stringArg(c, toolCreateSandbox, "template")
+	if !has {
+		return false, why(explain, "the call has no template")
+	}
+	g, ok := firstMatch(t.globs, tpl)
+	switch {
+	case !explain:
+		return ok, ""
+	case ok:
+		return true, fmt.Sprintf("template %q matches %q", clipForDisplay(tpl), g.src)
+	}
+	return false, fmt.Sprintf("template %q does not match %s", clipForDisplay(tpl), globList(t.globs))
+}
+
+// pathCond matches the paths a call touches. A call may touch several (the uploads
+// of e2b_create_sandbox), and which of "any" or "all" is the safe reading depends on
+// what the rule does: a rule that allows must cover every path (one benign upload must
+// not carry a second one to /etc), while a rule that denies or asks for approval
+// catches the call if any path matches.
+type pathCond struct {
+	globs []glob
+	all   bool
+}
+
+func (t pathCond) key() string { return keyPath }
+
+func (t pathCond) match(c Call, explain bool) (bool, string) {
+	paths := callPaths(c)
+	if len(paths) == 0 {
+		return false, why(explain, "the call has no path")
+	}
+	if t.all {
+		for _, p := range paths {
+			if _, ok := firstMatch(t.globs, p); !ok {
+				if !explain {
+					return false, ""
+				}
+				return false, fmt.Sprintf("path %q does not match %s (an allow rule must cover every path)", clipForDisplay(p), globList(t.globs))
+			}
+		}
+		if !explain {
+			return true, ""
+		}
+		return true, fmt.Sprintf("every path (%s) matches %s", displayList(paths), globList(t.globs))
+	}
+	for _, p := range paths {
+		if g, ok := firstMatch(t.globs, p); ok {
+			return true, why(explain, "path %q matches %q", clipForDisplay(p), g.src)
+		}
+	}
+	if !explain {
+		return false, ""
+	}
+	return false, fmt.Sprintf("no path (%s) matches %s", displayList(paths), globList(t.globs))
+}
+
+type actionCond struct{ actions []string }
+
+func (t actionCond) key() string { return keyAction }
+
+func (t actionCond) match(c Call, explain bool) (bool, string) {
+	a, has := stringArg(c, toolManageSandbox, "action")
+	if !has {
+		return false, why(explain, "the call has no action")
+	}
+	for _, want := range t.actions {
+		if a == want {
+			return true, why(explain, "action %q is %q", a, want)
+		}
+	}
+	if !explain {
+		return false, ""
+	}
+	return false, fmt.Sprintf("action %q is not %s", clipForDisplay(a), strings.Join(quoteAll(t.actions), " or "))
+}
+
+func firstMatch(gs []glob, s string) (glob, bool) {
+	for _, g := range gs {
+		if g.match(s) {
+			return g, true
+		}
+	}
+	return glob{}, false
+}
+
+func displayList(ss []string) string {
+	out := make([]string, len(ss))
+	for i, s := range ss {
+		out[i] = strconv.Quote(clipForDisplay(s))
+	}
+	return strings.Join(out, ", ")
+}
+
+// numRange is an inclusive range; a nil bound is open.
+type numRange struct {
+	min, max *float64
+}
+
+func (r numRange) contains(v float64) bool {
+	return (r.min == nil || v >= *r.min) && (r.max == nil || v <= *r.max)
+}
+
+func (r numRange) String() string {
+	switch {
+	case r.min != nil && r.max != nil && *r.min == *r.max:
+		return "= " + fmtNum(*r.min)
+	case r.min != nil && r.max != nil:
+		return fmt.Sprintf("in [%s, %s]", fmtNum(*r.min), fmtNum(*r.max))
+	case r.min != nil:
+		return ">= " + fmtNum(*r.min)
+	case r.max != nil:
+		return "<= " + fmtNum(*r.max)
+	}
+	return "any number"
+}
+
+type numberCond struct {
+	k   string // keyCount or keyTimeout
+	rng numRange
+}
+
+func (t numberCond) key() string { return t.k }
+
+func (t numberCond) match(c Call, explain bool) (bool, string) {
+	var v float64
+	var has bool
+	if t.k == keyCount {
+		v, has = numberArg(c, toolForkSandbox, "count")
+	} else {
+		v, has = callTimeoutSeconds(c)
+	}
+	if !has {
+		return false, why(explain, "the call has no %s", t.k)
+	}
+	ok := t.rng.contains(v)
+	switch {
+	case !explain:
+		return ok, ""
+	case ok:
+		return true, fmt.Sprintf("%s %s is %s", t.k, fmtNum(v), t.rng)
+	}
+	return false, fmt.Sprintf("%s %s is not %s", t.k, fmtNum(v), t.rng)
+}
+
+// Argument extraction. Each argument is read only from the tools that have it, so a
+// "path" argument some other tool might grow does not silently change what a rule does.
+
+func callCommand(c Call) (string, bool) { return stringArg(c, toolExec, "command") }
+
+func stringArg(c Call, tool, name string) (string, bool) {
+	if c.Tool != tool {
+		return "", false
+	}
+	s, ok := c.Args[name].(string)
+	return s, ok
+}
+
+func numberArg(c Call, tool, name string) (float64, bool) {
+	if c.Tool != tool {
+		return 0, false
+	}
+	return toNumber(c.Args[name])
+}
+
+// callTimeoutSeconds reads timeout_seconds of create and manage, and timeout_ms of
+// exec converted to seconds, so that one condition bounds every timeout.
+func callTimeoutSeconds(c Call) (float64, bool) {
+	switch c.Tool {
+	case toolCreateSandbox, toolManageSandbox:
+		return toNumber(c.Args["timeout_seconds"])
+	case toolExec:
+		ms, ok := toNumber(c.Args["timeout_ms"])
+		return ms / 1000, ok
+	}
+	return 0, false
+}
+
+// callPaths returns the sandbox paths a call touches, cleaned: the policy decides on
+// the file the sandbox will open, so "/home/user/../../etc/passwd" is "/etc/passwd".
+func callPaths(c Call) []string {
+	switch c.Tool {
+	case toolReadFile, toolWriteFile:
+		if p, ok := c.Args["path"].(string); ok {
+			return []string{path.Clean(p)}
+		}
+	case toolCreateSandbox:
+		uploads, _ := c.Args["upload_files"].([]any)
+		var out []string
+		for _, u := range uploads {
+			m, _ := u.(map[string]any)
+			if p, ok := m["sandbox_path"].(string); ok {
+				out = append(out, path.Clean(p))
+			}
+		}
+		return out
+	}
+	return nil
+}
+
+// toNumber accepts what JSON decoding (and callers building calls by hand) produce.
+func toNumber(v any) (float64, bool) {
+	var f float64
+	switch n := v.(type) {
+	case float64:
+		f = n
+	case float32:
+		f = float64(n)
+	case int:
+		f = float64(n)
+	case int64:
+		f = float64(n)
+	case int32:
+		f = float64(n)
+	case uint:
+		f = float64(n)
+	case uint64:
+		f = float64(n)
+	case uint32:
+		f = float64(n)
+	case json.Number:
+		var err error
+		if f, err = strconv.ParseFloat(string(n), 64); err != nil {
+			return 0, false
+		}
+	default:
+		return 0, false
+	}
+	if math.IsNaN(f) {
+		return 0, false
+	}
+	return f, true
+}
+
+func why(explain bool, format string, args ...any) string {
+	if !explain {
+		return ""
+	}
+	return fmt.Sprintf(format, args...)
+}
+
+func globList(gs []glob) string {
+	if len(gs) == 1 {
+		return strconv.Quote(gs[0].src)
+	}
+	s := make([]string, len(gs))
+	for i, g := range gs {
+		s[i] = g.src
+	}
+	return "any of " + strings.Join(quoteAll(s), ", ")
+}
+
+func quoteAll(ss []string) []string {
+	out := make([]string, len(ss))
+	for i, s := range ss {
+		out[i] = strconv.Quote(s)
+	}
+	return out
+}
+
+func fmtNum(f float64) string { return strconv.FormatFloat(f, 'g', -1, 64) }
+
+func clipForDisplay(s string) string {
+	const max = 200
+	if len(s) <= max {
+		return s
+	}
+	cut := max
+	for cut > 0 && !isRuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + "..."
+}
+
+func isRuneStart(b byte) bool { return b&0xC0 != 0x80 }

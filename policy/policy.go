@@ -1,0 +1,180 @@
+package policy
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+)
+
+// Action is what a policy decides for a call.
+type Action string
+
+const (
+	Allow           Action = "allow"
+	Deny            Action = "deny"
+	RequireApproval Action = "require_approval"
+)
+
+func validAction(a Action) bool { return a == Allow || a == Deny || a == RequireApproval }
+
+// Call is a tool call as the policy sees it: the tool name and its arguments as
+// decoded from JSON (float64 numbers, []any, map[string]any).
+type Call struct {
+	Tool string
+	Args map[string]any
+}
+
+// Decision is the outcome of evaluating a call. RuleID is empty when no rule matched
+// and the policy's default_action decided.
+type Decision struct {
+	Action Action
+	RuleID string
+	Reason string
+}
+
+// Rule returns the deciding rule's id, or "default" when default_action decided: the
+// form audit records and messages use.
+func (d Decision) Rule() string {
+	if d.RuleID == "" {
+		return "default"
+	}
+	return d.RuleID
+}
+
+// Policy is a parsed, validated policy. It is immutable and safe for concurrent use.
+type Policy struct {
+	name          string
+	defaultAction Action
+	rules         []rule
+}
+
+type rule struct {
+	id       string
+	line     int
+	conds    []condition
+	decision Action
+	reason   string
+}
+
+// Name is the name the policy was parsed under (its file name, or "built-in").
+func (p *Policy) Name() string { return p.name }
+
+// Evaluate decides a call: the first rule whose conditions all match decides, else
+// default_action. A nil policy denies everything.
+func (p *Policy) Evaluate(c Call) Decision {
+	if p == nil {
+		return Decision{Action: Deny, Reason: "no policy loaded"}
+	}
+	for i := range p.rules {
+		r := &p.rules[i]
+		if r.matches(c) {
+			return Decision{Action: r.decision, RuleID: r.id, Reason: r.reason}
+		}
+	}
+	return p.defaultDecision()
+}
+
+func (p *Policy) defaultDecision() Decision {
+	return Decision{Action: p.defaultAction, Reason: "no rule matched; default_action is " + string(p.defaultAction)}
+}
+
+func (r *rule) matches(c Call) bool {
+	for _, cond := range r.conds {
+		if ok, _ := cond.match(c, false); !ok {
+			return false
+		}
+	}
+	return true
+}
+
+// Explain evaluates a call and describes, for a human, which rule decided and why the
+// rules before it did not match.
+func Explain(p *Policy, c Call) string {
+	var b strings.Builder
+	args, err := json.Marshal(c.Args)
+	if err != nil || c.Args == nil {
+		args = []byte("{}")
+	}
+	fmt.Fprintf(&b, "call:     %s %s\n", c.Tool, clipForDisplay(string(args)))
+	if p == nil {
+		d := p.Evaluate(c)
+		fmt.Fprintf(&b, "decision: %s\nreason:   %s\n", d.Action, d.Reason)
+		return b.String()
+	}
+	fmt.Fprintf(&b, "policy:   %s (%d rules, default_action %s)\n", p.name, len(p.rules), p.defaultAction)
+	var trace []string
+	decided := false
+	var d Decision
+	for i := range p.rules {
+		r := &p.rules[i]
+		ok, why := r.explain(c)
+		if !ok {
+			trace = append(trace, fmt.Sprintf("  %d. %s (line %d): skipped, %s", i+1, r.id, r.line, why))
+			continue
+		}
+		trace = append(trace, fmt.Sprintf("  %d. %s (line %d): matched, %s", i+1, r.id, r.line, why))
+		d = Decision{Action: r.decision, RuleID: r.id, Reason: r.reason}
+		decided = true
+		break
+	}
+	if !decided {
+		d = p.defaultDecision()
+	}
+	fmt.Fprintf(&b, "decision: %s\n", d.Action)
+	fmt.Fprintf(&b, "rule:     %s\n", d.Rule())
+	if d.Reason != "" {
+		fmt.Fprintf(&b, "reason:   %s\n", d.Reason)
+	}
+	if len(trace) > 0 {
+		b.WriteString("rules checked, in order:\n")
+		for _, t := range trace {
+			b.WriteString(t)
+			b.WriteByte('\n')
+		}
+	}
+	return b.String()
+}
+
+// explain reports whether the rule matches, with the first failing condition or
+// (on a match) every condition's account.
+func (r *rule) explain(c Call) (bool, string) {
+	var parts []string
+	for _, cond := range r.conds {
+		ok, why := cond.match(c, true)
+		if !ok {
+			return false, why
+		}
+		parts = append(parts, why)
+	}
+	return true, strings.Join(parts, "; ")
+}
+
+// maxPolicyBytes bounds a policy file; real ones are a few kilobytes.
+const maxPolicyBytes = 1 << 20
+
+// Load reads and parses a policy file.
+func Load(path string) (*Policy, error) {
+	data, err := readPolicyFile(path)
+	if err != nil {
+		return nil, err
+	}
+	return Parse(path, data)
+}
+
+func readPolicyFile(path string) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("policy: %w", err)
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, maxPolicyBytes+1))
+	if err != nil {
+		return nil, fmt.Errorf("policy: reading %s: %w", path, err)
+	}
+	if len(data) > maxPolicyBytes {
+		return nil, fmt.Errorf("policy: %s is larger than %d bytes", path, maxPolicyBytes)
+	}
+	return data, nil
+}
