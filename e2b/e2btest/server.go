@@ -1,12 +1,20 @@
 // Package e2btest is an emulator of E2B for tests and for the local backend: the control-plane REST API and each
 // sandbox's envd on one HTTP address, answering as e2b-protocol.md describes. Sandboxes are real: commands run as
 // real processes isolated with bubblewrap, each sandbox with its own /home/user and /tmp and no network.
+//
+// The package must not import the e2b client package: the client's own tests import this one.
 package e2btest
 
 import (
+	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"regexp"
+	"slices"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 )
@@ -20,9 +28,19 @@ type Server struct {
 	envd   *envdService
 	faults *faultInjector
 
+	// root holds every sandbox's and snapshot's directory; removeRoot says Close removes it (a temp dir).
+	root       string
+	removeRoot bool
+
+	stopTick  chan struct{}
+	tickDone  chan struct{}
+	closeOnce sync.Once
+
 	mu        sync.Mutex
 	sandboxes map[string]*Sandbox
 	snapshots map[string]*snapshot
+	snapSeq   uint64
+	closed    bool
 }
 
 // Options configure an emulator.
@@ -38,12 +56,20 @@ type Options struct {
 	Domain string
 	// Now is the emulator's clock for sandbox timeouts; default time.Now.
 	Now func() time.Time
+	// MaxTimeoutHours is the team's longest allowed sandbox timeout, as E2B's plans have; default 24.
+	MaxTimeoutHours int
+	// ExpiryInterval is how often timeouts are applied in the background; default 250 ms, negative disables
+	// the ticker (tests then call Expire).
+	ExpiryInterval time.Duration
+	// Templates are template IDs accepted by create besides "base".
+	Templates []string
 }
 
 // Sandbox is the emulator's record of one sandbox. Fields are guarded by Server.mu.
 type Sandbox struct {
 	ID          string
 	TemplateID  string
+	Alias       string
 	Team        string // the API key that created it
 	Metadata    map[string]string
 	EnvVars     map[string]string
@@ -52,39 +78,326 @@ type Sandbox struct {
 	AccessToken string
 	EnvdVersion string
 	AutoPause   bool
-	StartedAt   time.Time
-	EndAt       time.Time
+	// AllowInternetAccess is the create request's allow_internet_access (nil when it was not sent).
+	AllowInternetAccess *bool
+	StartedAt           time.Time
+	EndAt               time.Time
 	// Dir is the sandbox's filesystem on the host: Dir/home is /home/user and Dir/tmp is /tmp inside it.
 	Dir string
 	// DefaultUser and DefaultWorkdir are what envd uses when a request names none ("user", "/home/user").
 	DefaultUser    string
 	DefaultWorkdir string
+
+	// lifecycle serialises state changes of this sandbox (pause, resume, kill, snapshot, fork), so that envd's
+	// freeze/thaw/stop, which run without Server.mu, are never interleaved for one sandbox.
+	lifecycle *sync.Mutex
 }
 
+// The states a sandbox can be in.
+const (
+	StateRunning = "running"
+	StatePaused  = "paused"
+)
+
 type snapshot struct {
-	ID        string
+	ID        string // the snapshotID as answered: "<templateID>:default" or "<team-slug>/<name>:<tag>"
 	Names     []string
 	Team      string
 	SandboxID string
 	Dir       string // a copy of the sandbox's filesystem
 	EnvVars   map[string]string
+	// TemplateID is the identifier part of ID (without the tag); creates may name either.
+	TemplateID string
+	// BaseTemplateID is the template the snapshotted sandbox was created from.
+	BaseTemplateID string
+	CreatedAt      time.Time
+	seq            uint64 // creation order, for listing snapshots created within one clock tick
+
+	// mu is held for reading while the snapshot's Dir is copied into a new sandbox and for writing while Dir is
+	// removed, so that a create from a snapshot being deleted fails cleanly instead of copying half a tree.
+	mu *sync.RWMutex
 }
 
 // envdHostPattern matches the per-sandbox host form <port>-<sandboxID>.<domain>.
 var envdHostPattern = regexp.MustCompile(`^(\d+)-([a-z0-9]+)\.`)
 
-// ServeHTTP routes a request to envd when it is addressed to a sandbox (routing headers or host form), else to the
-// control plane, as E2B's edge does.
-func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	id := r.Header.Get("E2b-Sandbox-Id")
-	if id == "" {
-		if m := envdHostPattern.FindStringSubmatch(r.Host); m != nil {
-			id = m[2]
+// New starts an emulator listening on 127.0.0.1.
+func New(opts Options) (*Server, error) {
+	if opts.EnvdVersion == "" {
+		opts.EnvdVersion = "0.6.13"
+	}
+	if opts.Domain == "" {
+		opts.Domain = "e2b.local"
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	if opts.MaxTimeoutHours <= 0 {
+		opts.MaxTimeoutHours = 24
+	}
+	if opts.ExpiryInterval == 0 {
+		opts.ExpiryInterval = 250 * time.Millisecond
+	}
+	s := &Server{
+		opts:      opts,
+		rec:       newRecorder(),
+		faults:    newFaultInjector(),
+		sandboxes: make(map[string]*Sandbox),
+		snapshots: make(map[string]*snapshot),
+	}
+	if opts.Dir == "" {
+		dir, err := os.MkdirTemp("", "e2btest-")
+		if err != nil {
+			return nil, fmt.Errorf("e2btest: temp dir: %w", err)
 		}
+		s.root, s.removeRoot = dir, true
+	} else {
+		if err := os.MkdirAll(opts.Dir, 0o755); err != nil {
+			return nil, fmt.Errorf("e2btest: sandbox dir: %w", err)
+		}
+		s.root = opts.Dir
+	}
+	s.mux = s.controlPlaneRoutes()
+	s.envd = newEnvdService(s)
+	s.http = httptest.NewServer(s)
+	if opts.ExpiryInterval > 0 {
+		s.stopTick, s.tickDone = make(chan struct{}), make(chan struct{})
+		go s.expireLoop(opts.ExpiryInterval)
+	}
+	return s, nil
+}
+
+// URL is the emulator's base URL, for both the control plane and envd (which is routed by headers or host).
+func (s *Server) URL() string { return s.http.URL }
+
+// Close kills every sandbox's processes, stops the server and removes the temporary directory.
+func (s *Server) Close() {
+	s.closeOnce.Do(func() {
+		if s.stopTick != nil {
+			close(s.stopTick)
+			<-s.tickDone
+		}
+		s.mu.Lock()
+		s.closed = true
+		all := make([]*Sandbox, 0, len(s.sandboxes))
+		for _, sb := range s.sandboxes {
+			all = append(all, sb)
+		}
+		s.mu.Unlock()
+		// Processes go first: streams of running commands end with them, so that the HTTP server's Close, which
+		// waits for every outstanding request, does not wait for a command that would never exit.
+		for _, sb := range all {
+			sb.lifecycle.Lock()
+			s.envd.stop(sb)
+			sb.lifecycle.Unlock()
+		}
+		if c, ok := any(s.envd).(interface{ close() }); ok {
+			c.close()
+		}
+		s.http.CloseClientConnections()
+		s.http.Close()
+		if s.removeRoot {
+			_ = removeTree(s.root)
+		}
+	})
+}
+
+// now is the emulator's clock, in UTC as E2B answers.
+func (s *Server) now() time.Time { return s.opts.Now().UTC().Round(0) }
+
+// ServeHTTP routes a request to envd when it is addressed to a sandbox (host form or routing headers), else to
+// the control plane, as E2B's edge does. Every request is recorded and passes the fault injector first.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	s.rec.record(r)
+	s.faults.delay(r.Context())
+
+	id, port := "", ""
+	if m := envdHostPattern.FindStringSubmatch(r.Host); m != nil {
+		port, id = m[1], m[2]
+	} else if h := r.Header.Get("E2b-Sandbox-Id"); h != "" {
+		id, port = h, r.Header.Get("E2b-Sandbox-Port")
 	}
 	if id == "" {
+		if s.faults.controlPlane(w, r) {
+			return
+		}
 		s.mux.ServeHTTP(w, r)
 		return
 	}
+	if port != "" && port != strconv.Itoa(envdPort) {
+		writeProxyError(w, id, "The sandbox is running but port is not open")
+		return
+	}
 	s.serveEnvd(w, r, id)
+}
+
+// envdPort is the port envd listens on in every sandbox; the edge routes only this port to the emulated envd.
+const envdPort = 49983
+
+// serveEnvd answers a request for a sandbox's envd: the edge proxy's 502 when the sandbox is not running
+// (paused, killed, timed out or never existed), else envd itself. Team isolation does not apply: envd has tokens.
+func (s *Server) serveEnvd(w http.ResponseWriter, r *http.Request, id string) {
+	s.mu.Lock()
+	sb := s.sandboxes[id]
+	running := sb != nil && sb.State == StateRunning && !s.closed
+	s.mu.Unlock()
+	if !running {
+		writeProxyError(w, id, "The sandbox was not found")
+		return
+	}
+	s.envd.serve(w, r, sb)
+}
+
+// writeProxyError writes the edge proxy's JSON answer for a sandbox it cannot reach, keys in the proxy's order.
+func writeProxyError(w http.ResponseWriter, id, message string) {
+	body, _ := json.Marshal(struct {
+		SandboxID string `json:"sandboxId"`
+		Message   string `json:"message"`
+		Code      int    `json:"code"`
+	}{id, message, http.StatusBadGateway})
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusBadGateway)
+	_, _ = w.Write(body)
+}
+
+// Sandbox returns a copy of a sandbox's record (running or paused).
+func (s *Server) Sandbox(id string) (Sandbox, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	sb, ok := s.sandboxes[id]
+	if !ok {
+		return Sandbox{}, false
+	}
+	return sb.copy(), true
+}
+
+// Sandboxes returns copies of every sandbox's record, of every team, ordered by ID.
+func (s *Server) Sandboxes() []Sandbox {
+	s.mu.Lock()
+	out := make([]Sandbox, 0, len(s.sandboxes))
+	for _, sb := range s.sandboxes {
+		out = append(out, sb.copy())
+	}
+	s.mu.Unlock()
+	slices.SortFunc(out, func(a, b Sandbox) int { return strings.Compare(a.ID, b.ID) })
+	return out
+}
+
+func (sb *Sandbox) copy() Sandbox {
+	c := *sb
+	c.Metadata = cloneMap(sb.Metadata)
+	c.EnvVars = cloneMap(sb.EnvVars)
+	if sb.AllowInternetAccess != nil {
+		v := *sb.AllowInternetAccess
+		c.AllowInternetAccess = &v
+	}
+	c.lifecycle = nil
+	return c
+}
+
+// Vanish makes a sandbox disappear before its timeout, as when E2B loses it: its processes are killed and its
+// filesystem removed; the control plane answers 404 and the edge 502 from then on. It reports whether it existed.
+func (s *Server) Vanish(id string) bool {
+	s.mu.Lock()
+	sb, ok := s.sandboxes[id]
+	s.mu.Unlock()
+	if !ok {
+		return false
+	}
+	return s.kill(sb)
+}
+
+// Expire applies timeouts now: every running sandbox whose end time has passed on the emulator's clock is paused
+// (when it was created with autoPause) or killed. It returns the IDs it acted on.
+func (s *Server) Expire() []string {
+	now := s.now()
+	s.mu.Lock()
+	var due []*Sandbox
+	for _, sb := range s.sandboxes {
+		if sb.State == StateRunning && !sb.EndAt.After(now) {
+			due = append(due, sb)
+		}
+	}
+	s.mu.Unlock()
+	var acted []string
+	for _, sb := range due {
+		if s.expireOne(sb, now) {
+			acted = append(acted, sb.ID)
+		}
+	}
+	slices.Sort(acted)
+	return acted
+}
+
+func (s *Server) expireOne(sb *Sandbox, now time.Time) bool {
+	sb.lifecycle.Lock()
+	s.mu.Lock()
+	current := s.sandboxes[sb.ID] == sb && sb.State == StateRunning && !sb.EndAt.After(now)
+	autoPause := sb.AutoPause
+	if current && autoPause {
+		sb.State = StatePaused
+		sb.EndAt = now
+	}
+	s.mu.Unlock()
+	if !current {
+		sb.lifecycle.Unlock()
+		return false
+	}
+	if autoPause {
+		s.envd.freeze(sb)
+		sb.lifecycle.Unlock()
+		return true
+	}
+	sb.lifecycle.Unlock()
+	return s.kill(sb)
+}
+
+func (s *Server) expireLoop(every time.Duration) {
+	defer close(s.tickDone)
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-s.stopTick:
+			return
+		case <-t.C:
+			s.Expire()
+		}
+	}
+}
+
+// kill removes a sandbox (running or paused): it disappears from the records at once, then its processes are
+// stopped and its filesystem removed. It reports whether this call removed it.
+func (s *Server) kill(sb *Sandbox) bool {
+	sb.lifecycle.Lock()
+	defer sb.lifecycle.Unlock()
+	s.mu.Lock()
+	current := s.sandboxes[sb.ID] == sb
+	if current {
+		delete(s.sandboxes, sb.ID)
+	}
+	s.mu.Unlock()
+	if !current {
+		return false
+	}
+	s.envd.stop(sb)
+	_ = removeTree(sb.Dir)
+	return true
+}
+
+// Requests returns every request received so far, both planes, in arrival order.
+func (s *Server) Requests() []RecordedRequest { return s.rec.requests() }
+
+// ResetRequests forgets the recorded requests.
+func (s *Server) ResetRequests() { s.rec.reset() }
+
+func cloneMap(m map[string]string) map[string]string {
+	if m == nil {
+		return nil
+	}
+	c := make(map[string]string, len(m))
+	for k, v := range m {
+		c[k] = v
+	}
+	return c
 }
