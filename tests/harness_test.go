@@ -1,0 +1,667 @@
+// Package tests drives the built e2b-mcp binary end to end: real MCP clients (mcp-go and the official
+// TypeScript SDK) over stdio, streamable HTTP and SSE, the real OS keyring (Secret Service), and the E2B
+// emulator from e2b/e2btest standing in for E2B's cloud.
+package tests
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/mark3labs/mcp-go/client"
+	"github.com/mark3labs/mcp-go/client/transport"
+	"github.com/mark3labs/mcp-go/mcp"
+
+	"github.com/e2b-mcp/e2b-mcp/e2b/e2btest"
+)
+
+// suite is what TestMain prepares once for every test: the binary and the emulator.
+type suite struct {
+	bin  string // the e2b-mcp binary built from this checkout
+	root string // scratch directory of the whole run
+	emu  *e2btest.Server
+
+	mu       sync.Mutex
+	keys     []string          // every E2B API key handed to the binary
+	tokens   map[string]string // envd access token → sandbox ID, of every sandbox seen
+	captures []*capture        // every stdout/stderr the run produced
+}
+
+// the is set by TestMain before any test runs and never reassigned; tests only read its fields (the mutable
+// registries are guarded by suite.mu).
+var the *suite
+
+func TestMain(m *testing.M) { os.Exit(runSuite(m)) }
+
+func runSuite(m *testing.M) int {
+	root, err := os.MkdirTemp("", "e2b-mcp-e2e-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "tests:", err)
+		return 1
+	}
+	defer os.RemoveAll(root)
+
+	bin := filepath.Join(root, "e2b-mcp")
+	if err := buildBinary(bin); err != nil {
+		fmt.Fprintln(os.Stderr, "tests: building e2b-mcp:", err)
+		return 1
+	}
+	emu, err := e2btest.New(e2btest.Options{Dir: filepath.Join(root, "emulator")})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "tests: starting the E2B emulator:", err)
+		return 1
+	}
+	the = &suite{bin: bin, root: root, emu: emu, tokens: map[string]string{}}
+
+	code := m.Run()
+
+	// Sandboxes that tests left behind (and their tokens) are scanned for once more over everything the run
+	// wrote, so a leak that only shows when all output is put together is still caught.
+	the.noteAllSandboxes()
+	if leaks := the.scan(nil, root); len(leaks) > 0 {
+		fmt.Fprintln(os.Stderr, "tests: secrets found in the run's output:")
+		for _, l := range leaks {
+			fmt.Fprintln(os.Stderr, "  ", l)
+		}
+		code = 1
+	}
+	emu.Close()
+	return code
+}
+
+// buildBinary builds the module's main package; under -race the binary gets the race detector too, so the
+// end-to-end flows also check the server for data races.
+func buildBinary(out string) error {
+	args := []string{"build", "-o", out}
+	if raceEnabled {
+		args = append(args, "-race")
+	}
+	cmd := exec.Command("go", append(args, ".")...)
+	cmd.Dir = ".."
+	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+	return cmd.Run()
+}
+
+// requireEnv skips a test whose environment is missing, except in CI, where a skip would hide the test.
+func requireEnv(t testing.TB, ok bool, why string) {
+	t.Helper()
+	if ok {
+		return
+	}
+	if os.Getenv("CI") != "" {
+		t.Fatalf("%s (CI must provide it: .ci/run and `make test` do)", why)
+	}
+	t.Skip(why + "; `make test` provides it")
+}
+
+// requireKeyring is for tests that store keys in the OS keyring: the Secret Service needs a D-Bus session,
+// which tests/with-keyring.sh provides with a throwaway, unlocked gnome-keyring.
+func requireKeyring(t testing.TB) {
+	t.Helper()
+	requireEnv(t, os.Getenv("DBUS_SESSION_BUS_ADDRESS") != "",
+		"no D-Bus session (DBUS_SESSION_BUS_ADDRESS is empty): the keyring tests need a Secret Service; run them with tests/with-keyring.sh")
+}
+
+// newAPIKey returns a fresh key in E2B's format; the emulator accepts any such key as its own team.
+func newAPIKey() string {
+	return "e2b_" + randomHex(20)
+}
+
+func randomHex(n int) string {
+	b := make([]byte, n)
+	if _, err := rand.Read(b); err != nil {
+		panic(err) // crypto/rand does not fail on Linux
+	}
+	return hex.EncodeToString(b)
+}
+
+// capture is a goroutine-safe buffer for a subprocess's stdout or stderr; every capture is scanned for secrets.
+type capture struct {
+	name string
+	mu   sync.Mutex
+	buf  bytes.Buffer
+}
+
+func (c *capture) Write(p []byte) (int, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.buf.Write(p)
+}
+
+func (c *capture) String() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.buf.String()
+}
+
+func (s *suite) newCapture(name string) *capture {
+	c := &capture{name: name}
+	s.mu.Lock()
+	s.captures = append(s.captures, c)
+	s.mu.Unlock()
+	return c
+}
+
+func (s *suite) noteKey(k string) {
+	s.mu.Lock()
+	s.keys = append(s.keys, k)
+	s.mu.Unlock()
+}
+
+// noteSandbox remembers a sandbox's envd access token, so that it can be searched for in every output later,
+// even after the sandbox is gone from the emulator.
+func (s *suite) noteSandbox(id string) {
+	if sb, ok := s.emu.Sandbox(id); ok && sb.AccessToken != "" {
+		s.mu.Lock()
+		s.tokens[sb.AccessToken] = id
+		s.mu.Unlock()
+	}
+}
+
+func (s *suite) noteAllSandboxes() {
+	for _, sb := range s.emu.Sandboxes() {
+		s.noteSandbox(sb.ID)
+	}
+}
+
+// secrets lists what must never appear in output: every API key and every envd token, each with a label.
+func (s *suite) secrets() map[string]string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make(map[string]string, len(s.keys)+len(s.tokens))
+	for _, k := range s.keys {
+		out[k] = "E2B API key " + k[:8] + "…"
+	}
+	for tok, id := range s.tokens {
+		out[tok] = "envd access token of sandbox " + id
+	}
+	return out
+}
+
+// scan looks for every known secret in the given captures (all of the run's when nil) and in every file under
+// dirs.
+func (s *suite) scan(captures []*capture, dirs ...string) []string {
+	if captures == nil {
+		s.mu.Lock()
+		captures = slices.Clone(s.captures)
+		s.mu.Unlock()
+	}
+	return findLeaks(s.secrets(), captures, dirs...)
+}
+
+// findLeaks describes each place where one of secrets (secret → label) occurs, without repeating the secret.
+// Files are read whole, binary ones too: a state database must not hold a token in the clear either.
+func findLeaks(secrets map[string]string, captures []*capture, dirs ...string) []string {
+	var leaks []string
+	check := func(where string, data []byte) {
+		for secret, label := range secrets {
+			if bytes.Contains(data, []byte(secret)) {
+				leaks = append(leaks, fmt.Sprintf("%s in %s", label, where))
+			}
+		}
+	}
+	for _, c := range captures {
+		check(c.name, []byte(c.String()))
+	}
+	for _, dir := range dirs {
+		_ = filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+			if err != nil || !d.Type().IsRegular() {
+				return nil
+			}
+			if the != nil && path == the.bin {
+				return nil
+			}
+			if data, err := os.ReadFile(path); err == nil {
+				check(path, data)
+			}
+			return nil
+		})
+	}
+	slices.Sort(leaks)
+	return leaks
+}
+
+// h is one test's view of the suite: its own scratch directory (state, storage root, policy), its own owner
+// names and the captures of the processes it ran, all scanned for secrets when the test ends.
+type h struct {
+	t        *testing.T
+	dir      string
+	mu       sync.Mutex
+	captures []*capture
+}
+
+func newH(t *testing.T) *h {
+	t.Helper()
+	x := &h{t: t, dir: t.TempDir()}
+	t.Cleanup(func() {
+		the.noteAllSandboxes()
+		x.mu.Lock()
+		caps := slices.Clone(x.captures)
+		x.mu.Unlock()
+		for _, leak := range the.scan(caps, x.dir) {
+			t.Errorf("secret leaked: %s", leak)
+		}
+	})
+	return x
+}
+
+func (x *h) capture(name string) *capture {
+	c := the.newCapture(x.t.Name() + ": " + name)
+	x.mu.Lock()
+	x.captures = append(x.captures, c)
+	x.mu.Unlock()
+	return c
+}
+
+// owner returns an owner name unique to this test, so keyring entries of parallel or earlier tests never meet.
+func (x *h) owner(role string) string {
+	name := strings.ToLower(regexp.MustCompile(`[^A-Za-z0-9]+`).ReplaceAllString(x.t.Name(), "-"))
+	return fmt.Sprintf("%s-%s-%s", role, strings.Trim(name, "-"), randomHex(3))
+}
+
+// path returns a path inside the test's scratch directory.
+func (x *h) path(elem ...string) string { return filepath.Join(append([]string{x.dir}, elem...)...) }
+
+// env is the environment of every e2b-mcp process: the test's own, minus anything that could point the binary at
+// E2B's real cloud, with HOME and XDG directories inside the test's scratch directory.
+func (x *h) env() []string {
+	var env []string
+	for _, kv := range os.Environ() {
+		name, _, _ := strings.Cut(kv, "=")
+		if strings.HasPrefix(name, "E2B_") || name == "HOME" || name == "XDG_CONFIG_HOME" || name == "XDG_STATE_HOME" || name == "XDG_CACHE_HOME" {
+			continue
+		}
+		env = append(env, kv)
+	}
+	home := x.path("home")
+	_ = os.MkdirAll(home, 0o700)
+	return append(env, "HOME="+home, "XDG_CONFIG_HOME="+filepath.Join(home, ".config"),
+		"XDG_STATE_HOME="+filepath.Join(home, ".local", "state"), "XDG_CACHE_HOME="+filepath.Join(home, ".cache"))
+}
+
+// result is a finished CLI command.
+type result struct {
+	stdout, stderr string
+	err            error
+}
+
+func (r result) String() string {
+	return fmt.Sprintf("err=%v\nstdout:\n%s\nstderr:\n%s", r.err, r.stdout, r.stderr)
+}
+
+// run runs the binary with stdin (nil: /dev/null, as in CI) and waits at most a minute.
+func (x *h) run(stdin io.Reader, args ...string) result {
+	x.t.Helper()
+	ctx, cancel := context.WithTimeout(x.t.Context(), time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, the.bin, args...)
+	cmd.Env = x.env()
+	cmd.Dir = x.dir
+	cmd.Stdin = stdin
+	label := strings.Join(args[:min(2, len(args))], " ")
+	out, errOut := x.capture(label+" stdout"), x.capture(label+" stderr")
+	cmd.Stdout, cmd.Stderr = out, errOut
+	err := cmd.Run()
+	return result{stdout: out.String(), stderr: errOut.String(), err: err}
+}
+
+// mustRun runs the binary and fails the test unless it exits 0.
+func (x *h) mustRun(stdin io.Reader, args ...string) result {
+	x.t.Helper()
+	r := x.run(stdin, args...)
+	if r.err != nil {
+		x.t.Fatalf("e2b-mcp %s: %s", strings.Join(args, " "), r)
+	}
+	return r
+}
+
+// login stores a fresh API key for owner with `auth login`, the key piped on stdin as a script would.
+func (x *h) login(owner string) string {
+	x.t.Helper()
+	requireKeyring(x.t)
+	key := newAPIKey()
+	the.noteKey(key)
+	x.mustRun(strings.NewReader(key+"\n"), "auth", "login", "--owner", owner)
+	x.t.Cleanup(func() { x.run(nil, "auth", "logout", "--owner", owner) })
+	return key
+}
+
+// serveArgs are the flags that point `serve` at the emulator and at this test's scratch directory.
+func (x *h) serveArgs(owner, session string, extra ...string) []string {
+	args := []string{"serve",
+		"--owner", owner,
+		"--session", session,
+		"--api-url", the.emu.URL(),
+		"--sandbox-url", the.emu.URL(),
+		"--state-dir", x.path("state"),
+		"--storage-root", x.path("storage"),
+	}
+	_ = os.MkdirAll(x.path("storage"), 0o700)
+	return append(args, extra...)
+}
+
+// stdioServer is `e2b-mcp serve` over stdio with an mcp-go client attached.
+type stdioServer struct {
+	*client.Client
+	cmd    *exec.Cmd
+	stderr *capture
+}
+
+type clientOpts struct {
+	version     string // protocol version to pin; empty: the newest
+	elicitation client.ElicitationHandler
+	env         []string // added to the server's environment
+}
+
+// startStdio starts `e2b-mcp <args>` as a stdio MCP server and initializes an mcp-go client on it.
+func (x *h) startStdio(opts clientOpts, args ...string) *stdioServer {
+	x.t.Helper()
+	s := &stdioServer{stderr: x.capture("serve stderr")}
+	cmdFunc := func(_ context.Context, command string, env, args []string) (*exec.Cmd, error) {
+		cmd := exec.Command(command, args...)
+		cmd.Env = append(x.env(), env...)
+		cmd.Dir = x.dir
+		cmd.Stderr = s.stderr
+		s.cmd = cmd
+		return cmd, nil
+	}
+	var copts []client.ClientOption
+	if opts.version != "" {
+		copts = append(copts, client.WithProtocolVersion(opts.version))
+	}
+	if opts.elicitation != nil {
+		copts = append(copts, client.WithElicitationHandler(opts.elicitation))
+	}
+	tr := transport.NewStdioWithOptions(the.bin, opts.env, args, transport.WithCommandFunc(cmdFunc))
+	if err := tr.Start(context.Background()); err != nil {
+		x.t.Fatalf("starting e2b-mcp: %v", err)
+	}
+	s.Client = client.NewClient(tr, copts...)
+	x.t.Cleanup(func() { s.Close() })
+	ctx, cancel := context.WithTimeout(x.t.Context(), 30*time.Second)
+	defer cancel()
+	if err := s.Start(ctx); err != nil {
+		x.t.Fatalf("starting the MCP client: %v\nstderr:\n%s", err, s.stderr)
+	}
+	if _, err := s.Initialize(ctx, initRequest(opts.version)); err != nil {
+		x.t.Fatalf("initialize: %v\nstderr:\n%s", err, s.stderr)
+	}
+	return s
+}
+
+func initRequest(version string) mcp.InitializeRequest {
+	var req mcp.InitializeRequest
+	req.Params.ProtocolVersion = version
+	req.Params.ClientInfo = mcp.Implementation{Name: "e2b-mcp-e2e", Version: "1"}
+	return req
+}
+
+// kill9 kills the server with SIGKILL, as a crash or an OOM kill would, and waits for it.
+func (s *stdioServer) kill9(t *testing.T) {
+	t.Helper()
+	if err := s.cmd.Process.Kill(); err != nil {
+		t.Fatalf("kill -9: %v", err)
+	}
+	_, _ = s.cmd.Process.Wait()
+}
+
+// httpServer is `e2b-mcp serve --transport http|sse` running in the background.
+type httpServer struct {
+	base   string // http://127.0.0.1:port
+	cmd    *exec.Cmd
+	stderr *capture
+	done   chan struct{}
+}
+
+// startHTTP starts `serve` on a free loopback port and waits until /healthz answers.
+func (x *h) startHTTP(args ...string) *httpServer {
+	x.t.Helper()
+	port := freePort(x.t)
+	s := &httpServer{base: "http://" + port, stderr: x.capture("serve http stderr"), done: make(chan struct{})}
+	cmd := exec.Command(the.bin, append(args, "--listen", port)...)
+	cmd.Env = x.env()
+	cmd.Dir = x.dir
+	cmd.Stdout, cmd.Stderr = x.capture("serve http stdout"), s.stderr
+	if err := cmd.Start(); err != nil {
+		x.t.Fatalf("starting e2b-mcp: %v", err)
+	}
+	s.cmd = cmd
+	go func() { _ = cmd.Wait(); close(s.done) }()
+	x.t.Cleanup(func() {
+		_ = cmd.Process.Signal(os.Interrupt)
+		select {
+		case <-s.done:
+		case <-time.After(10 * time.Second):
+			_ = cmd.Process.Kill()
+			<-s.done
+		}
+	})
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		resp, err := http.Get(s.base + "/healthz")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return s
+			}
+		}
+		select {
+		case <-s.done:
+			x.t.Fatalf("e2b-mcp serve exited before answering /healthz:\n%s", s.stderr)
+		case <-time.After(50 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			x.t.Fatalf("e2b-mcp serve did not answer /healthz within 30s:\n%s", s.stderr)
+		}
+	}
+}
+
+// freePort finds a free loopback port. The port is released before the server binds it; a clash with another
+// process in that moment makes the server fail to start, which startHTTP reports.
+func freePort(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close()
+	return addr
+}
+
+// connectHTTP connects an mcp-go client over streamable HTTP with a bearer token.
+func (x *h) connectHTTP(base, token, session string) *client.Client {
+	x.t.Helper()
+	headers := map[string]string{"Authorization": "Bearer " + token}
+	if session != "" {
+		headers["X-E2B-MCP-Session"] = session
+	}
+	c, err := client.NewStreamableHttpClient(base+"/mcp", transport.WithHTTPHeaders(headers))
+	if err != nil {
+		x.t.Fatal(err)
+	}
+	x.t.Cleanup(func() { c.Close() })
+	ctx, cancel := context.WithTimeout(x.t.Context(), 30*time.Second)
+	defer cancel()
+	if err := c.Start(ctx); err != nil {
+		x.t.Fatal(err)
+	}
+	if _, err := c.Initialize(ctx, initRequest("")); err != nil {
+		x.t.Fatalf("initialize over HTTP: %v", err)
+	}
+	return c
+}
+
+// call calls a tool and returns its result; a protocol error fails the test (tool errors are results).
+func call(t *testing.T, c *client.Client, tool string, args map[string]any) *mcp.CallToolResult {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	res, err := callCtx(ctx, c, tool, args, nil)
+	if err != nil {
+		t.Fatalf("%s: %v", tool, err)
+	}
+	return res
+}
+
+func callCtx(ctx context.Context, c *client.Client, tool string, args map[string]any, meta *mcp.Meta) (*mcp.CallToolResult, error) {
+	var req mcp.CallToolRequest
+	req.Params.Name = tool
+	req.Params.Arguments = args
+	req.Params.Meta = meta
+	return c.CallTool(ctx, req)
+}
+
+// ok calls a tool that must succeed and returns its structured answer.
+func ok(t *testing.T, c *client.Client, tool string, args map[string]any) map[string]any {
+	t.Helper()
+	res := call(t, c, tool, args)
+	if res.IsError {
+		t.Fatalf("%s %v: tool error: %s", tool, args, text(res))
+	}
+	return fields(t, res)
+}
+
+// fails calls a tool that must answer with isError and returns the error text.
+func fails(t *testing.T, c *client.Client, tool string, args map[string]any) string {
+	t.Helper()
+	res := call(t, c, tool, args)
+	if !res.IsError {
+		t.Fatalf("%s %v: want a tool error, got %s", tool, args, text(res))
+	}
+	return text(res)
+}
+
+// text joins a result's text contents.
+func text(res *mcp.CallToolResult) string {
+	var parts []string
+	for _, c := range res.Content {
+		if tc, ok := mcp.AsTextContent(c); ok {
+			parts = append(parts, tc.Text)
+		}
+	}
+	return strings.Join(parts, "\n")
+}
+
+// fields is a result's structured content, or its text parsed as a JSON object when it carries none.
+func fields(t *testing.T, res *mcp.CallToolResult) map[string]any {
+	t.Helper()
+	var raw []byte
+	switch {
+	case len(res.RawStructuredContent) > 0:
+		raw = res.RawStructuredContent
+	case res.StructuredContent != nil:
+		var err error
+		if raw, err = json.Marshal(res.StructuredContent); err != nil {
+			t.Fatal(err)
+		}
+	default:
+		raw = []byte(text(res))
+	}
+	var m map[string]any
+	if err := json.Unmarshal(raw, &m); err != nil {
+		t.Fatalf("result is not a JSON object: %v\n%s", err, raw)
+	}
+	return m
+}
+
+func str(m map[string]any, k string) string {
+	s, _ := m[k].(string)
+	return s
+}
+
+func num(m map[string]any, k string) float64 {
+	f, _ := m[k].(float64)
+	return f
+}
+
+// sandboxIDs lists the IDs of e2b_list_sandboxes' answer.
+func sandboxIDs(t *testing.T, c *client.Client) []string {
+	t.Helper()
+	out := ok(t, c, "e2b_list_sandboxes", map[string]any{})
+	list, _ := out["sandboxes"].([]any)
+	var ids []string
+	for _, e := range list {
+		if m, isMap := e.(map[string]any); isMap {
+			ids = append(ids, str(m, "sandbox_id"))
+		}
+	}
+	if int(num(out, "count")) != len(ids) {
+		t.Errorf("e2b_list_sandboxes: count %v but %d sandboxes listed", out["count"], len(ids))
+	}
+	slices.Sort(ids)
+	return ids
+}
+
+// create makes a sandbox through the server and registers its envd token for the secret scan.
+func create(t *testing.T, c *client.Client, args map[string]any) string {
+	t.Helper()
+	out := ok(t, c, "e2b_create_sandbox", args)
+	id := str(out, "sandbox_id")
+	if id == "" {
+		t.Fatalf("e2b_create_sandbox answered no sandbox_id: %v", out)
+	}
+	the.noteSandbox(id)
+	return id
+}
+
+// waitFor polls cond (a check against the emulator or the sandbox) until it holds, for at most d.
+func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %v waiting until %s", d, what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// keysSeen lists the distinct X-API-Key values of the emulator's control-plane requests since mark, for
+// sandboxes of this test; it never prints keys.
+func keysSince(mark int) []string {
+	reqs := the.emu.Requests()
+	seen := map[string]bool{}
+	for _, r := range reqs[min(mark, len(reqs)):] {
+		if k := r.Header.Get("X-API-Key"); k != "" {
+			seen[k] = true
+		}
+	}
+	var out []string
+	for k := range seen {
+		out = append(out, k)
+	}
+	slices.Sort(out)
+	return out
+}
+
+var errNotJSON = errors.New("not a JSON line")
+
+// lastJSONLine parses the last line of out that is a JSON object.
+func lastJSONLine(out string) (map[string]any, error) {
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	for i := len(lines) - 1; i >= 0; i-- {
+		var m map[string]any
+		if json.Unmarshal([]byte(lines[i]), &m) == nil {
+			return m, nil
+		}
+	}
+	return nil, errNotJSON
+}

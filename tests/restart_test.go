@@ -1,0 +1,67 @@
+package tests
+
+import (
+	"slices"
+	"testing"
+
+	"github.com/mark3labs/mcp-go/client"
+)
+
+// checkpointIDs lists the IDs of e2b_list_checkpoints' answer for a sandbox.
+func checkpointIDs(t *testing.T, c *client.Client, sandboxID string) []string {
+	t.Helper()
+	out := ok(t, c, "e2b_list_checkpoints", map[string]any{"sandbox_id": sandboxID})
+	list, _ := out["checkpoints"].([]any)
+	var ids []string
+	for _, e := range list {
+		if m, isMap := e.(map[string]any); isMap {
+			ids = append(ids, str(m, "checkpoint_id"))
+		}
+	}
+	slices.Sort(ids)
+	return ids
+}
+
+// A server killed with SIGKILL loses nothing: started again on the same state directory it lists the same
+// sandboxes and checkpoints, and reaches the sandboxes with the envd tokens it stored (encrypted).
+func TestRestartAfterKill9(t *testing.T) {
+	x := newH(t)
+	owner := x.owner("restart")
+	x.login(owner)
+	args := x.serveArgs(owner, "durable")
+
+	first := x.startStdio(clientOpts{}, args...)
+	id := create(t, first.Client, map[string]any{"title": "durable"})
+	other := create(t, first.Client, map[string]any{"title": "durable too"})
+	ok(t, first.Client, "e2b_write_file", map[string]any{"sandbox_id": id, "path": "/home/user/kept.txt", "content": "before the crash\n"})
+	cp := ok(t, first.Client, "e2b_checkpoint_sandbox", map[string]any{"sandbox_id": id, "name": "before-crash"})
+	cpID := str(cp, "checkpoint_id")
+	if cpID == "" {
+		t.Fatalf("checkpoint answered no checkpoint_id: %v", cp)
+	}
+	wantSandboxes := sandboxIDs(t, first.Client)
+	wantCheckpoints := checkpointIDs(t, first.Client, id)
+	if !slices.Contains(wantSandboxes, id) || !slices.Contains(wantSandboxes, other) || !slices.Contains(wantCheckpoints, cpID) {
+		t.Fatalf("before the crash: sandboxes %v, checkpoints %v", wantSandboxes, wantCheckpoints)
+	}
+
+	first.kill9(t)
+
+	second := x.startStdio(clientOpts{}, args...)
+	if got := sandboxIDs(t, second.Client); !slices.Equal(got, wantSandboxes) {
+		t.Errorf("after restart the server lists %v, want %v", got, wantSandboxes)
+	}
+	if got := checkpointIDs(t, second.Client, id); !slices.Equal(got, wantCheckpoints) {
+		t.Errorf("after restart the checkpoints are %v, want %v", got, wantCheckpoints)
+	}
+	out := ok(t, second.Client, "e2b_exec", map[string]any{"sandbox_id": id, "command": "cat /home/user/kept.txt"})
+	if str(out, "stdout") != "before the crash\n" {
+		t.Errorf("exec after restart: %v", out)
+	}
+	// Shutting the server down (or killing it) never kills sandboxes.
+	for _, sid := range []string{id, other} {
+		if sb, found := the.emu.Sandbox(sid); !found || sb.State != "running" {
+			t.Errorf("sandbox %s after the crash: found %v, state %q", sid, found, sb.State)
+		}
+	}
+}
