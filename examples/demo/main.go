@@ -1,0 +1,194 @@
+// Command demo runs a real session of e2b-mcp tool calls against the local backend (sandboxes on this machine,
+// isolated with bubblewrap; no E2B account needed) and prints each call and its result, as an assistant would
+// see them. Run it with `make demo`, or:
+//
+//	go build -o bin/e2b-mcp . && go run ./examples/demo -bin bin/e2b-mcp
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"strings"
+	"time"
+
+	"github.com/mark3labs/mcp-go/client"
+	"github.com/mark3labs/mcp-go/client/transport"
+	"github.com/mark3labs/mcp-go/mcp"
+)
+
+func main() {
+	bin := flag.String("bin", "bin/e2b-mcp", "the e2b-mcp binary")
+	keep := flag.Bool("keep", false, "keep the demo's state directory (its path is printed)")
+	verbose := flag.Bool("v", false, "show the server's log (stderr)")
+	flag.Parse()
+	if err := run(*bin, *keep, *verbose, os.Stdout); err != nil {
+		fmt.Fprintln(os.Stderr, "demo:", err)
+		os.Exit(1)
+	}
+}
+
+// consent plays the human at the keyboard: it shows the server's question and approves.
+type consent struct{ out io.Writer }
+
+func (c consent) Elicit(_ context.Context, req mcp.ElicitationRequest) (*mcp.ElicitationResult, error) {
+	fmt.Fprintf(c.out, "   ? the server asks the human: %s\n   ! the human approves\n", req.Params.Message)
+	content := map[string]any{}
+	if schema, ok := req.Params.RequestedSchema.(map[string]any); ok {
+		props, _ := schema["properties"].(map[string]any)
+		for name, p := range props {
+			if prop, _ := p.(map[string]any); prop["type"] == "boolean" {
+				content[name] = true
+			}
+		}
+	}
+	return &mcp.ElicitationResult{ElicitationResponse: mcp.ElicitationResponse{Action: mcp.ElicitationResponseActionAccept, Content: content}}, nil
+}
+
+func run(bin string, keep, verbose bool, out io.Writer) error {
+	if _, err := os.Stat(bin); err != nil {
+		return fmt.Errorf("%w (build it with `make build`)", err)
+	}
+	dir, err := os.MkdirTemp("", "e2b-mcp-demo-")
+	if err != nil {
+		return err
+	}
+	if keep {
+		fmt.Fprintln(out, "state directory:", dir)
+	} else {
+		defer os.RemoveAll(dir)
+	}
+
+	args := []string{"serve", "--backend", "local", "--session", "demo", "--state-dir", dir + "/state", "--storage-root", dir}
+	fmt.Fprintf(out, "$ %s %s\n\n", bin, strings.Join(args, " "))
+	stderr := io.Discard
+	if verbose {
+		stderr = os.Stderr
+	}
+	tr := transport.NewStdioWithOptions(bin, nil, args, transport.WithCommandFunc(
+		func(_ context.Context, command string, env, args []string) (*exec.Cmd, error) {
+			cmd := exec.Command(command, args...)
+			cmd.Env = append(os.Environ(), env...)
+			cmd.Stderr = stderr
+			return cmd, nil
+		}))
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	if err := tr.Start(ctx); err != nil {
+		return err
+	}
+	c := client.NewClient(tr, client.WithElicitationHandler(consent{out}))
+	defer c.Close()
+	if err := c.Start(ctx); err != nil {
+		return err
+	}
+	var init mcp.InitializeRequest
+	init.Params.ClientInfo = mcp.Implementation{Name: "e2b-mcp-demo", Version: "1"}
+	info, err := c.Initialize(ctx, init)
+	if err != nil {
+		return fmt.Errorf("initialize: %w", err)
+	}
+	fmt.Fprintf(out, "connected to %s %s (protocol %s)\n", info.ServerInfo.Name, info.ServerInfo.Version, info.ProtocolVersion)
+
+	tools, err := c.ListTools(ctx, mcp.ListToolsRequest{})
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "%d tools:", len(tools.Tools))
+	for _, t := range tools.Tools {
+		fmt.Fprintf(out, " %s", t.Name)
+	}
+	fmt.Fprintln(out)
+
+	s := session{ctx: ctx, c: c, out: out}
+	created := s.call("e2b_create_sandbox", map[string]any{"title": "demo", "timeout_seconds": 600})
+	id, _ := created["sandbox_id"].(string)
+	if id == "" {
+		return fmt.Errorf("no sandbox was created")
+	}
+	s.call("e2b_write_file", map[string]any{"sandbox_id": id, "path": "/home/user/primes.sh", "content": primes})
+	s.call("e2b_exec", map[string]any{"sandbox_id": id, "command": "bash primes.sh 30 | tee primes.txt", "cwd": "/home/user"})
+	s.call("e2b_read_file", map[string]any{"sandbox_id": id, "path": "/home/user/primes.txt", "offset": 2, "limit": 3})
+	s.call("e2b_exec", map[string]any{"sandbox_id": id, "command": "ls /nonexistent"})
+	cp := s.call("e2b_checkpoint_sandbox", map[string]any{"sandbox_id": id, "name": "after-primes"})
+	s.call("e2b_list_checkpoints", map[string]any{"sandbox_id": id})
+	if cpID, _ := cp["checkpoint_id"].(string); cpID != "" {
+		fork := s.call("e2b_fork_sandbox", map[string]any{"checkpoint_id": cpID, "title": "demo fork"})
+		if forkID, _ := fork["sandbox_id"].(string); forkID != "" {
+			s.call("e2b_exec", map[string]any{"sandbox_id": forkID, "command": "wc -l < primes.txt", "cwd": "/home/user"})
+			s.call("e2b_manage_sandbox", map[string]any{"sandbox_id": forkID, "action": "delete"})
+		}
+	}
+	s.call("e2b_manage_sandbox", map[string]any{"sandbox_id": id, "action": "pause"})
+	s.call("e2b_list_sandboxes", map[string]any{})
+	s.call("e2b_manage_sandbox", map[string]any{"sandbox_id": id, "action": "resume"})
+	s.call("e2b_exec", map[string]any{"sandbox_id": "sbx-does-not-exist", "command": "true"})
+	s.call("e2b_manage_sandbox", map[string]any{"sandbox_id": id, "action": "delete"})
+	s.call("e2b_list_sandboxes", map[string]any{})
+	if s.err != nil {
+		return s.err
+	}
+	fmt.Fprintln(out, "\ndemo finished: every call above went through e2b-mcp over MCP (stdio).")
+	return nil
+}
+
+const primes = `#!/bin/bash
+# Prints the primes up to $1, one per line.
+for ((n = 2; n <= $1; n++)); do
+  for ((d = 2; d * d <= n; d++)); do ((n % d == 0)) && continue 2; done
+  echo "$n"
+done
+`
+
+// session prints each call and its answer; the first protocol error stops the rest.
+type session struct {
+	ctx context.Context
+	c   *client.Client
+	out io.Writer
+	err error
+}
+
+func (s *session) call(tool string, args map[string]any) map[string]any {
+	if s.err != nil {
+		return nil
+	}
+	a, _ := json.Marshal(args)
+	fmt.Fprintf(s.out, "\n→ %s %s\n", tool, a)
+	var req mcp.CallToolRequest
+	req.Params.Name = tool
+	req.Params.Arguments = args
+	res, err := s.c.CallTool(s.ctx, req)
+	if err != nil {
+		s.err = fmt.Errorf("%s: %w", tool, err)
+		return nil
+	}
+	var texts []string
+	for _, c := range res.Content {
+		if tc, ok := mcp.AsTextContent(c); ok {
+			texts = append(texts, tc.Text)
+		}
+	}
+	text := strings.Join(texts, "\n")
+	if res.IsError {
+		fmt.Fprintf(s.out, "← error: %s\n", indent(text))
+		return nil
+	}
+	var fields map[string]any
+	raw := []byte(text)
+	if res.StructuredContent != nil {
+		raw, _ = json.Marshal(res.StructuredContent)
+	}
+	if json.Unmarshal(raw, &fields) != nil {
+		fmt.Fprintf(s.out, "← %s\n", indent(text))
+		return nil
+	}
+	pretty, _ := json.MarshalIndent(fields, "  ", "  ")
+	fmt.Fprintf(s.out, "← %s\n", pretty)
+	return fields
+}
+
+func indent(s string) string { return strings.ReplaceAll(strings.TrimSpace(s), "\n", "\n  ") }
