@@ -241,13 +241,13 @@ func findLeaks(secrets map[string]string, captures []*capture, dirs ...string) [
 // h is one test's view of the suite: its own scratch directory (state, storage root, policy), its own owner
 // names and the captures of the processes it ran, all scanned for secrets when the test ends.
 type h struct {
-	t        *testing.T
+	t        testing.TB
 	dir      string
 	mu       sync.Mutex
 	captures []*capture
 }
 
-func newH(t *testing.T) *h {
+func newH(t testing.TB) *h {
 	t.Helper()
 	x := &h{t: t, dir: t.TempDir()}
 	t.Cleanup(func() {
@@ -414,7 +414,7 @@ func initRequest(version string) mcp.InitializeRequest {
 }
 
 // kill9 kills the server with SIGKILL, as a crash or an OOM kill would, and waits for it.
-func (s *stdioServer) kill9(t *testing.T) {
+func (s *stdioServer) kill9(t testing.TB) {
 	t.Helper()
 	if err := s.cmd.Process.Kill(); err != nil {
 		t.Fatalf("kill -9: %v", err)
@@ -475,7 +475,7 @@ func (x *h) startHTTP(args ...string) *httpServer {
 
 // freePort finds a free loopback port. The port is released before the server binds it; a clash with another
 // process in that moment makes the server fail to start, which startHTTP reports.
-func freePort(t *testing.T) string {
+func freePort(t testing.TB) string {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -510,7 +510,7 @@ func (x *h) connectHTTP(base, token, session string) *client.Client {
 }
 
 // call calls a tool and returns its result; a protocol error fails the test (tool errors are results).
-func call(t *testing.T, c *client.Client, tool string, args map[string]any) *mcp.CallToolResult {
+func call(t testing.TB, c *client.Client, tool string, args map[string]any) *mcp.CallToolResult {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()
@@ -530,7 +530,7 @@ func callCtx(ctx context.Context, c *client.Client, tool string, args map[string
 }
 
 // ok calls a tool that must succeed and returns its structured answer.
-func ok(t *testing.T, c *client.Client, tool string, args map[string]any) map[string]any {
+func ok(t testing.TB, c *client.Client, tool string, args map[string]any) map[string]any {
 	t.Helper()
 	res := call(t, c, tool, args)
 	if res.IsError {
@@ -540,7 +540,7 @@ func ok(t *testing.T, c *client.Client, tool string, args map[string]any) map[st
 }
 
 // fails calls a tool that must answer with isError and returns the error text.
-func fails(t *testing.T, c *client.Client, tool string, args map[string]any) string {
+func fails(t testing.TB, c *client.Client, tool string, args map[string]any) string {
 	t.Helper()
 	res := call(t, c, tool, args)
 	if !res.IsError {
@@ -561,7 +561,7 @@ func text(res *mcp.CallToolResult) string {
 }
 
 // fields is a result's structured content, or its text parsed as a JSON object when it carries none.
-func fields(t *testing.T, res *mcp.CallToolResult) map[string]any {
+func fields(t testing.TB, res *mcp.CallToolResult) map[string]any {
 	t.Helper()
 	var raw []byte
 	switch {
@@ -593,7 +593,7 @@ func num(m map[string]any, k string) float64 {
 }
 
 // sandboxIDs lists the IDs of e2b_list_sandboxes' answer.
-func sandboxIDs(t *testing.T, c *client.Client) []string {
+func sandboxIDs(t testing.TB, c *client.Client) []string {
 	t.Helper()
 	out := ok(t, c, "e2b_list_sandboxes", map[string]any{})
 	list, _ := out["sandboxes"].([]any)
@@ -611,7 +611,7 @@ func sandboxIDs(t *testing.T, c *client.Client) []string {
 }
 
 // create makes a sandbox through the server and registers its envd token for the secret scan.
-func create(t *testing.T, c *client.Client, args map[string]any) string {
+func create(t testing.TB, c *client.Client, args map[string]any) string {
 	t.Helper()
 	out := ok(t, c, "e2b_create_sandbox", args)
 	id := str(out, "sandbox_id")
@@ -623,7 +623,7 @@ func create(t *testing.T, c *client.Client, args map[string]any) string {
 }
 
 // waitFor polls cond (a check against the emulator or the sandbox) until it holds, for at most d.
-func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
+func waitFor(t testing.TB, d time.Duration, what string, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(d)
 	for !cond() {
