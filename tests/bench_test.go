@@ -119,4 +119,3 @@ func rssKiB(pid int) (int, error) {
 	}
 	return 0, fmt.Errorf("no VmRSS in /proc/%d/status", pid)
 }
-
