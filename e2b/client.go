@@ -10,6 +10,8 @@ import (
 	"os"
 	"strings"
 	"time"
+
+	"github.com/hashicorp/go-retryablehttp"
 )
 
 // DefaultDomain is E2B's public cloud.
@@ -109,6 +111,10 @@ func NewHTTPClient() *http.Client {
 // Client talks to one E2B deployment with one API key. It is cheap to make and safe for concurrent use.
 type Client struct {
 	cfg Config
+	// rc carries control-plane calls, with E2B's retry policy (retry.go).
+	rc *retryablehttp.Client
+	// now is the clock for Retry-After dates.
+	now func() time.Time
 }
 
 // NewClient checks cfg and returns a Client. The API key may be empty for envd-only use (envd never sees it),
@@ -120,7 +126,9 @@ func NewClient(cfg Config) (*Client, error) {
 			return nil, fmt.Errorf("e2b: %s %q must start with http:// or https://", name, u)
 		}
 	}
-	return &Client{cfg: cfg}, nil
+	c := &Client{cfg: cfg, now: time.Now}
+	c.rc = newRetryClient(c)
+	return c, nil
 }
 
 // Domain is the configured base domain, used for sandboxes whose create/connect answer carries none.

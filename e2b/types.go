@@ -5,7 +5,7 @@ import "time"
 // NewSandbox is the body of POST /sandboxes. JSON keys are E2B's, including the snake_case allow_internet_access.
 type NewSandbox struct {
 	TemplateID          string            `json:"templateID"`
-	Timeout             int               `json:"timeout"` // seconds
+	Timeout             int               `json:"timeout,omitempty"` // seconds; 0 means E2B's default (15 s)
 	AutoPause           bool              `json:"autoPause,omitempty"`
 	Secure              bool              `json:"secure"`
 	AllowInternetAccess *bool             `json:"allow_internet_access,omitempty"`

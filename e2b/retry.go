@@ -1,0 +1,190 @@
+package e2b
+
+import (
+	"context"
+	"crypto/x509"
+	"errors"
+	"log/slog"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/hashicorp/go-retryablehttp"
+)
+
+// Retry policy of control-plane calls.
+//
+// A call is retried when retrying cannot do harm:
+//   - the connection could not be made (nothing was sent): every call;
+//   - 429: E2B refused before doing anything: every call, after the server's Retry-After (capped by RetryWaitMax);
+//   - 502, 503, 504 and connection failures after the request may have been sent (reset, timeout): only calls that
+//     are safe to repeat (GET, DELETE, pause, timeout, connect).
+//
+// Creates are the exception: see CreateSandbox, which finds out what happened before trying again.
+
+// idempotentKey marks a request's context as safe to repeat.
+type idempotentKey struct{}
+
+func withIdempotent(ctx context.Context) context.Context {
+	return context.WithValue(ctx, idempotentKey{}, true)
+}
+
+func isIdempotent(ctx context.Context) bool {
+	v, _ := ctx.Value(idempotentKey{}).(bool)
+	return v
+}
+
+// checkRetry is the retryablehttp.CheckRetry of the control plane.
+func checkRetry(ctx context.Context, resp *http.Response, err error) (bool, error) {
+	if ctxErr := ctx.Err(); ctxErr != nil {
+		return false, ctxErr
+	}
+	if err != nil {
+		if !retryableTransportError(err) {
+			return false, nil
+		}
+		return notSent(err) || isIdempotent(ctx), nil
+	}
+	switch resp.StatusCode {
+	case http.StatusTooManyRequests:
+		return true, nil
+	case http.StatusBadGateway, http.StatusServiceUnavailable, http.StatusGatewayTimeout:
+		return isIdempotent(ctx), nil
+	}
+	return false, nil
+}
+
+// retryableTransportError is false for failures that another attempt would meet again: a bad URL scheme, a
+// certificate that is not trusted, a redirect loop.
+func retryableTransportError(err error) bool {
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		msg := ue.Err.Error()
+		if strings.Contains(msg, "unsupported protocol scheme") || strings.Contains(msg, "stopped after") ||
+			strings.Contains(msg, "invalid header") {
+			return false
+		}
+	}
+	var unknownAuthority x509.UnknownAuthorityError
+	var hostname x509.HostnameError
+	var invalid x509.CertificateInvalidError
+	return !errors.As(err, &unknownAuthority) && !errors.As(err, &hostname) && !errors.As(err, &invalid)
+}
+
+// notSent reports whether a transport error happened before the request could have reached the server: the
+// connection was never made (refused, DNS, unreachable).
+func notSent(err error) bool {
+	var op *net.OpError
+	if errors.As(err, &op) && op.Op == "dial" {
+		return true
+	}
+	var dns *net.DNSError
+	return errors.As(err, &dns)
+}
+
+// backoff is the retryablehttp.Backoff of the control plane: the server's Retry-After on 429 and 503 (capped by
+// max), else exponential from min with jitter, capped by max.
+func (c *Client) backoff(minWait, maxWait time.Duration, attempt int, resp *http.Response) time.Duration {
+	if resp != nil && (resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode == http.StatusServiceUnavailable) {
+		if d, ok := parseRetryAfter(resp.Header.Get("Retry-After"), c.now()); ok {
+			return min(d, maxWait)
+		}
+	}
+	return exponentialBackoff(minWait, maxWait, attempt)
+}
+
+// exponentialBackoff is min·2^attempt capped by max, with the upper half jittered so that clients that failed
+// together do not retry together.
+func exponentialBackoff(minWait, maxWait time.Duration, attempt int) time.Duration {
+	d := minWait
+	for range attempt {
+		if d >= maxWait/2 {
+			d = maxWait
+			break
+		}
+		d *= 2
+	}
+	d = min(d, maxWait)
+	if half := d / 2; half > 0 {
+		d = half + rand.N(half+1)
+	}
+	return d
+}
+
+// parseRetryAfter reads Retry-After as delay-seconds or an HTTP date. Negative delays count as none.
+func parseRetryAfter(v string, now time.Time) (time.Duration, bool) {
+	v = strings.TrimSpace(v)
+	if v == "" {
+		return 0, false
+	}
+	if secs, err := strconv.ParseInt(v, 10, 64); err == nil {
+		if secs < 0 {
+			return 0, true
+		}
+		if secs > int64(24*time.Hour/time.Second) {
+			secs = int64(24 * time.Hour / time.Second)
+		}
+		return time.Duration(secs) * time.Second, true
+	}
+	t, err := http.ParseTime(v)
+	if err != nil {
+		return 0, false
+	}
+	return max(t.Sub(now), 0), true
+}
+
+// retryAfterOf is the Retry-After of an answer, for APIError.RetryAfter.
+func retryAfterOf(resp *http.Response, now time.Time) time.Duration {
+	d, _ := parseRetryAfter(resp.Header.Get("Retry-After"), now)
+	return d
+}
+
+// passthroughErrors makes retryablehttp hand back the last answer (or transport error) as it is, so that an
+// exhausted retry of a 503 is reported as E2B's 503 and not as retryablehttp's "giving up" text.
+func passthroughErrors(resp *http.Response, err error, tries int) (*http.Response, error) {
+	if err != nil && tries > 1 {
+		return resp, &retriedError{err: err, tries: tries}
+	}
+	return resp, err
+}
+
+// retriedError says how many attempts a transport failure survived.
+type retriedError struct {
+	err   error
+	tries int
+}
+
+func (e *retriedError) Error() string {
+	return e.err.Error() + " (gave up after " + strconv.Itoa(e.tries) + " attempts)"
+}
+
+func (e *retriedError) Unwrap() error { return e.err }
+
+// debugLogger gives retryablehttp's messages to slog at debug level. Its messages name the method and the URL
+// (never a header, so never the API key).
+type debugLogger struct{ l *slog.Logger }
+
+func (d debugLogger) Error(msg string, kv ...any) { d.l.Debug("e2b: "+msg, kv...) }
+func (d debugLogger) Info(msg string, kv ...any)  { d.l.Debug("e2b: "+msg, kv...) }
+func (d debugLogger) Debug(msg string, kv ...any) { d.l.Debug("e2b: "+msg, kv...) }
+func (d debugLogger) Warn(msg string, kv ...any)  { d.l.Debug("e2b: "+msg, kv...) }
+
+func newRetryClient(c *Client) *retryablehttp.Client {
+	hc := *c.cfg.HTTPClient
+	// Control-plane answers are small: the whole exchange, body included, is bounded per attempt.
+	hc.Timeout = c.cfg.RequestTimeout
+	return &retryablehttp.Client{
+		HTTPClient:   &hc,
+		Logger:       debugLogger{c.cfg.Logger},
+		RetryWaitMin: c.cfg.RetryWaitMin,
+		RetryWaitMax: c.cfg.RetryWaitMax,
+		RetryMax:     c.cfg.MaxRetries,
+		CheckRetry:   checkRetry,
+		Backoff:      c.backoff,
+		ErrorHandler: passthroughErrors,
+	}
+}
