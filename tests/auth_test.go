@@ -28,20 +28,19 @@ func TestAuthKeyringLifecycle(t *testing.T) {
 	owner := x.owner("auth")
 	requireKeyring(t)
 
-	before := x.run(nil, "auth", "status", "--owner", owner)
-	if before.err == nil && strings.Contains(strings.ToLower(before.stdout), "connected") && !strings.Contains(strings.ToLower(before.stdout), "not connected") {
-		t.Fatalf("auth status before login claims a key:\n%s", before)
+	if before := x.run(nil, "auth", "status", "--owner", owner); before.err == nil || !strings.Contains(before.stdout, "not connected") {
+		t.Fatalf("auth status before login (want exit status 1, not connected):\n%s", before)
 	}
 
 	// A key that is not of E2B's form is refused before anything is stored.
-	if r := x.run(strings.NewReader("not-a-key\n"), "auth", "login", "--owner", owner); r.err == nil {
+	if r := x.run(strings.NewReader("not-a-key\n"), "auth", "login", "--owner", owner, "--api-url", the.emu.URL()); r.err == nil {
 		t.Fatalf("auth login accepted a malformed key:\n%s", r)
 	}
 	if _, found := keyringLookup(t, owner); found {
 		t.Fatal("a malformed key was stored in the keyring")
 	}
 	// No key at all (stdin is empty, as in CI) is an error too, not a hang.
-	if r := x.run(nil, "auth", "login", "--owner", owner); r.err == nil {
+	if r := x.run(nil, "auth", "login", "--owner", owner, "--api-url", the.emu.URL()); r.err == nil {
 		t.Fatalf("auth login with empty stdin succeeded:\n%s", r)
 	}
 
@@ -50,7 +49,7 @@ func TestAuthKeyringLifecycle(t *testing.T) {
 		t.Fatalf("the Secret Service holds no key or another key for %s after auth login", owner)
 	}
 	status := x.mustRun(nil, "auth", "status", "--owner", owner)
-	if !strings.Contains(status.stdout+status.stderr, key[len(key)-4:]) {
+	if !strings.Contains(status.stdout, "connected (E2B API key ending in "+key[len(key)-4:]) {
 		t.Errorf("auth status does not show the key's last four characters:\n%s", status)
 	}
 
@@ -76,6 +75,9 @@ func TestAuthKeyringLifecycle(t *testing.T) {
 	}
 
 	x.mustRun(nil, "auth", "logout", "--owner", owner)
+	if r := x.run(nil, "auth", "status", "--owner", owner); r.err == nil || !strings.Contains(r.stdout, "not connected") {
+		t.Errorf("auth status after logout:\n%s", r)
+	}
 	if _, found := keyringLookup(t, owner); found {
 		t.Fatal("auth logout left the key in the keyring")
 	}

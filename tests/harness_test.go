@@ -37,6 +37,8 @@ type suite struct {
 	bin  string // the e2b-mcp binary built from this checkout
 	root string // scratch directory of the whole run
 	emu  *e2btest.Server
+	// setupErr says why the binary or the emulator is missing.
+	setupErr error
 
 	mu       sync.Mutex
 	keys     []string          // every E2B API key handed to the binary
@@ -58,19 +60,22 @@ func runSuite(m *testing.M) int {
 	}
 	defer os.RemoveAll(root)
 
-	bin := filepath.Join(root, "e2b-mcp")
-	if err := buildBinary(bin); err != nil {
-		fmt.Fprintln(os.Stderr, "tests: building e2b-mcp:", err)
-		return 1
+	// A binary that does not build, or an emulator that does not start, fails every test that needs them (with
+	// the reason) while the tests that need neither still run.
+	the = &suite{bin: filepath.Join(root, "e2b-mcp"), root: root, tokens: map[string]string{}}
+	if err := buildBinary(the.bin); err != nil {
+		the.setupErr = fmt.Errorf("building e2b-mcp: %w", err)
+	} else if emu, err := e2btest.New(e2btest.Options{Dir: filepath.Join(root, "emulator")}); err != nil {
+		the.setupErr = fmt.Errorf("starting the E2B emulator: %w", err)
+	} else {
+		the.emu = emu
+		defer emu.Close()
 	}
-	emu, err := e2btest.New(e2btest.Options{Dir: filepath.Join(root, "emulator")})
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "tests: starting the E2B emulator:", err)
-		return 1
-	}
-	the = &suite{bin: bin, root: root, emu: emu, tokens: map[string]string{}}
 
 	code := m.Run()
+	if the.emu == nil {
+		return code
+	}
 
 	// Sandboxes that tests left behind (and their tokens) are scanned for once more over everything the run
 	// wrote, so a leak that only shows when all output is put together is still caught.
@@ -82,7 +87,6 @@ func runSuite(m *testing.M) int {
 		}
 		code = 1
 	}
-	emu.Close()
 	return code
 }
 
@@ -95,8 +99,10 @@ func buildBinary(out string) error {
 	}
 	cmd := exec.Command("go", append(args, ".")...)
 	cmd.Dir = ".."
-	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
-	return cmd.Run()
+	if msg, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("%w\n%s", err, msg)
+	}
+	return nil
 }
 
 // requireEnv skips a test whose environment is missing, except in CI, where a skip would hide the test.
@@ -249,6 +255,9 @@ type h struct {
 
 func newH(t testing.TB) *h {
 	t.Helper()
+	if the.setupErr != nil {
+		t.Fatal(the.setupErr)
+	}
 	x := &h{t: t, dir: t.TempDir()}
 	t.Cleanup(func() {
 		the.noteAllSandboxes()
@@ -338,7 +347,8 @@ func (x *h) login(owner string) string {
 	requireKeyring(x.t)
 	key := newAPIKey()
 	the.noteKey(key)
-	x.mustRun(strings.NewReader(key+"\n"), "auth", "login", "--owner", owner)
+	// login checks the key with E2B before storing it: here E2B is the emulator.
+	x.mustRun(strings.NewReader(key+"\n"), "auth", "login", "--owner", owner, "--api-url", the.emu.URL())
 	x.t.Cleanup(func() { x.run(nil, "auth", "logout", "--owner", owner) })
 	return key
 }

@@ -1,0 +1,70 @@
+package tests
+
+import (
+	"flag"
+	"fmt"
+	"os"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/e2b-mcp/e2b-mcp/policy"
+)
+
+var update = flag.Bool("update", false, "rewrite the generated parts of README.md")
+
+const readmePath = "../README.md"
+
+// generated checks (or with -update rewrites) the text between <!-- NAME:begin --> and <!-- NAME:end --> in
+// README.md.
+func generated(t *testing.T, name, want string) {
+	t.Helper()
+	data, err := os.ReadFile(readmePath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	begin, end := "<!-- "+name+":begin -->\n", "<!-- "+name+":end -->"
+	doc := string(data)
+	i, j := strings.Index(doc, begin), strings.Index(doc, end)
+	if i < 0 || j < i {
+		t.Fatalf("README.md lacks the markers %q and %q", strings.TrimSpace(begin), end)
+	}
+	got := doc[i+len(begin) : j]
+	if got == want {
+		return
+	}
+	if *update {
+		doc = doc[:i+len(begin)] + want + doc[j:]
+		if err := os.WriteFile(readmePath, []byte(doc), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("rewrote the %s section of README.md", name)
+		return
+	}
+	t.Errorf("README.md's %s section is stale; regenerate it with\n\tgo test ./tests -run %s -update\n--- README has:\n%s\n--- want:\n%s",
+		name, t.Name(), got, want)
+}
+
+// The built-in policy shown in README.md is policy.DefaultYAML itself.
+func TestReadmePolicy(t *testing.T) {
+	generated(t, "policy", fmt.Sprintf("```yaml\n%s```\n", policy.DefaultYAML))
+}
+
+var yamlBlock = regexp.MustCompile("(?s)```yaml\n(.*?)```")
+
+// Every policy example in README.md is a valid policy, so a reader can copy it.
+func TestReadmePolicyExamplesParse(t *testing.T) {
+	data, err := os.ReadFile(readmePath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	blocks := yamlBlock.FindAllStringSubmatch(string(data), -1)
+	if len(blocks) < 2 {
+		t.Fatalf("README.md has %d yaml blocks; want the built-in policy and at least one example", len(blocks))
+	}
+	for i, b := range blocks {
+		if _, err := policy.Parse(fmt.Sprintf("README yaml block %d", i+1), []byte(b[1])); err != nil {
+			t.Errorf("%v", err)
+		}
+	}
+}
