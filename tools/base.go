@@ -1,0 +1,256 @@
+package tools
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/e2b-mcp/e2b-mcp/e2b"
+	"github.com/e2b-mcp/e2b-mcp/state"
+)
+
+// base is what every tool handler shares: the dependencies and the steps common to sandbox calls (finding the
+// caller's sandbox, reaching E2B, counting steps, automatic checkpoints, wording failures).
+type base struct {
+	clients ClientSource
+	store   *state.Store
+	cfg     Config
+	log     *slog.Logger
+	now     func() time.Time
+}
+
+func newBase(d Deps) *base {
+	b := &base{clients: d.Clients, store: d.Store, cfg: d.Config.withDefaults(), log: d.Logger, now: d.Now}
+	if b.log == nil {
+		b.log = slog.New(slog.DiscardHandler)
+	}
+	if b.now == nil {
+		b.now = time.Now
+	}
+	return b
+}
+
+// client returns the owner's E2B client; without a key the error wraps ErrNoAPIKey.
+func (b *base) client(ctx context.Context, owner string) (*e2b.Client, error) {
+	if b.clients == nil {
+		return nil, fmt.Errorf("%w: the server has no source of E2B keys", ErrNoAPIKey)
+	}
+	c, err := b.clients.Client(ctx, owner)
+	if err != nil {
+		if errors.Is(err, ErrNoAPIKey) {
+			return nil, err
+		}
+		return nil, userErrorf("Could not get the E2B API key of %s: %v", owner, err)
+	}
+	if c == nil {
+		return nil, fmt.Errorf("%w for %s", ErrNoAPIKey, owner)
+	}
+	return c, nil
+}
+
+// errorText words err for the model.
+func (b *base) errorText(ctx context.Context, call Caller, tool string, err error) string {
+	var te *toolError
+	var ae *e2b.APIError
+	var ue *url.Error
+	var ne net.Error
+	switch {
+	case errors.As(err, &te):
+		return te.text
+	case errors.Is(err, ErrNoAPIKey):
+		return connectionRequired(call.Owner)
+	case errors.As(err, &ae):
+		return ae.Error()
+	case ctx.Err() != nil && errors.Is(err, context.Canceled):
+		return "The call was cancelled before it finished."
+	case errors.As(err, &ue):
+		// The URL's query could carry a signed /files parameter; the path names the operation well enough.
+		u := ue.URL
+		if p, perr := url.Parse(u); perr == nil {
+			p.RawQuery = ""
+			u = p.String()
+		}
+		return fmt.Sprintf("E2B API error (no answer from %s: %s): %v", ue.Op, u, ue.Err)
+	case errors.As(err, &ne):
+		return "E2B API error (no answer from E2B): " + err.Error()
+	case errors.Is(err, state.ErrBusy), errors.Is(err, state.ErrUnusable), errors.Is(err, state.ErrClosed):
+		return "e2b-mcp's state store failed: " + err.Error()
+	}
+	b.log.Error("tool failed", "tool", tool, "owner", call.Owner, "session", call.Session, "err", err)
+	return "Internal error in " + tool + ": " + err.Error()
+}
+
+// lookup returns the caller's sandbox id from the store. Sandboxes of other sessions and owners are reported as
+// unknown, so that their IDs reveal nothing.
+func (b *base) lookup(call Caller, id string) (state.SandboxRecord, error) {
+	rec, err := b.store.Sandbox(call.Owner, id)
+	if err == nil && rec.Session == call.Session {
+		return rec, nil
+	}
+	if err != nil && !errors.Is(err, state.ErrNotFound) {
+		return state.SandboxRecord{}, err
+	}
+	return state.SandboxRecord{}, b.sandboxNotFound(call, id)
+}
+
+func (b *base) sandboxNotFound(call Caller, id string) error {
+	recs, err := b.store.SessionSandboxes(call.Owner, call.Session)
+	if err != nil {
+		return err
+	}
+	var ids []string
+	for _, r := range recs {
+		if r.State != state.StateGone {
+			ids = append(ids, r.ID)
+		}
+	}
+	have := "none"
+	if len(ids) > 0 {
+		have = strings.Join(ids, ", ")
+	}
+	return userErrorf("Sandbox '%s' not found in this session. Sandboxes in this session: %s", id, have)
+}
+
+// usable refuses sandboxes that cannot run anything: gone ones always, paused ones when running is needed.
+func usable(rec state.SandboxRecord, needRunning bool) error {
+	switch {
+	case rec.State == state.StateGone:
+		return goneError(rec.ID, rec.GoneReason)
+	case needRunning && rec.State == state.StatePaused:
+		return pausedError(rec.ID)
+	}
+	return nil
+}
+
+func pausedError(id string) error {
+	return userErrorf("Sandbox '%s' is paused; resume it with e2b_manage_sandbox action resume", id)
+}
+
+func goneError(id, reason string) error {
+	if reason == "" {
+		reason = "E2B no longer has it"
+	}
+	return userErrorf("Sandbox '%s' is gone (%s). Create a new one with e2b_create_sandbox, or fork one of its "+
+		"checkpoints with e2b_fork_sandbox.", id, reason)
+}
+
+// envd addresses the recorded sandbox's daemon.
+func envd(c *e2b.Client, rec state.SandboxRecord) *e2b.Envd {
+	domain := rec.Domain
+	if domain == "" {
+		domain = c.Domain()
+	}
+	return c.Envd(e2b.SandboxConn{ID: rec.ID, Domain: domain, EnvdVersion: rec.EnvdVersion, AccessToken: rec.AccessToken})
+}
+
+// sandboxFailure explains an envd failure that means the sandbox is not running: it asks E2B whether the sandbox
+// is paused or gone, brings the record up to date and says so. Other errors pass through.
+func (b *base) sandboxFailure(ctx context.Context, c *e2b.Client, call Caller, rec state.SandboxRecord, err error) error {
+	if !errors.Is(err, e2b.ErrSandboxGone) || ctx.Err() != nil {
+		return err
+	}
+	detail, gerr := c.GetSandbox(ctx, rec.ID)
+	switch {
+	case gerr == nil && detail.State == e2b.StatePaused:
+		b.setState(call, rec.ID, state.StatePaused, "")
+		return pausedError(rec.ID)
+	case errors.Is(gerr, e2b.ErrNotFound):
+		reason := "E2B no longer has it: it was killed or its timeout ran out"
+		b.setState(call, rec.ID, state.StateGone, reason)
+		return goneError(rec.ID, reason)
+	}
+	return err
+}
+
+// setState records what E2B said about a sandbox; the answer to the model does not depend on it, so a store
+// failure is only logged.
+func (b *base) setState(call Caller, id, st, reason string) {
+	_, err := b.store.UpdateSandbox(call.Owner, id, func(r *state.SandboxRecord) error {
+		r.State, r.GoneReason = st, reason
+		return nil
+	})
+	if err != nil && !errors.Is(err, state.ErrNotFound) {
+		b.log.Warn("recording sandbox state", "sandbox", id, "state", st, "err", err)
+	}
+}
+
+// countStep adds one step to the sandbox's count and returns the record after it.
+func (b *base) countStep(call Caller, id string) (state.SandboxRecord, error) {
+	rec, err := b.store.UpdateSandbox(call.Owner, id, func(r *state.SandboxRecord) error {
+		r.Steps++
+		return nil
+	})
+	if errors.Is(err, state.ErrNotFound) {
+		return rec, b.sandboxNotFound(call, id)
+	}
+	return rec, err
+}
+
+// policy is the sandbox's own checkpoint policy, or else the session's.
+func (b *base) policy(rec state.SandboxRecord) state.CheckpointPolicy {
+	if rec.Checkpoint != nil {
+		return *rec.Checkpoint
+	}
+	return b.cfg.Checkpoints
+}
+
+// capture snapshots the sandbox at E2B and records the snapshot as a checkpoint of this session.
+func (b *base) capture(ctx context.Context, c *e2b.Client, call Caller, rec state.SandboxRecord, name string) (state.Checkpoint, error) {
+	info, err := c.CreateSnapshot(ctx, rec.ID, "")
+	if err != nil {
+		return state.Checkpoint{}, b.sandboxFailure(ctx, c, call, rec, err)
+	}
+	if name == "" {
+		name = fmt.Sprintf("step %d", rec.Steps)
+	}
+	cp := state.Checkpoint{
+		ID: newCheckpointID(), Owner: call.Owner, Session: call.Session, SandboxID: rec.ID,
+		SnapshotID: info.SnapshotID, Name: name, Step: rec.Steps, Created: b.now().UTC(),
+	}
+	if err := b.store.PutCheckpoint(cp); err != nil {
+		// An unrecorded snapshot would be a leak nobody can name; remove it.
+		if derr := c.DeleteSnapshot(context.WithoutCancel(ctx), info.SnapshotID); derr != nil && !errors.Is(derr, e2b.ErrNotFound) {
+			b.log.Warn("removing an unrecorded snapshot", "snapshot", info.SnapshotID, "err", derr)
+		}
+		return state.Checkpoint{}, err
+	}
+	return cp, nil
+}
+
+// afterStep applies the every_steps policy to a step just counted. It returns the checkpoint taken, or a warning
+// when the capture failed (the call's own result stands either way).
+func (b *base) afterStep(ctx context.Context, c *e2b.Client, call Caller, rec state.SandboxRecord, tool string) (checkpointID, warning string) {
+	p := b.policy(rec)
+	if p.EverySteps <= 0 || rec.Steps%p.EverySteps != 0 || ctx.Err() != nil {
+		return "", ""
+	}
+	cp, err := b.capture(ctx, c, call, rec, fmt.Sprintf("auto: every %d steps, step %d", p.EverySteps, rec.Steps))
+	if err != nil {
+		return "", fmt.Sprintf("The automatic checkpoint after step %d failed: %s", rec.Steps, b.errorText(ctx, call, tool, err))
+	}
+	return cp.ID, ""
+}
+
+func newCheckpointID() string {
+	var b [8]byte
+	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails
+	return "ckpt_" + hex.EncodeToString(b[:])
+}
+
+// joinWarnings combines the warnings of one call.
+func joinWarnings(ws ...string) string {
+	var out []string
+	for _, w := range ws {
+		if w != "" {
+			out = append(out, w)
+		}
+	}
+	return strings.Join(out, " ")
+}

@@ -1,0 +1,167 @@
+package tools
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"time"
+
+	"github.com/mark3labs/mcp-go/server"
+
+	"github.com/e2b-mcp/e2b-mcp/e2b"
+	"github.com/e2b-mcp/e2b-mcp/state"
+)
+
+type checkpointInfo struct {
+	CheckpointID string    `json:"checkpoint_id"`
+	SandboxID    string    `json:"sandbox_id" jsonschema_description:"The sandbox it was taken of."`
+	Name         string    `json:"name"`
+	Step         int       `json:"step" jsonschema_description:"The sandbox's step count when it was taken."`
+	Created      time.Time `json:"created"`
+}
+
+func checkpointOf(cp state.Checkpoint) checkpointInfo {
+	return checkpointInfo{CheckpointID: cp.ID, SandboxID: cp.SandboxID, Name: cp.Name, Step: cp.Step, Created: cp.Created}
+}
+
+// lookupCheckpoint returns the caller's checkpoint id; those of other sessions and owners are unknown.
+func (b *base) lookupCheckpoint(call Caller, id string) (state.Checkpoint, error) {
+	cp, err := b.store.Checkpoint(call.Owner, id)
+	if err == nil && cp.Session == call.Session {
+		return cp, nil
+	}
+	if err != nil && !errors.Is(err, state.ErrNotFound) {
+		return state.Checkpoint{}, err
+	}
+	all, err := b.store.SessionCheckpoints(call.Owner, call.Session, "")
+	if err != nil {
+		return state.Checkpoint{}, err
+	}
+	ids := make([]string, 0, len(all))
+	for _, c := range all {
+		ids = append(ids, c.ID)
+	}
+	have := "none"
+	if len(ids) > 0 {
+		have = strings.Join(ids, ", ")
+	}
+	return state.Checkpoint{}, userErrorf("Checkpoint '%s' not found in this session. Checkpoints in this session: %s", id, have)
+}
+
+type checkpointArgs struct {
+	SandboxID string `json:"sandbox_id" jsonschema_description:"The sandbox to checkpoint."`
+	Name      string `json:"name,omitempty" jsonschema_description:"A label to recognise the checkpoint by; default 'step N'."`
+}
+
+// checkpointSandbox is e2b_checkpoint_sandbox.
+type checkpointSandbox struct{ *base }
+
+func (t checkpointSandbox) serverTool() server.ServerTool {
+	const desc = "Save a checkpoint of a sandbox: a snapshot of its files and memory that e2b_fork_sandbox can start " +
+		"new sandboxes from later, to retry from a known good state or to try alternatives side by side. The sandbox pauses for a moment and then carries on. Returns the checkpoint_id."
+	return server.ServerTool{
+		Tool: newTool("e2b_checkpoint_sandbox", desc, checkpointArgs{}, checkpointInfo{},
+			hints{readOnly: false, destructive: false, idempotent: false, openWorld: true}),
+		Handler: adapt(t.base, "e2b_checkpoint_sandbox", t.run),
+	}
+}
+
+func (t checkpointSandbox) run(ctx context.Context, call Caller, a *checkpointArgs) (any, error) {
+	if a.SandboxID == "" {
+		return nil, missing("sandbox_id")
+	}
+	rec, err := t.lookup(call, a.SandboxID)
+	if err != nil {
+		return nil, err
+	}
+	if err := usable(rec, false); err != nil {
+		return nil, err
+	}
+	c, err := t.client(ctx, call.Owner)
+	if err != nil {
+		return nil, err
+	}
+	cp, err := t.capture(ctx, c, call, rec, a.Name)
+	if err != nil {
+		return nil, err
+	}
+	return checkpointOf(cp), nil
+}
+
+type listCheckpointsArgs struct {
+	SandboxID string `json:"sandbox_id,omitempty" jsonschema_description:"Only the checkpoints of this sandbox (it may since have been deleted)."`
+}
+
+type listCheckpointsResult struct {
+	Checkpoints []checkpointInfo `json:"checkpoints"`
+	Count       int              `json:"count"`
+}
+
+// listCheckpoints is e2b_list_checkpoints.
+type listCheckpoints struct{ *base }
+
+func (t listCheckpoints) serverTool() server.ServerTool {
+	const desc = "List this session's checkpoints, oldest first. Optionally only those of one sandbox; each has its " +
+		"checkpoint_id, the sandbox it was taken of, its name, the step it was taken at and when."
+	return server.ServerTool{
+		Tool: newTool("e2b_list_checkpoints", desc, listCheckpointsArgs{}, listCheckpointsResult{},
+			hints{readOnly: true, destructive: false, idempotent: true, openWorld: false}),
+		Handler: adapt(t.base, "e2b_list_checkpoints", t.run),
+	}
+}
+
+func (t listCheckpoints) run(_ context.Context, call Caller, a *listCheckpointsArgs) (any, error) {
+	cps, err := t.store.SessionCheckpoints(call.Owner, call.Session, a.SandboxID)
+	if err != nil {
+		return nil, err
+	}
+	res := listCheckpointsResult{Checkpoints: make([]checkpointInfo, 0, len(cps))}
+	for _, cp := range cps {
+		res.Checkpoints = append(res.Checkpoints, checkpointOf(cp))
+	}
+	res.Count = len(res.Checkpoints)
+	return res, nil
+}
+
+type deleteCheckpointArgs struct {
+	CheckpointID string `json:"checkpoint_id" jsonschema_description:"The checkpoint to delete."`
+}
+
+type deleteCheckpointResult struct {
+	CheckpointID string `json:"checkpoint_id"`
+	Success      bool   `json:"success"`
+}
+
+// deleteCheckpoint is e2b_delete_checkpoint.
+type deleteCheckpoint struct{ *base }
+
+func (t deleteCheckpoint) serverTool() server.ServerTool {
+	const desc = "Delete a checkpoint of this session and its snapshot at E2B. Sandboxes already forked from it are " +
+		"not affected; no new ones can be forked from it."
+	return server.ServerTool{
+		Tool: newTool("e2b_delete_checkpoint", desc, deleteCheckpointArgs{}, deleteCheckpointResult{},
+			hints{readOnly: false, destructive: true, idempotent: true, openWorld: true}),
+		Handler: adapt(t.base, "e2b_delete_checkpoint", t.run),
+	}
+}
+
+func (t deleteCheckpoint) run(ctx context.Context, call Caller, a *deleteCheckpointArgs) (any, error) {
+	if a.CheckpointID == "" {
+		return nil, missing("checkpoint_id")
+	}
+	cp, err := t.lookupCheckpoint(call, a.CheckpointID)
+	if err != nil {
+		return nil, err
+	}
+	c, err := t.client(ctx, call.Owner)
+	if err != nil {
+		return nil, err
+	}
+	if err := c.DeleteSnapshot(ctx, cp.SnapshotID); err != nil && !errors.Is(err, e2b.ErrNotFound) {
+		return nil, err
+	}
+	if err := t.store.DeleteCheckpoint(call.Owner, cp.ID); err != nil && !errors.Is(err, state.ErrNotFound) {
+		return nil, err
+	}
+	return deleteCheckpointResult{CheckpointID: cp.ID, Success: true}, nil
+}

@@ -1,0 +1,118 @@
+package tools
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/mark3labs/mcp-go/server"
+
+	"github.com/e2b-mcp/e2b-mcp/e2b"
+	"github.com/e2b-mcp/e2b-mcp/lifecycle"
+	"github.com/e2b-mcp/e2b-mcp/state"
+)
+
+type createArgs struct {
+	Title          string            `json:"title,omitempty" jsonschema_description:"A short name for the sandbox, shown in listings and on E2B's dashboard."`
+	Template       string            `json:"template,omitempty" jsonschema_description:"E2B template ID or alias to start from."`
+	TimeoutSeconds int               `json:"timeout_seconds,omitempty" jsonschema:"minimum=1" jsonschema_description:"Seconds until E2B stops the sandbox unless it is resumed (e2b_manage_sandbox action resume extends it)."`
+	EnvVars        map[string]string `json:"env_vars,omitempty" jsonschema_description:"Environment variables for every command in the sandbox."`
+	UploadFiles    []uploadFile      `json:"upload_files,omitempty" jsonschema_description:"Files from the server's storage root to copy into the sandbox (only when the server was started with --storage-root)."`
+}
+
+type createResult struct {
+	SandboxID      string `json:"sandbox_id"`
+	Status         string `json:"status" jsonschema_description:"The new sandbox's state: running."`
+	Title          string `json:"title,omitempty"`
+	Template       string `json:"template"`
+	WorkspacePath  string `json:"workspace_path" jsonschema_description:"The working directory of e2b_exec when no cwd is given."`
+	TimeoutSeconds int    `json:"timeout_seconds"`
+	FilesUploaded  int    `json:"files_uploaded"`
+	Warning        string `json:"warning,omitempty" jsonschema_description:"Something went wrong after the sandbox was created; the sandbox exists."`
+}
+
+// createSandbox is e2b_create_sandbox.
+type createSandbox struct{ *base }
+
+func (t createSandbox) serverTool() server.ServerTool {
+	desc := fmt.Sprintf("Create a new E2B cloud sandbox (an isolated Linux VM) for this session. Returns its sandbox_id, which "+
+		"the other e2b_ tools take. Defaults: template %q, timeout_seconds %d; commands run as 'user' in %s. "+
+		"env_vars are set for every command. upload_files copies files or directories from the server's storage root "+
+		"(only if the server was started with --storage-root). The sandbox keeps running, and costs money, until its "+
+		"timeout, a pause or a delete with e2b_manage_sandbox.",
+		t.cfg.DefaultTemplate, t.cfg.DefaultTimeoutSeconds, WorkspacePath)
+	return server.ServerTool{
+		Tool: newTool("e2b_create_sandbox", desc, createArgs{}, createResult{},
+			hints{readOnly: false, destructive: false, idempotent: false, openWorld: true},
+			setDefault("template", t.cfg.DefaultTemplate), setDefault("timeout_seconds", t.cfg.DefaultTimeoutSeconds)),
+		Handler: adapt(t.base, "e2b_create_sandbox", t.run),
+	}
+}
+
+func (t createSandbox) run(ctx context.Context, call Caller, a *createArgs) (any, error) {
+	template := a.Template
+	if template == "" {
+		template = t.cfg.DefaultTemplate
+	}
+	timeout := a.TimeoutSeconds
+	switch {
+	case timeout < 0:
+		return nil, userErrorf("Invalid timeout_seconds %d: it must be a positive number of seconds (default %d).", timeout, t.cfg.DefaultTimeoutSeconds)
+	case timeout == 0:
+		timeout = t.cfg.DefaultTimeoutSeconds
+	}
+	for k := range a.EnvVars {
+		if k == "" {
+			return nil, userErrorf("Invalid env_vars: a variable name is empty.")
+		}
+	}
+	plan, err := t.planUploads(a.UploadFiles)
+	if err != nil {
+		return nil, err
+	}
+	defer plan.Close()
+
+	c, err := t.client(ctx, call.Owner)
+	if err != nil {
+		return nil, err
+	}
+	env := a.EnvVars
+	if env == nil {
+		env = map[string]string{}
+	}
+	sb, err := c.CreateSandbox(ctx, e2b.NewSandbox{
+		TemplateID: template,
+		Timeout:    timeout,
+		Secure:     true,
+		Metadata:   lifecycle.Metadata(call.Owner, call.Session, a.Title),
+		EnvVars:    env,
+	})
+	if err != nil {
+		return nil, err
+	}
+	conn := sb.Conn(c.Domain())
+	rec := state.SandboxRecord{
+		ID: sb.SandboxID, Owner: call.Owner, Session: call.Session, Title: a.Title, Template: template,
+		Domain: conn.Domain, EnvdVersion: sb.EnvdVersion, AccessToken: sb.EnvdAccessToken,
+		State: state.StateRunning, Created: t.now().UTC(), TimeoutSeconds: timeout,
+	}
+	res := createResult{
+		SandboxID: sb.SandboxID, Status: state.StateRunning, Title: a.Title, Template: template,
+		WorkspacePath: WorkspacePath, TimeoutSeconds: timeout,
+	}
+	var warnings []string
+	if err := t.store.PutSandbox(rec); err != nil {
+		// The sandbox carries this session's tags, so the next e2b_list_sandboxes adopts it.
+		t.log.Error("recording a new sandbox", "sandbox", sb.SandboxID, "err", err)
+		warnings = append(warnings, fmt.Sprintf("The sandbox could not be recorded (%v); call e2b_list_sandboxes to adopt it before using it.", err))
+	}
+	if len(plan.files) > 0 {
+		n, err := plan.upload(ctx, envd(c, rec))
+		res.FilesUploaded = n
+		if err != nil {
+			warnings = append(warnings, fmt.Sprintf("Only %d of %d files were uploaded; %s failed: %s",
+				n, len(plan.files), plan.files[n].sandboxPath, t.errorText(ctx, call, "e2b_create_sandbox", err)))
+		}
+	}
+	res.Warning = joinWarnings(warnings...)
+	return res, nil
+}

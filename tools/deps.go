@@ -1,0 +1,98 @@
+// Package tools holds e2b-mcp's MCP tools: one file per tool (or small group) with its test beside it, the argument
+// and result structs beside each handler, and All, the one explicit list of every tool. Handlers are methods on
+// small structs holding their dependencies. Policy, audit and lease renewal are server middleware around these
+// handlers; the tools only read the caller (owner and session) from the request context.
+package tools
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"time"
+
+	"github.com/e2b-mcp/e2b-mcp/e2b"
+	"github.com/e2b-mcp/e2b-mcp/state"
+)
+
+// ClientSource hands out an E2B client for an owner. The key is read on every call, so a login in another
+// terminal takes effect at once. When the owner has no key the error wraps ErrNoAPIKey.
+type ClientSource interface {
+	Client(ctx context.Context, owner string) (*e2b.Client, error)
+}
+
+// ErrNoAPIKey is wrapped by ClientSource errors when the owner has connected no E2B API key.
+var ErrNoAPIKey = errors.New("no E2B API key")
+
+// Config holds the tools' defaults and limits. Zero fields take the defaults named on each field.
+type Config struct {
+	// DefaultTemplate is the template of e2b_create_sandbox when the call names none ("base").
+	DefaultTemplate string
+	// DefaultTimeoutSeconds is a new or resumed sandbox's lifetime when the call gives none (3600).
+	DefaultTimeoutSeconds int
+	// ExecTimeout bounds a command of e2b_exec when the call gives no timeout_ms (60 s).
+	ExecTimeout time.Duration
+	// OutputBudget bounds each of stdout and stderr in an e2b_exec result, in bytes (64 KiB); longer output is
+	// cut to its head and tail and saved whole in the sandbox.
+	OutputBudget int
+	// ReadLimitBytes bounds the content of one e2b_read_file result (256 KiB).
+	ReadLimitBytes int
+	// WriteLimitBytes bounds the content of one e2b_write_file call (10 MiB).
+	WriteLimitBytes int
+	// StorageRoots are the host directories upload_files of e2b_create_sandbox may read from; none means
+	// uploads are off. A relative session_path is resolved against the first root.
+	StorageRoots []string
+	// Checkpoints is the session's automatic checkpoint policy (off by default); a sandbox's own policy wins.
+	Checkpoints state.CheckpointPolicy
+	// ProgressInterval is the least time between two progress notifications of one call (200 ms).
+	ProgressInterval time.Duration
+}
+
+// The defaults of Config.
+const (
+	DefaultTemplate         = "base"
+	DefaultTimeoutSeconds   = 3600
+	DefaultExecTimeout      = 60 * time.Second
+	DefaultOutputBudget     = 64 << 10
+	DefaultReadLimitBytes   = 256 << 10
+	DefaultWriteLimitBytes  = 10 << 20
+	DefaultProgressInterval = 200 * time.Millisecond
+)
+
+// WorkspacePath is where a sandbox's user works: the home directory of E2B's default user.
+const WorkspacePath = "/home/user"
+
+func (c Config) withDefaults() Config {
+	if c.DefaultTemplate == "" {
+		c.DefaultTemplate = DefaultTemplate
+	}
+	if c.DefaultTimeoutSeconds <= 0 {
+		c.DefaultTimeoutSeconds = DefaultTimeoutSeconds
+	}
+	if c.ExecTimeout <= 0 {
+		c.ExecTimeout = DefaultExecTimeout
+	}
+	if c.OutputBudget <= 0 {
+		c.OutputBudget = DefaultOutputBudget
+	}
+	// The head and the tail need room besides the marker line.
+	c.OutputBudget = max(c.OutputBudget, 1024)
+	if c.ReadLimitBytes <= 0 {
+		c.ReadLimitBytes = DefaultReadLimitBytes
+	}
+	if c.WriteLimitBytes <= 0 {
+		c.WriteLimitBytes = DefaultWriteLimitBytes
+	}
+	if c.ProgressInterval <= 0 {
+		c.ProgressInterval = DefaultProgressInterval
+	}
+	return c
+}
+
+// Deps are what the tools need from the server.
+type Deps struct {
+	Clients ClientSource
+	Store   *state.Store
+	Config  Config
+	Logger  *slog.Logger     // nil discards
+	Now     func() time.Time // nil is time.Now
+}

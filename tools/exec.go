@@ -1,0 +1,173 @@
+package tools
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/mark3labs/mcp-go/server"
+
+	"github.com/e2b-mcp/e2b-mcp/e2b"
+	"github.com/e2b-mcp/e2b-mcp/state"
+)
+
+// maxExecTimeoutMs bounds timeout_ms; longer jobs belong in the background.
+const maxExecTimeoutMs = 3_600_000
+
+// execOutputDir is where the whole output of a truncated command is saved inside the sandbox.
+const execOutputDir = "/tmp/e2b-mcp"
+
+type execArgs struct {
+	SandboxID string `json:"sandbox_id" jsonschema_description:"The sandbox to run in, as returned by e2b_create_sandbox or e2b_list_sandboxes."`
+	Command   string `json:"command" jsonschema_description:"Shell command line, run with bash -l -c (pipes, &&, redirections and environment expansion work)."`
+	Cwd       string `json:"cwd,omitempty" jsonschema_description:"Working directory; relative paths are under /home/user."`
+	TimeoutMs int    `json:"timeout_ms,omitempty" jsonschema:"minimum=1,maximum=3600000" jsonschema_description:"Milliseconds before the command is killed."`
+}
+
+type execResult struct {
+	SandboxID    string `json:"sandbox_id"`
+	Cwd          string `json:"cwd"`
+	Stdout       string `json:"stdout"`
+	Stderr       string `json:"stderr"`
+	ExitCode     int    `json:"exit_code" jsonschema_description:"The command's exit code; -1 when it was killed."`
+	Success      bool   `json:"success" jsonschema_description:"True when the command exited with code 0."`
+	Truncated    bool   `json:"truncated" jsonschema_description:"True when stdout or stderr was cut to its head and tail; the whole stream is in stdout_file / stderr_file."`
+	TotalLines   int64  `json:"total_lines" jsonschema_description:"Lines of stdout plus lines of stderr, before any cut."`
+	Error        string `json:"error" jsonschema_description:"Why the command failed (exit status, or killed by the timeout); empty on success."`
+	StdoutFile   string `json:"stdout_file,omitempty" jsonschema_description:"Path in the sandbox of the whole stdout, when it was truncated; read it with e2b_read_file."`
+	StderrFile   string `json:"stderr_file,omitempty" jsonschema_description:"Path in the sandbox of the whole stderr, when it was truncated."`
+	CheckpointID string `json:"checkpoint_id,omitempty" jsonschema_description:"The checkpoint taken automatically after this step, by the checkpoint policy."`
+	Warning      string `json:"warning,omitempty"`
+}
+
+// execTool is e2b_exec.
+type execTool struct{ *base }
+
+func (t execTool) serverTool() server.ServerTool {
+	desc := fmt.Sprintf("Run a shell command in a sandbox and wait for it. Returns stdout, stderr, exit_code and success "+
+		"(a non-zero exit is a normal result with success false, not a tool error). Runs with bash -l -c in cwd "+
+		"(default %s). The command is killed after timeout_ms (default %d ms, max %d); start long jobs in the "+
+		"background (nohup ... > log 2>&1 &) and poll them. stdout and stderr are each kept within %d bytes: longer "+
+		"output keeps its head and tail around a line '... [N bytes / M lines omitted] ...', truncated is true and "+
+		"the whole stream is saved in the sandbox (stdout_file / stderr_file) for e2b_read_file. Output is streamed as "+
+		"progress notifications when the client asks for progress; cancelling the call kills the command.",
+		WorkspacePath, t.cfg.ExecTimeout.Milliseconds(), maxExecTimeoutMs, t.cfg.OutputBudget)
+	return server.ServerTool{
+		Tool: newTool("e2b_exec", desc, execArgs{}, execResult{},
+			hints{readOnly: false, destructive: true, idempotent: false, openWorld: true},
+			setDefault("cwd", WorkspacePath), setDefault("timeout_ms", t.cfg.ExecTimeout.Milliseconds())),
+		Handler: adapt(t.base, "e2b_exec", t.run),
+	}
+}
+
+func (t execTool) run(ctx context.Context, call Caller, a *execArgs) (any, error) {
+	switch {
+	case a.SandboxID == "":
+		return nil, missing("sandbox_id")
+	case a.Command == "":
+		return nil, missing("command")
+	case a.TimeoutMs < 0 || a.TimeoutMs > maxExecTimeoutMs:
+		return nil, userErrorf("Invalid timeout_ms %d: it must be between 1 and %d (default %d).", a.TimeoutMs, maxExecTimeoutMs, t.cfg.ExecTimeout.Milliseconds())
+	}
+	timeout := t.cfg.ExecTimeout
+	if a.TimeoutMs > 0 {
+		timeout = time.Duration(a.TimeoutMs) * time.Millisecond
+	}
+	cwd := a.Cwd
+	if cwd == "" {
+		cwd = WorkspacePath
+	}
+	rec, err := t.lookup(call, a.SandboxID)
+	if err != nil {
+		return nil, err
+	}
+	if err := usable(rec, true); err != nil {
+		return nil, err
+	}
+	c, err := t.client(ctx, call.Owner)
+	if err != nil {
+		return nil, err
+	}
+	// The step counts whatever the command's fate: a failed command changed the sandbox as much as any.
+	if rec, err = t.countStep(call, rec.ID); err != nil {
+		return nil, err
+	}
+
+	stdout, stderr := newCapture(t.cfg.OutputBudget, ""), newCapture(t.cfg.OutputBudget, "")
+	defer stdout.close()
+	defer stderr.close()
+	prog := startProgress(ctx, t.cfg.ProgressInterval, t.log)
+	out, err := envd(c, rec).RunCommand(ctx, a.Command, e2b.CommandOptions{
+		Cwd:     cwd,
+		Timeout: timeout,
+		OnOutput: func(kind e2b.EventKind, data []byte) {
+			switch kind {
+			case e2b.EventStdout:
+				stdout.write(data)
+			case e2b.EventStderr:
+				stderr.write(data)
+			default:
+				return
+			}
+			prog.add(data)
+		},
+	})
+	prog.finish()
+	if err != nil {
+		return nil, t.sandboxFailure(ctx, c, call, rec, err)
+	}
+
+	res := execResult{
+		SandboxID:  rec.ID,
+		Cwd:        cwd,
+		Stdout:     stdout.text(),
+		Stderr:     stderr.text(),
+		ExitCode:   out.ExitCode,
+		Success:    out.ExitCode == 0 && !out.TimedOut,
+		Truncated:  stdout.truncated() || stderr.truncated(),
+		TotalLines: stdout.lines() + stderr.lines(),
+	}
+	switch {
+	case out.TimedOut:
+		res.Error = fmt.Sprintf("The command was killed by the timeout after %d ms (timeout_ms). Raise timeout_ms, "+
+			"or run it in the background (nohup ... > log 2>&1 &) and poll the log.", timeout.Milliseconds())
+	case !res.Success:
+		res.Error = out.Error
+		if res.Error == "" {
+			res.Error = out.Status
+		}
+		if res.Error == "" {
+			res.Error = fmt.Sprintf("exit status %d", out.ExitCode)
+		}
+	}
+	var warnings []string
+	for _, s := range []struct {
+		c    *capture
+		ext  string
+		into *string
+	}{{stdout, "stdout", &res.StdoutFile}, {stderr, "stderr", &res.StderrFile}} {
+		if !s.c.truncated() {
+			continue
+		}
+		p := fmt.Sprintf("%s/exec-%d.%s", execOutputDir, rec.Steps, s.ext)
+		if err := t.save(ctx, c, rec, s.c, p); err != nil {
+			warnings = append(warnings, fmt.Sprintf("The whole %s could not be saved in the sandbox: %s", s.ext, t.errorText(ctx, call, "e2b_exec", err)))
+			continue
+		}
+		*s.into = p
+	}
+	var warn string
+	res.CheckpointID, warn = t.afterStep(ctx, c, call, rec, "e2b_exec")
+	res.Warning = joinWarnings(append(warnings, warn)...)
+	return res, nil
+}
+
+// save uploads a truncated stream's spool file to p in the sandbox.
+func (t execTool) save(ctx context.Context, c *e2b.Client, rec state.SandboxRecord, s *capture, p string) error {
+	r, err := s.spooled()
+	if err != nil {
+		return fmt.Errorf("spooling the output on the server: %w", err)
+	}
+	_, err = envd(c, rec).Upload(ctx, p, r)
+	return err
+}

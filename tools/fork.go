@@ -1,0 +1,198 @@
+package tools
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/mark3labs/mcp-go/server"
+
+	"github.com/e2b-mcp/e2b-mcp/e2b"
+	"github.com/e2b-mcp/e2b-mcp/lifecycle"
+	"github.com/e2b-mcp/e2b-mcp/state"
+)
+
+// maxForks bounds count of e2b_fork_sandbox.
+const maxForks = 10
+
+type forkArgs struct {
+	SandboxID    string `json:"sandbox_id,omitempty" jsonschema_description:"Fork this running sandbox as it is now. Give this or checkpoint_id, not both."`
+	CheckpointID string `json:"checkpoint_id,omitempty" jsonschema_description:"Fork from this checkpoint (see e2b_list_checkpoints). Give this or sandbox_id, not both."`
+	Count        int    `json:"count,omitempty" jsonschema:"minimum=1,maximum=10" jsonschema_description:"How many new sandboxes to start."`
+	Title        string `json:"title,omitempty" jsonschema_description:"Title of the new sandboxes; default: the source's title with ' (fork)'."`
+}
+
+type forkedSandbox struct {
+	SandboxID      string `json:"sandbox_id"`
+	Title          string `json:"title"`
+	Status         string `json:"status"`
+	Template       string `json:"template"`
+	WorkspacePath  string `json:"workspace_path"`
+	TimeoutSeconds int    `json:"timeout_seconds"`
+}
+
+type forkSource struct {
+	SandboxID    string `json:"sandbox_id" jsonschema_description:"The sandbox forked, or the one the checkpoint was taken of."`
+	CheckpointID string `json:"checkpoint_id,omitempty"`
+}
+
+type forkResult struct {
+	Sandboxes []forkedSandbox `json:"sandboxes"`
+	Count     int             `json:"count"`
+	Source    forkSource      `json:"source"`
+	Warning   string          `json:"warning,omitempty" jsonschema_description:"Set when fewer sandboxes than asked for could be started."`
+}
+
+// forkSandbox is e2b_fork_sandbox.
+type forkSandbox struct{ *base }
+
+func (t forkSandbox) serverTool() server.ServerTool {
+	desc := fmt.Sprintf("Start new sandboxes as copies of a running sandbox or of a checkpoint. Give exactly one of sandbox_id "+
+		"(its files and memory as they are now) or checkpoint_id (as it was when e2b_checkpoint_sandbox took it). count copies (default 1, at most %d) join this session, each with its own "+
+		"sandbox_id and a timeout of %d seconds; the source is not changed.", maxForks, t.cfg.DefaultTimeoutSeconds)
+	return server.ServerTool{
+		Tool: newTool("e2b_fork_sandbox", desc, forkArgs{}, forkResult{},
+			hints{readOnly: false, destructive: false, idempotent: false, openWorld: true},
+			setDefault("count", 1)),
+		Handler: adapt(t.base, "e2b_fork_sandbox", t.run),
+	}
+}
+
+func (t forkSandbox) run(ctx context.Context, call Caller, a *forkArgs) (any, error) {
+	switch {
+	case a.SandboxID == "" && a.CheckpointID == "":
+		return nil, missing("sandbox_id or checkpoint_id")
+	case a.SandboxID != "" && a.CheckpointID != "":
+		return nil, userErrorf("Give exactly one of sandbox_id and checkpoint_id, not both.")
+	case a.Count < 0 || a.Count > maxForks:
+		return nil, userErrorf("Invalid count %d: it must be between 1 and %d.", a.Count, maxForks)
+	}
+	count := max(a.Count, 1)
+	if a.SandboxID != "" {
+		return t.fromSandbox(ctx, call, a, count)
+	}
+	return t.fromCheckpoint(ctx, call, a, count)
+}
+
+func (t forkSandbox) fromSandbox(ctx context.Context, call Caller, a *forkArgs, count int) (any, error) {
+	src, err := t.lookup(call, a.SandboxID)
+	if err != nil {
+		return nil, err
+	}
+	if err := usable(src, false); err != nil {
+		return nil, err
+	}
+	c, err := t.client(ctx, call.Owner)
+	if err != nil {
+		return nil, err
+	}
+	results, err := c.ForkSandbox(ctx, src.ID, e2b.ForkRequest{Timeout: t.cfg.DefaultTimeoutSeconds, Count: count})
+	if err != nil {
+		return nil, t.sandboxFailure(ctx, c, call, src, err)
+	}
+	res := forkResult{Sandboxes: []forkedSandbox{}, Source: forkSource{SandboxID: src.ID}}
+	var failures []string
+	for i, r := range results {
+		if r.Sandbox == nil {
+			msg := "unknown error"
+			if r.Error != nil {
+				msg = r.Error.Error()
+			}
+			failures = append(failures, msg)
+			continue
+		}
+		fs, err := t.record(call, c, r.Sandbox, src.Template, forkTitle(a.Title, src, i, count), src)
+		if err != nil {
+			failures = append(failures, fmt.Sprintf("%s was started but could not be recorded: %v", r.Sandbox.SandboxID, err))
+			continue
+		}
+		res.Sandboxes = append(res.Sandboxes, fs)
+	}
+	return t.finish(res, count, failures)
+}
+
+func (t forkSandbox) fromCheckpoint(ctx context.Context, call Caller, a *forkArgs, count int) (any, error) {
+	cp, err := t.lookupCheckpoint(call, a.CheckpointID)
+	if err != nil {
+		return nil, err
+	}
+	// The source sandbox may be long gone; its record, when there is one, lends its title and policy.
+	src, err := t.store.Sandbox(call.Owner, cp.SandboxID)
+	if err != nil || src.Session != call.Session {
+		src = state.SandboxRecord{ID: cp.SandboxID, Template: cp.SnapshotID}
+	}
+	src.Steps = cp.Step
+	c, err := t.client(ctx, call.Owner)
+	if err != nil {
+		return nil, err
+	}
+	res := forkResult{Sandboxes: []forkedSandbox{}, Source: forkSource{SandboxID: cp.SandboxID, CheckpointID: cp.ID}}
+	var failures []string
+	for i := range count {
+		title := forkTitle(a.Title, src, i, count)
+		sb, err := c.CreateSandbox(ctx, e2b.NewSandbox{
+			TemplateID: cp.SnapshotID,
+			Timeout:    t.cfg.DefaultTimeoutSeconds,
+			Secure:     true,
+			Metadata:   lifecycle.Metadata(call.Owner, call.Session, title),
+			EnvVars:    map[string]string{},
+		})
+		if err != nil {
+			if len(res.Sandboxes) == 0 {
+				return nil, err
+			}
+			failures = append(failures, t.errorText(ctx, call, "e2b_fork_sandbox", err))
+			break
+		}
+		fs, err := t.record(call, c, sb, src.Template, title, src)
+		if err != nil {
+			failures = append(failures, fmt.Sprintf("%s was started but could not be recorded: %v", sb.SandboxID, err))
+			continue
+		}
+		res.Sandboxes = append(res.Sandboxes, fs)
+	}
+	return t.finish(res, count, failures)
+}
+
+// record adds a new fork to the session. It inherits the source's step count (its history) and checkpoint policy.
+func (t forkSandbox) record(call Caller, c *e2b.Client, sb *e2b.Sandbox, template, title string, src state.SandboxRecord) (forkedSandbox, error) {
+	conn := sb.Conn(c.Domain())
+	rec := state.SandboxRecord{
+		ID: sb.SandboxID, Owner: call.Owner, Session: call.Session, Title: title, Template: template,
+		Domain: conn.Domain, EnvdVersion: sb.EnvdVersion, AccessToken: sb.EnvdAccessToken,
+		State: state.StateRunning, Created: t.now().UTC(), TimeoutSeconds: t.cfg.DefaultTimeoutSeconds,
+		Steps: src.Steps, Checkpoint: src.Checkpoint,
+	}
+	if err := t.store.PutSandbox(rec); err != nil {
+		return forkedSandbox{}, err
+	}
+	return forkedSandbox{
+		SandboxID: rec.ID, Title: title, Status: state.StateRunning, Template: template,
+		WorkspacePath: WorkspacePath, TimeoutSeconds: rec.TimeoutSeconds,
+	}, nil
+}
+
+func (t forkSandbox) finish(res forkResult, asked int, failures []string) (any, error) {
+	res.Count = len(res.Sandboxes)
+	if res.Count == 0 {
+		return nil, userErrorf("No fork could be started: %s", joinWarnings(failures...))
+	}
+	if len(failures) > 0 {
+		res.Warning = fmt.Sprintf("Only %d of %d forks were started: %s", res.Count, asked, joinWarnings(failures...))
+	}
+	return res, nil
+}
+
+func forkTitle(asked string, src state.SandboxRecord, i, count int) string {
+	title := asked
+	if title == "" {
+		name := src.Title
+		if name == "" {
+			name = src.ID
+		}
+		title = name + " (fork)"
+	}
+	if count > 1 {
+		title = fmt.Sprintf("%s #%d", title, i+1)
+	}
+	return title
+}

@@ -1,0 +1,148 @@
+package tools
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/mark3labs/mcp-go/server"
+
+	"github.com/e2b-mcp/e2b-mcp/e2b"
+	"github.com/e2b-mcp/e2b-mcp/state"
+)
+
+type manageArgs struct {
+	SandboxID      string `json:"sandbox_id" jsonschema_description:"The sandbox to act on."`
+	Action         string `json:"action" jsonschema:"enum=pause,enum=resume,enum=delete" jsonschema_description:"pause keeps its memory and files and stops the clock; resume starts a paused sandbox again (or extends a running one's timeout); delete kills it for good."`
+	TimeoutSeconds int    `json:"timeout_seconds,omitempty" jsonschema:"minimum=1" jsonschema_description:"For resume: seconds the sandbox then lives."`
+}
+
+type manageResult struct {
+	SandboxID      string `json:"sandbox_id"`
+	Action         string `json:"action"`
+	Success        bool   `json:"success"`
+	TimeoutSeconds int    `json:"timeout_seconds,omitempty" jsonschema_description:"For resume: the sandbox's new timeout."`
+	AlreadyPaused  bool   `json:"already_paused,omitempty"`
+	CheckpointID   string `json:"checkpoint_id,omitempty" jsonschema_description:"The checkpoint taken before pausing, by the on_pause policy."`
+	Warning        string `json:"warning,omitempty"`
+}
+
+// manageSandbox is e2b_manage_sandbox.
+type manageSandbox struct{ *base }
+
+func (t manageSandbox) serverTool() server.ServerTool {
+	desc := fmt.Sprintf("Pause, resume or delete a sandbox of this session. pause keeps memory and files and stops "+
+		"billing for compute (pausing a paused sandbox succeeds); resume brings it back, with timeout_seconds "+
+		"(default %d) from now, and also extends a running sandbox; delete kills it and its files for good "+
+		"(checkpoints stay usable with e2b_fork_sandbox).", t.cfg.DefaultTimeoutSeconds)
+	return server.ServerTool{
+		Tool: newTool("e2b_manage_sandbox", desc, manageArgs{}, manageResult{},
+			hints{readOnly: false, destructive: true, idempotent: false, openWorld: true},
+			setDefault("timeout_seconds", t.cfg.DefaultTimeoutSeconds)),
+		Handler: adapt(t.base, "e2b_manage_sandbox", t.run),
+	}
+}
+
+func (t manageSandbox) run(ctx context.Context, call Caller, a *manageArgs) (any, error) {
+	switch {
+	case a.SandboxID == "":
+		return nil, missing("sandbox_id")
+	case a.Action == "":
+		return nil, missing("action")
+	case a.Action != "pause" && a.Action != "resume" && a.Action != "delete":
+		return nil, userErrorf("Invalid action '%s': use pause, resume or delete.", a.Action)
+	case a.TimeoutSeconds < 0:
+		return nil, userErrorf("Invalid timeout_seconds %d: it must be a positive number of seconds.", a.TimeoutSeconds)
+	}
+	rec, err := t.lookup(call, a.SandboxID)
+	if err != nil {
+		return nil, err
+	}
+	if a.Action != "delete" {
+		if err := usable(rec, false); err != nil {
+			return nil, err
+		}
+	}
+	c, err := t.client(ctx, call.Owner)
+	if err != nil {
+		return nil, err
+	}
+	switch a.Action {
+	case "pause":
+		return t.pause(ctx, c, call, rec)
+	case "resume":
+		return t.resume(ctx, c, call, rec, a.TimeoutSeconds)
+	default:
+		return t.delete(ctx, c, call, rec)
+	}
+}
+
+func (t manageSandbox) pause(ctx context.Context, c *e2b.Client, call Caller, rec state.SandboxRecord) (any, error) {
+	res := manageResult{SandboxID: rec.ID, Action: "pause", Success: true}
+	if t.policy(rec).OnPause && rec.State == state.StateRunning {
+		cp, err := t.capture(ctx, c, call, rec, fmt.Sprintf("on pause, step %d", rec.Steps))
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil, err
+			}
+			res.Warning = "The checkpoint before pausing failed: " + t.errorText(ctx, call, "e2b_manage_sandbox", err)
+		} else {
+			res.CheckpointID = cp.ID
+		}
+	}
+	already, err := c.PauseSandbox(ctx, rec.ID)
+	if err != nil {
+		return nil, t.vanished(call, rec, err)
+	}
+	res.AlreadyPaused = already
+	t.setState(call, rec.ID, state.StatePaused, "")
+	return res, nil
+}
+
+func (t manageSandbox) resume(ctx context.Context, c *e2b.Client, call Caller, rec state.SandboxRecord, timeout int) (any, error) {
+	if timeout == 0 {
+		timeout = t.cfg.DefaultTimeoutSeconds
+	}
+	sb, _, err := c.ConnectSandbox(ctx, rec.ID, timeout)
+	if err != nil {
+		return nil, t.vanished(call, rec, err)
+	}
+	conn := sb.Conn(c.Domain())
+	_, err = t.store.UpdateSandbox(call.Owner, rec.ID, func(r *state.SandboxRecord) error {
+		r.State, r.GoneReason, r.TimeoutSeconds = state.StateRunning, "", timeout
+		r.Domain = conn.Domain
+		if sb.EnvdVersion != "" {
+			r.EnvdVersion = sb.EnvdVersion
+		}
+		// A resumed sandbox keeps its token; E2B may still send one, and then it is the one envd wants.
+		if sb.EnvdAccessToken != "" {
+			r.AccessToken = sb.EnvdAccessToken
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return manageResult{SandboxID: rec.ID, Action: "resume", Success: true, TimeoutSeconds: timeout}, nil
+}
+
+// delete kills the sandbox and forgets it: the list then shows only what still exists or vanished on its own.
+func (t manageSandbox) delete(ctx context.Context, c *e2b.Client, call Caller, rec state.SandboxRecord) (any, error) {
+	if err := c.KillSandbox(ctx, rec.ID); err != nil && !errors.Is(err, e2b.ErrNotFound) {
+		return nil, err
+	}
+	if err := t.store.DeleteSandbox(call.Owner, rec.ID); err != nil && !errors.Is(err, state.ErrNotFound) {
+		return nil, err
+	}
+	return manageResult{SandboxID: rec.ID, Action: "delete", Success: true}, nil
+}
+
+// vanished turns E2B's 404 for a recorded sandbox into a gone record and says so; other errors pass through.
+func (t manageSandbox) vanished(call Caller, rec state.SandboxRecord, err error) error {
+	if !errors.Is(err, e2b.ErrNotFound) {
+		return err
+	}
+	reason := "E2B no longer has it: it was killed or its timeout ran out"
+	t.setState(call, rec.ID, state.StateGone, reason)
+	return goneError(rec.ID, reason)
+}

@@ -1,0 +1,232 @@
+package tools
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/mark3labs/mcp-go/server"
+
+	"github.com/e2b-mcp/e2b-mcp/e2b"
+)
+
+// DefaultReadLines is how many lines e2b_read_file returns when the call gives no limit.
+const DefaultReadLines = 2000
+
+// binarySniff is how much of a file's start decides whether it is text.
+const binarySniff = 8 << 10
+
+type readArgs struct {
+	SandboxID string `json:"sandbox_id" jsonschema_description:"The sandbox to read from."`
+	Path      string `json:"path" jsonschema_description:"File path; relative paths are under /home/user."`
+	Offset    int    `json:"offset,omitempty" jsonschema:"minimum=1" jsonschema_description:"Line number to start at (1 is the first line)."`
+	Limit     int    `json:"limit,omitempty" jsonschema:"minimum=1" jsonschema_description:"How many lines to return at most."`
+}
+
+type readResult struct {
+	SandboxID  string `json:"sandbox_id"`
+	Path       string `json:"path"`
+	Content    string `json:"content" jsonschema_description:"The lines read, as they are in the file (empty for a binary file read without offset/limit)."`
+	Size       int64  `json:"size" jsonschema_description:"The whole file's size in bytes."`
+	StartLine  int    `json:"start_line" jsonschema_description:"Line number of the first line of content."`
+	Lines      int    `json:"lines" jsonschema_description:"How many lines content holds."`
+	Truncated  bool   `json:"truncated" jsonschema_description:"True when the file goes on after content."`
+	NextOffset int    `json:"next_offset,omitempty" jsonschema_description:"The offset that continues the read, when truncated."`
+	Binary     bool   `json:"binary,omitempty" jsonschema_description:"True when the file is not UTF-8 text."`
+	Note       string `json:"note,omitempty"`
+}
+
+// readFile is e2b_read_file.
+type readFile struct{ *base }
+
+func (t readFile) serverTool() server.ServerTool {
+	desc := fmt.Sprintf("Read a text file from a sandbox by lines. offset is the line to start at (default 1), limit the "+
+		"number of lines (default %d); at most %d bytes come back per call, and truncated/next_offset say when the "+
+		"file goes on. A binary file is not dumped: the answer gives its size and how to inspect it (xxd or base64 via "+
+		"e2b_exec, or an explicit offset/limit). Directories are refused: list them with e2b_exec (ls -la).",
+		DefaultReadLines, t.cfg.ReadLimitBytes)
+	return server.ServerTool{
+		Tool: newTool("e2b_read_file", desc, readArgs{}, readResult{},
+			hints{readOnly: true, destructive: false, idempotent: true, openWorld: true},
+			setDefault("offset", 1), setDefault("limit", DefaultReadLines)),
+		Handler: adapt(t.base, "e2b_read_file", t.run),
+	}
+}
+
+func (t readFile) run(ctx context.Context, call Caller, a *readArgs) (any, error) {
+	switch {
+	case a.SandboxID == "":
+		return nil, missing("sandbox_id")
+	case a.Path == "":
+		return nil, missing("path")
+	case a.Offset < 0:
+		return nil, userErrorf("Invalid offset %d: it is a line number, 1 or more.", a.Offset)
+	case a.Limit < 0:
+		return nil, userErrorf("Invalid limit %d: it is a number of lines, 1 or more.", a.Limit)
+	}
+	explicit := a.Offset > 0 || a.Limit > 0
+	offset, limit := max(a.Offset, 1), a.Limit
+	if limit == 0 {
+		limit = DefaultReadLines
+	}
+	rec, err := t.lookup(call, a.SandboxID)
+	if err != nil {
+		return nil, err
+	}
+	if err := usable(rec, true); err != nil {
+		return nil, err
+	}
+	c, err := t.client(ctx, call.Owner)
+	if err != nil {
+		return nil, err
+	}
+	e := envd(c, rec)
+	info, err := e.Stat(ctx, a.Path)
+	switch {
+	case errors.Is(err, e2b.ErrNotFound):
+		return nil, userErrorf("No such file in sandbox '%s': %s", rec.ID, a.Path)
+	case err != nil:
+		return nil, t.sandboxFailure(ctx, c, call, rec, err)
+	case info.Type == e2b.FileTypeDirectory:
+		return nil, userErrorf("'%s' is a directory, not a file; list it with e2b_exec (ls -la %s).", a.Path, shellQuote(a.Path))
+	}
+	res := readResult{SandboxID: rec.ID, Path: a.Path, Size: info.Size, StartLine: offset}
+	if info.Path != "" {
+		res.Path = info.Path
+	}
+
+	body, _, err := e.Download(ctx, a.Path, e2b.DownloadOptions{})
+	if err != nil {
+		return nil, t.sandboxFailure(ctx, c, call, rec, err)
+	}
+	defer body.Close()
+	br := bufio.NewReaderSize(body, 64<<10)
+	sniff, err := br.Peek(binarySniff)
+	if err != nil && !errors.Is(err, io.EOF) && !errors.Is(err, bufio.ErrBufferFull) {
+		return nil, t.sandboxFailure(ctx, c, call, rec, err)
+	}
+	res.Binary = isBinary(sniff, len(sniff) == binarySniff)
+	if res.Binary && !explicit {
+		res.Lines, res.StartLine = 0, 0
+		res.Truncated = info.Size > 0
+		res.Note = fmt.Sprintf("binary file (%d bytes), not shown as text; read a range with offset/limit to see "+
+			"its lines anyway, or run `xxd %s | head` or `base64 %s` via e2b_exec.", info.Size, shellQuote(res.Path), shellQuote(res.Path))
+		return res, nil
+	}
+
+	if err := skipLines(br, offset-1); err != nil {
+		if errors.Is(err, io.EOF) {
+			res.Note = fmt.Sprintf("the file has fewer than %d lines", offset)
+			res.Lines = 0
+			return res, nil
+		}
+		return nil, t.sandboxFailure(ctx, c, call, rec, err)
+	}
+	content, lines, more, cut, err := readLines(br, limit, t.cfg.ReadLimitBytes)
+	if err != nil {
+		return nil, t.sandboxFailure(ctx, c, call, rec, err)
+	}
+	res.Lines = lines
+	res.Content = content
+	if res.Binary {
+		res.Content = strings.ToValidUTF8(content, "\uFFFD")
+		res.Note = "binary file: bytes that are not UTF-8 are shown as \uFFFD"
+	}
+	if more {
+		res.Truncated = true
+		res.NextOffset = offset + lines
+	}
+	if cut {
+		res.Note = joinWarnings(res.Note, fmt.Sprintf("line %d is longer than the %d-byte read limit and was cut; "+
+			"see it with e2b_exec (e.g. sed -n '%dp' %s | cut -c 1-2000).", offset, t.cfg.ReadLimitBytes, offset, shellQuote(res.Path)))
+	}
+	return res, nil
+}
+
+// isBinary says whether a file's first bytes look like anything but UTF-8 text. partial is true when more of the
+// file follows, so that a multi-byte character cut at the end of the sample does not count against it.
+func isBinary(sample []byte, partial bool) bool {
+	if bytes.IndexByte(sample, 0) >= 0 {
+		return true
+	}
+	if partial {
+		sample = trimPartialRuneEnd(sample)
+	}
+	return !utf8.Valid(sample)
+}
+
+// skipLines reads past n lines; io.EOF means that nothing follows them.
+func skipLines(br *bufio.Reader, n int) error {
+	if n == 0 {
+		return nil
+	}
+	for i := 0; i < n; i++ {
+		for {
+			_, err := br.ReadSlice('\n')
+			if err == nil {
+				break
+			}
+			if errors.Is(err, bufio.ErrBufferFull) {
+				continue
+			}
+			if errors.Is(err, io.EOF) {
+				return io.EOF
+			}
+			return err
+		}
+	}
+	if _, err := br.Peek(1); err != nil {
+		return err
+	}
+	return nil
+}
+
+// readLines reads up to limit lines and at most maxBytes bytes; more says whether the file goes on after them. A
+// line that does not fit is left for the next read, unless it is the first: then its start is returned and cut is
+// true.
+func readLines(br *bufio.Reader, limit, maxBytes int) (content string, lines int, more, cut bool, err error) {
+	var out []byte
+	for lines < limit && len(out) < maxBytes {
+		start := len(out)
+		for {
+			chunk, rerr := br.ReadSlice('\n')
+			if len(chunk) == 0 && errors.Is(rerr, io.EOF) {
+				return string(out), lines, false, false, nil
+			}
+			if len(out)+len(chunk) > maxBytes {
+				if lines > 0 {
+					return string(out[:start]), lines, true, false, nil
+				}
+				out = append(out, chunk[:maxBytes-len(out)]...)
+				return string(trimPartialRuneEnd(out)), 1, true, true, nil
+			}
+			out = append(out, chunk...)
+			switch {
+			case rerr == nil:
+			case errors.Is(rerr, bufio.ErrBufferFull):
+				continue
+			case errors.Is(rerr, io.EOF):
+				return string(out), lines + 1, false, false, nil
+			default:
+				return "", 0, false, false, rerr
+			}
+			break
+		}
+		lines++
+	}
+	_, perr := br.Peek(1)
+	return string(out), lines, perr == nil, false, nil
+}
+
+// shellQuote quotes p for a POSIX shell command line shown to the model.
+func shellQuote(p string) string {
+	if p != "" && strings.Trim(p, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789/._-~") == "" {
+		return p
+	}
+	return "'" + strings.ReplaceAll(p, "'", `'\''`) + "'"
+}

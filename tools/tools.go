@@ -1,0 +1,31 @@
+package tools
+
+import "github.com/mark3labs/mcp-go/server"
+
+// All is every tool of e2b-mcp, in the order clients list them: the six of the capability spec, then
+// checkpoints and forks.
+func All(d Deps) []server.ServerTool {
+	b := newBase(d)
+	return []server.ServerTool{
+		createSandbox{b}.serverTool(),
+		execTool{b}.serverTool(),
+		readFile{b}.serverTool(),
+		writeFile{b}.serverTool(),
+		listSandboxes{b}.serverTool(),
+		manageSandbox{b}.serverTool(),
+		checkpointSandbox{b}.serverTool(),
+		listCheckpoints{b}.serverTool(),
+		forkSandbox{b}.serverTool(),
+		deleteCheckpoint{b}.serverTool(),
+	}
+}
+
+// Names lists the tools' names in the order of All, e.g. to check the tool names of a policy file.
+func Names() []string {
+	all := All(Deps{})
+	names := make([]string, len(all))
+	for i, t := range all {
+		names[i] = t.Tool.Name
+	}
+	return names
+}

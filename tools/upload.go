@@ -1,0 +1,201 @@
+package tools
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path"
+	"path/filepath"
+	"strings"
+
+	"github.com/e2b-mcp/e2b-mcp/e2b"
+)
+
+// maxUploadFiles bounds the files one e2b_create_sandbox call uploads (directories are walked).
+const maxUploadFiles = 1000
+
+// uploadFile is one entry of upload_files.
+type uploadFile struct {
+	SessionPath string `json:"session_path" jsonschema_description:"File or directory on the server's host, relative to the first storage root or absolute inside one. Directories are uploaded with their contents."`
+	SandboxPath string `json:"sandbox_path,omitempty" jsonschema_description:"Where to put it in the sandbox; relative paths are under /home/user. Default: /home/user/<name of session_path>."`
+}
+
+// plannedFile is one host file to upload, opened through an os.Root so that neither '..' nor a symlink can lead
+// outside its storage root.
+type plannedFile struct {
+	root        *os.Root
+	rel         string // slash-separated, inside root
+	sandboxPath string
+}
+
+// uploadPlan is every file of upload_files, checked before the sandbox is created so that a refused path
+// leaves nothing behind.
+type uploadPlan struct {
+	roots []*os.Root
+	files []plannedFile
+}
+
+func (p *uploadPlan) Close() {
+	for _, r := range p.roots {
+		r.Close()
+	}
+}
+
+// planUploads resolves upload_files inside the storage roots and lists the files to send.
+func (b *base) planUploads(specs []uploadFile) (*uploadPlan, error) {
+	plan := &uploadPlan{}
+	if len(specs) == 0 {
+		return plan, nil
+	}
+	if len(b.cfg.StorageRoots) == 0 {
+		return nil, userErrorf("File uploads are not configured on this server: upload_files needs a storage root " +
+			"(start e2b-mcp with --storage-root DIR). Nothing was created; call again without upload_files, " +
+			"or write files with e2b_write_file.")
+	}
+	opened := map[string]*os.Root{}
+	openRoot := func(dir string) (*os.Root, error) {
+		if r, ok := opened[dir]; ok {
+			return r, nil
+		}
+		r, err := os.OpenRoot(dir)
+		if err != nil {
+			return nil, err
+		}
+		opened[dir] = r
+		plan.roots = append(plan.roots, r)
+		return r, nil
+	}
+	for i, spec := range specs {
+		if spec.SessionPath == "" {
+			plan.Close()
+			return nil, missing(fmt.Sprintf("upload_files[%d].session_path", i))
+		}
+		dir, rel, ok := b.inRoot(spec.SessionPath)
+		if !ok {
+			plan.Close()
+			return nil, userErrorf("Cannot upload '%s': it is outside the storage roots (%s). Nothing was created.",
+				spec.SessionPath, strings.Join(b.cfg.StorageRoots, ", "))
+		}
+		root, err := openRoot(dir)
+		if err != nil {
+			plan.Close()
+			return nil, userErrorf("Cannot upload '%s': the storage root %s cannot be opened: %v", spec.SessionPath, dir, err)
+		}
+		target := spec.SandboxPath
+		if target == "" {
+			target = path.Join(WorkspacePath, path.Base(rel))
+			if rel == "." {
+				target = path.Join(WorkspacePath, filepath.Base(dir))
+			}
+		}
+		if err := plan.add(root, rel, target, spec.SessionPath); err != nil {
+			plan.Close()
+			return nil, err
+		}
+	}
+	return plan, nil
+}
+
+// inRoot finds the storage root holding p and p's path inside it. The check here is lexical; os.Root enforces
+// it again on every open, symlinks included.
+func (b *base) inRoot(p string) (dir, rel string, ok bool) {
+	if !filepath.IsAbs(p) {
+		rel = filepath.Clean(p)
+		return b.cfg.StorageRoots[0], rel, filepath.IsLocal(rel)
+	}
+	p = filepath.Clean(p)
+	for _, root := range b.cfg.StorageRoots {
+		candidates := []string{filepath.Clean(root)}
+		if real, err := filepath.EvalSymlinks(root); err == nil && real != candidates[0] {
+			candidates = append(candidates, real)
+		}
+		for _, c := range candidates {
+			if r, err := filepath.Rel(c, p); err == nil && filepath.IsLocal(r) {
+				return root, r, true
+			}
+		}
+	}
+	return "", "", false
+}
+
+// add lists the file at rel (or every file under it, when it is a directory) for upload to target.
+func (p *uploadPlan) add(root *os.Root, rel, target, shown string) error {
+	refuse := func(err error) error {
+		if errors.Is(err, fs.ErrNotExist) {
+			return userErrorf("Cannot upload '%s': no such file in the storage root. Nothing was created.", shown)
+		}
+		return userErrorf("Cannot upload '%s': %v (paths and symlinks must stay inside the storage root). Nothing was created.", shown, unwrapPathError(err))
+	}
+	info, err := root.Stat(rel)
+	if err != nil {
+		return refuse(err)
+	}
+	rel = filepath.ToSlash(rel)
+	if !info.IsDir() {
+		if !info.Mode().IsRegular() {
+			return userErrorf("Cannot upload '%s': it is not a regular file. Nothing was created.", shown)
+		}
+		return p.push(root, rel, target, shown)
+	}
+	return fs.WalkDir(root.FS(), rel, func(name string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return refuse(err)
+		}
+		if d.IsDir() {
+			return nil
+		}
+		// A symlink is followed by Stat, which os.Root refuses when it leads outside the root.
+		fi, err := root.Stat(name)
+		if err != nil {
+			return refuse(err)
+		}
+		if fi.IsDir() || !fi.Mode().IsRegular() {
+			return nil
+		}
+		inside := strings.TrimPrefix(strings.TrimPrefix(name, rel), "/")
+		if rel == "." {
+			inside = name
+		}
+		return p.push(root, name, path.Join(target, inside), shown)
+	})
+}
+
+func (p *uploadPlan) push(root *os.Root, rel, target, shown string) error {
+	if len(p.files) >= maxUploadFiles {
+		return userErrorf("Cannot upload '%s': upload_files may name at most %d files in all. Nothing was created.", shown, maxUploadFiles)
+	}
+	p.files = append(p.files, plannedFile{root: root, rel: rel, sandboxPath: target})
+	return nil
+}
+
+// unwrapPathError drops the host path from an *fs.PathError: the model named the path already.
+func unwrapPathError(err error) error {
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		return pe.Err
+	}
+	return err
+}
+
+// upload streams every planned file into the sandbox and returns how many arrived; it stops at the first failure,
+// so the count is also the index of the file that failed.
+func (p *uploadPlan) upload(ctx context.Context, e *e2b.Envd) (int, error) {
+	for i, f := range p.files {
+		if err := uploadOne(ctx, e, f); err != nil {
+			return i, err
+		}
+	}
+	return len(p.files), nil
+}
+
+func uploadOne(ctx context.Context, e *e2b.Envd, f plannedFile) error {
+	r, err := f.root.Open(f.rel)
+	if err != nil {
+		return unwrapPathError(err)
+	}
+	defer r.Close()
+	_, err = e.Upload(ctx, f.sandboxPath, r)
+	return err
+}

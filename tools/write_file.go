@@ -1,0 +1,88 @@
+package tools
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path"
+	"strings"
+
+	"github.com/mark3labs/mcp-go/server"
+
+	"github.com/e2b-mcp/e2b-mcp/e2b"
+)
+
+type writeArgs struct {
+	SandboxID string  `json:"sandbox_id" jsonschema_description:"The sandbox to write into."`
+	Path      string  `json:"path" jsonschema_description:"File path; relative paths are under /home/user. Missing parent directories are created."`
+	Content   *string `json:"content" jsonschema_description:"The whole new content of the file (UTF-8 text); an existing file is replaced."`
+}
+
+type writeResult struct {
+	SandboxID    string `json:"sandbox_id"`
+	Path         string `json:"path" jsonschema_description:"The absolute path written."`
+	Success      bool   `json:"success"`
+	BytesWritten int    `json:"bytes_written"`
+	CheckpointID string `json:"checkpoint_id,omitempty" jsonschema_description:"The checkpoint taken automatically after this step, by the checkpoint policy."`
+	Warning      string `json:"warning,omitempty"`
+}
+
+// writeFile is e2b_write_file.
+type writeFile struct{ *base }
+
+func (t writeFile) serverTool() server.ServerTool {
+	desc := fmt.Sprintf("Write a text file in a sandbox, replacing it if it exists and creating missing parent "+
+		"directories. content is the whole file, at most %d bytes; for bigger or binary files generate them in the "+
+		"sandbox with e2b_exec (e.g. curl, base64 -d).", t.cfg.WriteLimitBytes)
+	return server.ServerTool{
+		Tool: newTool("e2b_write_file", desc, writeArgs{}, writeResult{},
+			hints{readOnly: false, destructive: true, idempotent: false, openWorld: true}),
+		Handler: adapt(t.base, "e2b_write_file", t.run),
+	}
+}
+
+func (t writeFile) run(ctx context.Context, call Caller, a *writeArgs) (any, error) {
+	switch {
+	case a.SandboxID == "":
+		return nil, missing("sandbox_id")
+	case a.Path == "":
+		return nil, missing("path")
+	case a.Content == nil:
+		return nil, missing("content")
+	case len(*a.Content) > t.cfg.WriteLimitBytes:
+		return nil, userErrorf("content is %d bytes, over the %d-byte limit of e2b_write_file. Write it in smaller "+
+			"files, or produce it inside the sandbox with e2b_exec.", len(*a.Content), t.cfg.WriteLimitBytes)
+	case strings.HasSuffix(a.Path, "/"):
+		return nil, userErrorf("path '%s' names a directory; give a file name.", a.Path)
+	}
+	rec, err := t.lookup(call, a.SandboxID)
+	if err != nil {
+		return nil, err
+	}
+	if err := usable(rec, true); err != nil {
+		return nil, err
+	}
+	c, err := t.client(ctx, call.Owner)
+	if err != nil {
+		return nil, err
+	}
+	if rec, err = t.countStep(call, rec.ID); err != nil {
+		return nil, err
+	}
+	e := envd(c, rec)
+	if dir := path.Dir(a.Path); dir != "." && dir != "/" {
+		if _, err := e.MakeDir(ctx, dir); err != nil && !errors.Is(err, e2b.ErrConflict) {
+			return nil, t.sandboxFailure(ctx, c, call, rec, err)
+		}
+	}
+	info, err := e.Upload(ctx, a.Path, strings.NewReader(*a.Content))
+	if err != nil {
+		return nil, t.sandboxFailure(ctx, c, call, rec, err)
+	}
+	res := writeResult{SandboxID: rec.ID, Path: a.Path, Success: true, BytesWritten: len(*a.Content)}
+	if info.Path != "" {
+		res.Path = info.Path
+	}
+	res.CheckpointID, res.Warning = t.afterStep(ctx, c, call, rec, "e2b_write_file")
+	return res, nil
+}
