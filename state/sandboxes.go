@@ -1,0 +1,314 @@
+package state
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+)
+
+// Sandbox states.
+const (
+	StateRunning = "running"
+	StatePaused  = "paused"
+	StateGone    = "gone"
+)
+
+// CheckpointPolicy says when the server takes checkpoints of a sandbox automatically.
+type CheckpointPolicy struct {
+	EverySteps int  `json:"every_steps,omitempty"`
+	OnPause    bool `json:"on_pause,omitempty"`
+}
+
+// SandboxRecord is what the server remembers of one sandbox it made.
+type SandboxRecord struct {
+	ID, Owner, Session, Title, Template, Domain, EnvdVersion string
+
+	AccessToken    string // plaintext only in memory
+	State          string // "running", "paused", "gone"
+	GoneReason     string
+	Created        time.Time
+	TimeoutSeconds int
+	Steps          int
+	Checkpoint     *CheckpointPolicy // per-sandbox override of the session policy; nil = none
+}
+
+// sandboxV1 is the stored form; owner and ID are the key. SealedToken is the access token sealed under the data
+// key with the record key as additional data (absent when the sandbox has no token).
+type sandboxV1 struct {
+	Session        string            `json:"session"`
+	Title          string            `json:"title,omitempty"`
+	Template       string            `json:"template,omitempty"`
+	Domain         string            `json:"domain,omitempty"`
+	EnvdVersion    string            `json:"envd_version,omitempty"`
+	SealedToken    []byte            `json:"access_token_sealed,omitempty"`
+	State          string            `json:"state"`
+	GoneReason     string            `json:"gone_reason,omitempty"`
+	Created        time.Time         `json:"created"`
+	TimeoutSeconds int               `json:"timeout_seconds,omitempty"`
+	Steps          int               `json:"steps,omitempty"`
+	Checkpoint     *CheckpointPolicy `json:"checkpoint,omitempty"`
+}
+
+func validateSandbox(r *SandboxRecord) error {
+	if err := checkName("sandbox owner", r.Owner); err != nil {
+		return err
+	}
+	if err := checkName("sandbox ID", r.ID); err != nil {
+		return err
+	}
+	if r.Session != "" {
+		if err := checkName("sandbox session", r.Session); err != nil {
+			return err
+		}
+	}
+	switch r.State {
+	case StateRunning, StatePaused, StateGone:
+	default:
+		return fmt.Errorf("state: sandbox %s has unknown state %q (want %q, %q or %q)",
+			r.ID, r.State, StateRunning, StatePaused, StateGone)
+	}
+	if r.TimeoutSeconds < 0 || r.Steps < 0 {
+		return fmt.Errorf("state: sandbox %s has a negative timeout or step count", r.ID)
+	}
+	if r.Checkpoint != nil && r.Checkpoint.EverySteps < 0 {
+		return fmt.Errorf("state: sandbox %s has a negative checkpoint interval", r.ID)
+	}
+	return nil
+}
+
+// putSandbox stores r (already validated) inside tx.
+func (s *Store) putSandbox(tx *bolt.Tx, r SandboxRecord) error {
+	if err := s.ensureOwner(tx, r.Owner); err != nil {
+		return err
+	}
+	b, err := s.bucket(tx, bucketSandboxes)
+	if err != nil {
+		return err
+	}
+	k := recordKey(r.Owner, r.ID)
+	rec := sandboxV1{
+		Session: r.Session, Title: r.Title, Template: r.Template, Domain: r.Domain, EnvdVersion: r.EnvdVersion,
+		State: r.State, GoneReason: r.GoneReason, Created: storedTime(r.Created),
+		TimeoutSeconds: r.TimeoutSeconds, Steps: r.Steps,
+	}
+	if rec.Created.IsZero() {
+		rec.Created = storedTime(s.now())
+	}
+	if r.Checkpoint != nil {
+		p := *r.Checkpoint
+		rec.Checkpoint = &p
+	}
+	if r.AccessToken != "" {
+		aead, err := s.cipherFor(tx)
+		if err != nil {
+			return err
+		}
+		if rec.SealedToken, err = seal(aead, []byte(r.AccessToken), sandboxTokenAD(k)); err != nil {
+			return fmt.Errorf("state store %s: sealing the access token of sandbox %s: %w", s.path, r.ID, err)
+		}
+	}
+	return put(b, k, rec)
+}
+
+// getSandbox decodes the record at k; ErrNotFound if absent.
+func (s *Store) getSandbox(tx *bolt.Tx, owner, id string) (SandboxRecord, error) {
+	b, err := s.bucket(tx, bucketSandboxes)
+	if err != nil {
+		return SandboxRecord{}, err
+	}
+	k := recordKey(owner, id)
+	v := b.Get(k)
+	if v == nil {
+		return SandboxRecord{}, fmt.Errorf("sandbox %s of owner %q: %w", id, owner, ErrNotFound)
+	}
+	var rec sandboxV1
+	if err := s.decode(bucketSandboxes, k, v, &rec); err != nil {
+		return SandboxRecord{}, err
+	}
+	return s.sandboxFrom(tx, k, owner, id, rec)
+}
+
+func (s *Store) sandboxFrom(tx *bolt.Tx, k []byte, owner, id string, rec sandboxV1) (SandboxRecord, error) {
+	r := SandboxRecord{
+		ID: id, Owner: owner, Session: rec.Session, Title: rec.Title, Template: rec.Template, Domain: rec.Domain,
+		EnvdVersion: rec.EnvdVersion, State: rec.State, GoneReason: rec.GoneReason, Created: rec.Created,
+		TimeoutSeconds: rec.TimeoutSeconds, Steps: rec.Steps, Checkpoint: rec.Checkpoint,
+	}
+	if len(rec.SealedToken) > 0 {
+		aead, err := s.cipherFor(tx)
+		if err != nil {
+			return SandboxRecord{}, err
+		}
+		plain, err := unseal(aead, rec.SealedToken, sandboxTokenAD(k))
+		if err != nil {
+			return SandboxRecord{}, fmt.Errorf("%w: %s: the access token of sandbox %s (owner %q) does not decrypt "+
+				"under the data key: the record is damaged or was copied from another record", ErrUnusable, s.path, id, owner)
+		}
+		r.AccessToken = string(plain)
+	}
+	return r, nil
+}
+
+// PutSandbox inserts or replaces the record keyed by (Owner, ID), recording the owner if new. A zero Created
+// is stored as Now().
+func (s *Store) PutSandbox(r SandboxRecord) error {
+	if err := validateSandbox(&r); err != nil {
+		return err
+	}
+	return s.update(func(tx *bolt.Tx) error { return s.putSandbox(tx, r) })
+}
+
+// Sandbox returns one record; ErrNotFound if absent or of another owner.
+func (s *Store) Sandbox(owner, id string) (SandboxRecord, error) {
+	var out SandboxRecord
+	err := s.view(func(tx *bolt.Tx) error {
+		var err error
+		out, err = s.getSandbox(tx, owner, id)
+		return err
+	})
+	return out, err
+}
+
+// SessionSandboxes returns the owner's sandboxes in session, sorted by Created (then ID).
+func (s *Store) SessionSandboxes(owner, session string) ([]SandboxRecord, error) {
+	var out []SandboxRecord
+	err := s.view(func(tx *bolt.Tx) error {
+		b, err := s.bucket(tx, bucketSandboxes)
+		if err != nil {
+			return err
+		}
+		return forOwner(b, owner, func(k, v []byte) error {
+			var rec sandboxV1
+			if err := s.decode(bucketSandboxes, k, v, &rec); err != nil {
+				return err
+			}
+			if rec.Session != session {
+				return nil // not decrypted: tokens of other sessions are not needed
+			}
+			r, err := s.sandboxFrom(tx, k, owner, string(k[len(owner)+1:]), rec)
+			if err != nil {
+				return err
+			}
+			out = append(out, r)
+			return nil
+		})
+	})
+	if err != nil {
+		return nil, err
+	}
+	sortSandboxes(out)
+	return out, nil
+}
+
+// AllSandboxes returns every owner's records, sorted by owner, then Created, then ID.
+func (s *Store) AllSandboxes() ([]SandboxRecord, error) {
+	var out []SandboxRecord
+	err := s.view(func(tx *bolt.Tx) error {
+		b, err := s.bucket(tx, bucketSandboxes)
+		if err != nil {
+			return err
+		}
+		return b.ForEach(func(k, v []byte) error {
+			owner, id, ok := splitKey(k)
+			if !ok {
+				return fmt.Errorf("%w: %s: malformed sandbox key %q", ErrUnusable, s.path, k)
+			}
+			var rec sandboxV1
+			if err := s.decode(bucketSandboxes, k, v, &rec); err != nil {
+				return err
+			}
+			r, err := s.sandboxFrom(tx, k, owner, id, rec)
+			if err != nil {
+				return err
+			}
+			out = append(out, r)
+			return nil
+		})
+	})
+	if err != nil {
+		return nil, err
+	}
+	sortSandboxes(out)
+	return out, nil
+}
+
+func sortSandboxes(rs []SandboxRecord) {
+	slices.SortStableFunc(rs, func(a, b SandboxRecord) int {
+		if c := strings.Compare(a.Owner, b.Owner); c != 0 {
+			return c
+		}
+		if c := a.Created.Compare(b.Created); c != 0 {
+			return c
+		}
+		return strings.Compare(a.ID, b.ID)
+	})
+}
+
+// errCallbackPanicked marks a panic in an UpdateSandbox callback, re-raised once the transaction is rolled back.
+var errCallbackPanicked = errors.New("update callback panicked")
+
+// UpdateSandbox runs fn on the record inside one write transaction (read-modify-write, atomic across processes).
+// If fn returns an error nothing is written and that error is returned. fn must not change Owner or ID.
+func (s *Store) UpdateSandbox(owner, id string, fn func(*SandboxRecord) error) (SandboxRecord, error) {
+	var (
+		out      SandboxRecord
+		panicked any
+	)
+	err := s.update(func(tx *bolt.Tx) error {
+		r, err := s.getSandbox(tx, owner, id)
+		if err != nil {
+			return err
+		}
+		if err := callUpdate(fn, &r, &panicked); err != nil {
+			return err
+		}
+		if r.Owner != owner || r.ID != id {
+			return fmt.Errorf("state: UpdateSandbox of %s may not change the owner or ID", id)
+		}
+		if err := validateSandbox(&r); err != nil {
+			return err
+		}
+		if err := s.putSandbox(tx, r); err != nil {
+			return err
+		}
+		out = r
+		out.Created = storedTime(r.Created)
+		return nil
+	})
+	if panicked != nil {
+		panic(panicked)
+	}
+	if err != nil {
+		return SandboxRecord{}, err
+	}
+	return out, nil
+}
+
+func callUpdate(fn func(*SandboxRecord) error, r *SandboxRecord, panicked *any) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			*panicked = p
+			err = errCallbackPanicked
+		}
+	}()
+	return fn(r)
+}
+
+// DeleteSandbox removes the record; ErrNotFound if absent. The sandbox's checkpoints are kept.
+func (s *Store) DeleteSandbox(owner, id string) error {
+	return s.update(func(tx *bolt.Tx) error {
+		b, err := s.bucket(tx, bucketSandboxes)
+		if err != nil {
+			return err
+		}
+		k := recordKey(owner, id)
+		if b.Get(k) == nil {
+			return fmt.Errorf("sandbox %s of owner %q: %w", id, owner, ErrNotFound)
+		}
+		return b.Delete(k)
+	})
+}

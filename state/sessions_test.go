@@ -1,0 +1,147 @@
+package state
+
+import (
+	"errors"
+	"testing"
+	"time"
+)
+
+func TestTouchSession(t *testing.T) {
+	s, clock := newTestStore(t)
+	start := clock.Now()
+
+	got, err := s.TouchSession("alice", "main", time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := Session{Owner: "alice", Name: "main", Created: start, LastUsed: start, LeaseExpires: start.Add(time.Hour)}
+	if !sameSession(got, want) {
+		t.Fatalf("first touch = %+v, want %+v", got, want)
+	}
+	owners, err := s.Owners()
+	if err != nil || len(owners) != 1 || owners[0] != "alice" {
+		t.Fatalf("Owners = %v, %v; want [alice]", owners, err)
+	}
+
+	if err := s.MarkSessionLapsed("alice", "main"); err != nil {
+		t.Fatal(err)
+	}
+	clock.Advance(2 * time.Hour)
+	got, err = s.TouchSession("alice", "main", 30*time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := clock.Now()
+	want = Session{Owner: "alice", Name: "main", Created: start, LastUsed: now, LeaseExpires: now.Add(30 * time.Minute)}
+	if !sameSession(got, want) {
+		t.Fatalf("renewal = %+v, want %+v (Created kept, Lapsed cleared)", got, want)
+	}
+	all, err := s.Sessions()
+	if err != nil || len(all) != 1 || !sameSession(all[0], want) {
+		t.Fatalf("Sessions = %+v, %v; want [%+v]", all, err, want)
+	}
+}
+
+func TestTouchSessionRejectsBadInput(t *testing.T) {
+	s, _ := newTestStore(t)
+	for _, tc := range []struct {
+		name, owner, session string
+		lease                time.Duration
+		want                 string
+	}{
+		{"empty owner", "", "main", time.Hour, "owner is empty"},
+		{"empty session", "alice", "", time.Hour, "session name is empty"},
+		{"NUL in owner", "al\x00ice", "main", time.Hour, "NUL"},
+		{"long name", "alice", string(make([]byte, 2000)), time.Hour, "longer than"},
+		{"negative lease", "alice", "main", -time.Second, "negative lease"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := s.TouchSession(tc.owner, tc.session, tc.lease)
+			wantErr(t, err, tc.want)
+		})
+	}
+	if all, err := s.Sessions(); err != nil || len(all) != 0 {
+		t.Fatalf("rejected touches stored sessions: %+v, %v", all, err)
+	}
+}
+
+func TestSessionsSortedAndLapsed(t *testing.T) {
+	s, clock := newTestStore(t)
+	t0 := clock.Now()
+	mustTouch := func(owner, name string, lease time.Duration) {
+		t.Helper()
+		if _, err := s.TouchSession(owner, name, lease); err != nil {
+			t.Fatal(err)
+		}
+	}
+	mustTouch("bob", "b", time.Hour)       // expires t0+1h
+	mustTouch("alice", "z", time.Minute)   // expires t0+1m
+	mustTouch("alice", "a", 2*time.Minute) // expires t0+2m
+	mustTouch("alice", "done", time.Minute)
+	if err := s.MarkSessionLapsed("alice", "done"); err != nil {
+		t.Fatal(err)
+	}
+
+	all, err := s.Sessions()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if names := sessionNames(all); names != "alice/a alice/done alice/z bob/b" {
+		t.Fatalf("Sessions order = %s", names)
+	}
+
+	for _, tc := range []struct {
+		at   time.Time
+		want string
+	}{
+		{t0, ""},
+		{t0.Add(time.Minute), ""}, // a lease ending exactly now has not lapsed yet
+		{t0.Add(time.Minute + time.Nanosecond), "alice/z"},
+		{t0.Add(3 * time.Minute), "alice/a alice/z"},
+		{t0.Add(2 * time.Hour), "alice/a alice/z bob/b"},
+	} {
+		got, err := s.LapsedSessions(tc.at)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if names := sessionNames(got); names != tc.want {
+			t.Errorf("LapsedSessions(t0+%s) = %q, want %q", tc.at.Sub(t0), names, tc.want)
+		}
+	}
+
+	if err := s.MarkSessionLapsed("alice", "z"); err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.LapsedSessions(t0.Add(3 * time.Minute))
+	if err != nil || sessionNames(got) != "alice/a" {
+		t.Fatalf("after marking alice/z: %q, %v", sessionNames(got), err)
+	}
+}
+
+func TestMarkSessionLapsedNotFound(t *testing.T) {
+	s, _ := newTestStore(t)
+	if _, err := s.TouchSession("alice", "main", time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range [][2]string{{"alice", "other"}, {"bob", "main"}} {
+		if err := s.MarkSessionLapsed(k[0], k[1]); !errors.Is(err, ErrNotFound) {
+			t.Errorf("MarkSessionLapsed(%q, %q) = %v, want ErrNotFound", k[0], k[1], err)
+		}
+	}
+}
+
+func sameSession(a, b Session) bool {
+	return a.Owner == b.Owner && a.Name == b.Name && a.Created.Equal(b.Created) && a.LastUsed.Equal(b.LastUsed) &&
+		a.LeaseExpires.Equal(b.LeaseExpires) && a.Lapsed == b.Lapsed
+}
+
+func sessionNames(ss []Session) string {
+	out := ""
+	for i, x := range ss {
+		if i > 0 {
+			out += " "
+		}
+		out += x.Owner + "/" + x.Name
+	}
+	return out
+}
