@@ -1,0 +1,932 @@
+package e2btest
+
+import (
+	"bytes"
+	"encoding/base64"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+const (
+	keyA = "e2b_00000000000000000000000000000000000000aa"
+	keyB = "e2b_00000000000000000000000000000000000000bb"
+)
+
+// clock is a settable clock for Options.Now.
+type clock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func newClock() *clock { return &clock{t: time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)} }
+
+func (c *clock) Now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
+
+func (c *clock) Advance(d time.Duration) { c.mu.Lock(); c.t = c.t.Add(d); c.mu.Unlock() }
+
+func newServer(t *testing.T, opts Options) *Server {
+	t.Helper()
+	if opts.ExpiryInterval == 0 {
+		opts.ExpiryInterval = -1
+	}
+	s, err := New(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.Close)
+	return s
+}
+
+type answer struct {
+	status int
+	header http.Header
+	body   []byte
+}
+
+func (a answer) json(t *testing.T, v any) {
+	t.Helper()
+	if err := json.Unmarshal(a.body, v); err != nil {
+		t.Fatalf("body %q: %v", a.body, err)
+	}
+}
+
+func (a answer) errorBody(t *testing.T) (int, string) {
+	t.Helper()
+	var e struct {
+		Code    int    `json:"code"`
+		Message string `json:"message"`
+	}
+	a.json(t, &e)
+	return e.Code, e.Message
+}
+
+func call(t *testing.T, s *Server, method, path, key string, body any) answer {
+	t.Helper()
+	return callHeaders(t, s, method, path, body, map[string]string{"X-API-Key": key})
+}
+
+func callHeaders(t *testing.T, s *Server, method, path string, body any, headers map[string]string) answer {
+	t.Helper()
+	var r io.Reader
+	switch b := body.(type) {
+	case nil:
+	case string:
+		r = strings.NewReader(b)
+	default:
+		data, err := json.Marshal(b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r = bytes.NewReader(data)
+	}
+	req, err := http.NewRequest(method, s.URL()+path, r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k, v := range headers {
+		if k == "Host" {
+			req.Host = v
+			continue
+		}
+		req.Header.Set(k, v)
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return answer{status: resp.StatusCode, header: resp.Header, body: data}
+}
+
+func create(t *testing.T, s *Server, key string, body map[string]any) map[string]any {
+	t.Helper()
+	a := call(t, s, "POST", "/sandboxes", key, body)
+	if a.status != http.StatusCreated {
+		t.Fatalf("create: %d %s", a.status, a.body)
+	}
+	var m map[string]any
+	a.json(t, &m)
+	return m
+}
+
+func TestAuth(t *testing.T) {
+	s := newServer(t, Options{APIKeys: []string{keyA}})
+	tests := []struct {
+		name, key, want string
+	}{
+		{"missing", "", "Invalid API key format"},
+		{"malformed", "sk-not-e2b", "Invalid API key format"},
+		{"unknown", keyB, "Invalid API key, please visit https://e2b.dev/docs/api-key for more information."},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			a := call(t, s, "GET", "/v2/sandboxes", tt.key, nil)
+			if a.status != 401 {
+				t.Fatalf("status %d", a.status)
+			}
+			if code, msg := a.errorBody(t); code != 401 || msg != tt.want {
+				t.Fatalf("got %d %q", code, msg)
+			}
+		})
+	}
+	if a := call(t, s, "GET", "/v2/sandboxes", keyA, nil); a.status != 200 {
+		t.Fatalf("valid key: %d %s", a.status, a.body)
+	}
+	if a := call(t, s, "GET", "/health", "", nil); a.status != 200 {
+		t.Fatalf("health: %d", a.status)
+	}
+}
+
+func TestCreateAnswers(t *testing.T) {
+	clk := newClock()
+	s := newServer(t, Options{Now: clk.Now, EnvdVersion: "0.5.9", Domain: "example.test"})
+
+	m := create(t, s, keyA, map[string]any{"templateID": "base", "timeout": 300, "secure": true,
+		"metadata": map[string]string{"k": "v"}, "envVars": map[string]string{"FOO": "bar"}, "allow_internet_access": false})
+	id, _ := m["sandboxID"].(string)
+	if !sandboxIDPattern.MatchString(id) {
+		t.Fatalf("sandboxID %q", id)
+	}
+	sb, ok := s.Sandbox(id)
+	if !ok {
+		t.Fatal("sandbox not recorded")
+	}
+	want := map[string]any{"sandboxID": id, "templateID": "base", "alias": "base", "clientID": "6532622b",
+		"envdVersion": "0.5.9", "envdAccessToken": sb.AccessToken, "domain": "example.test", "trafficAccessToken": nil}
+	if len(m) != len(want) {
+		t.Fatalf("answer keys %v, want %v", m, want)
+	}
+	for k, v := range want {
+		if m[k] != v {
+			t.Errorf("%s = %v, want %v", k, m[k], v)
+		}
+	}
+	if sb.AccessToken == "" || !sb.Secure || sb.EnvVars["FOO"] != "bar" || sb.Metadata["k"] != "v" ||
+		sb.AllowInternetAccess == nil || *sb.AllowInternetAccess || sb.DefaultUser != "user" || sb.DefaultWorkdir != "/home/user" {
+		t.Fatalf("record %+v", sb)
+	}
+	if !sb.EndAt.Equal(clk.Now().Add(300*time.Second)) || !sb.StartedAt.Equal(clk.Now()) {
+		t.Fatalf("times %v %v", sb.StartedAt, sb.EndAt)
+	}
+
+	// Not secure: no token in the answer. No timeout: 15 s.
+	m = create(t, s, keyA, map[string]any{"templateID": "base"})
+	if _, has := m["envdAccessToken"]; has {
+		t.Fatalf("token without secure: %v", m)
+	}
+	sb, _ = s.Sandbox(m["sandboxID"].(string))
+	if got := sb.EndAt.Sub(sb.StartedAt); got != 15*time.Second {
+		t.Fatalf("default timeout %v", got)
+	}
+
+	errs := []struct {
+		name   string
+		body   any
+		status int
+		msg    string
+	}{
+		{"zero timeout", map[string]any{"templateID": "base", "timeout": 0}, 400, "Timeout must be greater than 0"},
+		{"negative timeout", map[string]any{"templateID": "base", "timeout": -5}, 400, "Timeout must be greater than 0"},
+		{"too long", map[string]any{"templateID": "base", "timeout": 25 * 3600}, 400, "Timeout cannot be greater than 24 hours"},
+		{"unknown template", map[string]any{"templateID": "nope"}, 404, "template 'nope' not found"},
+		{"unknown tag", map[string]any{"templateID": "base:v9"}, 404, "template 'base' with tag 'v9' not found"},
+		{"not json", "{", 400, "Error when parsing request: unexpected end of JSON input"},
+	}
+	for _, tt := range errs {
+		t.Run(tt.name, func(t *testing.T) {
+			a := call(t, s, "POST", "/sandboxes", keyA, tt.body)
+			if code, msg := a.errorBody(t); a.status != tt.status || code != tt.status || msg != tt.msg {
+				t.Fatalf("got %d %d %q", a.status, code, msg)
+			}
+		})
+	}
+	if a := call(t, s, "POST", "/sandboxes", keyA, map[string]any{"timeout": 5}); a.status != 400 {
+		t.Fatalf("no templateID: %d", a.status)
+	}
+	if a := call(t, s, "POST", "/sandboxes", keyA, map[string]any{"templateID": "base:default"}); a.status != 201 {
+		t.Fatalf("base:default: %d %s", a.status, a.body)
+	}
+}
+
+func TestSandboxDirSeeded(t *testing.T) {
+	s := newServer(t, Options{})
+	sb, err := s.CreateSandbox(keyA, SandboxOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fi, err := os.Stat(filepath.Join(sb.Dir, "home", ".bashrc"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fi.Size() != 3526 || fi.Mode().Perm() != 0o644 || !fi.ModTime().Equal(skelTime) {
+		t.Fatalf(".bashrc %d %v %v", fi.Size(), fi.Mode(), fi.ModTime())
+	}
+	if _, err := os.Stat(filepath.Join(sb.Dir, "home", ".profile")); err != nil {
+		t.Fatal(err)
+	}
+	ti, err := os.Stat(filepath.Join(sb.Dir, "tmp"))
+	if err != nil || ti.Mode()&os.ModeSticky == 0 || ti.Mode().Perm() != 0o777 {
+		t.Fatalf("tmp %v %v", ti.Mode(), err)
+	}
+}
+
+func TestTeamIsolationAndIDs(t *testing.T) {
+	s := newServer(t, Options{})
+	sb, err := s.CreateSandbox(keyA, SandboxOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	notFound := `Sandbox "` + sb.ID + `" doesn't exist or you don't have access to it`
+	for _, c := range []struct{ method, path string }{
+		{"GET", "/sandboxes/" + sb.ID},
+		{"DELETE", "/sandboxes/" + sb.ID},
+		{"POST", "/sandboxes/" + sb.ID + "/pause"},
+		{"POST", "/sandboxes/" + sb.ID + "/connect"},
+		{"POST", "/sandboxes/" + sb.ID + "/timeout"},
+		{"POST", "/sandboxes/" + sb.ID + "/snapshots"},
+		{"POST", "/sandboxes/" + sb.ID + "/fork"},
+	} {
+		a := call(t, s, c.method, c.path, keyB, map[string]any{"timeout": 30})
+		if code, msg := a.errorBody(t); a.status != 404 || code != 404 || msg != notFound {
+			t.Errorf("%s %s: %d %q", c.method, c.path, a.status, msg)
+		}
+	}
+	var list []map[string]any
+	call(t, s, "GET", "/v2/sandboxes", keyB, nil).json(t, &list)
+	if len(list) != 0 {
+		t.Fatalf("other team lists %v", list)
+	}
+	// The sandbox is untouched.
+	if got, _ := s.Sandbox(sb.ID); got.State != StateRunning {
+		t.Fatalf("state %s", got.State)
+	}
+
+	for _, bad := range []string{"ABC", "a_b", "a-b-c", "-x"} {
+		a := call(t, s, "GET", "/sandboxes/"+bad, keyA, nil)
+		if code, msg := a.errorBody(t); a.status != 400 || code != 400 || msg != "Invalid sandbox ID" {
+			t.Errorf("%q: %d %q", bad, a.status, msg)
+		}
+	}
+	if a := call(t, s, "GET", "/sandboxes/"+sb.ID+"-6532622b", keyA, nil); a.status != 200 {
+		t.Fatalf("legacy id: %d %s", a.status, a.body)
+	}
+}
+
+func TestGetDetail(t *testing.T) {
+	clk := newClock()
+	s := newServer(t, Options{Now: clk.Now})
+	m := create(t, s, keyA, map[string]any{"templateID": "base", "timeout": 60, "secure": true, "autoPause": true,
+		"metadata": map[string]string{"a": "1"}, "allow_internet_access": true})
+	id := m["sandboxID"].(string)
+	var d map[string]any
+	a := call(t, s, "GET", "/sandboxes/"+id, keyA, nil)
+	a.json(t, &d)
+	if a.status != 200 || d["state"] != "running" || d["envdAccessToken"] != m["envdAccessToken"] ||
+		d["allowInternetAccess"] != true || d["domain"] != "e2b.local" || d["cpuCount"] != float64(2) ||
+		d["startedAt"] != "2026-03-01T12:00:00Z" || d["endAt"] != "2026-03-01T12:01:00Z" {
+		t.Fatalf("detail %v", d)
+	}
+	if lc, _ := d["lifecycle"].(map[string]any); lc["onTimeout"] != "pause" || lc["autoResume"] != false {
+		t.Fatalf("lifecycle %v", d["lifecycle"])
+	}
+	if md, _ := d["metadata"].(map[string]any); md["a"] != "1" {
+		t.Fatalf("metadata %v", d["metadata"])
+	}
+	call(t, s, "POST", "/sandboxes/"+id+"/pause", keyA, nil)
+	call(t, s, "GET", "/sandboxes/"+id, keyA, nil).json(t, &d)
+	if d["state"] != "paused" {
+		t.Fatalf("paused detail %v", d)
+	}
+}
+
+func TestPauseConnectResume(t *testing.T) {
+	clk := newClock()
+	s := newServer(t, Options{Now: clk.Now})
+	id := create(t, s, keyA, map[string]any{"templateID": "base", "timeout": 600})["sandboxID"].(string)
+
+	// Connect to a running sandbox: 200, the end time only grows.
+	a := call(t, s, "POST", "/sandboxes/"+id+"/connect", keyA, map[string]any{"timeout": 60})
+	if a.status != 200 {
+		t.Fatalf("connect running: %d %s", a.status, a.body)
+	}
+	if sb, _ := s.Sandbox(id); !sb.EndAt.Equal(clk.Now().Add(600 * time.Second)) {
+		t.Fatalf("connect shortened: %v", sb.EndAt)
+	}
+	call(t, s, "POST", "/sandboxes/"+id+"/connect", keyA, map[string]any{"timeout": 900})
+	if sb, _ := s.Sandbox(id); !sb.EndAt.Equal(clk.Now().Add(900 * time.Second)) {
+		t.Fatalf("connect did not extend: %v", sb.EndAt)
+	}
+
+	if a := call(t, s, "POST", "/sandboxes/"+id+"/pause", keyA, nil); a.status != 204 {
+		t.Fatalf("pause: %d %s", a.status, a.body)
+	}
+	a = call(t, s, "POST", "/sandboxes/"+id+"/pause", keyA, map[string]any{"memory": true})
+	if code, msg := a.errorBody(t); a.status != 409 || code != 409 || msg != "Error pausing sandbox - sandbox '"+id+"' is already paused" {
+		t.Fatalf("pause twice: %d %q", a.status, msg)
+	}
+	// The edge no longer reaches envd.
+	if a := callHeaders(t, s, "GET", "/health", nil, map[string]string{"E2b-Sandbox-Id": id, "E2b-Sandbox-Port": "49983"}); a.status != 502 {
+		t.Fatalf("envd of paused sandbox: %d", a.status)
+	}
+	// A paused sandbox's timeout cannot be set.
+	if a := call(t, s, "POST", "/sandboxes/"+id+"/timeout", keyA, map[string]any{"timeout": 30}); a.status != 404 {
+		t.Fatalf("timeout of paused: %d", a.status)
+	}
+
+	clk.Advance(time.Hour)
+	a = call(t, s, "POST", "/sandboxes/"+id+"/connect", keyA, map[string]any{"timeout": 120})
+	var m map[string]any
+	a.json(t, &m)
+	if a.status != 201 || m["sandboxID"] != id {
+		t.Fatalf("connect paused: %d %s", a.status, a.body)
+	}
+	if sb, _ := s.Sandbox(id); sb.State != StateRunning || !sb.EndAt.Equal(clk.Now().Add(120*time.Second)) {
+		t.Fatalf("resumed %+v", sb)
+	}
+
+	// Deprecated resume: 409 on a running sandbox.
+	a = call(t, s, "POST", "/sandboxes/"+id+"/resume", keyA, map[string]any{"timeout": 30})
+	if _, msg := a.errorBody(t); a.status != 409 || msg != "Sandbox "+id+" is already running" {
+		t.Fatalf("resume running: %d %q", a.status, msg)
+	}
+	a = call(t, s, "POST", "/sandboxes/nosuchsandbox/connect", keyA, map[string]any{"timeout": 30})
+	if _, msg := a.errorBody(t); a.status != 404 || msg != `Sandbox "nosuchsandbox" doesn't exist or you don't have access to it` {
+		t.Fatalf("connect missing: %d %q", a.status, msg)
+	}
+	if a := call(t, s, "POST", "/sandboxes/"+id+"/connect", keyA, map[string]any{}); a.status != 400 {
+		t.Fatalf("connect without timeout: %d", a.status)
+	}
+}
+
+func TestTimeoutAndExpiry(t *testing.T) {
+	clk := newClock()
+	s := newServer(t, Options{Now: clk.Now})
+	killed := create(t, s, keyA, map[string]any{"templateID": "base", "timeout": 600})["sandboxID"].(string)
+	paused := create(t, s, keyA, map[string]any{"templateID": "base", "timeout": 600, "autoPause": true})["sandboxID"].(string)
+	kept := create(t, s, keyA, map[string]any{"templateID": "base", "timeout": 600})["sandboxID"].(string)
+	sbKilled, _ := s.Sandbox(killed)
+
+	// The timeout endpoint sets (here: shortens) the end time.
+	for _, id := range []string{killed, paused} {
+		if a := call(t, s, "POST", "/sandboxes/"+id+"/timeout", keyA, map[string]any{"timeout": 10}); a.status != 204 {
+			t.Fatalf("timeout: %d %s", a.status, a.body)
+		}
+	}
+	if sb, _ := s.Sandbox(killed); !sb.EndAt.Equal(clk.Now().Add(10 * time.Second)) {
+		t.Fatalf("end %v", sb.EndAt)
+	}
+	if got := s.Expire(); len(got) != 0 {
+		t.Fatalf("expired early: %v", got)
+	}
+	clk.Advance(11 * time.Second)
+	got := s.Expire()
+	want := []string{killed, paused}
+	slices.Sort(want)
+	if !slices.Equal(got, want) {
+		t.Fatalf("expired %v, want %v", got, want)
+	}
+	if _, ok := s.Sandbox(killed); ok {
+		t.Fatal("expired sandbox without autoPause still exists")
+	}
+	if _, err := os.Stat(sbKilled.Dir); !os.IsNotExist(err) {
+		t.Fatalf("dir of killed sandbox: %v", err)
+	}
+	if sb, _ := s.Sandbox(paused); sb.State != StatePaused {
+		t.Fatalf("autoPause sandbox %s", sb.State)
+	}
+	if sb, _ := s.Sandbox(kept); sb.State != StateRunning {
+		t.Fatalf("kept %s", sb.State)
+	}
+	// Refresh only extends.
+	if a := call(t, s, "POST", "/sandboxes/"+kept+"/refreshes", keyA, map[string]any{"duration": 5}); a.status != 204 {
+		t.Fatalf("refresh %d", a.status)
+	}
+	if sb, _ := s.Sandbox(kept); !sb.EndAt.Equal(newClock().Now().Add(600 * time.Second)) {
+		t.Fatalf("refresh shortened: %v", sb.EndAt)
+	}
+}
+
+func TestExpiryTicker(t *testing.T) {
+	clk := newClock()
+	s := newServer(t, Options{Now: clk.Now, ExpiryInterval: 5 * time.Millisecond})
+	sb, err := s.CreateSandbox(keyA, SandboxOptions{Timeout: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	clk.Advance(2 * time.Second)
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		if _, ok := s.Sandbox(sb.ID); !ok {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the ticker did not expire the sandbox")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func TestKillAndVanish(t *testing.T) {
+	s := newServer(t, Options{})
+	a, _ := s.CreateSandbox(keyA, SandboxOptions{})
+	b, _ := s.CreateSandbox(keyA, SandboxOptions{})
+	if r := call(t, s, "DELETE", "/sandboxes/"+a.ID, keyA, nil); r.status != 204 || len(r.body) != 0 {
+		t.Fatalf("kill: %d %s", r.status, r.body)
+	}
+	if r := call(t, s, "DELETE", "/sandboxes/"+a.ID, keyA, nil); r.status != 404 {
+		t.Fatalf("kill twice: %d", r.status)
+	}
+	if _, err := os.Stat(a.Dir); !os.IsNotExist(err) {
+		t.Fatalf("dir left: %v", err)
+	}
+	// A paused sandbox can be killed too.
+	call(t, s, "POST", "/sandboxes/"+b.ID+"/pause", keyA, nil)
+	if !s.Vanish(b.ID) || s.Vanish(b.ID) {
+		t.Fatal("vanish")
+	}
+	if r := call(t, s, "GET", "/sandboxes/"+b.ID, keyA, nil); r.status != 404 {
+		t.Fatalf("vanished: %d", r.status)
+	}
+}
+
+func TestListV2(t *testing.T) {
+	clk := newClock()
+	s := newServer(t, Options{Now: clk.Now})
+	var ids []string
+	for i := range 7 {
+		md := map[string]string{"app": "x"}
+		if i%2 == 0 {
+			md["app"] = "y z/é"
+		}
+		sb, err := s.CreateSandbox(keyA, SandboxOptions{Metadata: md})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, sb.ID)
+		clk.Advance(time.Second)
+	}
+	if _, err := s.CreateSandbox(keyB, SandboxOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	call(t, s, "POST", "/sandboxes/"+ids[0]+"/pause", keyA, nil)
+
+	list := func(query string) ([]map[string]any, answer) {
+		t.Helper()
+		a := call(t, s, "GET", "/v2/sandboxes?"+query, keyA, nil)
+		if a.status != 200 {
+			t.Fatalf("%s: %d %s", query, a.status, a.body)
+		}
+		var l []map[string]any
+		a.json(t, &l)
+		return l, a
+	}
+	all, a := list("")
+	if len(all) != 7 || a.header.Get("X-Total-Running") != "6" || a.header.Get("X-Next-Token") != "" {
+		t.Fatalf("default: %d sandboxes, total %q", len(all), a.header.Get("X-Total-Running"))
+	}
+	// Newest first.
+	if all[0]["sandboxID"] != ids[6] || all[6]["sandboxID"] != ids[0] || all[6]["state"] != "paused" {
+		t.Fatalf("order: %v ... %v", all[0]["sandboxID"], all[6]["sandboxID"])
+	}
+	if l, a := list("state=paused"); len(l) != 1 || a.header.Get("X-Total-Running") != "" {
+		t.Fatalf("paused only: %d, total %q", len(l), a.header.Get("X-Total-Running"))
+	}
+	if l, _ := list("state=running%2Cpaused"); len(l) != 7 {
+		t.Fatalf("escaped comma: %d", len(l))
+	}
+	if l, _ := list("state=running&state=paused"); len(l) != 7 {
+		t.Fatalf("repeated state: %d", len(l))
+	}
+	// The metadata filter as the SDK sends it: urlencode({quote(k): quote(v)}) as one value.
+	if l, a := list("metadata=app%3Dy%2520z%252F%25C3%25A9"); len(l) != 4 || a.header.Get("X-Total-Running") != "3" {
+		t.Fatalf("metadata filter: %d %q", len(l), a.header.Get("X-Total-Running"))
+	}
+	if l, _ := list("metadata=app%3Dx&state=running"); len(l) != 3 {
+		t.Fatalf("metadata and state: %d", len(l))
+	}
+	// Paging.
+	page1, a := list("limit=3")
+	token := a.header.Get("X-Next-Token")
+	if len(page1) != 3 || token == "" {
+		t.Fatalf("page 1: %d %q", len(page1), token)
+	}
+	if raw, err := base64.URLEncoding.DecodeString(token); err != nil || !strings.HasSuffix(string(raw), "__"+page1[2]["sandboxID"].(string)) {
+		t.Fatalf("token %q: %s %v", token, raw, err)
+	}
+	page2, a := list("limit=3&nextToken=" + url.QueryEscape(token))
+	page3, a3 := list("limit=3&nextToken=" + url.QueryEscape(a.header.Get("X-Next-Token")))
+	if len(page2) != 3 || len(page3) != 1 || a3.header.Get("X-Next-Token") != "" {
+		t.Fatalf("pages %d %d", len(page2), len(page3))
+	}
+	var paged []any
+	for _, p := range [][]map[string]any{page1, page2, page3} {
+		for _, m := range p {
+			paged = append(paged, m["sandboxID"])
+		}
+	}
+	for i, m := range all {
+		if paged[i] != m["sandboxID"] {
+			t.Fatalf("paged order differs at %d", i)
+		}
+	}
+	if l, _ := list("order=asc&limit=1"); l[0]["sandboxID"] != ids[0] {
+		t.Fatalf("asc: %v", l[0]["sandboxID"])
+	}
+	if l, _ := list("limit=1000"); len(l) != 7 {
+		t.Fatalf("limit clamp: %d", len(l))
+	}
+	for _, bad := range []string{"nextToken=%21%21", "limit=0", "state=gone", "metadata=nokeyvalue", "order=up"} {
+		a := call(t, s, "GET", "/v2/sandboxes?"+bad, keyA, nil)
+		if a.status != 400 {
+			t.Errorf("%s: %d", bad, a.status)
+		}
+	}
+	a = call(t, s, "GET", "/v2/sandboxes?nextToken=%21%21", keyA, nil)
+	if _, msg := a.errorBody(t); msg != "Invalid next token" {
+		t.Fatalf("bad token message %q", msg)
+	}
+	a = call(t, s, "GET", "/v2/sandboxes?metadata=nokeyvalue", keyA, nil)
+	if _, msg := a.errorBody(t); msg != "Error parsing metadata" {
+		t.Fatalf("bad metadata message %q", msg)
+	}
+	// The deprecated v1 listing: running only.
+	var v1 []map[string]any
+	call(t, s, "GET", "/sandboxes", keyA, nil).json(t, &v1)
+	if len(v1) != 6 {
+		t.Fatalf("v1: %d", len(v1))
+	}
+}
+
+func TestListPagingOverLimit(t *testing.T) {
+	s := newServer(t, Options{})
+	for range 230 {
+		if _, err := s.CreateSandbox(keyA, SandboxOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	seen := map[any]bool{}
+	token, pages := "", 0
+	for {
+		q := ""
+		if token != "" {
+			q = "?nextToken=" + url.QueryEscape(token)
+		}
+		a := call(t, s, "GET", "/v2/sandboxes"+q, keyA, nil)
+		var l []map[string]any
+		a.json(t, &l)
+		pages++
+		if len(l) > 100 {
+			t.Fatalf("page of %d", len(l))
+		}
+		for _, m := range l {
+			if seen[m["sandboxID"]] {
+				t.Fatalf("%v twice", m["sandboxID"])
+			}
+			seen[m["sandboxID"]] = true
+		}
+		if token = a.header.Get("X-Next-Token"); token == "" {
+			break
+		}
+	}
+	if len(seen) != 230 || pages != 3 {
+		t.Fatalf("%d sandboxes in %d pages", len(seen), pages)
+	}
+}
+
+func TestSnapshots(t *testing.T) {
+	clk := newClock()
+	s := newServer(t, Options{Now: clk.Now})
+	orig := create(t, s, keyA, map[string]any{"templateID": "base", "envVars": map[string]string{"A": "1"}})["sandboxID"].(string)
+	sb, _ := s.Sandbox(orig)
+	if err := os.WriteFile(filepath.Join(sb.Dir, "home", "work.txt"), []byte("v1"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+
+	a := call(t, s, "POST", "/sandboxes/"+orig+"/snapshots", keyA, map[string]any{})
+	var snap struct {
+		SnapshotID string   `json:"snapshotID"`
+		Names      []string `json:"names"`
+	}
+	a.json(t, &snap)
+	if a.status != 201 || !strings.HasSuffix(snap.SnapshotID, ":default") || snap.Names == nil || len(snap.Names) != 0 {
+		t.Fatalf("snapshot: %d %s", a.status, a.body)
+	}
+	if !strings.Contains(string(a.body), `"names":[]`) {
+		t.Fatalf("names must be an array: %s", a.body)
+	}
+	// The snapshot is a copy: later changes do not reach it.
+	if err := os.WriteFile(filepath.Join(sb.Dir, "home", "work.txt"), []byte("v2"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	m := create(t, s, keyA, map[string]any{"templateID": snap.SnapshotID})
+	child, _ := s.Sandbox(m["sandboxID"].(string))
+	if data, err := os.ReadFile(filepath.Join(child.Dir, "home", "work.txt")); err != nil || string(data) != "v1" {
+		t.Fatalf("from snapshot: %q %v", data, err)
+	}
+	if child.EnvVars["A"] != "1" || child.TemplateID != strings.TrimSuffix(snap.SnapshotID, ":default") {
+		t.Fatalf("child %+v", child)
+	}
+	// Another team cannot use it.
+	a = call(t, s, "POST", "/sandboxes", keyB, map[string]any{"templateID": snap.SnapshotID})
+	if a.status != 403 {
+		t.Fatalf("other team: %d %s", a.status, a.body)
+	}
+
+	// Named.
+	a = call(t, s, "POST", "/sandboxes/"+orig+"/snapshots", keyA, map[string]any{"name": "my-snap"})
+	var named struct {
+		SnapshotID string   `json:"snapshotID"`
+		Names      []string `json:"names"`
+	}
+	a.json(t, &named)
+	slug := teamSlug(keyA)
+	if named.SnapshotID != slug+"/my-snap:default" || !slices.Equal(named.Names, []string{slug + "/my-snap"}) {
+		t.Fatalf("named: %s", a.body)
+	}
+	for _, ref := range []string{"my-snap", slug + "/my-snap", named.SnapshotID} {
+		if a := call(t, s, "POST", "/sandboxes", keyA, map[string]any{"templateID": ref}); a.status != 201 {
+			t.Errorf("create from %q: %d %s", ref, a.status, a.body)
+		}
+	}
+	if a := call(t, s, "POST", "/sandboxes/"+orig+"/snapshots", keyA, map[string]any{"name": "other-team/x"}); a.status != 400 {
+		t.Fatalf("foreign namespace: %d", a.status)
+	}
+	if a := call(t, s, "POST", "/sandboxes/"+orig+"/snapshots", keyA, nil); a.status != 400 {
+		t.Fatalf("no body: %d", a.status)
+	}
+
+	// Listing, newest first, filtered by sandbox, paged.
+	var list []map[string]any
+	call(t, s, "GET", "/snapshots", keyA, nil).json(t, &list)
+	if len(list) != 2 || list[0]["snapshotID"] != named.SnapshotID || list[1]["snapshotID"] != snap.SnapshotID {
+		t.Fatalf("list %v", list)
+	}
+	call(t, s, "GET", "/snapshots?sandboxID="+child.ID, keyA, nil).json(t, &list)
+	if len(list) != 0 {
+		t.Fatalf("filtered %v", list)
+	}
+	a = call(t, s, "GET", "/snapshots?limit=1", keyA, nil)
+	a.json(t, &list)
+	tok := a.header.Get("X-Next-Token")
+	if len(list) != 1 || tok == "" {
+		t.Fatalf("page: %d %q", len(list), tok)
+	}
+	a = call(t, s, "GET", "/snapshots?limit=1&nextToken="+url.QueryEscape(tok), keyA, nil)
+	a.json(t, &list)
+	if len(list) != 1 || list[0]["snapshotID"] != snap.SnapshotID || a.header.Get("X-Next-Token") != "" {
+		t.Fatalf("page 2: %v", list)
+	}
+
+	// Delete, with the ID escaped as one path segment (quote(id, safe="")).
+	if a := call(t, s, "DELETE", "/templates/"+strings.ReplaceAll(strings.ReplaceAll(named.SnapshotID, "/", "%2F"), ":", "%3A"), keyB, nil); a.status != 404 {
+		t.Fatalf("delete by other team: %d", a.status)
+	}
+	if a := call(t, s, "DELETE", "/templates/"+strings.ReplaceAll(strings.ReplaceAll(named.SnapshotID, "/", "%2F"), ":", "%3A"), keyA, nil); a.status != 204 {
+		t.Fatalf("delete: %d %s", a.status, a.body)
+	}
+	a = call(t, s, "DELETE", "/templates/"+url.PathEscape(snap.SnapshotID), keyA, nil)
+	if a.status != 204 {
+		t.Fatalf("delete unnamed: %d", a.status)
+	}
+	a = call(t, s, "DELETE", "/templates/"+url.PathEscape(snap.SnapshotID), keyA, nil)
+	if _, msg := a.errorBody(t); a.status != 404 || !strings.Contains(msg, "not found") {
+		t.Fatalf("delete twice: %d %q", a.status, msg)
+	}
+	if a := call(t, s, "POST", "/sandboxes", keyA, map[string]any{"templateID": snap.SnapshotID}); a.status != 404 {
+		t.Fatalf("create from deleted: %d", a.status)
+	}
+	// A paused sandbox is not snapshotted (E2B checkpoints live sandboxes only).
+	call(t, s, "POST", "/sandboxes/"+orig+"/pause", keyA, nil)
+	if a := call(t, s, "POST", "/sandboxes/"+orig+"/snapshots", keyA, map[string]any{}); a.status != 404 {
+		t.Fatalf("snapshot of paused: %d", a.status)
+	}
+}
+
+func TestFork(t *testing.T) {
+	s := newServer(t, Options{})
+	orig, _ := s.CreateSandbox(keyA, SandboxOptions{Secure: true, Metadata: map[string]string{"m": "1"}})
+	if err := os.WriteFile(filepath.Join(orig.Dir, "home", "state"), []byte("forked"), 0o640); err != nil {
+		t.Fatal(err)
+	}
+	a := call(t, s, "POST", "/sandboxes/"+orig.ID+"/fork", keyA, map[string]any{"count": 2, "timeout": 60})
+	var results []struct {
+		Sandbox *struct {
+			SandboxID       string `json:"sandboxID"`
+			EnvdAccessToken string `json:"envdAccessToken"`
+		} `json:"sandbox"`
+		Error any `json:"error"`
+	}
+	a.json(t, &results)
+	if a.status != 201 || len(results) != 2 {
+		t.Fatalf("fork: %d %s", a.status, a.body)
+	}
+	for _, r := range results {
+		if r.Sandbox == nil || r.Error != nil || r.Sandbox.SandboxID == orig.ID || r.Sandbox.EnvdAccessToken == "" ||
+			r.Sandbox.EnvdAccessToken == orig.AccessToken {
+			t.Fatalf("result %+v", r)
+		}
+		f, _ := s.Sandbox(r.Sandbox.SandboxID)
+		data, err := os.ReadFile(filepath.Join(f.Dir, "home", "state"))
+		if err != nil || string(data) != "forked" || f.Metadata["m"] != "1" || f.EndAt.Sub(f.StartedAt) != time.Minute {
+			t.Fatalf("fork %+v: %q %v", f, data, err)
+		}
+	}
+	if got, _ := s.Sandbox(orig.ID); got.State != StateRunning {
+		t.Fatalf("original %s", got.State)
+	}
+	// Default count is 1; limits as E2B's.
+	a = call(t, s, "POST", "/sandboxes/"+orig.ID+"/fork", keyA, nil)
+	if a.json(t, &results); a.status != 201 || len(results) != 1 {
+		t.Fatalf("default fork: %d %s", a.status, a.body)
+	}
+	for body, msg := range map[string]string{`{"count":0}`: "Count must be at least 1", `{"count":101}`: "Count cannot be greater than 100",
+		`{"timeout":0}`: "Timeout must be greater than 0"} {
+		a := call(t, s, "POST", "/sandboxes/"+orig.ID+"/fork", keyA, body)
+		if _, got := a.errorBody(t); a.status != 400 || got != msg {
+			t.Errorf("%s: %d %q", body, a.status, got)
+		}
+	}
+	call(t, s, "POST", "/sandboxes/"+orig.ID+"/pause", keyA, nil)
+	a = call(t, s, "POST", "/sandboxes/"+orig.ID+"/fork", keyA, nil)
+	if _, msg := a.errorBody(t); a.status != 409 || msg != "Sandbox '"+orig.ID+"' is paused and cannot be forked; resume it first" {
+		t.Fatalf("fork paused: %d %q", a.status, msg)
+	}
+}
+
+func TestEnvdRouting(t *testing.T) {
+	s := newServer(t, Options{})
+	sb, _ := s.CreateSandbox(keyA, SandboxOptions{})
+	proxyError := func(id string) string {
+		return `{"sandboxId":"` + id + `","message":"The sandbox was not found","code":502}`
+	}
+	for name, h := range map[string]map[string]string{
+		"headers": {"E2b-Sandbox-Id": "nosuch", "E2b-Sandbox-Port": "49983"},
+		"host":    {"Host": "49983-nosuch.e2b.local"},
+	} {
+		a := callHeaders(t, s, "GET", "/health", nil, h)
+		if a.status != 502 || string(a.body) != proxyError("nosuch") || a.header.Get("Content-Type") != "application/json" {
+			t.Errorf("%s: %d %s", name, a.status, a.body)
+		}
+	}
+	// A running sandbox reaches envd (whatever envd answers, it is not the edge's 502), with no API key needed.
+	a := callHeaders(t, s, "GET", "/health", nil, map[string]string{"Host": "49983-" + sb.ID + ".e2b.local"})
+	if a.status == 502 {
+		t.Fatalf("running sandbox got the edge's 502: %s", a.body)
+	}
+	a = callHeaders(t, s, "GET", "/", nil, map[string]string{"E2b-Sandbox-Id": sb.ID, "E2b-Sandbox-Port": "8080"})
+	if a.status != 502 || !strings.Contains(string(a.body), "port is not open") {
+		t.Fatalf("other port: %d %s", a.status, a.body)
+	}
+	s.Vanish(sb.ID)
+	a = callHeaders(t, s, "GET", "/health", nil, map[string]string{"E2b-Sandbox-Id": sb.ID})
+	if a.status != 502 || string(a.body) != proxyError(sb.ID) {
+		t.Fatalf("vanished: %d %s", a.status, a.body)
+	}
+}
+
+func TestRecorder(t *testing.T) {
+	s := newServer(t, Options{})
+	call(t, s, "POST", "/sandboxes", keyA, map[string]any{"templateID": "base"})
+	callHeaders(t, s, "GET", "/v2/sandboxes?metadata=a%3Db&state=running,paused", nil, map[string]string{"X-API-Key": keyA, "User-Agent": "ua/1"})
+	callHeaders(t, s, "GET", "/health", nil, map[string]string{"E2b-Sandbox-Id": "zzz"})
+	reqs := s.Requests()
+	if len(reqs) != 3 {
+		t.Fatalf("%d requests", len(reqs))
+	}
+	if r := reqs[0]; r.Method != "POST" || r.Path != "/sandboxes" || string(r.Body) != `{"templateID":"base"}` || r.Header.Get("X-API-Key") != keyA {
+		t.Fatalf("first %+v", r)
+	}
+	if r := reqs[1]; r.RawQuery != "metadata=a%3Db&state=running,paused" || r.Header.Get("User-Agent") != "ua/1" || r.Body != nil {
+		t.Fatalf("second %+v", r)
+	}
+	if r := reqs[2]; r.Header.Get("E2b-Sandbox-Id") != "zzz" || r.Time.Before(reqs[1].Time) {
+		t.Fatalf("third %+v", r)
+	}
+	s.ResetRequests()
+	if len(s.Requests()) != 0 {
+		t.Fatal("reset")
+	}
+}
+
+func TestRecorderClipsFilesBodies(t *testing.T) {
+	rc := newRecorder()
+	big := bytes.Repeat([]byte("x"), FilesBodyLimit+1000)
+	req, _ := http.NewRequest("POST", "http://h/files?path=/a", bytes.NewReader(big))
+	rc.record(req)
+	got, err := io.ReadAll(req.Body)
+	if err != nil || !bytes.Equal(got, big) {
+		t.Fatalf("handler read %d bytes, %v", len(got), err)
+	}
+	r := rc.requests()[0]
+	if len(r.Body) != FilesBodyLimit || !r.Clipped {
+		t.Fatalf("recorded %d clipped=%v", len(r.Body), r.Clipped)
+	}
+	// Other bodies are kept whole and still reach the handler.
+	req, _ = http.NewRequest("POST", "http://h/sandboxes", strings.NewReader(`{"a":1}`))
+	rc.record(req)
+	if got, _ := io.ReadAll(req.Body); string(got) != `{"a":1}` || string(rc.requests()[1].Body) != `{"a":1}` {
+		t.Fatalf("body %q", got)
+	}
+}
+
+func TestFaults(t *testing.T) {
+	s := newServer(t, Options{})
+	s.FailNext(2, 429)
+	for range 2 {
+		a := call(t, s, "GET", "/v2/sandboxes", keyA, nil)
+		if code, _ := a.errorBody(t); a.status != 429 || code != 429 || a.header.Get("Retry-After") != "1" {
+			t.Fatalf("injected: %d %v", a.status, a.header)
+		}
+	}
+	if a := call(t, s, "GET", "/v2/sandboxes", keyA, nil); a.status != 200 {
+		t.Fatalf("after: %d", a.status)
+	}
+	// A create answered by FailNext creates nothing.
+	s.FailNext(1, 503)
+	if a := call(t, s, "POST", "/sandboxes", keyA, map[string]any{"templateID": "base"}); a.status != 503 || len(s.Sandboxes()) != 0 {
+		t.Fatalf("failed create: %d, %d sandboxes", a.status, len(s.Sandboxes()))
+	}
+
+	// The same seed gives the same failures.
+	pattern := func() []int {
+		s.SetFaults(Faults{FailRate: 0.5, Seed: 42, FailStatus: 502, HTMLBody: true})
+		var got []int
+		for range 20 {
+			a := call(t, s, "GET", "/v2/sandboxes", keyA, nil)
+			if a.status == 502 && !strings.Contains(string(a.body), "<title>502 Bad Gateway</title>") {
+				t.Fatalf("html body %s", a.body)
+			}
+			got = append(got, a.status)
+		}
+		return got
+	}
+	p1, p2 := pattern(), pattern()
+	if !slices.Equal(p1, p2) || !slices.Contains(p1, 502) || !slices.Contains(p1, 200) {
+		t.Fatalf("patterns %v %v", p1, p2)
+	}
+
+	// A create whose connection is cut after it was performed.
+	s.SetFaults(Faults{CutAfterCreate: 1})
+	req, _ := http.NewRequest("POST", s.URL()+"/sandboxes", strings.NewReader(`{"templateID":"base"}`))
+	req.Header.Set("X-API-Key", keyA)
+	if resp, err := http.DefaultClient.Do(req); err == nil {
+		resp.Body.Close()
+		t.Fatalf("cut create answered %d", resp.StatusCode)
+	}
+	if n := len(s.Sandboxes()); n != 1 {
+		t.Fatalf("%d sandboxes after a cut create", n)
+	}
+	if s.CurrentFaults().CutAfterCreate != 0 {
+		t.Fatal("counter not used up")
+	}
+	s.SetFaults(Faults{FailAfterCreate: 1})
+	if a := call(t, s, "POST", "/sandboxes", keyA, map[string]any{"templateID": "base"}); a.status != 502 || len(s.Sandboxes()) != 2 {
+		t.Fatalf("fail after create: %d, %d sandboxes", a.status, len(s.Sandboxes()))
+	}
+	if a := call(t, s, "POST", "/sandboxes", keyA, map[string]any{"templateID": "base"}); a.status != 201 {
+		t.Fatalf("next create: %d", a.status)
+	}
+}
+
+func TestCloseRemovesEverything(t *testing.T) {
+	s, err := New(Options{ExpiryInterval: time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sb, _ := s.CreateSandbox(keyA, SandboxOptions{})
+	root := s.root
+	s.Close()
+	s.Close() // idempotent
+	if _, err := os.Stat(root); !os.IsNotExist(err) {
+		t.Fatalf("root left behind: %v", err)
+	}
+	if _, err := os.Stat(sb.Dir); !os.IsNotExist(err) {
+		t.Fatalf("sandbox dir left behind: %v", err)
+	}
+	// A caller-owned Dir is kept.
+	dir := t.TempDir()
+	s, err = New(Options{Dir: dir, ExpiryInterval: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	if _, err := os.Stat(dir); err != nil {
+		t.Fatalf("caller's dir removed: %v", err)
+	}
+}
