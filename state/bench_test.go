@@ -154,6 +154,19 @@ func BenchmarkBoltViewHeldOpen(b *testing.B) {
 	}
 }
 
+// BenchmarkOpen1000 measures Open of a file holding 1,000 sandboxes, which includes reading every record and
+// bbolt's consistency check.
+func BenchmarkOpen1000(b *testing.B) {
+	s := storeWithSandboxes(b, 1000)
+	dir := filepath.Dir(s.Path())
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := Open(dir, Options{Keys: StaticKeySource(testKey(1))}); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
 // storeWithSandboxes fills one session with n records in a single transaction.
 func storeWithSandboxes(b *testing.B, n int) *Store {
 	b.Helper()

@@ -68,8 +68,6 @@ type staticKeySource []byte
 
 func (k staticKeySource) DataKey() ([]byte, error) { return append([]byte(nil), k...), nil }
 
-type aeadCipher = cipher.AEAD
-
 // Additional-data domains: a sealed value is bound to its purpose and to its record's key.
 const (
 	adKeyCheck     = "e2b-mcp/key-check"

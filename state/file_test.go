@@ -110,6 +110,27 @@ func TestBusyStore(t *testing.T) {
 	if _, err := s.TouchSession("alice", "main", time.Hour); err != nil {
 		t.Fatalf("after the lock was released: %v", err)
 	}
+
+	// A process stuck in the turnstile (waiting for a lock it never gets) also makes the store busy.
+	turn, err := os.OpenFile(filepath.Join(dir, lockFileName), os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer turn.Close()
+	if ok, err := tryLockFile(turn); !ok || err != nil {
+		t.Fatalf("taking the turnstile: %v, %v", ok, err)
+	}
+	_, err = s.Sessions()
+	if !errors.Is(err, ErrBusy) {
+		t.Fatalf("read while the turnstile is held: %v, want ErrBusy", err)
+	}
+	wantErr(t, err, "state store "+s.Path()+" is busy")
+	if err := unlockFile(turn); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Sessions(); err != nil {
+		t.Fatalf("after the turnstile was released: %v", err)
+	}
 }
 
 // populatedStoreFile returns a valid state.db holding enough records to span many pages.

@@ -88,7 +88,9 @@ func TestCrashKeepsAcknowledgedWrites(t *testing.T) {
 	}
 	dir := t.TempDir()
 	openTestStore(t, dir, Options{}).Close()
-	rng := rand.New(rand.NewPCG(uint64(os.Getpid()), 7))
+	seed := uint64(time.Now().UnixNano())
+	t.Logf("kill points seeded with %d", seed)
+	rng := rand.New(rand.NewPCG(seed, 7))
 	acked := map[string]SandboxRecord{}
 	for run := range 4 {
 		runName := strconv.Itoa(run)
@@ -100,7 +102,7 @@ func TestCrashKeepsAcknowledgedWrites(t *testing.T) {
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
 		}
-		killAfter := 3 + rng.IntN(40)
+		killAfter := 3 + rng.IntN(150)
 		sc := bufio.NewScanner(out)
 		lines := 0
 		for sc.Scan() {

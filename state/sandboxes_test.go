@@ -218,13 +218,19 @@ func TestConcurrentUpdatesLoseNothing(t *testing.T) {
 	if err := s.PutSandbox(sampleSandbox("alice", "sbx1", "main", clock.Now())); err != nil {
 		t.Fatal(err)
 	}
+	// Half the writers go through a second Store on the same directory, as a second server in one process would.
+	other := openTestStore(t, filepath.Dir(s.Path()), Options{})
 	const workers, each = 8, 15
 	var wg sync.WaitGroup
 	errs := make(chan error, 2*workers)
-	for range workers {
+	for w := range workers {
+		st := s
+		if w%2 == 1 {
+			st = other
+		}
 		wg.Go(func() {
 			for range each {
-				if _, err := s.UpdateSandbox("alice", "sbx1", func(r *SandboxRecord) error { r.Steps++; return nil }); err != nil {
+				if _, err := st.UpdateSandbox("alice", "sbx1", func(r *SandboxRecord) error { r.Steps++; return nil }); err != nil {
 					errs <- err
 					return
 				}

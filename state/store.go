@@ -20,9 +20,10 @@
 // # Durability and damaged files
 //
 // Every acknowledged write is a committed bbolt transaction, which fsyncs the data pages and then the meta page.
-// state.db is only ever created when no file of that name exists. Before bbolt sees an existing file, Open checks
-// its header itself (bbolt can crash the process on a file shorter than its meta page claims) and then runs bbolt's
-// consistency check in a read-only transaction. A file that is truncated, garbage, another program's bbolt
+// state.db is only ever created when no file of that name exists (an empty file, which holds nothing to lose, is
+// initialised too). Before bbolt sees an existing file, Open checks its header itself (bbolt can crash the process
+// on a file shorter than its meta page claims), then, in a read-only transaction, reads every key and value and
+// runs bbolt's consistency check. bbolt panics and memory faults on a damaged file become errors. A file that is truncated, garbage, another program's bbolt
 // database or from a newer e2b-mcp gives an error wrapping ErrUnusable that names the file; the store never
 // writes to such a file, let alone "repairs" it. Every transaction re-checks the application marker and the schema
 // version, so a process started before a newer e2b-mcp migrated the file stops instead of writing the old layout.
@@ -36,6 +37,7 @@
 package state
 
 import (
+	"crypto/cipher"
 	"errors"
 	"fmt"
 	"os"
@@ -60,7 +62,7 @@ const DefaultLockTimeout = 10 * time.Second
 var (
 	// ErrNotFound is wrapped by lookups of records that do not exist (or belong to another owner).
 	ErrNotFound = errors.New("not found")
-	// ErrBusy is wrapped when another process held the file's lock for longer than the lock timeout.
+	// ErrBusy matches (errors.Is) the error when another process held the file for longer than the lock timeout.
 	ErrBusy = errors.New("state store is busy")
 	// ErrUnusable is wrapped when the file is damaged, foreign or from a newer e2b-mcp. The file is left as it is.
 	ErrUnusable = errors.New("unusable state store")
@@ -87,10 +89,10 @@ type Store struct {
 	mu     sync.RWMutex // write operations exclusive, reads shared; also guards closed
 	closed bool
 
-	turnMu sync.Mutex // one goroutine per process in the turnstile, so they never poll against each other
+	turnMu sync.Mutex // one goroutine of this Store in the turnstile at a time, so they never poll against each other
 
 	keyMu sync.Mutex
-	aead  aeadCipher // nil until the data key has been fetched and checked against the file
+	aead  cipher.AEAD // nil until the data key has been fetched and checked against the file
 }
 
 // Open opens the store in dir, creating dir (0700) and the file (0600) if missing. It validates the file and
@@ -309,10 +311,20 @@ func (s *Store) openBolt(write, preload bool, file **os.File) (*bolt.DB, error) 
 	}
 }
 
-func (s *Store) busy() error {
-	return fmt.Errorf("%w: state store %s is busy: another process has held it for more than %s "+
-		"(is an e2b-mcp process stuck?)", ErrBusy, s.path, s.lockTimeout)
+func (s *Store) busy() error { return busyError{path: s.path, waited: s.lockTimeout} }
+
+// busyError reads "state store <path> is busy ..." and matches ErrBusy.
+type busyError struct {
+	path   string
+	waited time.Duration
 }
+
+func (e busyError) Error() string {
+	return fmt.Sprintf("state store %s is busy: another process has held it for more than %s "+
+		"(is an e2b-mcp process stuck?)", e.path, e.waited)
+}
+
+func (e busyError) Is(target error) bool { return target == ErrBusy }
 
 // The turnstile makes the database lock fair between processes. Lock calls that fail instead of waiting (the
 // only kind with a timeout) let a process that writes back to back re-take the database lock before a waiting
@@ -326,7 +338,8 @@ func (s *Store) enterTurnstile(deadline time.Time) (turnstile, error) {
 	path := filepath.Join(filepath.Dir(s.path), lockFileName)
 	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
 	if err != nil {
-		return turnstile{}, fmt.Errorf("state store %s: opening its lock file: %w", s.path, err)
+		// A read-only directory, say: without the turnstile processes are still correct, only less fair.
+		return turnstile{}, nil
 	}
 	wait := 100 * time.Microsecond
 	for {
@@ -348,6 +361,9 @@ func (s *Store) enterTurnstile(deadline time.Time) (turnstile, error) {
 }
 
 func (t turnstile) leave() {
+	if t.f == nil {
+		return
+	}
 	_ = unlockFile(t.f)
 	_ = t.f.Close()
 }
