@@ -1,0 +1,270 @@
+// Package audit records every tool call, allowed or not, as one JSON line: who,
+// which session, which tool, the arguments with secrets redacted and long values
+// clipped, the policy decision and rule, the outcome, the duration and the sandbox.
+//
+// The log is audit.jsonl in a directory, shared by every server process of a user.
+// Each entry is appended and fsync'd under an exclusive flock on audit.lock, which
+// also guards rotation by size (audit.jsonl becomes audit.1.jsonl, audit.1.jsonl
+// becomes audit.2.jsonl, ..., and the oldest beyond MaxFiles is removed), so that no
+// process writes into a file another is renaming and no line is lost. The file is
+// opened for each entry rather than held, which lets rotation rename it on every
+// platform.
+package audit
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Entry is one recorded call.
+type Entry struct {
+	Time       time.Time      `json:"time"`
+	Owner      string         `json:"owner"`
+	Session    string         `json:"session"`
+	Tool       string         `json:"tool"`
+	Args       map[string]any `json:"args,omitempty"`
+	Decision   string         `json:"decision"`
+	Rule       string         `json:"rule,omitempty"`
+	Outcome    string         `json:"outcome"` // "ok", "error", "denied", "declined", "approval_pending"
+	Error      string         `json:"error,omitempty"`
+	DurationMS int64          `json:"duration_ms"`
+	SandboxID  string         `json:"sandbox_id,omitempty"`
+}
+
+// Outcomes of a call.
+const (
+	OutcomeOK              = "ok"
+	OutcomeError           = "error"
+	OutcomeDenied          = "denied"
+	OutcomeDeclined        = "declined"
+	OutcomeApprovalPending = "approval_pending"
+)
+
+// Options tune a Log. Zero values take the defaults.
+type Options struct {
+	MaxBytes int64 // rotate when the active file would grow beyond this; default 10 MiB
+	MaxFiles int   // files kept, the active one included; default 5
+}
+
+const (
+	defaultMaxBytes = 10 << 20
+	defaultMaxFiles = 5
+
+	activeName = "audit.jsonl"
+	lockName   = "audit.lock"
+)
+
+// ErrClosed is returned by Record after Close.
+var ErrClosed = errors.New("audit: log is closed")
+
+// Log appends entries to the audit log in a directory. It is safe for concurrent use,
+// and several Logs (in one process or several) may share a directory.
+type Log struct {
+	dir  string
+	opts Options
+
+	mu     sync.Mutex // the flock is per open file: goroutines need their own exclusion
+	lock   *os.File
+	closed bool
+}
+
+// Open opens (creating) the audit log in dir.
+func Open(dir string, opts Options) (*Log, error) {
+	if opts.MaxBytes <= 0 {
+		opts.MaxBytes = defaultMaxBytes
+	}
+	if opts.MaxFiles <= 0 {
+		opts.MaxFiles = defaultMaxFiles
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("audit: %w", err)
+	}
+	lock, err := os.OpenFile(filepath.Join(dir, lockName), os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("audit: %w", err)
+	}
+	// Fail at start, not on the first call, if the log cannot be written.
+	f, err := os.OpenFile(filepath.Join(dir, activeName), os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
+	if err != nil {
+		lock.Close()
+		return nil, fmt.Errorf("audit: %w", err)
+	}
+	f.Close()
+	return &Log{dir: dir, opts: opts, lock: lock}, nil
+}
+
+// Record redacts and clips the entry (see Redact), stamps it with the current time
+// if it has none, and appends it as one line, fsync'd before Record returns. If the
+// log had to rotate and could not, the entry is still written and the rotation
+// error returned.
+func (l *Log) Record(e Entry) error {
+	line, err := encodeEntry(e)
+	if err != nil {
+		return err
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed {
+		return ErrClosed
+	}
+	if err := lockFile(l.lock, true); err != nil {
+		return fmt.Errorf("audit: locking %s: %w", l.lock.Name(), err)
+	}
+	defer unlockFile(l.lock)
+	return l.appendLocked(line)
+}
+
+func (l *Log) appendLocked(line []byte) error {
+	active := filepath.Join(l.dir, activeName)
+	f, size, err := openActive(active)
+	if err != nil {
+		return err
+	}
+	var rotateErr error
+	if size > 0 && size+int64(len(line)) > l.opts.MaxBytes {
+		f.Close()
+		if rotateErr = rotate(l.dir, l.opts.MaxFiles); rotateErr != nil {
+			rotateErr = fmt.Errorf("audit: rotating %s: %w", active, rotateErr)
+		}
+		if f, size, err = openActive(active); err != nil {
+			return errors.Join(rotateErr, err)
+		}
+	}
+	_, werr := f.Write(line)
+	if werr == nil {
+		werr = f.Sync()
+	}
+	cerr := f.Close()
+	if werr != nil || cerr != nil {
+		return errors.Join(rotateErr, fmt.Errorf("audit: writing %s: %w", active, errors.Join(werr, cerr)))
+	}
+	if size == 0 {
+		// A new file: make its directory entry durable too.
+		if err := syncDir(l.dir); err != nil {
+			return errors.Join(rotateErr, fmt.Errorf("audit: syncing %s: %w", l.dir, err))
+		}
+	}
+	return rotateErr
+}
+
+func openActive(name string) (*os.File, int64, error) {
+	f, err := os.OpenFile(name, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
+	if err != nil {
+		return nil, 0, fmt.Errorf("audit: %w", err)
+	}
+	st, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return nil, 0, fmt.Errorf("audit: %w", err)
+	}
+	return f, st.Size(), nil
+}
+
+// rotate shifts audit.jsonl to audit.1.jsonl and every audit.N.jsonl up by one,
+// dropping those beyond maxFiles. The caller holds the lock.
+func rotate(dir string, maxFiles int) error {
+	rotated, err := rotatedFiles(dir)
+	if err != nil {
+		return err
+	}
+	// rotated is oldest (highest number) first, so each rename targets a free name.
+	for _, r := range rotated {
+		if r.n+1 >= maxFiles {
+			if err := os.Remove(r.path); err != nil && !errors.Is(err, os.ErrNotExist) {
+				return err
+			}
+			continue
+		}
+		if err := os.Rename(r.path, filepath.Join(dir, rotatedName(r.n+1))); err != nil {
+			return err
+		}
+	}
+	active := filepath.Join(dir, activeName)
+	if maxFiles <= 1 {
+		err = os.Remove(active)
+	} else {
+		err = os.Rename(active, filepath.Join(dir, rotatedName(1)))
+	}
+	if err != nil {
+		return err
+	}
+	return syncDir(dir)
+}
+
+type rotatedFile struct {
+	n    int
+	path string
+}
+
+func rotatedName(n int) string { return "audit." + strconv.Itoa(n) + ".jsonl" }
+
+// rotatedFiles lists audit.N.jsonl in dir, highest N (oldest) first.
+func rotatedFiles(dir string) ([]rotatedFile, error) {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, err
+	}
+	var out []rotatedFile
+	for _, e := range entries {
+		name := e.Name()
+		mid, ok := strings.CutPrefix(name, "audit.")
+		if !ok {
+			continue
+		}
+		mid, ok = strings.CutSuffix(mid, ".jsonl")
+		if !ok {
+			continue
+		}
+		n, err := strconv.Atoi(mid)
+		if err != nil || n < 1 || strconv.Itoa(n) != mid {
+			continue
+		}
+		out = append(out, rotatedFile{n: n, path: filepath.Join(dir, name)})
+	}
+	slices.SortFunc(out, func(a, b rotatedFile) int { return b.n - a.n })
+	return out, nil
+}
+
+// Close releases the log. Entries recorded before are already on disk.
+func (l *Log) Close() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed {
+		return nil
+	}
+	l.closed = true
+	return l.lock.Close()
+}
+
+// encodeEntry prepares an entry for the file: redacted, clipped, UTC, one line.
+func encodeEntry(e Entry) ([]byte, error) {
+	if e.Time.IsZero() {
+		e.Time = time.Now()
+	}
+	e.Time = e.Time.UTC()
+	e.Args = Redact(e.Args)
+	for _, s := range []*string{&e.Owner, &e.Session, &e.Tool, &e.Decision, &e.Rule, &e.Outcome, &e.Error, &e.SandboxID} {
+		*s = redactString(*s)
+	}
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false) // keep commands like "a && b" readable
+	if err := enc.Encode(e); err != nil {
+		// Redact leaves only JSON values, so this is a defect; still record the call.
+		buf.Reset()
+		e.Args = map[string]any{"[unencodable]": err.Error()}
+		if err := enc.Encode(e); err != nil {
+			return nil, fmt.Errorf("audit: encoding entry: %w", err)
+		}
+	}
+	return buf.Bytes(), nil
+}
