@@ -1,0 +1,130 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"text/tabwriter"
+	"time"
+
+	"github.com/e2b-mcp/e2b-mcp/audit"
+	"github.com/e2b-mcp/e2b-mcp/policy"
+)
+
+// outcomes are the values of an entry's outcome that --decision also accepts.
+var outcomes = []string{audit.OutcomeOK, audit.OutcomeError, audit.OutcomeDenied, audit.OutcomeDeclined, audit.OutcomeApprovalPending}
+
+func runAudit(_ context.Context, a *app, args []string) error {
+	f := newFlags("audit", "[--session S] [--sandbox ID] [--tool T] [--decision D] [--since T] [--until T] [--json]",
+		"Show the audit log: every tool call with its caller, arguments (secrets redacted), policy decision,\n"+
+			"outcome and duration, oldest first. Times are RFC 3339 (2026-03-01T12:00:00Z), a date (2026-03-01)\n"+
+			"or a duration before now (90m).")
+	stateFlag := f.String("state-dir", "", "state directory of the server (default: as for serve)")
+	var filter audit.Filter
+	f.StringVar(&filter.Session, "session", "", "only calls of this session")
+	f.StringVar(&filter.SandboxID, "sandbox", "", "only calls about this sandbox ID")
+	f.StringVar(&filter.Tool, "tool", "", "only calls of this tool")
+	decision := f.String("decision", "", "only calls with this policy decision (allow, deny, require_approval) or outcome ("+
+		"ok, error, denied, declined, approval_pending)")
+	since := f.String("since", "", "only calls at or after this time")
+	until := f.String("until", "", "only calls before this time")
+	asJSON := f.Bool("json", false, "print one JSON object per line")
+	rest, err := a.parse(f, args)
+	if err != nil {
+		return err
+	}
+	if err := f.wantArgs(rest, 0, 0); err != nil {
+		return err
+	}
+	now := a.now()
+	if filter.Since, err = parseWhen(*since, now); err != nil {
+		return f.usageErrorf("--since: %v", err)
+	}
+	if filter.Until, err = parseWhen(*until, now); err != nil {
+		return f.usageErrorf("--until: %v", err)
+	}
+	outcome := ""
+	switch d := policy.Action(*decision); {
+	case d == "":
+	case d == policy.Allow || d == policy.Deny || d == policy.RequireApproval:
+		filter.Decision = string(d)
+	case d == "allowed":
+		filter.Decision = string(policy.Allow)
+	case slices.Contains(outcomes, *decision):
+		outcome = *decision
+	default:
+		return f.usageErrorf("--decision %q: want allow, deny, require_approval, ok, error, denied, declined or approval_pending", *decision)
+	}
+	dir, err := a.stateDir(*stateFlag)
+	if err != nil {
+		return err
+	}
+	entries, err := audit.Read(dir, filter)
+	if err != nil {
+		return err
+	}
+	if outcome != "" {
+		entries = slices.DeleteFunc(entries, func(e audit.Entry) bool { return e.Outcome != outcome })
+	}
+	if *asJSON {
+		enc := json.NewEncoder(a.stdout)
+		enc.SetEscapeHTML(false)
+		for _, e := range entries {
+			if err := enc.Encode(e); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	if len(entries) == 0 {
+		fmt.Fprintln(a.stderr, "No audit entries match.")
+		return nil
+	}
+	tw := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "TIME\tOWNER\tSESSION\tTOOL\tDECISION\tRULE\tOUTCOME\tMS\tSANDBOX\tARGS")
+	for _, e := range entries {
+		args := "{}"
+		if len(e.Args) > 0 {
+			if b, err := json.Marshal(e.Args); err == nil {
+				args = clipText(string(b), 120)
+			}
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\n", e.Time.Local().Format("2006-01-02 15:04:05"),
+			e.Owner, e.Session, e.Tool, e.Decision, dash(e.Rule), e.Outcome, e.DurationMS, dash(e.SandboxID), args)
+	}
+	return tw.Flush()
+}
+
+// parseWhen reads a time flag: RFC 3339, a date, or a duration before now.
+func parseWhen(s string, now time.Time) (time.Time, error) {
+	if s == "" {
+		return time.Time{}, nil
+	}
+	if t, err := time.Parse(time.RFC3339, s); err == nil {
+		return t, nil
+	}
+	if t, err := time.ParseInLocation(time.DateOnly, s, time.Local); err == nil {
+		return t, nil
+	}
+	if d, err := time.ParseDuration(s); err == nil && d >= 0 {
+		return now.Add(-d), nil
+	}
+	return time.Time{}, errors.New("want RFC 3339 (2026-03-01T12:00:00Z), a date (2026-03-01) or a duration (90m)")
+}
+
+func dash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+func clipText(s string, n int) string {
+	r := []rune(s)
+	if len(r) <= n {
+		return s
+	}
+	return string(r[:n]) + "…"
+}

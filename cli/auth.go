@@ -1,0 +1,244 @@
+package cli
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"time"
+
+	"golang.org/x/term"
+
+	"github.com/e2b-mcp/e2b-mcp/credentials"
+	"github.com/e2b-mcp/e2b-mcp/e2b"
+)
+
+// verifyTimeout bounds the call that checks a new key with E2B.
+const verifyTimeout = 30 * time.Second
+
+// authCheckFilter is a metadata filter no sandbox carries: listing with it is one cheap authenticated request
+// that returns an empty page, however many sandboxes the team has.
+var authCheckFilter = map[string]string{"e2b-mcp.auth-check": "none"}
+
+func runAuth(ctx context.Context, a *app, args []string) error {
+	sub := ""
+	if len(args) > 0 {
+		sub, args = args[0], args[1:]
+	}
+	switch sub {
+	case "login":
+		return runAuthLogin(ctx, a, args)
+	case "status":
+		return runAuthStatus(ctx, a, args)
+	case "logout":
+		return runAuthLogout(ctx, a, args)
+	case "-h", "-help", "--help", "help":
+		fmt.Fprint(a.stdout, authUsage)
+		return nil
+	case "":
+		return usageError{msg: "auth needs a subcommand", usage: authUsage}
+	}
+	return usageError{msg: fmt.Sprintf("unknown auth subcommand %q", sub), usage: authUsage}
+}
+
+const authUsage = `Usage: e2b-mcp auth login|status|logout [flags]
+
+  login    store an E2B API key in the OS keyring (read from the terminal without echo, or from stdin)
+  status   say whether a key is stored (showing only its last four characters)
+  logout   remove the stored key
+
+Run ` + "`e2b-mcp auth SUBCOMMAND --help`" + ` for its flags.
+`
+
+// e2bFlags are the flags that say where E2B is; their defaults come from E2B_DOMAIN, E2B_API_URL and
+// E2B_SANDBOX_URL, as in E2B's SDKs.
+type e2bFlags struct{ domain, apiURL, sandboxURL string }
+
+func (a *app) addE2BFlags(f *flags, sandbox bool) *e2bFlags {
+	env := e2b.ConfigFromEnv(a.getenv)
+	e := &e2bFlags{}
+	f.StringVar(&e.domain, "domain", env.Domain, "E2B domain (env E2B_DOMAIN; default "+e2b.DefaultDomain+")")
+	f.StringVar(&e.apiURL, "api-url", env.APIURL, "E2B API base URL (env E2B_API_URL; default https://api.DOMAIN)")
+	if sandbox {
+		f.StringVar(&e.sandboxURL, "sandbox-url", env.SandboxURL, "base URL of every sandbox's envd (env E2B_SANDBOX_URL)")
+	}
+	return e
+}
+
+func (e *e2bFlags) config() e2b.Config {
+	return e2b.Config{Domain: e.domain, APIURL: e.apiURL, SandboxURL: e.sandboxURL}
+}
+
+func (e *e2bFlags) apiBase() string {
+	switch {
+	case e.apiURL != "":
+		return e.apiURL
+	case e.domain != "":
+		return "https://api." + e.domain
+	}
+	return "https://api." + e2b.DefaultDomain
+}
+
+func runAuthLogin(ctx context.Context, a *app, args []string) error {
+	f := newFlags("auth login", "[--owner NAME] [--domain D | --api-url URL] [--no-verify]",
+		"Store an E2B API key (e2b_...) in the OS keyring for an owner. The key is read from the terminal\n"+
+			"without echo, or from the first line of standard input when it is piped. It is checked with E2B\n"+
+			"first: a key E2B refuses is not stored.")
+	ownerOpt := ownerFlag(f, "owner (keyring account) the key belongs to")
+	loc := a.addE2BFlags(f, false)
+	noVerify := f.Bool("no-verify", false, "store the key even if E2B cannot be reached to check it")
+	rest, err := a.parse(f, args)
+	if err != nil {
+		return err
+	}
+	if err := f.wantArgs(rest, 0, 0); err != nil {
+		return err
+	}
+	owner, err := a.owner(*ownerOpt)
+	if err != nil {
+		return err
+	}
+
+	key, err := a.readKey(owner)
+	if err != nil {
+		return err
+	}
+	if err := credentials.CheckAPIKeyForm(key); err != nil {
+		return fmt.Errorf("%w; nothing was stored", err)
+	}
+
+	cfg := loc.config()
+	cfg.APIKey = key
+	cfg.MaxRetries = 1
+	cfg.RetryWaitMax = time.Second
+	switch err := verifyKey(ctx, cfg); {
+	case err == nil:
+	case errors.Is(err, e2b.ErrUnauthorized):
+		return fmt.Errorf("E2B at %s refused the key (%s); nothing was stored", loc.apiBase(), apiMessage(err))
+	case *noVerify:
+		fmt.Fprintf(a.stderr, "warning: could not check the key with E2B at %s (%v); storing it unchecked (--no-verify)\n",
+			loc.apiBase(), err)
+	default:
+		return fmt.Errorf("could not check the key with E2B at %s: %v; nothing was stored (check the network, "+
+			"--domain or --api-url, or pass --no-verify to store it unchecked)", loc.apiBase(), err)
+	}
+
+	if err := (credentials.Keyring{}).SetAPIKey(owner, key); err != nil {
+		return err
+	}
+	fmt.Fprintf(a.stdout, "Stored the E2B API key ending in %s for %s in the OS keyring (service %q).\n",
+		credentials.LastFour(key), owner, credentials.Service)
+	return nil
+}
+
+// verifyKey makes one cheap authenticated call with the key.
+func verifyKey(ctx context.Context, cfg e2b.Config) error {
+	c, err := e2b.NewClient(cfg)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, verifyTimeout)
+	defer cancel()
+	_, err = c.ListSandboxes(ctx, e2b.ListQuery{Metadata: authCheckFilter, PageSize: 1})
+	return err
+}
+
+// apiMessage is E2B's own words in err, or err itself.
+func apiMessage(err error) string {
+	var apiErr *e2b.APIError
+	if errors.As(err, &apiErr) {
+		if apiErr.Message != "" {
+			return fmt.Sprintf("%d: %s", apiErr.Status, apiErr.Message)
+		}
+		return fmt.Sprintf("status %d", apiErr.Status)
+	}
+	return err.Error()
+}
+
+// maxKeyLine bounds what is read from a piped stdin.
+const maxKeyLine = 4096
+
+// readKey reads the key from the terminal without echo, or the first line of a piped stdin.
+func (a *app) readKey(owner string) (string, error) {
+	if f, ok := a.stdin.(*os.File); ok && term.IsTerminal(int(f.Fd())) {
+		fmt.Fprintf(a.stderr, "E2B API key for %s (https://e2b.dev/dashboard?tab=keys; input is hidden): ", owner)
+		b, err := term.ReadPassword(int(f.Fd()))
+		fmt.Fprintln(a.stderr)
+		if err != nil {
+			return "", fmt.Errorf("reading the key from the terminal: %w", err)
+		}
+		key := strings.TrimSpace(string(b))
+		if key == "" {
+			return "", errors.New("no key was entered; nothing was stored")
+		}
+		return key, nil
+	}
+	if a.stdin == nil {
+		return "", errors.New("no key on standard input; nothing was stored")
+	}
+	line, err := bufio.NewReaderSize(io.LimitReader(a.stdin, maxKeyLine), maxKeyLine).ReadString('\n')
+	if err != nil && !errors.Is(err, io.EOF) {
+		return "", fmt.Errorf("reading the key from standard input: %w", err)
+	}
+	key := strings.TrimSpace(line)
+	if key == "" {
+		return "", errors.New("no key on standard input (pipe it in, e.g. `printf '%s\\n' \"$KEY\" | e2b-mcp auth login`, " +
+			"or run the command in a terminal); nothing was stored")
+	}
+	return key, nil
+}
+
+func runAuthStatus(_ context.Context, a *app, args []string) error {
+	f := newFlags("auth status", "[--owner NAME]", "Say whether an E2B API key is stored for an owner. Exit status 1 when none is.")
+	ownerOpt := ownerFlag(f, "owner (keyring account)")
+	rest, err := a.parse(f, args)
+	if err != nil {
+		return err
+	}
+	if err := f.wantArgs(rest, 0, 0); err != nil {
+		return err
+	}
+	owner, err := a.owner(*ownerOpt)
+	if err != nil {
+		return err
+	}
+	key, err := credentials.Keyring{}.APIKey(owner)
+	if errors.Is(err, credentials.ErrNoKey) {
+		fmt.Fprintf(a.stdout, "%s: not connected (no E2B API key stored). Run `e2b-mcp auth login --owner %s`.\n", owner, owner)
+		return errSilent
+	}
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(a.stdout, "%s: connected (E2B API key ending in %s, in the OS keyring)\n", owner, credentials.LastFour(key))
+	return nil
+}
+
+func runAuthLogout(_ context.Context, a *app, args []string) error {
+	f := newFlags("auth logout", "[--owner NAME]", "Remove an owner's E2B API key from the OS keyring.")
+	ownerOpt := ownerFlag(f, "owner (keyring account)")
+	rest, err := a.parse(f, args)
+	if err != nil {
+		return err
+	}
+	if err := f.wantArgs(rest, 0, 0); err != nil {
+		return err
+	}
+	owner, err := a.owner(*ownerOpt)
+	if err != nil {
+		return err
+	}
+	err = credentials.Keyring{}.DeleteAPIKey(owner)
+	if errors.Is(err, credentials.ErrNoKey) {
+		fmt.Fprintf(a.stdout, "No E2B API key was stored for %s.\n", owner)
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(a.stdout, "Removed the E2B API key of %s from the OS keyring.\n", owner)
+	return nil
+}

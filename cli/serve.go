@@ -1,0 +1,184 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/e2b-mcp/e2b-mcp/lifecycle"
+	"github.com/e2b-mcp/e2b-mcp/server"
+	"github.com/e2b-mcp/e2b-mcp/state"
+	"github.com/e2b-mcp/e2b-mcp/tools"
+)
+
+// stringList is a repeatable string flag.
+type stringList []string
+
+func (l *stringList) String() string { return strings.Join(*l, ",") }
+func (l *stringList) Set(v string) error {
+	if v == "" {
+		return errors.New("empty value")
+	}
+	*l = append(*l, v)
+	return nil
+}
+
+// serveOptions are serve's flags.
+type serveOptions struct {
+	transport, listen, session, owner string
+	loc                               *e2bFlags
+	stateDir                          string
+	storageRoots                      stringList
+	outputBudget                      int
+	policyFile                        string
+	lease                             time.Duration
+	orphanAction                      string
+	sweepInterval                     time.Duration
+	checkpointEvery                   int
+	checkpointOnPause                 bool
+	backend                           string
+	tokensFile                        string
+	logLevel                          *slog.LevelVar
+}
+
+func (a *app) serveFlags() (*flags, *serveOptions) {
+	f := newFlags("serve", "[flags]",
+		"Run the MCP server. Over stdio (the default) an assistant starts it as a subprocess; with --transport\n"+
+			"http or sse it serves streamable HTTP at /mcp, SSE at /sse (+ /message) and /healthz on one listener.\n"+
+			"The E2B API key is read from the OS keyring on every call (see `e2b-mcp auth login`).")
+	o := &serveOptions{}
+	f.StringVar(&o.transport, "transport", server.TransportStdio, "stdio, http or sse (http and sse serve both protocols)")
+	f.StringVar(&o.listen, "listen", server.DefaultListen, "HTTP listen address; without --tokens-file it must be loopback")
+	f.StringVar(&o.session, "session", server.DefaultSession, "session that groups this server's sandboxes (HTTP callers may send "+server.SessionHeader+")")
+	f.StringVar(&o.owner, "owner", "", "owner (principal and keyring account) of stdio calls, and of HTTP calls without tokens (default: the OS user)")
+	o.loc = a.addE2BFlags(f, true)
+	f.StringVar(&o.stateDir, "state-dir", "", "state directory (sessions, sandbox records, approvals, audit log) (default $XDG_STATE_HOME/e2b-mcp or the OS's place)")
+	f.Var(&o.storageRoots, "storage-root", "host directory that upload_files may read from (repeatable; none: uploads are off)")
+	f.IntVar(&o.outputBudget, "output-budget", tools.DefaultOutputBudget, "bytes of stdout and of stderr an e2b_exec result carries; longer output is cut to head and tail")
+	f.StringVar(&o.policyFile, "policy", "", "policy file (YAML; default: the built-in policy, shown by 'e2b-mcp policy explain builtin TOOL')")
+	f.DurationVar(&o.lease, "lease", server.DefaultLease, "how long a session lives without calls before its sandboxes get the orphan action")
+	f.StringVar(&o.orphanAction, "orphan-action", string(lifecycle.OrphanPause), "what happens to sandboxes of lapsed sessions: pause, kill or keep")
+	f.DurationVar(&o.sweepInterval, "sweep-interval", server.DefaultSweepInterval, "time between orphan sweeps (one runs at start)")
+	f.IntVar(&o.checkpointEvery, "checkpoint-every", 0, "checkpoint a sandbox automatically every N steps (0: off)")
+	f.BoolVar(&o.checkpointOnPause, "checkpoint-on-pause", false, "checkpoint a sandbox before pausing it")
+	f.StringVar(&o.backend, "backend", server.BackendE2B, "e2b, or local: emulate sandboxes on this machine (no E2B account needed)")
+	f.StringVar(&o.tokensFile, "tokens-file", "", "bearer tokens of HTTP callers (see 'e2b-mcp tokens'); each token's owner is the caller")
+	o.logLevel = logLevelFlag(f)
+	return f, o
+}
+
+func runServe(ctx context.Context, a *app, args []string) error {
+	f, o := a.serveFlags()
+	rest, err := a.parse(f, args)
+	if err != nil {
+		return err
+	}
+	if err := f.wantArgs(rest, 0, 0); err != nil {
+		return err
+	}
+	cfg, err := a.serveConfig(f, o)
+	if err != nil {
+		return err
+	}
+	cfg.Logger = a.logger(o.logLevel)
+
+	ctx, stop := a.signalContext(ctx)
+	defer stop()
+
+	srv, err := server.New(cfg)
+	if err != nil {
+		return err
+	}
+	defer srv.Close()
+	return srv.Run(ctx, a.stdin, a.stdout)
+}
+
+// serveConfig checks serve's flags and turns them into a server.Config.
+func (a *app) serveConfig(f *flags, o *serveOptions) (server.Config, error) {
+	var cfg server.Config
+	switch o.transport {
+	case server.TransportStdio, server.TransportHTTP, server.TransportSSE:
+	default:
+		return cfg, f.usageErrorf("--transport %q: want stdio, http or sse", o.transport)
+	}
+	switch o.backend {
+	case server.BackendE2B, server.BackendLocal:
+	default:
+		return cfg, f.usageErrorf("--backend %q: want e2b or local", o.backend)
+	}
+	action, err := lifecycle.ParseOrphanAction(o.orphanAction)
+	if err != nil {
+		return cfg, f.usageErrorf("--orphan-action: %v", err)
+	}
+	switch {
+	case o.lease <= 0:
+		return cfg, f.usageErrorf("--lease must be positive")
+	case o.sweepInterval <= 0:
+		return cfg, f.usageErrorf("--sweep-interval must be positive")
+	case o.outputBudget <= 0:
+		return cfg, f.usageErrorf("--output-budget must be positive")
+	case o.checkpointEvery < 0:
+		return cfg, f.usageErrorf("--checkpoint-every must not be negative")
+	case o.session == "":
+		return cfg, f.usageErrorf("--session must not be empty")
+	}
+	owner, err := a.owner(o.owner)
+	if err != nil {
+		return cfg, err
+	}
+	stateDir, err := a.stateDir(o.stateDir)
+	if err != nil {
+		return cfg, err
+	}
+	for _, root := range o.storageRoots {
+		fi, err := os.Stat(root)
+		if err != nil {
+			return cfg, fmt.Errorf("--storage-root: %w", err)
+		}
+		if !fi.IsDir() {
+			return cfg, fmt.Errorf("--storage-root %s is not a directory", root)
+		}
+	}
+	return server.Config{
+		Name:          "e2b-mcp",
+		Version:       Version(),
+		Owner:         owner,
+		Session:       o.session,
+		Transport:     o.transport,
+		Listen:        o.listen,
+		E2B:           o.loc.config(),
+		Backend:       o.backend,
+		StateDir:      stateDir,
+		PolicyFile:    o.policyFile,
+		Lease:         o.lease,
+		OrphanAction:  action,
+		SweepInterval: o.sweepInterval,
+		TokensFile:    o.tokensFile,
+		Tools: tools.Config{
+			OutputBudget: o.outputBudget,
+			StorageRoots: o.storageRoots,
+			Checkpoints:  state.CheckpointPolicy{EverySteps: o.checkpointEvery, OnPause: o.checkpointOnPause},
+		},
+		Now: a.now,
+	}, nil
+}
+
+// signalContext ends ctx on SIGINT or SIGTERM. After the first signal the default handling is restored, so a
+// second one stops a shutdown that hangs.
+func (a *app) signalContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	if a.notifySignals != nil {
+		return a.notifySignals(ctx)
+	}
+	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+	go func() {
+		<-ctx.Done()
+		stop()
+	}()
+	return ctx, stop
+}

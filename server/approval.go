@@ -1,0 +1,232 @@
+package server
+
+import (
+	"context"
+	"crypto/hmac"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/mark3labs/mcp-go/mcp"
+	mcpserver "github.com/mark3labs/mcp-go/server"
+
+	"github.com/e2b-mcp/e2b-mcp/audit"
+	"github.com/e2b-mcp/e2b-mcp/policy"
+	"github.com/e2b-mcp/e2b-mcp/tools"
+)
+
+// approvalInputID keys the approval question among a call's input requests.
+const approvalInputID = "e2b-mcp.approval"
+
+// elicitationTTL bounds how long an approval question stays answerable.
+const elicitationTTL = 10 * time.Minute
+
+// verdict is the outcome of require_approval for one call.
+type verdict struct {
+	proceed bool
+	// result answers the call when it does not proceed.
+	result *mcp.CallToolResult
+	// outcome is the audit outcome when the call ends here; "" while a question to the human is outstanding
+	// (the call is recorded once, when it is answered).
+	outcome string
+}
+
+// approve applies require_approval. A client that declared the elicitation capability is asked in the call
+// itself (MCP elicitation: an input request in protocol 2026-07-28, which mcp-go turns into an
+// elicitation/create request for older clients). Any other client gets an approval ID that a human approves with
+// `e2b-mcp approve ID`; the next identical call then runs, once.
+func (s *Server) approve(ctx context.Context, req mcp.CallToolRequest, caller tools.Caller, args map[string]any, dec policy.Decision) verdict {
+	binding := policy.BindingFor(caller.Owner, caller.Session, req.Params.Name, args)
+	if clientCanElicit(ctx) {
+		return s.approveByElicitation(req, binding, args, dec)
+	}
+	return s.approveByID(req.Params.Name, binding, args, dec)
+}
+
+// clientCanElicit reports whether the client declared the elicitation capability: per request in protocol
+// 2026-07-28 and later, at initialize before that.
+func clientCanElicit(ctx context.Context) bool {
+	if info := mcpserver.RequestProtocolInfoFromContext(ctx); info != nil && info.Modern {
+		return info.ClientCapabilities != nil && info.ClientCapabilities.Elicitation != nil
+	}
+	if cs, ok := mcpserver.ClientSessionFromContext(ctx).(mcpserver.SessionWithClientInfo); ok {
+		return cs.GetClientCapabilities().Elicitation != nil
+	}
+	return false
+}
+
+func (s *Server) approveByElicitation(req mcp.CallToolRequest, b policy.Binding, args map[string]any, dec policy.Decision) verdict {
+	if answer := mcpserver.ElicitationResponse(req.Params.InputResponses, approvalInputID); answer != nil {
+		if !s.elicit.redeem(req.Params.RequestState, b) {
+			return verdict{
+				result: mcp.NewToolResultError("The approval answer does not belong to this call: it was given for " +
+					"other arguments, was already used, or has expired. Call the tool again to be asked anew."),
+				outcome: audit.OutcomeDeclined,
+			}
+		}
+		if approved(answer) {
+			return verdict{proceed: true}
+		}
+		return verdict{result: mcp.NewToolResultError("Declined by the user."), outcome: audit.OutcomeDeclined}
+	}
+	state, err := s.elicit.issue(b)
+	if err != nil {
+		return verdict{result: mcp.NewToolResultError("Could not ask for approval: " + err.Error()), outcome: audit.OutcomeError}
+	}
+	params := mcp.ElicitationParams{
+		Message: fmt.Sprintf("Policy rule '%s' asks for your approval: %s\n\nTool: %s\nArguments: %s\n\nAllow this call?",
+			dec.Rule(), dec.Reason, req.Params.Name, displayArgs(args, 2000)),
+		RequestedSchema: approvalSchema(),
+	}
+	return verdict{result: mcpserver.NewInputRequestBuilder(state).Elicit(approvalInputID, params).ToolResult()}
+}
+
+// approvalSchema is the form shown to the human: one checkbox, ticked, so that accepting the form approves.
+func approvalSchema() map[string]any {
+	return map[string]any{
+		"type": "object",
+		"properties": map[string]any{
+			"approve": map[string]any{
+				"type":        "boolean",
+				"title":       "Approve this call",
+				"description": "Untick (or decline) to refuse.",
+				"default":     true,
+			},
+		},
+	}
+}
+
+// approved reads the human's answer: accept approves unless the form's box was explicitly unticked.
+func approved(r *mcp.ElicitationResult) bool {
+	if r.Action != mcp.ElicitationResponseActionAccept {
+		return false
+	}
+	if content, ok := r.Content.(map[string]any); ok {
+		if v, present := content["approve"]; present {
+			b, isBool := v.(bool)
+			return isBool && b
+		}
+	}
+	return true
+}
+
+func (s *Server) approveByID(tool string, b policy.Binding, args map[string]any, dec policy.Decision) verdict {
+	ok, err := s.approvals.Consume(b)
+	if err != nil {
+		return verdict{result: mcp.NewToolResultError("Could not check approvals: " + err.Error()), outcome: audit.OutcomeError}
+	}
+	if ok {
+		return verdict{proceed: true}
+	}
+	p, err := s.approvals.Request(b, tool+" "+displayArgs(args, 300))
+	if err != nil {
+		return verdict{result: mcp.NewToolResultError("Could not record the approval request: " + err.Error()), outcome: audit.OutcomeError}
+	}
+	return verdict{
+		result: mcp.NewToolResultError(fmt.Sprintf("Approval needed (rule '%s': %s). Ask the human to run "+
+			"`e2b-mcp approve %s` in a terminal, then call this tool again with the same arguments.",
+			dec.Rule(), dec.Reason, p.ID)),
+		outcome: audit.OutcomeApprovalPending,
+	}
+}
+
+// displayArgs shows arguments to a human: secrets redacted, long values clipped, at most n bytes.
+func displayArgs(args map[string]any, n int) string {
+	if args == nil {
+		args = map[string]any{}
+	}
+	var b strings.Builder
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(audit.Redact(args)); err != nil {
+		return "(arguments cannot be shown)"
+	}
+	return clip(strings.TrimSpace(b.String()), n)
+}
+
+// elicitations issues and redeems the opaque request state of approval questions. The state is an HMAC-signed,
+// expiring, single-use ticket bound to the exact call (owner, session, tool, argument digest): an answer counts
+// only for the call it was asked about, and only once, even from a client that makes up its own answers.
+type elicitations struct {
+	key []byte
+	now func() time.Time
+
+	mu   sync.Mutex
+	used map[string]time.Time // nonce → expiry, until expired
+}
+
+type ticket struct {
+	Nonce   string         `json:"n"`
+	Binding policy.Binding `json:"b"`
+	Expires int64          `json:"e"`
+}
+
+func newElicitations(now func() time.Time) (*elicitations, error) {
+	key := make([]byte, 32)
+	if _, err := rand.Read(key); err != nil {
+		return nil, fmt.Errorf("approval tickets: %w", err)
+	}
+	return &elicitations{key: key, now: now, used: map[string]time.Time{}}, nil
+}
+
+func (e *elicitations) issue(b policy.Binding) (string, error) {
+	nonce := make([]byte, 16)
+	if _, err := rand.Read(nonce); err != nil {
+		return "", err
+	}
+	payload, err := json.Marshal(ticket{
+		Nonce:   base64.RawURLEncoding.EncodeToString(nonce),
+		Binding: b,
+		Expires: e.now().Add(elicitationTTL).Unix(),
+	})
+	if err != nil {
+		return "", err
+	}
+	return base64.RawURLEncoding.EncodeToString(payload) + "." + base64.RawURLEncoding.EncodeToString(e.sign(payload)), nil
+}
+
+func (e *elicitations) sign(payload []byte) []byte {
+	m := hmac.New(sha256.New, e.key)
+	m.Write(payload)
+	return m.Sum(nil)
+}
+
+// redeem reports whether state is a ticket this server issued for binding b, unexpired and not used before; a
+// valid ticket is used up.
+func (e *elicitations) redeem(state string, b policy.Binding) bool {
+	p64, s64, ok := strings.Cut(state, ".")
+	if !ok {
+		return false
+	}
+	payload, err1 := base64.RawURLEncoding.DecodeString(p64)
+	sig, err2 := base64.RawURLEncoding.DecodeString(s64)
+	if err1 != nil || err2 != nil || !hmac.Equal(sig, e.sign(payload)) {
+		return false
+	}
+	var t ticket
+	if err := json.Unmarshal(payload, &t); err != nil || t.Binding != b {
+		return false
+	}
+	now := e.now()
+	expires := time.Unix(t.Expires, 0)
+	if !now.Before(expires) {
+		return false
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for n, exp := range e.used {
+		if !now.Before(exp) {
+			delete(e.used, n)
+		}
+	}
+	if _, seen := e.used[t.Nonce]; seen {
+		return false
+	}
+	e.used[t.Nonce] = expires
+	return true
+}

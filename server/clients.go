@@ -1,0 +1,72 @@
+package server
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+
+	"github.com/e2b-mcp/e2b-mcp/credentials"
+	"github.com/e2b-mcp/e2b-mcp/e2b"
+	"github.com/e2b-mcp/e2b-mcp/tools"
+)
+
+// keyringClients makes an E2B client per call with the owner's key as the keyring holds it at that moment, so
+// `e2b-mcp auth login` or `logout` in another terminal takes effect on the next call.
+type keyringClients struct {
+	keyring credentials.Keyring
+	base    e2b.Config
+}
+
+func newKeyringClients(k credentials.Keyring, loc e2b.Config, log *slog.Logger) *keyringClients {
+	base := e2b.Config{
+		Domain:     loc.Domain,
+		APIURL:     loc.APIURL,
+		SandboxURL: loc.SandboxURL,
+		HTTPClient: newSharedHTTPClient(),
+		Logger:     log,
+	}
+	return &keyringClients{keyring: k, base: base}
+}
+
+// Client returns owner's E2B client; with no key stored the error wraps tools.ErrNoAPIKey.
+func (k *keyringClients) Client(_ context.Context, owner string) (*e2b.Client, error) {
+	key, err := k.keyring.APIKey(owner)
+	if errors.Is(err, credentials.ErrNoKey) {
+		return nil, fmt.Errorf("%w: %w", tools.ErrNoAPIKey, err)
+	}
+	if err != nil {
+		return nil, err
+	}
+	cfg := k.base
+	cfg.APIKey = key
+	return e2b.NewClient(cfg)
+}
+
+// staticClients serves every owner from one E2B deployment with a key per owner (the local backend, tests).
+type staticClients struct {
+	base e2b.Config
+	key  func(owner string) string
+}
+
+func (c staticClients) Client(_ context.Context, owner string) (*e2b.Client, error) {
+	cfg := c.base
+	cfg.APIKey = c.key(owner)
+	return e2b.NewClient(cfg)
+}
+
+// localKey is an owner's API key for the local backend's emulator: a fixed function of the owner, so that each
+// owner is a team of its own there, as with real keys.
+func localKey(owner string) string {
+	sum := sha256.Sum256([]byte("e2b-mcp local backend\x00" + owner))
+	return "e2b_" + hex.EncodeToString(sum[:20])
+}
+
+// StaticClients is a ClientSource for one E2B deployment (e.g. an emulator at url) where each owner's key is
+// key(owner). Tests of other packages use it to point a server at an emulator without a keyring.
+func StaticClients(url string, client *http.Client, key func(owner string) string) tools.ClientSource {
+	return staticClients{base: e2b.Config{APIURL: url, SandboxURL: url, HTTPClient: client}, key: key}
+}

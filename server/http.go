@@ -1,0 +1,259 @@
+package server
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"net/netip"
+	"strings"
+	"sync"
+	"time"
+
+	mcpserver "github.com/mark3labs/mcp-go/server"
+
+	"github.com/e2b-mcp/e2b-mcp/tools"
+)
+
+// HTTP paths. Streamable HTTP and SSE are both served on every HTTP listener, whichever of http or sse
+// --transport names, so that any client finds the endpoint it speaks.
+const (
+	PathMCP     = "/mcp"
+	PathSSE     = "/sse"
+	PathMessage = "/message"
+	PathHealth  = "/healthz"
+	// SessionHeader names the session of an HTTP caller; without it the caller uses Config.Session.
+	SessionHeader = "X-E2B-MCP-Session"
+)
+
+// httpSessionIdleTTL is how long an idle streamable HTTP session (protocol 2025-11-25 and earlier) is kept.
+const httpSessionIdleTTL = time.Hour
+
+// httpTransport is the HTTP side of a Server: the handler and the two mcp-go transports it routes to.
+type httpTransport struct {
+	handler    http.Handler
+	streamable *mcpserver.StreamableHTTPServer
+	sse        *mcpserver.SSEServer
+}
+
+func (s *Server) newHTTPTransport() *httpTransport {
+	t := &httpTransport{
+		streamable: mcpserver.NewStreamableHTTPServer(s.mcp,
+			mcpserver.WithEndpointPath(PathMCP),
+			mcpserver.WithSessionIdManagerResolver(s.sessions),
+			mcpserver.WithSessionIdleTTL(httpSessionIdleTTL),
+			mcpserver.WithStreamableHTTPLogger(s.log),
+		),
+		sse: mcpserver.NewSSEServer(s.mcp,
+			mcpserver.WithSSEEndpoint(PathSSE),
+			mcpserver.WithMessageEndpoint(PathMessage),
+			mcpserver.WithSessionIDGenerator(s.sessions.newSSESession),
+			mcpserver.WithKeepAlive(true),
+			mcpserver.WithKeepAliveInterval(30*time.Second),
+		),
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc(PathHealth, func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodGet && r.Method != http.MethodHead {
+			http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
+			return
+		}
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		w.WriteHeader(http.StatusOK)
+		_, _ = w.Write([]byte("ok"))
+	})
+	mux.Handle(PathMCP, s.authenticate(t.streamable))
+	mux.Handle(PathSSE, s.authenticate(t.sse))
+	mux.Handle(PathMessage, s.authenticate(s.sessions.guardSSEMessages(t.sse)))
+	t.handler = mux
+	return t
+}
+
+// Handler is the server's HTTP handler (streamable HTTP at /mcp, SSE at /sse and /message, /healthz), for
+// mounting in a server of one's own. Run serves it with graceful shutdown.
+func (s *Server) Handler() http.Handler { return s.newHTTPTransport().handler }
+
+// authenticate makes the request's caller: the owner of its bearer token (with a tokens file; anything else is
+// answered 401) or the configured owner (without one, on a loopback listener), and the session of its
+// X-E2B-MCP-Session header or the configured session.
+func (s *Server) authenticate(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		owner := s.cfg.Owner
+		if s.tokens != nil {
+			var ok bool
+			owner, ok = s.tokens.Owner(bearerToken(r.Header.Get("Authorization")))
+			if !ok {
+				w.Header().Set("WWW-Authenticate", `Bearer realm="e2b-mcp"`)
+				http.Error(w, "unauthorized: send Authorization: Bearer <token> (see `e2b-mcp tokens add`)", http.StatusUnauthorized)
+				return
+			}
+		}
+		session := s.cfg.Session
+		if h := r.Header.Get(SessionHeader); h != "" {
+			if err := checkSessionName(h); err != nil {
+				http.Error(w, "bad "+SessionHeader+" header: "+err.Error(), http.StatusBadRequest)
+				return
+			}
+			session = h
+		}
+		next.ServeHTTP(w, r.WithContext(withIdentity(r.Context(), tools.Caller{Owner: owner, Session: session})))
+	})
+}
+
+// bearerToken is the token of an "Authorization: Bearer <token>" header value, "" for any other.
+func bearerToken(h string) string {
+	scheme, tok, ok := strings.Cut(strings.TrimSpace(h), " ")
+	if !ok || !strings.EqualFold(scheme, "Bearer") {
+		return ""
+	}
+	return strings.TrimSpace(tok)
+}
+
+// maxSessionName bounds session names from headers.
+const maxSessionName = 128
+
+// checkSessionName accepts printable names of at most maxSessionName bytes.
+func checkSessionName(name string) error {
+	switch {
+	case name == "":
+		return errors.New("the session name is empty")
+	case len(name) > maxSessionName:
+		return fmt.Errorf("the session name is longer than %d bytes", maxSessionName)
+	}
+	for _, r := range name {
+		if r < 0x20 || r == 0x7f {
+			return errors.New("the session name contains a control character")
+		}
+	}
+	return nil
+}
+
+// isLoopback reports whether a listen host is a loopback address (or localhost).
+func isLoopback(host string) bool {
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip, err := netip.ParseAddr(strings.Trim(host, "[]"))
+	return err == nil && ip.IsLoopback()
+}
+
+// checkListen refuses a listener that others can reach when there are no tokens to tell callers apart.
+func checkListen(addr string, haveTokens bool) error {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return fmt.Errorf("listen address %q: %w", addr, err)
+	}
+	if !haveTokens && !isLoopback(host) {
+		return fmt.Errorf("refusing to listen on %s without --tokens-file: anyone who can reach it would act with "+
+			"your E2B key. Listen on 127.0.0.1, ::1 or localhost, or give a tokens file (`e2b-mcp tokens add OWNER`)", addr)
+	}
+	return nil
+}
+
+// sessionOwners binds each HTTP protocol session (the Mcp-Session-Id of streamable HTTP in protocol 2025-11-25
+// and earlier, the sessionId of SSE) to the owner that opened it, so that one owner cannot post into, listen to
+// or end another owner's session even if it learns the ID. It is mcp-go's session ID manager for /mcp.
+type sessionOwners struct {
+	mu     sync.Mutex
+	owners map[string]string // session ID → owner
+}
+
+func newSessionOwners() *sessionOwners { return &sessionOwners{owners: map[string]string{}} }
+
+const sessionIDPrefix = "mcp-session-"
+
+func newSessionID() string {
+	b := make([]byte, 16)
+	_, _ = rand.Read(b) // crypto/rand never fails on supported platforms
+	return sessionIDPrefix + hex.EncodeToString(b)
+}
+
+func (o *sessionOwners) add(owner string) string {
+	id := newSessionID()
+	o.mu.Lock()
+	o.owners[id] = owner
+	o.mu.Unlock()
+	return id
+}
+
+func (o *sessionOwners) owner(id string) (string, bool) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	owner, ok := o.owners[id]
+	return owner, ok
+}
+
+func (o *sessionOwners) forget(id string) {
+	o.mu.Lock()
+	delete(o.owners, id)
+	o.mu.Unlock()
+}
+
+// ResolveSessionIdManager gives mcp-go a manager that acts for the request's owner. r is nil for mcp-go's own
+// housekeeping (the idle sweeper), which may end any session.
+func (o *sessionOwners) ResolveSessionIdManager(r *http.Request) mcpserver.SessionIdManager {
+	m := ownerSessions{o: o}
+	if r != nil {
+		c, ok := identityFrom(r.Context())
+		m.restricted, m.owner = true, c.Owner
+		if !ok {
+			m.owner = "" // no identity: matches no session
+		}
+	}
+	return m
+}
+
+// ownerSessions is mcp-go's SessionIdManager for one request.
+type ownerSessions struct {
+	o          *sessionOwners
+	restricted bool
+	owner      string
+}
+
+func (m ownerSessions) Generate() string { return m.o.add(m.owner) }
+
+func (m ownerSessions) Validate(id string) (bool, error) {
+	owner, ok := m.o.owner(id)
+	if !ok || (m.restricted && (m.owner == "" || owner != m.owner)) {
+		// The same answer for unknown and foreign sessions: the client starts a new session.
+		return false, errors.New("unknown session")
+	}
+	return false, nil
+}
+
+func (m ownerSessions) Terminate(id string) (bool, error) {
+	owner, ok := m.o.owner(id)
+	if !ok {
+		return false, nil
+	}
+	if m.restricted && owner != m.owner {
+		return true, nil
+	}
+	m.o.forget(id)
+	return false, nil
+}
+
+// newSSESession is the SSE server's session ID generator: the ID is bound to the owner opening the stream.
+func (o *sessionOwners) newSSESession(_ context.Context, r *http.Request) (string, error) {
+	c, ok := identityFrom(r.Context())
+	if !ok {
+		return "", errors.New("no authenticated caller")
+	}
+	return o.add(c.Owner), nil
+}
+
+// guardSSEMessages lets a POST to /message through only into an SSE session of the same owner.
+func (o *sessionOwners) guardSSEMessages(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		c, _ := identityFrom(r.Context())
+		owner, ok := o.owner(r.URL.Query().Get("sessionId"))
+		if !ok || owner != c.Owner {
+			http.Error(w, "unknown session", http.StatusNotFound)
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}

@@ -1,0 +1,169 @@
+package server
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/mark3labs/mcp-go/mcp"
+	mcpserver "github.com/mark3labs/mcp-go/server"
+
+	"github.com/e2b-mcp/e2b-mcp/audit"
+	"github.com/e2b-mcp/e2b-mcp/policy"
+	"github.com/e2b-mcp/e2b-mcp/tools"
+)
+
+// identityKey carries the caller an HTTP request authenticated as (owner from the bearer token, session from
+// the X-E2B-MCP-Session header).
+type identityKey struct{}
+
+func withIdentity(ctx context.Context, c tools.Caller) context.Context {
+	return context.WithValue(ctx, identityKey{}, c)
+}
+
+func identityFrom(ctx context.Context) (tools.Caller, bool) {
+	c, ok := ctx.Value(identityKey{}).(tools.Caller)
+	return c, ok
+}
+
+// callerFor is who makes the call: the HTTP identity, or over stdio (and in-process) the configured owner and
+// session. With bearer tokens configured a call without an authenticated identity is refused outright.
+func (s *Server) callerFor(ctx context.Context) (tools.Caller, error) {
+	if c, ok := identityFrom(ctx); ok {
+		return c, nil
+	}
+	if s.tokens != nil && s.cfg.Transport != TransportStdio {
+		return tools.Caller{}, errors.New("the call carries no authenticated caller")
+	}
+	return tools.Caller{Owner: s.cfg.Owner, Session: s.cfg.Session}, nil
+}
+
+// governCall is the middleware around every tool: it puts the caller in the context, renews the session's lease,
+// applies the policy (deny, or ask a human for require_approval), runs the tool, and records the call in the
+// audit log whatever happened. Denied and declined calls never reach the tool, so never reach E2B.
+func (s *Server) governCall(next mcpserver.ToolHandlerFunc) mcpserver.ToolHandlerFunc {
+	return func(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		start := s.cfg.Now()
+		tool := req.Params.Name
+		caller, err := s.callerFor(ctx)
+		if err != nil {
+			return mcp.NewToolResultError("Refused: " + err.Error()), nil
+		}
+		ctx = tools.WithCaller(ctx, caller)
+		if _, err := s.store.TouchSession(caller.Owner, caller.Session, s.cfg.Lease); err != nil {
+			// The call itself may still work (the store could be busy for a moment); the lease is renewed on
+			// the next call.
+			s.log.Warn("renewing the session lease", "owner", caller.Owner, "session", caller.Session, "error", err)
+		}
+
+		args := callArgs(req)
+		entry := audit.Entry{
+			Time:      start,
+			Owner:     caller.Owner,
+			Session:   caller.Session,
+			Tool:      tool,
+			Args:      args,
+			SandboxID: stringArg(args, "sandbox_id"),
+		}
+		dec := s.policies.Current().Evaluate(policy.Call{Tool: tool, Args: args})
+		entry.Decision, entry.Rule = string(dec.Action), dec.Rule()
+
+		switch dec.Action {
+		case policy.Allow:
+		case policy.RequireApproval:
+			verdict := s.approve(ctx, req, caller, args, dec)
+			if !verdict.proceed {
+				if verdict.outcome != "" {
+					s.record(entry, verdict.outcome, verdict.result, nil)
+				}
+				return verdict.result, nil
+			}
+		default: // deny, and anything a newer policy package might add that this server does not know
+			res := mcp.NewToolResultError(fmt.Sprintf("Denied by policy rule '%s': %s", dec.Rule(), dec.Reason))
+			s.record(entry, audit.OutcomeDenied, res, nil)
+			return res, nil
+		}
+
+		res, err := next(ctx, req)
+		outcome := audit.OutcomeOK
+		if err != nil || res == nil || res.IsError {
+			outcome = audit.OutcomeError
+		}
+		s.record(entry, outcome, res, err)
+		return res, err
+	}
+}
+
+// record completes and writes an audit entry. A failing audit log is logged, never fatal to the call: the
+// server's log then carries the failure.
+func (s *Server) record(e audit.Entry, outcome string, res *mcp.CallToolResult, err error) {
+	e.Outcome = outcome
+	e.DurationMS = s.cfg.Now().Sub(e.Time).Milliseconds()
+	switch {
+	case err != nil:
+		e.Error = err.Error()
+	case res != nil && res.IsError && outcome == audit.OutcomeError:
+		e.Error = clip(resultText(res), 500)
+	}
+	if rerr := s.audit.Record(e); rerr != nil {
+		s.log.Error("writing the audit log", "tool", e.Tool, "error", rerr)
+	}
+}
+
+// callArgs are the call's arguments as the policy sees them: decoded from the JSON the client sent (numbers as
+// float64), or nil when they are not a JSON object (the tool then refuses the call itself).
+func callArgs(req mcp.CallToolRequest) map[string]any {
+	var raw []byte
+	switch {
+	case len(req.Params.RawArguments) > 0:
+		raw = req.Params.RawArguments
+	case req.Params.Arguments == nil:
+		return nil
+	default:
+		if m, ok := req.Params.Arguments.(map[string]any); ok {
+			return m
+		}
+		var err error
+		if raw, err = json.Marshal(req.Params.Arguments); err != nil {
+			return nil
+		}
+	}
+	var m map[string]any
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	if err := dec.Decode(&m); err != nil {
+		return nil
+	}
+	return m
+}
+
+func stringArg(args map[string]any, name string) string {
+	v, _ := args[name].(string)
+	return v
+}
+
+// resultText joins a result's text contents.
+func resultText(res *mcp.CallToolResult) string {
+	var parts []string
+	for _, c := range res.Content {
+		if tc, ok := mcp.AsTextContent(c); ok {
+			parts = append(parts, tc.Text)
+		}
+	}
+	return strings.Join(parts, "\n")
+}
+
+func clip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	cut := n
+	for cut > 0 && !utf8Start(s[cut]) {
+		cut--
+	}
+	return s[:cut] + "…"
+}
+
+func utf8Start(b byte) bool { return b&0xC0 != 0x80 }

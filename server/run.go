@@ -1,0 +1,127 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"sync"
+	"syscall"
+	"time"
+
+	mcpserver "github.com/mark3labs/mcp-go/server"
+)
+
+// Run serves the configured transport until ctx ends (or, over stdio, until the client closes stdin), with the
+// background work around it: the orphan sweep (once at start, then every SweepInterval) and policy reloads
+// (when the file changes, and at once on SIGHUP). Shutdown is graceful and kills no sandbox; Run does not Close
+// the server.
+func (s *Server) Run(ctx context.Context, stdin io.Reader, stdout io.Writer) error {
+	var ln net.Listener
+	if s.cfg.Transport != TransportStdio {
+		// Refuse before anything runs in the background.
+		if err := checkListen(s.cfg.Listen, s.tokens != nil); err != nil {
+			return err
+		}
+		var err error
+		if ln, err = net.Listen("tcp", s.cfg.Listen); err != nil {
+			return err
+		}
+	} else if _, err := s.store.TouchSession(s.cfg.Owner, s.cfg.Session, s.cfg.Lease); err != nil {
+		// The session is in use again from now on: its lease starts afresh before the first sweep looks at it.
+		s.log.Warn("renewing the session lease", "owner", s.cfg.Owner, "session", s.cfg.Session, "error", err)
+	}
+
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var wg sync.WaitGroup
+	wg.Go(func() { s.sweeper.Run(ctx, s.cfg.SweepInterval) })
+	wg.Go(func() {
+		s.policies.Watch(ctx, policyWatchInterval, func(err error) {
+			s.log.Error("policy file not reloaded; the previous policy stays in force", "error", err)
+		})
+	})
+	wg.Go(func() { s.reloadOnSIGHUP(ctx) })
+
+	var err error
+	if ln != nil {
+		err = s.ServeHTTP(ctx, ln)
+	} else {
+		err = s.ServeStdio(ctx, stdin, stdout)
+	}
+	cancel()
+	wg.Wait()
+	return err
+}
+
+// reloadOnSIGHUP re-reads the policy file on SIGHUP until ctx ends.
+func (s *Server) reloadOnSIGHUP(ctx context.Context) {
+	if s.policies.Path() == "" {
+		return
+	}
+	ch := make(chan os.Signal, 1)
+	signal.Notify(ch, syscall.SIGHUP)
+	defer signal.Stop(ch)
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-ch:
+			if err := s.policies.Reload(); err != nil {
+				s.log.Error("policy file not reloaded; the previous policy stays in force", "error", err)
+				continue
+			}
+			s.log.Info("policy reloaded", "file", s.policies.Path())
+		}
+	}
+}
+
+// ServeStdio serves MCP over in and out until ctx ends or in is closed. Nothing but protocol is written to out.
+func (s *Server) ServeStdio(ctx context.Context, in io.Reader, out io.Writer) error {
+	ss := mcpserver.NewStdioServer(s.mcp)
+	ss.SetErrorLogger(slog.NewLogLogger(s.log.Handler(), slog.LevelError))
+	s.log.Info("serving MCP over stdio", "owner", s.cfg.Owner, "session", s.cfg.Session, "backend", s.cfg.Backend)
+	err := ss.Listen(ctx, in, out)
+	if ctx.Err() != nil || errors.Is(err, io.EOF) || errors.Is(err, context.Canceled) {
+		return nil
+	}
+	return err
+}
+
+// ServeHTTP serves the HTTP transport on ln until ctx ends, then shuts down gracefully: open streams are closed
+// and in-flight calls get a grace period to finish.
+func (s *Server) ServeHTTP(ctx context.Context, ln net.Listener) error {
+	t := s.newHTTPTransport()
+	srv := &http.Server{
+		Handler:           t.handler,
+		ReadHeaderTimeout: 15 * time.Second,
+		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
+	}
+	auth := "none (loopback only)"
+	if s.tokens != nil {
+		auth = "bearer tokens from " + s.tokens.Path()
+	}
+	s.log.Info("serving MCP over HTTP", "url", "http://"+ln.Addr().String()+PathMCP,
+		"sse", "http://"+ln.Addr().String()+PathSSE, "auth", auth, "backend", s.cfg.Backend)
+
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	select {
+	case err := <-errc:
+		return err
+	case <-ctx.Done():
+	}
+	s.log.Info("shutting down; sandboxes are left as they are")
+	shutdownCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), shutdownGrace)
+	defer cancel()
+	t.sse.CloseSessions()
+	errs := []error{t.streamable.Shutdown(shutdownCtx), srv.Shutdown(shutdownCtx)}
+	if err := <-errc; !errors.Is(err, http.ErrServerClosed) {
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,318 @@
+// Package server builds e2b-mcp's MCP server: the mcp-go server with the tools, the middleware every tool call
+// passes through (caller → lease renewal → policy → tool → audit), the E2B client source (the owner's key read
+// from the OS keyring on each call, or the in-process emulator of the local backend), the orphan sweeper, and
+// the transports: stdio, and streamable HTTP plus SSE with bearer-token authentication on one listener.
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"path/filepath"
+	"slices"
+	"sync"
+	"time"
+
+	mcpserver "github.com/mark3labs/mcp-go/server"
+
+	"github.com/e2b-mcp/e2b-mcp/audit"
+	"github.com/e2b-mcp/e2b-mcp/credentials"
+	"github.com/e2b-mcp/e2b-mcp/e2b"
+	"github.com/e2b-mcp/e2b-mcp/lifecycle"
+	"github.com/e2b-mcp/e2b-mcp/policy"
+	"github.com/e2b-mcp/e2b-mcp/state"
+	"github.com/e2b-mcp/e2b-mcp/tools"
+)
+
+// Transports.
+const (
+	TransportStdio = "stdio"
+	TransportHTTP  = "http"
+	TransportSSE   = "sse"
+)
+
+// Backends.
+const (
+	BackendE2B   = "e2b"
+	BackendLocal = "local"
+)
+
+// Defaults of Config.
+const (
+	DefaultListen        = "127.0.0.1:8931"
+	DefaultSession       = "default"
+	DefaultLease         = 4 * time.Hour
+	DefaultSweepInterval = 5 * time.Minute
+	// ApprovalTTL is how long an approval request waits for a human, and how long a granted approval waits for
+	// the call it allows. `e2b-mcp approve` opens the approvals with the same value.
+	ApprovalTTL = 15 * time.Minute
+	// policyWatchInterval is how often the policy file is checked for changes (SIGHUP reloads at once).
+	policyWatchInterval = 2 * time.Second
+	// shutdownGrace bounds a graceful shutdown: in-flight calls get this long to finish.
+	shutdownGrace = 10 * time.Second
+)
+
+// Config is everything `e2b-mcp serve` decides. Zero fields take the documented defaults.
+type Config struct {
+	// Name and Version identify the server to clients.
+	Name, Version string
+	// Owner is the principal over stdio, and over HTTP when no tokens file is given. Required.
+	Owner string
+	// Session names the sandboxes' group for stdio callers and for HTTP callers without an X-E2B-MCP-Session
+	// header (default "default").
+	Session string
+	// Transport is stdio (default), http or sse. http and sse serve the same endpoints on one listener.
+	Transport string
+	// Listen is the HTTP address (default 127.0.0.1:8931). Without TokensFile it must be a loopback address.
+	Listen string
+	// E2B locates E2B (Domain, APIURL, SandboxURL); its APIKey and HTTPClient are ignored.
+	E2B e2b.Config
+	// Backend is e2b (default) or local: the emulator in-process, for trying the server without an account.
+	Backend string
+	// StateDir holds the state store, approvals and audit log. Required.
+	StateDir string
+	// Tools configures the tools (output budget, storage roots, checkpoint policy, ...).
+	Tools tools.Config
+	// PolicyFile is the policy; empty means the built-in policy.
+	PolicyFile string
+	// Lease is how long a session lives without calls before its sandboxes get the orphan action (default 4h).
+	Lease time.Duration
+	// OrphanAction is what happens to sandboxes of lapsed sessions (default pause).
+	OrphanAction lifecycle.OrphanAction
+	// SweepInterval is the time between orphan sweeps (default 5m). The first sweep runs at start.
+	SweepInterval time.Duration
+	// TokensFile holds the HTTP bearer tokens; empty means no authentication (loopback only).
+	TokensFile string
+	// Logger receives the server's logs (stderr in the CLI); nil discards them.
+	Logger *slog.Logger
+
+	// Keyring is where owners' E2B keys and the state data key live (zero value: service "e2b-mcp").
+	Keyring credentials.Keyring
+	// DataKeys overrides the state store's data key source (tests); nil means the keyring entry.
+	DataKeys state.KeySource
+	// Clients overrides the source of E2B clients (tests); nil means the keyring, or the emulator for local.
+	Clients tools.ClientSource
+	// Now is the clock of leases, approvals and audit (nil: time.Now).
+	Now func() time.Time
+}
+
+func (c Config) withDefaults() (Config, error) {
+	if c.Name == "" {
+		c.Name = "e2b-mcp"
+	}
+	if c.Version == "" {
+		c.Version = "devel"
+	}
+	if c.Session == "" {
+		c.Session = DefaultSession
+	}
+	if c.Transport == "" {
+		c.Transport = TransportStdio
+	}
+	if c.Listen == "" {
+		c.Listen = DefaultListen
+	}
+	if c.Backend == "" {
+		c.Backend = BackendE2B
+	}
+	if c.Lease == 0 {
+		c.Lease = DefaultLease
+	}
+	if c.OrphanAction == "" {
+		c.OrphanAction = lifecycle.OrphanPause
+	}
+	if c.SweepInterval == 0 {
+		c.SweepInterval = DefaultSweepInterval
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	switch {
+	case !slices.Contains([]string{TransportStdio, TransportHTTP, TransportSSE}, c.Transport):
+		return c, fmt.Errorf("unknown transport %q (want stdio, http or sse)", c.Transport)
+	case c.Backend != BackendE2B && c.Backend != BackendLocal:
+		return c, fmt.Errorf("unknown backend %q (want e2b or local)", c.Backend)
+	case c.StateDir == "":
+		return c, errors.New("no state directory given")
+	case c.Lease < 0:
+		return c, fmt.Errorf("the lease must be positive, got %s", c.Lease)
+	case c.SweepInterval < 0:
+		return c, fmt.Errorf("the sweep interval must be positive, got %s", c.SweepInterval)
+	}
+	if err := credentials.CheckOwner(c.Owner); err != nil {
+		return c, fmt.Errorf("owner: %w", err)
+	}
+	if err := checkSessionName(c.Session); err != nil {
+		return c, err
+	}
+	if _, err := lifecycle.ParseOrphanAction(string(c.OrphanAction)); err != nil {
+		return c, err
+	}
+	return c, nil
+}
+
+// Server is a configured e2b-mcp server. Serve it with Run (or ServeStdio / Handler), then Close it.
+type Server struct {
+	cfg       Config
+	log       *slog.Logger
+	mcp       *mcpserver.MCPServer
+	store     *state.Store
+	clients   tools.ClientSource
+	policies  *policy.Holder
+	approvals *policy.Approvals
+	audit     *audit.Log
+	tokens    *credentials.Tokens // nil: no HTTP authentication
+	local     *localBackend       // nil unless Backend is local
+	elicit    *elicitations
+	sessions  *sessionOwners
+	sweeper   *lifecycle.Sweeper
+
+	closeOnce sync.Once
+}
+
+// New builds the server: it opens the state store, the policy, the approvals and the audit log, starts the
+// emulator of the local backend, and registers every tool behind the middleware chain. It starts nothing that
+// runs in the background; Run does.
+func New(cfg Config) (*Server, error) {
+	cfg, err := cfg.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	s := &Server{cfg: cfg, log: cfg.Logger, sessions: newSessionOwners()}
+	ok := false
+	defer func() {
+		if !ok {
+			s.Close()
+		}
+	}()
+
+	storeDir := cfg.StateDir
+	if cfg.Backend == BackendLocal {
+		s.local, err = startLocalBackend(cfg.Logger)
+		if err != nil {
+			return nil, err
+		}
+		// Emulated sandboxes vanish with the process: their records are kept apart from real ones.
+		storeDir = filepath.Join(cfg.StateDir, "local-backend")
+	}
+	keys := cfg.DataKeys
+	if keys == nil {
+		keys = cfg.Keyring.StateKeys()
+	}
+	if s.store, err = state.Open(storeDir, state.Options{Keys: keys, Now: cfg.Now}); err != nil {
+		return nil, err
+	}
+
+	switch {
+	case cfg.Clients != nil:
+		s.clients = cfg.Clients
+	case s.local != nil:
+		s.clients = s.local.clients(cfg.E2B)
+	default:
+		s.clients = newKeyringClients(cfg.Keyring, cfg.E2B, cfg.Logger)
+	}
+
+	if s.policies, err = policy.NewHolder(cfg.PolicyFile); err != nil {
+		return nil, err
+	}
+	if s.approvals, err = policy.OpenApprovals(cfg.StateDir, ApprovalTTL, cfg.Now); err != nil {
+		return nil, err
+	}
+	if s.audit, err = openAudit(cfg); err != nil {
+		return nil, err
+	}
+	if cfg.TokensFile != "" {
+		if s.tokens, err = credentials.OpenTokens(cfg.TokensFile); err != nil {
+			return nil, err
+		}
+		s.tokens.OnReloadError = func(err error) { s.log.Error("tokens file", "error", err) }
+	}
+	if s.elicit, err = newElicitations(cfg.Now); err != nil {
+		return nil, err
+	}
+	s.sweeper = &lifecycle.Sweeper{
+		Store:  s.store,
+		Client: s.clients.Client,
+		Action: cfg.OrphanAction,
+		Now:    cfg.Now,
+		Logger: cfg.Logger,
+	}
+	s.mcp = s.buildMCP()
+	ok = true
+	return s, nil
+}
+
+func (s *Server) buildMCP() *mcpserver.MCPServer {
+	hooks := &mcpserver.Hooks{}
+	hooks.AddOnUnregisterSession(func(_ context.Context, cs mcpserver.ClientSession) {
+		s.sessions.forget(cs.SessionID())
+	})
+	m := mcpserver.NewMCPServer(s.cfg.Name, s.cfg.Version,
+		mcpserver.WithRecovery(),
+		mcpserver.WithToolCapabilities(false),
+		mcpserver.WithHooks(hooks),
+		mcpserver.WithInstructions(instructions),
+		mcpserver.WithToolHandlerMiddleware(s.governCall),
+	)
+	m.AddTools(tools.All(tools.Deps{
+		Clients: s.clients,
+		Store:   s.store,
+		Config:  s.cfg.Tools,
+		Logger:  s.log,
+		Now:     s.cfg.Now,
+	})...)
+	return m
+}
+
+const instructions = "e2b-mcp runs code in E2B cloud sandboxes (isolated Linux VMs). Create a sandbox with " +
+	"e2b_create_sandbox, then run commands with e2b_exec and move files with e2b_read_file and e2b_write_file. " +
+	"Sandboxes belong to this session and survive restarts of the server; pause them when idle and delete them " +
+	"when done. Some calls may need a human's approval, as the policy decides."
+
+// MCP is the underlying mcp-go server (for in-process clients and tests).
+func (s *Server) MCP() *mcpserver.MCPServer { return s.mcp }
+
+// Store is the state store.
+func (s *Server) Store() *state.Store { return s.store }
+
+// Approvals are the approval requests of calls that need a human.
+func (s *Server) Approvals() *policy.Approvals { return s.approvals }
+
+// Policies holds the policy in force.
+func (s *Server) Policies() *policy.Holder { return s.policies }
+
+// LocalURL is the address of the local backend's emulator, "" for the e2b backend.
+func (s *Server) LocalURL() string {
+	if s.local == nil {
+		return ""
+	}
+	return s.local.emu.URL()
+}
+
+// Close releases the store and stops the local backend's emulator. It kills no E2B sandbox.
+func (s *Server) Close() error {
+	var errs []error
+	s.closeOnce.Do(func() {
+		if s.audit != nil {
+			errs = append(errs, s.audit.Close())
+		}
+		if s.store != nil {
+			errs = append(errs, s.store.Close())
+		}
+		if s.local != nil {
+			s.local.close()
+		}
+	})
+	return errors.Join(errs...)
+}
+
+// newSharedHTTPClient is the one HTTP client of every E2B client a source makes, so connections are reused
+// across calls even though a client is made per call (the key is read from the keyring each time).
+func newSharedHTTPClient() *http.Client { return e2b.NewHTTPClient() }
+
+func openAudit(cfg Config) (*audit.Log, error) { return audit.Open(cfg.StateDir, audit.Options{}) }
