@@ -1,0 +1,225 @@
+package lifecycle
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/e2b-mcp/e2b-mcp/e2b"
+	"github.com/e2b-mcp/e2b-mcp/e2b/e2btest"
+	"github.com/e2b-mcp/e2b-mcp/state"
+)
+
+const testKey = "e2b_0123456789abcdef0123456789abcdef01234567"
+
+// clock is a controllable time source shared by the store and the sweeper.
+type clock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func (c *clock) Now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.now }
+func (c *clock) Advance(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.now = c.now.Add(d)
+}
+
+type fixture struct {
+	srv   *e2btest.Server
+	c     *e2b.Client
+	st    *state.Store
+	clock *clock
+}
+
+func newFixture(t *testing.T) *fixture {
+	t.Helper()
+	srv, err := e2btest.New(e2btest.Options{APIKeys: []string{testKey}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(srv.Close)
+	c, err := e2b.NewClient(e2b.Config{APIKey: testKey, APIURL: srv.URL(), SandboxURL: srv.URL()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	clk := &clock{now: time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)}
+	st, err := state.Open(t.TempDir(), state.Options{Keys: state.StaticKeySource(bytes.Repeat([]byte{7}, 32)), Now: clk.Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	return &fixture{srv: srv, c: c, st: st, clock: clk}
+}
+
+// create makes a sandbox at E2B with the given metadata and, when record is set, records it as the tools would.
+func (f *fixture) create(t *testing.T, owner, session string, tagged, record bool) string {
+	t.Helper()
+	md := map[string]string{"purpose": "test"}
+	if tagged {
+		md = Metadata(owner, session, "work")
+	}
+	sb, err := f.c.CreateSandbox(context.Background(), e2b.NewSandbox{TemplateID: "base", Timeout: 600, Secure: true, Metadata: md})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if record {
+		conn := sb.Conn(f.c.Domain())
+		err := f.st.PutSandbox(state.SandboxRecord{
+			ID: sb.SandboxID, Owner: owner, Session: session, Title: "work", Template: "base",
+			Domain: conn.Domain, EnvdVersion: sb.EnvdVersion, AccessToken: sb.EnvdAccessToken,
+			State: e2b.StateRunning, Created: f.clock.Now(), TimeoutSeconds: 600,
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	return sb.SandboxID
+}
+
+func (f *fixture) record(t *testing.T, owner, id string) state.SandboxRecord {
+	t.Helper()
+	r, err := f.st.Sandbox(owner, id)
+	if err != nil {
+		t.Fatalf("record %s: %v", id, err)
+	}
+	return r
+}
+
+func TestReconcileAdoptsTaggedSandboxTheStoreLacks(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	adopted := f.create(t, "alice", "s1", true, false)
+	otherSession := f.create(t, "alice", "s2", true, false)
+	untagged := f.create(t, "alice", "s1", false, false)
+
+	rep, err := Reconcile(ctx, f.c, f.st, "alice", "s1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(rep.Adopted, []string{adopted}) || len(rep.Gone) != 0 {
+		t.Fatalf("report = %+v, want only %s adopted", rep, adopted)
+	}
+	r := f.record(t, "alice", adopted)
+	want, _ := f.srv.Sandbox(adopted)
+	if r.Session != "s1" || r.Title != "work" || r.State != e2b.StateRunning || r.AccessToken != want.AccessToken || r.AccessToken == "" {
+		t.Fatalf("adopted record = %+v", r)
+	}
+	for _, id := range []string{otherSession, untagged} {
+		if _, err := f.st.Sandbox("alice", id); !errors.Is(err, state.ErrNotFound) {
+			t.Errorf("sandbox %s was adopted into s1: %v", id, err)
+		}
+	}
+	// A second pass has nothing to do.
+	rep, err = Reconcile(ctx, f.c, f.st, "alice", "s1")
+	if err != nil || len(rep.Adopted)+len(rep.Gone) != 0 {
+		t.Fatalf("second reconcile = %+v, %v", rep, err)
+	}
+}
+
+func TestReconcileMarksVanishedSandboxGoneAndFollowsState(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	killed := f.create(t, "bob", "s", true, true)
+	paused := f.create(t, "bob", "s", true, true)
+	if err := f.c.KillSandbox(ctx, killed); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.c.PauseSandbox(ctx, paused); err != nil {
+		t.Fatal(err)
+	}
+	rep, err := Reconcile(ctx, f.c, f.st, "bob", "s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(rep.Gone, []string{killed}) {
+		t.Fatalf("gone = %v, want [%s]", rep.Gone, killed)
+	}
+	if r := f.record(t, "bob", killed); r.State != state.StateGone || r.GoneReason == "" {
+		t.Fatalf("killed record = %+v, want gone with a reason", r)
+	}
+	if r := f.record(t, "bob", paused); r.State != e2b.StatePaused {
+		t.Fatalf("paused record state = %q", r.State)
+	}
+}
+
+func TestReconcileKeepsRecordedSandboxWithoutTags(t *testing.T) {
+	// A fork carries no metadata at E2B; it must not be declared gone just because the tag filter misses it.
+	f := newFixture(t)
+	id := f.create(t, "carol", "s", false, true)
+	rep, err := Reconcile(context.Background(), f.c, f.st, "carol", "s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Gone) != 0 || f.record(t, "carol", id).State != e2b.StateRunning {
+		t.Fatalf("untagged recorded sandbox was marked gone: %+v", rep)
+	}
+}
+
+func TestSweepPausesOnlyLapsedSessions(t *testing.T) {
+	for _, action := range []OrphanAction{OrphanPause, OrphanKill, OrphanKeep} {
+		t.Run(string(action), func(t *testing.T) {
+			f := newFixture(t)
+			ctx := context.Background()
+			if _, err := f.st.TouchSession("dan", "old", time.Hour); err != nil {
+				t.Fatal(err)
+			}
+			oldRecorded := f.create(t, "dan", "old", true, true)
+			oldUnrecorded := f.create(t, "dan", "old", true, false)
+			untagged := f.create(t, "dan", "old", false, false)
+			f.clock.Advance(50 * time.Minute)
+			if _, err := f.st.TouchSession("dan", "live", time.Hour); err != nil {
+				t.Fatal(err)
+			}
+			live := f.create(t, "dan", "live", true, true)
+			f.clock.Advance(20 * time.Minute) // "old" lapsed 10 minutes ago, "live" has 40 minutes left
+
+			sw := &Sweeper{Store: f.st, Action: action, Now: f.clock.Now,
+				Client: func(context.Context, string) (*e2b.Client, error) { return f.c, nil }}
+			rep, err := sw.Sweep(ctx)
+			if err != nil || len(rep.Errors) != 0 {
+				t.Fatalf("sweep: %v %v", err, rep.Errors)
+			}
+			if !slices.Equal(rep.LapsedSessions, []string{"dan/old"}) {
+				t.Fatalf("lapsed = %v", rep.LapsedSessions)
+			}
+			wantState := map[OrphanAction]string{OrphanPause: e2b.StatePaused, OrphanKill: "", OrphanKeep: e2b.StateRunning}[action]
+			for _, id := range []string{oldRecorded, oldUnrecorded} {
+				sb, exists := f.srv.Sandbox(id)
+				if got := map[bool]string{true: sb.State}[exists]; got != wantState {
+					t.Errorf("orphan %s at E2B: state %q, want %q", id, got, wantState)
+				}
+			}
+			for _, id := range []string{live, untagged} {
+				if sb, ok := f.srv.Sandbox(id); !ok || sb.State != e2b.StateRunning {
+					t.Errorf("sandbox %s outside the lapsed session was touched: %+v %v", id, sb, ok)
+				}
+			}
+			if action == OrphanKill {
+				if r := f.record(t, "dan", oldRecorded); r.State != state.StateGone || r.GoneReason == "" {
+					t.Errorf("killed orphan record = %+v", r)
+				}
+			}
+			// The session is handled once; a second sweep finds nothing until it is used again.
+			rep, err = sw.Sweep(ctx)
+			if err != nil || len(rep.LapsedSessions) != 0 {
+				t.Fatalf("second sweep = %+v, %v", rep, err)
+			}
+		})
+	}
+}
+
+func TestParseOrphanAction(t *testing.T) {
+	for _, s := range []string{"pause", "kill", "keep"} {
+		if a, err := ParseOrphanAction(s); err != nil || string(a) != s {
+			t.Errorf("ParseOrphanAction(%q) = %q, %v", s, a, err)
+		}
+	}
+	if _, err := ParseOrphanAction("delete"); err == nil {
+		t.Error("ParseOrphanAction accepted delete")
+	}
+}

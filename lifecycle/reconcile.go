@@ -1,0 +1,124 @@
+package lifecycle
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/e2b-mcp/e2b-mcp/e2b"
+	"github.com/e2b-mcp/e2b-mcp/state"
+)
+
+// Report says what a reconciliation changed in the store.
+type Report struct {
+	Adopted []string // tagged sandboxes E2B has that the store lacked
+	Gone    []string // recorded sandboxes E2B no longer has
+}
+
+// Reconcile makes the store's records of one session match E2B. A record whose sandbox E2B no longer has is kept
+// with State "gone" and a reason, never silently dropped, so the assistant learns what happened to its work.
+func Reconcile(ctx context.Context, c *e2b.Client, st *state.Store, owner, session string) (Report, error) {
+	var rep Report
+	listed, err := c.ListSandboxes(ctx, e2b.ListQuery{Metadata: sessionFilter(owner, session)})
+	if err != nil {
+		return rep, fmt.Errorf("listing this session's sandboxes at E2B: %w", err)
+	}
+	records, err := st.SessionSandboxes(owner, session)
+	if err != nil {
+		return rep, err
+	}
+	known := make(map[string]state.SandboxRecord, len(records))
+	for _, r := range records {
+		known[r.ID] = r
+	}
+	atE2B := make(map[string]bool, len(listed))
+	for _, ls := range listed {
+		atE2B[ls.SandboxID] = true
+		rec, ok := known[ls.SandboxID]
+		switch {
+		case !ok:
+			if err := adopt(ctx, c, st, owner, session, ls); err != nil {
+				return rep, err
+			}
+			rep.Adopted = append(rep.Adopted, ls.SandboxID)
+		case rec.State != ls.State:
+			if _, err := st.UpdateSandbox(owner, rec.ID, func(r *state.SandboxRecord) error {
+				r.State, r.GoneReason = ls.State, ""
+				return nil
+			}); err != nil {
+				return rep, err
+			}
+		}
+	}
+	for _, rec := range records {
+		if atE2B[rec.ID] || rec.State == state.StateGone {
+			continue
+		}
+		// A sandbox can be ours without our session tags (E2B's fork copies no metadata), so a missing list entry
+		// is confirmed by asking for the sandbox itself before calling it gone.
+		detail, err := c.GetSandbox(ctx, rec.ID)
+		if err == nil {
+			if detail.State != rec.State {
+				if _, err := st.UpdateSandbox(owner, rec.ID, func(r *state.SandboxRecord) error {
+					r.State = detail.State
+					return nil
+				}); err != nil {
+					return rep, err
+				}
+			}
+			continue
+		}
+		if !errors.Is(err, e2b.ErrNotFound) {
+			return rep, fmt.Errorf("checking sandbox %s at E2B: %w", rec.ID, err)
+		}
+		reason := goneReason(rec, time.Now())
+		if _, err := st.UpdateSandbox(owner, rec.ID, func(r *state.SandboxRecord) error {
+			r.State, r.GoneReason = state.StateGone, reason
+			return nil
+		}); err != nil {
+			return rep, err
+		}
+		rep.Gone = append(rep.Gone, rec.ID)
+	}
+	return rep, nil
+}
+
+// goneReason explains a vanished sandbox as well as the record allows: E2B keeps no tombstones.
+func goneReason(rec state.SandboxRecord, now time.Time) string {
+	if rec.State == e2b.StateRunning && rec.TimeoutSeconds > 0 && !rec.Created.IsZero() &&
+		now.After(rec.Created.Add(time.Duration(rec.TimeoutSeconds)*time.Second)) {
+		return fmt.Sprintf("E2B no longer has it; it was running with a %ds timeout, so it most likely timed out", rec.TimeoutSeconds)
+	}
+	return "E2B no longer has it: it was killed outside this session (dashboard, another client) or expired"
+}
+
+// adopt records a tagged sandbox the store lacks, e.g. after a crash between E2B's create answer and the record.
+// The detail call yields the envd access token, which the list omits.
+func adopt(ctx context.Context, c *e2b.Client, st *state.Store, owner, session string, ls e2b.ListedSandbox) error {
+	detail, err := c.GetSandbox(ctx, ls.SandboxID)
+	if err != nil {
+		return fmt.Errorf("adopting sandbox %s: %w", ls.SandboxID, err)
+	}
+	domain := c.Domain()
+	if detail.Domain != nil && *detail.Domain != "" {
+		domain = *detail.Domain
+	}
+	timeout := 0
+	if !ls.EndAt.IsZero() && ls.EndAt.After(ls.StartedAt) {
+		timeout = int(ls.EndAt.Sub(ls.StartedAt) / time.Second)
+	}
+	return st.PutSandbox(state.SandboxRecord{
+		ID:             ls.SandboxID,
+		Owner:          owner,
+		Session:        session,
+		Title:          ls.Metadata[TagTitle],
+		Template:       ls.TemplateID,
+		Domain:         domain,
+		EnvdVersion:    ls.EnvdVersion,
+		AccessToken:    detail.EnvdAccessToken,
+		State:          ls.State,
+		Created:        ls.StartedAt,
+		TimeoutSeconds: timeout,
+	})
+}
