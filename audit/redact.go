@@ -153,7 +153,7 @@ func redactMap(m map[string]any, depth int) map[string]any {
 		v := m[k]
 		switch {
 		case k == "env_vars":
-			out[k] = redactEnv(v, depth+1)
+			out[k] = redactEnv(v)
 		case sensitiveKey(k):
 			out[redactString(k)] = redactAll(v, depth+1)
 		default:
@@ -165,7 +165,7 @@ func redactMap(m map[string]any, depth int) map[string]any {
 
 // redactEnv keeps the variable names, which say what a sandbox was given, and
 // drops every value, which may be anything from a path to a production password.
-func redactEnv(v any, depth int) any {
+func redactEnv(v any) any {
 	switch x := v.(type) {
 	case nil:
 		return nil

@@ -245,3 +245,36 @@ func BenchmarkRedactWriteFile64K(b *testing.B) {
 		Redact(args)
 	}
 }
+
+func FuzzRedact(f *testing.F) {
+	f.Add("ls -la", "KEY")
+	f.Add("export E2B_API_KEY="+testE2BKey, "env_vars")
+	f.Add(testPEM[:40]+strings.Repeat("€", 200), "content")
+	f.Add("postgres://u:p@h/db Bearer abcdefghijk", "api_token")
+	f.Fuzz(func(t *testing.T, s, key string) {
+		in := map[string]any{
+			key:        s,
+			"list":     []any{s, map[string]any{key: s}},
+			"env_vars": map[string]any{s: s},
+			s:          1.0,
+		}
+		before := mustJSON(t, in)
+		out := Redact(in)
+		if mustJSON(t, in) != before {
+			t.Fatal("Redact modified its input")
+		}
+		b, err := json.Marshal(out)
+		if err != nil {
+			t.Fatalf("redacted arguments do not encode: %v", err)
+		}
+		// Secrets are removed whatever surrounds them.
+		withKey := Redact(map[string]any{"x": s + " " + testE2BKey + " " + s})
+		if strings.Contains(mustJSON(t, withKey), testE2BKey[:24]) {
+			t.Fatalf("key survived next to %q: %s", s, mustJSON(t, withKey))
+		}
+		// Every string in the output is bounded.
+		if len(b) > 64<<10 {
+			t.Fatalf("redacted output of %d bytes", len(b))
+		}
+	})
+}
