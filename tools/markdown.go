@@ -76,13 +76,17 @@ func annotations(t server.ServerTool) string {
 	return strings.Join(out, ", ")
 }
 
-// firstSentence is text up to the first '.', '!' or '?' followed by a space or the end.
+// firstSentence is text up to the first '.', '!' or '?' that ends it or is followed by a space and a capital
+// letter (so that "e.g. this" does not end a sentence).
 func firstSentence(text string) string {
 	text = strings.TrimSpace(text)
 	for i := 0; i < len(text); i++ {
 		switch text[i] {
 		case '.', '!', '?':
-			if i+1 == len(text) || text[i+1] == ' ' || text[i+1] == '\n' {
+			if i+1 == len(text) {
+				return text
+			}
+			if rest := strings.TrimLeft(text[i+1:], " \n"); len(rest) < len(text[i+1:]) && rest != "" && rest[0] >= 'A' && rest[0] <= 'Z' {
 				return text[:i+1]
 			}
 		}

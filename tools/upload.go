@@ -49,6 +49,11 @@ func (b *base) planUploads(specs []uploadFile) (*uploadPlan, error) {
 	if len(specs) == 0 {
 		return plan, nil
 	}
+	for i, spec := range specs {
+		if spec.SessionPath == "" {
+			return nil, missing(fmt.Sprintf("upload_files[%d].session_path", i))
+		}
+	}
 	if len(b.cfg.StorageRoots) == 0 {
 		return nil, userErrorf("File uploads are not configured on this server: upload_files needs a storage root " +
 			"(start e2b-mcp with --storage-root DIR). Nothing was created; call again without upload_files, " +
@@ -67,11 +72,7 @@ func (b *base) planUploads(specs []uploadFile) (*uploadPlan, error) {
 		plan.roots = append(plan.roots, r)
 		return r, nil
 	}
-	for i, spec := range specs {
-		if spec.SessionPath == "" {
-			plan.Close()
-			return nil, missing(fmt.Sprintf("upload_files[%d].session_path", i))
-		}
+	for _, spec := range specs {
 		dir, rel, ok := b.inRoot(spec.SessionPath)
 		if !ok {
 			plan.Close()

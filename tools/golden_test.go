@@ -1,0 +1,175 @@
+package tools
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"flag"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/mark3labs/mcp-go/mcp"
+)
+
+var update = flag.Bool("update", false, "rewrite testdata/tools.golden.json from the current tool definitions")
+
+// wantTools is the tool contract: names and order are fixed.
+var wantTools = []string{
+	"e2b_create_sandbox", "e2b_exec", "e2b_read_file", "e2b_write_file", "e2b_list_sandboxes",
+	"e2b_manage_sandbox", "e2b_checkpoint_sandbox", "e2b_list_checkpoints", "e2b_fork_sandbox",
+	"e2b_delete_checkpoint",
+}
+
+// listed is what a client sees of the tools, in both protocol eras.
+func listed(t *testing.T, era string) []mcp.Tool {
+	t.Helper()
+	e := &env{deps: Deps{}}
+	s := e.connect(t, era, Caller{Owner: "alice", Session: "main"})
+	res, err := s.c.ListTools(context.Background(), mcp.ListToolsRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res.Tools
+}
+
+// TestToolsGolden snapshots every tool's name, description, schemas and annotations as clients receive them, so
+// that a change to the contract is always deliberate (go test ./tools -run Golden -update).
+func TestToolsGolden(t *testing.T) {
+	var first []byte
+	for _, era := range eras {
+		t.Run(era, func(t *testing.T) {
+			got, err := json.MarshalIndent(listed(t, era), "", "  ")
+			if err != nil {
+				t.Fatal(err)
+			}
+			got = append(got, '\n')
+			if first == nil {
+				first = got
+			} else if !bytes.Equal(first, got) {
+				t.Fatalf("tools/list differs between protocol eras")
+			}
+			path := filepath.Join("testdata", "tools.golden.json")
+			if *update {
+				if err := os.MkdirAll("testdata", 0o755); err != nil {
+					t.Fatal(err)
+				}
+				if err := os.WriteFile(path, got, 0o644); err != nil {
+					t.Fatal(err)
+				}
+				return
+			}
+			want, err := os.ReadFile(path)
+			if err != nil {
+				t.Fatalf("%v (run go test ./tools -run Golden -update to create it)", err)
+			}
+			if !bytes.Equal(want, got) {
+				t.Fatalf("tools/list differs from %s; if the change is intended, run go test ./tools -run Golden -update\n%s",
+					path, firstDiff(string(want), string(got)))
+			}
+		})
+	}
+}
+
+func firstDiff(want, got string) string {
+	w, g := strings.Split(want, "\n"), strings.Split(got, "\n")
+	for i := range max(len(w), len(g)) {
+		var wl, gl string
+		if i < len(w) {
+			wl = w[i]
+		}
+		if i < len(g) {
+			gl = g[i]
+		}
+		if wl != gl {
+			return "line " + itoa(i+1) + ":\n  want: " + wl + "\n  got:  " + gl
+		}
+	}
+	return ""
+}
+
+func itoa(i int) string {
+	b, _ := json.Marshal(i)
+	return string(b)
+}
+
+// TestInventory checks what every tool must have: the fixed name, a description, object input and output
+// schemas, and all four annotation hints set explicitly.
+func TestInventory(t *testing.T) {
+	for _, era := range eras {
+		t.Run(era, func(t *testing.T) {
+			tools := listed(t, era)
+			var names []string
+			for _, tool := range tools {
+				names = append(names, tool.Name)
+				if len(strings.TrimSpace(tool.Description)) < 40 {
+					t.Errorf("%s: description %q is too thin for a model to use", tool.Name, tool.Description)
+				}
+				for what, schema := range map[string]any{"input": tool.InputSchema, "output": tool.OutputSchema} {
+					raw, _ := json.Marshal(schema)
+					var s struct {
+						Type       string          `json:"type"`
+						Properties json.RawMessage `json:"properties"`
+					}
+					if err := json.Unmarshal(raw, &s); err != nil || s.Type != "object" || s.Properties == nil {
+						t.Errorf("%s: %s schema is not an object schema with properties: %s", tool.Name, what, raw)
+					}
+					if bytes.Contains(raw, []byte(`"$ref"`)) || bytes.Contains(raw, []byte(`"$defs"`)) {
+						t.Errorf("%s: %s schema has references: %s", tool.Name, what, raw)
+					}
+				}
+				a := tool.Annotations
+				for hint, v := range map[string]*bool{"readOnlyHint": a.ReadOnlyHint, "destructiveHint": a.DestructiveHint,
+					"idempotentHint": a.IdempotentHint, "openWorldHint": a.OpenWorldHint} {
+					if v == nil {
+						t.Errorf("%s: %s is not set", tool.Name, hint)
+					}
+				}
+				if a.ReadOnlyHint != nil && *a.ReadOnlyHint && a.DestructiveHint != nil && *a.DestructiveHint {
+					t.Errorf("%s: read-only and destructive at once", tool.Name)
+				}
+			}
+			// mcp-go lists tools sorted by name; All keeps the contract's order.
+			if !slices.Equal(names, slices.Sorted(slices.Values(wantTools))) {
+				t.Fatalf("tools are %v, want %v", names, wantTools)
+			}
+			if got := Names(); !slices.Equal(got, wantTools) {
+				t.Fatalf("Names() = %v, want %v", got, wantTools)
+			}
+		})
+	}
+}
+
+// TestAnnotationsTruthful pins the hints that matter to clients deciding what to confirm with the human.
+func TestAnnotationsTruthful(t *testing.T) {
+	type h struct{ readOnly, destructive, idempotent, openWorld bool }
+	want := map[string]h{
+		"e2b_create_sandbox":     {false, false, false, true},
+		"e2b_exec":               {false, true, false, true},
+		"e2b_read_file":          {true, false, true, true},
+		"e2b_write_file":         {false, true, false, true},
+		"e2b_list_sandboxes":     {true, false, true, true},
+		"e2b_manage_sandbox":     {false, true, false, true},
+		"e2b_checkpoint_sandbox": {false, false, false, true},
+		"e2b_list_checkpoints":   {true, false, true, false},
+		"e2b_fork_sandbox":       {false, false, false, true},
+		"e2b_delete_checkpoint":  {false, true, true, true},
+	}
+	for _, st := range All(Deps{}) {
+		a := st.Tool.Annotations
+		got := h{*a.ReadOnlyHint, *a.DestructiveHint, *a.IdempotentHint, *a.OpenWorldHint}
+		if got != want[st.Tool.Name] {
+			t.Errorf("%s: hints %+v, want %+v", st.Tool.Name, got, want[st.Tool.Name])
+		}
+	}
+}
+
+// TestDefaultsFollowConfig: the schema defaults and descriptions say what the server will actually do.
+func TestDefaultsFollowConfig(t *testing.T) {
+	all := All(Deps{Config: Config{DefaultTemplate: "python-3", DefaultTimeoutSeconds: 120}})
+	raw := string(all[0].Tool.RawInputSchema)
+	wantContains(t, raw, `"default":"python-3"`, `"default":120`)
+	wantContains(t, all[0].Tool.Description, `template "python-3"`, "timeout_seconds 120")
+}

@@ -1,0 +1,82 @@
+package tools
+
+import (
+	"testing"
+	"time"
+
+	"github.com/e2b-mcp/e2b-mcp/e2b/e2btest"
+	"github.com/e2b-mcp/e2b-mcp/lifecycle"
+)
+
+func TestListSandboxes(t *testing.T) {
+	forEachEra(t, func(t *testing.T, e *env, s *session) {
+		list := s.ok(t, "e2b_list_sandboxes", nil)
+		if num(list["count"]) != 0 || len(list["sandboxes"].([]any)) != 0 {
+			t.Fatalf("empty list: %v", list)
+		}
+		a := s.createSandbox(t, map[string]any{"title": "alpha", "timeout_seconds": 900})
+		b := s.createSandbox(t, map[string]any{"title": "beta"})
+		s.exec(t, a, "true")
+		s.ok(t, "e2b_manage_sandbox", map[string]any{"sandbox_id": b, "action": "pause"})
+		// One made by this session that the store never heard of (a crash before recording) is adopted.
+		adopted, err := e.emu.CreateSandbox(aliceKey, e2btest.SandboxOptions{Secure: true, Metadata: lifecycle.Metadata("alice", "main", "orphan")})
+		if err != nil {
+			t.Fatal(err)
+		}
+		// One of another session is not shown.
+		if _, err := e.emu.CreateSandbox(aliceKey, e2btest.SandboxOptions{Metadata: lifecycle.Metadata("alice", "elsewhere", "x")}); err != nil {
+			t.Fatal(err)
+		}
+
+		list = s.ok(t, "e2b_list_sandboxes", nil)
+		if num(list["count"]) != 3 || list["warning"] != nil {
+			t.Fatalf("list: %v", list)
+		}
+		byID := map[string]map[string]any{}
+		for _, x := range list["sandboxes"].([]any) {
+			m := x.(map[string]any)
+			byID[m["sandbox_id"].(string)] = m
+		}
+		if got := byID[a]; got["title"] != "alpha" || got["state"] != "running" || num(got["steps"]) != 1 ||
+			num(got["timeout_seconds"]) != 900 || got["template"] != "base" {
+			t.Errorf("alpha: %v", got)
+		}
+		if created, err := time.Parse(time.RFC3339, byID[a]["created"].(string)); err != nil || time.Since(created) > time.Hour {
+			t.Errorf("created %v (%v)", byID[a]["created"], err)
+		}
+		if got := byID[b]; got["state"] != "paused" {
+			t.Errorf("beta: %v", got)
+		}
+		if got := byID[adopted.ID]; got["title"] != "orphan" {
+			t.Errorf("adopted: %v", got)
+		}
+
+		e.emu.Vanish(a)
+		list = s.ok(t, "e2b_list_sandboxes", nil)
+		for _, x := range list["sandboxes"].([]any) {
+			m := x.(map[string]any)
+			if m["sandbox_id"] == a && (m["state"] != "gone" || m["gone_reason"] == nil) {
+				t.Fatalf("vanished sandbox listed as %v", m)
+			}
+		}
+	})
+}
+
+// TestListWhenE2BUnreachable: the store's view is still listed, with a warning.
+func TestListWhenE2BUnreachable(t *testing.T) {
+	for _, era := range eras {
+		t.Run(era, func(t *testing.T) {
+			e := newEnv(t)
+			s := e.connect(t, era, Caller{Owner: "alice", Session: "main"})
+			id := s.createSandbox(t, map[string]any{"title": "kept"})
+			offline := e.deps
+			offline.Clients = keyedClients{url: "http://127.0.0.1:1", keys: map[string]string{"alice": aliceKey}}
+			s2 := connectDeps(t, offline, era, Caller{Owner: "alice", Session: "main"})
+			list := s2.ok(t, "e2b_list_sandboxes", nil)
+			if num(list["count"]) != 1 || list["sandboxes"].([]any)[0].(map[string]any)["sandbox_id"] != id {
+				t.Fatalf("list: %v", list)
+			}
+			wantContains(t, list["warning"].(string), "E2B could not be reached", "last known state")
+		})
+	}
+}
