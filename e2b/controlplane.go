@@ -242,9 +242,8 @@ func isHex(ch byte) bool {
 	return '0' <= ch && ch <= '9' || 'a' <= ch && ch <= 'f' || 'A' <= ch && ch <= 'F'
 }
 
-// metadataQuery builds the value of the metadata filter as E2B's Python SDK does,
-// urlencode({quote(k): quote(v)}), with keys sorted so that the same filter is always the same URL. E2B's server
-// unescapes it twice, so keys and values survive any characters but "+", "&" and "=" (E2B's own limitation).
+// metadataQuery builds the value of the metadata filter as E2B's Python SDK does, urlencode({quote(k): quote(v)})
+// (keys sorted, so that the same filter is always the same URL). listQuery then escapes that value whole.
 func metadataQuery(md map[string]string) string {
 	keys := make([]string, 0, len(md))
 	for k := range md {
@@ -258,7 +257,8 @@ func metadataQuery(md map[string]string) string {
 	return strings.Join(parts, "&")
 }
 
-// queryBuilder assembles a query string in a fixed order, values encoded as httpx encodes them.
+// queryBuilder assembles a query string in a fixed order, values encoded as httpx (the Python SDK's HTTP client)
+// encodes them.
 type queryBuilder struct{ parts []string }
 
 func (q *queryBuilder) add(key, value string) {

@@ -263,12 +263,18 @@ func (c *Client) ListSandboxes(ctx context.Context, q ListQuery) ([]ListedSandbo
 	return nil, fmt.Errorf("e2b: %s: more than %d pages", op, maxPages)
 }
 
-// listQuery encodes a listing's query as E2B's Python SDK does: metadata as one urlencoded value, state as one
+// listQuery encodes a listing's query as E2B's SDKs do: metadata as one urlencoded "k=v&k=v" value, state as one
 // comma-joined value.
+//
+// The metadata value is escaped whole, '%' included. E2B's server decodes it three times (the query string, then
+// the whole value, then each key and value), so this is the encoding under which every key and value arrives
+// intact. The Python SDK (httpx) leaves the "%XX" of the inner string as they are, which is byte for byte the same
+// for keys and values made of letters, digits and "-._~" (request IDs, session names), but loses '%' and '+'
+// (an owner like "alice+ci@example.com") on E2B's side.
 func listQuery(q ListQuery, token string) string {
 	var qb queryBuilder
 	if len(q.Metadata) > 0 {
-		qb.add("metadata", metadataQuery(q.Metadata))
+		qb.addRaw("metadata", pyQuote(metadataQuery(q.Metadata), ""))
 	}
 	if len(q.States) > 0 {
 		states := make([]string, len(q.States))

@@ -327,6 +327,10 @@ type createParams struct {
 }
 
 func (s *Server) handleCreate(w http.ResponseWriter, r *http.Request, team string) {
+	if status := s.faults.refuseCreate(); status != 0 {
+		writeInjected(w, status, s.faults.current())
+		return
+	}
 	var body struct {
 		TemplateID          *string           `json:"templateID"`
 		Timeout             *int64            `json:"timeout"`

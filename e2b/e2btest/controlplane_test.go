@@ -517,6 +517,10 @@ func TestListV2(t *testing.T) {
 	if l, a := list("metadata=app%3Dy%2520z%252F%25C3%25A9"); len(l) != 4 || a.header.Get("X-Total-Running") != "3" {
 		t.Fatalf("metadata filter: %d %q", len(l), a.header.Get("X-Total-Running"))
 	}
+	// The same value escaped whole once more (every level decoded by the server) matches too.
+	if l, _ := list("metadata=app%3Dy%252520z%25252F%2525C3%2525A9"); len(l) != 4 {
+		t.Fatalf("metadata filter escaped whole: %d", len(l))
+	}
 	if l, _ := list("metadata=app%3Dx&state=running"); len(l) != 3 {
 		t.Fatalf("metadata and state: %d", len(l))
 	}
@@ -861,6 +865,21 @@ func TestFaults(t *testing.T) {
 	s.FailNext(1, 503)
 	if a := call(t, s, "POST", "/sandboxes", keyA, map[string]any{"templateID": "base"}); a.status != 503 || len(s.Sandboxes()) != 0 {
 		t.Fatalf("failed create: %d, %d sandboxes", a.status, len(s.Sandboxes()))
+	}
+
+	// Refused creates are not performed; other requests are served meanwhile.
+	s.SetFaults(Faults{RefuseCreate: 1, RefuseCreateStatus: 504})
+	if a := call(t, s, "GET", "/v2/sandboxes", keyA, nil); a.status != 200 {
+		t.Fatalf("list while refusing creates: %d", a.status)
+	}
+	if a := call(t, s, "POST", "/sandboxes", keyA, map[string]any{"templateID": "base"}); a.status != 504 || len(s.Sandboxes()) != 0 {
+		t.Fatalf("refused create: %d, %d sandboxes", a.status, len(s.Sandboxes()))
+	}
+	if a := call(t, s, "POST", "/sandboxes", keyA, map[string]any{"templateID": "base"}); a.status != 201 {
+		t.Fatalf("create after refusal: %d", a.status)
+	}
+	for _, sb := range s.Sandboxes() {
+		s.Vanish(sb.ID)
 	}
 
 	// The same seed gives the same failures.

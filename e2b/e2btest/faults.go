@@ -27,6 +27,10 @@ type Faults struct {
 	// HTMLBody makes injected failures answer with an HTML page, as a load balancer in front of E2B does,
 	// instead of E2B's JSON error.
 	HTMLBody bool
+	// RefuseCreate: the next N creates are answered with RefuseCreateStatus (default 503) without being performed,
+	// while other requests are served.
+	RefuseCreate       int
+	RefuseCreateStatus int
 	// CutAfterCreate: the next N creates (POST /sandboxes) are performed (the sandbox exists) but the connection
 	// is closed before any response is written, so the client cannot know the outcome.
 	CutAfterCreate int
@@ -39,7 +43,7 @@ type Faults struct {
 	CutStreamAfterFrames int
 }
 
-// SetFaults replaces the fault configuration; counters (CutAfterCreate, FailAfterCreate) and failures queued with
+// SetFaults replaces the fault configuration; counters (RefuseCreate, CutAfterCreate, FailAfterCreate) and failures queued with
 // FailNext start afresh.
 func (s *Server) SetFaults(f Faults) { s.faults.set(f) }
 
@@ -116,6 +120,20 @@ func (fi *faultInjector) controlPlane(w http.ResponseWriter, r *http.Request) bo
 	}
 	writeInjected(w, status, f)
 	return true
+}
+
+// refuseCreate returns the status to refuse a create with before performing it, or 0.
+func (fi *faultInjector) refuseCreate() int {
+	fi.mu.Lock()
+	defer fi.mu.Unlock()
+	if fi.f.RefuseCreate <= 0 {
+		return 0
+	}
+	fi.f.RefuseCreate--
+	if fi.f.RefuseCreateStatus == 0 {
+		return http.StatusServiceUnavailable
+	}
+	return fi.f.RefuseCreateStatus
 }
 
 // afterCreate says what to do with a create that has just been performed: cut the connection, answer with a
