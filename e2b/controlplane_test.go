@@ -40,9 +40,9 @@ func TestQuoting(t *testing.T) {
 	}
 }
 
-// serverParseFilters is E2B's server-side decoding of the metadata filter (utils.parseFilters), applied to what
+// cpServerParseFilters is E2B's server-side decoding of the metadata filter (utils.parseFilters), applied to what
 // net/url hands a handler.
-func serverParseFilters(t *testing.T, rawQuery string) map[string]string {
+func cpServerParseFilters(t *testing.T, rawQuery string) map[string]string {
 	t.Helper()
 	q, err := url.ParseQuery(rawQuery)
 	if err != nil {
@@ -84,7 +84,7 @@ func TestMetadataQueryRoundTrip(t *testing.T) {
 		"tricky":             "a=b&c=d %41 +",
 	}
 	raw := listQuery(ListQuery{Metadata: md}, "")
-	got := serverParseFilters(t, raw)
+	got := cpServerParseFilters(t, raw)
 	if len(got) != len(md) {
 		t.Fatalf("decoded %v", got)
 	}
@@ -171,7 +171,7 @@ func TestCreateLookupFailureDoesNotRecreate(t *testing.T) {
 		t.Fatalf("%v", err)
 	}
 	var ae *APIError
-	if !asAPIError(err, &ae) || ae.Status != 502 {
+	if !cpAsAPIError(err, &ae) || ae.Status != 502 {
 		t.Fatalf("the create's own error is not kept: %v", err)
 	}
 	if posts.Load() != 1 || lists.Load() != 1 {
@@ -179,4 +179,4 @@ func TestCreateLookupFailureDoesNotRecreate(t *testing.T) {
 	}
 }
 
-func asAPIError(err error, target **APIError) bool { return errors.As(err, target) }
+func cpAsAPIError(err error, target **APIError) bool { return errors.As(err, target) }

@@ -115,7 +115,7 @@ func TestCheckRetry(t *testing.T) {
 	}
 }
 
-func countRequests(reqs []e2btest.RecordedRequest, method, pathPrefix string) int {
+func cpCountRequests(reqs []e2btest.RecordedRequest, method, pathPrefix string) int {
 	n := 0
 	for _, r := range reqs {
 		if r.Method == method && strings.HasPrefix(r.Path, pathPrefix) {
@@ -229,7 +229,7 @@ func TestRetryAfterCapped(t *testing.T) {
 	}
 }
 
-func deadURL(t *testing.T) string {
+func cpDeadURL(t *testing.T) string {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -241,7 +241,7 @@ func deadURL(t *testing.T) string {
 }
 
 func TestDeadNetwork(t *testing.T) {
-	c := cpClient(t, deadURL(t), func(cfg *Config) { cfg.MaxRetries = 2 })
+	c := cpClient(t, cpDeadURL(t), func(cfg *Config) { cfg.MaxRetries = 2 })
 	ctx := cpCtx(t)
 	_, err := c.GetSandbox(ctx, "abc")
 	var te *TransportError
@@ -316,8 +316,8 @@ func TestContextCancellation(t *testing.T) {
 	}
 }
 
-// createRequestIDs returns the request ID of every create the emulator received.
-func createRequestIDs(t *testing.T, reqs []e2btest.RecordedRequest) []string {
+// cpCreateRequestIDs returns the request ID of every create the emulator received.
+func cpCreateRequestIDs(t *testing.T, reqs []e2btest.RecordedRequest) []string {
 	t.Helper()
 	var ids []string
 	for _, r := range reqs {
@@ -348,7 +348,7 @@ func TestCreateReconcilesCutConnection(t *testing.T) {
 		t.Fatalf("reconciled sandbox lacks connection details: %+v", sb)
 	}
 	reqs := srv.Requests()
-	ids := createRequestIDs(t, reqs)
+	ids := cpCreateRequestIDs(t, reqs)
 	if len(ids) != 1 {
 		t.Fatalf("%d creates sent", len(ids))
 	}
@@ -377,7 +377,7 @@ func TestCreateReconcilesLostAnswer(t *testing.T) {
 	if all := srv.Sandboxes(); len(all) != 1 || all[0].ID != sb.SandboxID {
 		t.Fatalf("%d sandboxes", len(all))
 	}
-	if n := len(createRequestIDs(t, srv.Requests())); n != 1 {
+	if n := len(cpCreateRequestIDs(t, srv.Requests())); n != 1 {
 		t.Fatalf("%d creates sent", n)
 	}
 }
@@ -394,11 +394,11 @@ func TestCreateRetriesWhenNothingWasCreated(t *testing.T) {
 	if all := srv.Sandboxes(); len(all) != 1 || all[0].ID != sb.SandboxID {
 		t.Fatalf("%d sandboxes", len(all))
 	}
-	ids := createRequestIDs(t, srv.Requests())
+	ids := cpCreateRequestIDs(t, srv.Requests())
 	if len(ids) != 2 || ids[0] != ids[1] {
 		t.Fatalf("creates %v", ids)
 	}
-	if n := countRequests(srv.Requests(), "GET", "/v2/sandboxes"); n != 1 {
+	if n := cpCountRequests(srv.Requests(), "GET", "/v2/sandboxes"); n != 1 {
 		t.Fatalf("%d lookups", n)
 	}
 
@@ -410,10 +410,10 @@ func TestCreateRetriesWhenNothingWasCreated(t *testing.T) {
 	if !errors.As(err, &ae) || ae.Status != 504 {
 		t.Fatalf("%v", err)
 	}
-	if n := len(createRequestIDs(t, srv.Requests())); n != 4 { // 1 + MaxRetries
+	if n := len(cpCreateRequestIDs(t, srv.Requests())); n != 4 { // 1 + MaxRetries
 		t.Fatalf("%d creates", n)
 	}
-	if n := countRequests(srv.Requests(), "GET", "/v2/sandboxes"); n != 4 {
+	if n := cpCountRequests(srv.Requests(), "GET", "/v2/sandboxes"); n != 4 {
 		t.Fatalf("%d lookups", n)
 	}
 	if n := len(srv.Sandboxes()); n != 1 {
@@ -430,7 +430,7 @@ func TestCreateRetries429(t *testing.T) {
 		t.Fatal(err)
 	}
 	reqs := srv.Requests()
-	if n := len(createRequestIDs(t, reqs)); n != 3 || len(reqs) != 3 || len(srv.Sandboxes()) != 1 {
+	if n := len(cpCreateRequestIDs(t, reqs)); n != 3 || len(reqs) != 3 || len(srv.Sandboxes()) != 1 {
 		t.Fatalf("%d creates, %d requests, %d sandboxes", n, len(reqs), len(srv.Sandboxes()))
 	}
 	// A concurrency limit that persists comes back as E2B's 429.
@@ -544,8 +544,8 @@ func TestNonJSONErrors(t *testing.T) {
 	}
 }
 
-// echoServer answers with every request header in its body, as a misconfigured proxy might, in JSON or HTML.
-func echoServer(t *testing.T, status int, html bool) string {
+// cpEchoServer answers with every request header in its body, as a misconfigured proxy might, in JSON or HTML.
+func cpEchoServer(t *testing.T, status int, html bool) string {
 	t.Helper()
 	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		var b bytes.Buffer
@@ -588,7 +588,7 @@ func TestAPIKeyNeverInErrors(t *testing.T) {
 	collect(err)
 	_, err = c.GetSandbox(ctx, cpKey+"-x") // legacy form around the key
 	collect(err)
-	dead := cpClient(t, deadURL(t), func(cfg *Config) { cfg.MaxRetries = 1 })
+	dead := cpClient(t, cpDeadURL(t), func(cfg *Config) { cfg.MaxRetries = 1 })
 	_, err = dead.GetSandbox(ctx, "abc") // transport
 	collect(err)
 	_, err = dead.CreateSandbox(ctx, NewSandbox{TemplateID: "base"})
@@ -599,7 +599,7 @@ func TestAPIKeyNeverInErrors(t *testing.T) {
 	collect(err)
 	for _, html := range []bool{false, true} {
 		for _, status := range []int{400, 500, 503} {
-			e := cpClient(t, echoServer(t, status, html), func(cfg *Config) { cfg.MaxRetries = 1 })
+			e := cpClient(t, cpEchoServer(t, status, html), func(cfg *Config) { cfg.MaxRetries = 1 })
 			_, err = e.GetSandbox(ctx, "abc")
 			collect(err)
 			_, err = e.CreateSandbox(ctx, NewSandbox{TemplateID: "base"})
@@ -640,22 +640,22 @@ func TestAPIKeyNeverInErrors(t *testing.T) {
 	}
 }
 
-// syncBuffer is a bytes.Buffer safe for the concurrent writes of a logger.
-type syncBuffer struct {
+// cpSyncBuffer is a bytes.Buffer safe for the concurrent writes of a logger.
+type cpSyncBuffer struct {
 	mu sync.Mutex
 	b  bytes.Buffer
 }
 
-func (s *syncBuffer) Write(p []byte) (int, error) {
+func (s *cpSyncBuffer) Write(p []byte) (int, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.b.Write(p)
 }
-func (s *syncBuffer) String() string { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }
+func (s *cpSyncBuffer) String() string { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }
 
 func TestDebugLog(t *testing.T) {
 	srv := cpEmulator(t)
-	var buf syncBuffer
+	var buf cpSyncBuffer
 	logger := slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	c := cpClient(t, srv.URL(), func(cfg *Config) { cfg.Logger = logger })
 	rec, _ := srv.CreateSandbox(cpKey, e2btest.SandboxOptions{})

@@ -68,7 +68,7 @@ func cpCheckHeaders(t *testing.T, r e2btest.RecordedRequest, withBody bool) {
 	}
 }
 
-func bodyKeys(t *testing.T, body []byte) map[string]json.RawMessage {
+func cpBodyKeys(t *testing.T, body []byte) map[string]json.RawMessage {
 	t.Helper()
 	var m map[string]json.RawMessage
 	if err := json.Unmarshal(body, &m); err != nil {
@@ -77,7 +77,7 @@ func bodyKeys(t *testing.T, body []byte) map[string]json.RawMessage {
 	return m
 }
 
-func sortedKeys[V any](m map[string]V) []string {
+func cpSortedKeys[V any](m map[string]V) []string {
 	keys := make([]string, 0, len(m))
 	for k := range m {
 		keys = append(keys, k)
@@ -108,8 +108,8 @@ func TestCreateSandboxWire(t *testing.T) {
 		t.Fatalf("%s %s?%s", r.Method, r.Path, r.RawQuery)
 	}
 	cpCheckHeaders(t, r, true)
-	body := bodyKeys(t, r.Body)
-	if got := sortedKeys(body); !slices.Equal(got, []string{"allow_internet_access", "envVars", "metadata", "secure", "templateID", "timeout"}) {
+	body := cpBodyKeys(t, r.Body)
+	if got := cpSortedKeys(body); !slices.Equal(got, []string{"allow_internet_access", "envVars", "metadata", "secure", "templateID", "timeout"}) {
 		t.Fatalf("body keys %v", got)
 	}
 	var sent NewSandbox
@@ -140,8 +140,8 @@ func TestCreateSandboxWire(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	body = bodyKeys(t, srv.Requests()[0].Body)
-	if got := sortedKeys(body); !slices.Equal(got, []string{"envVars", "metadata", "secure", "templateID"}) {
+	body = cpBodyKeys(t, srv.Requests()[0].Body)
+	if got := cpSortedKeys(body); !slices.Equal(got, []string{"envVars", "metadata", "secure", "templateID"}) {
 		t.Fatalf("minimal body keys %v", got)
 	}
 	if string(body["envVars"]) != "{}" || string(body["secure"]) != "false" {

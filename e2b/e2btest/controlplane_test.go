@@ -17,23 +17,23 @@ import (
 )
 
 const (
-	keyA = "e2b_00000000000000000000000000000000000000aa"
-	keyB = "e2b_00000000000000000000000000000000000000bb"
+	cpKeyA = "e2b_00000000000000000000000000000000000000aa"
+	cpKeyB = "e2b_00000000000000000000000000000000000000bb"
 )
 
-// clock is a settable clock for Options.Now.
-type clock struct {
+// testClock is a settable clock for Options.Now.
+type testClock struct {
 	mu sync.Mutex
 	t  time.Time
 }
 
-func newClock() *clock { return &clock{t: time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)} }
+func newTestClock() *testClock { return &testClock{t: time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)} }
 
-func (c *clock) Now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
+func (c *testClock) Now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
 
-func (c *clock) Advance(d time.Duration) { c.mu.Lock(); c.t = c.t.Add(d); c.mu.Unlock() }
+func (c *testClock) Advance(d time.Duration) { c.mu.Lock(); c.t = c.t.Add(d); c.mu.Unlock() }
 
-func newServer(t *testing.T, opts Options) *Server {
+func newCPServer(t *testing.T, opts Options) *Server {
 	t.Helper()
 	if opts.ExpiryInterval == 0 {
 		opts.ExpiryInterval = -1
@@ -46,20 +46,20 @@ func newServer(t *testing.T, opts Options) *Server {
 	return s
 }
 
-type answer struct {
+type cpAnswer struct {
 	status int
 	header http.Header
 	body   []byte
 }
 
-func (a answer) json(t *testing.T, v any) {
+func (a cpAnswer) json(t *testing.T, v any) {
 	t.Helper()
 	if err := json.Unmarshal(a.body, v); err != nil {
 		t.Fatalf("body %q: %v", a.body, err)
 	}
 }
 
-func (a answer) errorBody(t *testing.T) (int, string) {
+func (a cpAnswer) errorBody(t *testing.T) (int, string) {
 	t.Helper()
 	var e struct {
 		Code    int    `json:"code"`
@@ -69,12 +69,12 @@ func (a answer) errorBody(t *testing.T) (int, string) {
 	return e.Code, e.Message
 }
 
-func call(t *testing.T, s *Server, method, path, key string, body any) answer {
+func cpCall(t *testing.T, s *Server, method, path, key string, body any) cpAnswer {
 	t.Helper()
-	return callHeaders(t, s, method, path, body, map[string]string{"X-API-Key": key})
+	return cpCallHeaders(t, s, method, path, body, map[string]string{"X-API-Key": key})
 }
 
-func callHeaders(t *testing.T, s *Server, method, path string, body any, headers map[string]string) answer {
+func cpCallHeaders(t *testing.T, s *Server, method, path string, body any, headers map[string]string) cpAnswer {
 	t.Helper()
 	var r io.Reader
 	switch b := body.(type) {
@@ -111,12 +111,12 @@ func callHeaders(t *testing.T, s *Server, method, path string, body any, headers
 	if err != nil {
 		t.Fatal(err)
 	}
-	return answer{status: resp.StatusCode, header: resp.Header, body: data}
+	return cpAnswer{status: resp.StatusCode, header: resp.Header, body: data}
 }
 
-func create(t *testing.T, s *Server, key string, body map[string]any) map[string]any {
+func cpCreate(t *testing.T, s *Server, key string, body map[string]any) map[string]any {
 	t.Helper()
-	a := call(t, s, "POST", "/sandboxes", key, body)
+	a := cpCall(t, s, "POST", "/sandboxes", key, body)
 	if a.status != http.StatusCreated {
 		t.Fatalf("create: %d %s", a.status, a.body)
 	}
@@ -126,17 +126,17 @@ func create(t *testing.T, s *Server, key string, body map[string]any) map[string
 }
 
 func TestAuth(t *testing.T) {
-	s := newServer(t, Options{APIKeys: []string{keyA}})
+	s := newCPServer(t, Options{APIKeys: []string{cpKeyA}})
 	tests := []struct {
 		name, key, want string
 	}{
 		{"missing", "", "Invalid API key format"},
 		{"malformed", "sk-not-e2b", "Invalid API key format"},
-		{"unknown", keyB, "Invalid API key, please visit https://e2b.dev/docs/api-key for more information."},
+		{"unknown", cpKeyB, "Invalid API key, please visit https://e2b.dev/docs/api-key for more information."},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			a := call(t, s, "GET", "/v2/sandboxes", tt.key, nil)
+			a := cpCall(t, s, "GET", "/v2/sandboxes", tt.key, nil)
 			if a.status != 401 {
 				t.Fatalf("status %d", a.status)
 			}
@@ -145,19 +145,19 @@ func TestAuth(t *testing.T) {
 			}
 		})
 	}
-	if a := call(t, s, "GET", "/v2/sandboxes", keyA, nil); a.status != 200 {
+	if a := cpCall(t, s, "GET", "/v2/sandboxes", cpKeyA, nil); a.status != 200 {
 		t.Fatalf("valid key: %d %s", a.status, a.body)
 	}
-	if a := call(t, s, "GET", "/health", "", nil); a.status != 200 {
+	if a := cpCall(t, s, "GET", "/health", "", nil); a.status != 200 {
 		t.Fatalf("health: %d", a.status)
 	}
 }
 
 func TestCreateAnswers(t *testing.T) {
-	clk := newClock()
-	s := newServer(t, Options{Now: clk.Now, EnvdVersion: "0.5.9", Domain: "example.test"})
+	clk := newTestClock()
+	s := newCPServer(t, Options{Now: clk.Now, EnvdVersion: "0.5.9", Domain: "example.test"})
 
-	m := create(t, s, keyA, map[string]any{"templateID": "base", "timeout": 300, "secure": true,
+	m := cpCreate(t, s, cpKeyA, map[string]any{"templateID": "base", "timeout": 300, "secure": true,
 		"metadata": map[string]string{"k": "v"}, "envVars": map[string]string{"FOO": "bar"}, "allow_internet_access": false})
 	id, _ := m["sandboxID"].(string)
 	if !sandboxIDPattern.MatchString(id) {
@@ -186,7 +186,7 @@ func TestCreateAnswers(t *testing.T) {
 	}
 
 	// Not secure: no token in the answer. No timeout: 15 s.
-	m = create(t, s, keyA, map[string]any{"templateID": "base"})
+	m = cpCreate(t, s, cpKeyA, map[string]any{"templateID": "base"})
 	if _, has := m["envdAccessToken"]; has {
 		t.Fatalf("token without secure: %v", m)
 	}
@@ -210,23 +210,23 @@ func TestCreateAnswers(t *testing.T) {
 	}
 	for _, tt := range errs {
 		t.Run(tt.name, func(t *testing.T) {
-			a := call(t, s, "POST", "/sandboxes", keyA, tt.body)
+			a := cpCall(t, s, "POST", "/sandboxes", cpKeyA, tt.body)
 			if code, msg := a.errorBody(t); a.status != tt.status || code != tt.status || msg != tt.msg {
 				t.Fatalf("got %d %d %q", a.status, code, msg)
 			}
 		})
 	}
-	if a := call(t, s, "POST", "/sandboxes", keyA, map[string]any{"timeout": 5}); a.status != 400 {
+	if a := cpCall(t, s, "POST", "/sandboxes", cpKeyA, map[string]any{"timeout": 5}); a.status != 400 {
 		t.Fatalf("no templateID: %d", a.status)
 	}
-	if a := call(t, s, "POST", "/sandboxes", keyA, map[string]any{"templateID": "base:default"}); a.status != 201 {
+	if a := cpCall(t, s, "POST", "/sandboxes", cpKeyA, map[string]any{"templateID": "base:default"}); a.status != 201 {
 		t.Fatalf("base:default: %d %s", a.status, a.body)
 	}
 }
 
 func TestSandboxDirSeeded(t *testing.T) {
-	s := newServer(t, Options{})
-	sb, err := s.CreateSandbox(keyA, SandboxOptions{})
+	s := newCPServer(t, Options{})
+	sb, err := s.CreateSandbox(cpKeyA, SandboxOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -247,8 +247,8 @@ func TestSandboxDirSeeded(t *testing.T) {
 }
 
 func TestTeamIsolationAndIDs(t *testing.T) {
-	s := newServer(t, Options{})
-	sb, err := s.CreateSandbox(keyA, SandboxOptions{})
+	s := newCPServer(t, Options{})
+	sb, err := s.CreateSandbox(cpKeyA, SandboxOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -262,13 +262,13 @@ func TestTeamIsolationAndIDs(t *testing.T) {
 		{"POST", "/sandboxes/" + sb.ID + "/snapshots"},
 		{"POST", "/sandboxes/" + sb.ID + "/fork"},
 	} {
-		a := call(t, s, c.method, c.path, keyB, map[string]any{"timeout": 30})
+		a := cpCall(t, s, c.method, c.path, cpKeyB, map[string]any{"timeout": 30})
 		if code, msg := a.errorBody(t); a.status != 404 || code != 404 || msg != notFound {
 			t.Errorf("%s %s: %d %q", c.method, c.path, a.status, msg)
 		}
 	}
 	var list []map[string]any
-	call(t, s, "GET", "/v2/sandboxes", keyB, nil).json(t, &list)
+	cpCall(t, s, "GET", "/v2/sandboxes", cpKeyB, nil).json(t, &list)
 	if len(list) != 0 {
 		t.Fatalf("other team lists %v", list)
 	}
@@ -278,24 +278,24 @@ func TestTeamIsolationAndIDs(t *testing.T) {
 	}
 
 	for _, bad := range []string{"ABC", "a_b", "a-b-c", "-x"} {
-		a := call(t, s, "GET", "/sandboxes/"+bad, keyA, nil)
+		a := cpCall(t, s, "GET", "/sandboxes/"+bad, cpKeyA, nil)
 		if code, msg := a.errorBody(t); a.status != 400 || code != 400 || msg != "Invalid sandbox ID" {
 			t.Errorf("%q: %d %q", bad, a.status, msg)
 		}
 	}
-	if a := call(t, s, "GET", "/sandboxes/"+sb.ID+"-6532622b", keyA, nil); a.status != 200 {
+	if a := cpCall(t, s, "GET", "/sandboxes/"+sb.ID+"-6532622b", cpKeyA, nil); a.status != 200 {
 		t.Fatalf("legacy id: %d %s", a.status, a.body)
 	}
 }
 
 func TestGetDetail(t *testing.T) {
-	clk := newClock()
-	s := newServer(t, Options{Now: clk.Now})
-	m := create(t, s, keyA, map[string]any{"templateID": "base", "timeout": 60, "secure": true, "autoPause": true,
+	clk := newTestClock()
+	s := newCPServer(t, Options{Now: clk.Now})
+	m := cpCreate(t, s, cpKeyA, map[string]any{"templateID": "base", "timeout": 60, "secure": true, "autoPause": true,
 		"metadata": map[string]string{"a": "1"}, "allow_internet_access": true})
 	id := m["sandboxID"].(string)
 	var d map[string]any
-	a := call(t, s, "GET", "/sandboxes/"+id, keyA, nil)
+	a := cpCall(t, s, "GET", "/sandboxes/"+id, cpKeyA, nil)
 	a.json(t, &d)
 	if a.status != 200 || d["state"] != "running" || d["envdAccessToken"] != m["envdAccessToken"] ||
 		d["allowInternetAccess"] != true || d["domain"] != "e2b.local" || d["cpuCount"] != float64(2) ||
@@ -308,49 +308,49 @@ func TestGetDetail(t *testing.T) {
 	if md, _ := d["metadata"].(map[string]any); md["a"] != "1" {
 		t.Fatalf("metadata %v", d["metadata"])
 	}
-	call(t, s, "POST", "/sandboxes/"+id+"/pause", keyA, nil)
-	call(t, s, "GET", "/sandboxes/"+id, keyA, nil).json(t, &d)
+	cpCall(t, s, "POST", "/sandboxes/"+id+"/pause", cpKeyA, nil)
+	cpCall(t, s, "GET", "/sandboxes/"+id, cpKeyA, nil).json(t, &d)
 	if d["state"] != "paused" {
 		t.Fatalf("paused detail %v", d)
 	}
 }
 
 func TestPauseConnectResume(t *testing.T) {
-	clk := newClock()
-	s := newServer(t, Options{Now: clk.Now})
-	id := create(t, s, keyA, map[string]any{"templateID": "base", "timeout": 600})["sandboxID"].(string)
+	clk := newTestClock()
+	s := newCPServer(t, Options{Now: clk.Now})
+	id := cpCreate(t, s, cpKeyA, map[string]any{"templateID": "base", "timeout": 600})["sandboxID"].(string)
 
 	// Connect to a running sandbox: 200, the end time only grows.
-	a := call(t, s, "POST", "/sandboxes/"+id+"/connect", keyA, map[string]any{"timeout": 60})
+	a := cpCall(t, s, "POST", "/sandboxes/"+id+"/connect", cpKeyA, map[string]any{"timeout": 60})
 	if a.status != 200 {
 		t.Fatalf("connect running: %d %s", a.status, a.body)
 	}
 	if sb, _ := s.Sandbox(id); !sb.EndAt.Equal(clk.Now().Add(600 * time.Second)) {
 		t.Fatalf("connect shortened: %v", sb.EndAt)
 	}
-	call(t, s, "POST", "/sandboxes/"+id+"/connect", keyA, map[string]any{"timeout": 900})
+	cpCall(t, s, "POST", "/sandboxes/"+id+"/connect", cpKeyA, map[string]any{"timeout": 900})
 	if sb, _ := s.Sandbox(id); !sb.EndAt.Equal(clk.Now().Add(900 * time.Second)) {
 		t.Fatalf("connect did not extend: %v", sb.EndAt)
 	}
 
-	if a := call(t, s, "POST", "/sandboxes/"+id+"/pause", keyA, nil); a.status != 204 {
+	if a := cpCall(t, s, "POST", "/sandboxes/"+id+"/pause", cpKeyA, nil); a.status != 204 {
 		t.Fatalf("pause: %d %s", a.status, a.body)
 	}
-	a = call(t, s, "POST", "/sandboxes/"+id+"/pause", keyA, map[string]any{"memory": true})
+	a = cpCall(t, s, "POST", "/sandboxes/"+id+"/pause", cpKeyA, map[string]any{"memory": true})
 	if code, msg := a.errorBody(t); a.status != 409 || code != 409 || msg != "Error pausing sandbox - sandbox '"+id+"' is already paused" {
 		t.Fatalf("pause twice: %d %q", a.status, msg)
 	}
 	// The edge no longer reaches envd.
-	if a := callHeaders(t, s, "GET", "/health", nil, map[string]string{"E2b-Sandbox-Id": id, "E2b-Sandbox-Port": "49983"}); a.status != 502 {
+	if a := cpCallHeaders(t, s, "GET", "/health", nil, map[string]string{"E2b-Sandbox-Id": id, "E2b-Sandbox-Port": "49983"}); a.status != 502 {
 		t.Fatalf("envd of paused sandbox: %d", a.status)
 	}
 	// A paused sandbox's timeout cannot be set.
-	if a := call(t, s, "POST", "/sandboxes/"+id+"/timeout", keyA, map[string]any{"timeout": 30}); a.status != 404 {
+	if a := cpCall(t, s, "POST", "/sandboxes/"+id+"/timeout", cpKeyA, map[string]any{"timeout": 30}); a.status != 404 {
 		t.Fatalf("timeout of paused: %d", a.status)
 	}
 
 	clk.Advance(time.Hour)
-	a = call(t, s, "POST", "/sandboxes/"+id+"/connect", keyA, map[string]any{"timeout": 120})
+	a = cpCall(t, s, "POST", "/sandboxes/"+id+"/connect", cpKeyA, map[string]any{"timeout": 120})
 	var m map[string]any
 	a.json(t, &m)
 	if a.status != 201 || m["sandboxID"] != id {
@@ -361,30 +361,30 @@ func TestPauseConnectResume(t *testing.T) {
 	}
 
 	// Deprecated resume: 409 on a running sandbox.
-	a = call(t, s, "POST", "/sandboxes/"+id+"/resume", keyA, map[string]any{"timeout": 30})
+	a = cpCall(t, s, "POST", "/sandboxes/"+id+"/resume", cpKeyA, map[string]any{"timeout": 30})
 	if _, msg := a.errorBody(t); a.status != 409 || msg != "Sandbox "+id+" is already running" {
 		t.Fatalf("resume running: %d %q", a.status, msg)
 	}
-	a = call(t, s, "POST", "/sandboxes/nosuchsandbox/connect", keyA, map[string]any{"timeout": 30})
+	a = cpCall(t, s, "POST", "/sandboxes/nosuchsandbox/connect", cpKeyA, map[string]any{"timeout": 30})
 	if _, msg := a.errorBody(t); a.status != 404 || msg != `Sandbox "nosuchsandbox" doesn't exist or you don't have access to it` {
 		t.Fatalf("connect missing: %d %q", a.status, msg)
 	}
-	if a := call(t, s, "POST", "/sandboxes/"+id+"/connect", keyA, map[string]any{}); a.status != 400 {
+	if a := cpCall(t, s, "POST", "/sandboxes/"+id+"/connect", cpKeyA, map[string]any{}); a.status != 400 {
 		t.Fatalf("connect without timeout: %d", a.status)
 	}
 }
 
 func TestTimeoutAndExpiry(t *testing.T) {
-	clk := newClock()
-	s := newServer(t, Options{Now: clk.Now})
-	killed := create(t, s, keyA, map[string]any{"templateID": "base", "timeout": 600})["sandboxID"].(string)
-	paused := create(t, s, keyA, map[string]any{"templateID": "base", "timeout": 600, "autoPause": true})["sandboxID"].(string)
-	kept := create(t, s, keyA, map[string]any{"templateID": "base", "timeout": 600})["sandboxID"].(string)
+	clk := newTestClock()
+	s := newCPServer(t, Options{Now: clk.Now})
+	killed := cpCreate(t, s, cpKeyA, map[string]any{"templateID": "base", "timeout": 600})["sandboxID"].(string)
+	paused := cpCreate(t, s, cpKeyA, map[string]any{"templateID": "base", "timeout": 600, "autoPause": true})["sandboxID"].(string)
+	kept := cpCreate(t, s, cpKeyA, map[string]any{"templateID": "base", "timeout": 600})["sandboxID"].(string)
 	sbKilled, _ := s.Sandbox(killed)
 
 	// The timeout endpoint sets (here: shortens) the end time.
 	for _, id := range []string{killed, paused} {
-		if a := call(t, s, "POST", "/sandboxes/"+id+"/timeout", keyA, map[string]any{"timeout": 10}); a.status != 204 {
+		if a := cpCall(t, s, "POST", "/sandboxes/"+id+"/timeout", cpKeyA, map[string]any{"timeout": 10}); a.status != 204 {
 			t.Fatalf("timeout: %d %s", a.status, a.body)
 		}
 	}
@@ -414,18 +414,18 @@ func TestTimeoutAndExpiry(t *testing.T) {
 		t.Fatalf("kept %s", sb.State)
 	}
 	// Refresh only extends.
-	if a := call(t, s, "POST", "/sandboxes/"+kept+"/refreshes", keyA, map[string]any{"duration": 5}); a.status != 204 {
+	if a := cpCall(t, s, "POST", "/sandboxes/"+kept+"/refreshes", cpKeyA, map[string]any{"duration": 5}); a.status != 204 {
 		t.Fatalf("refresh %d", a.status)
 	}
-	if sb, _ := s.Sandbox(kept); !sb.EndAt.Equal(newClock().Now().Add(600 * time.Second)) {
+	if sb, _ := s.Sandbox(kept); !sb.EndAt.Equal(newTestClock().Now().Add(600 * time.Second)) {
 		t.Fatalf("refresh shortened: %v", sb.EndAt)
 	}
 }
 
 func TestExpiryTicker(t *testing.T) {
-	clk := newClock()
-	s := newServer(t, Options{Now: clk.Now, ExpiryInterval: 5 * time.Millisecond})
-	sb, err := s.CreateSandbox(keyA, SandboxOptions{Timeout: time.Second})
+	clk := newTestClock()
+	s := newCPServer(t, Options{Now: clk.Now, ExpiryInterval: 5 * time.Millisecond})
+	sb, err := s.CreateSandbox(cpKeyA, SandboxOptions{Timeout: time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -443,52 +443,52 @@ func TestExpiryTicker(t *testing.T) {
 }
 
 func TestKillAndVanish(t *testing.T) {
-	s := newServer(t, Options{})
-	a, _ := s.CreateSandbox(keyA, SandboxOptions{})
-	b, _ := s.CreateSandbox(keyA, SandboxOptions{})
-	if r := call(t, s, "DELETE", "/sandboxes/"+a.ID, keyA, nil); r.status != 204 || len(r.body) != 0 {
+	s := newCPServer(t, Options{})
+	a, _ := s.CreateSandbox(cpKeyA, SandboxOptions{})
+	b, _ := s.CreateSandbox(cpKeyA, SandboxOptions{})
+	if r := cpCall(t, s, "DELETE", "/sandboxes/"+a.ID, cpKeyA, nil); r.status != 204 || len(r.body) != 0 {
 		t.Fatalf("kill: %d %s", r.status, r.body)
 	}
-	if r := call(t, s, "DELETE", "/sandboxes/"+a.ID, keyA, nil); r.status != 404 {
+	if r := cpCall(t, s, "DELETE", "/sandboxes/"+a.ID, cpKeyA, nil); r.status != 404 {
 		t.Fatalf("kill twice: %d", r.status)
 	}
 	if _, err := os.Stat(a.Dir); !os.IsNotExist(err) {
 		t.Fatalf("dir left: %v", err)
 	}
 	// A paused sandbox can be killed too.
-	call(t, s, "POST", "/sandboxes/"+b.ID+"/pause", keyA, nil)
+	cpCall(t, s, "POST", "/sandboxes/"+b.ID+"/pause", cpKeyA, nil)
 	if !s.Vanish(b.ID) || s.Vanish(b.ID) {
 		t.Fatal("vanish")
 	}
-	if r := call(t, s, "GET", "/sandboxes/"+b.ID, keyA, nil); r.status != 404 {
+	if r := cpCall(t, s, "GET", "/sandboxes/"+b.ID, cpKeyA, nil); r.status != 404 {
 		t.Fatalf("vanished: %d", r.status)
 	}
 }
 
 func TestListV2(t *testing.T) {
-	clk := newClock()
-	s := newServer(t, Options{Now: clk.Now})
+	clk := newTestClock()
+	s := newCPServer(t, Options{Now: clk.Now})
 	var ids []string
 	for i := range 7 {
 		md := map[string]string{"app": "x"}
 		if i%2 == 0 {
 			md["app"] = "y z/é"
 		}
-		sb, err := s.CreateSandbox(keyA, SandboxOptions{Metadata: md})
+		sb, err := s.CreateSandbox(cpKeyA, SandboxOptions{Metadata: md})
 		if err != nil {
 			t.Fatal(err)
 		}
 		ids = append(ids, sb.ID)
 		clk.Advance(time.Second)
 	}
-	if _, err := s.CreateSandbox(keyB, SandboxOptions{}); err != nil {
+	if _, err := s.CreateSandbox(cpKeyB, SandboxOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	call(t, s, "POST", "/sandboxes/"+ids[0]+"/pause", keyA, nil)
+	cpCall(t, s, "POST", "/sandboxes/"+ids[0]+"/pause", cpKeyA, nil)
 
-	list := func(query string) ([]map[string]any, answer) {
+	list := func(query string) ([]map[string]any, cpAnswer) {
 		t.Helper()
-		a := call(t, s, "GET", "/v2/sandboxes?"+query, keyA, nil)
+		a := cpCall(t, s, "GET", "/v2/sandboxes?"+query, cpKeyA, nil)
 		if a.status != 200 {
 			t.Fatalf("%s: %d %s", query, a.status, a.body)
 		}
@@ -556,31 +556,31 @@ func TestListV2(t *testing.T) {
 		t.Fatalf("limit clamp: %d", len(l))
 	}
 	for _, bad := range []string{"nextToken=%21%21", "limit=0", "state=gone", "metadata=nokeyvalue", "order=up"} {
-		a := call(t, s, "GET", "/v2/sandboxes?"+bad, keyA, nil)
+		a := cpCall(t, s, "GET", "/v2/sandboxes?"+bad, cpKeyA, nil)
 		if a.status != 400 {
 			t.Errorf("%s: %d", bad, a.status)
 		}
 	}
-	a = call(t, s, "GET", "/v2/sandboxes?nextToken=%21%21", keyA, nil)
+	a = cpCall(t, s, "GET", "/v2/sandboxes?nextToken=%21%21", cpKeyA, nil)
 	if _, msg := a.errorBody(t); msg != "Invalid next token" {
 		t.Fatalf("bad token message %q", msg)
 	}
-	a = call(t, s, "GET", "/v2/sandboxes?metadata=nokeyvalue", keyA, nil)
+	a = cpCall(t, s, "GET", "/v2/sandboxes?metadata=nokeyvalue", cpKeyA, nil)
 	if _, msg := a.errorBody(t); msg != "Error parsing metadata" {
 		t.Fatalf("bad metadata message %q", msg)
 	}
 	// The deprecated v1 listing: running only.
 	var v1 []map[string]any
-	call(t, s, "GET", "/sandboxes", keyA, nil).json(t, &v1)
+	cpCall(t, s, "GET", "/sandboxes", cpKeyA, nil).json(t, &v1)
 	if len(v1) != 6 {
 		t.Fatalf("v1: %d", len(v1))
 	}
 }
 
 func TestListPagingOverLimit(t *testing.T) {
-	s := newServer(t, Options{})
+	s := newCPServer(t, Options{})
 	for range 230 {
-		if _, err := s.CreateSandbox(keyA, SandboxOptions{}); err != nil {
+		if _, err := s.CreateSandbox(cpKeyA, SandboxOptions{}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -591,7 +591,7 @@ func TestListPagingOverLimit(t *testing.T) {
 		if token != "" {
 			q = "?nextToken=" + url.QueryEscape(token)
 		}
-		a := call(t, s, "GET", "/v2/sandboxes"+q, keyA, nil)
+		a := cpCall(t, s, "GET", "/v2/sandboxes"+q, cpKeyA, nil)
 		var l []map[string]any
 		a.json(t, &l)
 		pages++
@@ -614,15 +614,15 @@ func TestListPagingOverLimit(t *testing.T) {
 }
 
 func TestSnapshots(t *testing.T) {
-	clk := newClock()
-	s := newServer(t, Options{Now: clk.Now})
-	orig := create(t, s, keyA, map[string]any{"templateID": "base", "envVars": map[string]string{"A": "1"}})["sandboxID"].(string)
+	clk := newTestClock()
+	s := newCPServer(t, Options{Now: clk.Now})
+	orig := cpCreate(t, s, cpKeyA, map[string]any{"templateID": "base", "envVars": map[string]string{"A": "1"}})["sandboxID"].(string)
 	sb, _ := s.Sandbox(orig)
 	if err := os.WriteFile(filepath.Join(sb.Dir, "home", "work.txt"), []byte("v1"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 
-	a := call(t, s, "POST", "/sandboxes/"+orig+"/snapshots", keyA, map[string]any{})
+	a := cpCall(t, s, "POST", "/sandboxes/"+orig+"/snapshots", cpKeyA, map[string]any{})
 	var snap struct {
 		SnapshotID string   `json:"snapshotID"`
 		Names      []string `json:"names"`
@@ -638,7 +638,7 @@ func TestSnapshots(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(sb.Dir, "home", "work.txt"), []byte("v2"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	m := create(t, s, keyA, map[string]any{"templateID": snap.SnapshotID})
+	m := cpCreate(t, s, cpKeyA, map[string]any{"templateID": snap.SnapshotID})
 	child, _ := s.Sandbox(m["sandboxID"].(string))
 	if data, err := os.ReadFile(filepath.Join(child.Dir, "home", "work.txt")); err != nil || string(data) != "v1" {
 		t.Fatalf("from snapshot: %q %v", data, err)
@@ -647,88 +647,88 @@ func TestSnapshots(t *testing.T) {
 		t.Fatalf("child %+v", child)
 	}
 	// Another team cannot use it.
-	a = call(t, s, "POST", "/sandboxes", keyB, map[string]any{"templateID": snap.SnapshotID})
+	a = cpCall(t, s, "POST", "/sandboxes", cpKeyB, map[string]any{"templateID": snap.SnapshotID})
 	if a.status != 403 {
 		t.Fatalf("other team: %d %s", a.status, a.body)
 	}
 
 	// Named.
-	a = call(t, s, "POST", "/sandboxes/"+orig+"/snapshots", keyA, map[string]any{"name": "my-snap"})
+	a = cpCall(t, s, "POST", "/sandboxes/"+orig+"/snapshots", cpKeyA, map[string]any{"name": "my-snap"})
 	var named struct {
 		SnapshotID string   `json:"snapshotID"`
 		Names      []string `json:"names"`
 	}
 	a.json(t, &named)
-	slug := teamSlug(keyA)
+	slug := teamSlug(cpKeyA)
 	if named.SnapshotID != slug+"/my-snap:default" || !slices.Equal(named.Names, []string{slug + "/my-snap"}) {
 		t.Fatalf("named: %s", a.body)
 	}
 	for _, ref := range []string{"my-snap", slug + "/my-snap", named.SnapshotID} {
-		if a := call(t, s, "POST", "/sandboxes", keyA, map[string]any{"templateID": ref}); a.status != 201 {
+		if a := cpCall(t, s, "POST", "/sandboxes", cpKeyA, map[string]any{"templateID": ref}); a.status != 201 {
 			t.Errorf("create from %q: %d %s", ref, a.status, a.body)
 		}
 	}
-	if a := call(t, s, "POST", "/sandboxes/"+orig+"/snapshots", keyA, map[string]any{"name": "other-team/x"}); a.status != 400 {
+	if a := cpCall(t, s, "POST", "/sandboxes/"+orig+"/snapshots", cpKeyA, map[string]any{"name": "other-team/x"}); a.status != 400 {
 		t.Fatalf("foreign namespace: %d", a.status)
 	}
-	if a := call(t, s, "POST", "/sandboxes/"+orig+"/snapshots", keyA, nil); a.status != 400 {
+	if a := cpCall(t, s, "POST", "/sandboxes/"+orig+"/snapshots", cpKeyA, nil); a.status != 400 {
 		t.Fatalf("no body: %d", a.status)
 	}
 
 	// Listing, newest first, filtered by sandbox, paged.
 	var list []map[string]any
-	call(t, s, "GET", "/snapshots", keyA, nil).json(t, &list)
+	cpCall(t, s, "GET", "/snapshots", cpKeyA, nil).json(t, &list)
 	if len(list) != 2 || list[0]["snapshotID"] != named.SnapshotID || list[1]["snapshotID"] != snap.SnapshotID {
 		t.Fatalf("list %v", list)
 	}
-	call(t, s, "GET", "/snapshots?sandboxID="+child.ID, keyA, nil).json(t, &list)
+	cpCall(t, s, "GET", "/snapshots?sandboxID="+child.ID, cpKeyA, nil).json(t, &list)
 	if len(list) != 0 {
 		t.Fatalf("filtered %v", list)
 	}
-	a = call(t, s, "GET", "/snapshots?limit=1", keyA, nil)
+	a = cpCall(t, s, "GET", "/snapshots?limit=1", cpKeyA, nil)
 	a.json(t, &list)
 	tok := a.header.Get("X-Next-Token")
 	if len(list) != 1 || tok == "" {
 		t.Fatalf("page: %d %q", len(list), tok)
 	}
-	a = call(t, s, "GET", "/snapshots?limit=1&nextToken="+url.QueryEscape(tok), keyA, nil)
+	a = cpCall(t, s, "GET", "/snapshots?limit=1&nextToken="+url.QueryEscape(tok), cpKeyA, nil)
 	a.json(t, &list)
 	if len(list) != 1 || list[0]["snapshotID"] != snap.SnapshotID || a.header.Get("X-Next-Token") != "" {
 		t.Fatalf("page 2: %v", list)
 	}
 
 	// Delete, with the ID escaped as one path segment (quote(id, safe="")).
-	if a := call(t, s, "DELETE", "/templates/"+strings.ReplaceAll(strings.ReplaceAll(named.SnapshotID, "/", "%2F"), ":", "%3A"), keyB, nil); a.status != 404 {
+	if a := cpCall(t, s, "DELETE", "/templates/"+strings.ReplaceAll(strings.ReplaceAll(named.SnapshotID, "/", "%2F"), ":", "%3A"), cpKeyB, nil); a.status != 404 {
 		t.Fatalf("delete by other team: %d", a.status)
 	}
-	if a := call(t, s, "DELETE", "/templates/"+strings.ReplaceAll(strings.ReplaceAll(named.SnapshotID, "/", "%2F"), ":", "%3A"), keyA, nil); a.status != 204 {
+	if a := cpCall(t, s, "DELETE", "/templates/"+strings.ReplaceAll(strings.ReplaceAll(named.SnapshotID, "/", "%2F"), ":", "%3A"), cpKeyA, nil); a.status != 204 {
 		t.Fatalf("delete: %d %s", a.status, a.body)
 	}
-	a = call(t, s, "DELETE", "/templates/"+url.PathEscape(snap.SnapshotID), keyA, nil)
+	a = cpCall(t, s, "DELETE", "/templates/"+url.PathEscape(snap.SnapshotID), cpKeyA, nil)
 	if a.status != 204 {
 		t.Fatalf("delete unnamed: %d", a.status)
 	}
-	a = call(t, s, "DELETE", "/templates/"+url.PathEscape(snap.SnapshotID), keyA, nil)
+	a = cpCall(t, s, "DELETE", "/templates/"+url.PathEscape(snap.SnapshotID), cpKeyA, nil)
 	if _, msg := a.errorBody(t); a.status != 404 || !strings.Contains(msg, "not found") {
 		t.Fatalf("delete twice: %d %q", a.status, msg)
 	}
-	if a := call(t, s, "POST", "/sandboxes", keyA, map[string]any{"templateID": snap.SnapshotID}); a.status != 404 {
+	if a := cpCall(t, s, "POST", "/sandboxes", cpKeyA, map[string]any{"templateID": snap.SnapshotID}); a.status != 404 {
 		t.Fatalf("create from deleted: %d", a.status)
 	}
 	// A paused sandbox is not snapshotted (E2B checkpoints live sandboxes only).
-	call(t, s, "POST", "/sandboxes/"+orig+"/pause", keyA, nil)
-	if a := call(t, s, "POST", "/sandboxes/"+orig+"/snapshots", keyA, map[string]any{}); a.status != 404 {
+	cpCall(t, s, "POST", "/sandboxes/"+orig+"/pause", cpKeyA, nil)
+	if a := cpCall(t, s, "POST", "/sandboxes/"+orig+"/snapshots", cpKeyA, map[string]any{}); a.status != 404 {
 		t.Fatalf("snapshot of paused: %d", a.status)
 	}
 }
 
 func TestFork(t *testing.T) {
-	s := newServer(t, Options{})
-	orig, _ := s.CreateSandbox(keyA, SandboxOptions{Secure: true, Metadata: map[string]string{"m": "1"}})
+	s := newCPServer(t, Options{})
+	orig, _ := s.CreateSandbox(cpKeyA, SandboxOptions{Secure: true, Metadata: map[string]string{"m": "1"}})
 	if err := os.WriteFile(filepath.Join(orig.Dir, "home", "state"), []byte("forked"), 0o640); err != nil {
 		t.Fatal(err)
 	}
-	a := call(t, s, "POST", "/sandboxes/"+orig.ID+"/fork", keyA, map[string]any{"count": 2, "timeout": 60})
+	a := cpCall(t, s, "POST", "/sandboxes/"+orig.ID+"/fork", cpKeyA, map[string]any{"count": 2, "timeout": 60})
 	var results []struct {
 		Sandbox *struct {
 			SandboxID       string `json:"sandboxID"`
@@ -755,27 +755,27 @@ func TestFork(t *testing.T) {
 		t.Fatalf("original %s", got.State)
 	}
 	// Default count is 1; limits as E2B's.
-	a = call(t, s, "POST", "/sandboxes/"+orig.ID+"/fork", keyA, nil)
+	a = cpCall(t, s, "POST", "/sandboxes/"+orig.ID+"/fork", cpKeyA, nil)
 	if a.json(t, &results); a.status != 201 || len(results) != 1 {
 		t.Fatalf("default fork: %d %s", a.status, a.body)
 	}
 	for body, msg := range map[string]string{`{"count":0}`: "Count must be at least 1", `{"count":101}`: "Count cannot be greater than 100",
 		`{"timeout":0}`: "Timeout must be greater than 0"} {
-		a := call(t, s, "POST", "/sandboxes/"+orig.ID+"/fork", keyA, body)
+		a := cpCall(t, s, "POST", "/sandboxes/"+orig.ID+"/fork", cpKeyA, body)
 		if _, got := a.errorBody(t); a.status != 400 || got != msg {
 			t.Errorf("%s: %d %q", body, a.status, got)
 		}
 	}
-	call(t, s, "POST", "/sandboxes/"+orig.ID+"/pause", keyA, nil)
-	a = call(t, s, "POST", "/sandboxes/"+orig.ID+"/fork", keyA, nil)
+	cpCall(t, s, "POST", "/sandboxes/"+orig.ID+"/pause", cpKeyA, nil)
+	a = cpCall(t, s, "POST", "/sandboxes/"+orig.ID+"/fork", cpKeyA, nil)
 	if _, msg := a.errorBody(t); a.status != 409 || msg != "Sandbox '"+orig.ID+"' is paused and cannot be forked; resume it first" {
 		t.Fatalf("fork paused: %d %q", a.status, msg)
 	}
 }
 
 func TestEnvdRouting(t *testing.T) {
-	s := newServer(t, Options{})
-	sb, _ := s.CreateSandbox(keyA, SandboxOptions{})
+	s := newCPServer(t, Options{})
+	sb, _ := s.CreateSandbox(cpKeyA, SandboxOptions{})
 	proxyError := func(id string) string {
 		return `{"sandboxId":"` + id + `","message":"The sandbox was not found","code":502}`
 	}
@@ -783,37 +783,37 @@ func TestEnvdRouting(t *testing.T) {
 		"headers": {"E2b-Sandbox-Id": "nosuch", "E2b-Sandbox-Port": "49983"},
 		"host":    {"Host": "49983-nosuch.e2b.local"},
 	} {
-		a := callHeaders(t, s, "GET", "/health", nil, h)
+		a := cpCallHeaders(t, s, "GET", "/health", nil, h)
 		if a.status != 502 || string(a.body) != proxyError("nosuch") || a.header.Get("Content-Type") != "application/json" {
 			t.Errorf("%s: %d %s", name, a.status, a.body)
 		}
 	}
 	// A running sandbox reaches envd (whatever envd answers, it is not the edge's 502), with no API key needed.
-	a := callHeaders(t, s, "GET", "/health", nil, map[string]string{"Host": "49983-" + sb.ID + ".e2b.local"})
+	a := cpCallHeaders(t, s, "GET", "/health", nil, map[string]string{"Host": "49983-" + sb.ID + ".e2b.local"})
 	if a.status == 502 {
 		t.Fatalf("running sandbox got the edge's 502: %s", a.body)
 	}
-	a = callHeaders(t, s, "GET", "/", nil, map[string]string{"E2b-Sandbox-Id": sb.ID, "E2b-Sandbox-Port": "8080"})
+	a = cpCallHeaders(t, s, "GET", "/", nil, map[string]string{"E2b-Sandbox-Id": sb.ID, "E2b-Sandbox-Port": "8080"})
 	if a.status != 502 || !strings.Contains(string(a.body), "port is not open") {
 		t.Fatalf("other port: %d %s", a.status, a.body)
 	}
 	s.Vanish(sb.ID)
-	a = callHeaders(t, s, "GET", "/health", nil, map[string]string{"E2b-Sandbox-Id": sb.ID})
+	a = cpCallHeaders(t, s, "GET", "/health", nil, map[string]string{"E2b-Sandbox-Id": sb.ID})
 	if a.status != 502 || string(a.body) != proxyError(sb.ID) {
 		t.Fatalf("vanished: %d %s", a.status, a.body)
 	}
 }
 
 func TestRecorder(t *testing.T) {
-	s := newServer(t, Options{})
-	call(t, s, "POST", "/sandboxes", keyA, map[string]any{"templateID": "base"})
-	callHeaders(t, s, "GET", "/v2/sandboxes?metadata=a%3Db&state=running,paused", nil, map[string]string{"X-API-Key": keyA, "User-Agent": "ua/1"})
-	callHeaders(t, s, "GET", "/health", nil, map[string]string{"E2b-Sandbox-Id": "zzz"})
+	s := newCPServer(t, Options{})
+	cpCall(t, s, "POST", "/sandboxes", cpKeyA, map[string]any{"templateID": "base"})
+	cpCallHeaders(t, s, "GET", "/v2/sandboxes?metadata=a%3Db&state=running,paused", nil, map[string]string{"X-API-Key": cpKeyA, "User-Agent": "ua/1"})
+	cpCallHeaders(t, s, "GET", "/health", nil, map[string]string{"E2b-Sandbox-Id": "zzz"})
 	reqs := s.Requests()
 	if len(reqs) != 3 {
 		t.Fatalf("%d requests", len(reqs))
 	}
-	if r := reqs[0]; r.Method != "POST" || r.Path != "/sandboxes" || string(r.Body) != `{"templateID":"base"}` || r.Header.Get("X-API-Key") != keyA {
+	if r := reqs[0]; r.Method != "POST" || r.Path != "/sandboxes" || string(r.Body) != `{"templateID":"base"}` || r.Header.Get("X-API-Key") != cpKeyA {
 		t.Fatalf("first %+v", r)
 	}
 	if r := reqs[1]; r.RawQuery != "metadata=a%3Db&state=running,paused" || r.Header.Get("User-Agent") != "ua/1" || r.Body != nil {
@@ -850,32 +850,32 @@ func TestRecorderClipsFilesBodies(t *testing.T) {
 }
 
 func TestFaults(t *testing.T) {
-	s := newServer(t, Options{})
+	s := newCPServer(t, Options{})
 	s.FailNext(2, 429)
 	for range 2 {
-		a := call(t, s, "GET", "/v2/sandboxes", keyA, nil)
+		a := cpCall(t, s, "GET", "/v2/sandboxes", cpKeyA, nil)
 		if code, _ := a.errorBody(t); a.status != 429 || code != 429 || a.header.Get("Retry-After") != "1" {
 			t.Fatalf("injected: %d %v", a.status, a.header)
 		}
 	}
-	if a := call(t, s, "GET", "/v2/sandboxes", keyA, nil); a.status != 200 {
+	if a := cpCall(t, s, "GET", "/v2/sandboxes", cpKeyA, nil); a.status != 200 {
 		t.Fatalf("after: %d", a.status)
 	}
 	// A create answered by FailNext creates nothing.
 	s.FailNext(1, 503)
-	if a := call(t, s, "POST", "/sandboxes", keyA, map[string]any{"templateID": "base"}); a.status != 503 || len(s.Sandboxes()) != 0 {
+	if a := cpCall(t, s, "POST", "/sandboxes", cpKeyA, map[string]any{"templateID": "base"}); a.status != 503 || len(s.Sandboxes()) != 0 {
 		t.Fatalf("failed create: %d, %d sandboxes", a.status, len(s.Sandboxes()))
 	}
 
 	// Refused creates are not performed; other requests are served meanwhile.
 	s.SetFaults(Faults{RefuseCreate: 1, RefuseCreateStatus: 504})
-	if a := call(t, s, "GET", "/v2/sandboxes", keyA, nil); a.status != 200 {
+	if a := cpCall(t, s, "GET", "/v2/sandboxes", cpKeyA, nil); a.status != 200 {
 		t.Fatalf("list while refusing creates: %d", a.status)
 	}
-	if a := call(t, s, "POST", "/sandboxes", keyA, map[string]any{"templateID": "base"}); a.status != 504 || len(s.Sandboxes()) != 0 {
+	if a := cpCall(t, s, "POST", "/sandboxes", cpKeyA, map[string]any{"templateID": "base"}); a.status != 504 || len(s.Sandboxes()) != 0 {
 		t.Fatalf("refused create: %d, %d sandboxes", a.status, len(s.Sandboxes()))
 	}
-	if a := call(t, s, "POST", "/sandboxes", keyA, map[string]any{"templateID": "base"}); a.status != 201 {
+	if a := cpCall(t, s, "POST", "/sandboxes", cpKeyA, map[string]any{"templateID": "base"}); a.status != 201 {
 		t.Fatalf("create after refusal: %d", a.status)
 	}
 	for _, sb := range s.Sandboxes() {
@@ -887,7 +887,7 @@ func TestFaults(t *testing.T) {
 		s.SetFaults(Faults{FailRate: 0.5, Seed: 42, FailStatus: 502, HTMLBody: true})
 		var got []int
 		for range 20 {
-			a := call(t, s, "GET", "/v2/sandboxes", keyA, nil)
+			a := cpCall(t, s, "GET", "/v2/sandboxes", cpKeyA, nil)
 			if a.status == 502 && !strings.Contains(string(a.body), "<title>502 Bad Gateway</title>") {
 				t.Fatalf("html body %s", a.body)
 			}
@@ -903,7 +903,7 @@ func TestFaults(t *testing.T) {
 	// A create whose connection is cut after it was performed.
 	s.SetFaults(Faults{CutAfterCreate: 1})
 	req, _ := http.NewRequest("POST", s.URL()+"/sandboxes", strings.NewReader(`{"templateID":"base"}`))
-	req.Header.Set("X-API-Key", keyA)
+	req.Header.Set("X-API-Key", cpKeyA)
 	if resp, err := http.DefaultClient.Do(req); err == nil {
 		resp.Body.Close()
 		t.Fatalf("cut create answered %d", resp.StatusCode)
@@ -915,10 +915,10 @@ func TestFaults(t *testing.T) {
 		t.Fatal("counter not used up")
 	}
 	s.SetFaults(Faults{FailAfterCreate: 1})
-	if a := call(t, s, "POST", "/sandboxes", keyA, map[string]any{"templateID": "base"}); a.status != 502 || len(s.Sandboxes()) != 2 {
+	if a := cpCall(t, s, "POST", "/sandboxes", cpKeyA, map[string]any{"templateID": "base"}); a.status != 502 || len(s.Sandboxes()) != 2 {
 		t.Fatalf("fail after create: %d, %d sandboxes", a.status, len(s.Sandboxes()))
 	}
-	if a := call(t, s, "POST", "/sandboxes", keyA, map[string]any{"templateID": "base"}); a.status != 201 {
+	if a := cpCall(t, s, "POST", "/sandboxes", cpKeyA, map[string]any{"templateID": "base"}); a.status != 201 {
 		t.Fatalf("next create: %d", a.status)
 	}
 }
@@ -928,7 +928,7 @@ func TestCloseRemovesEverything(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sb, _ := s.CreateSandbox(keyA, SandboxOptions{})
+	sb, _ := s.CreateSandbox(cpKeyA, SandboxOptions{})
 	root := s.root
 	s.Close()
 	s.Close() // idempotent
