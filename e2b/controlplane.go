@@ -40,8 +40,7 @@ type apiAnswer struct {
 // named and the API key never in the text.
 func (c *Client) do(ctx context.Context, call apiCall, ok ...int) (*apiAnswer, error) {
 	if c.cfg.APIKey == "" {
-		return nil, &APIError{Op: call.op, Status: http.StatusUnauthorized, SandboxID: call.sandboxID,
-			Message: "no E2B API key is configured"}
+		return nil, fmt.Errorf("e2b: %s: no E2B API key is configured: %w", call.op, ErrUnauthorized)
 	}
 	var body []byte
 	if call.body != nil {
@@ -109,7 +108,8 @@ func (e *TransportError) Unwrap() error { return e.err }
 // apiError turns an unexpected answer into an *APIError: E2B's JSON {code, message, error_code} when the body is
 // one, else the start of whatever a proxy sent (an HTML error page, say).
 func (c *Client) apiError(call apiCall, resp *http.Response, body []byte) *APIError {
-	e := &APIError{Op: call.op, Status: resp.StatusCode, SandboxID: call.sandboxID, RetryAfter: retryAfterOf(resp, c.now())}
+	e := &APIError{Op: call.op, Status: resp.StatusCode, SandboxID: call.sandboxID, RetryAfter: retryAfterOf(resp, c.now()),
+		controlPlane: true}
 	var wire struct {
 		Code      int    `json:"code"`
 		Message   string `json:"message"`
@@ -185,7 +185,7 @@ func (c *Client) checkSandboxID(op, id string) (string, error) {
 		if len(shown) > 64 {
 			shown = shown[:64] + "…"
 		}
-		return "", &APIError{Op: op, Status: http.StatusBadRequest, Message: fmt.Sprintf("invalid sandbox ID %q", shown)}
+		return "", fmt.Errorf("e2b: %s: invalid sandbox ID %q: %w", op, shown, ErrInvalidArgument)
 	}
 	return short, nil
 }

@@ -36,6 +36,10 @@ type APIError struct {
 	RetryAfter time.Duration
 	// SandboxID is the sandbox the call was about, when there is one.
 	SandboxID string
+
+	// controlPlane marks answers of the control plane, where a 502 is a proxy's failure and says nothing about
+	// whether the sandbox runs (on envd's side, the edge's 502 means exactly that).
+	controlPlane bool
 }
 
 func (e *APIError) Error() string {
@@ -43,7 +47,7 @@ func (e *APIError) Error() string {
 	if msg == "" {
 		msg = http.StatusText(e.Status)
 	}
-	if e.Status == http.StatusBadGateway && e.SandboxID != "" && e.Code == "" {
+	if e.Status == http.StatusBadGateway && e.SandboxID != "" && e.Code == "" && !e.controlPlane {
 		return fmt.Sprintf("E2B API error (%s: %d): sandbox %s is not running (paused, killed or timed out): %s", e.Op, e.Status, e.SandboxID, msg)
 	}
 	if e.Code != "" {
@@ -64,7 +68,7 @@ func (e *APIError) Is(target error) bool {
 	case ErrRateLimited:
 		return e.Status == http.StatusTooManyRequests || e.Code == "resource_exhausted"
 	case ErrSandboxGone:
-		return e.Status == http.StatusBadGateway && e.Code == "" || e.Code == "unavailable"
+		return e.Status == http.StatusBadGateway && e.Code == "" && !e.controlPlane || e.Code == "unavailable"
 	case ErrInvalidArgument:
 		return e.Status == http.StatusBadRequest || e.Code == "invalid_argument"
 	}

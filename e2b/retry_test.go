@@ -521,8 +521,15 @@ func TestNonJSONErrors(t *testing.T) {
 	srv.FailNext(1, 502)
 	_, err := c.CreateSnapshot(cpCtx(t), rec.ID, "")
 	var ae *APIError
-	if !errors.As(err, &ae) || ae.Status != 502 || ae.Message != "502 Bad Gateway" {
+	if !errors.As(err, &ae) || ae.Status != 502 || ae.Message != "502 Bad Gateway" || ae.SandboxID != rec.ID {
 		t.Fatalf("%#v", err)
+	}
+	// A proxy's 502 on the control plane is not envd's "sandbox not running".
+	if errors.Is(err, ErrSandboxGone) || strings.Contains(err.Error(), "not running") {
+		t.Fatalf("control-plane 502 read as a stopped sandbox: %v", err)
+	}
+	if want := "E2B API error (create snapshot: 502): 502 Bad Gateway"; err.Error() != want {
+		t.Fatalf("%q, want %q", err.Error(), want)
 	}
 
 	long := strings.Repeat("proxy error ", 100)

@@ -421,7 +421,7 @@ func (c *Client) ListSnapshots(ctx context.Context, sandboxID string) ([]Snapsho
 func (c *Client) DeleteSnapshot(ctx context.Context, snapshotID string) error {
 	const op = "delete snapshot"
 	if snapshotID == "" {
-		return &APIError{Op: op, Status: http.StatusBadRequest, Message: "empty snapshot ID"}
+		return fmt.Errorf("e2b: %s: empty snapshot ID: %w", op, ErrInvalidArgument)
 	}
 	// Escaped as the SDK does (quote(id, safe="")): "team/name:tag" becomes one path segment.
 	_, err := c.do(ctx, apiCall{op: op, method: http.MethodDelete, path: "/templates/" + pyQuote(snapshotID, ""),
@@ -467,9 +467,9 @@ func (c *Client) ForkSandbox(ctx context.Context, id string, req ForkRequest) ([
 			out[i].Sandbox = w.Sandbox
 		case w.Error != nil:
 			out[i].Error = &APIError{Op: op, Status: w.Error.Code, Code: c.redact(w.Error.ErrorCode),
-				Message: c.redact(w.Error.Message), SandboxID: id}
+				Message: c.redact(w.Error.Message), SandboxID: id, controlPlane: true}
 		default:
-			out[i].Error = &APIError{Op: op, Status: http.StatusInternalServerError, SandboxID: id,
+			out[i].Error = &APIError{Op: op, Status: http.StatusInternalServerError, SandboxID: id, controlPlane: true,
 				Message: "E2B answered a fork result with neither a sandbox nor an error"}
 		}
 	}
