@@ -3,6 +3,7 @@ package e2btest
 import (
 	"os"
 	"path/filepath"
+	"strconv"
 	"testing"
 	"time"
 )
@@ -124,5 +125,38 @@ func TestRemoveTreeLockedDirs(t *testing.T) {
 	}
 	if err := removeTree(""); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// BenchmarkCopyTree copies a sandbox-like tree (200 files of 4 KiB in 10 directories), as a snapshot or fork does.
+func BenchmarkCopyTree(b *testing.B) {
+	src := filepath.Join(b.TempDir(), "src")
+	if err := seedSandboxDir(src); err != nil {
+		b.Fatal(err)
+	}
+	data := make([]byte, 4096)
+	for d := range 10 {
+		dir := filepath.Join(src, "home", "proj", string(rune('a'+d)))
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			b.Fatal(err)
+		}
+		for f := range 20 {
+			if err := os.WriteFile(filepath.Join(dir, string(rune('a'+f))+".txt"), data, 0o644); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	dstRoot := b.TempDir()
+	b.ReportAllocs()
+	i := 0
+	for b.Loop() {
+		i++
+		dst := filepath.Join(dstRoot, strconv.Itoa(i))
+		if err := copyTree(src, dst); err != nil {
+			b.Fatal(err)
+		}
+		b.StopTimer()
+		_ = removeTree(dst)
+		b.StartTimer()
 	}
 }
