@@ -841,11 +841,23 @@ func TestRecorderClipsFilesBodies(t *testing.T) {
 	if len(r.Body) != FilesBodyLimit || !r.Clipped {
 		t.Fatalf("recorded %d clipped=%v", len(r.Body), r.Clipped)
 	}
-	// Other bodies are kept whole and still reach the handler.
+	// Other bodies are kept whole, before the handler reads them, and still reach the handler.
 	req, _ = http.NewRequest("POST", "http://h/sandboxes", strings.NewReader(`{"a":1}`))
 	rc.record(req)
-	if got, _ := io.ReadAll(req.Body); string(got) != `{"a":1}` || string(rc.requests()[1].Body) != `{"a":1}` {
+	if string(rc.requests()[1].Body) != `{"a":1}` {
+		t.Fatalf("recorded %q before the handler read it", rc.requests()[1].Body)
+	}
+	if got, _ := io.ReadAll(req.Body); string(got) != `{"a":1}` {
 		t.Fatalf("body %q", got)
+	}
+	// A body of unknown length (a client stream) is recorded as it is read, so that recording never waits for it.
+	pr, pw := io.Pipe()
+	req, _ = http.NewRequest("POST", "http://h/process.Process/StreamInput", pr)
+	req.ContentLength = -1
+	rc.record(req) // must not block on the open pipe
+	go func() { _, _ = pw.Write([]byte("frame")); _ = pw.Close() }()
+	if got, _ := io.ReadAll(req.Body); string(got) != "frame" || string(rc.requests()[2].Body) != "frame" {
+		t.Fatalf("stream %q, recorded %q", got, rc.requests()[2].Body)
 	}
 }
 

@@ -39,8 +39,10 @@ type Recorder struct {
 
 func newRecorder() *Recorder { return &Recorder{} }
 
-// record notes r at arrival. Bodies of /files are captured as the handler reads them (they may be large and are
-// streamed); other bodies are read here, in full, and handed on from memory.
+// record notes r at arrival. A body of known, modest length is read here, in full, and handed on from memory, so
+// that it is recorded even when the request is answered without reading it (an injected fault, a 401). Bodies of
+// /files uploads, of unknown length (a client stream) or larger than OtherBodyLimit are captured as the handler
+// reads them instead, up to their limit.
 func (rc *Recorder) record(r *http.Request) {
 	rr := &RecordedRequest{
 		Time:     time.Now(),
@@ -56,28 +58,24 @@ func (rc *Recorder) record(r *http.Request) {
 	if r.Body == nil || r.Body == http.NoBody {
 		return
 	}
-	if strings.HasPrefix(r.URL.Path, "/files") {
-		r.Body = &capturingBody{ReadCloser: r.Body, rc: rc, rr: rr, limit: FilesBodyLimit}
+	files := strings.HasPrefix(r.URL.Path, "/files")
+	if files || r.ContentLength < 0 || r.ContentLength > OtherBodyLimit {
+		limit := OtherBodyLimit
+		if files {
+			limit = FilesBodyLimit
+		}
+		r.Body = &capturingBody{ReadCloser: r.Body, rc: rc, rr: rr, limit: limit}
 		return
 	}
-	body, err := io.ReadAll(io.LimitReader(r.Body, OtherBodyLimit+1))
-	rest := r.Body
-	clipped := len(body) > OtherBodyLimit
-	kept := body
-	if clipped {
-		kept = body[:OtherBodyLimit]
-	}
+	body, err := io.ReadAll(io.LimitReader(r.Body, r.ContentLength))
 	rc.mu.Lock()
-	rr.Body = bytes.Clone(kept)
-	rr.Clipped = clipped
+	rr.Body = bytes.Clone(body)
 	rc.mu.Unlock()
 	var reader io.Reader = bytes.NewReader(body)
 	if err != nil {
 		reader = io.MultiReader(reader, errReader{err})
-	} else if clipped {
-		reader = io.MultiReader(reader, rest)
 	}
-	r.Body = readCloser{Reader: reader, Closer: rest}
+	r.Body = readCloser{Reader: reader, Closer: r.Body}
 }
 
 type readCloser struct {
