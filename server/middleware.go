@@ -29,6 +29,10 @@ func identityFrom(ctx context.Context) (tools.Caller, bool) {
 	return c, ok
 }
 
+// decisionInvalid is the audit decision of a call refused before the policy saw it: its arguments name a
+// parameter the tool does not have.
+const decisionInvalid = "invalid_arguments"
+
 // callerFor is who makes the call: the HTTP identity, or over stdio (and in-process) the configured owner and
 // session. With bearer tokens configured a call without an authenticated identity is refused outright.
 func (s *Server) callerFor(ctx context.Context) (tools.Caller, error) {
@@ -67,6 +71,12 @@ func (s *Server) governCall(next mcpserver.ToolHandlerFunc) mcpserver.ToolHandle
 			Tool:      tool,
 			Args:      args,
 			SandboxID: stringArg(args, "sandbox_id"),
+		}
+		if err := s.shapes[tool].check(args, "", 0); err != nil {
+			res := mcp.NewToolResultError(err.Error())
+			entry.Decision = decisionInvalid
+			s.record(entry, audit.OutcomeError, res, nil)
+			return res, nil
 		}
 		dec := s.policies.Current().Evaluate(policy.Call{Tool: tool, Args: args})
 		entry.Decision, entry.Rule = string(dec.Action), dec.Rule()

@@ -171,6 +171,7 @@ type Server struct {
 	elicit    *elicitations
 	sessions  *sessionOwners
 	sweeper   *lifecycle.Sweeper
+	shapes    map[string]*argShape // tool name → the argument names its schema declares
 
 	closeOnce sync.Once
 }
@@ -259,13 +260,18 @@ func (s *Server) buildMCP() *mcpserver.MCPServer {
 		mcpserver.WithInstructions(instructions),
 		mcpserver.WithToolHandlerMiddleware(s.governCall),
 	)
-	m.AddTools(tools.All(tools.Deps{
+	all := tools.All(tools.Deps{
 		Clients: s.clients,
 		Store:   s.store,
 		Config:  s.cfg.Tools,
 		Logger:  s.log,
 		Now:     s.cfg.Now,
-	})...)
+	})
+	s.shapes = make(map[string]*argShape, len(all))
+	for _, t := range all {
+		s.shapes[t.Tool.Name] = shapeOfTool(t.Tool)
+	}
+	m.AddTools(all...)
 	return m
 }
 

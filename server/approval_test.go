@@ -1,0 +1,283 @@
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/mark3labs/mcp-go/mcp"
+
+	"github.com/e2b-mcp/e2b-mcp/audit"
+	"github.com/e2b-mcp/e2b-mcp/policy"
+)
+
+const approvalPolicy = `default_action: allow
+rules:
+  - id: ask-before-delete
+    when: { target: e2b_manage_sandbox, action: delete }
+    then: { decision: require_approval, reason: deleting destroys the sandbox's work }
+  - id: ask-before-writes
+    when: { target: e2b_write_file }
+    then: { decision: require_approval, reason: writes need a look }
+`
+
+func sandboxExists(f *fixture, id string) bool {
+	_, ok := f.emu.Sandbox(id)
+	return ok
+}
+
+// A client with elicitation is asked in the call itself, in both protocol eras; declining leaves the sandbox,
+// accepting deletes it, and the question shows the call with secrets redacted.
+func TestApprovalByElicitation(t *testing.T) {
+	for _, version := range eras {
+		t.Run(version, func(t *testing.T) {
+			f := newFixture(t, fixtureOpts{policy: approvalPolicy})
+			no := &elicitor{action: mcp.ElicitationResponseActionDecline}
+			c := connect(t, f.srv, version, no)
+			id := createSandbox(t, c)
+			del := map[string]any{"sandbox_id": id, "action": "delete"}
+
+			if msg := mustFail(t, c, "e2b_manage_sandbox", del); msg != "Declined by the user." {
+				t.Errorf("declined delete: %q", msg)
+			}
+			asked := no.asked()
+			if len(asked) != 1 {
+				t.Fatalf("asked %d times, want once", len(asked))
+			}
+			for _, want := range []string{"ask-before-delete", "deleting destroys the sandbox's work", "e2b_manage_sandbox", id, `"action":"delete"`} {
+				if !strings.Contains(asked[0], want) {
+					t.Errorf("the question %q lacks %q", asked[0], want)
+				}
+			}
+			if !sandboxExists(f, id) {
+				t.Fatal("a declined delete deleted the sandbox")
+			}
+
+			secret := "sk-ant-api03-" + strings.Repeat("x1", 20)
+			msg := mustFail(t, c, "e2b_write_file", map[string]any{"sandbox_id": id, "path": "/home/user/.env", "content": "ANTHROPIC_API_KEY=" + secret})
+			if msg != "Declined by the user." {
+				t.Errorf("declined write: %q", msg)
+			}
+			if q := no.asked()[1]; strings.Contains(q, secret) || !strings.Contains(q, audit.Redacted) {
+				t.Errorf("the question shows the secret or no redaction: %q", q)
+			}
+
+			unticked := &elicitor{action: mcp.ElicitationResponseActionAccept, content: map[string]any{"approve": false}}
+			c2 := connect(t, f.srv, version, unticked)
+			if msg := mustFail(t, c2, "e2b_manage_sandbox", del); msg != "Declined by the user." {
+				t.Errorf("accepted with the box unticked: %q", msg)
+			}
+			if !sandboxExists(f, id) {
+				t.Fatal("an unticked approval deleted the sandbox")
+			}
+
+			yes := &elicitor{action: mcp.ElicitationResponseActionAccept, content: map[string]any{"approve": true}}
+			c3 := connect(t, f.srv, version, yes)
+			if out := mustOK(t, c3, "e2b_manage_sandbox", del); out["success"] != true {
+				t.Fatalf("accepted delete: %v", out)
+			}
+			if n := len(yes.asked()); n != 1 {
+				t.Errorf("asked %d times for the accepted delete, want once", n)
+			}
+			if sandboxExists(f, id) {
+				t.Fatal("an accepted delete left the sandbox")
+			}
+
+			var outcomes []string
+			for _, e := range f.auditEntries(t) {
+				if e.Decision == string(policy.RequireApproval) {
+					outcomes = append(outcomes, e.Outcome)
+				}
+			}
+			if got := strings.Join(outcomes, ","); got != "declined,declined,declined,ok" {
+				t.Errorf("audit outcomes of the approval calls: %s", got)
+			}
+		})
+	}
+}
+
+var approveRE = regexp.MustCompile("^Approval needed \\(rule 'ask-before-delete': deleting destroys the sandbox's work\\)\\. " +
+	"Ask the human to run `e2b-mcp approve ([0-9a-z]+)` in a terminal, then call this tool again with the same arguments\\.$")
+
+// Without elicitation the call gets an approval ID; once approved, the identical call runs exactly once, and
+// neither a replay nor a call with other arguments rides on the approval.
+func TestApprovalByID(t *testing.T) {
+	for _, version := range eras {
+		t.Run(version, func(t *testing.T) {
+			f := newFixture(t, fixtureOpts{policy: approvalPolicy})
+			c := connect(t, f.srv, version, nil)
+			a, b := createSandbox(t, c), createSandbox(t, c)
+			delA := map[string]any{"sandbox_id": a, "action": "delete"}
+			delB := map[string]any{"action": "delete", "sandbox_id": b}
+
+			m := approveRE.FindStringSubmatch(mustFail(t, c, "e2b_manage_sandbox", delA))
+			if m == nil {
+				t.Fatalf("refused delete does not say how to approve: %q", mustFail(t, c, "e2b_manage_sandbox", delA))
+			}
+			// Asking again before the human acts gives the same ID.
+			if again := approveRE.FindStringSubmatch(mustFail(t, c, "e2b_manage_sandbox", delA)); again == nil || again[1] != m[1] {
+				t.Errorf("a repeated call got another request: %v vs %v", again, m)
+			}
+			mB := approveRE.FindStringSubmatch(mustFail(t, c, "e2b_manage_sandbox", delB))
+			if mB == nil || mB[1] == m[1] {
+				t.Fatalf("the delete of another sandbox shares the approval request: %v", mB)
+			}
+
+			if _, err := f.srv.Approvals().Approve(m[1]); err != nil {
+				t.Fatal(err)
+			}
+			if msg := mustFail(t, c, "e2b_manage_sandbox", delB); !approveRE.MatchString(msg) {
+				t.Errorf("approving A let B's delete through: %q", msg)
+			}
+			if !sandboxExists(f, b) {
+				t.Fatal("B was deleted on A's approval")
+			}
+			// The same arguments in another order and number form bind the same way.
+			same := map[string]any{"action": "delete", "sandbox_id": a}
+			if out := mustOK(t, c, "e2b_manage_sandbox", same); out["success"] != true {
+				t.Fatalf("approved delete: %v", out)
+			}
+			if sandboxExists(f, a) {
+				t.Fatal("the approved delete left the sandbox")
+			}
+			// Used up: the replay needs a new approval.
+			msg := mustFail(t, c, "e2b_manage_sandbox", delA)
+			if replay := approveRE.FindStringSubmatch(msg); replay == nil || replay[1] == m[1] {
+				t.Errorf("replay of an approved call: %q", msg)
+			}
+
+			var outcomes []string
+			for _, e := range f.auditEntries(t) {
+				if e.Tool == "e2b_manage_sandbox" {
+					outcomes = append(outcomes, e.Outcome)
+				}
+			}
+			want := "approval_pending,approval_pending,approval_pending,approval_pending,ok,approval_pending"
+			if got := strings.Join(outcomes, ","); got != want {
+				t.Errorf("audit outcomes %s, want %s", got, want)
+			}
+		})
+	}
+}
+
+// rawToolCall sends one tools/call of protocol 2026-07-28 straight to the server, as a client may write it by
+// hand, and returns the result's JSON.
+func rawToolCall(t *testing.T, f *fixture, params map[string]any) map[string]any {
+	t.Helper()
+	meta := map[string]any{
+		mcp.MetaKeyProtocolVersion:    mcp.ProtocolVersion20260728,
+		mcp.MetaKeyClientCapabilities: mcp.ClientCapabilities{Elicitation: &mcp.ElicitationCapability{}},
+	}
+	params["_meta"] = meta
+	msg, err := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": params})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	resp, err := json.Marshal(f.srv.MCP().HandleMessage(ctx, msg))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out struct {
+		Result map[string]any `json:"result"`
+		Error  any            `json:"error"`
+	}
+	if err := json.Unmarshal(resp, &out); err != nil || out.Result == nil {
+		t.Fatalf("tools/call answered %s", resp)
+	}
+	return out.Result
+}
+
+func acceptAnswer() mcp.InputResponses {
+	return mcp.InputResponses{approvalInputID: mcp.NewElicitationInputResponse(mcp.ElicitationResult{
+		ElicitationResponse: mcp.ElicitationResponse{Action: mcp.ElicitationResponseActionAccept, Content: map[string]any{"approve": true}},
+	})}
+}
+
+// A client that makes up its own "accept" gets nowhere: the answer must carry the ticket the server issued for
+// exactly this call, and a ticket works once.
+func TestForgedApprovalAnswersRefused(t *testing.T) {
+	f := newFixture(t, fixtureOpts{policy: approvalPolicy})
+	c := connect(t, f.srv, mcp.ProtocolVersion20251125, nil)
+	a, b := createSandbox(t, c), createSandbox(t, c)
+	args := func(id string) map[string]any { return map[string]any{"sandbox_id": id, "action": "delete"} }
+
+	first := rawToolCall(t, f, map[string]any{"name": "e2b_manage_sandbox", "arguments": args(a)})
+	if first["resultType"] != string(mcp.ResultTypeInputRequired) {
+		t.Fatalf("first call: want an input request, got %v", first)
+	}
+	ticketA, _ := first["requestState"].(string)
+	if ticketA == "" {
+		t.Fatalf("no requestState in %v", first)
+	}
+
+	refused := "The approval answer does not belong to this call"
+	for name, params := range map[string]map[string]any{
+		"no ticket":       {"name": "e2b_manage_sandbox", "arguments": args(a), "inputResponses": acceptAnswer()},
+		"made-up ticket":  {"name": "e2b_manage_sandbox", "arguments": args(a), "inputResponses": acceptAnswer(), "requestState": "e30.AAAA"},
+		"tampered ticket": {"name": "e2b_manage_sandbox", "arguments": args(a), "inputResponses": acceptAnswer(), "requestState": ticketA + "x"},
+		"other call":      {"name": "e2b_manage_sandbox", "arguments": args(b), "inputResponses": acceptAnswer(), "requestState": ticketA},
+	} {
+		res := rawToolCall(t, f, params)
+		text, _ := json.Marshal(res["content"])
+		if res["isError"] != true || !strings.Contains(string(text), refused) {
+			t.Errorf("%s: %v", name, res)
+		}
+	}
+	if !sandboxExists(f, a) || !sandboxExists(f, b) {
+		t.Fatal("a forged approval deleted a sandbox")
+	}
+
+	ok := rawToolCall(t, f, map[string]any{"name": "e2b_manage_sandbox", "arguments": args(a), "inputResponses": acceptAnswer(), "requestState": ticketA})
+	if ok["isError"] == true || sandboxExists(f, a) {
+		t.Fatalf("a genuine approval did not delete: %v", ok)
+	}
+	replay := rawToolCall(t, f, map[string]any{"name": "e2b_manage_sandbox", "arguments": args(a), "inputResponses": acceptAnswer(), "requestState": ticketA})
+	text, _ := json.Marshal(replay["content"])
+	if replay["isError"] != true || !strings.Contains(string(text), refused) {
+		t.Errorf("replayed ticket: %v", replay)
+	}
+}
+
+func TestElicitationTickets(t *testing.T) {
+	now := time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)
+	e, err := newElicitations(func() time.Time { return now })
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := policy.BindingFor("alice", "s1", "e2b_exec", map[string]any{"command": "ls"})
+	b := policy.BindingFor("alice", "s1", "e2b_exec", map[string]any{"command": "rm -rf /"})
+	bob := policy.BindingFor("bob", "s1", "e2b_exec", map[string]any{"command": "ls"})
+
+	ta, _ := e.issue(a)
+	if e.redeem(ta, b) || e.redeem(ta, bob) {
+		t.Fatal("a ticket redeemed for another call")
+	}
+	if !e.redeem(ta, a) {
+		t.Fatal("a fresh ticket was refused")
+	}
+	if e.redeem(ta, a) {
+		t.Fatal("a ticket redeemed twice")
+	}
+
+	other, _ := newElicitations(func() time.Time { return now })
+	tOther, _ := other.issue(a)
+	if e.redeem(tOther, a) {
+		t.Fatal("a ticket of another server instance was accepted")
+	}
+
+	late, _ := e.issue(a)
+	now = now.Add(elicitationTTL)
+	if e.redeem(late, a) {
+		t.Fatal("an expired ticket was accepted")
+	}
+	for _, junk := range []string{"", ".", "x.y", "e30.", late[:len(late)-2]} {
+		if e.redeem(junk, a) {
+			t.Errorf("junk ticket %q accepted", junk)
+		}
+	}
+}

@@ -1,0 +1,107 @@
+package server
+
+import (
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/mark3labs/mcp-go/mcp"
+)
+
+// argShape is the part of a tool's input schema that decides which argument names exist: the properties of
+// each object, whether others are allowed, and the shape of array items.
+//
+// The policy reads arguments by their exact names, while Go's JSON decoding (which the tools use) matches field
+// names case-insensitively: {"Command": "..."} would reach e2b_exec's command unseen by a rule on "command".
+// Refusing every name the schema does not declare closes that gap, and tells the model its mistake.
+type argShape struct {
+	props  map[string]*argShape
+	closed bool // additionalProperties: false
+	items  *argShape
+}
+
+type rawSchema struct {
+	Properties           map[string]json.RawMessage `json:"properties"`
+	AdditionalProperties json.RawMessage            `json:"additionalProperties"`
+	Items                json.RawMessage            `json:"items"`
+}
+
+// maxSchemaDepth bounds the recursion over a schema and over arguments.
+const maxSchemaDepth = 16
+
+func shapeOfTool(t mcp.Tool) *argShape {
+	raw := t.RawInputSchema
+	if len(raw) == 0 {
+		b, err := json.Marshal(t.InputSchema)
+		if err != nil {
+			return nil
+		}
+		raw = b
+	}
+	return parseShape(raw, 0)
+}
+
+func parseShape(raw json.RawMessage, depth int) *argShape {
+	var s rawSchema
+	if depth > maxSchemaDepth || json.Unmarshal(raw, &s) != nil {
+		return nil
+	}
+	sh := &argShape{closed: strings.TrimSpace(string(s.AdditionalProperties)) == "false"}
+	if len(s.Properties) > 0 {
+		sh.props = make(map[string]*argShape, len(s.Properties))
+		for name, p := range s.Properties {
+			sh.props[name] = parseShape(p, depth+1)
+		}
+	}
+	if len(s.Items) > 0 {
+		sh.items = parseShape(s.Items, depth+1)
+	}
+	return sh
+}
+
+// check returns the first argument name the schema does not declare, with its path.
+func (sh *argShape) check(v any, path string, depth int) error {
+	if sh == nil || depth > maxSchemaDepth {
+		return nil
+	}
+	switch v := v.(type) {
+	case map[string]any:
+		names := make([]string, 0, len(v))
+		for k := range v {
+			names = append(names, k)
+		}
+		slices.Sort(names) // the same error for the same call, whatever the map order
+		for _, k := range names {
+			p, known := sh.props[k]
+			if !known {
+				if sh.closed {
+					return unknownParam(path+k, sh)
+				}
+				continue
+			}
+			if err := p.check(v[k], path+k+".", depth+1); err != nil {
+				return err
+			}
+		}
+	case []any:
+		for i, e := range v {
+			if err := sh.items.check(e, fmt.Sprintf("%s%d].", strings.TrimSuffix(path, ".")+"[", i), depth+1); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+func unknownParam(name string, sh *argShape) error {
+	known := make([]string, 0, len(sh.props))
+	for k := range sh.props {
+		known = append(known, k)
+	}
+	slices.Sort(known)
+	if len(known) == 0 {
+		return fmt.Errorf("Unknown parameter: %s (this takes no parameters)", name)
+	}
+	return fmt.Errorf("Unknown parameter: %s (parameters are: %s; names are case-sensitive)", name, strings.Join(known, ", "))
+}

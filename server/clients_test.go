@@ -1,0 +1,194 @@
+package server
+
+import (
+	"bytes"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/mark3labs/mcp-go/client"
+	"github.com/mark3labs/mcp-go/client/transport"
+	"github.com/mark3labs/mcp-go/mcp"
+	"github.com/zalando/go-keyring"
+
+	"github.com/e2b-mcp/e2b-mcp/credentials"
+	"github.com/e2b-mcp/e2b-mcp/e2b"
+	"github.com/e2b-mcp/e2b-mcp/e2b/e2btest"
+	"github.com/e2b-mcp/e2b-mcp/state"
+)
+
+// The owner's key is read from the keyring on every call: no key gives the ConnectionRequired text and no
+// request to E2B; a login or a new key takes effect on the next call without a restart.
+func TestKeyringClientsReadKeyEveryCall(t *testing.T) {
+	keyring.MockInit()
+	kr := credentials.Keyring{Service: "e2b-mcp-server-test"}
+	f := newFixture(t, fixtureOpts{mutate: func(c *Config, emu *e2btest.Server) {
+		c.Clients = nil // the keyring, as in production
+		c.Keyring = kr
+		c.E2B = e2b.Config{APIURL: emu.URL(), SandboxURL: emu.URL()}
+	}})
+	c := connect(t, f.srv, mcp.ProtocolVersion20260728, nil)
+
+	mark := len(f.emu.Requests())
+	msg := mustFail(t, c, "e2b_create_sandbox", map[string]any{})
+	want := "No E2B API key is connected for alice. Run `e2b-mcp auth login` in a terminal"
+	if !strings.HasPrefix(msg, want) {
+		t.Errorf("without a key: %q", msg)
+	}
+	for _, r := range f.emu.Requests()[mark:] {
+		if r.Header.Get("X-API-Key") != "" {
+			t.Errorf("a request carried an API key without login: %s %s", r.Method, r.Path)
+		}
+	}
+
+	key1 := "e2b_" + strings.Repeat("1a", 20)
+	if err := kr.SetAPIKey("alice", key1); err != nil {
+		t.Fatal(err)
+	}
+	id := createSandbox(t, c)
+	if sb, _ := f.emu.Sandbox(id); sb.Team != key1 {
+		t.Error("the sandbox was not made with the stored key")
+	}
+
+	key2 := "e2b_" + strings.Repeat("2b", 20)
+	if err := kr.SetAPIKey("alice", key2); err != nil {
+		t.Fatal(err)
+	}
+	id2 := createSandbox(t, c)
+	if sb, _ := f.emu.Sandbox(id2); sb.Team != key2 {
+		t.Error("a new key did not take effect on the next call")
+	}
+
+	if err := kr.DeleteAPIKey("alice"); err != nil {
+		t.Fatal(err)
+	}
+	if msg := mustFail(t, c, "e2b_manage_sandbox", map[string]any{"sandbox_id": id2, "action": "pause"}); !strings.HasPrefix(msg, want) {
+		t.Errorf("after logout: %q", msg)
+	}
+	if sb, _ := f.emu.Sandbox(id2); sb.State != "running" {
+		t.Errorf("a call without a key paused the sandbox")
+	}
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// The local backend runs the emulator in-process: tools work without any keyring key, loudly, with records
+// kept apart from those of real sandboxes.
+func TestLocalBackend(t *testing.T) {
+	keyring.MockInit() // an empty keyring: no owner has a key
+	dir := t.TempDir()
+	var logs syncBuffer
+	srv, err := New(Config{
+		Owner:    "alice",
+		StateDir: dir,
+		Backend:  BackendLocal,
+		DataKeys: state.StaticKeySource(make([]byte, state.DataKeySize)),
+		Logger:   slog.New(slog.NewTextHandler(&logs, nil)),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	if !strings.Contains(logs.String(), "LOCAL BACKEND: sandboxes are emulated on this machine") {
+		t.Errorf("no loud local-backend line in the log:\n%s", logs.String())
+	}
+	if srv.LocalURL() == "" {
+		t.Fatal("no emulator URL")
+	}
+	for _, version := range eras {
+		c := connect(t, srv, version, nil)
+		id := createSandbox(t, c)
+		if ids := listIDs(t, c); len(ids) == 0 || !strings.Contains(strings.Join(ids, ","), id) {
+			t.Errorf("%s: list %v lacks %s", version, ids, id)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(dir, "local-backend", state.FileName)); err != nil {
+		t.Errorf("local records not under local-backend/: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, state.FileName)); err == nil {
+		t.Error("the local backend wrote into the real state store")
+	}
+	if localKey("alice") == localKey("bob") || credentials.CheckAPIKeyForm(localKey("alice")) != nil {
+		t.Error("local keys must be per owner and of E2B's form")
+	}
+}
+
+// lineChecker passes the server's stdout through, checking that every line is a JSON-RPC message.
+type lineChecker struct {
+	w       *io.PipeWriter
+	t       *testing.T
+	pending []byte
+}
+
+func (l *lineChecker) Write(p []byte) (int, error) {
+	l.pending = append(l.pending, p...)
+	for {
+		i := bytes.IndexByte(l.pending, '\n')
+		if i < 0 {
+			break
+		}
+		var msg struct {
+			JSONRPC string `json:"jsonrpc"`
+		}
+		if err := json.Unmarshal(l.pending[:i], &msg); err != nil || msg.JSONRPC != "2.0" {
+			l.t.Errorf("stdout carries a line that is not JSON-RPC: %q", l.pending[:i])
+		}
+		l.pending = l.pending[i+1:]
+	}
+	return l.w.Write(p)
+}
+
+// Over stdio the server speaks nothing but protocol on stdout, in both eras, and stops when stdin closes.
+func TestRunStdio(t *testing.T) {
+	for _, version := range eras {
+		t.Run(version, func(t *testing.T) {
+			f := newFixture(t, fixtureOpts{})
+			inR, inW := io.Pipe()
+			outR, outW := io.Pipe()
+			done := make(chan error, 1)
+			go func() {
+				done <- f.srv.Run(t.Context(), inR, &lineChecker{w: outW, t: t})
+				outW.Close()
+			}()
+			c := client.NewClient(transport.NewIO(outR, inW, nil), client.WithProtocolVersion(version))
+			initialize(t, c, version)
+			id := createSandbox(t, c)
+			if ids := listIDs(t, c); len(ids) != 1 || ids[0] != id {
+				t.Errorf("list over stdio: %v", ids)
+			}
+			c.Close()
+			select {
+			case err := <-done:
+				if err != nil {
+					t.Fatalf("Run after stdin closed: %v", err)
+				}
+			case <-time.After(30 * time.Second):
+				t.Fatal("Run did not return after stdin closed")
+			}
+			if sb, ok := f.emu.Sandbox(id); !ok || sb.State != "running" {
+				t.Errorf("after the server stopped the sandbox is %v/%q, want running", ok, sb.State)
+			}
+		})
+	}
+}
