@@ -68,8 +68,8 @@ func TestCreateUploadsNotConfigured(t *testing.T) {
 	})
 }
 
-// storageRoot makes a storage root with a file, a directory tree, and symlinks inside and out.
-func storageRoot(t *testing.T) (root, outside string) {
+// makeStorageRoot makes a storage root with a file, a directory tree, and symlinks inside and out.
+func makeStorageRoot(t *testing.T) (root, outside string) {
 	t.Helper()
 	base := t.TempDir()
 	root = filepath.Join(base, "root")
@@ -104,7 +104,7 @@ func storageRoot(t *testing.T) (root, outside string) {
 }
 
 func TestCreateUploads(t *testing.T) {
-	root, _ := storageRoot(t)
+	root, _ := makeStorageRoot(t)
 	forEachEra(t, func(t *testing.T, e *env, s *session) {
 		res := s.ok(t, "e2b_create_sandbox", map[string]any{"upload_files": []any{
 			map[string]any{"session_path": "data.csv", "sandbox_path": "/home/user/in/data.csv"},
@@ -123,7 +123,7 @@ func TestCreateUploads(t *testing.T) {
 }
 
 func TestCreateUploadRefusals(t *testing.T) {
-	root, outside := storageRoot(t)
+	root, outside := makeStorageRoot(t)
 	forEachEra(t, func(t *testing.T, e *env, s *session) {
 		for _, c := range []struct {
 			path string

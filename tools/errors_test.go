@@ -73,11 +73,8 @@ func TestUnknownSandbox(t *testing.T) {
 		a := s.createSandbox(t, nil)
 		b := s.createSandbox(t, nil)
 		got := s.fail(t, "e2b_exec", map[string]any{"sandbox_id": "nosuch", "command": "true"})
-		ids := []string{a, b}
-		if a > b {
-			ids = []string{b, a}
-		}
-		if want := "Sandbox 'nosuch' not found in this session. Sandboxes in this session: " + strings.Join(ids, ", "); got != want {
+		// In the order they were created, as e2b_list_sandboxes shows them.
+		if want := "Sandbox 'nosuch' not found in this session. Sandboxes in this session: " + a + ", " + b; got != want {
 			t.Fatalf("got %q, want %q", got, want)
 		}
 		got = s.fail(t, "e2b_delete_checkpoint", map[string]any{"checkpoint_id": "ckpt_nosuch"})

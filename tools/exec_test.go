@@ -159,8 +159,8 @@ func TestExecProgress(t *testing.T) {
 		}
 		last := -1.0
 		for _, p := range ps {
-			v, _ := p["progress"].(float64)
-			if v <= last {
+			v, err := strconv.ParseFloat(fmt.Sprint(p["progress"]), 64)
+			if err != nil || v <= last {
 				t.Fatalf("progress does not grow: %v", ps)
 			}
 			last = v

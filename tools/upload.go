@@ -22,8 +22,8 @@ type uploadFile struct {
 	SandboxPath string `json:"sandbox_path,omitempty" jsonschema_description:"Where to put it in the sandbox; relative paths are under /home/user. Default: /home/user/<name of session_path>."`
 }
 
-// plannedFile is one host file to upload, opened through an os.Root so that neither '..' nor a symlink can lead
-// outside its storage root.
+// plannedFile is one host file to upload. rel has no symlinks left in it and is opened through an os.Root, so
+// that even a path changed after planning cannot lead outside its storage root.
 type plannedFile struct {
 	root        *os.Root
 	rel         string // slash-separated, inside root
@@ -33,14 +33,37 @@ type plannedFile struct {
 // uploadPlan is every file of upload_files, checked before the sandbox is created so that a refused path
 // leaves nothing behind.
 type uploadPlan struct {
-	roots []*os.Root
+	roots []*storageRoot
 	files []plannedFile
 }
 
 func (p *uploadPlan) Close() {
 	for _, r := range p.roots {
-		r.Close()
+		r.root.Close()
 	}
+}
+
+// storageRoot is an opened storage root: real is the directory with its own symlinks resolved.
+type storageRoot struct {
+	real string
+	root *os.Root
+}
+
+// errEscapes says a path or symlink leads outside its storage root.
+var errEscapes = errors.New("it leads outside the storage root")
+
+// resolve follows the symlinks of rel (a path inside the root) and returns where it really is inside the root.
+// Symlinks may be absolute or relative, as long as they end inside the root.
+func (r *storageRoot) resolve(rel string) (string, error) {
+	real, err := filepath.EvalSymlinks(filepath.Join(r.real, rel))
+	if err != nil {
+		return "", err
+	}
+	local, err := filepath.Rel(r.real, real)
+	if err != nil || !filepath.IsLocal(local) {
+		return "", errEscapes
+	}
+	return filepath.ToSlash(local), nil
 }
 
 // planUploads resolves upload_files inside the storage roots and lists the files to send.
@@ -59,15 +82,20 @@ func (b *base) planUploads(specs []uploadFile) (*uploadPlan, error) {
 			"(start e2b-mcp with --storage-root DIR). Nothing was created; call again without upload_files, " +
 			"or write files with e2b_write_file.")
 	}
-	opened := map[string]*os.Root{}
-	openRoot := func(dir string) (*os.Root, error) {
+	opened := map[string]*storageRoot{}
+	openRoot := func(dir string) (*storageRoot, error) {
 		if r, ok := opened[dir]; ok {
 			return r, nil
 		}
-		r, err := os.OpenRoot(dir)
+		real, err := filepath.EvalSymlinks(dir)
 		if err != nil {
 			return nil, err
 		}
+		root, err := os.OpenRoot(real)
+		if err != nil {
+			return nil, err
+		}
+		r := &storageRoot{real: real, root: root}
 		opened[dir] = r
 		plan.roots = append(plan.roots, r)
 		return r, nil
@@ -82,14 +110,11 @@ func (b *base) planUploads(specs []uploadFile) (*uploadPlan, error) {
 		root, err := openRoot(dir)
 		if err != nil {
 			plan.Close()
-			return nil, userErrorf("Cannot upload '%s': the storage root %s cannot be opened: %v", spec.SessionPath, dir, err)
+			return nil, userErrorf("Cannot upload '%s': the storage root %s cannot be opened: %v", spec.SessionPath, dir, unwrapPathError(err))
 		}
 		target := spec.SandboxPath
 		if target == "" {
-			target = path.Join(WorkspacePath, path.Base(rel))
-			if rel == "." {
-				target = path.Join(WorkspacePath, filepath.Base(dir))
-			}
+			target = path.Join(WorkspacePath, filepath.Base(filepath.Join(dir, rel)))
 		}
 		if err := plan.add(root, rel, target, spec.SessionPath); err != nil {
 			plan.Close()
@@ -99,8 +124,7 @@ func (b *base) planUploads(specs []uploadFile) (*uploadPlan, error) {
 	return plan, nil
 }
 
-// inRoot finds the storage root holding p and p's path inside it. The check here is lexical; os.Root enforces
-// it again on every open, symlinks included.
+// inRoot finds the storage root holding p and p's path inside it, lexically; symlinks are checked by resolve.
 func (b *base) inRoot(p string) (dir, rel string, ok bool) {
 	if !filepath.IsAbs(p) {
 		rel = filepath.Clean(p)
@@ -122,44 +146,53 @@ func (b *base) inRoot(p string) (dir, rel string, ok bool) {
 }
 
 // add lists the file at rel (or every file under it, when it is a directory) for upload to target.
-func (p *uploadPlan) add(root *os.Root, rel, target, shown string) error {
+func (p *uploadPlan) add(sr *storageRoot, rel, target, shown string) error {
 	refuse := func(err error) error {
 		if errors.Is(err, fs.ErrNotExist) {
 			return userErrorf("Cannot upload '%s': no such file in the storage root. Nothing was created.", shown)
 		}
 		return userErrorf("Cannot upload '%s': %v (paths and symlinks must stay inside the storage root). Nothing was created.", shown, unwrapPathError(err))
 	}
-	info, err := root.Stat(rel)
+	local, err := sr.resolve(rel)
 	if err != nil {
 		return refuse(err)
 	}
-	rel = filepath.ToSlash(rel)
+	info, err := sr.root.Stat(local)
+	if err != nil {
+		return refuse(err)
+	}
 	if !info.IsDir() {
 		if !info.Mode().IsRegular() {
 			return userErrorf("Cannot upload '%s': it is not a regular file. Nothing was created.", shown)
 		}
-		return p.push(root, rel, target, shown)
+		return p.push(sr.root, local, target, shown)
 	}
-	return fs.WalkDir(root.FS(), rel, func(name string, d fs.DirEntry, err error) error {
+	return fs.WalkDir(sr.root.FS(), local, func(name string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return refuse(err)
 		}
 		if d.IsDir() {
 			return nil
 		}
-		// A symlink is followed by Stat, which os.Root refuses when it leads outside the root.
-		fi, err := root.Stat(name)
+		file := name
+		if d.Type()&fs.ModeSymlink != 0 {
+			if file, err = sr.resolve(name); err != nil {
+				return refuse(err)
+			}
+		}
+		fi, err := sr.root.Stat(file)
 		if err != nil {
 			return refuse(err)
 		}
+		// Directories reached through symlinks are not walked (they could loop), and devices or pipes are not files.
 		if fi.IsDir() || !fi.Mode().IsRegular() {
 			return nil
 		}
-		inside := strings.TrimPrefix(strings.TrimPrefix(name, rel), "/")
-		if rel == "." {
-			inside = name
+		inside := name
+		if local != "." {
+			inside = strings.TrimPrefix(name, local+"/")
 		}
-		return p.push(root, name, path.Join(target, inside), shown)
+		return p.push(sr.root, file, path.Join(target, inside), shown)
 	})
 }
 
