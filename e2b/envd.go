@@ -1,8 +1,16 @@
 package e2b
 
 import (
+	"bytes"
 	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
 	"io"
+	"net/http"
+	"strconv"
+	"strings"
 	"time"
 )
 
@@ -20,188 +28,304 @@ func (c *Client) Envd(sb SandboxConn) *Envd { return &Envd{client: c, conn: sb} 
 // WithUser returns a copy of e that acts as the Linux user name (Basic auth on RPC, username= on /files).
 func (e *Envd) WithUser(name string) *Envd { c := *e; c.user = name; return &c }
 
-// ProcessConfig is the process to start.
-type ProcessConfig struct {
-	Cmd  string
-	Args []string
-	Envs map[string]string
-	Cwd  string // empty: the template's workdir or the user's home
-}
+// Sandbox is the sandbox this handle talks to.
+func (e *Envd) Sandbox() SandboxConn { return e.conn }
 
-// StartOptions are the options of Process/Start.
-type StartOptions struct {
-	Process ProcessConfig
-	// Timeout is sent as Connect-Timeout-Ms: envd kills the process when it runs out. 0 means no limit.
-	Timeout time.Duration
-	// Stdin keeps stdin open for SendStdin; false attaches /dev/null.
-	Stdin bool
-	Tag   string
-	// KeepaliveInterval is sent as Keepalive-Ping-Interval; 0 means 50 s as the SDKs do.
-	KeepaliveInterval time.Duration
-}
-
-// EventKind says what a ProcessEvent carries.
-type EventKind int
-
-// The kinds of process event, in the order a stream delivers them: one start, data and keepalives, one end.
-const (
-	EventStart EventKind = iota + 1
-	EventStdout
-	EventStderr
-	EventPTY
-	EventKeepalive
-	EventEnd
+// envd versions from which E2B's SDKs change what they send.
+var (
+	envdVersionDefaultUser = [3]int{0, 4, 0} // no user means the template's default user
+	envdVersionOctetStream = [3]int{0, 5, 7} // POST /files accepts a raw body
 )
 
-// ProcessEvent is one message of a Start or Connect stream.
-type ProcessEvent struct {
-	Kind EventKind
-	PID  uint32      // EventStart
-	Data []byte      // EventStdout, EventStderr, EventPTY; valid only during the callback
-	End  *ProcessEnd // EventEnd
+// envdAtLeast reports whether the sandbox's envd is at least v. An unknown or unparsable version counts as new:
+// E2B has reported a version for every sandbox since envd 0.1.0, so it is missing only for hand-made connections.
+func (e *Envd) envdAtLeast(v [3]int) bool {
+	got, ok := parseEnvdVersion(e.conn.EnvdVersion)
+	if !ok {
+		return true
+	}
+	for i := range got {
+		if got[i] != v[i] {
+			return got[i] > v[i]
+		}
+	}
+	return true
 }
 
-// ProcessEnd is how a process ended. ExitCode is -1 when it was killed by a signal.
-type ProcessEnd struct {
-	ExitCode int
-	Exited   bool
-	Status   string
-	Error    string
+// parseEnvdVersion reads "major.minor.patch" (a leading "v" and any pre-release suffix are ignored).
+func parseEnvdVersion(s string) ([3]int, bool) {
+	var v [3]int
+	s = strings.TrimPrefix(strings.TrimSpace(s), "v")
+	if i := strings.IndexAny(s, "-+"); i >= 0 {
+		s = s[:i]
+	}
+	parts := strings.Split(s, ".")
+	if len(parts) == 0 || len(parts) > 3 || parts[0] == "" {
+		return v, false
+	}
+	for i, p := range parts {
+		n, err := strconv.Atoi(p)
+		if err != nil || n < 0 {
+			return v, false
+		}
+		v[i] = n
+	}
+	return v, true
 }
 
-// Start runs a process and calls onEvent for each event as it arrives, returning when the stream ends.
-// Cancelling ctx closes the stream; envd does not kill the process for that (see RunCommand).
-func (e *Envd) Start(ctx context.Context, opts StartOptions, onEvent func(ProcessEvent)) (ProcessEnd, error) {
-	return ProcessEnd{}, errUnbuilt
+// effectiveUser is the Linux user sent to envd: the one named with WithUser, else "user" for envd older than
+// 0.4.0 (which has no default user), else none.
+func (e *Envd) effectiveUser() string {
+	if e.user != "" {
+		return e.user
+	}
+	if !e.envdAtLeast(envdVersionDefaultUser) {
+		return "user"
+	}
+	return ""
 }
 
-// CommandOptions are the options of RunCommand.
-type CommandOptions struct {
-	Cwd     string
-	Envs    map[string]string
-	Timeout time.Duration // envd kills the command at this deadline; 0 = no limit
-	// OnStart is called with the pid as soon as envd reports it.
-	OnStart func(pid uint32)
-	// OnOutput is called with each stdout/stderr chunk as it arrives (data valid only during the call).
-	OnOutput func(kind EventKind, data []byte)
+// baseURL is where this sandbox's envd answers: the configured sandbox URL (with routing headers), else the
+// per-sandbox host https://49983-<id>.<domain>.
+func (e *Envd) baseURL() string {
+	if e.client.cfg.SandboxURL != "" {
+		return e.client.cfg.SandboxURL
+	}
+	return e.hostURL()
 }
 
-// CommandResult is how a command ended.
-type CommandResult struct {
-	PID uint32
-	ProcessEnd
-	// TimedOut is true when envd killed the command because Timeout ran out.
-	TimedOut bool
+// hostURL is the per-sandbox host, which is also what signed URLs use (a browser cannot add routing headers).
+func (e *Envd) hostURL() string {
+	if e.client.cfg.SandboxURL != "" {
+		return e.client.cfg.SandboxURL
+	}
+	domain := e.conn.Domain
+	if domain == "" {
+		domain = e.client.cfg.Domain
+	}
+	return fmt.Sprintf("https://%d-%s.%s", EnvdPort, e.conn.ID, domain)
 }
 
-// RunCommand runs a command with `/bin/bash -l -c` as E2B's SDKs do. If ctx is cancelled while the command runs,
-// the process is killed in the sandbox (SIGKILL), since envd would otherwise keep it running.
-func (e *Envd) RunCommand(ctx context.Context, command string, opts CommandOptions) (CommandResult, error) {
-	return CommandResult{}, errUnbuilt
+// newRequest makes a request to envd with the headers E2B's SDKs send on every envd request. The API key is
+// never among them.
+func (e *Envd) newRequest(ctx context.Context, method, pathAndQuery string, body io.Reader) (*http.Request, error) {
+	req, err := http.NewRequestWithContext(ctx, method, e.baseURL()+pathAndQuery, body)
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("User-Agent", e.client.cfg.UserAgent)
+	req.Header.Set("E2b-Sandbox-Id", e.conn.ID)
+	req.Header.Set("E2b-Sandbox-Port", strconv.Itoa(EnvdPort))
+	if e.conn.AccessToken != "" {
+		req.Header.Set("X-Access-Token", e.conn.AccessToken)
+	}
+	return req, nil
 }
 
-// Signal is a signal envd can send (only SIGTERM and SIGKILL are supported by envd).
-type Signal string
-
-// The signals envd supports.
-const (
-	SIGTERM Signal = "SIGNAL_SIGTERM"
-	SIGKILL Signal = "SIGNAL_SIGKILL"
-)
-
-// ProcessInfo is one entry of Process/List.
-type ProcessInfo struct {
-	PID    uint32
-	Tag    string
-	Config ProcessConfig
+// setBasicUser picks the Linux user of an RPC: Basic auth with the user name and an empty password.
+func (e *Envd) setBasicUser(req *http.Request) {
+	if u := e.effectiveUser(); u != "" {
+		req.Header.Set("Authorization", "Basic "+base64.StdEncoding.EncodeToString([]byte(u+":")))
+	}
 }
 
-// SendSignal signals a process; an unknown pid matches ErrNotFound.
-func (e *Envd) SendSignal(ctx context.Context, pid uint32, sig Signal) error { return errUnbuilt }
-
-// SendStdin writes to a process's stdin.
-func (e *Envd) SendStdin(ctx context.Context, pid uint32, data []byte) error { return errUnbuilt }
-
-// CloseStdin closes a process's stdin (envd >= 0.5.2).
-func (e *Envd) CloseStdin(ctx context.Context, pid uint32) error { return errUnbuilt }
-
-// ListProcesses lists running processes.
-func (e *Envd) ListProcesses(ctx context.Context) ([]ProcessInfo, error) { return nil, errUnbuilt }
-
-// ConnectProcess reattaches to a running process's stream (output from before is not replayed).
-func (e *Envd) ConnectProcess(ctx context.Context, pid uint32, onEvent func(ProcessEvent)) (ProcessEnd, error) {
-	return ProcessEnd{}, errUnbuilt
+// send sends req. Calls that are safe to repeat (retry=true; their bodies must be replayable) are tried again
+// when the connection fails, never because of an answer.
+func (e *Envd) send(op string, req *http.Request, retry bool) (*http.Response, error) {
+	ctx := req.Context()
+	cfg := e.client.cfg
+	for attempt := 0; ; attempt++ {
+		resp, err := cfg.HTTPClient.Do(req)
+		if err == nil {
+			return resp, nil
+		}
+		if !retry || attempt >= cfg.MaxRetries || ctx.Err() != nil || !retryableTransportError(err) {
+			return nil, e.client.transportError(ctx, op, err)
+		}
+		wait := exponentialBackoff(cfg.RetryWaitMin, cfg.RetryWaitMax, attempt)
+		cfg.Logger.Debug("e2b: retrying envd call after a connection failure", "op", op, "attempt", attempt+1, "wait", wait)
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil, e.client.transportError(ctx, op, ctx.Err())
+		case <-t.C:
+		}
+		if req.GetBody != nil {
+			body, err := req.GetBody()
+			if err != nil {
+				return nil, fmt.Errorf("e2b: %s: %w", op, err)
+			}
+			req.Body = body
+		}
+	}
 }
 
-// FileType is envd's FileType enum name.
-type FileType string
+// maxErrorBody bounds how much of an error answer is read.
+const maxErrorBody = 64 << 10
 
-// The file types envd reports.
-const (
-	FileTypeFile      FileType = "FILE_TYPE_FILE"
-	FileTypeDirectory FileType = "FILE_TYPE_DIRECTORY"
-	FileTypeSymlink   FileType = "FILE_TYPE_SYMLINK"
-)
-
-// EntryInfo describes a file (filesystem.EntryInfo). For a symlink, Type and Mode describe the target.
-type EntryInfo struct {
-	Name          string
-	Type          FileType
-	Path          string
-	Size          int64
-	Mode          uint32 // permission bits only
-	Permissions   string
-	Owner, Group  string
-	ModifiedTime  time.Time
-	SymlinkTarget string
-	Metadata      map[string]string
+// responseError turns a non-success answer into an *APIError. envd answers either a Connect error
+// {"code":"not_found","message":...} or a plain HTTP error {"code":401,"message":...}; E2B's edge proxy answers
+// 502 {"sandboxId":...,"message":"The sandbox was not found","code":502} when the sandbox is not running; any
+// other proxy may answer text or HTML.
+func (e *Envd) responseError(op string, resp *http.Response) *APIError {
+	body, _ := io.ReadAll(io.LimitReader(resp.Body, maxErrorBody))
+	apiErr := &APIError{Op: op, Status: resp.StatusCode, SandboxID: e.conn.ID}
+	if resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode == http.StatusServiceUnavailable {
+		apiErr.RetryAfter = retryAfterOf(resp, e.client.now())
+	}
+	var wire struct {
+		Code      json.RawMessage `json:"code"`
+		Message   string          `json:"message"`
+		SandboxID string          `json:"sandboxId"`
+	}
+	if err := json.Unmarshal(body, &wire); err == nil && (wire.Message != "" || len(wire.Code) > 0) {
+		var code string
+		if json.Unmarshal(wire.Code, &code) == nil {
+			// A string code is a Connect error; a numeric one is a plain HTTP error, whose status says it all.
+			apiErr.Code = code
+		}
+		apiErr.Message = wire.Message
+		if wire.SandboxID != "" {
+			apiErr.SandboxID = wire.SandboxID
+		}
+	} else {
+		apiErr.Message = clipText(body)
+	}
+	apiErr.Message = e.redact(apiErr.Message)
+	return apiErr
 }
 
-// Stat describes a path; a missing path matches ErrNotFound.
-func (e *Envd) Stat(ctx context.Context, path string) (EntryInfo, error) {
-	return EntryInfo{}, errUnbuilt
+// redact removes secrets from text that came from elsewhere: a proxy could echo a request back.
+func (e *Envd) redact(s string) string {
+	s = e.client.redact(s)
+	if e.conn.AccessToken != "" && strings.Contains(s, e.conn.AccessToken) {
+		s = strings.ReplaceAll(s, e.conn.AccessToken, "[redacted]")
+	}
+	return s
 }
 
-// ListDir lists a directory to depth (0 is treated as 1).
-func (e *Envd) ListDir(ctx context.Context, path string, depth int) ([]EntryInfo, error) {
-	return nil, errUnbuilt
+// wireError is a Connect error that arrived as a message (an end-of-stream error).
+func (e *Envd) wireError(op string, w *connectWireError) *APIError {
+	code := w.Code
+	if code == "" {
+		code = "unknown"
+	}
+	return &APIError{Op: op, Status: connectCodeStatus(code), Code: code, Message: e.redact(w.Message), SandboxID: e.conn.ID}
 }
 
-// MakeDir creates a directory and its parents; created is false when it already existed.
-func (e *Envd) MakeDir(ctx context.Context, path string) (created bool, err error) {
-	return false, errUnbuilt
+// unary makes a unary Connect call: in is sent as JSON and the answer decoded into out (which may be nil).
+func (e *Envd) unary(ctx context.Context, op, procedure string, in, out any, retry bool) error {
+	body, err := json.Marshal(in)
+	if err != nil {
+		return fmt.Errorf("e2b: %s: encode request: %w", op, err)
+	}
+	ctx, cancel := context.WithTimeout(ctx, e.client.cfg.RequestTimeout)
+	defer cancel()
+	req, err := e.newRequest(ctx, http.MethodPost, "/"+procedure, bytes.NewReader(body))
+	if err != nil {
+		return fmt.Errorf("e2b: %s: %w", op, err)
+	}
+	req.Header.Set("Content-Type", connectContentTypeUnary)
+	req.Header.Set("Connect-Protocol-Version", "1")
+	e.setBasicUser(req)
+	resp, err := e.send(op, req, retry)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return e.responseError(op, resp)
+	}
+	data, err := io.ReadAll(io.LimitReader(resp.Body, connectMaxMessage+1))
+	if err != nil {
+		return e.client.transportError(ctx, op, err)
+	}
+	if len(data) > connectMaxMessage {
+		return fmt.Errorf("e2b: %s: answer exceeds %d bytes", op, connectMaxMessage)
+	}
+	if out == nil {
+		return nil
+	}
+	if err := json.Unmarshal(data, out); err != nil {
+		return fmt.Errorf("e2b: %s: unexpected answer from envd: %w", op, err)
+	}
+	return nil
 }
 
-// Move renames source to destination.
-func (e *Envd) Move(ctx context.Context, source, destination string) (EntryInfo, error) {
-	return EntryInfo{}, errUnbuilt
+// streamOptions are the per-call headers of a server stream.
+type streamOptions struct {
+	timeout   time.Duration // Connect-Timeout-Ms; 0 sends none
+	keepalive time.Duration // Keepalive-Ping-Interval, in whole seconds; 0 sends none
 }
 
-// Remove deletes a file or a directory tree.
-func (e *Envd) Remove(ctx context.Context, path string) error { return errUnbuilt }
-
-// DownloadOptions select part of a file. Length 0 means to the end.
-type DownloadOptions struct {
-	Offset, Length int64
-}
-
-// Download streams a file's bytes (GET /files, Range for partial reads). The caller closes the reader.
-// size is the whole file's size when envd says it (-1 otherwise).
-func (e *Envd) Download(ctx context.Context, path string, opts DownloadOptions) (r io.ReadCloser, size int64, err error) {
-	return nil, 0, errUnbuilt
-}
-
-// WriteInfo is envd's answer for one uploaded file.
-type WriteInfo struct {
-	Path string `json:"path"`
-	Name string `json:"name"`
-	Type string `json:"type"`
-}
-
-// Upload streams r to path (POST /files), creating parent directories and overwriting an existing file.
-func (e *Envd) Upload(ctx context.Context, path string, r io.Reader) (WriteInfo, error) {
-	return WriteInfo{}, errUnbuilt
+// serverStream makes a server-streaming Connect call and gives each message to onMessage (valid only during the
+// call) until the stream ends. An end-of-stream error becomes an *APIError, and a stream that ends without an
+// end-of-stream message is an error too, because its answer is incomplete.
+func (e *Envd) serverStream(ctx context.Context, op, procedure string, in any, so streamOptions, onMessage func([]byte) error) error {
+	payload, err := json.Marshal(in)
+	if err != nil {
+		return fmt.Errorf("e2b: %s: encode request: %w", op, err)
+	}
+	body := appendEnvelope(make([]byte, 0, 5+len(payload)), 0, payload)
+	req, err := e.newRequest(ctx, http.MethodPost, "/"+procedure, bytes.NewReader(body))
+	if err != nil {
+		return fmt.Errorf("e2b: %s: %w", op, err)
+	}
+	req.Header.Set("Content-Type", connectContentTypeStream)
+	req.Header.Set("Connect-Protocol-Version", "1")
+	req.Header.Set("Connect-Content-Encoding", "identity")
+	if so.timeout > 0 {
+		req.Header.Set("Connect-Timeout-Ms", strconv.FormatInt(max(so.timeout.Milliseconds(), 1), 10))
+	}
+	if so.keepalive > 0 {
+		req.Header.Set("Keepalive-Ping-Interval", strconv.FormatInt(max(int64(so.keepalive/time.Second), 1), 10))
+	}
+	e.setBasicUser(req)
+	resp, err := e.send(op, req, false)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return e.responseError(op, resp)
+	}
+	if ct := resp.Header.Get("Content-Type"); !strings.HasPrefix(ct, connectContentTypeStream) {
+		return fmt.Errorf("e2b: %s: unexpected answer from envd: content type %q", op, ct)
+	}
+	end, err := readConnectStream(resp.Body, connectMaxMessage, onMessage)
+	if err != nil {
+		if errors.Is(err, errStreamCut) && ctx.Err() == nil {
+			return &TransportError{Op: op, err: err, text: err.Error()}
+		}
+		var apiErr *APIError
+		if errors.As(err, &apiErr) {
+			return err
+		}
+		return e.client.transportError(ctx, op, err)
+	}
+	if end.Error != nil {
+		return e.wireError(op, end.Error)
+	}
+	return nil
 }
 
 // Health reports whether envd answers (GET /health 204); a stopped sandbox matches ErrSandboxGone.
-func (e *Envd) Health(ctx context.Context) error { return errUnbuilt }
+func (e *Envd) Health(ctx context.Context) error {
+	const op = "envd health"
+	ctx, cancel := context.WithTimeout(ctx, e.client.cfg.RequestTimeout)
+	defer cancel()
+	req, err := e.newRequest(ctx, http.MethodGet, "/health", nil)
+	if err != nil {
+		return fmt.Errorf("e2b: %s: %w", op, err)
+	}
+	resp, err := e.send(op, req, true)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusNoContent && resp.StatusCode != http.StatusOK {
+		return e.responseError(op, resp)
+	}
+	return nil
+}

@@ -1,0 +1,260 @@
+package e2b
+
+import (
+	"bytes"
+	"errors"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+)
+
+func frame(flags byte, payload string) []byte { return appendEnvelope(nil, flags, []byte(payload)) }
+
+func TestAppendEnvelope(t *testing.T) {
+	got := appendEnvelope(nil, 0, []byte(`{"a":1}`))
+	want := []byte{0, 0, 0, 0, 7, '{', '"', 'a', '"', ':', '1', '}'}
+	if !bytes.Equal(got, want) {
+		t.Fatalf("envelope = %v, want %v", got, want)
+	}
+	end := appendEnvelope(nil, connectFlagEndStream, []byte("{}"))
+	if !bytes.Equal(end, []byte{2, 0, 0, 0, 2, '{', '}'}) {
+		t.Fatalf("end envelope = %v", end)
+	}
+}
+
+func TestReadConnectStream(t *testing.T) {
+	big := strings.Repeat("x", 300)
+	tests := []struct {
+		name     string
+		stream   []byte
+		max      int
+		wantMsgs []string
+		wantErr  string // substring; empty: success
+		cut      bool   // errors.Is(err, errStreamCut)
+		endErr   *connectWireError
+	}{
+		{
+			name:     "messages then end",
+			stream:   bytes.Join([][]byte{frame(0, `{"a":1}`), frame(0, `{"b":2}`), frame(2, `{}`)}, nil),
+			wantMsgs: []string{`{"a":1}`, `{"b":2}`},
+		},
+		{
+			name:     "end with error",
+			stream:   bytes.Join([][]byte{frame(0, `{"a":1}`), frame(2, `{"error":{"code":"invalid_argument","message":"cwd '/nope' does not exist"}}`)}, nil),
+			wantMsgs: []string{`{"a":1}`},
+			endErr:   &connectWireError{Code: "invalid_argument", Message: "cwd '/nope' does not exist"},
+		},
+		{name: "empty body", stream: nil, cut: true, wantErr: "stream cut"},
+		{name: "no end message", stream: frame(0, `{"a":1}`), wantMsgs: []string{`{"a":1}`}, cut: true, wantErr: "stream cut"},
+		{name: "cut inside header", stream: append(frame(0, `{}`), 0, 0), wantMsgs: []string{`{}`}, cut: true, wantErr: "stream cut"},
+		{name: "cut inside payload", stream: frame(0, `{"a":1}`)[:8], cut: true, wantErr: "stream cut"},
+		{name: "oversized length", stream: []byte{0, 0xff, 0xff, 0xff, 0xff}, wantErr: "exceeds the limit"},
+		{name: "over the limit", stream: frame(0, big), max: 200, wantErr: "exceeds the limit"},
+		{name: "compressed", stream: frame(1, `xx`), wantErr: "compressed"},
+		{name: "malformed end", stream: frame(2, `{`), wantErr: "malformed end-of-stream"},
+		{name: "end with metadata", stream: frame(2, `{"metadata":{"k":["v"]}}`)},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			maxMsg := tt.max
+			if maxMsg == 0 {
+				maxMsg = connectMaxMessage
+			}
+			var msgs []string
+			end, err := readConnectStream(bytes.NewReader(tt.stream), maxMsg, func(b []byte) error {
+				msgs = append(msgs, string(b))
+				return nil
+			})
+			if tt.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Fatalf("err = %v, want it to contain %q", err, tt.wantErr)
+				}
+				if errors.Is(err, errStreamCut) != tt.cut {
+					t.Fatalf("errors.Is(err, errStreamCut) = %v, want %v", !tt.cut, tt.cut)
+				}
+			} else if err != nil {
+				t.Fatalf("err = %v", err)
+			}
+			if strings.Join(msgs, "|") != strings.Join(tt.wantMsgs, "|") {
+				t.Fatalf("messages = %q, want %q", msgs, tt.wantMsgs)
+			}
+			if tt.wantErr == "" {
+				switch {
+				case tt.endErr == nil && end.Error != nil:
+					t.Fatalf("end error = %+v, want none", end.Error)
+				case tt.endErr != nil && (end.Error == nil || *end.Error != *tt.endErr):
+					t.Fatalf("end error = %+v, want %+v", end.Error, tt.endErr)
+				}
+			}
+		})
+	}
+}
+
+func TestReadConnectStreamStopsOnCallbackError(t *testing.T) {
+	stop := errors.New("stop")
+	stream := bytes.Join([][]byte{frame(0, `1`), frame(0, `2`), frame(2, `{}`)}, nil)
+	n := 0
+	_, err := readConnectStream(bytes.NewReader(stream), connectMaxMessage, func([]byte) error { n++; return stop })
+	if !errors.Is(err, stop) || n != 1 {
+		t.Fatalf("err = %v after %d messages, want stop after 1", err, n)
+	}
+}
+
+// TestEnvelopeReaderReusesBuffer checks that a long stream of small messages does not allocate per message.
+func TestEnvelopeReaderReusesBuffer(t *testing.T) {
+	var stream bytes.Buffer
+	for range 1000 {
+		stream.Write(frame(0, `{"event":{"keepalive":{}}}`))
+	}
+	er := &envelopeReader{r: &stream, max: connectMaxMessage}
+	allocs := testing.AllocsPerRun(1, func() {
+		for {
+			if _, _, err := er.next(); err != nil {
+				return
+			}
+		}
+	})
+	if allocs > 5 {
+		t.Fatalf("%v allocations for 1000 envelopes, want the buffer reused", allocs)
+	}
+}
+
+func TestConnectCodeStatus(t *testing.T) {
+	want := map[string]int{
+		"canceled": 499, "unknown": 500, "invalid_argument": 400, "deadline_exceeded": 504, "not_found": 404,
+		"already_exists": 409, "permission_denied": 403, "resource_exhausted": 429, "failed_precondition": 400,
+		"aborted": 409, "out_of_range": 400, "unimplemented": 501, "internal": 500, "unavailable": 503,
+		"data_loss": 500, "unauthenticated": 401, "made_up": 500,
+	}
+	for code, status := range want {
+		if got := connectCodeStatus(code); got != status {
+			t.Errorf("connectCodeStatus(%q) = %d, want %d", code, got, status)
+		}
+	}
+	if http.StatusText(connectCodeStatus("not_found")) != "Not Found" {
+		t.Fatal("not_found is not 404")
+	}
+}
+
+func TestPBScalars(t *testing.T) {
+	ints := map[string]int64{`"3526"`: 3526, `3526`: 3526, `"-1"`: -1, `1e3`: 1000, `null`: 0}
+	for in, want := range ints {
+		var v pbInt64
+		if err := v.UnmarshalJSON([]byte(in)); err != nil || int64(v) != want {
+			t.Errorf("pbInt64(%s) = %d, %v; want %d", in, v, err, want)
+		}
+	}
+	for _, bad := range []string{`"x"`, `1.5`, `true`, `"99999999999999999999"`} {
+		var v pbInt64
+		if err := v.UnmarshalJSON([]byte(bad)); err == nil {
+			t.Errorf("pbInt64(%s) accepted", bad)
+		}
+	}
+	byteCases := map[string]string{`"aGkK"`: "hi\n", `"aGk="`: "hi", `"aGk"`: "hi", `"-_8"`: "\xfb\xff", `"+/8="`: "\xfb\xff", `""`: ""}
+	for in, want := range byteCases {
+		var v pbBytes
+		if err := v.UnmarshalJSON([]byte(in)); err != nil || string(v) != want {
+			t.Errorf("pbBytes(%s) = %q, %v; want %q", in, v, err, want)
+		}
+	}
+	var v pbBytes
+	if err := v.UnmarshalJSON([]byte(`"!!"`)); err == nil {
+		t.Error("pbBytes accepted invalid base64")
+	}
+}
+
+func TestDecodeProcessEvent(t *testing.T) {
+	tests := []struct {
+		msg  string
+		want ProcessEvent
+		ok   bool
+	}{
+		{`{"event":{"start":{"pid":512}}}`, ProcessEvent{Kind: EventStart, PID: 512}, true},
+		{`{"event":{"start":{"pid":"512"}}}`, ProcessEvent{Kind: EventStart, PID: 512}, true},
+		{`{"event":{"data":{"stdout":"aGVsbG8K"}}}`, ProcessEvent{Kind: EventStdout, Data: []byte("hello\n")}, true},
+		{`{"event":{"data":{"stderr":"ZXJy"}}}`, ProcessEvent{Kind: EventStderr, Data: []byte("err")}, true},
+		{`{"event":{"data":{"pty":"eA=="}}}`, ProcessEvent{Kind: EventPTY, Data: []byte("x")}, true},
+		{`{"event":{"keepalive":{}}}`, ProcessEvent{Kind: EventKeepalive}, true},
+		{`{"event":{"end":{"exitCode":3,"exited":true,"status":"exit status 3","error":"exit status 3"}}}`,
+			ProcessEvent{Kind: EventEnd, End: &ProcessEnd{ExitCode: 3, Exited: true, Status: "exit status 3", Error: "exit status 3"}}, true},
+		{`{"event":{"end":{"exited":true,"status":"exit status 0"}}}`,
+			ProcessEvent{Kind: EventEnd, End: &ProcessEnd{Exited: true, Status: "exit status 0"}}, true},
+		{`{"event":{"end":{"exit_code":-1,"status":"signal: killed","error":"signal: killed"}}}`,
+			ProcessEvent{Kind: EventEnd, End: &ProcessEnd{ExitCode: -1, Status: "signal: killed", Error: "signal: killed"}}, true},
+		{`{"event":{"somethingNew":{}}}`, ProcessEvent{}, false},
+		{`{}`, ProcessEvent{}, false},
+	}
+	for _, tt := range tests {
+		got, ok, err := decodeProcessEvent([]byte(tt.msg))
+		if err != nil || ok != tt.ok || got.Kind != tt.want.Kind || got.PID != tt.want.PID || string(got.Data) != string(tt.want.Data) ||
+			(got.End == nil) != (tt.want.End == nil) || (got.End != nil && *got.End != *tt.want.End) {
+			t.Errorf("decodeProcessEvent(%s) = %+v, %v, %v; want %+v, %v", tt.msg, got, ok, err, tt.want, tt.ok)
+		}
+	}
+	for _, bad := range []string{`{"event":{"start":{"pid":-1}}}`, `{"event":{"data":{"stdout":"!"}}}`, `[`} {
+		if _, _, err := decodeProcessEvent([]byte(bad)); err == nil {
+			t.Errorf("decodeProcessEvent(%s) accepted", bad)
+		}
+	}
+}
+
+// FuzzEnvelope feeds arbitrary bytes to the envelope reader: it must never panic, never return a payload larger
+// than its limit, and never allocate more than the limit for one message however large the declared length.
+func FuzzEnvelope(f *testing.F) {
+	f.Add(frame(0, `{"event":{"start":{"pid":1}}}`))
+	f.Add(frame(2, `{}`))
+	f.Add([]byte{0, 0xff, 0xff, 0xff, 0xff, 1, 2, 3})
+	f.Add([]byte{2, 0, 0, 0})
+	f.Fuzz(func(t *testing.T, data []byte) {
+		const limit = 1 << 10
+		er := &envelopeReader{r: bytes.NewReader(data), max: limit}
+		for range 64 {
+			_, payload, err := er.next()
+			if err != nil {
+				if cap(er.buf) > limit {
+					t.Fatalf("buffer grew to %d, over the limit %d", cap(er.buf), limit)
+				}
+				return
+			}
+			if len(payload) > limit {
+				t.Fatalf("payload of %d bytes, over the limit %d", len(payload), limit)
+			}
+		}
+	})
+}
+
+// FuzzStream feeds arbitrary streams through the whole decoding of a process stream: envelopes, the
+// end-of-stream message and process events. It must never panic and must end with an end or an error.
+func FuzzStream(f *testing.F) {
+	f.Add(bytes.Join([][]byte{
+		frame(0, `{"event":{"start":{"pid":512}}}`),
+		frame(0, `{"event":{"data":{"stdout":"aGVsbG8K"}}}`),
+		frame(0, `{"event":{"end":{"exitCode":1,"exited":true,"status":"exit status 1","error":"exit status 1"}}}`),
+		frame(2, `{}`),
+	}, nil))
+	f.Add(frame(2, `{"error":{"code":"not_found","message":"x"}}`))
+	f.Add(frame(0, `{"event":{"data":{"stdout":"!!"}}}`))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		var events int
+		end, err := readConnectStream(io.LimitReader(bytes.NewReader(data), 1<<20), 1<<12, func(msg []byte) error {
+			if len(msg) > 1<<12 {
+				t.Fatalf("message of %d bytes over the limit", len(msg))
+			}
+			ev, ok, err := decodeProcessEvent(msg)
+			if err != nil {
+				return err
+			}
+			if ok {
+				events++
+				if ev.Kind < EventStart || ev.Kind > EventEnd || (ev.Kind == EventEnd) != (ev.End != nil) {
+					t.Fatalf("inconsistent event %+v", ev)
+				}
+			}
+			return nil
+		})
+		if (end == nil) == (err == nil) {
+			t.Fatalf("end = %v, err = %v: want exactly one", end, err)
+		}
+	})
+}

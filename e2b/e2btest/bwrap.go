@@ -1,0 +1,290 @@
+package e2btest
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// Sandbox processes are real processes isolated with bubblewrap, one bwrap per process:
+//
+//   - the host's /usr (and the /bin, /sbin, /lib* beside it) and /etc are bound read-only; /etc/passwd and
+//     /etc/group are replaced by the sandbox's own (root, and user with uid 1000), so that whoami says "user";
+//     when the emulator runs as root, /etc files that only root may read (shadow, private keys) are masked;
+//   - the sandbox's directories are bound read-write: <Dir>/home on /home/user, <Dir>/tmp on /tmp and
+//     <Dir>/root on /root; nothing else of the host is visible;
+//   - every namespace is new (--unshare-all): no network at all, a private /proc and /dev, its own pid
+//     namespace, so that background children end with the command (as a sandbox's would when it stops);
+//   - the user namespace maps the sandbox user (uid 1000 for "user", 0 for "root") to the emulator's own uid.
+//     Files therefore belong to the emulator's user on the host whoever wrote them, and every sandbox user can
+//     read and write what the emulator wrote through /files, with no chown. The filesystem RPC reports such
+//     files as owned by "user".
+//
+// The process group of each bwrap is its own, so that a signal (SendSignal, the Connect-Timeout-Ms deadline,
+// pausing and resuming) reaches bwrap and everything inside at once, and bwrap's own end reports it: a SIGKILL
+// gives "signal: killed" as envd reports it. A process that dies of a signal it raised itself is reported by
+// bwrap as exit status 128+n.
+
+// bwrapPath is where Debian's bubblewrap package installs bwrap.
+const bwrapPath = "/usr/bin/bwrap"
+
+// sandboxPATH is the PATH envd gives processes in E2B's templates.
+const sandboxPATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
+// sandboxUser is a Linux user of the emulated sandboxes.
+type sandboxUser struct {
+	Name     string
+	UID, GID int
+	Home     string
+}
+
+// lookupSandboxUser knows the two users of E2B's base template.
+func lookupSandboxUser(name string) (sandboxUser, bool) {
+	switch name {
+	case "root":
+		return sandboxUser{Name: "root", UID: 0, GID: 0, Home: "/root"}, true
+	case "user":
+		return sandboxUser{Name: "user", UID: 1000, GID: 1000, Home: "/home/user"}, true
+	}
+	return sandboxUser{}, false
+}
+
+const sandboxPasswd = "root:x:0:0:root:/root:/bin/bash\n" +
+	"user:x:1000:1000::/home/user:/bin/bash\n" +
+	"nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n"
+
+const sandboxGroup = "root:x:0:\nuser:x:1000:\nnogroup:x:65534:\n"
+
+// sandboxMount is a directory of the sandbox that lives on the host: at is its path inside, sub its directory
+// under the sandbox's Dir.
+type sandboxMount struct {
+	at, sub string
+	perm    fs.FileMode
+}
+
+// sandboxMounts are the writable parts of a sandbox.
+func sandboxMounts() [3]sandboxMount {
+	return [3]sandboxMount{
+		{at: "/home/user", sub: "home", perm: 0o755},
+		{at: "/root", sub: "root", perm: 0o700},
+		{at: "/tmp", sub: "tmp", perm: 0o777 | fs.ModeSticky},
+	}
+}
+
+// prepareSandboxDirs completes a sandbox's directories under dir: a sandbox made before /root existed (or by
+// hand, in tests) gets what is missing; a missing home is seeded as a new sandbox's is.
+func prepareSandboxDirs(dir string) error {
+	if dir == "" {
+		return errors.New("e2btest: sandbox has no directory")
+	}
+	if _, err := os.Lstat(filepath.Join(dir, "home")); errors.Is(err, fs.ErrNotExist) {
+		if err := seedSandboxDir(dir); err != nil {
+			return err
+		}
+	}
+	for _, m := range sandboxMounts() {
+		p := filepath.Join(dir, m.sub)
+		_, err := os.Lstat(p)
+		if err == nil {
+			continue
+		}
+		if !errors.Is(err, fs.ErrNotExist) {
+			return err
+		}
+		if err := os.MkdirAll(p, 0o755); err != nil {
+			return err
+		}
+		if err := os.Chmod(p, m.perm); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// isolation describes how this host runs sandbox processes.
+type isolation struct {
+	bwrap string
+	// err says why processes cannot be isolated here (no bwrap, or user namespaces are not allowed).
+	err error
+	// systemArgs bind the host's system directories (computed once: the host does not change under a test).
+	systemArgs []string
+}
+
+// probeIsolation finds bwrap and checks that it can make a sandbox on this host, so that a missing package or
+// disabled user namespaces are reported once, clearly, instead of as every command failing.
+func probeIsolation() isolation {
+	iso := isolation{bwrap: bwrapPath, systemArgs: systemBindArgs()}
+	if _, err := os.Stat(bwrapPath); err != nil {
+		p, lerr := exec.LookPath("bwrap")
+		if lerr != nil {
+			iso.err = fmt.Errorf("e2btest: bubblewrap (%s) is not installed; install the bubblewrap package, or set Options.Unisolated to run sandbox commands directly on this host", bwrapPath)
+			return iso
+		}
+		iso.bwrap = p
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	args := append([]string{"--unshare-all", "--unshare-user", "--uid", "1000", "--gid", "1000", "--die-with-parent"}, iso.systemArgs...)
+	args = append(args, "--proc", "/proc", "--dev", "/dev", "--", "/bin/sh", "-c", "exit 0")
+	cmd := exec.CommandContext(ctx, iso.bwrap, args...)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Run(); err != nil {
+		msg := strings.TrimSpace(stderr.String())
+		if msg == "" {
+			msg = err.Error()
+		}
+		iso.err = fmt.Errorf("e2btest: bubblewrap cannot create a sandbox on this host (%s); user namespaces may be disabled, or set Options.Unisolated to run sandbox commands directly on this host", msg)
+	}
+	return iso
+}
+
+// systemBindArgs binds the host's system directories read-only, keeping usr-merge symlinks as symlinks.
+func systemBindArgs() []string {
+	args := []string{"--ro-bind", "/usr", "/usr"}
+	for _, d := range []string{"/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32"} {
+		fi, err := os.Lstat(d)
+		switch {
+		case err != nil:
+		case fi.Mode()&fs.ModeSymlink != 0:
+			if target, err := os.Readlink(d); err == nil {
+				args = append(args, "--symlink", target, d)
+			}
+		case fi.IsDir():
+			args = append(args, "--ro-bind", d, d)
+		}
+	}
+	args = append(args, "--ro-bind", "/etc", "/etc")
+	if os.Geteuid() == 0 {
+		args = append(args, maskPrivateEtc()...)
+	}
+	return args
+}
+
+// maskPrivateEtc hides what only root may read under /etc (shadow files, private keys). A sandbox user maps to
+// the emulator's uid, which as root owns those files.
+func maskPrivateEtc() []string {
+	var args []string
+	_ = filepath.WalkDir("/etc", func(p string, de fs.DirEntry, err error) error {
+		if err != nil {
+			return nil
+		}
+		if p == "/etc" {
+			return nil
+		}
+		if strings.Count(p, "/") > 4 {
+			return fs.SkipDir
+		}
+		fi, err := de.Info()
+		if err != nil || fi.Mode()&fs.ModeSymlink != 0 {
+			return nil
+		}
+		if fi.Mode().Perm()&0o004 != 0 {
+			return nil
+		}
+		if fi.IsDir() {
+			args = append(args, "--tmpfs", p)
+			return fs.SkipDir
+		}
+		if fi.Mode().IsRegular() {
+			args = append(args, "--ro-bind", "/dev/null", p)
+		}
+		return nil
+	})
+	return args
+}
+
+// procSpec is one process to run in a sandbox.
+type procSpec struct {
+	dir  string // the sandbox's Dir
+	user sandboxUser
+	cwd  string // inside the sandbox
+	env  []string
+	cmd  string
+	args []string
+}
+
+// envdWrapper is how envd runs every command (minus its OOM-score step): through sh and nice, so that a command
+// that cannot be found fails as it does in E2B (nice: '<cmd>': No such file or directory, exit status 127).
+const envdWrapper = `exec /usr/bin/nice -n 0 "${@}"`
+
+// command builds the isolated command. The returned files are the child's ends of pipes that carry the
+// generated /etc files; the caller closes them once the process has started.
+func (iso *isolation) command(ps procSpec) (*exec.Cmd, []*os.File, error) {
+	if iso.err != nil {
+		return nil, nil, iso.err
+	}
+	var extra []*os.File
+	data := func(content string) (string, error) {
+		r, w, err := os.Pipe()
+		if err != nil {
+			return "", err
+		}
+		// The content is far smaller than a pipe's buffer, so it is written whole before bwrap starts.
+		_, err = w.WriteString(content)
+		w.Close()
+		if err != nil {
+			r.Close()
+			return "", err
+		}
+		extra = append(extra, r)
+		return strconv.Itoa(2 + len(extra)), nil
+	}
+	closeAll := func() {
+		for _, f := range extra {
+			f.Close()
+		}
+	}
+	passwdFD, err := data(sandboxPasswd)
+	if err != nil {
+		closeAll()
+		return nil, nil, err
+	}
+	groupFD, err := data(sandboxGroup)
+	if err != nil {
+		closeAll()
+		return nil, nil, err
+	}
+	uid, gid := strconv.Itoa(ps.user.UID), strconv.Itoa(ps.user.GID)
+	args := []string{"--unshare-all", "--unshare-user", "--uid", uid, "--gid", gid, "--die-with-parent", "--hostname", "e2b"}
+	args = append(args, iso.systemArgs...)
+	args = append(args, "--ro-bind-data", passwdFD, "/etc/passwd", "--ro-bind-data", groupFD, "/etc/group")
+	for _, m := range sandboxMounts() {
+		args = append(args, "--bind", filepath.Join(ps.dir, m.sub), m.at)
+	}
+	args = append(args, "--proc", "/proc", "--dev", "/dev", "--chdir", ps.cwd, "--",
+		"/bin/sh", "-c", envdWrapper, "--", ps.cmd)
+	args = append(args, ps.args...)
+	cmd := exec.Command(iso.bwrap, args...)
+	cmd.Env = ps.env
+	cmd.ExtraFiles = extra
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	return cmd, extra, nil
+}
+
+// unisolatedCommand runs a process directly on the host, for hosts without bubblewrap when the emulator was
+// told to (Options.Unisolated). Sandbox paths do not exist there: the working directory and HOME are the
+// sandbox's directories on the host, and a command that names /home/user/... sees the host's.
+func unisolatedCommand(ps procSpec, hostCwd, hostHome string) *exec.Cmd {
+	cmd := exec.Command("/bin/sh", append([]string{"-c", envdWrapper, "--", ps.cmd}, ps.args...)...)
+	env := make([]string, 0, len(ps.env))
+	for _, kv := range ps.env {
+		if strings.HasPrefix(kv, "HOME=") {
+			kv = "HOME=" + hostHome
+		}
+		env = append(env, kv)
+	}
+	cmd.Env = env
+	cmd.Dir = hostCwd
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	return cmd
+}

@@ -1,0 +1,290 @@
+package e2btest
+
+import (
+	"bytes"
+	"compress/gzip"
+	"encoding/base64"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"mime"
+	"net/http"
+	"strconv"
+	"strings"
+)
+
+// The server side of the Connect protocol with the JSON codec, answering byte for byte as envd (connect-go with
+// protojson) does: unary calls answer application/json, or on error the HTTP status of the code with
+// {"code","message"}; server streams answer 200 application/connect+json with envelopes, the last one flagged
+// end-of-stream and holding {} or {"error":{...}}.
+
+const (
+	flagCompressed = 0x01
+	flagEndStream  = 0x02
+
+	// maxRequestMessage bounds a request message; envd's requests are small (SendInput carries the largest).
+	maxRequestMessage = 8 << 20
+)
+
+// rpcError is a Connect error: a code from connect's vocabulary and a message.
+type rpcError struct {
+	Code    string `json:"code"`
+	Message string `json:"message,omitempty"`
+}
+
+func (e *rpcError) Error() string { return e.Code + ": " + e.Message }
+
+func rpcErrorf(code, format string, args ...any) *rpcError {
+	return &rpcError{Code: code, Message: fmt.Sprintf(format, args...)}
+}
+
+// connectStatus is connect-go's connectCodeToHTTP.
+func connectStatus(code string) int {
+	switch code {
+	case "canceled":
+		return 499
+	case "invalid_argument", "failed_precondition", "out_of_range":
+		return http.StatusBadRequest
+	case "deadline_exceeded":
+		return http.StatusGatewayTimeout
+	case "not_found":
+		return http.StatusNotFound
+	case "already_exists", "aborted":
+		return http.StatusConflict
+	case "permission_denied":
+		return http.StatusForbidden
+	case "resource_exhausted":
+		return http.StatusTooManyRequests
+	case "unimplemented":
+		return http.StatusNotImplemented
+	case "unavailable":
+		return http.StatusServiceUnavailable
+	case "unauthenticated":
+		return http.StatusUnauthorized
+	}
+	return http.StatusInternalServerError
+}
+
+// pbJSON marshals an answer as protojson does: no HTML escaping, no trailing newline. Field order and omitted
+// zero values come from the struct definitions.
+func pbJSON(v any) []byte {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		// Every answer is a plain struct of strings, numbers and maps; failing to encode one is a bug here.
+		panic(fmt.Sprintf("e2btest: encode answer: %v", err))
+	}
+	return bytes.TrimSuffix(buf.Bytes(), []byte("\n"))
+}
+
+// writeUnary answers a unary call.
+func writeUnary(w http.ResponseWriter, answer any) {
+	h := w.Header()
+	h.Set("Content-Type", "application/json")
+	h.Set("Accept-Encoding", "gzip")
+	w.WriteHeader(http.StatusOK)
+	_, _ = w.Write(pbJSON(answer))
+}
+
+// writeUnaryError answers a failed unary call. connect-go marshals errors with encoding/json.
+func writeUnaryError(w http.ResponseWriter, err *rpcError) {
+	h := w.Header()
+	h.Set("Content-Type", "application/json")
+	h.Set("Accept-Encoding", "gzip")
+	w.WriteHeader(connectStatus(err.Code))
+	data, _ := json.Marshal(err)
+	_, _ = w.Write(data)
+}
+
+// streamWriter writes a server stream's envelopes, flushing each so that the client sees events as they happen.
+type streamWriter struct {
+	w       http.ResponseWriter
+	rc      *http.ResponseController
+	started bool
+	frames  int
+	// cutAfter aborts the stream (no end-of-stream message, connection closed) once this many messages were sent;
+	// 0 never.
+	cutAfter int
+	buf      []byte
+}
+
+func newStreamWriter(w http.ResponseWriter) *streamWriter {
+	return &streamWriter{w: w, rc: http.NewResponseController(w)}
+}
+
+func (s *streamWriter) start() {
+	if s.started {
+		return
+	}
+	s.started = true
+	h := s.w.Header()
+	h.Set("Content-Type", "application/connect+json")
+	h.Set("Connect-Accept-Encoding", "gzip")
+	s.w.WriteHeader(http.StatusOK)
+}
+
+func (s *streamWriter) writeFrame(flags byte, payload []byte) error {
+	s.start()
+	if s.cutAfter > 0 && s.frames >= s.cutAfter {
+		abortStream()
+	}
+	s.frames++
+	s.buf = s.buf[:0]
+	s.buf = append(s.buf, flags, 0, 0, 0, 0)
+	binary.BigEndian.PutUint32(s.buf[1:5], uint32(len(payload)))
+	s.buf = append(s.buf, payload...)
+	if _, err := s.w.Write(s.buf); err != nil {
+		return err
+	}
+	return s.rc.Flush()
+}
+
+// send writes one message.
+func (s *streamWriter) send(msg any) error { return s.writeFrame(0, pbJSON(msg)) }
+
+// end writes the end-of-stream message: {} or {"error":{...}}. connect-go marshals it with encoding/json.
+func (s *streamWriter) end(rerr *rpcError) error {
+	var data []byte
+	if rerr == nil {
+		data = []byte("{}")
+	} else {
+		data, _ = json.Marshal(struct {
+			Error *rpcError `json:"error"`
+		}{rerr})
+	}
+	return s.writeFrame(flagEndStream, data)
+}
+
+// abortStream ends the handler without an end-of-stream message and closes the connection, as when a sandbox
+// stops under an open stream. net/http recovers this panic without logging it.
+func abortStream() { panic(http.ErrAbortHandler) }
+
+// isStreaming reports whether a procedure is a server stream.
+func isStreaming(procedure string) bool {
+	switch procedure {
+	case "process.Process/Start", "process.Process/Connect", "filesystem.Filesystem/WatchDir":
+		return true
+	}
+	return false
+}
+
+// readRequest reads a call's request message: the body of a unary call, or the single envelope of a stream.
+func readRequest(r *http.Request, streaming bool) ([]byte, *rpcError) {
+	body := io.LimitReader(r.Body, maxRequestMessage+5)
+	if !streaming {
+		var rd io.Reader = body
+		if enc := r.Header.Get("Content-Encoding"); enc != "" && enc != "identity" {
+			if enc != "gzip" {
+				return nil, rpcErrorf("unimplemented", "unknown compression %q: supported encodings are gzip", enc)
+			}
+			zr, err := gzip.NewReader(body)
+			if err != nil {
+				return nil, rpcErrorf("invalid_argument", "decompress: %v", err)
+			}
+			rd = io.LimitReader(zr, maxRequestMessage+1)
+		}
+		data, err := io.ReadAll(rd)
+		if err != nil {
+			return nil, rpcErrorf("invalid_argument", "read message: %v", err)
+		}
+		if len(data) > maxRequestMessage {
+			return nil, rpcErrorf("resource_exhausted", "message size %d is larger than configured max %d", len(data), maxRequestMessage)
+		}
+		return data, nil
+	}
+	var hdr [5]byte
+	if _, err := io.ReadFull(body, hdr[:]); err != nil {
+		return nil, rpcErrorf("invalid_argument", "protocol error: incomplete envelope: %v", err)
+	}
+	size := binary.BigEndian.Uint32(hdr[1:])
+	if size > maxRequestMessage {
+		return nil, rpcErrorf("resource_exhausted", "message size %d is larger than configured max %d", size, maxRequestMessage)
+	}
+	data := make([]byte, size)
+	if _, err := io.ReadFull(body, data); err != nil {
+		return nil, rpcErrorf("invalid_argument", "protocol error: promised %d bytes in enveloped message, got fewer: %v", size, err)
+	}
+	if hdr[0]&flagCompressed != 0 {
+		enc := r.Header.Get("Connect-Content-Encoding")
+		if enc != "gzip" {
+			return nil, rpcErrorf("internal", "protocol error: received compressed message without compression support")
+		}
+		zr, err := gzip.NewReader(bytes.NewReader(data))
+		if err != nil {
+			return nil, rpcErrorf("invalid_argument", "decompress: %v", err)
+		}
+		if data, err = io.ReadAll(io.LimitReader(zr, maxRequestMessage+1)); err != nil || len(data) > maxRequestMessage {
+			return nil, rpcErrorf("invalid_argument", "decompress: message too large or corrupt")
+		}
+	}
+	return data, nil
+}
+
+// decodeRequest unmarshals a request as connect-go's JSON codec does (unknown fields are ignored).
+func decodeRequest(data []byte, v any, typeName string) *rpcError {
+	if len(data) == 0 {
+		return rpcErrorf("invalid_argument", "unmarshal into %s: zero-length payload is not a valid JSON object", typeName)
+	}
+	if err := json.Unmarshal(data, v); err != nil {
+		return rpcErrorf("invalid_argument", "unmarshal into %s: %v", typeName, err)
+	}
+	return nil
+}
+
+// checkContentType tells whether a request's content type fits the procedure's kind; a mismatch is answered
+// 415 by connect-go.
+func checkContentType(r *http.Request, streaming bool) bool {
+	mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type"))
+	if err != nil {
+		return false
+	}
+	if streaming {
+		return mt == "application/connect+json"
+	}
+	return mt == "application/json"
+}
+
+// Proto3 JSON request scalars, read as leniently as protojson reads them.
+
+// pbUint is an integer given as a number or a string.
+type pbUint uint64
+
+func (v *pbUint) UnmarshalJSON(b []byte) error {
+	s := strings.TrimSpace(string(b))
+	if s == "null" {
+		return nil
+	}
+	if unq, err := strconv.Unquote(s); err == nil {
+		s = unq
+	}
+	n, err := strconv.ParseUint(s, 10, 32)
+	if err != nil {
+		return fmt.Errorf("invalid value for uint32 field: %s", b)
+	}
+	*v = pbUint(n)
+	return nil
+}
+
+// pbBytes is a bytes field in standard or URL-safe base64, padded or not.
+type pbBytes []byte
+
+func (v *pbBytes) UnmarshalJSON(b []byte) error {
+	var s string
+	if err := json.Unmarshal(b, &s); err != nil {
+		return errors.New("invalid value for bytes field")
+	}
+	s = strings.TrimRight(s, "=")
+	enc := base64.RawStdEncoding
+	if strings.ContainsAny(s, "-_") {
+		enc = base64.RawURLEncoding
+	}
+	out, err := enc.DecodeString(s)
+	if err != nil {
+		return fmt.Errorf("invalid value for bytes field: %v", err)
+	}
+	*v = out
+	return nil
+}

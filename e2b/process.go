@@ -1,0 +1,379 @@
+package e2b
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// ProcessConfig is the process to start.
+type ProcessConfig struct {
+	Cmd  string
+	Args []string
+	Envs map[string]string
+	Cwd  string // empty: the template's workdir or the user's home
+}
+
+// StartOptions are the options of Process/Start.
+type StartOptions struct {
+	Process ProcessConfig
+	// Timeout is sent as Connect-Timeout-Ms: envd kills the process when it runs out. 0 means no limit.
+	Timeout time.Duration
+	// Stdin keeps stdin open for SendStdin; false attaches /dev/null.
+	Stdin bool
+	Tag   string
+	// KeepaliveInterval is sent as Keepalive-Ping-Interval; 0 means 50 s as the SDKs do.
+	KeepaliveInterval time.Duration
+}
+
+// DefaultKeepaliveInterval is the Keepalive-Ping-Interval E2B's SDKs send on process streams.
+const DefaultKeepaliveInterval = 50 * time.Second
+
+// EventKind says what a ProcessEvent carries.
+type EventKind int
+
+// The kinds of process event, in the order a stream delivers them: one start, data and keepalives, one end.
+const (
+	EventStart EventKind = iota + 1
+	EventStdout
+	EventStderr
+	EventPTY
+	EventKeepalive
+	EventEnd
+)
+
+func (k EventKind) String() string {
+	switch k {
+	case EventStart:
+		return "start"
+	case EventStdout:
+		return "stdout"
+	case EventStderr:
+		return "stderr"
+	case EventPTY:
+		return "pty"
+	case EventKeepalive:
+		return "keepalive"
+	case EventEnd:
+		return "end"
+	}
+	return fmt.Sprintf("EventKind(%d)", int(k))
+}
+
+// ProcessEvent is one message of a Start or Connect stream.
+type ProcessEvent struct {
+	Kind EventKind
+	PID  uint32      // EventStart
+	Data []byte      // EventStdout, EventStderr, EventPTY; valid only during the callback
+	End  *ProcessEnd // EventEnd
+}
+
+// ProcessEnd is how a process ended. ExitCode is -1 when it was killed by a signal.
+type ProcessEnd struct {
+	ExitCode int
+	Exited   bool
+	Status   string
+	Error    string
+}
+
+// Wire shapes of process.proto in proto3 JSON. Requests are written with the field names and order a protobuf
+// JSON encoder uses (field number order, zero values omitted); answers are read leniently.
+
+type pbProcessConfig struct {
+	Cmd  string            `json:"cmd"`
+	Args []string          `json:"args,omitempty"`
+	Envs map[string]string `json:"envs,omitempty"`
+	Cwd  *string           `json:"cwd,omitempty"`
+}
+
+type pbStartRequest struct {
+	Process pbProcessConfig `json:"process"`
+	Tag     *string         `json:"tag,omitempty"`
+	Stdin   *bool           `json:"stdin,omitempty"`
+}
+
+type pbSelector struct {
+	PID uint32 `json:"pid"`
+}
+
+type pbSelectorRequest struct {
+	Process pbSelector `json:"process"`
+}
+
+type pbSendSignalRequest struct {
+	Process pbSelector `json:"process"`
+	Signal  Signal     `json:"signal"`
+}
+
+type pbSendInputRequest struct {
+	Process pbSelector `json:"process"`
+	Input   struct {
+		Stdin []byte `json:"stdin"`
+	} `json:"input"`
+}
+
+// pbProcessEvent is one ProcessEvent; exactly one member is set.
+type pbProcessEvent struct {
+	Start *struct {
+		PID pbInt64 `json:"pid"`
+	} `json:"start"`
+	Data *struct {
+		Stdout *pbBytes `json:"stdout"`
+		Stderr *pbBytes `json:"stderr"`
+		PTY    *pbBytes `json:"pty"`
+	} `json:"data"`
+	End       *pbEndEvent `json:"end"`
+	Keepalive *struct{}   `json:"keepalive"`
+}
+
+// pbEndEvent accepts the lowerCamelCase names and the proto names, as proto3 JSON parsers do.
+type pbEndEvent struct {
+	ExitCode      *pbInt64 `json:"exitCode"`
+	ExitCodeProto *pbInt64 `json:"exit_code"`
+	Exited        bool     `json:"exited"`
+	Status        string   `json:"status"`
+	Error         *string  `json:"error"`
+}
+
+func (p *pbEndEvent) end() *ProcessEnd {
+	end := &ProcessEnd{Exited: p.Exited, Status: p.Status}
+	switch {
+	case p.ExitCode != nil:
+		end.ExitCode = int(*p.ExitCode)
+	case p.ExitCodeProto != nil:
+		end.ExitCode = int(*p.ExitCodeProto)
+	}
+	if p.Error != nil {
+		end.Error = *p.Error
+	}
+	return end
+}
+
+// decodeProcessEvent reads one StartResponse/ConnectResponse message. ok is false for an event this client does
+// not know (a newer envd may add some); those are skipped.
+func decodeProcessEvent(msg []byte) (ev ProcessEvent, ok bool, err error) {
+	var wire struct {
+		Event *pbProcessEvent `json:"event"`
+	}
+	if err := json.Unmarshal(msg, &wire); err != nil {
+		return ProcessEvent{}, false, fmt.Errorf("malformed process event: %w", err)
+	}
+	pe := wire.Event
+	switch {
+	case pe == nil:
+		return ProcessEvent{}, false, nil
+	case pe.Start != nil:
+		if pe.Start.PID < 0 || pe.Start.PID > 1<<32-1 {
+			return ProcessEvent{}, false, fmt.Errorf("malformed process event: pid %d", pe.Start.PID)
+		}
+		return ProcessEvent{Kind: EventStart, PID: uint32(pe.Start.PID)}, true, nil
+	case pe.Data != nil:
+		switch {
+		case pe.Data.Stdout != nil:
+			return ProcessEvent{Kind: EventStdout, Data: *pe.Data.Stdout}, true, nil
+		case pe.Data.Stderr != nil:
+			return ProcessEvent{Kind: EventStderr, Data: *pe.Data.Stderr}, true, nil
+		case pe.Data.PTY != nil:
+			return ProcessEvent{Kind: EventPTY, Data: *pe.Data.PTY}, true, nil
+		}
+		return ProcessEvent{}, false, nil
+	case pe.End != nil:
+		return ProcessEvent{Kind: EventEnd, End: pe.End.end()}, true, nil
+	case pe.Keepalive != nil:
+		return ProcessEvent{Kind: EventKeepalive}, true, nil
+	}
+	return ProcessEvent{}, false, nil
+}
+
+// processStream runs a Start or Connect stream, giving events to onEvent as they arrive, and returns the end.
+func (e *Envd) processStream(ctx context.Context, op, procedure string, in any, so streamOptions, onEvent func(ProcessEvent)) (ProcessEnd, error) {
+	var end *ProcessEnd
+	err := e.serverStream(ctx, op, procedure, in, so, func(msg []byte) error {
+		ev, ok, err := decodeProcessEvent(msg)
+		if err != nil {
+			return fmt.Errorf("e2b: %s: %w", op, err)
+		}
+		if !ok {
+			return nil
+		}
+		if ev.Kind == EventEnd {
+			end = ev.End
+		}
+		if onEvent != nil {
+			onEvent(ev)
+		}
+		return nil
+	})
+	if err != nil {
+		return ProcessEnd{}, err
+	}
+	if end == nil {
+		return ProcessEnd{}, fmt.Errorf("e2b: %s: the stream ended without the process's end event", op)
+	}
+	return *end, nil
+}
+
+func keepaliveOf(d time.Duration) time.Duration {
+	if d <= 0 {
+		return DefaultKeepaliveInterval
+	}
+	return d
+}
+
+// Start runs a process and calls onEvent for each event as it arrives, returning when the stream ends.
+// Cancelling ctx closes the stream; envd does not kill the process for that (see RunCommand).
+func (e *Envd) Start(ctx context.Context, opts StartOptions, onEvent func(ProcessEvent)) (ProcessEnd, error) {
+	req := pbStartRequest{
+		Process: pbProcessConfig{Cmd: opts.Process.Cmd, Args: opts.Process.Args, Envs: opts.Process.Envs},
+		Stdin:   &opts.Stdin,
+	}
+	if opts.Process.Cwd != "" {
+		req.Process.Cwd = &opts.Process.Cwd
+	}
+	if opts.Tag != "" {
+		req.Tag = &opts.Tag
+	}
+	so := streamOptions{timeout: opts.Timeout, keepalive: keepaliveOf(opts.KeepaliveInterval)}
+	return e.processStream(ctx, "envd Start", "process.Process/Start", req, so, onEvent)
+}
+
+// CommandOptions are the options of RunCommand.
+type CommandOptions struct {
+	Cwd     string
+	Envs    map[string]string
+	Timeout time.Duration // envd kills the command at this deadline; 0 = no limit
+	// OnStart is called with the pid as soon as envd reports it.
+	OnStart func(pid uint32)
+	// OnOutput is called with each stdout/stderr chunk as it arrives (data valid only during the call).
+	OnOutput func(kind EventKind, data []byte)
+}
+
+// CommandResult is how a command ended.
+type CommandResult struct {
+	PID uint32
+	ProcessEnd
+	// TimedOut is true when envd killed the command because Timeout ran out.
+	TimedOut bool
+}
+
+// killGrace bounds the SIGKILL that RunCommand sends when its caller gives up on a command.
+const killGrace = 10 * time.Second
+
+// RunCommand runs a command with `/bin/bash -l -c` as E2B's SDKs do. If ctx is cancelled while the command runs,
+// the process is killed in the sandbox (SIGKILL), since envd would otherwise keep it running.
+func (e *Envd) RunCommand(ctx context.Context, command string, opts CommandOptions) (CommandResult, error) {
+	var res CommandResult
+	started := time.Now()
+	end, err := e.Start(ctx, StartOptions{
+		Process: ProcessConfig{Cmd: "/bin/bash", Args: []string{"-l", "-c", command}, Envs: opts.Envs, Cwd: opts.Cwd},
+		Timeout: opts.Timeout,
+	}, func(ev ProcessEvent) {
+		switch ev.Kind {
+		case EventStart:
+			res.PID = ev.PID
+			if opts.OnStart != nil {
+				opts.OnStart(ev.PID)
+			}
+		case EventStdout, EventStderr, EventPTY:
+			if opts.OnOutput != nil {
+				opts.OnOutput(ev.Kind, ev.Data)
+			}
+		}
+	})
+	if err != nil {
+		if ctx.Err() != nil && res.PID != 0 {
+			// The stream is gone but the command is not: envd keeps processes whose stream closes.
+			kctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), killGrace)
+			if kerr := e.SendSignal(kctx, res.PID, SIGKILL); kerr != nil && !errors.Is(kerr, ErrNotFound) {
+				e.client.cfg.Logger.Debug("e2b: could not kill an abandoned command", "pid", res.PID, "err", kerr)
+			}
+			cancel()
+			return res, err
+		}
+		// envd may answer a stream that outlived its Connect-Timeout-Ms with deadline_exceeded instead of the
+		// killed process's end event; both mean the command ran out of time.
+		var apiErr *APIError
+		if opts.Timeout > 0 && errors.As(err, &apiErr) && apiErr.Code == "deadline_exceeded" && time.Since(started) >= opts.Timeout {
+			res.ProcessEnd = ProcessEnd{ExitCode: -1, Status: "deadline exceeded", Error: apiErr.Message}
+			res.TimedOut = true
+			return res, nil
+		}
+		return res, err
+	}
+	res.ProcessEnd = end
+	res.TimedOut = opts.Timeout > 0 && !end.Exited && time.Since(started) >= opts.Timeout
+	return res, nil
+}
+
+// Signal is a signal envd can send (only SIGTERM and SIGKILL are supported by envd).
+type Signal string
+
+// The signals envd supports.
+const (
+	SIGTERM Signal = "SIGNAL_SIGTERM"
+	SIGKILL Signal = "SIGNAL_SIGKILL"
+)
+
+// ProcessInfo is one entry of Process/List.
+type ProcessInfo struct {
+	PID    uint32
+	Tag    string
+	Config ProcessConfig
+}
+
+// SendSignal signals a process; an unknown pid matches ErrNotFound.
+func (e *Envd) SendSignal(ctx context.Context, pid uint32, sig Signal) error {
+	return e.unary(ctx, "envd SendSignal", "process.Process/SendSignal",
+		pbSendSignalRequest{Process: pbSelector{PID: pid}, Signal: sig}, nil, false)
+}
+
+// SendStdin writes to a process's stdin.
+func (e *Envd) SendStdin(ctx context.Context, pid uint32, data []byte) error {
+	req := pbSendInputRequest{Process: pbSelector{PID: pid}}
+	req.Input.Stdin = data
+	if req.Input.Stdin == nil {
+		req.Input.Stdin = []byte{}
+	}
+	return e.unary(ctx, "envd SendInput", "process.Process/SendInput", req, nil, false)
+}
+
+// CloseStdin closes a process's stdin (envd >= 0.5.2).
+func (e *Envd) CloseStdin(ctx context.Context, pid uint32) error {
+	return e.unary(ctx, "envd CloseStdin", "process.Process/CloseStdin", pbSelectorRequest{Process: pbSelector{PID: pid}}, nil, false)
+}
+
+// ListProcesses lists running processes.
+func (e *Envd) ListProcesses(ctx context.Context) ([]ProcessInfo, error) {
+	var out struct {
+		Processes []struct {
+			Config struct {
+				Cmd  string            `json:"cmd"`
+				Args []string          `json:"args"`
+				Envs map[string]string `json:"envs"`
+				Cwd  string            `json:"cwd"`
+			} `json:"config"`
+			PID pbInt64 `json:"pid"`
+			Tag string  `json:"tag"`
+		} `json:"processes"`
+	}
+	if err := e.unary(ctx, "envd List", "process.Process/List", struct{}{}, &out, true); err != nil {
+		return nil, err
+	}
+	list := make([]ProcessInfo, 0, len(out.Processes))
+	for _, p := range out.Processes {
+		list = append(list, ProcessInfo{
+			PID:    uint32(p.PID),
+			Tag:    p.Tag,
+			Config: ProcessConfig{Cmd: p.Config.Cmd, Args: p.Config.Args, Envs: p.Config.Envs, Cwd: p.Config.Cwd},
+		})
+	}
+	return list, nil
+}
+
+// ConnectProcess reattaches to a running process's stream (output from before is not replayed).
+func (e *Envd) ConnectProcess(ctx context.Context, pid uint32, onEvent func(ProcessEvent)) (ProcessEnd, error) {
+	so := streamOptions{keepalive: DefaultKeepaliveInterval}
+	return e.processStream(ctx, "envd Connect", "process.Process/Connect", pbSelectorRequest{Process: pbSelector{PID: pid}}, so, onEvent)
+}
