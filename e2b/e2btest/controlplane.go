@@ -362,6 +362,9 @@ func (s *Server) handleCreate(w http.ResponseWriter, r *http.Request, team strin
 		writeAPIError(w, e)
 		return
 	}
+	if !s.faults.holdCreate(r.Context(), sb.ID) {
+		return
+	}
 	switch cut, status := s.faults.afterCreate(); {
 	case cut:
 		hijackAndClose(w)

@@ -961,3 +961,27 @@ func TestCloseRemovesEverything(t *testing.T) {
 		t.Fatalf("caller's dir removed: %v", err)
 	}
 }
+
+func TestHoldCreatesWaitsWithTheSandboxMade(t *testing.T) {
+	s := newCPServer(t, Options{APIKeys: []string{cpKeyA}})
+	created, release := s.HoldCreates()
+	done := make(chan cpAnswer, 1)
+	go func() { done <- cpCall(t, s, "POST", "/sandboxes", cpKeyA, map[string]any{"templateID": "base"}) }()
+	id := <-created
+	if _, ok := s.Sandbox(id); !ok {
+		t.Fatalf("held create's sandbox %s does not exist", id)
+	}
+	select {
+	case a := <-done:
+		t.Fatalf("held create answered %d before release", a.status)
+	default:
+	}
+	release()
+	if a := <-done; a.status != 201 || !strings.Contains(string(a.body), id) {
+		t.Fatalf("released create answered %d %s", a.status, a.body)
+	}
+	// After release creates answer at once again.
+	if a := cpCall(t, s, "POST", "/sandboxes", cpKeyA, map[string]any{"templateID": "base"}); a.status != 201 {
+		t.Fatalf("create after release answered %d", a.status)
+	}
+}

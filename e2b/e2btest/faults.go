@@ -59,6 +59,55 @@ type faultInjector struct {
 	f    Faults
 	rnd  *rand.Rand
 	next []int
+	hold *createHold
+}
+
+// createHold keeps performed creates from answering, so that a test can kill its client between E2B's create and
+// the client's own record of the sandbox.
+type createHold struct {
+	created  chan string
+	released chan struct{}
+}
+
+// HoldCreates makes every create performed from now on wait before it answers, with the sandbox already made,
+// until release is called or the client goes away. The ID of each held create's sandbox is sent on created
+// (buffered; IDs beyond its capacity are dropped rather than blocking the emulator).
+func (s *Server) HoldCreates() (created <-chan string, release func()) {
+	h := &createHold{created: make(chan string, 64), released: make(chan struct{})}
+	s.faults.mu.Lock()
+	s.faults.hold = h
+	s.faults.mu.Unlock()
+	var once sync.Once
+	return h.created, func() {
+		once.Do(func() {
+			s.faults.mu.Lock()
+			if s.faults.hold == h {
+				s.faults.hold = nil
+			}
+			s.faults.mu.Unlock()
+			close(h.released)
+		})
+	}
+}
+
+// holdCreate blocks a performed create while HoldCreates is in force; false means the client went away meanwhile.
+func (fi *faultInjector) holdCreate(ctx context.Context, sandboxID string) bool {
+	fi.mu.Lock()
+	h := fi.hold
+	fi.mu.Unlock()
+	if h == nil {
+		return true
+	}
+	select {
+	case h.created <- sandboxID:
+	default:
+	}
+	select {
+	case <-h.released:
+		return true
+	case <-ctx.Done():
+		return false
+	}
 }
 
 func newFaultInjector() *faultInjector { return &faultInjector{rnd: rand.New(rand.NewPCG(0, 0))} }
