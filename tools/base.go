@@ -82,6 +82,9 @@ func (b *base) errorText(ctx context.Context, call Caller, tool string, err erro
 		return "E2B API error (no answer from E2B): " + err.Error()
 	case errors.Is(err, state.ErrBusy), errors.Is(err, state.ErrUnusable), errors.Is(err, state.ErrClosed):
 		return "e2b-mcp's state store failed: " + err.Error()
+	case strings.HasPrefix(err.Error(), "e2b: "):
+		// The E2B client's own failures (no answer, a cut stream, an answer it cannot read) carry no status.
+		return "E2B API error (no usable answer from E2B): " + strings.TrimPrefix(err.Error(), "e2b: ")
 	}
 	b.log.Error("tool failed", "tool", tool, "owner", call.Owner, "session", call.Session, "err", err)
 	return "Internal error in " + tool + ": " + err.Error()

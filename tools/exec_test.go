@@ -198,25 +198,29 @@ func TestExecCancel(t *testing.T) {
 			}
 			return false
 		})
-		cancel()
-		select {
-		case <-done:
-		case <-time.After(10 * time.Second):
-			t.Fatal("the call did not end when cancelled")
-		}
 		envd := e.envdOf(t, "alice", id)
-		waitFor(t, "the process to be gone", func() bool {
+		running := func() bool {
 			ps, err := envd.ListProcesses(context.Background())
 			if err != nil {
 				t.Fatal(err)
 			}
 			for _, p := range ps {
 				if strings.Contains(strings.Join(p.Config.Args, " "), "not-cancelled") {
-					return false
+					return true
 				}
 			}
-			return true
-		})
+			return false
+		}
+		if !running() {
+			t.Fatal("the command is not among the sandbox's processes while it runs")
+		}
+		cancel()
+		select {
+		case <-done:
+		case <-time.After(10 * time.Second):
+			t.Fatal("the call did not end when cancelled")
+		}
+		waitFor(t, "the process to be gone", func() bool { return !running() })
 		sb, _ := e.emu.Sandbox(id)
 		if _, err := os.Stat(filepath.Join(sb.Dir, "tmp", "not-cancelled")); !os.IsNotExist(err) {
 			t.Fatalf("the cancelled command went on: %v", err)

@@ -1,6 +1,7 @@
 package tools
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -76,7 +77,10 @@ func TestListWhenE2BUnreachable(t *testing.T) {
 			if num(list["count"]) != 1 || list["sandboxes"].([]any)[0].(map[string]any)["sandbox_id"] != id {
 				t.Fatalf("list: %v", list)
 			}
-			wantContains(t, list["warning"].(string), "E2B could not be reached", "last known state")
+			wantContains(t, list["warning"].(string), "E2B could not be reached", "E2B API error (", "last known state")
+			if strings.Contains(list["warning"].(string), aliceKey) {
+				t.Fatal("the key leaked into the warning")
+			}
 		})
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"io"
 	"math/rand/v2"
 	"os"
+	"strconv"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -120,18 +121,22 @@ func TestIsBinary(t *testing.T) {
 	}
 }
 
-// BenchmarkCapture: memory stays bounded by the budget however much a command prints.
+// BenchmarkCapture: memory stays bounded by the budget however much a command prints (compare B/op across sizes).
 func BenchmarkCapture(b *testing.B) {
 	chunk := bytes.Repeat([]byte("some build output line\n"), 1400) // ~32 KiB, envd's chunk size
-	dir := b.TempDir()
-	b.ReportAllocs()
-	b.SetBytes(int64(len(chunk)) * 256)
-	for b.Loop() {
-		c := newCapture(DefaultOutputBudget, dir)
-		for range 256 { // 8 MiB of output
-			c.write(chunk)
-		}
-		_ = c.text()
-		c.close()
+	for _, chunks := range []int{64, 256, 1024} {
+		b.Run(strconv.Itoa(chunks*len(chunk)>>20)+"MiB", func(b *testing.B) {
+			dir := b.TempDir()
+			b.ReportAllocs()
+			b.SetBytes(int64(len(chunk) * chunks))
+			for b.Loop() {
+				c := newCapture(DefaultOutputBudget, dir)
+				for range chunks {
+					c.write(chunk)
+				}
+				_ = c.text()
+				c.close()
+			}
+		})
 	}
 }
