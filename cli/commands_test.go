@@ -1,0 +1,221 @@
+package cli
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/e2b-mcp/e2b-mcp/audit"
+	"github.com/e2b-mcp/e2b-mcp/credentials"
+	"github.com/e2b-mcp/e2b-mcp/policy"
+	"github.com/e2b-mcp/e2b-mcp/server"
+)
+
+var tokenRE = regexp.MustCompile(credentials.TokenPrefix + `[A-Za-z0-9_-]{20,}`)
+
+func TestTokensCommands(t *testing.T) {
+	e := newEnv(t)
+	file := filepath.Join(t.TempDir(), "tokens.json")
+
+	r := e.run(t, "", "tokens", "add", "alice", "--tokens-file", file)
+	alice := tokenRE.FindString(r.stdout)
+	if r.code != exitOK || alice == "" {
+		t.Fatalf("tokens add: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	r = e.run(t, "", "tokens", "add", "--owner", "bob", "--tokens-file", file)
+	bob := tokenRE.FindString(r.stdout)
+	if r.code != exitOK || bob == "" || bob == alice {
+		t.Fatalf("tokens add --owner: exit %d\n%s", r.code, r.stdout)
+	}
+	raw, _ := os.ReadFile(file)
+	if strings.Contains(string(raw), alice) || strings.Contains(string(raw), bob) {
+		t.Fatal("the tokens file holds a token")
+	}
+	fi, _ := os.Stat(file)
+	if fi.Mode().Perm()&0o077 != 0 {
+		t.Fatalf("tokens file mode %v", fi.Mode())
+	}
+
+	r = e.run(t, "", "tokens", "list", "--tokens-file", file)
+	if r.code != exitOK || !strings.Contains(r.stdout, "alice") || !strings.Contains(r.stdout, "bob") ||
+		strings.Contains(r.stdout, alice) || strings.Contains(r.stdout, bob) {
+		t.Errorf("tokens list:\n%s", r.stdout)
+	}
+
+	toks, err := credentials.OpenTokens(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o, ok := toks.Owner(alice); !ok || o != "alice" {
+		t.Fatalf("alice's printed token does not authenticate: %q %v", o, ok)
+	}
+
+	// Flags after the positional argument, as in `tokens revoke bob --tokens-file F`.
+	r = e.run(t, "", "tokens", "revoke", "bob", "--tokens-file", file)
+	if r.code != exitOK || !strings.Contains(r.stdout, "Revoked token") {
+		t.Errorf("revoke by owner: exit %d %s", r.code, r.stdout+r.stderr)
+	}
+	if _, ok := toks.Owner(bob); ok {
+		t.Error("bob's token still authenticates")
+	}
+	if _, ok := toks.Owner(alice); !ok {
+		t.Error("revoking bob removed alice's token")
+	}
+	if r = e.run(t, "", "tokens", "revoke", "bob", "--tokens-file", file); r.code != exitFailure {
+		t.Errorf("revoking nothing: exit %d", r.code)
+	}
+	if r = e.run(t, "", "tokens", "revoke", alice, "--tokens-file", file); r.code != exitOK {
+		t.Errorf("revoke by token: exit %d %s", r.code, r.stderr)
+	}
+	if r.stdout != "" && strings.Contains(r.stdout, alice) {
+		t.Error("revoke printed the token")
+	}
+
+	// Default file: tokens.json in the state directory.
+	r = e.run(t, "", "tokens", "add", "carol")
+	if r.code != exitOK {
+		t.Fatalf("tokens add with the default file: %s", r.stderr)
+	}
+	if _, err := os.Stat(filepath.Join(e.env["XDG_STATE_HOME"], "e2b-mcp", "tokens.json")); err != nil {
+		t.Errorf("default tokens file: %v", err)
+	}
+
+	// A shared file is refused.
+	if err := os.Chmod(file, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if r = e.run(t, "", "tokens", "add", "dave", "--tokens-file", file); r.code != exitFailure || !strings.Contains(r.stderr, "chmod 600") {
+		t.Errorf("world-readable tokens file: exit %d %s", r.code, r.stderr)
+	}
+}
+
+func TestPolicyCommands(t *testing.T) {
+	e := newEnv(t)
+	dir := t.TempDir()
+	good := filepath.Join(dir, "good.yaml")
+	os.WriteFile(good, []byte(`default_action: allow
+rules:
+  - id: no-force-push
+    when: { target: e2b_exec, command: "*git push*--force*" }
+    then: { decision: deny, reason: force pushes are not allowed }
+`), 0o600)
+	bad := filepath.Join(dir, "bad.yaml")
+	os.WriteFile(bad, []byte("default_action: allow\nrules:\n  - id: x\n    when: { target: e2b_exec, colour: red }\n    then: { decision: deny }\n"), 0o600)
+
+	if r := e.run(t, "", "policy", "check", good); r.code != exitOK || !strings.Contains(r.stdout, "ok") {
+		t.Errorf("check good: %d %s %s", r.code, r.stdout, r.stderr)
+	}
+	if r := e.run(t, "", "policy", "check", bad); r.code != exitFailure || !strings.Contains(r.stderr, "bad.yaml:4") {
+		t.Errorf("check bad: %d %s", r.code, r.stderr)
+	}
+	if r := e.run(t, "", "policy", "check", "builtin"); r.code != exitOK {
+		t.Errorf("check builtin: %d %s", r.code, r.stderr)
+	}
+	r := e.run(t, "", "policy", "explain", good, "e2b_exec", `{"sandbox_id":"x","command":"git push origin --force"}`)
+	if r.code != exitOK || !strings.Contains(r.stdout, "decision: deny") || !strings.Contains(r.stdout, "no-force-push") {
+		t.Errorf("explain: %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	r = e.run(t, "", "policy", "explain", "builtin", "e2b_manage_sandbox", `{"sandbox_id":"x","action":"delete"}`)
+	if r.code != exitOK || !strings.Contains(r.stdout, "require_approval") {
+		t.Errorf("explain builtin: %d\n%s", r.code, r.stdout)
+	}
+}
+
+func TestApproveCommand(t *testing.T) {
+	e := newEnv(t)
+	dir := t.TempDir()
+	ap, err := policy.OpenApprovals(dir, server.ApprovalTTL, func() time.Time { return e.now })
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := policy.BindingFor("alice", "s1", "e2b_manage_sandbox", map[string]any{"sandbox_id": "x", "action": "delete"})
+	p, err := ap.Request(b, `e2b_manage_sandbox {"action":"delete","sandbox_id":"x"}`)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	r := e.run(t, "", "approve", "--state-dir", dir)
+	if r.code != exitOK || !strings.Contains(r.stdout, p.ID) || !strings.Contains(r.stdout, "waiting") || !strings.Contains(r.stdout, "sandbox_id") {
+		t.Errorf("approve (list): %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	r = e.run(t, "", "approve", p.ID, "--state-dir", dir)
+	if r.code != exitOK || !strings.Contains(r.stdout, "Approved "+p.ID) {
+		t.Errorf("approve ID: %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	if ok, err := ap.Consume(b); err != nil || !ok {
+		t.Errorf("the approval is not usable by the call: %v %v", ok, err)
+	}
+	if r = e.run(t, "", "approve", "nosuchid00", "--state-dir", dir); r.code != exitFailure {
+		t.Errorf("approve unknown: %d %s", r.code, r.stderr)
+	}
+	if r = e.run(t, "", "approve", "--state-dir", dir); !strings.Contains(r.stdout, "No calls are waiting") {
+		t.Errorf("approve (empty list): %s", r.stdout)
+	}
+}
+
+func TestAuditCommand(t *testing.T) {
+	e := newEnv(t)
+	dir := t.TempDir()
+	log, err := audit.Open(dir, audit.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, en := range []audit.Entry{
+		{Time: e.now.Add(-3 * time.Hour), Owner: "alice", Session: "s1", Tool: "e2b_create_sandbox", Decision: "allow", Outcome: "ok", SandboxID: "sb1"},
+		{Time: e.now.Add(-2 * time.Hour), Owner: "alice", Session: "s1", Tool: "e2b_exec", Decision: "deny", Rule: "no-force-push", Outcome: "denied", SandboxID: "sb1",
+			Args: map[string]any{"command": "git push --force", "env": "API_KEY=e2b_0123456789abcdef0123456789"}},
+		{Time: e.now.Add(-30 * time.Minute), Owner: "alice", Session: "s2", Tool: "e2b_manage_sandbox", Decision: "require_approval", Rule: "ask", Outcome: "declined", SandboxID: "sb2"},
+	} {
+		if err := log.Record(en); err != nil {
+			t.Fatal(err)
+		}
+	}
+	log.Close()
+
+	lines := func(r result) []audit.Entry {
+		var out []audit.Entry
+		for _, l := range strings.Split(strings.TrimSpace(r.stdout), "\n") {
+			if l == "" {
+				continue
+			}
+			var en audit.Entry
+			if err := json.Unmarshal([]byte(l), &en); err != nil {
+				t.Fatalf("--json line %q: %v", l, err)
+			}
+			out = append(out, en)
+		}
+		return out
+	}
+	for _, tc := range []struct {
+		args  []string
+		tools string
+	}{
+		{nil, "e2b_create_sandbox,e2b_exec,e2b_manage_sandbox"},
+		{[]string{"--session", "s2"}, "e2b_manage_sandbox"},
+		{[]string{"--sandbox", "sb1"}, "e2b_create_sandbox,e2b_exec"},
+		{[]string{"--tool", "e2b_exec"}, "e2b_exec"},
+		{[]string{"--decision", "deny"}, "e2b_exec"},
+		{[]string{"--decision", "declined"}, "e2b_manage_sandbox"},
+		{[]string{"--decision", "allowed"}, "e2b_create_sandbox"},
+		{[]string{"--since", "1h"}, "e2b_manage_sandbox"},
+		{[]string{"--until", "90m"}, "e2b_create_sandbox,e2b_exec"},
+		{[]string{"--since", e.now.Add(-150 * time.Minute).Format(time.RFC3339), "--until", "1h"}, "e2b_exec"},
+	} {
+		r := e.run(t, "", append([]string{"audit", "--state-dir", dir, "--json"}, tc.args...)...)
+		var tools []string
+		for _, en := range lines(r) {
+			tools = append(tools, en.Tool)
+		}
+		if r.code != exitOK || strings.Join(tools, ",") != tc.tools {
+			t.Errorf("audit %v: exit %d, tools %v, want %s\n%s", tc.args, r.code, tools, tc.tools, r.stderr)
+		}
+	}
+	r := e.run(t, "", "audit", "--state-dir", dir)
+	if r.code != exitOK || !strings.Contains(r.stdout, "no-force-push") || strings.Contains(r.stdout, "e2b_0123456789abcdef") {
+		t.Errorf("audit table:\n%s", r.stdout)
+	}
+}
