@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net"
 	"net/url"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -34,6 +35,15 @@ func newBase(d Deps) *base {
 	if b.now == nil {
 		b.now = time.Now
 	}
+	// Absolute roots make "absolute path inside a root" a plain prefix question, whatever the working directory.
+	roots := make([]string, 0, len(b.cfg.StorageRoots))
+	for _, r := range b.cfg.StorageRoots {
+		if abs, err := filepath.Abs(r); err == nil {
+			r = abs
+		}
+		roots = append(roots, r)
+	}
+	b.cfg.StorageRoots = roots
 	return b
 }
 

@@ -161,3 +161,30 @@ func TestCreateUploadRefusals(t *testing.T) {
 		wantContains(t, got, "Cannot upload 'proj'", "inside the storage root")
 	}, func(c *Config) { c.StorageRoots = []string{root} })
 }
+
+// TestUploadPlanRelativeRoot: a storage root given relative to the working directory still takes absolute paths
+// inside it, and the plan names the files to send.
+func TestUploadPlanRelativeRoot(t *testing.T) {
+	root, outside := makeStorageRoot(t)
+	t.Chdir(filepath.Dir(root))
+	b := newBase(Deps{Config: Config{StorageRoots: []string{"root"}}})
+	plan, err := b.planUploads([]uploadFile{
+		{SessionPath: filepath.Join(root, "data.csv")},
+		{SessionPath: "proj", SandboxPath: "/w"},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer plan.Close()
+	var got []string
+	for _, f := range plan.files {
+		got = append(got, f.rel+" -> "+f.sandboxPath)
+	}
+	want := []string{"data.csv -> /home/user/data.csv", "proj/README -> /w/README", "proj/src/main.go -> /w/src/main.go", "proj/src/notes.md -> /w/src/notes.md"}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Fatalf("plan:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	if _, err := b.planUploads([]uploadFile{{SessionPath: filepath.Join(outside, "secret.txt")}}); err == nil {
+		t.Fatal("a file outside the root was planned")
+	}
+}
