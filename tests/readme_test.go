@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/e2b-mcp/e2b-mcp/policy"
+	"github.com/e2b-mcp/e2b-mcp/tools"
 )
 
 var update = flag.Bool("update", false, "rewrite the generated parts of README.md")
@@ -43,6 +44,11 @@ func generated(t *testing.T, name, want string) {
 	}
 	t.Errorf("README.md's %s section is stale; regenerate it with\n\tgo test ./tests -run %s -update\n--- README has:\n%s\n--- want:\n%s",
 		name, t.Name(), got, want)
+}
+
+// The tool table in README.md is generated from the tool definitions themselves.
+func TestReadmeTools(t *testing.T) {
+	generated(t, "tools", tools.MarkdownTable(tools.All(tools.Deps{})))
 }
 
 // The built-in policy shown in README.md is policy.DefaultYAML itself.
