@@ -2,7 +2,16 @@ module github.com/e2b-mcp/e2b-mcp
 
 go 1.26.8
 
-require gopkg.in/yaml.v3 v3.0.1
+require (
+	github.com/hashicorp/go-retryablehttp v0.7.8
+	github.com/invopop/jsonschema v0.14.0
+	github.com/mark3labs/mcp-go v1.2.1
+	github.com/zalando/go-keyring v0.2.8
+	go.etcd.io/bbolt v1.5.0
+	golang.org/x/sys v0.45.0
+	golang.org/x/term v0.43.0
+	gopkg.in/yaml.v3 v3.0.1
+)
 
 require (
 	connectrpc.com/connect v1.21.1 // indirect
@@ -10,15 +19,14 @@ require (
 	github.com/buger/jsonparser v1.1.2 // indirect
 	github.com/danieljoos/wincred v1.2.3 // indirect
 	github.com/godbus/dbus/v5 v5.2.2 // indirect
+	github.com/google/jsonschema-go v0.4.2 // indirect
+	github.com/google/uuid v1.6.0 // indirect
 	github.com/hashicorp/go-cleanhttp v0.5.2 // indirect
-	github.com/hashicorp/go-retryablehttp v0.7.8 // indirect
-	github.com/invopop/jsonschema v0.14.0 // indirect
-	github.com/mark3labs/mcp-go v1.2.1 // indirect
 	github.com/pb33f/ordered-map/v2 v2.3.1 // indirect
-	github.com/zalando/go-keyring v0.2.8 // indirect
-	go.etcd.io/bbolt v1.5.0 // indirect
+	github.com/santhosh-tekuri/jsonschema/v6 v6.0.2 // indirect
+	github.com/spf13/cast v1.7.1 // indirect
+	github.com/yosida95/uritemplate/v3 v3.0.2 // indirect
 	go.yaml.in/yaml/v4 v4.0.0-rc.2 // indirect
-	golang.org/x/sys v0.45.0 // indirect
-	golang.org/x/term v0.43.0 // indirect
+	golang.org/x/text v0.14.0 // indirect
 	google.golang.org/protobuf v1.36.11 // indirect
 )
