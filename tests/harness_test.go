@@ -80,6 +80,10 @@ func runSuite(m *testing.M) int {
 	// Sandboxes that tests left behind (and their tokens) are scanned for once more over everything the run
 	// wrote, so a leak that only shows when all output is put together is still caught.
 	the.noteAllSandboxes()
+	the.mu.Lock()
+	fmt.Fprintf(os.Stderr, "tests: secret scan over %d captured outputs and every file under the run's directory, for %d E2B keys and %d envd access tokens\n",
+		len(the.captures), len(the.keys), len(the.tokens))
+	the.mu.Unlock()
 	if leaks := the.scan(nil, root); len(leaks) > 0 {
 		fmt.Fprintln(os.Stderr, "tests: secrets found in the run's output:")
 		for _, l := range leaks {
