@@ -3,13 +3,17 @@ package server
 import (
 	"context"
 	"io"
+	"os"
 	"slices"
 	"strings"
+	"sync"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/e2b-mcp/e2b-mcp/audit"
 	"github.com/e2b-mcp/e2b-mcp/e2b/e2btest"
+	"github.com/e2b-mcp/e2b-mcp/state"
 )
 
 const denyCreatePolicy = `default_action: allow
@@ -168,5 +172,101 @@ func TestRunRenewsStdioLease(t *testing.T) {
 	}
 	if len(sessions) != 1 || !sessions[0].LeaseExpires.Equal(now.Add(2*time.Hour)) {
 		t.Fatalf("sessions %+v", sessions)
+	}
+}
+
+// SIGHUP reloads the policy file at once; a version that does not parse leaves the old one in force.
+func TestPolicyReloadOnSignal(t *testing.T) {
+	f := newFixture(t, fixtureOpts{policy: allowAll})
+	c := connect(t, f.srv, eras[0], nil)
+	ch := make(chan os.Signal)
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan struct{})
+	go func() { f.srv.reloadOn(ctx, ch); close(done) }()
+	defer func() { cancel(); <-done }()
+
+	mustOK(t, c, "e2b_list_sandboxes", map[string]any{})
+	path := f.srv.Policies().Path()
+	if err := os.WriteFile(path, []byte(denyListPolicy), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ch <- syscall.SIGHUP
+	ch <- syscall.SIGHUP // the second send returns once the first reload is done
+	if msg := mustFail(t, c, "e2b_list_sandboxes", map[string]any{}); !strings.HasPrefix(msg, "Denied by policy rule 'no-listing'") {
+		t.Errorf("after the reload: %q", msg)
+	}
+
+	if err := os.WriteFile(path, []byte("default_action: maybe\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ch <- syscall.SIGHUP
+	ch <- syscall.SIGHUP
+	if msg := mustFail(t, c, "e2b_list_sandboxes", map[string]any{}); !strings.HasPrefix(msg, "Denied by policy rule 'no-listing'") {
+		t.Errorf("a broken policy file replaced the one in force: %q", msg)
+	}
+}
+
+const denyListPolicy = `default_action: allow
+rules:
+  - id: no-listing
+    when: { target: e2b_list_sandboxes }
+    then: { decision: deny, reason: not today }
+`
+
+// Run sweeps orphans once at start: the sandboxes of a session whose lease ran out get the orphan action,
+// while the sandboxes of the session being served are left alone.
+func TestRunSweepsAtStart(t *testing.T) {
+	emu, err := e2btest.New(e2btest.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer emu.Close()
+	dir := t.TempDir()
+	now := time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)
+	var mu sync.Mutex
+	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	cfg := func(session string) Config {
+		return Config{Owner: "alice", Session: session, StateDir: dir, Lease: time.Hour, Now: clock,
+			DataKeys: state.StaticKeySource(make([]byte, state.DataKeySize)),
+			Clients:  StaticClients(emu.URL(), nil, localKey), Logger: testLogger(t)}
+	}
+
+	old, err := New(cfg("old"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	orphan := createSandbox(t, connect(t, old, eras[1], nil))
+	old.Close()
+
+	mu.Lock()
+	now = now.Add(2 * time.Hour) // the "old" session's lease has run out
+	mu.Unlock()
+
+	cur, err := New(cfg("current"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cur.Close()
+	mine := createSandbox(t, connect(t, cur, eras[1], nil))
+
+	inR, inW := io.Pipe()
+	done := make(chan error, 1)
+	go func() { done <- cur.Run(t.Context(), inR, io.Discard) }()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		if sb, _ := emu.Sandbox(orphan); sb.State == "paused" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the orphan of the lapsed session was not paused by the sweep at start")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	inW.Close()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if sb, _ := emu.Sandbox(mine); sb.State != "running" {
+		t.Errorf("the served session's sandbox is %q, want running", sb.State)
 	}
 }

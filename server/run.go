@@ -66,6 +66,12 @@ func (s *Server) reloadOnSIGHUP(ctx context.Context) {
 	ch := make(chan os.Signal, 1)
 	signal.Notify(ch, syscall.SIGHUP)
 	defer signal.Stop(ch)
+	s.reloadOn(ctx, ch)
+}
+
+// reloadOn re-reads the policy file whenever ch delivers, until ctx ends. A file that does not parse leaves the
+// policy in force as it was.
+func (s *Server) reloadOn(ctx context.Context, ch <-chan os.Signal) {
 	for {
 		select {
 		case <-ctx.Done():

@@ -213,7 +213,7 @@ func New(cfg Config) (*Server, error) {
 	case cfg.Clients != nil:
 		s.clients = cfg.Clients
 	case s.local != nil:
-		s.clients = s.local.clients(cfg.E2B)
+		s.clients = s.local.clients()
 	default:
 		s.clients = newKeyringClients(cfg.Keyring, cfg.E2B, cfg.Logger)
 	}
@@ -297,7 +297,7 @@ func (s *Server) LocalURL() string {
 	if s.local == nil {
 		return ""
 	}
-	return s.local.emu.URL()
+	return s.local.url
 }
 
 // Close releases the store and stops the local backend's emulator. It kills no E2B sandbox.
