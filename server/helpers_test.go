@@ -36,7 +36,7 @@ type fixtureOpts struct {
 	mutate     func(*Config, *e2btest.Server)
 }
 
-func newFixture(t *testing.T, o fixtureOpts) *fixture {
+func newFixture(t testing.TB, o fixtureOpts) *fixture {
 	t.Helper()
 	emu, err := e2btest.New(e2btest.Options{})
 	if err != nil {
@@ -72,11 +72,11 @@ func newFixture(t *testing.T, o fixtureOpts) *fixture {
 }
 
 // testLogger sends the server's logs to the test log.
-func testLogger(t *testing.T) *slog.Logger {
+func testLogger(t testing.TB) *slog.Logger {
 	return slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelDebug}))
 }
 
-type testWriter struct{ t *testing.T }
+type testWriter struct{ t testing.TB }
 
 func (w testWriter) Write(p []byte) (int, error) {
 	w.t.Helper()
@@ -85,7 +85,7 @@ func (w testWriter) Write(p []byte) (int, error) {
 }
 
 // connect attaches an in-process mcp-go client speaking version, with an elicitation handler or none.
-func connect(t *testing.T, srv *Server, version string, elicit client.ElicitationHandler) *client.Client {
+func connect(t testing.TB, srv *Server, version string, elicit client.ElicitationHandler) *client.Client {
 	t.Helper()
 	opts := []client.ClientOption{client.WithProtocolVersion(version)}
 	if elicit != nil {
@@ -99,7 +99,7 @@ func connect(t *testing.T, srv *Server, version string, elicit client.Elicitatio
 	return c
 }
 
-func initialize(t *testing.T, c *client.Client, version string) {
+func initialize(t testing.TB, c *client.Client, version string) {
 	t.Helper()
 	// The SSE transport's stream lives as long as Start's context: the test's, not the handshake's.
 	if err := c.Start(t.Context()); err != nil {

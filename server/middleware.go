@@ -7,6 +7,8 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
+	"time"
 
 	"github.com/mark3labs/mcp-go/mcp"
 	mcpserver "github.com/mark3labs/mcp-go/server"
@@ -57,11 +59,7 @@ func (s *Server) governCall(next mcpserver.ToolHandlerFunc) mcpserver.ToolHandle
 			return mcp.NewToolResultError("Refused: " + err.Error()), nil
 		}
 		ctx = tools.WithCaller(ctx, caller)
-		if _, err := s.store.TouchSession(caller.Owner, caller.Session, s.cfg.Lease); err != nil {
-			// The call itself may still work (the store could be busy for a moment); the lease is renewed on
-			// the next call.
-			s.log.Warn("renewing the session lease", "owner", caller.Owner, "session", caller.Session, "error", err)
-		}
+		s.renewLease(caller)
 
 		args := callArgs(req)
 		entry := audit.Entry{
@@ -104,6 +102,48 @@ func (s *Server) governCall(next mcpserver.ToolHandlerFunc) mcpserver.ToolHandle
 		}
 		s.record(entry, outcome, res, err)
 		return res, err
+	}
+}
+
+// maxLeaseCache bounds the memory of recent lease renewals (HTTP callers may name any number of sessions).
+const maxLeaseCache = 4096
+
+// leaseCache remembers when each session's lease was last renewed by this process.
+type leaseCache struct {
+	mu   sync.Mutex
+	last map[tools.Caller]time.Time
+}
+
+// renewLease renews the caller's session lease. A renewal is a durable write to the state store, so within a
+// tenth of the lease (at most a minute) of the last one it is skipped: the lease is never more than that short
+// of its full length, and a burst of calls costs one write.
+func (s *Server) renewLease(c tools.Caller) {
+	now := s.cfg.Now()
+	every := min(time.Minute, s.cfg.Lease/10)
+	s.leases.mu.Lock()
+	if last, ok := s.leases.last[c]; ok && !now.Before(last) && now.Sub(last) < every {
+		s.leases.mu.Unlock()
+		return
+	}
+	if len(s.leases.last) >= maxLeaseCache {
+		for k, t := range s.leases.last {
+			if now.Sub(t) >= every || now.Before(t) {
+				delete(s.leases.last, k)
+			}
+		}
+		if len(s.leases.last) >= maxLeaseCache {
+			clear(s.leases.last)
+		}
+	}
+	s.leases.last[c] = now
+	s.leases.mu.Unlock()
+
+	if _, err := s.store.TouchSession(c.Owner, c.Session, s.cfg.Lease); err != nil {
+		// The call itself may still work (the store could be busy for a moment); the next call tries again.
+		s.leases.mu.Lock()
+		delete(s.leases.last, c)
+		s.leases.mu.Unlock()
+		s.log.Warn("renewing the session lease", "owner", c.Owner, "session", c.Session, "error", err)
 	}
 }
 

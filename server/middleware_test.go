@@ -270,3 +270,41 @@ func TestRunSweepsAtStart(t *testing.T) {
 		t.Errorf("the served session's sandbox is %q, want running", sb.State)
 	}
 }
+
+// Renewing the lease is a durable write, so it happens at most once per tenth of the lease (a minute at most);
+// the lease is never further than that from its full length.
+func TestLeaseRenewalThrottled(t *testing.T) {
+	start := time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)
+	var mu sync.Mutex
+	now := start
+	f := newFixture(t, fixtureOpts{mutate: func(c *Config, _ *e2btest.Server) {
+		c.Lease = time.Hour
+		c.Now = func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	}})
+	c := connect(t, f.srv, eras[0], nil)
+	expiry := func() time.Time {
+		sessions, err := f.srv.Store().Sessions()
+		if err != nil || len(sessions) != 1 {
+			t.Fatalf("sessions %v %v", sessions, err)
+		}
+		return sessions[0].LeaseExpires
+	}
+	at := func(d time.Duration) {
+		mu.Lock()
+		now = start.Add(d)
+		mu.Unlock()
+		mustOK(t, c, "e2b_list_sandboxes", map[string]any{})
+	}
+	at(0)
+	if got := expiry(); !got.Equal(start.Add(time.Hour)) {
+		t.Fatalf("first call: lease until %v", got)
+	}
+	at(30 * time.Second)
+	if got := expiry(); !got.Equal(start.Add(time.Hour)) {
+		t.Errorf("a call 30s later rewrote the lease: %v", got)
+	}
+	at(61 * time.Second)
+	if got := expiry(); !got.Equal(start.Add(61*time.Second + time.Hour)) {
+		t.Errorf("a call after a minute did not renew the lease: %v", got)
+	}
+}

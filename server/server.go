@@ -172,6 +172,7 @@ type Server struct {
 	sessions  *sessionOwners
 	sweeper   *lifecycle.Sweeper
 	shapes    map[string]*argShape // tool name → the argument names its schema declares
+	leases    leaseCache
 
 	closeOnce sync.Once
 }
@@ -184,7 +185,7 @@ func New(cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{cfg: cfg, log: cfg.Logger, sessions: newSessionOwners()}
+	s := &Server{cfg: cfg, log: cfg.Logger, sessions: newSessionOwners(), leases: leaseCache{last: map[tools.Caller]time.Time{}}}
 	ok := false
 	defer func() {
 		if !ok {
