@@ -409,7 +409,7 @@ func (e *envdService) startProcess(c *rpcCall, cfg *pbProcessConfigIn, tag *stri
 	var cmd *exec.Cmd
 	var childFiles []*os.File
 	e.mu.Lock()
-	unisolated := e.unisolated
+	unisolated, iso := e.unisolated, e.iso
 	e.mu.Unlock()
 	if unisolated {
 		hostCwd, ok := c.fs.hostPath(cwd)
@@ -420,7 +420,7 @@ func (e *envdService) startProcess(c *rpcCall, cfg *pbProcessConfigIn, tag *stri
 		cmd = unisolatedCommand(ps, hostCwd, hostHome)
 	} else {
 		var err error
-		if cmd, childFiles, err = e.iso.command(ps); err != nil {
+		if cmd, childFiles, err = iso.command(ps); err != nil {
 			return nil, nil, startErr(err)
 		}
 	}

@@ -31,7 +31,11 @@ func newEnvdService(s *Server) *envdService {
 
 // isolationError says why this host cannot isolate sandbox processes (nil when it can). New fails with it unless
 // the emulator was told to run processes unisolated.
-func (e *envdService) isolationError() error { return e.iso.err }
+func (e *envdService) isolationError() error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.iso.err
+}
 
 // now is the emulator's clock (Options.Now), for signature expiry and retained process ends.
 func (e *envdService) now() time.Time {

@@ -1,0 +1,884 @@
+package e2btest
+
+import (
+	"bytes"
+	"encoding/base64"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"mime/multipart"
+	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// Tests of the emulated envd on the wire: the exact answers of e2b-protocol.md §5, byte for byte.
+
+const envdTestKey = "e2b_0a1b2c3d4e5f60718293"
+
+func envdServer(t *testing.T, opts Options) *Server {
+	t.Helper()
+	if opts.ExpiryInterval == 0 {
+		opts.ExpiryInterval = -1
+	}
+	s, err := New(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.envd.isolationError(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.Close)
+	return s
+}
+
+// envdBox is a sandbox of a test emulator, reached over raw HTTP.
+type envdBox struct {
+	s         *Server
+	id, token string
+}
+
+func envdCreate(t *testing.T, s *Server, body map[string]any) envdBox {
+	t.Helper()
+	if body == nil {
+		body = map[string]any{}
+	}
+	if _, ok := body["templateID"]; !ok {
+		body["templateID"] = "base"
+	}
+	data, _ := json.Marshal(body)
+	req, _ := http.NewRequest(http.MethodPost, s.URL()+"/sandboxes", bytes.NewReader(data))
+	req.Header.Set("X-API-Key", envdTestKey)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var sb struct {
+		SandboxID       string `json:"sandboxID"`
+		EnvdAccessToken string `json:"envdAccessToken"`
+	}
+	if resp.StatusCode != http.StatusCreated || json.NewDecoder(resp.Body).Decode(&sb) != nil {
+		t.Fatalf("create: HTTP %d", resp.StatusCode)
+	}
+	return envdBox{s: s, id: sb.SandboxID, token: sb.EnvdAccessToken}
+}
+
+// do sends an envd request with the routing headers and the sandbox's token; a header set to "" is removed.
+func (b envdBox) do(t *testing.T, method, pathQuery string, hdr map[string]string, body []byte) (*http.Response, []byte) {
+	t.Helper()
+	req, err := http.NewRequest(method, b.s.URL()+pathQuery, bytes.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("E2b-Sandbox-Id", b.id)
+	req.Header.Set("E2b-Sandbox-Port", "49983")
+	if b.token != "" {
+		req.Header.Set("X-Access-Token", b.token)
+	}
+	for k, v := range hdr {
+		if v == "" {
+			req.Header.Del(k)
+		} else {
+			req.Header.Set(k, v)
+		}
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	data, _ := io.ReadAll(resp.Body)
+	return resp, data
+}
+
+func (b envdBox) unary(t *testing.T, procedure, body string, hdr map[string]string) (int, string) {
+	t.Helper()
+	h := map[string]string{"Content-Type": "application/json", "Connect-Protocol-Version": "1"}
+	for k, v := range hdr {
+		h[k] = v
+	}
+	resp, data := b.do(t, http.MethodPost, "/"+procedure, h, []byte(body))
+	return resp.StatusCode, string(data)
+}
+
+type envdFrame struct {
+	flags byte
+	data  string
+}
+
+func envdEnvelope(msg string) []byte {
+	b := make([]byte, 5, 5+len(msg))
+	binary.BigEndian.PutUint32(b[1:], uint32(len(msg)))
+	return append(b, msg...)
+}
+
+// parseFrames splits a stream body into envelopes; rest holds bytes that do not make a whole envelope.
+func parseFrames(body []byte) (frames []envdFrame, rest []byte) {
+	for len(body) >= 5 {
+		n := int(binary.BigEndian.Uint32(body[1:5]))
+		if len(body) < 5+n {
+			break
+		}
+		frames = append(frames, envdFrame{body[0], string(body[5 : 5+n])})
+		body = body[5+n:]
+	}
+	return frames, body
+}
+
+func (b envdBox) stream(t *testing.T, procedure, body string, hdr map[string]string) (*http.Response, []envdFrame) {
+	t.Helper()
+	h := map[string]string{"Content-Type": "application/connect+json", "Connect-Protocol-Version": "1", "Connect-Content-Encoding": "identity"}
+	for k, v := range hdr {
+		h[k] = v
+	}
+	resp, data := b.do(t, http.MethodPost, "/"+procedure, h, envdEnvelope(body))
+	frames, rest := parseFrames(data)
+	if len(rest) != 0 {
+		t.Fatalf("stream ends inside an envelope: %q", rest)
+	}
+	return resp, frames
+}
+
+func startBody(command string) string {
+	b, _ := json.Marshal(map[string]any{"process": map[string]any{"cmd": "/bin/bash", "args": []string{"-l", "-c", command}}, "stdin": false})
+	return string(b)
+}
+
+// run starts a command and returns its frames; the stream must end with an end-of-stream message.
+func (b envdBox) run(t *testing.T, command string, hdr map[string]string) []envdFrame {
+	t.Helper()
+	resp, frames := b.stream(t, "process.Process/Start", startBody(command), hdr)
+	if resp.StatusCode != http.StatusOK || resp.Header.Get("Content-Type") != "application/connect+json" {
+		t.Fatalf("HTTP %d %q", resp.StatusCode, resp.Header.Get("Content-Type"))
+	}
+	if len(frames) == 0 || frames[len(frames)-1].flags != flagEndStream {
+		t.Fatalf("no end-of-stream message: %+v", frames)
+	}
+	return frames
+}
+
+// output joins the stdout and stderr of data frames.
+func output(t *testing.T, frames []envdFrame) (stdout, stderr string) {
+	t.Helper()
+	var out, errb strings.Builder
+	for _, f := range frames {
+		var m struct {
+			Event struct {
+				Data *struct{ Stdout, Stderr []byte } `json:"data"`
+			} `json:"event"`
+		}
+		if f.flags != 0 || json.Unmarshal([]byte(f.data), &m) != nil || m.Event.Data == nil {
+			continue
+		}
+		out.Write(m.Event.Data.Stdout)
+		errb.Write(m.Event.Data.Stderr)
+	}
+	return out.String(), errb.String()
+}
+
+func TestEnvdStartFrames(t *testing.T) {
+	s := envdServer(t, Options{})
+	b := envdCreate(t, s, nil)
+	tests := []struct {
+		command, stdout, stderr, end string
+	}{
+		{"echo hello; echo oops >&2; exit 3", "hello\n", "oops\n",
+			`{"event":{"end":{"exitCode":3,"exited":true,"status":"exit status 3","error":"exit status 3"}}}`},
+		{"echo hi", "hi\n", "", `{"event":{"end":{"exited":true,"status":"exit status 0"}}}`},
+		{"nosuchcommand-xyz", "", "/bin/bash: line 1: nosuchcommand-xyz: command not found\n",
+			`{"event":{"end":{"exitCode":127,"exited":true,"status":"exit status 127","error":"exit status 127"}}}`},
+	}
+	for i, tt := range tests {
+		frames := b.run(t, tt.command, nil)
+		if want := fmt.Sprintf(`{"event":{"start":{"pid":%d}}}`, firstPID+i); frames[0] != (envdFrame{0, want}) {
+			t.Errorf("%q: first frame %+v, want %s", tt.command, frames[0], want)
+		}
+		stdout, stderr := output(t, frames)
+		if stdout != tt.stdout || stderr != tt.stderr {
+			t.Errorf("%q: stdout %q stderr %q", tt.command, stdout, stderr)
+		}
+		n := len(frames)
+		if frames[n-2] != (envdFrame{0, tt.end}) || frames[n-1] != (envdFrame{flagEndStream, "{}"}) {
+			t.Errorf("%q: last frames %+v", tt.command, frames[n-2:])
+		}
+	}
+}
+
+func TestEnvdDataFrameEncoding(t *testing.T) {
+	b := envdCreate(t, envdServer(t, Options{}), nil)
+	frames := b.run(t, "printf hello", nil)
+	want := envdFrame{0, `{"event":{"data":{"stdout":"` + base64.StdEncoding.EncodeToString([]byte("hello")) + `"}}}`}
+	if frames[1] != want {
+		t.Fatalf("data frame %+v, want %+v", frames[1], want)
+	}
+}
+
+func TestEnvdOutputChunks(t *testing.T) {
+	b := envdCreate(t, envdServer(t, Options{}), nil)
+	frames := b.run(t, "head -c 300000 /dev/zero | tr '\\0' x", nil)
+	total := 0
+	for _, f := range frames[1 : len(frames)-2] {
+		var m struct {
+			Event struct {
+				Data struct{ Stdout []byte } `json:"data"`
+			} `json:"event"`
+		}
+		if err := json.Unmarshal([]byte(f.data), &m); err != nil {
+			t.Fatal(err)
+		}
+		if n := len(m.Event.Data.Stdout); n == 0 || n > 32<<10 {
+			t.Fatalf("data event of %d bytes; envd sends 1..32768", n)
+		}
+		total += len(m.Event.Data.Stdout)
+	}
+	if total != 300000 {
+		t.Fatalf("%d bytes of output, want 300000", total)
+	}
+}
+
+func TestEnvdTimeoutKills(t *testing.T) {
+	b := envdCreate(t, envdServer(t, Options{}), nil)
+	start := time.Now()
+	frames := b.run(t, "sleep 30", map[string]string{"Connect-Timeout-Ms": "300"})
+	if d := time.Since(start); d > 10*time.Second {
+		t.Fatalf("took %v", d)
+	}
+	n := len(frames)
+	want := `{"event":{"end":{"exitCode":-1,"status":"signal: killed","error":"signal: killed"}}}`
+	if frames[n-2].data != want {
+		t.Fatalf("end %s, want %s", frames[n-2].data, want)
+	}
+}
+
+func TestEnvdStreamedErrors(t *testing.T) {
+	b := envdCreate(t, envdServer(t, Options{}), nil)
+	tests := []struct {
+		name, body string
+		hdr        map[string]string
+		want       string
+	}{
+		{"cwd does not exist", `{"process":{"cmd":"/bin/bash","args":["-c","true"],"cwd":"/nope"},"stdin":false}`, nil,
+			`{"error":{"code":"invalid_argument","message":"cwd '/nope' does not exist"}}`},
+		{"relative cwd is under home", `{"process":{"cmd":"true","cwd":"nope"}}`, nil,
+			`{"error":{"code":"invalid_argument","message":"cwd '/home/user/nope' does not exist"}}`},
+		{"unknown user", startBody("true"), map[string]string{"Authorization": "Basic " + base64.StdEncoding.EncodeToString([]byte("nobodyx:"))},
+			`{"error":{"code":"unauthenticated","message":"invalid username: 'nobodyx'"}}`},
+		{"bad timeout", startBody("true"), map[string]string{"Connect-Timeout-Ms": "soon"},
+			`{"error":{"code":"invalid_argument","message":"strconv.Atoi: parsing \"soon\": invalid syntax"}}`},
+		{"malformed request", `{"process":`, nil, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			resp, frames := b.stream(t, "process.Process/Start", tt.body, tt.hdr)
+			if resp.StatusCode != http.StatusOK || len(frames) != 1 || frames[0].flags != flagEndStream {
+				t.Fatalf("HTTP %d frames %+v: want 200 and one end-of-stream message", resp.StatusCode, frames)
+			}
+			if tt.want != "" && frames[0].data != tt.want {
+				t.Fatalf("end of stream %s\nwant           %s", frames[0].data, tt.want)
+			}
+			if tt.want == "" && !strings.Contains(frames[0].data, `"code":"invalid_argument"`) {
+				t.Fatalf("end of stream %s", frames[0].data)
+			}
+		})
+	}
+}
+
+func TestEnvdUnaryErrors(t *testing.T) {
+	b := envdCreate(t, envdServer(t, Options{}), nil)
+	tests := []struct {
+		name, procedure, body string
+		hdr                   map[string]string
+		status                int
+		want                  string
+	}{
+		{"stat missing", "filesystem.Filesystem/Stat", `{"path":"/nonexistent"}`, nil, 404,
+			`{"code":"not_found","message":"file not found: lstat /nonexistent: no such file or directory"}`},
+		{"list missing", "filesystem.Filesystem/ListDir", `{"path":"/nonexistent"}`, nil, 404,
+			`{"code":"not_found","message":"path not found: lstat /nonexistent: no such file or directory"}`},
+		{"unknown user", "filesystem.Filesystem/Stat", `{"path":"/"}`, map[string]string{"Authorization": "Basic bm9ib2R5eDo="}, 401,
+			`{"code":"unauthenticated","message":"invalid username: 'nobodyx'"}`},
+		{"unknown pid", "process.Process/SendSignal", `{"process":{"pid":4242},"signal":"SIGNAL_SIGKILL"}`, nil, 404,
+			`{"code":"not_found","message":"process with pid 4242 not found"}`},
+		{"mkdir over a file", "filesystem.Filesystem/MakeDir", `{"path":".bashrc"}`, nil, 400,
+			`{"code":"invalid_argument","message":"path already exists but it is not a directory: /home/user/.bashrc"}`},
+		{"mkdir existing", "filesystem.Filesystem/MakeDir", `{"path":"~"}`, nil, 409,
+			`{"code":"already_exists","message":"directory already exists: /home/user"}`},
+		{"list a file", "filesystem.Filesystem/ListDir", `{"path":"/home/user/.profile"}`, nil, 400,
+			`{"code":"invalid_argument","message":"path is not a directory: /home/user/.profile"}`},
+		{"move missing", "filesystem.Filesystem/Move", `{"source":"/tmp/a","destination":"/tmp/b"}`, nil, 404,
+			`{"code":"not_found","message":"source file not found: rename /tmp/a /tmp/b: no such file or directory"}`},
+		{"other home", "filesystem.Filesystem/Stat", `{"path":"~root/x"}`, nil, 400,
+			`{"code":"invalid_argument","message":"failed to expand path '~root/x' for user 'user': cannot expand user-specific home dir"}`},
+		{"bad json", "filesystem.Filesystem/Stat", `{"path":1}`, nil, 400, ""},
+		{"watchers", "filesystem.Filesystem/CreateWatcher", `{"path":"/tmp"}`, nil, 501, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			status, body := b.unary(t, tt.procedure, tt.body, tt.hdr)
+			if status != tt.status || (tt.want != "" && body != tt.want) {
+				t.Fatalf("HTTP %d %s\nwant %d %s", status, body, tt.status, tt.want)
+			}
+		})
+	}
+}
+
+func TestEnvdNotConnect(t *testing.T) {
+	b := envdCreate(t, envdServer(t, Options{}), nil)
+	resp, _ := b.do(t, http.MethodGet, "/filesystem.Filesystem/Stat", nil, nil)
+	if resp.StatusCode != http.StatusMethodNotAllowed {
+		t.Errorf("GET: HTTP %d", resp.StatusCode)
+	}
+	resp, _ = b.do(t, http.MethodPost, "/filesystem.Filesystem/Stat", map[string]string{"Content-Type": "text/plain"}, []byte(`{}`))
+	if resp.StatusCode != http.StatusUnsupportedMediaType {
+		t.Errorf("text/plain: HTTP %d", resp.StatusCode)
+	}
+	resp, _ = b.do(t, http.MethodPost, "/filesystem.Filesystem/Nope", map[string]string{"Content-Type": "application/json"}, []byte(`{}`))
+	if resp.StatusCode != http.StatusNotFound {
+		t.Errorf("unknown procedure: HTTP %d", resp.StatusCode)
+	}
+}
+
+func TestEnvdAccessToken(t *testing.T) {
+	s := envdServer(t, Options{})
+	b := envdCreate(t, s, map[string]any{"secure": true})
+	if b.token == "" {
+		t.Fatal("secure sandbox without a token")
+	}
+	const unauthorized = `{"code":401,"message":"unauthorized access, please provide a valid access token or method signing if supported"}` + "\n"
+	for _, token := range []string{"", "wrong"} {
+		hdr := map[string]string{"X-Access-Token": token}
+		status, body := b.unary(t, "filesystem.Filesystem/Stat", `{"path":"/"}`, hdr)
+		if status != 401 || body != unauthorized {
+			t.Errorf("token %q: RPC answered %d %s", token, status, body)
+		}
+		shdr := map[string]string{"Content-Type": "application/connect+json", "X-Access-Token": token}
+		resp, data := b.do(t, http.MethodPost, "/process.Process/Start", shdr, envdEnvelope(startBody("true")))
+		if resp.StatusCode != 401 || string(data) != unauthorized {
+			t.Errorf("token %q: stream answered %d %s", token, resp.StatusCode, data)
+		}
+		if ct := resp.Header.Get("Content-Type"); ct != "application/json; charset=utf-8" {
+			t.Errorf("401 content type %q", ct)
+		}
+		resp, _ = b.do(t, http.MethodGet, "/health", hdr, nil)
+		if resp.StatusCode != http.StatusNoContent {
+			t.Errorf("token %q: /health answered %d", token, resp.StatusCode)
+		}
+	}
+	if status, _ := b.unary(t, "filesystem.Filesystem/Stat", `{"path":"/"}`, nil); status != 200 {
+		t.Errorf("with the token: %d", status)
+	}
+}
+
+func TestEnvdFilesSignatures(t *testing.T) {
+	now := time.Unix(1_700_000_000, 0)
+	s := envdServer(t, Options{Now: func() time.Time { return now }})
+	b := envdCreate(t, s, map[string]any{"secure": true})
+	noToken := map[string]string{"X-Access-Token": ""}
+	query := func(p, op, user string, exp *int64) string {
+		q := "path=" + url.QueryEscape(p)
+		if user != "" {
+			q += "&username=" + user
+		}
+		q += "&signature=" + url.QueryEscape(fileSignature(p, op, user, b.token, exp))
+		if exp != nil {
+			q += "&signature_expiration=" + strconv.FormatInt(*exp, 10)
+		}
+		return q
+	}
+	later, earlier := now.Unix()+60, now.Unix()-1
+	tests := []struct {
+		name, method, query string
+		hdr                 map[string]string
+		status              int
+		message             string
+	}{
+		{"no signature", "GET", "path=.bashrc", noToken, 401, "missing signature query parameter"},
+		{"wrong signature", "GET", "path=.bashrc&signature=v1_AAAA", noToken, 401, "invalid signature"},
+		{"signature for another path", "GET", "path=.profile&signature=" + url.QueryEscape(fileSignature(".bashrc", "read", "", b.token, nil)), noToken, 401, "invalid signature"},
+		{"write signature used to read", "GET", query(".bashrc", "write", "", nil), noToken, 401, "invalid signature"},
+		{"expired", "GET", query(".bashrc", "read", "", &earlier), noToken, 401, "signature is already expired"},
+		{"header token that does not match", "GET", "path=.bashrc", map[string]string{"X-Access-Token": "wrong"}, 401, "access token present in header but does not match"},
+		{"signed read", "GET", query(".bashrc", "read", "", nil), noToken, 200, ""},
+		{"signed read with user and expiry", "GET", query("/home/user/.bashrc", "read", "user", &later), noToken, 200, ""},
+		{"header token", "GET", "path=.bashrc", nil, 200, ""},
+		{"signed write", "POST", query("/tmp/w.txt", "write", "", nil), noToken, 200, ""},
+		{"read signature used to write", "POST", query("/tmp/w.txt", "read", "", nil), noToken, 401, "invalid signature"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			hdr := map[string]string{"Content-Type": "application/octet-stream"}
+			for k, v := range tt.hdr {
+				hdr[k] = v
+			}
+			resp, body := b.do(t, tt.method, "/files?"+tt.query, hdr, []byte("data"))
+			if resp.StatusCode != tt.status {
+				t.Fatalf("HTTP %d %s, want %d", resp.StatusCode, body, tt.status)
+			}
+			if tt.message != "" {
+				want := fmt.Sprintf(`{"code":%d,"message":%q}`+"\n", tt.status, tt.message)
+				if string(body) != want {
+					t.Fatalf("body %s, want %s", body, want)
+				}
+			}
+		})
+	}
+}
+
+func TestEnvdKeepalive(t *testing.T) {
+	b := envdCreate(t, envdServer(t, Options{}), nil)
+	frames := b.run(t, "sleep 1.3; echo done", map[string]string{"Keepalive-Ping-Interval": "1"})
+	if len(frames) < 4 || frames[1] != (envdFrame{0, `{"event":{"keepalive":{}}}`}) {
+		t.Fatalf("frames %+v: want a keepalive while the command is silent", frames)
+	}
+}
+
+func TestEnvdListDirEntry(t *testing.T) {
+	b := envdCreate(t, envdServer(t, Options{}), nil)
+	status, body := b.unary(t, "filesystem.Filesystem/ListDir", `{"path":"/home/user","depth":1}`, nil)
+	want := `{"name":".bashrc","type":"FILE_TYPE_FILE","path":"/home/user/.bashrc","size":"3526","mode":420,"permissions":"-rw-r--r--","owner":"user","group":"user","modifiedTime":"2025-04-18T22:47:34Z"}`
+	if status != 200 || !strings.Contains(body, want) {
+		t.Fatalf("HTTP %d %s\nwant an entry %s", status, body, want)
+	}
+	status, body = b.unary(t, "filesystem.Filesystem/ListDir", `{"path":"/"}`, nil)
+	if status != 200 || !strings.Contains(body, `"path":"/tmp"`) || strings.Contains(body, `"path":"/usr"`) {
+		t.Fatalf("listing / answered %d %s", status, body)
+	}
+}
+
+func TestEnvdFilesAnswers(t *testing.T) {
+	b := envdCreate(t, envdServer(t, Options{}), nil)
+	var form bytes.Buffer
+	mw := multipart.NewWriter(&form)
+	part, _ := mw.CreateFormFile("file", "/home/user/d/hello.txt")
+	_, _ = part.Write([]byte("hello\n"))
+	other, _ := mw.CreateFormField("note")
+	_, _ = other.Write([]byte("ignored"))
+	part, _ = mw.CreateFormFile("file", "sub/second.txt")
+	_, _ = part.Write([]byte("second"))
+	mw.Close()
+	resp, body := b.do(t, http.MethodPost, "/files?username=user", map[string]string{"Content-Type": mw.FormDataContentType()}, form.Bytes())
+	want := `[{"name":"hello.txt","path":"/home/user/d/hello.txt","type":"file"},{"name":"second.txt","path":"/home/user/sub/second.txt","type":"file"}]`
+	if resp.StatusCode != 200 || string(body) != want {
+		t.Fatalf("upload: HTTP %d %s\nwant %s", resp.StatusCode, body, want)
+	}
+	resp, body = b.do(t, http.MethodGet, "/files?path=d%2Fhello.txt", nil, nil)
+	if resp.StatusCode != 200 || string(body) != "hello\n" || resp.Header.Get("Content-Disposition") != "inline; filename=hello.txt" {
+		t.Fatalf("download: HTTP %d %q %v", resp.StatusCode, body, resp.Header)
+	}
+	resp, body = b.do(t, http.MethodGet, "/files?path=d%2Fhello.txt", map[string]string{"Range": "bytes=1-3"}, nil)
+	if resp.StatusCode != http.StatusPartialContent || string(body) != "ell" || resp.Header.Get("Content-Range") != "bytes 1-3/6" {
+		t.Fatalf("range: HTTP %d %q %v", resp.StatusCode, body, resp.Header)
+	}
+	errorsWanted := []struct {
+		method, query, contentType string
+		status                     int
+		message                    string
+	}{
+		{"GET", "path=nope", "", 404, "path '/home/user/nope' does not exist"},
+		{"GET", "path=%2Fhome%2Fuser", "", 400, "path '/home/user' is a directory"},
+		{"GET", "path=x&username=nobodyx", "", 401, "error looking up user 'nobodyx': user: unknown user nobodyx"},
+		{"POST", "path=%2Fhome%2Fuser", "application/octet-stream", 400, "path is a directory: /home/user"},
+		{"POST", "", "application/octet-stream", 400, "path query parameter is required for raw body upload"},
+		{"POST", "path=x", "text/plain", 400, "unsupported content type: text/plain, expected multipart/form-data or application/octet-stream"},
+		{"POST", "path=%2Fopt%2Fx", "application/octet-stream", 500, "error ensuring directories: failed to create directory: mkdir /opt: read-only file system"},
+	}
+	for _, tt := range errorsWanted {
+		resp, body := b.do(t, tt.method, "/files?"+tt.query, map[string]string{"Content-Type": tt.contentType}, []byte("x"))
+		want := fmt.Sprintf(`{"code":%d,"message":%q}`+"\n", tt.status, tt.message)
+		if resp.StatusCode != tt.status || string(body) != want {
+			t.Errorf("%s %s: HTTP %d %s\nwant %d %s", tt.method, tt.query, resp.StatusCode, body, tt.status, want)
+		}
+	}
+}
+
+func TestEnvdProcessEnvironment(t *testing.T) {
+	b := envdCreate(t, envdServer(t, Options{}), map[string]any{"envVars": map[string]string{"FOO": "bar", "BOTH": "sandbox"}})
+	body := `{"process":{"cmd":"/bin/bash","args":["-c","echo $FOO $BOTH $ONLY $HOME $USER $LOGNAME; pwd; whoami; echo $PATH"],"envs":{"BOTH":"request","ONLY":"req"}},"stdin":false}`
+	_, frames := b.stream(t, "process.Process/Start", body, nil)
+	stdout, _ := output(t, frames)
+	want := "bar request req /home/user user user\n/home/user\nuser\n" + sandboxPATH + "\n"
+	if stdout != want {
+		t.Fatalf("stdout %q\nwant   %q", stdout, want)
+	}
+	_, frames = b.stream(t, "process.Process/Start", startBody("whoami; pwd; id -u"), map[string]string{"Authorization": "Basic cm9vdDo="})
+	// The sandbox's default workdir applies to every user, as in envd.
+	if stdout, _ := output(t, frames); stdout != "root\n/home/user\n0\n" {
+		t.Fatalf("as root: %q", stdout)
+	}
+}
+
+func TestEnvdIsolation(t *testing.T) {
+	s := envdServer(t, Options{})
+	b := envdCreate(t, s, nil)
+	host := t.TempDir()
+	secret := filepath.Join(host, "secret.txt")
+	if err := os.WriteFile(secret, []byte("host secret"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	port := strings.TrimPrefix(s.URL(), "http://127.0.0.1:")
+	checks := []struct{ name, command, stdout string }{
+		{"no network", "exec 3<>/dev/tcp/127.0.0.1/" + port + " && echo connected || echo refused", "refused\n"},
+		{"no host files", "cat " + secret + " 2>/dev/null || echo absent", "absent\n"},
+		{"own passwd", "getent passwd user root | cut -d: -f1,3,6", "user:1000:/home/user\nroot:0:/root\n"},
+		{"own pid namespace", "ps -e -o pid= | wc -l", "4\n"},
+		{"system directories are read-only", "touch /usr/x 2>/dev/null || echo refused", "refused\n"},
+		{"home is writable", "echo x > ~/w && cat ~/w", "x\n"},
+	}
+	for _, c := range checks {
+		t.Run(c.name, func(t *testing.T) {
+			stdout, stderr := output(t, b.run(t, c.command, nil))
+			if stdout != c.stdout {
+				t.Fatalf("stdout %q (stderr %q), want %q", stdout, stderr, c.stdout)
+			}
+		})
+	}
+}
+
+// TestEnvdPathsStayInTheSandbox tries to reach a host file through the filesystem RPC and /files: by "..", by
+// absolute and relative symlinks made inside the sandbox. None may read or write it.
+func TestEnvdPathsStayInTheSandbox(t *testing.T) {
+	s := envdServer(t, Options{})
+	b := envdCreate(t, s, nil)
+	// Outside /tmp, /home/user and /root: a host path there is no sandbox path.
+	dir, err := os.MkdirTemp("/var/tmp", "e2btest-victim-")
+	if err != nil {
+		t.Skip("no /var/tmp:", err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	victim := filepath.Join(dir, "victim.txt")
+	if err := os.WriteFile(victim, []byte("original"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	up := strings.Repeat("../", 20)
+	b.run(t, fmt.Sprintf("ln -s %s ~/abs; ln -s %s ~/rel; ln -s %s /tmp/dirlink", victim, up+strings.TrimPrefix(victim, "/"), dir), nil)
+	status, body := b.unary(t, "filesystem.Filesystem/Stat", `{"path":"/home/user/abs"}`, nil)
+	if status != 200 || !strings.Contains(body, `"symlinkTarget":"/home/user/abs"`) || strings.Contains(body, `"type"`) {
+		t.Fatalf("a link out of the sandbox: %d %s", status, body)
+	}
+	for _, p := range []string{victim, up + victim, "/home/user/abs", "/home/user/rel", "/tmp/dirlink/victim.txt"} {
+		q := "path=" + url.QueryEscape(p)
+		resp, body := b.do(t, http.MethodGet, "/files?"+q, nil, nil)
+		if resp.StatusCode != http.StatusNotFound {
+			t.Errorf("GET %s: HTTP %d %q", p, resp.StatusCode, body)
+		}
+		resp, body = b.do(t, http.MethodPost, "/files?"+q, map[string]string{"Content-Type": "application/octet-stream"}, []byte("overwritten"))
+		if resp.StatusCode == http.StatusOK {
+			t.Errorf("POST %s succeeded: %s", p, body)
+		}
+		if status, body := b.unary(t, "filesystem.Filesystem/Remove", fmt.Sprintf(`{"path":%q}`, p), nil); status != 200 {
+			t.Errorf("Remove %s: %d %s", p, status, body)
+		}
+	}
+	if data, err := os.ReadFile(victim); err != nil || string(data) != "original" {
+		t.Fatalf("the host file was touched: %q %v", data, err)
+	}
+}
+
+func TestEnvdSymlinks(t *testing.T) {
+	b := envdCreate(t, envdServer(t, Options{}), nil)
+	b.run(t, "mkdir -p ~/real/sub && echo hi > ~/real/f && chmod 600 ~/real/f && ln -s /home/user/real/f ~/lf && ln -s real ~/ld && ln -s loop ~/loop", nil)
+	status, body := b.unary(t, "filesystem.Filesystem/Stat", `{"path":"lf"}`, nil)
+	if status != 200 || !strings.Contains(body, `"name":"lf","type":"FILE_TYPE_FILE","path":"/home/user/lf","size":"17","mode":384,"permissions":"Lrwxrwxrwx"`) ||
+		!strings.Contains(body, `"symlinkTarget":"/home/user/real/f"`) {
+		t.Fatalf("stat of a link: %d %s", status, body)
+	}
+	status, body = b.unary(t, "filesystem.Filesystem/ListDir", `{"path":"ld","depth":2}`, nil)
+	if status != 200 || !strings.Contains(body, `"path":"/home/user/ld/f"`) || !strings.Contains(body, `"path":"/home/user/ld/sub"`) {
+		t.Fatalf("listing through a link: %d %s", status, body)
+	}
+	status, body = b.unary(t, "filesystem.Filesystem/ListDir", `{"path":"loop"}`, nil)
+	if status != 400 || body != `{"code":"failed_precondition","message":"cyclic symlink or chain \u003e255 links at \"/home/user/loop\""}` {
+		t.Fatalf("a symlink loop: %d %s", status, body)
+	}
+	resp, data := b.do(t, http.MethodGet, "/files?path=lf", nil, nil)
+	if resp.StatusCode != 200 || string(data) != "hi\n" {
+		t.Fatalf("download through a link: %d %q", resp.StatusCode, data)
+	}
+}
+
+func TestEnvdStdinAndSignals(t *testing.T) {
+	b := envdCreate(t, envdServer(t, Options{}), nil)
+	type result struct {
+		frames []envdFrame
+	}
+	done := make(chan result, 1)
+	go func() {
+		_, frames := b.stream(t, "process.Process/Start", `{"process":{"cmd":"/bin/cat"},"tag":"cat-1"}`, nil)
+		done <- result{frames}
+	}()
+	pid := envdWaitProcess(t, b, "cat-1")
+	if status, body := b.unary(t, "process.Process/List", `{}`, nil); status != 200 ||
+		body != fmt.Sprintf(`{"processes":[{"config":{"cmd":"/bin/cat"},"pid":%d,"tag":"cat-1"}]}`, pid) {
+		t.Fatalf("list: %d %s", status, body)
+	}
+	input := base64.StdEncoding.EncodeToString([]byte("to cat\n"))
+	if status, body := b.unary(t, "process.Process/SendInput", fmt.Sprintf(`{"process":{"pid":%d},"input":{"stdin":%q}}`, pid, input), nil); status != 200 || body != "{}" {
+		t.Fatalf("send input: %d %s", status, body)
+	}
+	if status, body := b.unary(t, "process.Process/CloseStdin", fmt.Sprintf(`{"process":{"tag":"cat-1"}}`), nil); status != 200 {
+		t.Fatalf("close stdin: %d %s", status, body)
+	}
+	r := <-done
+	if stdout, _ := output(t, r.frames); stdout != "to cat\n" {
+		t.Fatalf("cat printed %q", stdout)
+	}
+	if end := r.frames[len(r.frames)-2].data; end != `{"event":{"end":{"exited":true,"status":"exit status 0"}}}` {
+		t.Fatalf("end %s", end)
+	}
+
+	go func() {
+		_, frames := b.stream(t, "process.Process/Start", `{"process":{"cmd":"sleep","args":["30"]},"stdin":false,"tag":"sleeper"}`, nil)
+		done <- result{frames}
+	}()
+	pid = envdWaitProcess(t, b, "sleeper")
+	if status, body := b.unary(t, "process.Process/SendInput", fmt.Sprintf(`{"process":{"pid":%d},"input":{"stdin":"eA=="}}`, pid), nil); status != 500 ||
+		body != `{"code":"internal","message":"error writing to stdin: stdin not enabled or closed"}` {
+		t.Fatalf("input without stdin: %d %s", status, body)
+	}
+	if status, body := b.unary(t, "process.Process/SendSignal", fmt.Sprintf(`{"process":{"pid":%d},"signal":"SIGNAL_UNSPECIFIED"}`, pid), nil); status != 501 ||
+		body != `{"code":"unimplemented","message":"invalid signal: SIGNAL_UNSPECIFIED"}` {
+		t.Fatalf("unsupported signal: %d %s", status, body)
+	}
+	if status, body := b.unary(t, "process.Process/SendSignal", fmt.Sprintf(`{"process":{"pid":%d},"signal":"SIGNAL_SIGTERM"}`, pid), nil); status != 200 {
+		t.Fatalf("SIGTERM: %d %s", status, body)
+	}
+	r = <-done
+	if end := r.frames[len(r.frames)-2].data; end != `{"event":{"end":{"exitCode":-1,"status":"signal: terminated","error":"signal: terminated"}}}` {
+		t.Fatalf("end after SIGTERM %s", end)
+	}
+}
+
+// envdWaitProcess waits until a process with the tag runs and returns its pid.
+func envdWaitProcess(t *testing.T, b envdBox, tag string) int {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		_, body := b.unary(t, "process.Process/List", `{}`, nil)
+		var list struct {
+			Processes []struct {
+				PID int    `json:"pid"`
+				Tag string `json:"tag"`
+			} `json:"processes"`
+		}
+		_ = json.Unmarshal([]byte(body), &list)
+		for _, p := range list.Processes {
+			if p.Tag == tag {
+				return p.PID
+			}
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	t.Fatalf("process %q never started", tag)
+	return 0
+}
+
+func TestEnvdConnectReplaysTheEnd(t *testing.T) {
+	var mu sync.Mutex
+	now := time.Unix(1_700_000_000, 0)
+	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	b := envdCreate(t, envdServer(t, Options{Now: clock}), nil)
+	frames := b.run(t, "exit 4", nil)
+	var start struct {
+		Event struct{ Start struct{ PID int } } `json:"event"`
+	}
+	_ = json.Unmarshal([]byte(frames[0].data), &start)
+	body := fmt.Sprintf(`{"process":{"pid":%d}}`, start.Event.Start.PID)
+	_, got := b.stream(t, "process.Process/Connect", body, nil)
+	want := []envdFrame{
+		{0, frames[0].data},
+		{0, `{"event":{"end":{"exitCode":4,"exited":true,"status":"exit status 4","error":"exit status 4"}}}`},
+		{flagEndStream, "{}"},
+	}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("connect after the end: %+v\nwant %+v", got, want)
+	}
+	mu.Lock()
+	now = now.Add(31 * time.Second)
+	mu.Unlock()
+	_, got = b.stream(t, "process.Process/Connect", body, nil)
+	if len(got) != 1 || got[0].data != fmt.Sprintf(`{"error":{"code":"not_found","message":"process with pid %d not found"}}`, start.Event.Start.PID) {
+		t.Fatalf("connect 31 s after the end: %+v", got)
+	}
+}
+
+// hostPID is the host pid of a sandbox process's bwrap, for checking what pausing does to it.
+func hostPID(t *testing.T, s *Server, id string, pid int) int {
+	t.Helper()
+	s.envd.mu.Lock()
+	st := s.envd.boxes[id]
+	s.envd.mu.Unlock()
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	p := st.procs[uint32(pid)]
+	if p == nil {
+		t.Fatalf("no process %d", pid)
+	}
+	return p.cmd.Process.Pid
+}
+
+// procState is the state letter of a host process ("T" when stopped), or "" when it is gone.
+func procState(pid int) string {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return ""
+	}
+	s := string(data)
+	i := strings.LastIndexByte(s, ')')
+	if i < 0 || i+2 >= len(s) {
+		return ""
+	}
+	return s[i+2 : i+3]
+}
+
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func TestEnvdPauseResumeKill(t *testing.T) {
+	s := envdServer(t, Options{})
+	b := envdCreate(t, s, nil)
+	cut := make(chan []byte, 1)
+	go func() {
+		h := map[string]string{"Content-Type": "application/connect+json"}
+		req, _ := http.NewRequest(http.MethodPost, s.URL()+"/process.Process/Start", bytes.NewReader(envdEnvelope(`{"process":{"cmd":"sleep","args":["60"]},"tag":"long"}`)))
+		for k, v := range h {
+			req.Header.Set(k, v)
+		}
+		req.Header.Set("E2b-Sandbox-Id", b.id)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			cut <- nil
+			return
+		}
+		data, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		cut <- data
+	}()
+	pid := envdWaitProcess(t, b, "long")
+	host := hostPID(t, s, b.id, pid)
+
+	pause := func(action string) {
+		req, _ := http.NewRequest(http.MethodPost, s.URL()+"/sandboxes/"+b.id+"/"+action, strings.NewReader(`{"timeout":60}`))
+		req.Header.Set("X-API-Key", envdTestKey)
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode >= 300 {
+			t.Fatalf("%s: HTTP %d", action, resp.StatusCode)
+		}
+	}
+	pause("pause")
+	waitFor(t, "the paused sandbox's process to stop", func() bool { return procState(host) == "T" })
+	data := <-cut
+	frames, _ := parseFrames(data)
+	if len(frames) == 0 || frames[len(frames)-1].flags == flagEndStream {
+		t.Fatalf("the stream of a paused sandbox was not cut: %+v", frames)
+	}
+	pause("connect")
+	waitFor(t, "the process to continue", func() bool { return procState(host) == "S" || procState(host) == "R" })
+	if got := envdWaitProcess(t, b, "long"); got != pid {
+		t.Fatalf("after resume the process is %d, want %d", got, pid)
+	}
+	req, _ := http.NewRequest(http.MethodDelete, s.URL()+"/sandboxes/"+b.id, nil)
+	req.Header.Set("X-API-Key", envdTestKey)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	waitFor(t, "the process to be gone", func() bool { return procState(host) == "" || procState(host) == "Z" })
+}
+
+func TestEnvdDeadlineHeldWhilePaused(t *testing.T) {
+	p := &envdProcess{}
+	p.mu.Lock()
+	p.deadline = time.Now().Add(time.Hour)
+	p.timer = time.AfterFunc(time.Hour, func() {})
+	p.mu.Unlock()
+	p.pauseDeadline()
+	if p.timer != nil || p.remaining < 59*time.Minute {
+		t.Fatalf("pause kept timer %v, remaining %v", p.timer, p.remaining)
+	}
+	p.resumeDeadline()
+	if p.timer == nil || time.Until(p.deadline) < 59*time.Minute {
+		t.Fatalf("resume: timer %v, deadline in %v", p.timer, time.Until(p.deadline))
+	}
+	p.timer.Stop()
+}
+
+func TestEnvdCutStreamFault(t *testing.T) {
+	s := envdServer(t, Options{})
+	b := envdCreate(t, s, nil)
+	s.SetFaults(Faults{CutStreamAfterFrames: 2})
+	req, _ := http.NewRequest(http.MethodPost, s.URL()+"/process.Process/Start", bytes.NewReader(envdEnvelope(startBody("echo a; echo b; echo c"))))
+	req.Header.Set("Content-Type", "application/connect+json")
+	req.Header.Set("E2b-Sandbox-Id", b.id)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if err == nil || !errors.Is(err, io.ErrUnexpectedEOF) {
+		t.Logf("read error %v", err)
+	}
+	frames, _ := parseFrames(data)
+	if len(frames) != 2 {
+		t.Fatalf("%d frames before the cut, want 2: %+v", len(frames), frames)
+	}
+	s.SetFaults(Faults{})
+	if frames := b.run(t, "true", nil); len(frames) != 3 {
+		t.Fatalf("after the fault: %+v", frames)
+	}
+}
+
+func TestEnvdUnisolated(t *testing.T) {
+	s := envdServer(t, Options{})
+	b := envdCreate(t, s, map[string]any{"envVars": map[string]string{"FOO": "bar"}})
+	s.envd.mu.Lock()
+	s.envd.unisolated = true
+	s.envd.mu.Unlock()
+	sb, _ := s.Sandbox(b.id)
+	stdout, _ := output(t, b.run(t, "pwd; echo $HOME $FOO", nil))
+	home := filepath.Join(sb.Dir, "home")
+	if stdout != home+"\n"+home+" bar\n" {
+		t.Fatalf("unisolated: %q, want the host directory %s", stdout, home)
+	}
+}
+
+func TestEnvdIsolationMissing(t *testing.T) {
+	iso := isolation{err: errors.New("no bwrap here")}
+	if _, _, err := iso.command(procSpec{}); err == nil || err.Error() != "no bwrap here" {
+		t.Fatalf("command without isolation: %v", err)
+	}
+	s := envdServer(t, Options{})
+	b := envdCreate(t, s, nil)
+	s.envd.mu.Lock()
+	s.envd.iso.err = errors.New("e2btest: bubblewrap (/usr/bin/bwrap) is not installed")
+	s.envd.mu.Unlock()
+	_, frames := b.stream(t, "process.Process/Start", startBody("true"), nil)
+	want := `{"error":{"code":"invalid_argument","message":"error starting process '/bin/bash -l -c true': e2btest: bubblewrap (/usr/bin/bwrap) is not installed"}}`
+	if len(frames) != 1 || frames[0].data != want {
+		t.Fatalf("frames %+v\nwant %s", frames, want)
+	}
+}
