@@ -48,16 +48,17 @@ func (s *Server) approve(ctx context.Context, req mcp.CallToolRequest, caller to
 	return s.approveByID(req.Params.Name, binding, args, dec)
 }
 
-// clientCanElicit reports whether the client declared the elicitation capability: per request in protocol
-// 2026-07-28 and later, at initialize before that.
+// clientCanElicit reports whether the client can be asked: it declared the elicitation capability (per request
+// in protocol 2026-07-28 and later, at initialize before that), and, before 2026-07-28, its transport can carry
+// the server's elicitation/create request (mcp-go's SSE transport cannot; such clients get an approval ID).
 func clientCanElicit(ctx context.Context) bool {
 	if info := mcpserver.RequestProtocolInfoFromContext(ctx); info != nil && info.Modern {
 		return info.ClientCapabilities != nil && info.ClientCapabilities.Elicitation != nil
 	}
-	if cs, ok := mcpserver.ClientSessionFromContext(ctx).(mcpserver.SessionWithClientInfo); ok {
-		return cs.GetClientCapabilities().Elicitation != nil
-	}
-	return false
+	cs := mcpserver.ClientSessionFromContext(ctx)
+	withInfo, declared := cs.(mcpserver.SessionWithClientInfo)
+	_, canAsk := cs.(mcpserver.SessionWithElicitation)
+	return declared && canAsk && withInfo.GetClientCapabilities().Elicitation != nil
 }
 
 func (s *Server) approveByElicitation(req mcp.CallToolRequest, b policy.Binding, args map[string]any, dec policy.Decision) verdict {

@@ -72,24 +72,24 @@ func headers(token, session string) map[string]string {
 	return h
 }
 
-func streamableClient(t *testing.T, base, token, session, version string) *client.Client {
+func streamableClient(t *testing.T, base, token, session, version string, opts ...client.ClientOption) *client.Client {
 	t.Helper()
 	tr, err := transport.NewStreamableHTTP(base+PathMCP, transport.WithHTTPHeaders(headers(token, session)))
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := client.NewClient(tr, client.WithProtocolVersion(version))
+	c := client.NewClient(tr, append(opts, client.WithProtocolVersion(version))...)
 	initialize(t, c, version)
 	return c
 }
 
-func sseClient(t *testing.T, base, token, session string) *client.Client {
+func sseClient(t *testing.T, base, token, session string, opts ...client.ClientOption) *client.Client {
 	t.Helper()
 	tr, err := transport.NewSSE(base+PathSSE, transport.WithHeaders(headers(token, session)))
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := client.NewClient(tr, client.WithProtocolVersion(mcp.ProtocolVersion20251125))
+	c := client.NewClient(tr, append(opts, client.WithProtocolVersion(mcp.ProtocolVersion20251125))...)
 	initialize(t, c, mcp.ProtocolVersion20251125)
 	return c
 }
@@ -331,4 +331,33 @@ func TestHTTPShutdownKeepsSandboxes(t *testing.T) {
 		resp.Body.Close()
 		t.Fatal("the server still answers after shutdown")
 	}
+}
+
+// Over HTTP a client with elicitation is asked in the call (streamable HTTP, both eras); over SSE, whose
+// transport cannot carry the question, it gets an approval ID instead of a protocol error.
+func TestHTTPApprovals(t *testing.T) {
+	f := newFixture(t, fixtureOpts{policy: approvalPolicy, transport: TransportHTTP})
+	base := serveHTTP(t, f)
+	for _, version := range eras {
+		t.Run(version, func(t *testing.T) {
+			yes := &elicitor{action: mcp.ElicitationResponseActionAccept}
+			c := streamableClient(t, base, "", "", version, client.WithElicitationHandler(yes))
+			id := createSandbox(t, c)
+			if out := mustOK(t, c, "e2b_manage_sandbox", map[string]any{"sandbox_id": id, "action": "delete"}); out["success"] != true {
+				t.Fatalf("accepted delete: %v", out)
+			}
+			if len(yes.asked()) != 1 || sandboxExists(f, id) {
+				t.Errorf("asked %d times; sandbox exists %v", len(yes.asked()), sandboxExists(f, id))
+			}
+		})
+	}
+	t.Run("sse", func(t *testing.T) {
+		yes := &elicitor{action: mcp.ElicitationResponseActionAccept}
+		c := sseClient(t, base, "", "", client.WithElicitationHandler(yes))
+		id := createSandbox(t, c)
+		msg := mustFail(t, c, "e2b_manage_sandbox", map[string]any{"sandbox_id": id, "action": "delete"})
+		if !approveRE.MatchString(msg) || !sandboxExists(f, id) {
+			t.Errorf("delete over SSE: %q (sandbox exists %v)", msg, sandboxExists(f, id))
+		}
+	})
 }
