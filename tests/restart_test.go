@@ -58,6 +58,18 @@ func TestRestartAfterKill9(t *testing.T) {
 	if str(out, "stdout") != "before the crash\n" {
 		t.Errorf("exec after restart: %v", out)
 	}
+	// The checkpoint is still usable: a fork from it has the file as it was.
+	fork := ok(t, second.Client, "e2b_fork_sandbox", map[string]any{"checkpoint_id": cpID, "title": "from the checkpoint"})
+	forks, _ := fork["sandboxes"].([]any)
+	if len(forks) != 1 {
+		t.Fatalf("fork from the checkpoint: %v", fork)
+	}
+	forkID := str(forks[0].(map[string]any), "sandbox_id")
+	the.noteSandbox(forkID)
+	if out := ok(t, second.Client, "e2b_exec", map[string]any{"sandbox_id": forkID, "command": "cat /home/user/kept.txt"}); str(out, "stdout") != "before the crash\n" {
+		t.Errorf("exec in the fork: %v", out)
+	}
+
 	// Shutting the server down (or killing it) never kills sandboxes.
 	for _, sid := range []string{id, other} {
 		if sb, found := the.emu.Sandbox(sid); !found || sb.State != "running" {

@@ -36,7 +36,11 @@ func main() {
 type consent struct{ out io.Writer }
 
 func (c consent) Elicit(_ context.Context, req mcp.ElicitationRequest) (*mcp.ElicitationResult, error) {
-	fmt.Fprintf(c.out, "   ? the server asks the human: %s\n   ! the human approves\n", req.Params.Message)
+	fmt.Fprintln(c.out, "   ? the server asks the human:")
+	for _, line := range strings.Split(strings.TrimSpace(req.Params.Message), "\n") {
+		fmt.Fprintln(c.out, strings.TrimRight("     "+line, " "))
+	}
+	fmt.Fprintln(c.out, "   ! the human approves")
 	content := map[string]any{}
 	if schema, ok := req.Params.RequestedSchema.(map[string]any); ok {
 		props, _ := schema["properties"].(map[string]any)
@@ -116,18 +120,24 @@ func run(bin string, keep, verbose bool, out io.Writer) error {
 	s.call("e2b_exec", map[string]any{"sandbox_id": id, "command": "ls /nonexistent"})
 	cp := s.call("e2b_checkpoint_sandbox", map[string]any{"sandbox_id": id, "name": "after-primes"})
 	s.call("e2b_list_checkpoints", map[string]any{"sandbox_id": id})
+	var forkID string
 	if cpID, _ := cp["checkpoint_id"].(string); cpID != "" {
 		fork := s.call("e2b_fork_sandbox", map[string]any{"checkpoint_id": cpID, "title": "demo fork"})
-		if forkID, _ := fork["sandbox_id"].(string); forkID != "" {
+		forks, _ := fork["sandboxes"].([]any)
+		if len(forks) > 0 {
+			forkID, _ = forks[0].(map[string]any)["sandbox_id"].(string)
 			s.call("e2b_exec", map[string]any{"sandbox_id": forkID, "command": "wc -l < primes.txt", "cwd": "/home/user"})
-			s.call("e2b_manage_sandbox", map[string]any{"sandbox_id": forkID, "action": "delete"})
 		}
 	}
 	s.call("e2b_manage_sandbox", map[string]any{"sandbox_id": id, "action": "pause"})
 	s.call("e2b_list_sandboxes", map[string]any{})
 	s.call("e2b_manage_sandbox", map[string]any{"sandbox_id": id, "action": "resume"})
 	s.call("e2b_exec", map[string]any{"sandbox_id": "sbx-does-not-exist", "command": "true"})
-	s.call("e2b_manage_sandbox", map[string]any{"sandbox_id": id, "action": "delete"})
+	for _, sid := range []string{forkID, id} {
+		if sid != "" {
+			s.call("e2b_manage_sandbox", map[string]any{"sandbox_id": sid, "action": "delete"})
+		}
+	}
 	s.call("e2b_list_sandboxes", map[string]any{})
 	if s.err != nil {
 		return s.err
@@ -156,8 +166,7 @@ func (s *session) call(tool string, args map[string]any) map[string]any {
 	if s.err != nil {
 		return nil
 	}
-	a, _ := json.Marshal(args)
-	fmt.Fprintf(s.out, "\n→ %s %s\n", tool, a)
+	fmt.Fprintf(s.out, "\n→ %s %s\n", tool, marshal(args, ""))
 	var req mcp.CallToolRequest
 	req.Params.Name = tool
 	req.Params.Arguments = args
@@ -186,9 +195,21 @@ func (s *session) call(tool string, args map[string]any) map[string]any {
 		fmt.Fprintf(s.out, "← %s\n", indent(text))
 		return nil
 	}
-	pretty, _ := json.MarshalIndent(fields, "  ", "  ")
-	fmt.Fprintf(s.out, "← %s\n", pretty)
+	fmt.Fprintf(s.out, "← %s\n", marshal(fields, "  "))
 	return fields
+}
+
+// marshal renders v as JSON without HTML escaping (a command's && and < stay readable), indented when indent
+// is not empty.
+func marshal(v any, indent string) string {
+	var b strings.Builder
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	if indent != "" {
+		enc.SetIndent(indent, "  ")
+	}
+	_ = enc.Encode(v)
+	return strings.TrimSpace(b.String())
 }
 
 func indent(s string) string { return strings.ReplaceAll(strings.TrimSpace(s), "\n", "\n  ") }
