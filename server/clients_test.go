@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -93,23 +94,27 @@ func (s *syncBuffer) String() string {
 	return s.b.String()
 }
 
-// The local backend runs the emulator in-process: tools work without any keyring key, loudly, with records
-// kept apart from those of real sandboxes.
+// The local backend runs the emulator in-process: tools work without any keyring entry at all (neither an API
+// key nor the data key), loudly, with records that vanish with the emulated sandboxes.
 func TestLocalBackend(t *testing.T) {
-	keyring.MockInit() // an empty keyring: no owner has a key
+	keyring.MockInit() // an empty keyring
 	dir := t.TempDir()
 	var logs syncBuffer
 	srv, err := New(Config{
 		Owner:    "alice",
 		StateDir: dir,
 		Backend:  BackendLocal,
-		DataKeys: state.StaticKeySource(make([]byte, state.DataKeySize)),
 		Logger:   slog.New(slog.NewTextHandler(&logs, nil)),
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer srv.Close()
+	closed := false
+	defer func() {
+		if !closed {
+			srv.Close()
+		}
+	}()
 	if !strings.Contains(logs.String(), "LOCAL BACKEND: sandboxes are emulated on this machine") {
 		t.Errorf("no loud local-backend line in the log:\n%s", logs.String())
 	}
@@ -119,15 +124,21 @@ func TestLocalBackend(t *testing.T) {
 	for _, version := range eras {
 		c := connect(t, srv, version, nil)
 		id := createSandbox(t, c)
-		if ids := listIDs(t, c); len(ids) == 0 || !strings.Contains(strings.Join(ids, ","), id) {
+		if ids := listIDs(t, c); !slices.Contains(ids, id) {
 			t.Errorf("%s: list %v lacks %s", version, ids, id)
 		}
 	}
-	if _, err := os.Stat(filepath.Join(dir, "local-backend", state.FileName)); err != nil {
-		t.Errorf("local records not under local-backend/: %v", err)
+	if _, err := keyring.Get(credentials.Service, credentials.DataKeyAccount); err == nil {
+		t.Error("the local backend stored a data key in the keyring")
 	}
 	if _, err := os.Stat(filepath.Join(dir, state.FileName)); err == nil {
 		t.Error("the local backend wrote into the real state store")
+	}
+	storeDir := filepath.Dir(srv.Store().Path())
+	srv.Close()
+	closed = true
+	if _, err := os.Stat(storeDir); !os.IsNotExist(err) {
+		t.Errorf("the local records outlived the server: %v", err)
 	}
 	if localKey("alice") == localKey("bob") || credentials.CheckAPIKeyForm(localKey("alice")) != nil {
 		t.Error("local keys must be per owner and of E2B's form")

@@ -6,11 +6,12 @@ package server
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
-	"path/filepath"
+	"os"
 	"slices"
 	"sync"
 	"time"
@@ -193,16 +194,26 @@ func New(cfg Config) (*Server, error) {
 		}
 	}()
 
-	storeDir := cfg.StateDir
+	storeDir, keys := cfg.StateDir, cfg.DataKeys
 	if cfg.Backend == BackendLocal {
-		s.local, err = startLocalBackend(cfg.Logger)
-		if err != nil {
+		if s.local, err = startLocalBackend(cfg.Logger); err != nil {
 			return nil, err
 		}
-		// Emulated sandboxes vanish with the process: their records are kept apart from real ones.
-		storeDir = filepath.Join(cfg.StateDir, "local-backend")
+		// Emulated sandboxes vanish with the process, and so do their records: a store of its own in a
+		// temporary directory, sealed with a key that lives only in memory, so that the local backend needs
+		// no keyring at all and never mixes its records with those of real sandboxes.
+		if storeDir, err = os.MkdirTemp("", "e2b-mcp-local-state-"); err != nil {
+			return nil, err
+		}
+		s.local.storeDir = storeDir
+		if keys == nil {
+			key := make([]byte, state.DataKeySize)
+			if _, err := rand.Read(key); err != nil {
+				return nil, err
+			}
+			keys = state.StaticKeySource(key)
+		}
 	}
-	keys := cfg.DataKeys
 	if keys == nil {
 		keys = cfg.Keyring.StateKeys()
 	}
