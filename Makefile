@@ -32,9 +32,9 @@ lint: fmt-check vet
 	@if command -v staticcheck >/dev/null 2>&1; then staticcheck ./...; \
 	else echo "staticcheck not installed; ran gofmt and go vet only (go install honnef.co/go/tools/cmd/staticcheck@latest)"; fi
 
-# A real session of tool calls against the local backend (sandboxes on this machine, no E2B account).
+# A real session of tool calls against the local backend (sandboxes on this machine; no E2B account, no keyring).
 demo: build
-	$(KEYRING) $(GO) run ./examples/demo -bin $(BIN)
+	$(GO) run ./examples/demo -bin $(BIN)
 
 bench: $(JS_DEPS)
 	$(KEYRING) $(GO) test -run '^$$' -bench . -benchmem -timeout 20m ./...
