@@ -23,6 +23,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/e2b-mcp/e2b-mcp/internal/filelock"
 )
 
 // Entry is one recorded call.
@@ -116,10 +118,10 @@ func (l *Log) Record(e Entry) error {
 	if l.closed {
 		return ErrClosed
 	}
-	if err := lockFile(l.lock, true); err != nil {
+	if err := filelock.Lock(l.lock); err != nil {
 		return fmt.Errorf("audit: locking %s: %w", l.lock.Name(), err)
 	}
-	defer unlockFile(l.lock)
+	defer filelock.Unlock(l.lock)
 	return l.appendLocked(line)
 }
 
@@ -149,7 +151,7 @@ func (l *Log) appendLocked(line []byte) error {
 	}
 	if size == 0 {
 		// A new file: make its directory entry durable too.
-		if err := syncDir(l.dir); err != nil {
+		if err := filelock.SyncDir(l.dir); err != nil {
 			return errors.Join(rotateErr, fmt.Errorf("audit: syncing %s: %w", l.dir, err))
 		}
 	}
@@ -197,7 +199,7 @@ func rotate(dir string, maxFiles int) error {
 	if err != nil {
 		return err
 	}
-	return syncDir(dir)
+	return filelock.SyncDir(dir)
 }
 
 type rotatedFile struct {

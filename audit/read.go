@@ -10,6 +10,8 @@ import (
 	"os"
 	"path/filepath"
 	"time"
+
+	"github.com/e2b-mcp/e2b-mcp/internal/filelock"
 )
 
 // Filter selects entries; zero fields select everything. Since is inclusive, Until
@@ -39,10 +41,10 @@ func Read(dir string, f Filter) ([]Entry, error) {
 	// Open the lock read-only and only if it exists: reading needs no write access.
 	if lock, err := os.Open(filepath.Join(dir, lockName)); err == nil {
 		defer lock.Close()
-		if err := lockFile(lock, false); err != nil {
+		if err := filelock.RLock(lock); err != nil {
 			return nil, fmt.Errorf("audit: locking %s: %w", lock.Name(), err)
 		}
-		defer unlockFile(lock)
+		defer filelock.Unlock(lock)
 	} else if !errors.Is(err, os.ErrNotExist) {
 		return nil, fmt.Errorf("audit: %w", err)
 	}

@@ -16,6 +16,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/e2b-mcp/e2b-mcp/internal/filelock"
 )
 
 // Approvals is the human side of require_approval when the client cannot ask: the
@@ -254,10 +256,14 @@ func (a *Approvals) with(write bool, fn func(s *approvalStore, now time.Time) (c
 		return fmt.Errorf("approvals: %w", err)
 	}
 	defer lf.Close()
-	if err := lockFile(lf, write); err != nil {
+	lock := filelock.RLock
+	if write {
+		lock = filelock.Lock
+	}
+	if err := lock(lf); err != nil {
 		return fmt.Errorf("approvals: locking %s: %w", lf.Name(), err)
 	}
-	defer unlockFile(lf)
+	defer filelock.Unlock(lf)
 
 	s, err := a.load()
 	if err != nil {
@@ -334,7 +340,7 @@ func (a *Approvals) save(s *approvalStore) error {
 		return fmt.Errorf("approvals: %w", err)
 	}
 	ok = true
-	if err := syncDir(a.dir); err != nil {
+	if err := filelock.SyncDir(a.dir); err != nil {
 		return fmt.Errorf("approvals: syncing %s: %w", a.dir, err)
 	}
 	return nil

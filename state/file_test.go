@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/e2b-mcp/e2b-mcp/internal/filelock"
 	bolt "go.etcd.io/bbolt"
 )
 
@@ -117,7 +118,7 @@ func TestBusyStore(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer turn.Close()
-	if ok, err := tryLockFile(turn); !ok || err != nil {
+	if ok, err := filelock.TryLock(turn); !ok || err != nil {
 		t.Fatalf("taking the turnstile: %v, %v", ok, err)
 	}
 	_, err = s.Sessions()
@@ -125,7 +126,7 @@ func TestBusyStore(t *testing.T) {
 		t.Fatalf("read while the turnstile is held: %v, want ErrBusy", err)
 	}
 	wantErr(t, err, "state store "+s.Path()+" is busy")
-	if err := unlockFile(turn); err != nil {
+	if err := filelock.Unlock(turn); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := s.Sessions(); err != nil {

@@ -46,6 +46,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/e2b-mcp/e2b-mcp/internal/filelock"
 	bolt "go.etcd.io/bbolt"
 	berrors "go.etcd.io/bbolt/errors"
 )
@@ -343,7 +344,13 @@ func (s *Store) enterTurnstile(deadline time.Time) (turnstile, error) {
 	}
 	wait := 100 * time.Microsecond
 	for {
-		ok, err := tryLockFile(f)
+		ok, err := filelock.TryLock(f)
+		if errors.Is(err, filelock.ErrUnsupported) {
+			// No lock call on this platform: processes then compete for the database lock alone, which keeps them
+			// correct but lets a busy writer starve the others.
+			_ = f.Close()
+			return turnstile{}, nil
+		}
 		if err != nil {
 			_ = f.Close()
 			return turnstile{}, fmt.Errorf("state store %s: locking %s: %w", s.path, path, err)
@@ -364,7 +371,7 @@ func (t turnstile) leave() {
 	if t.f == nil {
 		return
 	}
-	_ = unlockFile(t.f)
+	_ = filelock.Unlock(t.f)
 	_ = t.f.Close()
 }
 
