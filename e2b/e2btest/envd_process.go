@@ -501,17 +501,17 @@ func (e *envdService) startProcess(c *rpcCall, cfg *pbProcessConfigIn, tag *stri
 	readers.Add(2)
 	go p.readOutput(stdoutR, false, &readers)
 	go p.readOutput(stderrR, true, &readers)
-	go e.waitProcess(st, p, &readers, stdoutR, stderrR, unisolated)
+	go e.waitProcess(st, p, &readers, stdoutR, stderrR)
 	return p, sub, nil
 }
 
 // waitProcess reaps a process, waits for its output to be read, and publishes its end.
-func (e *envdService) waitProcess(st *sandboxState, p *envdProcess, readers *sync.WaitGroup, stdout, stderr *os.File, unisolated bool) {
+func (e *envdService) waitProcess(st *sandboxState, p *envdProcess, readers *sync.WaitGroup, stdout, stderr *os.File) {
 	err := p.cmd.Wait()
-	if unisolated {
-		// Without a pid namespace, children that outlive the command would keep its pipes open.
-		p.signalGroup(syscall.SIGKILL)
-	}
+	// Whatever is left of the process group goes with bwrap: without a pid namespace (unisolated), children that
+	// outlive the command would keep its pipes open; with one, a SIGTERM that reached bwrap while it was still
+	// setting up leaves the namespace's init, which ignores it, running the command.
+	p.signalGroup(syscall.SIGKILL)
 	readers.Wait()
 	stdout.Close()
 	stderr.Close()
