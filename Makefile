@@ -26,7 +26,7 @@ $(JS_DEPS): tests/js/package-lock.json tests/js/package.json
 	cd tests/js && npm ci --no-audit --no-fund
 
 test: fmt-check vet $(JS_DEPS)
-	$(KEYRING) $(GO) test -race -timeout 12m ./...
+	$(KEYRING) $(GO) test -race -timeout 6m ./...
 
 lint: fmt-check vet
 	@if command -v staticcheck >/dev/null 2>&1; then staticcheck ./...; \
