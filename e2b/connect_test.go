@@ -164,6 +164,32 @@ func TestPBScalars(t *testing.T) {
 	}
 }
 
+func TestEventDecoderFastPath(t *testing.T) {
+	var dec eventDecoder
+	msgs := map[string]ProcessEvent{
+		`{"event":{"data":{"stdout":"aGVsbG8K"}}}`:       {Kind: EventStdout, Data: []byte("hello\n")},
+		`{"event":{"data":{"stderr":"ZXJy"}}}`:           {Kind: EventStderr, Data: []byte("err")},
+		`{"event":{"data":{"pty":"eA=="}}}`:              {Kind: EventPTY, Data: []byte("x")},
+		`{"event":{"data":{"stdout":"aGk"}}}`:            {Kind: EventStdout, Data: []byte("hi")}, // unpadded: slow path
+		`{"event": {"data": {"stdout": "aGk="}}}`:        {Kind: EventStdout, Data: []byte("hi")}, // spaced: slow path
+		`{"event":{"data":{"stdout":"\u0061Gk="}}}`:      {Kind: EventStdout, Data: []byte("hi")}, // escaped: slow path
+		`{"event":{"data":{"stdout":""}}}`:               {Kind: EventStdout, Data: []byte{}},     // empty chunk
+		`{"event":{"end":{"exited":true,"status":"x"}}}`: {Kind: EventEnd, End: &ProcessEnd{Exited: true, Status: "x"}},
+	}
+	for msg, want := range msgs {
+		got, ok, err := dec.decode([]byte(msg))
+		if err != nil || !ok || got.Kind != want.Kind || string(got.Data) != string(want.Data) || (want.End != nil && *got.End != *want.End) {
+			t.Errorf("decode(%s) = %+v, %v, %v", msg, got, ok, err)
+		}
+	}
+	// Output shares one buffer: a caller must copy what it keeps.
+	a, _, _ := dec.decode([]byte(`{"event":{"data":{"stdout":"YWFh"}}}`))
+	_, _, _ = dec.decode([]byte(`{"event":{"data":{"stdout":"YmJi"}}}`))
+	if string(a.Data) != "bbb" {
+		t.Errorf("the output buffer is not reused: %q", a.Data)
+	}
+}
+
 func TestDecodeProcessEvent(t *testing.T) {
 	tests := []struct {
 		msg  string
@@ -235,13 +261,19 @@ func FuzzStream(f *testing.F) {
 	}, nil))
 	f.Add(frame(2, `{"error":{"code":"not_found","message":"x"}}`))
 	f.Add(frame(0, `{"event":{"data":{"stdout":"!!"}}}`))
+	f.Add(frame(0, `{"event":{"data":{"stderr":"aGk"}}}`))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		var events int
+		var dec eventDecoder
 		end, err := readConnectStream(io.LimitReader(bytes.NewReader(data), 1<<20), 1<<12, func(msg []byte) error {
 			if len(msg) > 1<<12 {
 				t.Fatalf("message of %d bytes over the limit", len(msg))
 			}
-			ev, ok, err := decodeProcessEvent(msg)
+			ev, ok, err := dec.decode(msg)
+			slow, slowOK, slowErr := decodeProcessEvent(msg)
+			if slowErr == nil && (err != nil || ok != slowOK || ev.Kind != slow.Kind || !bytes.Equal(ev.Data, slow.Data)) {
+				t.Fatalf("fast path %+v %v %v, slow path %+v %v", ev, ok, err, slow, slowOK)
+			}
 			if err != nil {
 				return err
 			}

@@ -1,7 +1,9 @@
 package e2b
 
 import (
+	"bytes"
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -187,11 +189,54 @@ func decodeProcessEvent(msg []byte) (ev ProcessEvent, ok bool, err error) {
 	return ProcessEvent{}, false, nil
 }
 
+// eventDecoder decodes the messages of one process stream. Output events, nearly all of a busy stream, take a
+// fast path that decodes their base64 into one reused buffer, which is why ProcessEvent.Data is valid only
+// during the callback.
+type eventDecoder struct {
+	buf []byte
+}
+
+// The exact form of output events as envd writes them; any other form (spacing, escapes) takes the slow path.
+var outputPrefixes = [...]struct {
+	prefix string
+	kind   EventKind
+}{
+	{`{"event":{"data":{"stdout":"`, EventStdout},
+	{`{"event":{"data":{"stderr":"`, EventStderr},
+	{`{"event":{"data":{"pty":"`, EventPTY},
+}
+
+const outputSuffix = `"}}}`
+
+func (d *eventDecoder) decode(msg []byte) (ProcessEvent, bool, error) {
+	if len(msg) > len(outputSuffix) && string(msg[len(msg)-len(outputSuffix):]) == outputSuffix {
+		for _, p := range outputPrefixes {
+			if len(msg) < len(p.prefix)+len(outputSuffix) || string(msg[:len(p.prefix)]) != p.prefix {
+				continue
+			}
+			b64 := msg[len(p.prefix) : len(msg)-len(outputSuffix)]
+			if bytes.IndexByte(b64, '\\') >= 0 || bytes.IndexByte(b64, '"') >= 0 {
+				break
+			}
+			if n := base64.StdEncoding.DecodedLen(len(b64)); cap(d.buf) < n {
+				d.buf = make([]byte, n)
+			}
+			n, err := base64.StdEncoding.Decode(d.buf[:cap(d.buf)], b64)
+			if err != nil {
+				break // unpadded or URL-safe: the lenient slow path decides
+			}
+			return ProcessEvent{Kind: p.kind, Data: d.buf[:n]}, true, nil
+		}
+	}
+	return decodeProcessEvent(msg)
+}
+
 // processStream runs a Start or Connect stream, giving events to onEvent as they arrive, and returns the end.
 func (e *Envd) processStream(ctx context.Context, op, procedure string, in any, so streamOptions, onEvent func(ProcessEvent)) (ProcessEnd, error) {
 	var end *ProcessEnd
+	var dec eventDecoder
 	err := e.serverStream(ctx, op, procedure, in, so, func(msg []byte) error {
-		ev, ok, err := decodeProcessEvent(msg)
+		ev, ok, err := dec.decode(msg)
 		if err != nil {
 			return fmt.Errorf("e2b: %s: %w", op, err)
 		}

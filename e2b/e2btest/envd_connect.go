@@ -108,7 +108,7 @@ type streamWriter struct {
 	// cutAfter aborts the stream (no end-of-stream message, connection closed) once this many messages were sent;
 	// 0 never.
 	cutAfter int
-	buf      []byte
+	msg      []byte
 }
 
 func newStreamWriter(w http.ResponseWriter) *streamWriter {
@@ -132,11 +132,12 @@ func (s *streamWriter) writeFrame(flags byte, payload []byte) error {
 		abortStream()
 	}
 	s.frames++
-	s.buf = s.buf[:0]
-	s.buf = append(s.buf, flags, 0, 0, 0, 0)
-	binary.BigEndian.PutUint32(s.buf[1:5], uint32(len(payload)))
-	s.buf = append(s.buf, payload...)
-	if _, err := s.w.Write(s.buf); err != nil {
+	hdr := [5]byte{flags}
+	binary.BigEndian.PutUint32(hdr[1:], uint32(len(payload)))
+	if _, err := s.w.Write(hdr[:]); err != nil {
+		return err
+	}
+	if _, err := s.w.Write(payload); err != nil {
 		return err
 	}
 	return s.rc.Flush()
@@ -144,6 +145,25 @@ func (s *streamWriter) writeFrame(flags byte, payload []byte) error {
 
 // send writes one message.
 func (s *streamWriter) send(msg any) error { return s.writeFrame(0, pbJSON(msg)) }
+
+// sendOutput writes a data event, {"event":{"data":{"stdout":"<base64>"}}} as protojson writes it, without the
+// intermediate copies of a generic encoder: output is most of what a stream carries.
+func (s *streamWriter) sendOutput(stderr bool, data []byte) error {
+	prefix := `{"event":{"data":{"stdout":"`
+	if stderr {
+		prefix = `{"event":{"data":{"stderr":"`
+	}
+	const suffix = `"}}}`
+	n := len(prefix) + base64.StdEncoding.EncodedLen(len(data)) + len(suffix)
+	if cap(s.msg) < n {
+		s.msg = make([]byte, n)
+	}
+	msg := s.msg[:n]
+	copy(msg, prefix)
+	base64.StdEncoding.Encode(msg[len(prefix):], data)
+	copy(msg[n-len(suffix):], suffix)
+	return s.writeFrame(0, msg)
+}
 
 // end writes the end-of-stream message: {} or {"error":{...}}. connect-go marshals it with encoding/json.
 func (s *streamWriter) end(rerr *rpcError) error {

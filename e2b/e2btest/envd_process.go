@@ -301,20 +301,15 @@ type pbEnd struct {
 	Error    *string `json:"error,omitempty"`
 }
 
+// pbEvent is a ProcessEvent other than output (see streamWriter.sendOutput).
 type pbEvent struct {
 	Start     *pbStartEvent `json:"start,omitempty"`
-	Data      *pbDataEvent  `json:"data,omitempty"`
 	End       *pbEnd        `json:"end,omitempty"`
 	Keepalive *struct{}     `json:"keepalive,omitempty"`
 }
 
 type pbStartEvent struct {
 	PID uint32 `json:"pid,omitempty"`
-}
-
-type pbDataEvent struct {
-	Stdout []byte `json:"stdout,omitempty"`
-	Stderr []byte `json:"stderr,omitempty"`
 }
 
 type pbEventMsg struct {
@@ -553,13 +548,7 @@ func (e *envdService) streamProcess(c *rpcCall, sw *streamWriter, p *envdProcess
 	interval := keepaliveInterval(c.r.Header.Get("Keepalive-Ping-Interval"))
 	keepalive := time.NewTimer(interval)
 	defer keepalive.Stop()
-	sendChunk := func(ch chunk) error {
-		data := &pbDataEvent{Stdout: ch.data}
-		if ch.stderr {
-			data = &pbDataEvent{Stderr: ch.data}
-		}
-		return sw.send(pbEventMsg{Event: pbEvent{Data: data}})
-	}
+	sendChunk := func(ch chunk) error { return sw.sendOutput(ch.stderr, ch.data) }
 	for {
 		select {
 		case ch := <-sub.ch:
