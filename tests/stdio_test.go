@@ -59,7 +59,12 @@ func TestStdioFlow(t *testing.T) {
 				t.Fatalf("tools/list = %v, want %v", names, allToolNames)
 			}
 
-			id := create(t, c, map[string]any{"title": "stdio flow"})
+			// A file from the storage root is uploaded at create; env_vars reach every command.
+			if err := os.WriteFile(x.path("storage", "input.csv"), []byte("a,b\n1,2\n"), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			id := create(t, c, map[string]any{"title": "stdio flow", "env_vars": map[string]any{"GREETING": "hej"},
+				"upload_files": []any{map[string]any{"session_path": "input.csv", "sandbox_path": "/home/user/data/input.csv"}}})
 			sb, found := the.emu.Sandbox(id)
 			if !found {
 				t.Fatalf("sandbox %s is not in the emulator", id)
@@ -71,6 +76,14 @@ func TestStdioFlow(t *testing.T) {
 			}
 			if sb.TemplateID != "base" {
 				t.Errorf("template %q, want base", sb.TemplateID)
+			}
+
+			if out := ok(t, c, "e2b_exec", map[string]any{"sandbox_id": id, "command": "echo $GREETING; cat data/input.csv"}); str(out, "stdout") != "hej\na,b\n1,2\n" {
+				t.Errorf("env_vars and upload_files: %v", out)
+			}
+			// Uploads come only from the storage root.
+			if msg := fails(t, c, "e2b_create_sandbox", map[string]any{"upload_files": []any{map[string]any{"session_path": "../allow-all.yaml", "sandbox_path": "/home/user/p.yaml"}}}); !strings.Contains(msg, "storage root") {
+				t.Errorf("an upload from outside the storage root: %q", msg)
 			}
 
 			const content = "hello\nworld\nthird line\n"
