@@ -86,6 +86,10 @@ func prepareSandboxDirs(dir string) error {
 	if dir == "" {
 		return errors.New("e2btest: sandbox has no directory")
 	}
+	// The sandbox's own directory must exist: one removed with its sandbox is never made again.
+	if _, err := os.Lstat(dir); err != nil {
+		return err
+	}
 	if _, err := os.Lstat(filepath.Join(dir, "home")); errors.Is(err, fs.ErrNotExist) {
 		if err := seedSandboxDir(dir); err != nil {
 			return err

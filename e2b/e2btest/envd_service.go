@@ -20,13 +20,15 @@ type envdService struct {
 
 	mu    sync.Mutex
 	boxes map[string]*sandboxState // by sandbox ID
+	// gone are the sandboxes stopped for good: a request that raced the kill must not bring them back.
+	gone map[string]bool
 	// unisolated runs processes directly on the host (Options.Unisolated), for hosts without bubblewrap.
 	unisolated bool
 	closed     bool
 }
 
 func newEnvdService(s *Server) *envdService {
-	return &envdService{srv: s, iso: probeIsolation(), started: time.Now(), boxes: map[string]*sandboxState{}}
+	return &envdService{srv: s, iso: probeIsolation(), started: time.Now(), boxes: map[string]*sandboxState{}, gone: map[string]bool{}}
 }
 
 // isolationError says why this host cannot isolate sandbox processes (nil when it can). New fails with it unless
@@ -74,10 +76,13 @@ func (e *envdService) view(sb *Sandbox) sandboxView {
 	return v
 }
 
-// state is the envd-side state of a sandbox (its processes), made on first use.
+// state is the envd-side state of a sandbox (its processes), made on first use; nil once the sandbox was stopped.
 func (e *envdService) state(id string) *sandboxState {
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	if e.gone[id] {
+		return nil
+	}
 	st := e.boxes[id]
 	if st == nil {
 		st = newSandboxState(id)
@@ -111,6 +116,10 @@ func (e *envdService) serve(w http.ResponseWriter, r *http.Request, sb *Sandbox)
 		return
 	}
 	st := e.state(v.id)
+	if st == nil {
+		writeProxyError(w, v.id, "The sandbox was not found")
+		return
+	}
 	if err := st.prepare(v.dir); err != nil {
 		envdJSONError(w, http.StatusInternalServerError, "sandbox filesystem: "+err.Error())
 		return
@@ -288,10 +297,18 @@ func basicUser(h string) (string, bool) {
 
 // freeze stops a sandbox's processes while it is paused (SIGSTOP to each process group, deadlines held) and cuts
 // its open streams, as pausing a VM breaks its connections.
-func (e *envdService) freeze(sb *Sandbox) { e.state(sb.ID).freeze() }
+func (e *envdService) freeze(sb *Sandbox) {
+	if st := e.state(sb.ID); st != nil {
+		st.freeze()
+	}
+}
 
 // thaw continues a paused sandbox's processes.
-func (e *envdService) thaw(sb *Sandbox) { e.state(sb.ID).thaw() }
+func (e *envdService) thaw(sb *Sandbox) {
+	if st := e.state(sb.ID); st != nil {
+		st.thaw()
+	}
+}
 
 // stop kills a sandbox's processes for good, cuts its streams, and waits (briefly) for the processes to end so
 // that its directory can be removed.
@@ -299,6 +316,7 @@ func (e *envdService) stop(sb *Sandbox) {
 	e.mu.Lock()
 	st := e.boxes[sb.ID]
 	delete(e.boxes, sb.ID)
+	e.gone[sb.ID] = true
 	e.mu.Unlock()
 	if st != nil {
 		st.stop()

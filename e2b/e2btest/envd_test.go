@@ -10,6 +10,7 @@ import (
 	"io"
 	"mime/multipart"
 	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -880,5 +881,28 @@ func TestEnvdIsolationMissing(t *testing.T) {
 	want := `{"error":{"code":"invalid_argument","message":"error starting process '/bin/bash -l -c true': e2btest: bubblewrap (/usr/bin/bwrap) is not installed"}}`
 	if len(frames) != 1 || frames[0].data != want {
 		t.Fatalf("frames %+v\nwant %s", frames, want)
+	}
+}
+
+// TestEnvdRequestRacingAKill serves a request for a sandbox the moment after it was killed (the edge let it
+// through just before): it must not bring the sandbox's directory or processes back.
+func TestEnvdRequestRacingAKill(t *testing.T) {
+	s := envdServer(t, Options{})
+	b := envdCreate(t, s, nil)
+	s.mu.Lock()
+	sb := s.sandboxes[b.id]
+	s.mu.Unlock()
+	if !s.Vanish(b.id) {
+		t.Fatal("the sandbox was not there to kill")
+	}
+	req := httptest.NewRequest(http.MethodPost, "/process.Process/Start", bytes.NewReader(envdEnvelope(startBody("true"))))
+	req.Header.Set("Content-Type", "application/connect+json")
+	rec := httptest.NewRecorder()
+	s.envd.serve(rec, req, sb)
+	if rec.Code != http.StatusBadGateway {
+		t.Fatalf("HTTP %d %s", rec.Code, rec.Body.String())
+	}
+	if _, err := os.Stat(sb.Dir); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("the killed sandbox's directory came back: %v", err)
 	}
 }
