@@ -271,6 +271,12 @@ func newH(t testing.TB) *h {
 		for _, leak := range the.scan(caps, x.dir) {
 			t.Errorf("secret leaked: %s", leak)
 		}
+		// Under -race the binary is built with the race detector, which reports on stderr and carries on.
+		for _, c := range caps {
+			if out := c.String(); strings.Contains(out, "WARNING: DATA RACE") {
+				t.Errorf("the race detector found a data race in e2b-mcp (%s):\n%s", c.name, out)
+			}
+		}
 	})
 	return x
 }
