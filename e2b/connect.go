@@ -29,6 +29,16 @@ const (
 	connectContentTypeStream = "application/connect+json"
 )
 
+// protocolError is an answer that breaks the Connect protocol (an oversized or compressed message, a malformed
+// end-of-stream message): envd answered, but not as envd does.
+type protocolError struct{ msg string }
+
+func (e *protocolError) Error() string { return "connect: " + e.msg }
+
+func protocolErrorf(format string, args ...any) error {
+	return &protocolError{msg: fmt.Sprintf(format, args...)}
+}
+
 // errStreamCut is a stream that ended (the connection closed) without its end-of-stream envelope: the answer is
 // incomplete, whatever the HTTP status said.
 var errStreamCut = errors.New("stream cut: the connection ended before the end-of-stream message")
@@ -105,7 +115,7 @@ func (er *envelopeReader) next() (flags byte, payload []byte, err error) {
 	flags = er.hdr[0]
 	size := binary.BigEndian.Uint32(er.hdr[1:])
 	if uint64(size) > uint64(er.max) {
-		return 0, nil, fmt.Errorf("connect: message of %d bytes exceeds the limit of %d", size, er.max)
+		return 0, nil, protocolErrorf("message of %d bytes exceeds the limit of %d", size, er.max)
 	}
 	if cap(er.buf) < int(size) {
 		er.buf = make([]byte, size)
@@ -133,12 +143,12 @@ func readConnectStream(r io.Reader, maxMessage int, onMessage func([]byte) error
 			return nil, err
 		}
 		if flags&connectFlagCompressed != 0 {
-			return nil, errors.New("connect: compressed message, but the request asked for identity encoding")
+			return nil, protocolErrorf("compressed message, but the request asked for identity encoding")
 		}
 		if flags&connectFlagEndStream != 0 {
 			var end connectEndStream
 			if err := json.Unmarshal(payload, &end); err != nil {
-				return nil, fmt.Errorf("connect: malformed end-of-stream message: %w", err)
+				return nil, protocolErrorf("malformed end-of-stream message: %v", err)
 			}
 			return &end, nil
 		}

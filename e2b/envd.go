@@ -31,46 +31,45 @@ func (e *Envd) WithUser(name string) *Envd { c := *e; c.user = name; return &c }
 // Sandbox is the sandbox this handle talks to.
 func (e *Envd) Sandbox() SandboxConn { return e.conn }
 
-// envd versions from which E2B's SDKs change what they send.
-var (
-	envdVersionDefaultUser = [3]int{0, 4, 0} // no user means the template's default user
-	envdVersionOctetStream = [3]int{0, 5, 7} // POST /files accepts a raw body
+// envd versions from which E2B's SDKs change what they send, as versionCode numbers them.
+const (
+	envdVersionDefaultUser = 4_000     // 0.4.0: no user means the template's default user
+	envdVersionOctetStream = 5_007     // 0.5.7: POST /files accepts a raw body
+	versionPart            = 1_000     // each of minor and patch counts below this
+	versionMax             = 1<<31 - 1 // larger codes do not fit the comparison
 )
 
-// envdAtLeast reports whether the sandbox's envd is at least v. An unknown or unparsable version counts as new:
-// E2B has reported a version for every sandbox since envd 0.1.0, so it is missing only for hand-made connections.
-func (e *Envd) envdAtLeast(v [3]int) bool {
-	got, ok := parseEnvdVersion(e.conn.EnvdVersion)
-	if !ok {
-		return true
-	}
-	for i := range got {
-		if got[i] != v[i] {
-			return got[i] > v[i]
-		}
-	}
-	return true
+// envdAtLeast reports whether the sandbox's envd is at least the version code v. An unknown or unparsable version
+// counts as new: E2B has reported a version for every sandbox since envd 0.1.0, so it is missing only for
+// hand-made connections.
+func (e *Envd) envdAtLeast(v int) bool {
+	got, ok := versionCode(e.conn.EnvdVersion)
+	return !ok || got >= v
 }
 
-// parseEnvdVersion reads "major.minor.patch" (a leading "v" and any pre-release suffix are ignored).
-func parseEnvdVersion(s string) ([3]int, bool) {
-	var v [3]int
+// versionCode reads "major.minor.patch" (a leading "v" and any pre-release suffix are ignored) as
+// major·10⁶ + minor·10³ + patch, so that versions compare as numbers.
+func versionCode(s string) (int, bool) {
 	s = strings.TrimPrefix(strings.TrimSpace(s), "v")
 	if i := strings.IndexAny(s, "-+"); i >= 0 {
 		s = s[:i]
 	}
 	parts := strings.Split(s, ".")
-	if len(parts) == 0 || len(parts) > 3 || parts[0] == "" {
-		return v, false
+	if len(parts) > 3 || parts[0] == "" {
+		return 0, false
 	}
-	for i, p := range parts {
-		n, err := strconv.Atoi(p)
-		if err != nil || n < 0 {
-			return v, false
+	code := 0
+	for i := range 3 {
+		n := 0
+		if i < len(parts) {
+			var err error
+			if n, err = strconv.Atoi(parts[i]); err != nil || n < 0 || (i > 0 && n >= versionPart) || n > versionMax/(versionPart*versionPart) {
+				return 0, false
+			}
 		}
-		v[i] = n
+		code = code*versionPart + n
 	}
-	return v, true
+	return code, true
 }
 
 // effectiveUser is the Linux user sent to envd: the one named with WithUser, else "user" for envd older than
@@ -293,15 +292,23 @@ func (e *Envd) serverStream(ctx context.Context, op, procedure string, in any, s
 	if ct := resp.Header.Get("Content-Type"); !strings.HasPrefix(ct, connectContentTypeStream) {
 		return fmt.Errorf("e2b: %s: unexpected answer from envd: content type %q", op, ct)
 	}
-	end, err := readConnectStream(resp.Body, connectMaxMessage, onMessage)
-	if err != nil {
-		if errors.Is(err, errStreamCut) && ctx.Err() == nil {
-			return &TransportError{Op: op, err: err, text: err.Error()}
-		}
-		var apiErr *APIError
-		if errors.As(err, &apiErr) {
-			return err
-		}
+	var callbackErr error
+	end, err := readConnectStream(resp.Body, connectMaxMessage, func(msg []byte) error {
+		callbackErr = onMessage(msg)
+		return callbackErr
+	})
+	var perr *protocolError
+	switch {
+	case err == nil:
+	case err == callbackErr:
+		return err
+	case ctx.Err() != nil:
+		return fmt.Errorf("e2b: %s: %w", op, ctx.Err())
+	case errors.As(err, &perr):
+		return fmt.Errorf("e2b: %s: unexpected answer from envd: %w", op, err)
+	case errors.Is(err, errStreamCut):
+		return &TransportError{Op: op, err: err, text: err.Error()}
+	default:
 		return e.client.transportError(ctx, op, err)
 	}
 	if end.Error != nil {

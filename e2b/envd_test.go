@@ -232,17 +232,23 @@ func TestEnvdURLs(t *testing.T) {
 	}
 }
 
-func TestParseEnvdVersion(t *testing.T) {
-	tests := map[string][3]int{"0.6.13": {0, 6, 13}, "v0.4.0": {0, 4, 0}, "1.2": {1, 2, 0}, "0.5.7-rc1": {0, 5, 7}}
+func TestVersionCode(t *testing.T) {
+	tests := map[string]int{"0.6.13": 6_013, "v0.4.0": 4_000, "1.2": 1_002_000, "0.5.7-rc1": 5_007, "2": 2_000_000}
 	for in, want := range tests {
-		if got, ok := parseEnvdVersion(in); !ok || got != want {
-			t.Errorf("parseEnvdVersion(%q) = %v, %v", in, got, ok)
+		if got, ok := versionCode(in); !ok || got != want {
+			t.Errorf("versionCode(%q) = %d, %v; want %d", in, got, ok, want)
 		}
 	}
-	for _, bad := range []string{"", "x", "1.2.3.4", "1.-2.0"} {
-		if _, ok := parseEnvdVersion(bad); ok {
-			t.Errorf("parseEnvdVersion(%q) accepted", bad)
+	for _, bad := range []string{"", "x", "1.2.3.4", "1.-2.0", "0.1000.0", "99999.0.0"} {
+		if _, ok := versionCode(bad); ok {
+			t.Errorf("versionCode(%q) accepted", bad)
 		}
+	}
+	if a, _ := versionCode("0.5.6"); a >= envdVersionOctetStream {
+		t.Error("0.5.6 counts as at least 0.5.7")
+	}
+	if a, _ := versionCode("0.10.0"); a < envdVersionOctetStream {
+		t.Error("0.10.0 counts as older than 0.5.7")
 	}
 }
 

@@ -196,21 +196,20 @@ type eventDecoder struct {
 	buf []byte
 }
 
-// The exact form of output events as envd writes them; any other form (spacing, escapes) takes the slow path.
-var outputPrefixes = [...]struct {
-	prefix string
-	kind   EventKind
-}{
-	{`{"event":{"data":{"stdout":"`, EventStdout},
-	{`{"event":{"data":{"stderr":"`, EventStderr},
-	{`{"event":{"data":{"pty":"`, EventPTY},
-}
-
+// outputSuffix ends an output event in the exact form envd writes; any other form (spacing, escapes) takes the
+// slow path.
 const outputSuffix = `"}}}`
 
 func (d *eventDecoder) decode(msg []byte) (ProcessEvent, bool, error) {
 	if len(msg) > len(outputSuffix) && string(msg[len(msg)-len(outputSuffix):]) == outputSuffix {
-		for _, p := range outputPrefixes {
+		for _, p := range [...]struct {
+			prefix string
+			kind   EventKind
+		}{
+			{`{"event":{"data":{"stdout":"`, EventStdout},
+			{`{"event":{"data":{"stderr":"`, EventStderr},
+			{`{"event":{"data":{"pty":"`, EventPTY},
+		} {
 			if len(msg) < len(p.prefix)+len(outputSuffix) || string(msg[:len(p.prefix)]) != p.prefix {
 				continue
 			}

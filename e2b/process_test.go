@@ -154,8 +154,19 @@ func TestStartStreamFailures(t *testing.T) {
 			name:   "malformed event",
 			frames: [][]byte{frame(0, `{"event":{"data":{"stdout":"*"}}}`), frame(2, `{}`)},
 			check: func(t *testing.T, err error) {
-				if err == nil || !strings.Contains(err.Error(), "malformed process event") {
-					t.Fatalf("err = %v", err)
+				var te *TransportError
+				if err == nil || !strings.Contains(err.Error(), "malformed process event") || errors.As(err, &te) {
+					t.Fatalf("err = %v (%T)", err, err)
+				}
+			},
+		},
+		{
+			name:   "compressed message",
+			frames: [][]byte{frame(1, `xx`)},
+			check: func(t *testing.T, err error) {
+				var te *TransportError
+				if err == nil || err.Error() != "e2b: envd Start: unexpected answer from envd: connect: compressed message, but the request asked for identity encoding" || errors.As(err, &te) {
+					t.Fatalf("err = %v (%T)", err, err)
 				}
 			},
 		},
