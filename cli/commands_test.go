@@ -123,6 +123,18 @@ rules:
 	if r.code != exitOK || !strings.Contains(r.stdout, "require_approval") {
 		t.Errorf("explain builtin: %d\n%s", r.code, r.stdout)
 	}
+	// explain judges a call as the server does: a left-out template is the default "base".
+	baseRule := filepath.Join(dir, "base.yaml")
+	os.WriteFile(baseRule, []byte(`default_action: allow
+rules:
+  - id: no-base
+    when: { target: e2b_create_sandbox, template: base }
+    then: { decision: deny, reason: use a project template }
+`), 0o600)
+	r = e.run(t, "", "policy", "explain", baseRule, "e2b_create_sandbox", `{"title":"x"}`)
+	if r.code != exitOK || !strings.Contains(r.stdout, "decision: deny") || !strings.Contains(r.stdout, "no-base") {
+		t.Errorf("explain with a default template: %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
 }
 
 func TestApproveCommand(t *testing.T) {

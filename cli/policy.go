@@ -7,6 +7,8 @@ import (
 	"fmt"
 
 	"github.com/e2b-mcp/e2b-mcp/policy"
+	"github.com/e2b-mcp/e2b-mcp/server"
+	"github.com/e2b-mcp/e2b-mcp/tools"
 )
 
 const policyUsage = `Usage: e2b-mcp policy check FILE
@@ -86,6 +88,8 @@ func runPolicyExplain(_ context.Context, a *app, args []string) error {
 			call.Args = map[string]any{}
 		}
 	}
+	// Judge the call as the server would: with the tools' defaults for the parameters it leaves out.
+	call.Args = server.EffectiveArgs(tools.Config{}, call.Tool, call.Args)
 	fmt.Fprint(a.stdout, policy.Explain(p, call))
 	return nil
 }

@@ -7,6 +7,8 @@ import (
 	"strings"
 
 	"github.com/mark3labs/mcp-go/mcp"
+
+	"github.com/e2b-mcp/e2b-mcp/tools"
 )
 
 // argShape is the part of a tool's input schema that decides which argument names exist: the properties of
@@ -19,12 +21,15 @@ type argShape struct {
 	props  map[string]*argShape
 	closed bool // additionalProperties: false
 	items  *argShape
+	// dflt is the schema's default for this value (nil when it declares none).
+	dflt any
 }
 
 type rawSchema struct {
 	Properties           map[string]json.RawMessage `json:"properties"`
 	AdditionalProperties json.RawMessage            `json:"additionalProperties"`
 	Items                json.RawMessage            `json:"items"`
+	Default              any                        `json:"default"`
 }
 
 // maxSchemaDepth bounds the recursion over a schema and over arguments.
@@ -47,7 +52,7 @@ func parseShape(raw json.RawMessage, depth int) *argShape {
 	if depth > maxSchemaDepth || json.Unmarshal(raw, &s) != nil {
 		return nil
 	}
-	sh := &argShape{closed: strings.TrimSpace(string(s.AdditionalProperties)) == "false"}
+	sh := &argShape{closed: strings.TrimSpace(string(s.AdditionalProperties)) == "false", dflt: s.Default}
 	if len(s.Properties) > 0 {
 		sh.props = make(map[string]*argShape, len(s.Properties))
 		for name, p := range s.Properties {
@@ -58,6 +63,46 @@ func parseShape(raw json.RawMessage, depth int) *argShape {
 		sh.items = parseShape(s.Items, depth+1)
 	}
 	return sh
+}
+
+// withDefaults returns the arguments as the tool will act on them: a copy with every top-level parameter the call
+// leaves out set to the schema's default. The policy judges these, so that a rule on template "base" or on a
+// timeout also covers the call that relies on the default; the input map is not changed.
+func (sh *argShape) withDefaults(args map[string]any) map[string]any {
+	if sh == nil {
+		return args
+	}
+	var out map[string]any
+	for name, p := range sh.props {
+		if p == nil || p.dflt == nil {
+			continue
+		}
+		if _, given := args[name]; given {
+			continue
+		}
+		if out == nil {
+			out = make(map[string]any, len(args)+len(sh.props))
+			for k, v := range args {
+				out[k] = v
+			}
+		}
+		out[name] = p.dflt
+	}
+	if out == nil {
+		return args
+	}
+	return out
+}
+
+// EffectiveArgs is what the policy judges for a call of tool: args with the schema defaults of the tools as
+// configured by cfg filled in. `e2b-mcp policy explain` uses it so that it decides as a running server does.
+func EffectiveArgs(cfg tools.Config, tool string, args map[string]any) map[string]any {
+	for _, t := range tools.All(tools.Deps{Config: cfg}) {
+		if t.Tool.Name == tool {
+			return shapeOfTool(t.Tool).withDefaults(args)
+		}
+	}
+	return args
 }
 
 // check returns the first argument name the schema does not declare, with its path.

@@ -308,3 +308,42 @@ func TestLeaseRenewalThrottled(t *testing.T) {
 		t.Errorf("a call after a minute did not renew the lease: %v", got)
 	}
 }
+
+const defaultsPolicy = `default_action: allow
+rules:
+  - id: no-base-template
+    when: { target: e2b_create_sandbox, template: base }
+    then: { decision: deny, reason: use a project template }
+  - id: short-commands-only
+    when: { target: e2b_exec, timeout_seconds: { min: 61 } }
+    then: { decision: deny, reason: commands may run a minute at most }
+`
+
+// The policy judges a call as the tool will act on it: a parameter left out counts with its schema default, so a
+// rule on the default template or timeout cannot be sidestepped by omitting the argument.
+func TestPolicySeesSchemaDefaults(t *testing.T) {
+	f := newFixture(t, fixtureOpts{policy: defaultsPolicy})
+	c := connect(t, f.srv, eras[0], nil)
+	mark := len(f.emu.Requests())
+	if msg := mustFail(t, c, "e2b_create_sandbox", map[string]any{"title": "implicit base"}); !strings.HasPrefix(msg, "Denied by policy rule 'no-base-template'") {
+		t.Errorf("create relying on the default template: %q", msg)
+	}
+	if reqs := f.emu.Requests()[mark:]; len(reqs) != 0 {
+		t.Errorf("the denied create reached E2B: %d requests", len(reqs))
+	}
+	// The audit keeps the arguments as the client sent them.
+	if entries := f.auditEntries(t); len(entries) != 1 || entries[0].Args["template"] != nil {
+		t.Errorf("audit entries: %+v", entries)
+	}
+	// An explicit other template passes the rule (and reaches E2B, which knows no such template); exec within the
+	// default timeout passes the rule (and meets an unknown sandbox), exec beyond it does not.
+	if msg := mustFail(t, c, "e2b_create_sandbox", map[string]any{"template": "project"}); strings.HasPrefix(msg, "Denied") {
+		t.Errorf("create with an explicit template: %q", msg)
+	}
+	if msg := mustFail(t, c, "e2b_exec", map[string]any{"sandbox_id": "abc", "command": "true"}); !strings.HasPrefix(msg, "Sandbox 'abc' not found") {
+		t.Errorf("exec with the default timeout: %q", msg)
+	}
+	if msg := mustFail(t, c, "e2b_exec", map[string]any{"sandbox_id": "abc", "command": "true", "timeout_ms": 120000}); !strings.HasPrefix(msg, "Denied by policy rule 'short-commands-only'") {
+		t.Errorf("exec with a long timeout: %q", msg)
+	}
+}
