@@ -13,6 +13,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // The server side of the Connect protocol with the JSON codec, answering byte for byte as envd (connect-go with
@@ -252,6 +253,24 @@ func decodeRequest(data []byte, v any, typeName string) *rpcError {
 		return rpcErrorf("invalid_argument", "unmarshal into %s: %v", typeName, err)
 	}
 	return nil
+}
+
+// connectTimeout parses Connect-Timeout-Ms as connect-go does before any handler runs.
+func connectTimeout(h string) (time.Duration, *rpcError) {
+	if h == "" {
+		return 0, nil
+	}
+	if len(h) > 10 {
+		return 0, rpcErrorf("invalid_argument", "parse timeout: %q has >10 digits", h)
+	}
+	ms, err := strconv.ParseInt(h, 10, 64)
+	if err != nil {
+		return 0, rpcErrorf("invalid_argument", "parse timeout: %v", err)
+	}
+	if ms < 0 {
+		return 0, rpcErrorf("invalid_argument", "parse timeout: %q is negative", h)
+	}
+	return time.Duration(ms) * time.Millisecond, nil
 }
 
 // checkContentType tells whether a request's content type fits the procedure's kind; a mismatch is answered

@@ -122,15 +122,20 @@ func (st *sandboxState) stop() {
 	}
 }
 
-// lookup finds a process by pid or tag: a running one, or with ended also one that ended within endRetention.
-func (st *sandboxState) lookup(sel *pbSelectorIn, now time.Time, ended bool) (*envdProcess, *rpcError) {
-	st.mu.Lock()
-	defer st.mu.Unlock()
+// forgetEnded drops the processes that ended more than endRetention ago. st.mu is held.
+func (st *sandboxState) forgetEnded(now time.Time) {
 	for pid, p := range st.ended {
 		if now.Sub(p.endedAt) > endRetention {
 			delete(st.ended, pid)
 		}
 	}
+}
+
+// lookup finds a process by pid or tag: a running one, or with ended also one that ended within endRetention.
+func (st *sandboxState) lookup(sel *pbSelectorIn, now time.Time, ended bool) (*envdProcess, *rpcError) {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	st.forgetEnded(now)
 	switch {
 	case sel == nil || (sel.PID == nil && sel.Tag == nil):
 		return nil, rpcErrorf("unimplemented", "invalid input type %s", "*process.ProcessSelector")
@@ -350,14 +355,6 @@ func (e *envdService) procStart(c *rpcCall, sw *streamWriter) *rpcError {
 	if req.Process == nil {
 		req.Process = &pbProcessConfigIn{}
 	}
-	var timeout time.Duration
-	if h := c.r.Header.Get("Connect-Timeout-Ms"); h != "" {
-		ms, err := strconv.Atoi(h)
-		if err != nil || ms < 0 {
-			return rpcErrorf("invalid_argument", "strconv.Atoi: parsing %q: invalid syntax", h)
-		}
-		timeout = time.Duration(ms) * time.Millisecond
-	}
 	if len(req.PTY) > 0 && string(req.PTY) != "null" {
 		return rpcErrorf("unimplemented", "PTY processes are not supported by the e2btest emulator")
 	}
@@ -372,7 +369,7 @@ func (e *envdService) procStart(c *rpcCall, sw *streamWriter) *rpcError {
 	if !e.cwdExists(c.fs, cwd) {
 		return rpcErrorf("invalid_argument", "cwd '%s' does not exist", cwd)
 	}
-	p, sub, rerr := e.startProcess(c, req.Process, req.Tag, req.Stdin == nil || *req.Stdin, cwd, timeout)
+	p, sub, rerr := e.startProcess(c, req.Process, req.Tag, req.Stdin == nil || *req.Stdin, cwd, c.timeout)
 	if rerr != nil {
 		return rerr
 	}
@@ -410,7 +407,7 @@ func (e *envdService) startProcess(c *rpcCall, cfg *pbProcessConfigIn, tag *stri
 		hostCwd, ok := c.fs.hostPath(cwd)
 		hostHome, _ := c.fs.hostPath(c.user.Home)
 		if !ok {
-			return nil, nil, startErr(fmt.Errorf("unisolated sandboxes can only run in %s, /root or /tmp", "/home/user"))
+			return nil, nil, startErr(errors.New("unisolated sandboxes run commands only in /home/user, /root or /tmp"))
 		}
 		cmd = unisolatedCommand(ps, hostCwd, hostHome)
 	} else {
@@ -463,7 +460,7 @@ func (e *envdService) startProcess(c *rpcCall, cfg *pbProcessConfigIn, tag *stri
 
 	st := c.st
 	st.mu.Lock()
-	if st.stopped {
+	if st.stopped || st.frozen {
 		st.mu.Unlock()
 		closeChild()
 		stdoutR.Close()
@@ -528,10 +525,12 @@ func (e *envdService) waitProcess(st *sandboxState, p *envdProcess, readers *syn
 		msg := err.Error()
 		end.Error = &msg
 	}
+	now := e.now()
 	st.mu.Lock()
 	p.end = end
-	p.endedAt = e.now()
+	p.endedAt = now
 	delete(st.procs, p.pid)
+	st.forgetEnded(now)
 	st.ended[p.pid] = p
 	st.mu.Unlock()
 	close(p.exited)

@@ -155,6 +155,8 @@ type rpcCall struct {
 	view sandboxView
 	user sandboxUser
 	fs   *sandboxFS
+	// timeout is Connect-Timeout-Ms (0: none); for Start it is also the process's lifetime.
+	timeout time.Duration
 }
 
 // expand resolves a request path for the call's user (envd's ExpandAndResolve).
@@ -218,11 +220,6 @@ func (e *envdService) serveRPC(w http.ResponseWriter, r *http.Request, st *sandb
 		http.Error(w, http.StatusText(http.StatusMethodNotAllowed), http.StatusMethodNotAllowed)
 		return
 	}
-	if !checkContentType(r, streaming) {
-		w.Header().Set("Accept-Post", "application/json, application/connect+json")
-		w.WriteHeader(http.StatusUnsupportedMediaType)
-		return
-	}
 	fail := func(rerr *rpcError) {
 		if streaming {
 			sw := newStreamWriter(w)
@@ -231,11 +228,22 @@ func (e *envdService) serveRPC(w http.ResponseWriter, r *http.Request, st *sandb
 		}
 		writeUnaryError(w, rerr)
 	}
+	// envd's user check is an HTTP middleware in front of connect-go, so it comes first.
+	user, rerr := authUser(r, v)
+	if rerr != nil {
+		fail(rerr)
+		return
+	}
+	if !checkContentType(r, streaming) {
+		w.Header().Set("Accept-Post", "application/json, application/connect+json")
+		w.WriteHeader(http.StatusUnsupportedMediaType)
+		return
+	}
 	if pv := r.Header.Get("Connect-Protocol-Version"); pv != "" && pv != "1" {
 		fail(rpcErrorf("invalid_argument", "connect-protocol-version must be %q: got %q", "1", pv))
 		return
 	}
-	user, rerr := authUser(r, v)
+	timeout, rerr := connectTimeout(r.Header.Get("Connect-Timeout-Ms"))
 	if rerr != nil {
 		fail(rerr)
 		return
@@ -247,7 +255,7 @@ func (e *envdService) serveRPC(w http.ResponseWriter, r *http.Request, st *sandb
 	}
 	sfs := newSandboxFS(v.dir, e.started)
 	defer sfs.close()
-	c := &rpcCall{r: r, msg: msg, st: st, view: v, user: user, fs: sfs}
+	c := &rpcCall{r: r, msg: msg, st: st, view: v, user: user, fs: sfs, timeout: timeout}
 	if streaming {
 		sw := newStreamWriter(w)
 		sw.cutAfter = v.cutStreamAfterFrames

@@ -275,7 +275,9 @@ func TestEnvdStreamedErrors(t *testing.T) {
 		{"unknown user", startBody("true"), map[string]string{"Authorization": "Basic " + base64.StdEncoding.EncodeToString([]byte("nobodyx:"))},
 			`{"error":{"code":"unauthenticated","message":"invalid username: 'nobodyx'"}}`},
 		{"bad timeout", startBody("true"), map[string]string{"Connect-Timeout-Ms": "soon"},
-			`{"error":{"code":"invalid_argument","message":"strconv.Atoi: parsing \"soon\": invalid syntax"}}`},
+			`{"error":{"code":"invalid_argument","message":"parse timeout: strconv.ParseInt: parsing \"soon\": invalid syntax"}}`},
+		{"negative timeout", startBody("true"), map[string]string{"Connect-Timeout-Ms": "-5"},
+			`{"error":{"code":"invalid_argument","message":"parse timeout: \"-5\" is negative"}}`},
 		{"malformed request", `{"process":`, nil, ""},
 	}
 	for _, tt := range tests {
