@@ -8,7 +8,7 @@ import (
 )
 
 func startLocalBackend(log *slog.Logger) (*localBackend, error) {
-	emu, err := e2btest.New(e2btest.Options{})
+	emu, err := e2btest.New(e2btest.Options{NoRecording: true})
 	if err != nil {
 		return nil, fmt.Errorf("starting the local backend: %w", err)
 	}

@@ -828,6 +828,16 @@ func TestRecorder(t *testing.T) {
 	}
 }
 
+func TestNoRecordingKeepsNothing(t *testing.T) {
+	s := newCPServer(t, Options{NoRecording: true})
+	if a := cpCall(t, s, "POST", "/sandboxes", cpKeyA, map[string]any{"templateID": "base"}); a.status != 201 {
+		t.Fatalf("create answered %d", a.status)
+	}
+	if n := len(s.Requests()); n != 0 {
+		t.Fatalf("%d requests recorded with NoRecording", n)
+	}
+}
+
 func TestRecorderClipsFilesBodies(t *testing.T) {
 	rc := newRecorder()
 	big := bytes.Repeat([]byte("x"), FilesBodyLimit+1000)

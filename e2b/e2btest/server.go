@@ -63,6 +63,9 @@ type Options struct {
 	ExpiryInterval time.Duration
 	// Templates are template IDs accepted by create besides "base".
 	Templates []string
+	// NoRecording turns the request log off, for an emulator that serves for hours (the local backend), where
+	// keeping every request would grow without bound. Requests then returns nothing.
+	NoRecording bool
 }
 
 // Sandbox is the emulator's record of one sandbox. Fields are guarded by Server.mu.
@@ -208,7 +211,9 @@ func (s *Server) now() time.Time { return s.opts.Now().UTC().Round(0) }
 // ServeHTTP routes a request to envd when it is addressed to a sandbox (host form or routing headers), else to
 // the control plane, as E2B's edge does. Every request is recorded and passes the fault injector first.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	s.rec.record(r)
+	if !s.opts.NoRecording {
+		s.rec.record(r)
+	}
 	s.faults.delay(r.Context())
 
 	id, port := "", ""
