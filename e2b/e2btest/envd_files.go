@@ -168,7 +168,41 @@ func (e *envdService) getFiles(w http.ResponseWriter, r *http.Request, v sandbox
 	defer f.Close()
 	w.Header().Set("Content-Disposition", mime.FormatMediaType("inline", map[string]string{"filename": path.Base(target)}))
 	w.Header().Set("Vary", "Accept-Encoding")
+	// Range and conditional requests are served as they are (206, 304); otherwise gzip when the client asks.
+	conditional := r.Header.Get("Range") != "" || r.Header.Get("If-Modified-Since") != "" ||
+		r.Header.Get("If-None-Match") != "" || r.Header.Get("If-Range") != ""
+	if !conditional && acceptsGzip(r.Header.Get("Accept-Encoding")) {
+		contentType := mime.TypeByExtension(path.Ext(p.path))
+		if contentType == "" {
+			contentType = "application/octet-stream"
+		}
+		w.Header().Set("Content-Type", contentType)
+		w.Header().Set("Content-Encoding", "gzip")
+		zw := gzip.NewWriter(w)
+		_, _ = io.Copy(zw, f)
+		_ = zw.Close()
+		return
+	}
 	http.ServeContent(w, r, p.path, fi.ModTime(), f)
+}
+
+// acceptsGzip reads Accept-Encoding: gzip (or *) with a non-zero quality.
+func acceptsGzip(h string) bool {
+	for _, part := range strings.Split(h, ",") {
+		coding, params, _ := strings.Cut(strings.TrimSpace(part), ";")
+		coding = strings.ToLower(strings.TrimSpace(coding))
+		if coding != "gzip" && coding != "*" {
+			continue
+		}
+		q := strings.TrimSpace(params)
+		if v, ok := strings.CutPrefix(q, "q="); ok {
+			if f, err := strconv.ParseFloat(v, 64); err == nil && f == 0 {
+				continue
+			}
+		}
+		return true
+	}
+	return false
 }
 
 // uploadEntry is one answer of POST /files (the generated struct orders its fields by name).

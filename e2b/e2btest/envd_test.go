@@ -2,6 +2,7 @@ package e2btest
 
 import (
 	"bytes"
+	"compress/gzip"
 	"encoding/base64"
 	"encoding/binary"
 	"encoding/json"
@@ -906,5 +907,40 @@ func TestEnvdRequestRacingAKill(t *testing.T) {
 	}
 	if _, err := os.Stat(sb.Dir); !errors.Is(err, os.ErrNotExist) {
 		t.Fatalf("the killed sandbox's directory came back: %v", err)
+	}
+}
+
+func TestEnvdFilesGzip(t *testing.T) {
+	b := envdCreate(t, envdServer(t, Options{}), nil)
+	b.run(t, "seq 1 1000 > ~/n.txt", nil)
+	req, _ := http.NewRequest(http.MethodGet, b.s.URL()+"/files?path=n.txt", nil)
+	req.Header.Set("E2b-Sandbox-Id", b.id)
+	req.Header.Set("Accept-Encoding", "gzip")
+	resp, err := http.DefaultTransport.RoundTrip(req) // the raw answer, not decompressed
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if resp.Header.Get("Content-Encoding") != "gzip" || resp.Header.Get("Content-Type") != "text/plain; charset=utf-8" {
+		t.Fatalf("headers %v", resp.Header)
+	}
+	zr, err := gzip.NewReader(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, _ := io.ReadAll(zr)
+	if !strings.HasPrefix(string(data), "1\n2\n") || !strings.HasSuffix(string(data), "\n1000\n") {
+		t.Fatalf("content %q", data)
+	}
+	for _, h := range []string{"identity", "gzip;q=0", ""} {
+		req.Header.Set("Accept-Encoding", h)
+		resp, err := http.DefaultTransport.RoundTrip(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.Header.Get("Content-Encoding") != "" {
+			t.Errorf("Accept-Encoding %q answered %q", h, resp.Header.Get("Content-Encoding"))
+		}
 	}
 }
