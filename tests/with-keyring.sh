@@ -20,6 +20,7 @@ trap 'rm -rf "$scratch"' EXIT INT TERM
 mkdir -p "$scratch/data" "$scratch/runtime"
 chmod 700 "$scratch/runtime"
 export XDG_DATA_HOME="$scratch/data" XDG_RUNTIME_DIR="$scratch/runtime"
+# As root, dbus-daemon tries to raise its file limit and may print "Failed to set fd limit"; that is harmless.
 # Inside the session: start the daemon unlocked with a throwaway password (printed without a newline: the
 # daemon reads the password up to EOF), wait until the Secret Service name is owned, then run the command.
 dbus-run-session -- sh -c '
