@@ -1,6 +1,7 @@
 package tests
 
 import (
+	"encoding/json"
 	"flag"
 	"fmt"
 	"os"
@@ -72,5 +73,47 @@ func TestReadmePolicyExamplesParse(t *testing.T) {
 		if _, err := policy.Parse(fmt.Sprintf("README yaml block %d", i+1), []byte(b[1])); err != nil {
 			t.Errorf("%v", err)
 		}
+	}
+}
+
+var jsonBlock = regexp.MustCompile("(?s)```json\n(.*?)```")
+
+// The configuration snippets in README.md and examples/claude-config.json are valid JSON, and the example starts
+// the server the way the README says.
+func TestReadmeAndExampleConfigs(t *testing.T) {
+	data, err := os.ReadFile(readmePath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	blocks := jsonBlock.FindAllStringSubmatch(string(data), -1)
+	if len(blocks) < 3 {
+		t.Fatalf("README.md has %d json blocks; want the Claude Desktop, Cursor and VS Code configurations", len(blocks))
+	}
+	for i, b := range blocks {
+		var v any
+		if err := json.Unmarshal([]byte(b[1]), &v); err != nil {
+			t.Errorf("README json block %d: %v", i+1, err)
+		}
+	}
+
+	raw, err := os.ReadFile("../examples/claude-config.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cfg struct {
+		MCPServers map[string]struct {
+			Command string   `json:"command"`
+			Args    []string `json:"args"`
+		} `json:"mcpServers"`
+	}
+	if err := json.Unmarshal(raw, &cfg); err != nil {
+		t.Fatalf("examples/claude-config.json: %v", err)
+	}
+	e, found := cfg.MCPServers["e2b"]
+	if !found || e.Command != "e2b-mcp" || len(e.Args) == 0 || e.Args[0] != "serve" {
+		t.Errorf("examples/claude-config.json does not start `e2b-mcp serve`: %+v", cfg)
+	}
+	if !strings.Contains(string(data), strings.TrimSpace(string(raw))) {
+		t.Errorf("README.md does not show examples/claude-config.json as it is")
 	}
 }
