@@ -17,9 +17,6 @@ import (
 // create request, so that a create whose answer was lost can be found again.
 const RequestIDMetadataKey = "e2b-mcp.request_id"
 
-// errUnbuilt marks calls whose implementation is being written; it must not survive into a release.
-var errUnbuilt = errors.New("e2b: not built yet")
-
 // defaultSandboxTimeout is what E2B gives a sandbox created or resumed without a timeout.
 const defaultSandboxTimeout = 15
 

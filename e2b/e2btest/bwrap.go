@@ -130,7 +130,7 @@ func probeIsolation() isolation {
 	if _, err := os.Stat(bwrapPath); err != nil {
 		p, lerr := exec.LookPath("bwrap")
 		if lerr != nil {
-			iso.err = fmt.Errorf("e2btest: bubblewrap (%s) is not installed; install the bubblewrap package, or set Options.Unisolated to run sandbox commands directly on this host", bwrapPath)
+			iso.err = fmt.Errorf("e2btest: bubblewrap (%s) is not installed; install the bubblewrap package", bwrapPath)
 			return iso
 		}
 		iso.bwrap = p
@@ -147,7 +147,7 @@ func probeIsolation() isolation {
 		if msg == "" {
 			msg = err.Error()
 		}
-		iso.err = fmt.Errorf("e2btest: bubblewrap cannot create a sandbox on this host (%s); user namespaces may be disabled, or set Options.Unisolated to run sandbox commands directly on this host", msg)
+		iso.err = fmt.Errorf("e2btest: bubblewrap cannot create a sandbox on this host (%s); user namespaces may be disabled", msg)
 	}
 	return iso
 }
@@ -273,22 +273,4 @@ func (iso *isolation) command(ps procSpec) (*exec.Cmd, []*os.File, error) {
 	cmd.ExtraFiles = extra
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	return cmd, extra, nil
-}
-
-// unisolatedCommand runs a process directly on the host, for hosts without bubblewrap when the emulator was
-// told to (Options.Unisolated). Sandbox paths do not exist there: the working directory and HOME are the
-// sandbox's directories on the host, and a command that names /home/user/... sees the host's.
-func unisolatedCommand(ps procSpec, hostCwd, hostHome string) *exec.Cmd {
-	cmd := exec.Command("/bin/sh", append([]string{"-c", envdWrapper, "--", ps.cmd}, ps.args...)...)
-	env := make([]string, 0, len(ps.env))
-	for _, kv := range ps.env {
-		if strings.HasPrefix(kv, "HOME=") {
-			kv = "HOME=" + hostHome
-		}
-		env = append(env, kv)
-	}
-	cmd.Env = env
-	cmd.Dir = hostCwd
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	return cmd
 }

@@ -398,23 +398,12 @@ func (e *envdService) startProcess(c *rpcCall, cfg *pbProcessConfigIn, tag *stri
 	startErr := func(err error) *rpcError {
 		return rpcErrorf("invalid_argument", "error starting process '%s': %v", userCmd, err)
 	}
-	var cmd *exec.Cmd
-	var childFiles []*os.File
 	e.mu.Lock()
-	unisolated, iso := e.unisolated, e.iso
+	iso := e.iso
 	e.mu.Unlock()
-	if unisolated {
-		hostCwd, ok := c.fs.hostPath(cwd)
-		hostHome, _ := c.fs.hostPath(c.user.Home)
-		if !ok {
-			return nil, nil, startErr(errors.New("unisolated sandboxes run commands only in /home/user, /root or /tmp"))
-		}
-		cmd = unisolatedCommand(ps, hostCwd, hostHome)
-	} else {
-		var err error
-		if cmd, childFiles, err = iso.command(ps); err != nil {
-			return nil, nil, startErr(err)
-		}
+	cmd, childFiles, err := iso.command(ps)
+	if err != nil {
+		return nil, nil, startErr(err)
 	}
 	closeChild := func() {
 		for _, f := range childFiles {
@@ -500,8 +489,7 @@ func (e *envdService) startProcess(c *rpcCall, cfg *pbProcessConfigIn, tag *stri
 // waitProcess reaps a process, waits for its output to be read, and publishes its end.
 func (e *envdService) waitProcess(st *sandboxState, p *envdProcess, readers *sync.WaitGroup, stdout, stderr *os.File) {
 	err := p.cmd.Wait()
-	// Whatever is left of the process group goes with bwrap: without a pid namespace (unisolated), children that
-	// outlive the command would keep its pipes open; with one, a SIGTERM that reached bwrap while it was still
+	// Whatever is left of the process group goes with bwrap: a SIGTERM that reached bwrap while it was still
 	// setting up leaves the namespace's init, which ignores it, running the command.
 	p.signalGroup(syscall.SIGKILL)
 	readers.Wait()

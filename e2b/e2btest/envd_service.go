@@ -21,18 +21,16 @@ type envdService struct {
 	mu    sync.Mutex
 	boxes map[string]*sandboxState // by sandbox ID
 	// gone are the sandboxes stopped for good: a request that raced the kill must not bring them back.
-	gone map[string]bool
-	// unisolated runs processes directly on the host (Options.Unisolated), for hosts without bubblewrap.
-	unisolated bool
-	closed     bool
+	gone   map[string]bool
+	closed bool
 }
 
 func newEnvdService(s *Server) *envdService {
 	return &envdService{srv: s, iso: probeIsolation(), started: time.Now(), boxes: map[string]*sandboxState{}, gone: map[string]bool{}}
 }
 
-// isolationError says why this host cannot isolate sandbox processes (nil when it can). New fails with it unless
-// the emulator was told to run processes unisolated.
+// isolationError says why this host cannot isolate sandbox processes (nil when it can). New fails with it: a
+// sandbox whose commands ran on the host unisolated would not be a sandbox.
 func (e *envdService) isolationError() error {
 	e.mu.Lock()
 	defer e.mu.Unlock()

@@ -856,20 +856,6 @@ func TestEnvdCutStreamFault(t *testing.T) {
 	}
 }
 
-func TestEnvdUnisolated(t *testing.T) {
-	s := envdServer(t, Options{})
-	b := envdCreate(t, s, map[string]any{"envVars": map[string]string{"FOO": "bar"}})
-	s.envd.mu.Lock()
-	s.envd.unisolated = true
-	s.envd.mu.Unlock()
-	sb, _ := s.Sandbox(b.id)
-	stdout, _ := output(t, b.run(t, "pwd; echo $HOME $FOO", nil))
-	home := filepath.Join(sb.Dir, "home")
-	if stdout != home+"\n"+home+" bar\n" {
-		t.Fatalf("unisolated: %q, want the host directory %s", stdout, home)
-	}
-}
-
 func TestEnvdIsolationMissing(t *testing.T) {
 	iso := isolation{err: errors.New("no bwrap here")}
 	if _, _, err := iso.command(procSpec{}); err == nil || err.Error() != "no bwrap here" {

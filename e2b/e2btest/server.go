@@ -162,6 +162,12 @@ func New(opts Options) (*Server, error) {
 	}
 	s.mux = s.controlPlaneRoutes()
 	s.envd = newEnvdService(s)
+	if err := s.envd.isolationError(); err != nil {
+		if s.removeRoot {
+			os.RemoveAll(s.root)
+		}
+		return nil, err
+	}
 	s.http = httptest.NewServer(s)
 	if opts.ExpiryInterval > 0 {
 		s.stopTick, s.tickDone = make(chan struct{}), make(chan struct{})
