@@ -289,9 +289,11 @@ func (x *h) capture(name string) *capture {
 	return c
 }
 
+var nonAlnum = regexp.MustCompile(`[^A-Za-z0-9]+`)
+
 // owner returns an owner name unique to this test, so keyring entries of parallel or earlier tests never meet.
 func (x *h) owner(role string) string {
-	name := strings.ToLower(regexp.MustCompile(`[^A-Za-z0-9]+`).ReplaceAllString(x.t.Name(), "-"))
+	name := strings.ToLower(nonAlnum.ReplaceAllString(x.t.Name(), "-"))
 	return fmt.Sprintf("%s-%s-%s", role, strings.Trim(name, "-"), randomHex(3))
 }
 
@@ -654,8 +656,8 @@ func waitFor(t testing.TB, d time.Duration, what string, cond func() bool) {
 	}
 }
 
-// keysSeen lists the distinct X-API-Key values of the emulator's control-plane requests since mark, for
-// sandboxes of this test; it never prints keys.
+// keysSince lists the distinct X-API-Key values of the emulator's requests since the mark (a count of recorded
+// requests). Tests that use it do not run in parallel, so every request since the mark is theirs.
 func keysSince(mark int) []string {
 	reqs := the.emu.Requests()
 	seen := map[string]bool{}
