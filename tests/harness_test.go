@@ -34,9 +34,8 @@ import (
 
 // suite is what TestMain prepares once for every test: the binary and the emulator.
 type suite struct {
-	bin  string // the e2b-mcp binary built from this checkout
-	root string // scratch directory of the whole run
-	emu  *e2btest.Server
+	bin string // the e2b-mcp binary built from this checkout
+	emu *e2btest.Server
 	// setupErr says why the binary or the emulator is missing.
 	setupErr error
 
@@ -62,7 +61,7 @@ func runSuite(m *testing.M) int {
 
 	// A binary that does not build, or an emulator that does not start, fails every test that needs them (with
 	// the reason) while the tests that need neither still run.
-	the = &suite{bin: filepath.Join(root, "e2b-mcp"), root: root, tokens: map[string]string{}}
+	the = &suite{bin: filepath.Join(root, "e2b-mcp"), tokens: map[string]string{}}
 	if err := buildBinary(the.bin); err != nil {
 		the.setupErr = fmt.Errorf("building e2b-mcp: %w", err)
 	} else if emu, err := e2btest.New(e2btest.Options{Dir: filepath.Join(root, "emulator")}); err != nil {
@@ -447,7 +446,6 @@ func (s *stdioServer) kill9(t testing.TB) {
 // httpServer is `e2b-mcp serve --transport http|sse` running in the background.
 type httpServer struct {
 	base   string // http://127.0.0.1:port
-	cmd    *exec.Cmd
 	stderr *capture
 	done   chan struct{}
 }
@@ -464,7 +462,6 @@ func (x *h) startHTTP(args ...string) *httpServer {
 	if err := cmd.Start(); err != nil {
 		x.t.Fatalf("starting e2b-mcp: %v", err)
 	}
-	s.cmd = cmd
 	go func() { _ = cmd.Wait(); close(s.done) }()
 	x.t.Cleanup(func() {
 		_ = cmd.Process.Signal(os.Interrupt)
