@@ -194,6 +194,8 @@ type envdProcess struct {
 	timer     *time.Timer
 	remaining time.Duration // of the deadline while frozen
 	deadline  time.Time
+	// termForced is set when a SIGTERM sent through envd had to be followed by SIGKILL (see terminate).
+	termForced bool
 }
 
 // signalGroup signals bwrap's process group: bwrap and everything in the sandbox process.
@@ -202,6 +204,30 @@ func (p *envdProcess) signalGroup(sig syscall.Signal) {
 		return
 	}
 	_ = syscall.Kill(-p.cmd.Process.Pid, sig)
+}
+
+// defaultTermGrace is how long a SIGTERM sent through envd may take to end the process before its group is killed.
+// In a real sandbox SIGTERM reaches the process itself; here it reaches bwrap's process group, and one that
+// arrives while bwrap is still setting up the namespaces can be lost, leaving the command running for good
+// (a stream that never ends). Once bwrap is up, SIGTERM ends the whole group at once, so the grace never runs out.
+const defaultTermGrace = 5 * time.Second
+
+// terminate sends SIGTERM and makes sure it takes effect, reporting the end as SIGTERM's even when it had to be
+// forced: that a signal could be lost is the emulator's artefact, not envd behaviour to show a client.
+func (p *envdProcess) terminate(grace time.Duration) {
+	p.signalGroup(syscall.SIGTERM)
+	go func() {
+		t := time.NewTimer(grace)
+		defer t.Stop()
+		select {
+		case <-p.exited:
+		case <-t.C:
+			p.mu.Lock()
+			p.termForced = true
+			p.mu.Unlock()
+			p.signalGroup(syscall.SIGKILL)
+		}
+	}()
 }
 
 // setDeadline kills the process when d runs out (Connect-Timeout-Ms).
@@ -505,6 +531,7 @@ func (e *envdService) waitProcess(st *sandboxState, p *envdProcess, readers *syn
 	if p.timer != nil {
 		p.timer.Stop()
 	}
+	termForced := p.termForced
 	p.mu.Unlock()
 
 	state := p.cmd.ProcessState
@@ -512,6 +539,10 @@ func (e *envdService) waitProcess(st *sandboxState, p *envdProcess, readers *syn
 	if err != nil {
 		msg := err.Error()
 		end.Error = &msg
+	}
+	if termForced {
+		msg := "signal: terminated"
+		end = pbEnd{ExitCode: -1, Status: msg, Error: &msg}
 	}
 	now := e.now()
 	st.mu.Lock()
@@ -630,7 +661,11 @@ func (e *envdService) procSendSignal(c *rpcCall) (any, *rpcError) {
 	default:
 		return nil, rpcErrorf("unimplemented", "invalid signal: %s", name)
 	}
-	p.signalGroup(sig)
+	if sig == syscall.SIGTERM {
+		p.terminate(e.termGrace)
+	} else {
+		p.signalGroup(sig)
+	}
 	return struct{}{}, nil
 }
 

@@ -1,6 +1,7 @@
 package e2btest
 
 import (
+	"bufio"
 	"bytes"
 	"compress/gzip"
 	"encoding/base64"
@@ -14,12 +15,16 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
+
+	"github.com/e2b-mcp/e2b-mcp/internal/connectframe"
 )
 
 // Tests of the emulated envd on the wire: the exact answers of e2b-protocol.md §5, byte for byte.
@@ -163,7 +168,7 @@ func (b envdBox) run(t *testing.T, command string, hdr map[string]string) []envd
 	if resp.StatusCode != http.StatusOK || resp.Header.Get("Content-Type") != "application/connect+json" {
 		t.Fatalf("HTTP %d %q", resp.StatusCode, resp.Header.Get("Content-Type"))
 	}
-	if len(frames) == 0 || frames[len(frames)-1].flags != flagEndStream {
+	if len(frames) == 0 || frames[len(frames)-1].flags != connectframe.FlagEndStream {
 		t.Fatalf("no end-of-stream message: %+v", frames)
 	}
 	return frames
@@ -210,7 +215,7 @@ func TestEnvdStartFrames(t *testing.T) {
 			t.Errorf("%q: stdout %q stderr %q", tt.command, stdout, stderr)
 		}
 		n := len(frames)
-		if frames[n-2] != (envdFrame{0, tt.end}) || frames[n-1] != (envdFrame{flagEndStream, "{}"}) {
+		if frames[n-2] != (envdFrame{0, tt.end}) || frames[n-1] != (envdFrame{connectframe.FlagEndStream, "{}"}) {
 			t.Errorf("%q: last frames %+v", tt.command, frames[n-2:])
 		}
 	}
@@ -284,7 +289,7 @@ func TestEnvdStreamedErrors(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			resp, frames := b.stream(t, "process.Process/Start", tt.body, tt.hdr)
-			if resp.StatusCode != http.StatusOK || len(frames) != 1 || frames[0].flags != flagEndStream {
+			if resp.StatusCode != http.StatusOK || len(frames) != 1 || frames[0].flags != connectframe.FlagEndStream {
 				t.Fatalf("HTTP %d frames %+v: want 200 and one end-of-stream message", resp.StatusCode, frames)
 			}
 			if tt.want != "" && frames[0].data != tt.want {
@@ -292,6 +297,39 @@ func TestEnvdStreamedErrors(t *testing.T) {
 			}
 			if tt.want == "" && !strings.Contains(frames[0].data, `"code":"invalid_argument"`) {
 				t.Fatalf("end of stream %s", frames[0].data)
+			}
+		})
+	}
+}
+
+// TestEnvdRequestEnvelopeErrors checks the answers to a stream's request envelope that is cut, oversized or
+// compressed without a declared encoding, as connect-go words them.
+func TestEnvdRequestEnvelopeErrors(t *testing.T) {
+	b := envdCreate(t, envdServer(t, Options{}), nil)
+	hdr := map[string]string{"Content-Type": "application/connect+json", "Connect-Protocol-Version": "1", "Connect-Content-Encoding": ""}
+	whole := envdEnvelope(startBody("true"))
+	compressed := append([]byte{1}, whole[1:]...)
+	tests := []struct {
+		name string
+		body []byte
+		want string
+	}{
+		{"empty", nil, `{"error":{"code":"invalid_argument","message":"protocol error: incomplete envelope: EOF"}}`},
+		{"cut header", whole[:3], `{"error":{"code":"invalid_argument","message":"protocol error: incomplete envelope: unexpected EOF"}}`},
+		{"cut payload", whole[:9], fmt.Sprintf(`{"error":{"code":"invalid_argument","message":"protocol error: promised %d bytes in enveloped message, got fewer: unexpected EOF"}}`, len(whole)-5)},
+		{"no payload", whole[:5], fmt.Sprintf(`{"error":{"code":"invalid_argument","message":"protocol error: promised %d bytes in enveloped message, got fewer: EOF"}}`, len(whole)-5)},
+		{"oversized", []byte{0, 0x7f, 0, 0, 0}, `{"error":{"code":"resource_exhausted","message":"message size 2130706432 is larger than configured max 8388608"}}`},
+		{"compressed", compressed, `{"error":{"code":"internal","message":"protocol error: received compressed message without compression support"}}`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			resp, data := b.do(t, http.MethodPost, "/process.Process/Start", hdr, tt.body)
+			frames, rest := parseFrames(data)
+			if resp.StatusCode != http.StatusOK || len(rest) != 0 || len(frames) != 1 || frames[0].flags != connectframe.FlagEndStream {
+				t.Fatalf("HTTP %d frames %+v rest %q: want 200 and one end-of-stream message", resp.StatusCode, frames, rest)
+			}
+			if frames[0].data != tt.want {
+				t.Fatalf("end of stream %s\nwant           %s", frames[0].data, tt.want)
 			}
 		})
 	}
@@ -701,7 +739,7 @@ func TestEnvdConnectReplaysTheEnd(t *testing.T) {
 	want := []envdFrame{
 		{0, frames[0].data},
 		{0, `{"event":{"end":{"exitCode":4,"exited":true,"status":"exit status 4","error":"exit status 4"}}}`},
-		{flagEndStream, "{}"},
+		{connectframe.FlagEndStream, "{}"},
 	}
 	if fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Fatalf("connect after the end: %+v\nwant %+v", got, want)
@@ -795,7 +833,7 @@ func TestEnvdPauseResumeKill(t *testing.T) {
 	waitFor(t, "the paused sandbox's process to stop", func() bool { return procState(host) == "T" })
 	data := <-cut
 	frames, _ := parseFrames(data)
-	if len(frames) == 0 || frames[len(frames)-1].flags == flagEndStream {
+	if len(frames) == 0 || frames[len(frames)-1].flags == connectframe.FlagEndStream {
 		t.Fatalf("the stream of a paused sandbox was not cut: %+v", frames)
 	}
 	pause("connect")
@@ -928,5 +966,41 @@ func TestEnvdFilesGzip(t *testing.T) {
 		if resp.Header.Get("Content-Encoding") != "" {
 			t.Errorf("Accept-Encoding %q answered %q", h, resp.Header.Get("Content-Encoding"))
 		}
+	}
+}
+
+// A SIGTERM that cannot take effect (here: a process group that ignores it, as one that reaches bwrap mid-setup
+// is lost) is forced with SIGKILL after the grace period, and the process remembers that it was.
+func TestEnvdSIGTERMIsForcedAfterGrace(t *testing.T) {
+	cmd := exec.Command("/bin/sh", "-c", "trap '' TERM; echo ready; exec sleep 30")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	if line, err := bufio.NewReader(out).ReadString('\n'); err != nil || line != "ready\n" {
+		t.Fatalf("the process did not get ready: %q %v", line, err)
+	}
+	p := &envdProcess{cmd: cmd, exited: make(chan struct{})}
+	p.terminate(100 * time.Millisecond)
+	waited := make(chan error, 1)
+	go func() { waited <- cmd.Wait() }()
+	select {
+	case err := <-waited:
+		close(p.exited)
+		if err == nil || cmd.ProcessState.String() != "signal: killed" {
+			t.Fatalf("process ended with %v, want killed", err)
+		}
+	case <-time.After(20 * time.Second):
+		syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		t.Fatal("a SIGTERM the process ignores was never forced")
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if !p.termForced {
+		t.Fatal("the forced SIGTERM was not noted, so the end would not read as SIGTERM's")
 	}
 }
