@@ -4,23 +4,14 @@ import (
 	"bytes"
 	"errors"
 	"io"
-	"net/http"
 	"strings"
 	"testing"
+
+	"github.com/e2b-mcp/e2b-mcp/internal/connectframe"
 )
 
-func frame(flags byte, payload string) []byte { return appendEnvelope(nil, flags, []byte(payload)) }
-
-func TestAppendEnvelope(t *testing.T) {
-	got := appendEnvelope(nil, 0, []byte(`{"a":1}`))
-	want := []byte{0, 0, 0, 0, 7, '{', '"', 'a', '"', ':', '1', '}'}
-	if !bytes.Equal(got, want) {
-		t.Fatalf("envelope = %v, want %v", got, want)
-	}
-	end := appendEnvelope(nil, connectFlagEndStream, []byte("{}"))
-	if !bytes.Equal(end, []byte{2, 0, 0, 0, 2, '{', '}'}) {
-		t.Fatalf("end envelope = %v", end)
-	}
+func frame(flags byte, payload string) []byte {
+	return connectframe.Append(nil, flags, []byte(payload))
 }
 
 func TestReadConnectStream(t *testing.T) {
@@ -32,7 +23,7 @@ func TestReadConnectStream(t *testing.T) {
 		wantMsgs []string
 		wantErr  string // substring; empty: success
 		cut      bool   // errors.Is(err, errStreamCut)
-		endErr   *connectWireError
+		endErr   *connectframe.Error
 	}{
 		{
 			name:     "messages then end",
@@ -43,7 +34,7 @@ func TestReadConnectStream(t *testing.T) {
 			name:     "end with error",
 			stream:   bytes.Join([][]byte{frame(0, `{"a":1}`), frame(2, `{"error":{"code":"invalid_argument","message":"cwd '/nope' does not exist"}}`)}, nil),
 			wantMsgs: []string{`{"a":1}`},
-			endErr:   &connectWireError{Code: "invalid_argument", Message: "cwd '/nope' does not exist"},
+			endErr:   &connectframe.Error{Code: "invalid_argument", Message: "cwd '/nope' does not exist"},
 		},
 		{name: "empty body", stream: nil, cut: true, wantErr: "stream cut"},
 		{name: "no end message", stream: frame(0, `{"a":1}`), wantMsgs: []string{`{"a":1}`}, cut: true, wantErr: "stream cut"},
@@ -98,42 +89,6 @@ func TestReadConnectStreamStopsOnCallbackError(t *testing.T) {
 	_, err := readConnectStream(bytes.NewReader(stream), connectMaxMessage, func([]byte) error { n++; return stop })
 	if !errors.Is(err, stop) || n != 1 {
 		t.Fatalf("err = %v after %d messages, want stop after 1", err, n)
-	}
-}
-
-// TestEnvelopeReaderReusesBuffer checks that a long stream of small messages does not allocate per message.
-func TestEnvelopeReaderReusesBuffer(t *testing.T) {
-	var stream bytes.Buffer
-	for range 1000 {
-		stream.Write(frame(0, `{"event":{"keepalive":{}}}`))
-	}
-	er := &envelopeReader{r: &stream, max: connectMaxMessage}
-	allocs := testing.AllocsPerRun(1, func() {
-		for {
-			if _, _, err := er.next(); err != nil {
-				return
-			}
-		}
-	})
-	if allocs > 5 {
-		t.Fatalf("%v allocations for 1000 envelopes, want the buffer reused", allocs)
-	}
-}
-
-func TestConnectCodeStatus(t *testing.T) {
-	want := map[string]int{
-		"canceled": 499, "unknown": 500, "invalid_argument": 400, "deadline_exceeded": 504, "not_found": 404,
-		"already_exists": 409, "permission_denied": 403, "resource_exhausted": 429, "failed_precondition": 400,
-		"aborted": 409, "out_of_range": 400, "unimplemented": 501, "internal": 500, "unavailable": 503,
-		"data_loss": 500, "unauthenticated": 401, "made_up": 500,
-	}
-	for code, status := range want {
-		if got := connectCodeStatus(code); got != status {
-			t.Errorf("connectCodeStatus(%q) = %d, want %d", code, got, status)
-		}
-	}
-	if http.StatusText(connectCodeStatus("not_found")) != "Not Found" {
-		t.Fatal("not_found is not 404")
 	}
 }
 
@@ -226,7 +181,8 @@ func TestDecodeProcessEvent(t *testing.T) {
 }
 
 // FuzzEnvelope feeds arbitrary bytes to the envelope reader: it must never panic, never return a payload larger
-// than its limit, and never allocate more than the limit for one message however large the declared length.
+// than its limit, never allocate more than the limit for one message however large the declared length, and
+// every failure must read as a cut stream or a protocol error.
 func FuzzEnvelope(f *testing.F) {
 	f.Add(frame(0, `{"event":{"start":{"pid":1}}}`))
 	f.Add(frame(2, `{}`))
@@ -234,17 +190,21 @@ func FuzzEnvelope(f *testing.F) {
 	f.Add([]byte{2, 0, 0, 0})
 	f.Fuzz(func(t *testing.T, data []byte) {
 		const limit = 1 << 10
-		er := &envelopeReader{r: bytes.NewReader(data), max: limit}
+		er := connectframe.NewReader(bytes.NewReader(data), limit)
 		for range 64 {
-			_, payload, err := er.next()
+			_, payload, err := er.Next()
 			if err != nil {
-				if cap(er.buf) > limit {
-					t.Fatalf("buffer grew to %d, over the limit %d", cap(er.buf), limit)
+				if err := streamReadError(err); err != errStreamCut {
+					var perr *protocolError
+					if !errors.As(err, &perr) {
+						t.Fatalf("read error %v is neither a cut stream nor a protocol error", err)
+					}
 				}
 				return
 			}
-			if len(payload) > limit {
-				t.Fatalf("payload of %d bytes, over the limit %d", len(payload), limit)
+			// The payload is a slice of the reader's one buffer: its capacity is what the reader allocated.
+			if len(payload) > limit || cap(payload) > limit {
+				t.Fatalf("payload of %d bytes in a buffer of %d, over the limit %d", len(payload), cap(payload), limit)
 			}
 		}
 	})

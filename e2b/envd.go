@@ -12,6 +12,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/e2b-mcp/e2b-mcp/internal/connectframe"
 )
 
 // Envd talks to the envd daemon of one sandbox. Make one with Client.Envd; it is cheap and safe for concurrent use.
@@ -205,12 +207,12 @@ func (e *Envd) redact(s string) string {
 }
 
 // wireError is a Connect error that arrived as a message (an end-of-stream error).
-func (e *Envd) wireError(op string, w *connectWireError) *APIError {
+func (e *Envd) wireError(op string, w *connectframe.Error) *APIError {
 	code := w.Code
 	if code == "" {
 		code = "unknown"
 	}
-	return &APIError{Op: op, Status: connectCodeStatus(code), Code: code, Message: e.redact(w.Message), SandboxID: e.conn.ID}
+	return &APIError{Op: op, Status: connectframe.CodeStatus(code), Code: code, Message: e.redact(w.Message), SandboxID: e.conn.ID}
 }
 
 // unary makes a unary Connect call: in is sent as JSON and the answer decoded into out (which may be nil).
@@ -225,7 +227,7 @@ func (e *Envd) unary(ctx context.Context, op, procedure string, in, out any, ret
 	if err != nil {
 		return fmt.Errorf("e2b: %s: %w", op, err)
 	}
-	req.Header.Set("Content-Type", connectContentTypeUnary)
+	req.Header.Set("Content-Type", connectframe.ContentTypeUnary)
 	req.Header.Set("Connect-Protocol-Version", "1")
 	e.setBasicUser(req)
 	resp, err := e.send(op, req, retry)
@@ -266,12 +268,12 @@ func (e *Envd) serverStream(ctx context.Context, op, procedure string, in any, s
 	if err != nil {
 		return fmt.Errorf("e2b: %s: encode request: %w", op, err)
 	}
-	body := appendEnvelope(make([]byte, 0, 5+len(payload)), 0, payload)
+	body := connectframe.Append(make([]byte, 0, connectframe.HeaderLen+len(payload)), 0, payload)
 	req, err := e.newRequest(ctx, http.MethodPost, "/"+procedure, bytes.NewReader(body))
 	if err != nil {
 		return fmt.Errorf("e2b: %s: %w", op, err)
 	}
-	req.Header.Set("Content-Type", connectContentTypeStream)
+	req.Header.Set("Content-Type", connectframe.ContentTypeStream)
 	req.Header.Set("Connect-Protocol-Version", "1")
 	req.Header.Set("Connect-Content-Encoding", "identity")
 	if so.timeout > 0 {
@@ -289,7 +291,7 @@ func (e *Envd) serverStream(ctx context.Context, op, procedure string, in any, s
 	if resp.StatusCode != http.StatusOK {
 		return e.responseError(op, resp)
 	}
-	if ct := resp.Header.Get("Content-Type"); !strings.HasPrefix(ct, connectContentTypeStream) {
+	if ct := resp.Header.Get("Content-Type"); !strings.HasPrefix(ct, connectframe.ContentTypeStream) {
 		return fmt.Errorf("e2b: %s: unexpected answer from envd: content type %q", op, ct)
 	}
 	var callbackErr error

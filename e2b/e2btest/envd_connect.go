@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"compress/gzip"
 	"encoding/base64"
-	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -12,8 +11,9 @@ import (
 	"mime"
 	"net/http"
 	"strconv"
-	"strings"
 	"time"
+
+	"github.com/e2b-mcp/e2b-mcp/internal/connectframe"
 )
 
 // The server side of the Connect protocol with the JSON codec, answering byte for byte as envd (connect-go with
@@ -21,51 +21,17 @@ import (
 // {"code","message"}; server streams answer 200 application/connect+json with envelopes, the last one flagged
 // end-of-stream and holding {} or {"error":{...}}.
 
-const (
-	flagCompressed = 0x01
-	flagEndStream  = 0x02
+// maxRequestMessage bounds a request message; envd's requests are small (SendInput carries the largest).
+const maxRequestMessage = 8 << 20
 
-	// maxRequestMessage bounds a request message; envd's requests are small (SendInput carries the largest).
-	maxRequestMessage = 8 << 20
-)
-
-// rpcError is a Connect error: a code from connect's vocabulary and a message.
-type rpcError struct {
-	Code    string `json:"code"`
-	Message string `json:"message,omitempty"`
-}
+// rpcError is a Connect error: a code from connect's vocabulary and a message, in the wire shape the client
+// reads.
+type rpcError connectframe.Error
 
 func (e *rpcError) Error() string { return e.Code + ": " + e.Message }
 
 func rpcErrorf(code, format string, args ...any) *rpcError {
 	return &rpcError{Code: code, Message: fmt.Sprintf(format, args...)}
-}
-
-// connectStatus is connect-go's connectCodeToHTTP.
-func connectStatus(code string) int {
-	switch code {
-	case "canceled":
-		return 499
-	case "invalid_argument", "failed_precondition", "out_of_range":
-		return http.StatusBadRequest
-	case "deadline_exceeded":
-		return http.StatusGatewayTimeout
-	case "not_found":
-		return http.StatusNotFound
-	case "already_exists", "aborted":
-		return http.StatusConflict
-	case "permission_denied":
-		return http.StatusForbidden
-	case "resource_exhausted":
-		return http.StatusTooManyRequests
-	case "unimplemented":
-		return http.StatusNotImplemented
-	case "unavailable":
-		return http.StatusServiceUnavailable
-	case "unauthenticated":
-		return http.StatusUnauthorized
-	}
-	return http.StatusInternalServerError
 }
 
 // pbJSON marshals an answer as protojson does: no HTML escaping, no trailing newline. Field order and omitted
@@ -84,7 +50,7 @@ func pbJSON(v any) []byte {
 // writeUnary answers a unary call.
 func writeUnary(w http.ResponseWriter, answer any) {
 	h := w.Header()
-	h.Set("Content-Type", "application/json")
+	h.Set("Content-Type", connectframe.ContentTypeUnary)
 	h.Set("Accept-Encoding", "gzip")
 	w.WriteHeader(http.StatusOK)
 	_, _ = w.Write(pbJSON(answer))
@@ -93,9 +59,9 @@ func writeUnary(w http.ResponseWriter, answer any) {
 // writeUnaryError answers a failed unary call. connect-go marshals errors with encoding/json.
 func writeUnaryError(w http.ResponseWriter, err *rpcError) {
 	h := w.Header()
-	h.Set("Content-Type", "application/json")
+	h.Set("Content-Type", connectframe.ContentTypeUnary)
 	h.Set("Accept-Encoding", "gzip")
-	w.WriteHeader(connectStatus(err.Code))
+	w.WriteHeader(connectframe.CodeStatus(err.Code))
 	data, _ := json.Marshal(err)
 	_, _ = w.Write(data)
 }
@@ -122,7 +88,7 @@ func (s *streamWriter) start() {
 	}
 	s.started = true
 	h := s.w.Header()
-	h.Set("Content-Type", "application/connect+json")
+	h.Set("Content-Type", connectframe.ContentTypeStream)
 	h.Set("Connect-Accept-Encoding", "gzip")
 	s.w.WriteHeader(http.StatusOK)
 }
@@ -133,12 +99,7 @@ func (s *streamWriter) writeFrame(flags byte, payload []byte) error {
 		abortStream()
 	}
 	s.frames++
-	hdr := [5]byte{flags}
-	binary.BigEndian.PutUint32(hdr[1:], uint32(len(payload)))
-	if _, err := s.w.Write(hdr[:]); err != nil {
-		return err
-	}
-	if _, err := s.w.Write(payload); err != nil {
+	if err := connectframe.Write(s.w, flags, payload); err != nil {
 		return err
 	}
 	return s.rc.Flush()
@@ -168,15 +129,7 @@ func (s *streamWriter) sendOutput(stderr bool, data []byte) error {
 
 // end writes the end-of-stream message: {} or {"error":{...}}. connect-go marshals it with encoding/json.
 func (s *streamWriter) end(rerr *rpcError) error {
-	var data []byte
-	if rerr == nil {
-		data = []byte("{}")
-	} else {
-		data, _ = json.Marshal(struct {
-			Error *rpcError `json:"error"`
-		}{rerr})
-	}
-	return s.writeFrame(flagEndStream, data)
+	return s.writeFrame(connectframe.FlagEndStream, connectframe.MarshalEndStream((*connectframe.Error)(rerr)))
 }
 
 // abortStream ends the handler without an end-of-stream message and closes the connection, as when a sandbox
@@ -194,7 +147,7 @@ func isStreaming(procedure string) bool {
 
 // readRequest reads a call's request message: the body of a unary call, or the single envelope of a stream.
 func readRequest(r *http.Request, streaming bool) ([]byte, *rpcError) {
-	body := io.LimitReader(r.Body, maxRequestMessage+5)
+	body := io.LimitReader(r.Body, maxRequestMessage+connectframe.HeaderLen)
 	if !streaming {
 		var rd io.Reader = body
 		if enc := r.Header.Get("Content-Encoding"); enc != "" && enc != "identity" {
@@ -216,19 +169,21 @@ func readRequest(r *http.Request, streaming bool) ([]byte, *rpcError) {
 		}
 		return data, nil
 	}
-	var hdr [5]byte
-	if _, err := io.ReadFull(body, hdr[:]); err != nil {
+	flags, data, err := connectframe.NewReader(body, maxRequestMessage).Next()
+	if err != nil {
+		var tooLarge *connectframe.TooLargeError
+		var incomplete *connectframe.IncompleteError
+		switch {
+		case errors.As(err, &tooLarge):
+			return nil, rpcErrorf("resource_exhausted", "message size %d is larger than configured max %d", tooLarge.Size, tooLarge.Max)
+		case errors.As(err, &incomplete) && !incomplete.Header:
+			return nil, rpcErrorf("invalid_argument", "protocol error: promised %d bytes in enveloped message, got fewer: %v", incomplete.Size, incomplete.Err)
+		case errors.As(err, &incomplete):
+			err = incomplete.Err
+		}
 		return nil, rpcErrorf("invalid_argument", "protocol error: incomplete envelope: %v", err)
 	}
-	size := binary.BigEndian.Uint32(hdr[1:])
-	if size > maxRequestMessage {
-		return nil, rpcErrorf("resource_exhausted", "message size %d is larger than configured max %d", size, maxRequestMessage)
-	}
-	data := make([]byte, size)
-	if _, err := io.ReadFull(body, data); err != nil {
-		return nil, rpcErrorf("invalid_argument", "protocol error: promised %d bytes in enveloped message, got fewer: %v", size, err)
-	}
-	if hdr[0]&flagCompressed != 0 {
+	if flags&connectframe.FlagCompressed != 0 {
 		enc := r.Header.Get("Connect-Content-Encoding")
 		if enc != "gzip" {
 			return nil, rpcErrorf("internal", "protocol error: received compressed message without compression support")
@@ -281,9 +236,9 @@ func checkContentType(r *http.Request, streaming bool) bool {
 		return false
 	}
 	if streaming {
-		return mt == "application/connect+json"
+		return mt == connectframe.ContentTypeStream
 	}
-	return mt == "application/json"
+	return mt == connectframe.ContentTypeUnary
 }
 
 // Proto3 JSON request scalars, read as leniently as protojson reads them.
@@ -292,12 +247,9 @@ func checkContentType(r *http.Request, streaming bool) bool {
 type pbUint uint64
 
 func (v *pbUint) UnmarshalJSON(b []byte) error {
-	s := strings.TrimSpace(string(b))
-	if s == "null" {
+	s, null := connectframe.IntegerText(b)
+	if null {
 		return nil
-	}
-	if unq, err := strconv.Unquote(s); err == nil {
-		s = unq
 	}
 	n, err := strconv.ParseUint(s, 10, 32)
 	if err != nil {
@@ -315,12 +267,7 @@ func (v *pbBytes) UnmarshalJSON(b []byte) error {
 	if err := json.Unmarshal(b, &s); err != nil {
 		return errors.New("invalid value for bytes field")
 	}
-	s = strings.TrimRight(s, "=")
-	enc := base64.RawStdEncoding
-	if strings.ContainsAny(s, "-_") {
-		enc = base64.RawURLEncoding
-	}
-	out, err := enc.DecodeString(s)
+	out, err := connectframe.DecodeBytes(s)
 	if err != nil {
 		return fmt.Errorf("invalid value for bytes field: %v", err)
 	}
