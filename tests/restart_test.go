@@ -1,10 +1,13 @@
 package tests
 
 import (
+	"context"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/mark3labs/mcp-go/client"
+	"github.com/mark3labs/mcp-go/mcp"
 )
 
 // checkpointIDs lists the IDs of e2b_list_checkpoints' answer for a sandbox.
@@ -75,5 +78,55 @@ func TestRestartAfterKill9(t *testing.T) {
 		if sb, found := the.emu.Sandbox(sid); !found || sb.State != "running" {
 			t.Errorf("sandbox %s after the crash: found %v, state %q", sid, found, sb.State)
 		}
+	}
+}
+
+// A server that dies between E2B's create and its own record of the sandbox (here: killed while E2B's answer is
+// held back) loses nothing either: started again, it finds the sandbox by its tags, adopts it with its envd token,
+// and there is exactly one sandbox, not a second one made by a repeated create.
+func TestCrashMidCreateIsAdopted(t *testing.T) {
+	x := newH(t)
+	owner := x.owner("midcreate")
+	x.login(owner)
+	args := x.serveArgs(owner, "midcreate")
+
+	first := x.startStdio(clientOpts{}, args...)
+	created, release := the.emu.HoldCreates()
+	defer release()
+	callDone := make(chan struct{})
+	go func() {
+		defer close(callDone)
+		req := mcp.CallToolRequest{}
+		req.Params.Name = "e2b_create_sandbox"
+		req.Params.Arguments = map[string]any{"title": "made before the crash"}
+		first.Client.CallTool(context.Background(), req) // dies with the server; its answer never comes
+	}()
+	var id string
+	select {
+	case id = <-created:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the create never reached the emulator")
+	}
+	the.noteSandbox(id)
+	first.kill9(t)
+	release()
+	<-callDone
+
+	second := x.startStdio(clientOpts{}, args...)
+	if got := sandboxIDs(t, second.Client); !slices.Equal(got, []string{id}) {
+		t.Fatalf("after the crash the server lists %v, want exactly the adopted %s", got, id)
+	}
+	out := ok(t, second.Client, "e2b_exec", map[string]any{"sandbox_id": id, "command": "echo adopted"})
+	if str(out, "stdout") != "adopted\n" {
+		t.Errorf("exec in the adopted sandbox: %v", out)
+	}
+	var mine []string
+	for _, sb := range the.emu.Sandboxes() {
+		if sb.Metadata["e2b-mcp.owner"] == owner {
+			mine = append(mine, sb.ID)
+		}
+	}
+	if !slices.Equal(mine, []string{id}) {
+		t.Errorf("the emulator holds %v for this owner, want only %s", mine, id)
 	}
 }
