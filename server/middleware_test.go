@@ -13,6 +13,7 @@ import (
 
 	"github.com/e2b-mcp/e2b-mcp/audit"
 	"github.com/e2b-mcp/e2b-mcp/e2b/e2btest"
+	"github.com/e2b-mcp/e2b-mcp/lifecycle"
 	"github.com/e2b-mcp/e2b-mcp/state"
 )
 
@@ -345,5 +346,44 @@ func TestPolicySeesSchemaDefaults(t *testing.T) {
 	}
 	if msg := mustFail(t, c, "e2b_exec", map[string]any{"sandbox_id": "abc", "command": "true", "timeout_ms": 120000}); !strings.HasPrefix(msg, "Denied by policy rule 'short-commands-only'") {
 		t.Errorf("exec with a long timeout: %q", msg)
+	}
+}
+
+// At start the server reconciles every live session with E2B: a tagged sandbox the store never recorded (a crash
+// between create and record) is adopted, with its envd token, before any call is made.
+func TestRunReconcilesAtStart(t *testing.T) {
+	f := newFixture(t, fixtureOpts{})
+	sb, err := f.emu.CreateSandbox(localKey("alice"), e2btest.SandboxOptions{Secure: true,
+		Metadata: lifecycle.Metadata("alice", "s1", "unrecorded")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stray, err := f.emu.CreateSandbox(localKey("alice"), e2btest.SandboxOptions{Metadata: map[string]string{"other": "tool"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	inR, inW := io.Pipe()
+	done := make(chan error, 1)
+	go func() { done <- f.srv.Run(t.Context(), inR, io.Discard) }()
+	deadline := time.Now().Add(20 * time.Second)
+	var rec state.SandboxRecord
+	for {
+		if rec, err = f.srv.Store().Sandbox("alice", sb.ID); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the unrecorded sandbox was not adopted at start: %v", err)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	inW.Close()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if rec.Session != "s1" || rec.Title != "unrecorded" || rec.AccessToken != sb.AccessToken {
+		t.Errorf("adopted record: session %q, title %q, token kept: %v", rec.Session, rec.Title, rec.AccessToken == sb.AccessToken)
+	}
+	if _, err := f.srv.Store().Sandbox("alice", stray.ID); err == nil {
+		t.Error("a sandbox without this server's tags was adopted")
 	}
 }

@@ -14,11 +14,13 @@ import (
 	"time"
 
 	mcpserver "github.com/mark3labs/mcp-go/server"
+
+	"github.com/e2b-mcp/e2b-mcp/lifecycle"
 )
 
 // Run serves the configured transport until ctx ends (or, over stdio, until the client closes stdin), with the
-// background work around it: the orphan sweep (once at start, then every SweepInterval) and policy reloads
-// (when the file changes, and at once on SIGHUP). Shutdown is graceful and kills no sandbox; Run does not Close
+// background work around it: the store's reconciliation with E2B for every live session, the orphan sweep (once
+// at start, then every SweepInterval) and policy reloads (when the file changes, and at once on SIGHUP). Shutdown is graceful and kills no sandbox; Run does not Close
 // the server.
 func (s *Server) Run(ctx context.Context, stdin io.Reader, stdout io.Writer) error {
 	var ln net.Listener
@@ -40,6 +42,7 @@ func (s *Server) Run(ctx context.Context, stdin io.Reader, stdout io.Writer) err
 	defer cancel()
 	var wg sync.WaitGroup
 	wg.Go(func() { s.sweeper.Run(ctx, s.cfg.SweepInterval) })
+	wg.Go(func() { s.reconcileAtStart(ctx) })
 	wg.Go(func() {
 		s.policies.Watch(ctx, policyWatchInterval, func(err error) {
 			s.log.Error("policy file not reloaded; the previous policy stays in force", "error", err)
@@ -56,6 +59,37 @@ func (s *Server) Run(ctx context.Context, stdin io.Reader, stdout io.Writer) err
 	cancel()
 	wg.Wait()
 	return err
+}
+
+// reconcileAtStart brings the store in line with E2B for every session whose lease is live, so that a sandbox a
+// crash left unrecorded is adopted, and one that vanished meanwhile is shown gone, before the first call rather
+// than at the first list. Lapsed sessions are the sweep's. Owners with no key are passed over.
+func (s *Server) reconcileAtStart(ctx context.Context) {
+	sessions, err := s.store.Sessions()
+	if err != nil {
+		s.log.Warn("reconciling the store with E2B at start", "error", err)
+		return
+	}
+	now := s.cfg.Now()
+	for _, sess := range sessions {
+		if sess.Lapsed || sess.LeaseExpires.Before(now) {
+			continue
+		}
+		c, err := s.clients.Client(ctx, sess.Owner)
+		if err != nil {
+			s.log.Debug("not reconciling a session at start", "owner", sess.Owner, "session", sess.Name, "error", err)
+			continue
+		}
+		rep, err := lifecycle.Reconcile(ctx, c, s.store, sess.Owner, sess.Name)
+		if err != nil {
+			s.log.Warn("reconciling a session with E2B at start", "owner", sess.Owner, "session", sess.Name, "error", err)
+			continue
+		}
+		if len(rep.Adopted)+len(rep.Gone) > 0 {
+			s.log.Info("reconciled a session with E2B", "owner", sess.Owner, "session", sess.Name,
+				"adopted", rep.Adopted, "gone", rep.Gone)
+		}
+	}
 }
 
 // reloadOnSIGHUP re-reads the policy file on SIGHUP until ctx ends.
