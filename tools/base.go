@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/e2b-mcp/e2b-mcp/e2b"
+	"github.com/e2b-mcp/e2b-mcp/lifecycle"
 	"github.com/e2b-mcp/e2b-mcp/state"
 )
 
@@ -131,6 +132,24 @@ func (b *base) sandboxNotFound(call Caller, id string) error {
 	return userErrorf("Sandbox '%s' not found in this session. Sandboxes in this session: %s", id, have)
 }
 
+// sandbox opens a call on one of the caller's sandboxes: its record (another session's or owner's is not found),
+// refused when usable says it cannot serve the call, and the owner's E2B client. The order decides which
+// failure the model hears first: an unknown sandbox, then its state, then a missing key.
+func (b *base) sandbox(ctx context.Context, call Caller, id string, needRunning bool) (state.SandboxRecord, *e2b.Client, error) {
+	rec, err := b.lookup(call, id)
+	if err != nil {
+		return state.SandboxRecord{}, nil, err
+	}
+	if err := usable(rec, needRunning); err != nil {
+		return state.SandboxRecord{}, nil, err
+	}
+	c, err := b.client(ctx, call.Owner)
+	if err != nil {
+		return state.SandboxRecord{}, nil, err
+	}
+	return rec, c, nil
+}
+
 // usable refuses sandboxes that cannot run anything: gone ones always, paused ones when running is needed.
 func usable(rec state.SandboxRecord, needRunning bool) error {
 	switch {
@@ -152,6 +171,33 @@ func goneError(id, reason string) error {
 	}
 	return userErrorf("Sandbox '%s' is gone (%s). Create a new one with e2b_create_sandbox, or fork one of its "+
 		"checkpoints with e2b_fork_sandbox.", id, reason)
+}
+
+// newSandbox is the request for a new sandbox of the caller's session, whether made or forked from a checkpoint:
+// secure, so that its envd wants the access token only this server keeps, and tagged, so that the server finds
+// it again and E2B's dashboard shows whose it is.
+func newSandbox(call Caller, template, title string, timeout int, env map[string]string) e2b.NewSandbox {
+	if env == nil {
+		env = map[string]string{}
+	}
+	return e2b.NewSandbox{
+		TemplateID: template,
+		Timeout:    timeout,
+		Secure:     true,
+		Metadata:   lifecycle.Metadata(call.Owner, call.Session, title),
+		EnvVars:    env,
+	}
+}
+
+// newRecord is the record of a sandbox just started for the caller, made or forked: running, with the domain and
+// envd access token it is reached by.
+func (b *base) newRecord(call Caller, c *e2b.Client, sb *e2b.Sandbox, title, template string, timeout int) state.SandboxRecord {
+	conn := sb.Conn(c.Domain())
+	return state.SandboxRecord{
+		ID: sb.SandboxID, Owner: call.Owner, Session: call.Session, Title: title, Template: template,
+		Domain: conn.Domain, EnvdVersion: sb.EnvdVersion, AccessToken: sb.EnvdAccessToken,
+		State: state.StateRunning, Created: b.now().UTC(), TimeoutSeconds: timeout,
+	}
 }
 
 // envd addresses the recorded sandbox's daemon.

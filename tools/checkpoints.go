@@ -70,14 +70,7 @@ func (t checkpointSandbox) run(ctx context.Context, call Caller, a *checkpointAr
 	if a.SandboxID == "" {
 		return nil, missing("sandbox_id")
 	}
-	rec, err := t.lookup(call, a.SandboxID)
-	if err != nil {
-		return nil, err
-	}
-	if err := usable(rec, false); err != nil {
-		return nil, err
-	}
-	c, err := t.client(ctx, call.Owner)
+	rec, c, err := t.sandbox(ctx, call, a.SandboxID, false)
 	if err != nil {
 		return nil, err
 	}

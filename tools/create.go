@@ -6,8 +6,6 @@ import (
 
 	"github.com/mark3labs/mcp-go/server"
 
-	"github.com/e2b-mcp/e2b-mcp/e2b"
-	"github.com/e2b-mcp/e2b-mcp/lifecycle"
 	"github.com/e2b-mcp/e2b-mcp/state"
 )
 
@@ -75,26 +73,11 @@ func (t createSandbox) run(ctx context.Context, call Caller, a *createArgs) (any
 	if err != nil {
 		return nil, err
 	}
-	env := a.EnvVars
-	if env == nil {
-		env = map[string]string{}
-	}
-	sb, err := c.CreateSandbox(ctx, e2b.NewSandbox{
-		TemplateID: template,
-		Timeout:    timeout,
-		Secure:     true,
-		Metadata:   lifecycle.Metadata(call.Owner, call.Session, a.Title),
-		EnvVars:    env,
-	})
+	sb, err := c.CreateSandbox(ctx, newSandbox(call, template, a.Title, timeout, a.EnvVars))
 	if err != nil {
 		return nil, err
 	}
-	conn := sb.Conn(c.Domain())
-	rec := state.SandboxRecord{
-		ID: sb.SandboxID, Owner: call.Owner, Session: call.Session, Title: a.Title, Template: template,
-		Domain: conn.Domain, EnvdVersion: sb.EnvdVersion, AccessToken: sb.EnvdAccessToken,
-		State: state.StateRunning, Created: t.now().UTC(), TimeoutSeconds: timeout,
-	}
+	rec := t.newRecord(call, c, sb, a.Title, template, timeout)
 	res := createResult{
 		SandboxID: sb.SandboxID, Status: state.StateRunning, Title: a.Title, Template: template,
 		WorkspacePath: WorkspacePath, TimeoutSeconds: timeout,

@@ -77,14 +77,7 @@ func (t execTool) run(ctx context.Context, call Caller, a *execArgs) (any, error
 	if cwd == "" {
 		cwd = WorkspacePath
 	}
-	rec, err := t.lookup(call, a.SandboxID)
-	if err != nil {
-		return nil, err
-	}
-	if err := usable(rec, true); err != nil {
-		return nil, err
-	}
-	c, err := t.client(ctx, call.Owner)
+	rec, c, err := t.sandbox(ctx, call, a.SandboxID, true)
 	if err != nil {
 		return nil, err
 	}

@@ -7,7 +7,6 @@ import (
 	"github.com/mark3labs/mcp-go/server"
 
 	"github.com/e2b-mcp/e2b-mcp/e2b"
-	"github.com/e2b-mcp/e2b-mcp/lifecycle"
 	"github.com/e2b-mcp/e2b-mcp/state"
 )
 
@@ -74,14 +73,7 @@ func (t forkSandbox) run(ctx context.Context, call Caller, a *forkArgs) (any, er
 }
 
 func (t forkSandbox) fromSandbox(ctx context.Context, call Caller, a *forkArgs, count int) (any, error) {
-	src, err := t.lookup(call, a.SandboxID)
-	if err != nil {
-		return nil, err
-	}
-	if err := usable(src, false); err != nil {
-		return nil, err
-	}
-	c, err := t.client(ctx, call.Owner)
+	src, c, err := t.sandbox(ctx, call, a.SandboxID, false)
 	if err != nil {
 		return nil, err
 	}
@@ -129,13 +121,7 @@ func (t forkSandbox) fromCheckpoint(ctx context.Context, call Caller, a *forkArg
 	var failures []string
 	for i := range count {
 		title := forkTitle(a.Title, src, i, count)
-		sb, err := c.CreateSandbox(ctx, e2b.NewSandbox{
-			TemplateID: cp.SnapshotID,
-			Timeout:    t.cfg.DefaultTimeoutSeconds,
-			Secure:     true,
-			Metadata:   lifecycle.Metadata(call.Owner, call.Session, title),
-			EnvVars:    map[string]string{},
-		})
+		sb, err := c.CreateSandbox(ctx, newSandbox(call, cp.SnapshotID, title, t.cfg.DefaultTimeoutSeconds, nil))
 		if err != nil {
 			if len(res.Sandboxes) == 0 {
 				return nil, err
@@ -155,13 +141,8 @@ func (t forkSandbox) fromCheckpoint(ctx context.Context, call Caller, a *forkArg
 
 // record adds a new fork to the session. It inherits the source's step count (its history) and checkpoint policy.
 func (t forkSandbox) record(call Caller, c *e2b.Client, sb *e2b.Sandbox, template, title string, src state.SandboxRecord) (forkedSandbox, error) {
-	conn := sb.Conn(c.Domain())
-	rec := state.SandboxRecord{
-		ID: sb.SandboxID, Owner: call.Owner, Session: call.Session, Title: title, Template: template,
-		Domain: conn.Domain, EnvdVersion: sb.EnvdVersion, AccessToken: sb.EnvdAccessToken,
-		State: state.StateRunning, Created: t.now().UTC(), TimeoutSeconds: t.cfg.DefaultTimeoutSeconds,
-		Steps: src.Steps, Checkpoint: src.Checkpoint,
-	}
+	rec := t.newRecord(call, c, sb, title, template, t.cfg.DefaultTimeoutSeconds)
+	rec.Steps, rec.Checkpoint = src.Steps, src.Checkpoint
 	if err := t.store.PutSandbox(rec); err != nil {
 		return forkedSandbox{}, err
 	}

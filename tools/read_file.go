@@ -74,14 +74,7 @@ func (t readFile) run(ctx context.Context, call Caller, a *readArgs) (any, error
 	if limit == 0 {
 		limit = DefaultReadLines
 	}
-	rec, err := t.lookup(call, a.SandboxID)
-	if err != nil {
-		return nil, err
-	}
-	if err := usable(rec, true); err != nil {
-		return nil, err
-	}
-	c, err := t.client(ctx, call.Owner)
+	rec, c, err := t.sandbox(ctx, call, a.SandboxID, true)
 	if err != nil {
 		return nil, err
 	}

@@ -55,14 +55,7 @@ func (t writeFile) run(ctx context.Context, call Caller, a *writeArgs) (any, err
 	case strings.HasSuffix(a.Path, "/"):
 		return nil, userErrorf("path '%s' names a directory; give a file name.", a.Path)
 	}
-	rec, err := t.lookup(call, a.SandboxID)
-	if err != nil {
-		return nil, err
-	}
-	if err := usable(rec, true); err != nil {
-		return nil, err
-	}
-	c, err := t.client(ctx, call.Owner)
+	rec, c, err := t.sandbox(ctx, call, a.SandboxID, true)
 	if err != nil {
 		return nil, err
 	}
