@@ -231,23 +231,22 @@ func (c *Client) GetSandbox(ctx context.Context, id string) (*SandboxDetail, err
 // maxPages bounds how many pages one listing follows, so that a server repeating itself cannot loop us forever.
 const maxPages = 10000
 
-// ListSandboxes follows X-Next-Token pages and returns every matching sandbox.
-func (c *Client) ListSandboxes(ctx context.Context, q ListQuery) ([]ListedSandbox, error) {
-	const op = "list sandboxes"
-	all := []ListedSandbox{}
+// listPages follows the X-Next-Token pages of a listing and joins them; page is the call for the page after
+// token ("" for the first). A token E2B repeats, or more than maxPages pages, is an error.
+func listPages[T any](ctx context.Context, c *Client, op string, page func(token string) apiCall) ([]T, error) {
+	all := []T{}
 	seen := map[string]bool{}
 	token := ""
 	for range maxPages {
-		ans, err := c.do(ctx, apiCall{op: op, method: http.MethodGet, path: "/v2/sandboxes",
-			rawQuery: listQuery(q, token), idempotent: true}, http.StatusOK)
+		ans, err := c.do(ctx, page(token), http.StatusOK)
 		if err != nil {
 			return nil, err
 		}
-		page, err := decode[[]ListedSandbox](op, ans)
+		items, err := decode[[]T](op, ans)
 		if err != nil {
 			return nil, err
 		}
-		all = append(all, page...)
+		all = append(all, items...)
 		token = ans.header.Get("X-Next-Token")
 		if token == "" {
 			return all, nil
@@ -258,6 +257,14 @@ func (c *Client) ListSandboxes(ctx context.Context, q ListQuery) ([]ListedSandbo
 		seen[token] = true
 	}
 	return nil, fmt.Errorf("e2b: %s: more than %d pages", op, maxPages)
+}
+
+// ListSandboxes follows X-Next-Token pages and returns every matching sandbox.
+func (c *Client) ListSandboxes(ctx context.Context, q ListQuery) ([]ListedSandbox, error) {
+	const op = "list sandboxes"
+	return listPages[ListedSandbox](ctx, c, op, func(token string) apiCall {
+		return apiCall{op: op, method: http.MethodGet, path: "/v2/sandboxes", rawQuery: listQuery(q, token), idempotent: true}
+	})
 }
 
 // listQuery encodes a listing's query as E2B's SDKs do: metadata as one urlencoded "k=v&k=v" value, state as one
@@ -376,10 +383,7 @@ func (c *Client) ListSnapshots(ctx context.Context, sandboxID string) ([]Snapsho
 		}
 		sandboxID = id
 	}
-	all := []SnapshotInfo{}
-	seen := map[string]bool{}
-	token := ""
-	for range maxPages {
+	all, err := listPages[SnapshotInfo](ctx, c, op, func(token string) apiCall {
 		var qb queryBuilder
 		if sandboxID != "" {
 			qb.add("sandboxID", sandboxID)
@@ -387,31 +391,17 @@ func (c *Client) ListSnapshots(ctx context.Context, sandboxID string) ([]Snapsho
 		if token != "" {
 			qb.add("nextToken", token)
 		}
-		ans, err := c.do(ctx, apiCall{op: op, method: http.MethodGet, path: "/snapshots", rawQuery: qb.String(),
-			idempotent: true, sandboxID: sandboxID}, http.StatusOK)
-		if err != nil {
-			return nil, err
-		}
-		page, err := decode[[]SnapshotInfo](op, ans)
-		if err != nil {
-			return nil, err
-		}
-		for i := range page {
-			if page[i].Names == nil {
-				page[i].Names = []string{}
-			}
-		}
-		all = append(all, page...)
-		token = ans.header.Get("X-Next-Token")
-		if token == "" {
-			return all, nil
-		}
-		if seen[token] {
-			return nil, fmt.Errorf("e2b: %s: E2B repeated a page token", op)
-		}
-		seen[token] = true
+		return apiCall{op: op, method: http.MethodGet, path: "/snapshots", rawQuery: qb.String(), idempotent: true, sandboxID: sandboxID}
+	})
+	if err != nil {
+		return nil, err
 	}
-	return nil, fmt.Errorf("e2b: %s: more than %d pages", op, maxPages)
+	for i := range all {
+		if all[i].Names == nil {
+			all[i].Names = []string{}
+		}
+	}
+	return all, nil
 }
 
 // DeleteSnapshot deletes a snapshot (DELETE /templates/{id}); a 404 matches ErrNotFound.

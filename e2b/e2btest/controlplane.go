@@ -267,6 +267,42 @@ func (s *Server) lookup(team, id string) *Sandbox {
 	return sb
 }
 
+// holdSandbox takes the lifecycle lock of team's sandbox id, so that no pause, resume, checkpoint or kill of it
+// runs meanwhile, and then s.mu, once the sandbox is known to be still the one under id (a kill may have removed
+// it while the lock was awaited). On success it returns with both held: the caller unlocks s.mu, then
+// sb.lifecycle. A missing sandbox is sandboxNotFound, with neither held.
+func (s *Server) holdSandbox(team, id string) (*Sandbox, *apiError) {
+	s.mu.Lock()
+	sb := s.lookup(team, id)
+	s.mu.Unlock()
+	if sb == nil {
+		return nil, sandboxNotFound(id)
+	}
+	sb.lifecycle.Lock()
+	s.mu.Lock()
+	if s.sandboxes[id] != sb {
+		s.mu.Unlock()
+		sb.lifecycle.Unlock()
+		return nil, sandboxNotFound(id)
+	}
+	return sb, nil
+}
+
+// timeoutBody reads the required JSON body {"timeout": seconds} of connect, resume and set-timeout; when
+// propertyRequired, as for connect and set-timeout, E2B's schema refuses a body without the property.
+func timeoutBody(r *http.Request, propertyRequired bool) (*int64, *apiError) {
+	var body struct {
+		Timeout *int64 `json:"timeout"`
+	}
+	if e := decodeBody(r, &body, true); e != nil {
+		return nil, e
+	}
+	if propertyRequired && body.Timeout == nil {
+		return nil, errorf(http.StatusBadRequest, "%s", `Error when parsing request: request body has an error: doesn't match schema: property "timeout" is missing`)
+	}
+	return body.Timeout, nil
+}
+
 // parseTimeout reads an optional timeout in seconds as E2B does for create and fork.
 func (s *Server) parseTimeout(raw *int64) (time.Duration, *apiError) {
 	if raw == nil {
@@ -565,20 +601,12 @@ func (s *Server) handlePause(w http.ResponseWriter, r *http.Request, team, id st
 }
 
 func (s *Server) pause(team, id string) *apiError {
-	s.mu.Lock()
-	sb := s.lookup(team, id)
-	s.mu.Unlock()
-	if sb == nil {
-		return sandboxNotFound(id)
+	sb, e := s.holdSandbox(team, id)
+	if e != nil {
+		return e
 	}
-	sb.lifecycle.Lock()
 	defer sb.lifecycle.Unlock()
-	s.mu.Lock()
-	switch {
-	case s.sandboxes[id] != sb:
-		s.mu.Unlock()
-		return sandboxNotFound(id)
-	case sb.State == StatePaused:
+	if sb.State == StatePaused {
 		s.mu.Unlock()
 		return errorf(http.StatusConflict, "Error pausing sandbox - sandbox '%s' is already paused", id)
 	}
@@ -592,19 +620,11 @@ func (s *Server) pause(team, id string) *apiError {
 // resume brings a paused sandbox back for timeout. It reports whether the sandbox was paused; a running one has
 // its end time extended (never shortened) instead.
 func (s *Server) resume(team, id string, timeout time.Duration, resumeOnly bool) (answer sandboxJSON, resumed bool, e *apiError) {
-	s.mu.Lock()
-	sb := s.lookup(team, id)
-	s.mu.Unlock()
-	if sb == nil {
-		return sandboxJSON{}, false, sandboxNotFound(id)
+	sb, e := s.holdSandbox(team, id)
+	if e != nil {
+		return sandboxJSON{}, false, e
 	}
-	sb.lifecycle.Lock()
 	defer sb.lifecycle.Unlock()
-	s.mu.Lock()
-	if s.sandboxes[id] != sb {
-		s.mu.Unlock()
-		return sandboxJSON{}, false, sandboxNotFound(id)
-	}
 	if sb.State == StateRunning {
 		defer s.mu.Unlock()
 		if resumeOnly {
@@ -628,22 +648,16 @@ func (s *Server) resume(team, id string, timeout time.Duration, resumeOnly bool)
 }
 
 func (s *Server) handleConnect(w http.ResponseWriter, r *http.Request, team, id string) {
-	var body struct {
-		Timeout *int64 `json:"timeout"`
-	}
-	if e := decodeBody(r, &body, true); e != nil {
+	seconds, e := timeoutBody(r, true)
+	if e != nil {
 		writeAPIError(w, e)
 		return
 	}
-	if body.Timeout == nil {
-		writeError(w, http.StatusBadRequest, `Error when parsing request: request body has an error: doesn't match schema: property "timeout" is missing`)
-		return
-	}
-	if *body.Timeout < 0 {
+	if *seconds < 0 {
 		writeError(w, http.StatusBadRequest, "Error when parsing request: request body has an error: doesn't match schema: number must be at least 0")
 		return
 	}
-	timeout, e := s.capTimeout(*body.Timeout)
+	timeout, e := s.capTimeout(*seconds)
 	if e != nil {
 		writeAPIError(w, e)
 		return
@@ -661,14 +675,12 @@ func (s *Server) handleConnect(w http.ResponseWriter, r *http.Request, team, id 
 }
 
 func (s *Server) handleResume(w http.ResponseWriter, r *http.Request, team, id string) {
-	var body struct {
-		Timeout *int64 `json:"timeout"`
-	}
-	if e := decodeBody(r, &body, true); e != nil {
+	seconds, e := timeoutBody(r, false)
+	if e != nil {
 		writeAPIError(w, e)
 		return
 	}
-	timeout, e := s.parseTimeout(body.Timeout)
+	timeout, e := s.parseTimeout(seconds)
 	if e != nil {
 		writeAPIError(w, e)
 		return
@@ -682,19 +694,12 @@ func (s *Server) handleResume(w http.ResponseWriter, r *http.Request, team, id s
 }
 
 func (s *Server) handleTimeout(w http.ResponseWriter, r *http.Request, team, id string) {
-	var body struct {
-		Timeout *int64 `json:"timeout"`
-	}
-	if e := decodeBody(r, &body, true); e != nil {
+	seconds, e := timeoutBody(r, true)
+	if e != nil {
 		writeAPIError(w, e)
 		return
 	}
-	if body.Timeout == nil {
-		writeError(w, http.StatusBadRequest, `Error when parsing request: request body has an error: doesn't match schema: property "timeout" is missing`)
-		return
-	}
-	seconds := max(*body.Timeout, 0)
-	timeout, e := s.capTimeout(seconds)
+	timeout, e := s.capTimeout(max(*seconds, 0))
 	if e != nil {
 		writeAPIError(w, e)
 		return
@@ -979,21 +984,14 @@ func teamSlug(team string) string {
 // consistent, and lets them continue afterwards. It fails with 404 when the sandbox is not running (E2B checkpoints
 // only live sandboxes) and with pausedMsg (409) when it is paused and pausedMsg is set.
 func (s *Server) checkpoint(team, id, dst, pausedMsg string) (*Sandbox, *apiError) {
-	s.mu.Lock()
-	sb := s.lookup(team, id)
-	s.mu.Unlock()
-	if sb == nil {
-		return nil, sandboxNotFound(id)
+	sb, e := s.holdSandbox(team, id)
+	if e != nil {
+		return nil, e
 	}
-	sb.lifecycle.Lock()
 	defer sb.lifecycle.Unlock()
-	s.mu.Lock()
 	state := sb.State
-	current := s.sandboxes[id] == sb
 	s.mu.Unlock()
 	switch {
-	case !current:
-		return nil, sandboxNotFound(id)
 	case state == StatePaused && pausedMsg != "":
 		return nil, errorf(http.StatusConflict, "%s", pausedMsg)
 	case state != StateRunning:

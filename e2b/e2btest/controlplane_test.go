@@ -374,6 +374,41 @@ func TestPauseConnectResume(t *testing.T) {
 	}
 }
 
+// TestTimeoutBodies checks the answers to the bodies of connect, resume and set-timeout that E2B refuses.
+func TestTimeoutBodies(t *testing.T) {
+	s := newCPServer(t, Options{MaxTimeoutHours: 1})
+	id := cpCreate(t, s, cpKeyA, map[string]any{"templateID": "base", "timeout": 600})["sandboxID"].(string)
+	const schema = "Error when parsing request: request body has an error: "
+	tests := []struct {
+		endpoint string
+		body     any
+		status   int
+		msg      string
+	}{
+		{"connect", "", 400, schema + "value is required but missing"},
+		{"connect", `{"timeout":`, 400, "Error when parsing request: unexpected end of JSON input"},
+		{"connect", map[string]any{}, 400, schema + `doesn't match schema: property "timeout" is missing`},
+		{"connect", map[string]any{"timeout": -1}, 400, schema + "doesn't match schema: number must be at least 0"},
+		{"connect", map[string]any{"timeout": 3601}, 400, "Timeout cannot be greater than 1 hours"},
+		{"timeout", "", 400, schema + "value is required but missing"},
+		{"timeout", map[string]any{}, 400, schema + `doesn't match schema: property "timeout" is missing`},
+		{"timeout", map[string]any{"timeout": 3601}, 400, "Timeout cannot be greater than 1 hours"},
+		{"resume", "", 400, schema + "value is required but missing"},
+		{"resume", map[string]any{"timeout": 0}, 400, "Timeout must be greater than 0"},
+		{"resume", map[string]any{}, 409, "Sandbox " + id + " is already running"},
+	}
+	for _, tt := range tests {
+		a := cpCall(t, s, "POST", "/sandboxes/"+id+"/"+tt.endpoint, cpKeyA, tt.body)
+		if code, msg := a.errorBody(t); a.status != tt.status || code != tt.status || msg != tt.msg {
+			t.Errorf("%s %v: %d %d %q, want %d %q", tt.endpoint, tt.body, a.status, code, msg, tt.status, tt.msg)
+		}
+	}
+	// A negative timeout sets the end to now.
+	if a := cpCall(t, s, "POST", "/sandboxes/"+id+"/timeout", cpKeyA, map[string]any{"timeout": -5}); a.status != 204 {
+		t.Fatalf("negative timeout: %d %s", a.status, a.body)
+	}
+}
+
 func TestTimeoutAndExpiry(t *testing.T) {
 	clk := newTestClock()
 	s := newCPServer(t, Options{Now: clk.Now})
