@@ -25,6 +25,7 @@ func TestMissingParameters(t *testing.T) {
 			{"e2b_manage_sandbox", map[string]any{"action": "pause"}, "sandbox_id"},
 			{"e2b_checkpoint_sandbox", nil, "sandbox_id"},
 			{"e2b_delete_checkpoint", map[string]any{}, "checkpoint_id"},
+			{"e2b_set_checkpoint_policy", map[string]any{"every_steps": 2}, "sandbox_id"},
 			{"e2b_fork_sandbox", map[string]any{"count": 2}, "sandbox_id or checkpoint_id"},
 			{"e2b_create_sandbox", map[string]any{"upload_files": []any{map[string]any{"sandbox_path": "/x"}}}, "upload_files[0].session_path"},
 		} {
@@ -59,12 +60,13 @@ func TestUnknownSandbox(t *testing.T) {
 	forEachEra(t, func(t *testing.T, e *env, s *session) {
 		want := "Sandbox 'nosuch' not found in this session. Sandboxes in this session: none"
 		for tool, args := range map[string]map[string]any{
-			"e2b_exec":               {"sandbox_id": "nosuch", "command": "true"},
-			"e2b_read_file":          {"sandbox_id": "nosuch", "path": "a"},
-			"e2b_write_file":         {"sandbox_id": "nosuch", "path": "a", "content": ""},
-			"e2b_manage_sandbox":     {"sandbox_id": "nosuch", "action": "delete"},
-			"e2b_checkpoint_sandbox": {"sandbox_id": "nosuch"},
-			"e2b_fork_sandbox":       {"sandbox_id": "nosuch"},
+			"e2b_exec":                  {"sandbox_id": "nosuch", "command": "true"},
+			"e2b_read_file":             {"sandbox_id": "nosuch", "path": "a"},
+			"e2b_write_file":            {"sandbox_id": "nosuch", "path": "a", "content": ""},
+			"e2b_manage_sandbox":        {"sandbox_id": "nosuch", "action": "delete"},
+			"e2b_checkpoint_sandbox":    {"sandbox_id": "nosuch"},
+			"e2b_fork_sandbox":          {"sandbox_id": "nosuch"},
+			"e2b_set_checkpoint_policy": {"sandbox_id": "nosuch"},
 		} {
 			if got := s.fail(t, tool, args); got != want {
 				t.Errorf("%s: got %q, want %q", tool, got, want)
@@ -99,12 +101,13 @@ func TestOtherSessionsAndOwners(t *testing.T) {
 			for name, s := range map[string]*session{"other session": other, "other owner": bob} {
 				e.emu.ResetRequests()
 				for tool, args := range map[string]map[string]any{
-					"e2b_exec":               {"sandbox_id": id, "command": "touch /tmp/intruder"},
-					"e2b_read_file":          {"sandbox_id": id, "path": "/etc/hostname"},
-					"e2b_write_file":         {"sandbox_id": id, "path": "/tmp/intruder", "content": "x"},
-					"e2b_manage_sandbox":     {"sandbox_id": id, "action": "delete"},
-					"e2b_checkpoint_sandbox": {"sandbox_id": id},
-					"e2b_fork_sandbox":       {"sandbox_id": id},
+					"e2b_exec":                  {"sandbox_id": id, "command": "touch /tmp/intruder"},
+					"e2b_read_file":             {"sandbox_id": id, "path": "/etc/hostname"},
+					"e2b_write_file":            {"sandbox_id": id, "path": "/tmp/intruder", "content": "x"},
+					"e2b_manage_sandbox":        {"sandbox_id": id, "action": "delete"},
+					"e2b_checkpoint_sandbox":    {"sandbox_id": id},
+					"e2b_fork_sandbox":          {"sandbox_id": id},
+					"e2b_set_checkpoint_policy": {"sandbox_id": id, "every_steps": 1},
 				} {
 					got := s.fail(t, tool, args)
 					want := "Sandbox '" + id + "' not found in this session. Sandboxes in this session: none"

@@ -20,7 +20,7 @@ var update = flag.Bool("update", false, "rewrite testdata/tools.golden.json from
 var wantTools = []string{
 	"e2b_create_sandbox", "e2b_exec", "e2b_read_file", "e2b_write_file", "e2b_list_sandboxes",
 	"e2b_manage_sandbox", "e2b_checkpoint_sandbox", "e2b_list_checkpoints", "e2b_fork_sandbox",
-	"e2b_delete_checkpoint",
+	"e2b_delete_checkpoint", "e2b_set_checkpoint_policy",
 }
 
 // listed is what a client sees of the tools, in both protocol eras.
@@ -156,8 +156,14 @@ func TestAnnotationsTruthful(t *testing.T) {
 		"e2b_list_checkpoints":   {true, false, true, false},
 		"e2b_fork_sandbox":       {false, false, false, true},
 		"e2b_delete_checkpoint":  {false, true, true, true},
+		// It changes only the server's record, the same way each time, and asks nothing of E2B.
+		"e2b_set_checkpoint_policy": {false, false, true, false},
 	}
-	for _, st := range All(Deps{}) {
+	all := All(Deps{})
+	if len(all) != len(want) {
+		t.Errorf("%d tools, %d with pinned hints: pin the hints of every tool", len(all), len(want))
+	}
+	for _, st := range all {
 		a := st.Tool.Annotations
 		got := h{*a.ReadOnlyHint, *a.DestructiveHint, *a.IdempotentHint, *a.OpenWorldHint}
 		if got != want[st.Tool.Name] {

@@ -50,7 +50,7 @@ type env struct {
 	deps  Deps
 }
 
-func newEnv(t *testing.T, configure ...func(*Config)) *env {
+func newEnv(t testing.TB, configure ...func(*Config)) *env {
 	t.Helper()
 	emu, err := e2btest.New(e2btest.Options{APIKeys: []string{aliceKey, bobKey}})
 	if err != nil {
@@ -109,12 +109,12 @@ type session struct {
 
 // connect starts an MCP server with the tools and connects a client at protocol version era. A tool-handler
 // middleware puts the caller in the context, as the real server does.
-func (e *env) connect(t *testing.T, era string, caller Caller) *session {
+func (e *env) connect(t testing.TB, era string, caller Caller) *session {
 	t.Helper()
 	return connectDeps(t, e.deps, era, caller)
 }
 
-func connectDeps(t *testing.T, deps Deps, era string, caller Caller) *session {
+func connectDeps(t testing.TB, deps Deps, era string, caller Caller) *session {
 	t.Helper()
 	srv := server.NewMCPServer("e2b-mcp-test", "0.0.0",
 		server.WithRecovery(),
@@ -159,7 +159,7 @@ func connectDeps(t *testing.T, deps Deps, era string, caller Caller) *session {
 }
 
 // callCtx calls a tool and returns the raw result; a protocol-level error fails the test.
-func (s *session) callCtx(ctx context.Context, t *testing.T, name string, args map[string]any, meta *mcp.Meta) *mcp.CallToolResult {
+func (s *session) callCtx(ctx context.Context, t testing.TB, name string, args map[string]any, meta *mcp.Meta) *mcp.CallToolResult {
 	t.Helper()
 	req := mcp.CallToolRequest{}
 	req.Params.Name = name
@@ -172,19 +172,19 @@ func (s *session) callCtx(ctx context.Context, t *testing.T, name string, args m
 	return res
 }
 
-func (s *session) call(t *testing.T, name string, args map[string]any) *mcp.CallToolResult {
+func (s *session) call(t testing.TB, name string, args map[string]any) *mcp.CallToolResult {
 	t.Helper()
 	return s.callCtx(context.Background(), t, name, args, nil)
 }
 
 // ok calls a tool that must succeed and returns its structured result, after checking that the text content is
 // the same JSON.
-func (s *session) ok(t *testing.T, name string, args map[string]any) map[string]any {
+func (s *session) ok(t testing.TB, name string, args map[string]any) map[string]any {
 	t.Helper()
 	return mustOK(t, name, s.call(t, name, args))
 }
 
-func mustOK(t *testing.T, name string, res *mcp.CallToolResult) map[string]any {
+func mustOK(t testing.TB, name string, res *mcp.CallToolResult) map[string]any {
 	t.Helper()
 	if res.IsError {
 		t.Fatalf("%s failed: %s", name, resultText(res))

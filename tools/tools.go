@@ -3,7 +3,7 @@ package tools
 import "github.com/mark3labs/mcp-go/server"
 
 // All is every tool of e2b-mcp, in the order clients list them: the six of the capability spec, then
-// checkpoints and forks.
+// checkpoints, forks and the per-sandbox checkpoint policy.
 func All(d Deps) []server.ServerTool {
 	b := newBase(d)
 	return []server.ServerTool{
@@ -17,6 +17,7 @@ func All(d Deps) []server.ServerTool {
 		listCheckpoints{b}.serverTool(),
 		forkSandbox{b}.serverTool(),
 		deleteCheckpoint{b}.serverTool(),
+		setCheckpointPolicy{b}.serverTool(),
 	}
 }
 
