@@ -3,7 +3,6 @@ package cli
 import (
 	"context"
 	"fmt"
-	"text/tabwriter"
 	"time"
 
 	"github.com/e2b-mcp/e2b-mcp/policy"
@@ -48,8 +47,7 @@ func runApprove(_ context.Context, a *app, args []string) error {
 		fmt.Fprintln(a.stdout, "No calls are waiting for approval.")
 		return nil
 	}
-	tw := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "ID\tSTATUS\tOWNER\tSESSION\tEXPIRES\tCALL")
+	tw := newTable(a.stdout, "ID\tSTATUS\tOWNER\tSESSION\tEXPIRES\tCALL")
 	for _, p := range pending {
 		status := "waiting"
 		if p.Approved {

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"text/tabwriter"
 	"time"
 
 	"github.com/e2b-mcp/e2b-mcp/audit"
@@ -82,8 +81,7 @@ func runAudit(_ context.Context, a *app, args []string) error {
 		fmt.Fprintln(a.stderr, "No audit entries match.")
 		return nil
 	}
-	tw := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "TIME\tOWNER\tSESSION\tTOOL\tDECISION\tRULE\tOUTCOME\tMS\tSANDBOX\tARGS")
+	tw := newTable(a.stdout, "TIME\tOWNER\tSESSION\tTOOL\tDECISION\tRULE\tOUTCOME\tMS\tSANDBOX\tARGS")
 	for _, e := range entries {
 		args := "{}"
 		if len(e.Args) > 0 {

@@ -82,6 +82,19 @@ func (e *e2bFlags) apiBase() string {
 	return "https://api." + e2b.DefaultDomain
 }
 
+// parseOwner parses the flags of an auth subcommand, which takes no arguments, and names the owner it acts for:
+// --owner (added by ownerFlag as ownerOpt), or the OS user.
+func (a *app) parseOwner(f *flags, ownerOpt *string, args []string) (string, error) {
+	rest, err := a.parse(f, args)
+	if err != nil {
+		return "", err
+	}
+	if err := f.wantArgs(rest, 0, 0); err != nil {
+		return "", err
+	}
+	return a.owner(*ownerOpt)
+}
+
 func runAuthLogin(ctx context.Context, a *app, args []string) error {
 	f := newFlags("auth login", "[--owner NAME] [--domain D | --api-url URL] [--no-verify]",
 		"Store an E2B API key (e2b_...) in the OS keyring for an owner. The key is read from the terminal\n"+
@@ -90,14 +103,7 @@ func runAuthLogin(ctx context.Context, a *app, args []string) error {
 	ownerOpt := ownerFlag(f, "owner (keyring account) the key belongs to")
 	loc := a.addE2BFlags(f, false)
 	noVerify := f.Bool("no-verify", false, "store the key even if E2B cannot be reached to check it")
-	rest, err := a.parse(f, args)
-	if err != nil {
-		return err
-	}
-	if err := f.wantArgs(rest, 0, 0); err != nil {
-		return err
-	}
-	owner, err := a.owner(*ownerOpt)
+	owner, err := a.parseOwner(f, ownerOpt, args)
 	if err != nil {
 		return err
 	}
@@ -194,14 +200,7 @@ func (a *app) readKey(owner string) (string, error) {
 func runAuthStatus(_ context.Context, a *app, args []string) error {
 	f := newFlags("auth status", "[--owner NAME]", "Say whether an E2B API key is stored for an owner. Exit status 1 when none is.")
 	ownerOpt := ownerFlag(f, "owner (keyring account)")
-	rest, err := a.parse(f, args)
-	if err != nil {
-		return err
-	}
-	if err := f.wantArgs(rest, 0, 0); err != nil {
-		return err
-	}
-	owner, err := a.owner(*ownerOpt)
+	owner, err := a.parseOwner(f, ownerOpt, args)
 	if err != nil {
 		return err
 	}
@@ -220,14 +219,7 @@ func runAuthStatus(_ context.Context, a *app, args []string) error {
 func runAuthLogout(_ context.Context, a *app, args []string) error {
 	f := newFlags("auth logout", "[--owner NAME]", "Remove an owner's E2B API key from the OS keyring.")
 	ownerOpt := ownerFlag(f, "owner (keyring account)")
-	rest, err := a.parse(f, args)
-	if err != nil {
-		return err
-	}
-	if err := f.wantArgs(rest, 0, 0); err != nil {
-		return err
-	}
-	owner, err := a.owner(*ownerOpt)
+	owner, err := a.parseOwner(f, ownerOpt, args)
 	if err != nil {
 		return err
 	}

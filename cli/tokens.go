@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"text/tabwriter"
 
 	"github.com/e2b-mcp/e2b-mcp/credentials"
 )
@@ -60,6 +59,21 @@ func (a *app) tokensPath(flagValue string) (string, error) {
 	return filepath.Join(dir, "tokens.json"), nil
 }
 
+// parseTokens parses the flags of a tokens subcommand that takes between min and max arguments, and names the
+// tokens file it works on (see tokensPath).
+func (a *app) parseTokens(f *flags, file *string, args []string, min, max int) (rest []string, path string, err error) {
+	if rest, err = a.parse(f, args); err != nil {
+		return nil, "", err
+	}
+	if err := f.wantArgs(rest, min, max); err != nil {
+		return nil, "", err
+	}
+	if path, err = a.tokensPath(*file); err != nil {
+		return nil, "", err
+	}
+	return rest, path, nil
+}
+
 // readTokensOrEmpty reads the tokens file; a missing file has no tokens yet.
 func readTokensOrEmpty(path string) ([]credentials.TokenEntry, error) {
 	entries, err := credentials.ReadTokenFile(path)
@@ -109,15 +123,7 @@ func runTokensAdd(_ context.Context, a *app, args []string) error {
 
 func runTokensList(_ context.Context, a *app, args []string) error {
 	f := newFlags("tokens list", "[--tokens-file FILE]", "List the tokens in the tokens file (IDs and owners; never the tokens).")
-	file := a.tokensFileFlag(f)
-	rest, err := a.parse(f, args)
-	if err != nil {
-		return err
-	}
-	if err := f.wantArgs(rest, 0, 0); err != nil {
-		return err
-	}
-	path, err := a.tokensPath(*file)
+	_, path, err := a.parseTokens(f, a.tokensFileFlag(f), args, 0, 0)
 	if err != nil {
 		return err
 	}
@@ -129,8 +135,7 @@ func runTokensList(_ context.Context, a *app, args []string) error {
 		fmt.Fprintf(a.stdout, "No tokens in %s. Add one with `e2b-mcp tokens add OWNER`.\n", path)
 		return nil
 	}
-	tw := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "ID\tOWNER\tCREATED")
+	tw := newTable(a.stdout, "ID\tOWNER\tCREATED")
 	plain := 0
 	for _, e := range entries {
 		created := "-"
@@ -156,15 +161,7 @@ func runTokensRevoke(_ context.Context, a *app, args []string) error {
 	f := newFlags("tokens revoke", "ID|OWNER|TOKEN [--tokens-file FILE]",
 		"Remove a token by its ID, every token of an owner, or the token given itself. A running server\n"+
 			"refuses the token at once.")
-	file := a.tokensFileFlag(f)
-	rest, err := a.parse(f, args)
-	if err != nil {
-		return err
-	}
-	if err := f.wantArgs(rest, 1, 1); err != nil {
-		return err
-	}
-	path, err := a.tokensPath(*file)
+	rest, path, err := a.parseTokens(f, a.tokensFileFlag(f), args, 1, 1)
 	if err != nil {
 		return err
 	}

@@ -175,44 +175,26 @@ func (s *Store) Sandbox(owner, id string) (SandboxRecord, error) {
 
 // SessionSandboxes returns the owner's sandboxes in session, sorted by Created (then ID).
 func (s *Store) SessionSandboxes(owner, session string) ([]SandboxRecord, error) {
-	var out []SandboxRecord
-	err := s.view(func(tx *bolt.Tx) error {
-		b, err := s.bucket(tx, bucketSandboxes)
-		if err != nil {
-			return err
-		}
-		return forOwner(b, owner, func(k, v []byte) error {
-			var rec sandboxV1
-			if err := s.decode(bucketSandboxes, k, v, &rec); err != nil {
-				return err
-			}
-			if rec.Session != session {
-				return nil // not decrypted: tokens of other sessions are not needed
-			}
-			r, err := s.sandboxFrom(tx, k, owner, string(k[len(owner)+1:]), rec)
-			if err != nil {
-				return err
-			}
-			out = append(out, r)
-			return nil
-		})
-	})
-	if err != nil {
-		return nil, err
-	}
-	sortSandboxes(out)
-	return out, nil
+	ofOwner := func(b *bolt.Bucket, visit func(k, v []byte) error) error { return forOwner(b, owner, visit) }
+	return s.sandboxes(ofOwner, func(rec sandboxV1) bool { return rec.Session == session })
 }
 
 // AllSandboxes returns every owner's records, sorted by owner, then Created, then ID.
 func (s *Store) AllSandboxes() ([]SandboxRecord, error) {
+	return s.sandboxes((*bolt.Bucket).ForEach, func(sandboxV1) bool { return true })
+}
+
+// sandboxes reads the records that walk visits in the sandboxes bucket and keep accepts, sorted by owner, then
+// Created, then ID. keep sees a record before its envd token is decrypted: the tokens of records it skips are
+// never needed.
+func (s *Store) sandboxes(walk func(b *bolt.Bucket, visit func(k, v []byte) error) error, keep func(sandboxV1) bool) ([]SandboxRecord, error) {
 	var out []SandboxRecord
 	err := s.view(func(tx *bolt.Tx) error {
 		b, err := s.bucket(tx, bucketSandboxes)
 		if err != nil {
 			return err
 		}
-		return b.ForEach(func(k, v []byte) error {
+		return walk(b, func(k, v []byte) error {
 			owner, id, ok := splitKey(k)
 			if !ok {
 				return fmt.Errorf("%w: %s: malformed sandbox key %q", ErrUnusable, s.path, k)
@@ -220,6 +202,9 @@ func (s *Store) AllSandboxes() ([]SandboxRecord, error) {
 			var rec sandboxV1
 			if err := s.decode(bucketSandboxes, k, v, &rec); err != nil {
 				return err
+			}
+			if !keep(rec) {
+				return nil
 			}
 			r, err := s.sandboxFrom(tx, k, owner, id, rec)
 			if err != nil {
