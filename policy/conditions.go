@@ -23,12 +23,14 @@ const (
 	toolListCheckpoints  = "e2b_list_checkpoints"
 	toolForkSandbox      = "e2b_fork_sandbox"
 	toolDeleteCheckpoint = "e2b_delete_checkpoint"
+	toolCheckpointPolicy = "e2b_set_checkpoint_policy"
 )
 
 func toolNames() []string {
 	return []string{
 		toolCreateSandbox, toolExec, toolReadFile, toolWriteFile, toolListSandboxes,
 		toolManageSandbox, toolCheckpoint, toolListCheckpoints, toolForkSandbox, toolDeleteCheckpoint,
+		toolCheckpointPolicy,
 	}
 }
 
