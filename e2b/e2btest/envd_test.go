@@ -31,20 +31,11 @@ import (
 
 const envdTestKey = "e2b_0a1b2c3d4e5f60718293"
 
+// envdServer is an emulator for the envd tests, made as for the control plane's: New refuses to start one that
+// cannot isolate sandbox processes.
 func envdServer(t *testing.T, opts Options) *Server {
 	t.Helper()
-	if opts.ExpiryInterval == 0 {
-		opts.ExpiryInterval = -1
-	}
-	s, err := New(opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := s.envd.isolationError(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(s.Close)
-	return s
+	return newCPServer(t, opts)
 }
 
 // envdBox is a sandbox of a test emulator, reached over raw HTTP.
