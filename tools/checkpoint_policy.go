@@ -35,9 +35,9 @@ type checkpointPolicyResult struct {
 type setCheckpointPolicy struct{ *base }
 
 func (t setCheckpointPolicy) serverTool() server.ServerTool {
-	const desc = "Show or change the automatic checkpoint policy of one sandbox. every_steps N makes the server take " +
+	const desc = "Show or change the automatic checkpoint policy of one sandbox. With every_steps N the server takes " +
 		"a checkpoint each time the sandbox's step count (its e2b_exec and e2b_write_file calls) reaches a multiple " +
-		"of N (0: never); on_pause makes it take one before each pause with e2b_manage_sandbox. The fields given " +
+		"of N (0: never); with on_pause it takes one before each pause with e2b_manage_sandbox. The fields given " +
 		"change the sandbox's own policy, starting from the one in force, and the others keep their value; reset " +
 		"drops the sandbox's own policy so that the session's applies again; with no field the policy is only " +
 		"shown. source says whose policy is in force. Forks of the sandbox inherit its own policy."
