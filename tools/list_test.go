@@ -1,12 +1,15 @@
 package tools
 
 import (
+	"bytes"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/e2b-mcp/e2b-mcp/e2b/e2btest"
 	"github.com/e2b-mcp/e2b-mcp/lifecycle"
+	"github.com/e2b-mcp/e2b-mcp/state"
 )
 
 func TestListSandboxes(t *testing.T) {
@@ -82,5 +85,61 @@ func TestListWhenE2BUnreachable(t *testing.T) {
 				t.Fatal("the key leaked into the warning")
 			}
 		})
+	}
+}
+
+// BenchmarkListSandboxes1000 is e2b_list_sandboxes through an MCP client for a session of 1,000 sandboxes, all
+// running and recorded, so that the reconcile inside it lists them at E2B (ten pages), finds every one known and
+// writes nothing. The emulator's work is in the figures too: it runs in this process.
+func BenchmarkListSandboxes1000(b *testing.B) {
+	const n = 1000
+	emu, err := e2btest.New(e2btest.Options{APIKeys: []string{aliceKey}, NoRecording: true, ExpiryInterval: -1})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(emu.Close)
+	st, err := state.Open(b.TempDir(), state.Options{Keys: state.StaticKeySource(bytes.Repeat([]byte{7}, 32))})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { st.Close() })
+	call := Caller{Owner: "alice", Session: "main"}
+	// Made at the emulator and recorded directly, as the create tool would leave them, which is far quicker.
+	for i := range n {
+		title := fmt.Sprintf("sandbox %d", i)
+		sb, err := emu.CreateSandbox(aliceKey, e2btest.SandboxOptions{
+			Secure: true, Timeout: time.Hour, Metadata: lifecycle.Metadata(call.Owner, call.Session, title),
+		})
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := st.PutSandbox(state.SandboxRecord{
+			ID: sb.ID, Owner: call.Owner, Session: call.Session, Title: title, Template: sb.TemplateID,
+			EnvdVersion: sb.EnvdVersion, AccessToken: sb.AccessToken, State: state.StateRunning,
+			Created: sb.StartedAt, TimeoutSeconds: 3600,
+		}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	s := connectDeps(b, Deps{
+		Clients: keyedClients{url: emu.URL(), keys: map[string]string{call.Owner: aliceKey}},
+		Store:   st,
+	}, eras[0], call)
+
+	res := s.ok(b, "e2b_list_sandboxes", nil)
+	if num(res["count"]) != n || res["warning"] != nil {
+		b.Fatalf("listed %v sandboxes (warning %v), want %d", res["count"], res["warning"], n)
+	}
+	for _, x := range res["sandboxes"].([]any) {
+		if got := x.(map[string]any)["state"]; got != state.StateRunning {
+			b.Fatalf("a sandbox is listed %v after reconcile: %v", got, x)
+		}
+	}
+
+	b.ReportAllocs()
+	for b.Loop() {
+		if res := s.call(b, "e2b_list_sandboxes", nil); res.IsError {
+			b.Fatal(resultText(res))
+		}
 	}
 }
