@@ -1,8 +1,12 @@
 package tools
 
 import (
+	"context"
 	"strings"
+	"sync"
 	"testing"
+
+	"github.com/mark3labs/mcp-go/mcp"
 
 	"github.com/e2b-mcp/e2b-mcp/state"
 )
@@ -176,4 +180,39 @@ func TestSetCheckpointPolicyOtherOwners(t *testing.T) {
 			s.setPolicy(t, map[string]any{"sandbox_id": id, "every_steps": 3}, 3, false, "sandbox")
 		})
 	}
+}
+
+// TestSetCheckpointPolicyConcurrent: two calls at once changing different fields both take effect, whichever
+// lands first, since each starts from the record as the other left it.
+func TestSetCheckpointPolicyConcurrent(t *testing.T) {
+	forEachEra(t, func(t *testing.T, e *env, s *session) {
+		id := s.createSandbox(t, nil)
+		for round := range 5 {
+			every := round + 1
+			errs := make(chan string, 2)
+			var wg sync.WaitGroup
+			for _, args := range []map[string]any{
+				{"sandbox_id": id, "every_steps": every},
+				{"sandbox_id": id, "on_pause": round%2 == 0},
+			} {
+				wg.Go(func() {
+					req := mcp.CallToolRequest{}
+					req.Params.Name, req.Params.Arguments = "e2b_set_checkpoint_policy", args
+					res, err := s.c.CallTool(context.Background(), req)
+					switch {
+					case err != nil:
+						errs <- err.Error()
+					case res.IsError:
+						errs <- resultText(res)
+					}
+				})
+			}
+			wg.Wait()
+			close(errs)
+			for msg := range errs {
+				t.Fatalf("round %d: %s", round, msg)
+			}
+			s.setPolicy(t, map[string]any{"sandbox_id": id}, every, round%2 == 0, "sandbox")
+		}
+	})
 }
