@@ -1,0 +1,43 @@
+package main
+
+import (
+	"bytes"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// The demo runs a whole session against the local backend of a freshly built binary and prints every call.
+func TestDemoRunsWholeSession(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the binary and runs a session")
+	}
+	bin := filepath.Join(t.TempDir(), "e2b-mcp")
+	if out, err := exec.Command("go", "build", "-o", bin, "../..").CombinedOutput(); err != nil {
+		t.Fatalf("building the binary: %v\n%s", err, out)
+	}
+	var out bytes.Buffer
+	if err := run(bin, false, false, &out); err != nil {
+		t.Fatalf("demo: %v\n%s", err, out.String())
+	}
+	got := out.String()
+	for _, want := range []string{
+		"e2b_create_sandbox", "e2b_checkpoint_sandbox", "e2b_fork_sandbox",
+		`"stdout": "2\n3\n5\n7\n11\n13\n17\n19\n23\n29\n"`, // the primes script ran in the sandbox
+		"Sandbox 'sbx-does-not-exist' not found",
+		"the server asks the human", // delete needs approval under the built-in policy
+		"demo finished",
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("the demo's output lacks %q:\n%s", want, got)
+		}
+	}
+}
+
+func TestDemoNeedsTheBinary(t *testing.T) {
+	var out bytes.Buffer
+	if err := run(filepath.Join(t.TempDir(), "missing"), false, false, &out); err == nil || !strings.Contains(err.Error(), "make build") {
+		t.Fatalf("run without a binary: %v", err)
+	}
+}
