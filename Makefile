@@ -7,7 +7,7 @@ GOFILES   = $(shell find . -name '*.go' -not -path './tests/js/node_modules/*' -
 KEYRING  := tests/with-keyring.sh
 JS_DEPS  := tests/js/node_modules/.package-lock.json
 
-.PHONY: all build test fmt-check vet lint demo bench clean
+.PHONY: all build test fmt-check vet lint demo bench clean prereqs-demo prereqs-test
 
 all: build
 
@@ -21,12 +21,19 @@ fmt-check:
 vet:
 	$(GO) vet ./...
 
+# What the demo and the tests need, installed when it can be (scripts/prereqs.sh says what it does and why).
+prereqs-demo:
+	@scripts/prereqs.sh demo
+
+prereqs-test:
+	@scripts/prereqs.sh test
+
 # The TypeScript SDK client the end-to-end tests drive; npm ci reinstalls it when the lock file changes.
 $(JS_DEPS): tests/js/package-lock.json tests/js/package.json
 	cd tests/js && npm ci --no-audit --no-fund
 
 # -count=1: the end-to-end tests build the binary from every package, which go test's result cache cannot see.
-test: fmt-check vet $(JS_DEPS)
+test: prereqs-test fmt-check vet $(JS_DEPS)
 	$(KEYRING) $(GO) test -race -count=1 -timeout 6m ./...
 
 lint: fmt-check vet
@@ -34,10 +41,10 @@ lint: fmt-check vet
 	else echo "staticcheck not installed; ran gofmt and go vet only (go install honnef.co/go/tools/cmd/staticcheck@latest)"; fi
 
 # A real session of tool calls against the local backend (sandboxes on this machine; no E2B account, no keyring).
-demo: build
+demo: prereqs-demo build
 	$(GO) run ./examples/demo -bin $(BIN)
 
-bench: $(JS_DEPS)
+bench: prereqs-test $(JS_DEPS)
 	$(KEYRING) $(GO) test -run '^$$' -bench . -benchmem -timeout 20m ./...
 
 clean:

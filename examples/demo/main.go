@@ -13,7 +13,9 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"runtime"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/mark3labs/mcp-go/client"
@@ -53,7 +55,12 @@ func (c consent) Elicit(_ context.Context, req mcp.ElicitationRequest) (*mcp.Eli
 	return &mcp.ElicitationResult{ElicitationResponse: mcp.ElicitationResponse{Action: mcp.ElicitationResponseActionAccept, Content: content}}, nil
 }
 
-func run(bin string, keep, verbose bool, out io.Writer) error {
+func run(bin string, keep, verbose bool, out io.Writer) (err error) {
+	if runtime.GOOS != "linux" {
+		return fmt.Errorf("the local backend runs sandboxes with bubblewrap, which needs Linux (this is %s); "+
+			"connect your E2B key with `e2b-mcp auth login` and use the real backend (`e2b-mcp serve`), "+
+			"or run the demo in a Linux VM or container", runtime.GOOS)
+	}
 	if _, err := os.Stat(bin); err != nil {
 		return fmt.Errorf("%w (build it with `make build`)", err)
 	}
@@ -69,10 +76,20 @@ func run(bin string, keep, verbose bool, out io.Writer) error {
 
 	args := []string{"serve", "--backend", "local", "--session", "demo", "--state-dir", dir + "/state", "--storage-root", dir}
 	fmt.Fprintf(out, "$ %s %s\n\n", bin, strings.Join(args, " "))
-	stderr := io.Discard
+	// The server's stderr is kept (its end) so that a failure shows the server's own words, not only what the
+	// client saw (a closed transport).
+	serverLog := &lastBytes{max: 4096}
+	var stderr io.Writer = serverLog
 	if verbose {
-		stderr = os.Stderr
+		stderr = io.MultiWriter(os.Stderr, serverLog)
 	}
+	defer func() {
+		if err != nil {
+			if said := strings.TrimSpace(serverLog.String()); said != "" {
+				err = fmt.Errorf("%w\nthe server said:\n%s", err, said)
+			}
+		}
+	}()
 	tr := transport.NewStdioWithOptions(bin, nil, args, transport.WithCommandFunc(
 		func(_ context.Context, command string, env, args []string) (*exec.Cmd, error) {
 			cmd := exec.Command(command, args...)
@@ -153,6 +170,29 @@ for ((n = 2; n <= $1; n++)); do
   echo "$n"
 done
 `
+
+// lastBytes keeps the last max bytes written to it; the server writes from its own goroutine.
+type lastBytes struct {
+	mu  sync.Mutex
+	max int
+	buf []byte
+}
+
+func (b *lastBytes) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.buf = append(b.buf, p...)
+	if over := len(b.buf) - b.max; over > 0 {
+		b.buf = append(b.buf[:0], b.buf[over:]...)
+	}
+	return len(p), nil
+}
+
+func (b *lastBytes) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return string(b.buf)
+}
 
 // session prints each call and its answer; the first protocol error stops the rest.
 type session struct {

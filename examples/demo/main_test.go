@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -32,6 +33,20 @@ func TestDemoRunsWholeSession(t *testing.T) {
 		if !strings.Contains(got, want) {
 			t.Errorf("the demo's output lacks %q:\n%s", want, got)
 		}
+	}
+}
+
+// A server that fails at start shows its own error, not only the client's "transport closed".
+func TestDemoShowsTheServersError(t *testing.T) {
+	bin := filepath.Join(t.TempDir(), "e2b-mcp")
+	script := "#!/bin/sh\necho 'e2btest: bubblewrap (/usr/bin/bwrap) is not installed; install the bubblewrap package' >&2\nexit 1\n"
+	if err := os.WriteFile(bin, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	err := run(bin, false, false, &out)
+	if err == nil || !strings.Contains(err.Error(), "install the bubblewrap package") {
+		t.Fatalf("run with a server that fails at start: %v", err)
 	}
 }
 

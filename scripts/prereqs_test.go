@@ -1,0 +1,147 @@
+// Package scripts holds the tests of the repository's shell scripts.
+package scripts
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"os/user"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// pathWithout makes a folder of links to every program on this machine's PATH except the named ones, and
+// returns it as a PATH, so the script sees a machine where those programs were never installed. Extra programs
+// (name → shell script) stand in for the system's own where a test needs a different machine (uname on macOS).
+func pathWithout(t *testing.T, drop []string, extra map[string]string) string {
+	t.Helper()
+	dir := openTempDir(t)
+	skip := map[string]bool{}
+	for _, name := range drop {
+		skip[name] = true
+	}
+	for name, script := range extra {
+		skip[name] = true
+		if err := os.WriteFile(filepath.Join(dir, name), []byte("#!/bin/sh\n"+script+"\n"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, from := range filepath.SplitList(os.Getenv("PATH") + ":/usr/local/go/bin:/usr/bin:/bin:/usr/sbin:/sbin") {
+		entries, _ := os.ReadDir(from)
+		for _, e := range entries {
+			if skip[e.Name()] {
+				continue
+			}
+			link := filepath.Join(dir, e.Name())
+			if _, err := os.Lstat(link); err == nil {
+				continue // the first folder on PATH wins, as in a shell
+			}
+			_ = os.Symlink(filepath.Join(from, e.Name()), link)
+		}
+	}
+	return dir
+}
+
+// runPrereqs runs scripts/prereqs.sh TARGET with the given PATH as an unprivileged user without sudo, and returns
+// its exit code and what it printed. It fails the test if the script takes more than a few seconds: a newcomer
+// without rights must be told at once what to run.
+func runPrereqs(t *testing.T, target, path string) (int, string) {
+	t.Helper()
+	if os.Getuid() != 0 {
+		t.Skip("runs the script as the user nobody, which needs root")
+	}
+	nobody, err := user.Lookup("nobody")
+	if err != nil {
+		t.Skip("no user nobody on this machine")
+	}
+	script, err := filepath.Abs("prereqs.sh")
+	if err != nil {
+		t.Fatal(err)
+	}
+	home := openTempDir(t)
+	if err := os.Chmod(home, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "runuser", "-u", nobody.Username, "--", "/bin/sh", script, target)
+	cmd.Env = []string{"PATH=" + path, "HOME=" + home, "GOCACHE=" + filepath.Join(home, "cache"), "GOTOOLCHAIN=local"}
+	start := time.Now()
+	out, err := cmd.CombinedOutput()
+	if elapsed := time.Since(start); elapsed > 10*time.Second {
+		t.Errorf("prereqs.sh %s took %v as a user without sudo; it must stop at once", target, elapsed)
+	}
+	if ctx.Err() != nil {
+		t.Fatalf("prereqs.sh %s did not finish: %s", target, out)
+	}
+	code := 0
+	if exit, ok := err.(*exec.ExitError); ok {
+		code = exit.ExitCode()
+	} else if err != nil {
+		t.Fatal(err)
+	}
+	return code, string(out)
+}
+
+// openTempDir is a temporary folder the user nobody can reach (t.TempDir's parents are root's alone).
+func openTempDir(t *testing.T) string {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "e2b-mcp-prereqs-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	if err := os.Chmod(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+func requireApt(t *testing.T) {
+	if _, err := exec.LookPath("apt-get"); err != nil {
+		t.Skip("the commands checked here are apt-get's; this machine has none")
+	}
+}
+
+// Without bubblewrap and without sudo, the demo stops at once and names the one command that installs it.
+func TestPrereqsDemoWithoutBubblewrapNamesTheCommand(t *testing.T) {
+	requireApt(t)
+	code, out := runPrereqs(t, "demo", pathWithout(t, []string{"bwrap", "sudo"}, nil))
+	want := "run: sudo apt-get update && sudo apt-get install -y --no-install-recommends bubblewrap\n"
+	if code == 0 || !strings.Contains(out, want) {
+		t.Fatalf("exit %d, output:\n%s\nwant it to fail and contain %q", code, out, want)
+	}
+}
+
+// The tests need more than the demo; every missing package is in the one command, each once.
+func TestPrereqsTestNamesEveryMissingPackageOnce(t *testing.T) {
+	requireApt(t)
+	drop := []string{"sudo", "bwrap", "gnome-keyring-daemon", "secret-tool", "dbus-run-session", "dbus-send"}
+	code, out := runPrereqs(t, "test", pathWithout(t, drop, nil))
+	want := "sudo apt-get install -y --no-install-recommends bubblewrap dbus gnome-keyring libsecret-tools\n"
+	if code == 0 || !strings.Contains(out, want) {
+		t.Fatalf("exit %d, output:\n%s\nwant it to fail and contain %q", code, out, want)
+	}
+}
+
+// With everything there, the script passes without asking for anything.
+func TestPrereqsPassWhenAllIsInstalled(t *testing.T) {
+	for _, program := range []string{"bwrap", "node", "npm", "dbus-run-session", "gnome-keyring-daemon", "secret-tool"} {
+		if _, err := exec.LookPath(program); err != nil {
+			t.Skipf("%s is not installed here", program)
+		}
+	}
+	if code, out := runPrereqs(t, "test", pathWithout(t, []string{"sudo"}, nil)); code != 0 {
+		t.Fatalf("exit %d with everything installed:\n%s", code, out)
+	}
+}
+
+// On macOS the demo says what to do instead of failing inside.
+func TestPrereqsDemoOnMacOSSaysWhatToDoInstead(t *testing.T) {
+	code, out := runPrereqs(t, "demo", pathWithout(t, nil, map[string]string{"uname": "echo Darwin"}))
+	if code == 0 || !strings.Contains(out, "needs Linux") || !strings.Contains(out, "e2b-mcp auth login") {
+		t.Fatalf("exit %d, output:\n%s", code, out)
+	}
+}
