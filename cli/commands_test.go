@@ -135,6 +135,29 @@ rules:
 	if r.code != exitOK || !strings.Contains(r.stdout, "decision: deny") || !strings.Contains(r.stdout, "no-base") {
 		t.Errorf("explain with a default template: %d\n%s%s", r.code, r.stdout, r.stderr)
 	}
+	// explain judges and shows the paths the sandbox will use: a relative path is under /home/user, and with the
+	// server's storage root every file a directory upload writes is judged.
+	pathRules := filepath.Join(dir, "paths.yaml")
+	os.WriteFile(pathRules, []byte(`default_action: allow
+rules:
+  - id: no-etc
+    when: { path: "/etc/**" }
+    then: { decision: deny, reason: system files }
+  - id: no-authorized-keys
+    when: { path: "**/authorized_keys" }
+    then: { decision: deny, reason: ssh access }
+`), 0o600)
+	r = e.run(t, "", "policy", "explain", pathRules, "e2b_read_file", `{"sandbox_id":"x","path":"../../etc/passwd"}`)
+	if r.code != exitOK || !strings.Contains(r.stdout, "decision: deny") || !strings.Contains(r.stdout, `paths:    "/etc/passwd"`) {
+		t.Errorf("explain with a relative path: %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	root := filepath.Join(dir, "root")
+	os.MkdirAll(filepath.Join(root, ".ssh"), 0o700)
+	os.WriteFile(filepath.Join(root, ".ssh", "authorized_keys"), []byte("ssh-ed25519 AAAA"), 0o600)
+	r = e.run(t, "", "policy", "explain", pathRules, "e2b_create_sandbox", `{"upload_files":[{"session_path":".ssh"}]}`, "--storage-root", root)
+	if r.code != exitOK || !strings.Contains(r.stdout, "no-authorized-keys") || !strings.Contains(r.stdout, `"/home/user/.ssh/authorized_keys"`) {
+		t.Errorf("explain of a directory upload: %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
 }
 
 func TestApproveCommand(t *testing.T) {

@@ -66,7 +66,11 @@ func runPolicyCheck(_ context.Context, a *app, args []string) error {
 }
 
 func runPolicyExplain(_ context.Context, a *app, args []string) error {
-	f := newFlags("policy explain", "FILE TOOL ARGS_JSON", "Show which rule of a policy decides a call, and why.")
+	f := newFlags("policy explain", "FILE TOOL ARGS_JSON [--storage-root DIR]...", "Show which rule of a policy decides a call, and why.\n"+
+		"Paths are shown and judged as the sandbox resolves them (relative to /home/user); give serve's\n"+
+		"--storage-root to see every file an upload_files entry would write.")
+	var roots stringList
+	f.Var(&roots, "storage-root", "storage root of the server, as given to serve (repeatable)")
 	rest, err := a.parse(f, args)
 	if err != nil {
 		return err
@@ -89,7 +93,7 @@ func runPolicyExplain(_ context.Context, a *app, args []string) error {
 		}
 	}
 	// Judge the call as the server would: with the tools' defaults for the parameters it leaves out.
-	call.Args = server.EffectiveArgs(tools.Config{}, call.Tool, call.Args)
+	call.Args = server.EffectiveArgs(tools.Config{StorageRoots: roots}, call.Tool, call.Args)
 	fmt.Fprint(a.stdout, policy.Explain(p, call))
 	return nil
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"path"
+	"path/filepath"
 	"strconv"
 	"strings"
 )
@@ -293,21 +294,60 @@ func callTimeoutSeconds(c Call) (float64, bool) {
 	return 0, false
 }
 
-// callPaths returns the sandbox paths a call touches, cleaned: the policy decides on
-// the file the sandbox will open, so "/home/user/../../etc/passwd" is "/etc/passwd".
+// SandboxHome is the home directory of the sandbox's user ("user"), against which envd resolves every path that
+// is not absolute.
+const SandboxHome = "/home/user"
+
+// SandboxPath returns the absolute, clean path the sandbox uses for p, resolved as envd resolves it: "" is the
+// home directory, "~" and "~/x" expand to it, and a relative path is joined to it. So "../../etc/passwd" is
+// "/etc/passwd", and a rule on "/etc/**" sees the file the call will really open.
+func SandboxPath(p string) string {
+	if p == "~" || strings.HasPrefix(p, "~/") {
+		return path.Join(SandboxHome, p[1:])
+	}
+	if !path.IsAbs(p) {
+		return path.Join(SandboxHome, p)
+	}
+	return path.Clean(p)
+}
+
+// uploadTarget is where one upload_files entry lands in the sandbox: its sandbox_path, or by default the home
+// directory joined with the last element of session_path (a directory's files go below it). ok is false for an
+// entry the tool will refuse anyway (no session_path).
+func uploadTarget(u any) (string, bool) {
+	m, _ := u.(map[string]any)
+	if p, ok := m["sandbox_path"].(string); ok && p != "" {
+		return SandboxPath(p), true
+	}
+	src, ok := m["session_path"].(string)
+	if !ok || src == "" {
+		return "", false
+	}
+	// A host path, in the host's syntax. A session_path naming a whole storage root has no last element the
+	// policy can know (the server fills in every upload's target before the policy sees it); its files land below
+	// the home directory.
+	name := filepath.Base(filepath.Clean(src))
+	if name == "." || name == ".." || name == string(filepath.Separator) {
+		return SandboxHome, true
+	}
+	return path.Join(SandboxHome, name), true
+}
+
+// callPaths returns the sandbox paths a call touches, each as the sandbox resolves it (SandboxPath): the policy
+// decides on the file the sandbox will open, so "/home/user/../../etc/passwd" and "../../etc/passwd" are both
+// "/etc/passwd", and an upload without a sandbox_path is judged at the place it lands.
 func callPaths(c Call) []string {
 	switch c.Tool {
 	case toolReadFile, toolWriteFile:
 		if p, ok := c.Args["path"].(string); ok {
-			return []string{path.Clean(p)}
+			return []string{SandboxPath(p)}
 		}
 	case toolCreateSandbox:
 		uploads, _ := c.Args["upload_files"].([]any)
 		var out []string
 		for _, u := range uploads {
-			m, _ := u.(map[string]any)
-			if p, ok := m["sandbox_path"].(string); ok {
-				out = append(out, path.Clean(p))
+			if p, ok := uploadTarget(u); ok {
+				out = append(out, p)
 			}
 		}
 		return out

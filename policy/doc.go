@@ -22,8 +22,9 @@
 // A call takes the decision of the first rule whose conditions all match (AND), or
 // default_action when none does. A condition on an argument the call does not have
 // does not match: {command: "rm*"} never matches e2b_read_file, nor an e2b_exec
-// call without a command. Conditions see the arguments as the client sent them;
-// defaults the server fills in later are not seen.
+// call without a command. The server shows the policy the arguments as the tool will
+// act on them: the schema's defaults filled in, and each upload_files entry expanded
+// to the files it writes.
 //
 // # Conditions
 //
@@ -39,8 +40,11 @@
 //	                  list (any of). '*' and '?' stay within one segment; '**' as a
 //	                  whole segment spans any number of directories: "/home/user/**"
 //	                  is /home/user and everything below it, "**/.env" is a .env
-//	                  anywhere. Paths are cleaned first ("/a/../etc" is "/etc"), so a
-//	                  pattern must be clean too. When a call has several paths, a rule
+//	                  anywhere. Paths are judged as the sandbox resolves them (see
+//	                  SandboxPath): relative to /home/user, "~" expanded, cleaned
+//	                  ("/a/../etc" is "/etc", "../../etc" is "/etc"), so a pattern must
+//	                  be clean too. An upload without sandbox_path is judged at
+//	                  /home/user/NAME, where it lands. When a call has several paths, a rule
 //	                  whose decision is allow matches only if every path matches; a
 //	                  deny or require_approval rule matches if any path does.
 //	action            e2b_manage_sandbox's action: pause, resume or delete, or a list.
@@ -54,9 +58,11 @@
 // Globs: '*', '?', '[abc]', '[a-z]', '[!a]' (or '[^a]'), '\' before a character
 // makes it literal. Matching is case-sensitive and linear-time whatever the pattern.
 //
-// Command conditions are guard rails for an assistant that means well, not a sandbox:
-// a shell command can always be written another way ("git push -f", a script). The
-// sandbox itself is the isolation boundary.
+// Command and path conditions are guard rails for an assistant that means well, not a
+// sandbox: a shell command can always be written another way ("git push -f", a
+// script), and e2b_exec reaches any file, as do symlinks and /proc/self/root inside the
+// sandbox under names a path rule does not match. The sandbox itself is the isolation
+// boundary.
 //
 // # Validation
 //

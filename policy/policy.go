@@ -98,6 +98,9 @@ func Explain(p *Policy, c Call) string {
 		args = []byte("{}")
 	}
 	fmt.Fprintf(&b, "call:     %s %s\n", c.Tool, clipForDisplay(string(args)))
+	if paths := callPaths(c); len(paths) > 0 {
+		fmt.Fprintf(&b, "paths:    %s (as the sandbox resolves them; rules match these)\n", displayList(paths))
+	}
 	if p == nil {
 		d := p.Evaluate(c)
 		fmt.Fprintf(&b, "decision: %s\nreason:   %s\n", d.Action, d.Reason)

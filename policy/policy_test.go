@@ -91,6 +91,27 @@ func TestConditions(t *testing.T) {
 		{"path traversal cleaned for allow", `{path: "/home/user/**"}`, "", read("/home/user/../../etc/passwd"), false},
 		{"path double slash cleaned", `{path: "/etc/passwd"}`, Deny, read("//etc//passwd"), true},
 		{"path list any of", `{path: ["/tmp/**", "/home/**"]}`, "", read("/home/u/x"), true},
+		// Paths as the sandbox resolves them: relative to /home/user, "~" expanded, "" the home itself.
+		{"path relative traversal to tmp", `{path: "/tmp/**"}`, Deny, read("../../tmp/t.txt"), true},
+		{"path relative traversal to etc", `{path: "/etc/**"}`, Deny, read("../../etc/passwd"), true},
+		{"path relative escapes allow", `{path: "/home/user/**"}`, Allow, read("../../etc/passwd"), false},
+		{"path relative is under home", `{path: "/home/user/**"}`, Allow, read("notes/todo.txt"), true},
+		{"path dot relative", `{path: "/home/user/.bashrc"}`, Deny, read("./.bashrc"), true},
+		{"path tilde", `{path: "/home/user/.ssh/**"}`, Deny, read("~/.ssh/id_rsa"), true},
+		{"path tilde alone", `{path: "/home/user"}`, Deny, read("~"), true},
+		{"path empty is home", `{path: "/home/user"}`, Deny, read(""), true},
+		{"path relative write", `{path: "/etc/**"}`, Deny, Call{Tool: toolWriteFile, Args: args("path", "../../etc/cron.d/x", "content", "x")}, true},
+		{"path upload relative target", `{path: "/etc/**"}`, Deny, create("upload_files", uploads("../../etc/cron.d/x")), true},
+		{"path upload default target", `{path: "**/.ssh/**"}`, Deny,
+			create("upload_files", []any{map[string]any{"session_path": ".ssh"}}), true},
+		{"path upload default target is the last element", `{path: "/home/user/id_rsa"}`, Deny,
+			create("upload_files", []any{map[string]any{"session_path": "keys/id_rsa"}}), true},
+		{"path upload default target for allow", `{path: "/home/user/**"}`, Allow,
+			create("upload_files", []any{map[string]any{"session_path": "/srv/data/x.txt"}}), true},
+		{"path upload of a whole root lands under home", `{path: "/home/user/**"}`, Deny,
+			create("upload_files", []any{map[string]any{"session_path": "."}}), true},
+		{"path upload empty sandbox_path takes the default", `{path: "/home/user/a.txt"}`, Deny,
+			create("upload_files", []any{map[string]any{"session_path": "a.txt", "sandbox_path": ""}}), true},
 		{"path write_file", `{target: e2b_write_file, path: "/home/**"}`, "", Call{Tool: toolWriteFile, Args: args("path", "/home/u/x", "content", "x")}, true},
 		{"path missing", `{path: "**"}`, "", Call{Tool: toolReadFile, Args: args("sandbox_id", "s")}, false},
 		{"path on exec", `{path: "**"}`, "", Call{Tool: toolExec, Args: args("command", "ls", "path", "/x")}, false},
@@ -312,6 +333,30 @@ rules:
 		if !strings.Contains(ex, want) {
 			t.Errorf("Explain lacks %q:\n%s", want, ex)
 		}
+	}
+}
+
+// Explain shows the paths the policy judged, as the sandbox resolves them, so a human sees that
+// "../../etc/passwd" is /etc/passwd.
+func TestExplainShowsResolvedPaths(t *testing.T) {
+	p, err := Parse("p.yaml", []byte(`default_action: allow
+rules:
+  - id: no-etc
+    when: { path: "/etc/**" }
+    then: { decision: deny, reason: system files }
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ex := Explain(p, Call{Tool: toolReadFile, Args: args("sandbox_id", "s", "path", "../../etc/passwd")})
+	for _, want := range []string{"paths:    \"/etc/passwd\"", "decision: deny", `path "/etc/passwd" matches "/etc/**"`} {
+		if !strings.Contains(ex, want) {
+			t.Errorf("Explain lacks %q:\n%s", want, ex)
+		}
+	}
+	ex = Explain(p, Call{Tool: toolCreateSandbox, Args: args("upload_files", []any{map[string]any{"session_path": "notes"}})})
+	if !strings.Contains(ex, "paths:    \"/home/user/notes\"") {
+		t.Errorf("Explain does not show an upload's default target:\n%s", ex)
 	}
 }
 

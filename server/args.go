@@ -95,14 +95,44 @@ func (sh *argShape) withDefaults(args map[string]any) map[string]any {
 }
 
 // EffectiveArgs is what the policy judges for a call of tool: args with the schema defaults of the tools as
-// configured by cfg filled in. `e2b-mcp policy explain` uses it so that it decides as a running server does.
+// configured by cfg filled in, and upload_files planned from cfg's storage roots (see withUploadTargets).
+// `e2b-mcp policy explain` uses it so that it decides as a running server does.
 func EffectiveArgs(cfg tools.Config, tool string, args map[string]any) map[string]any {
 	for _, t := range tools.All(tools.Deps{Config: cfg}) {
 		if t.Tool.Name == tool {
-			return shapeOfTool(t.Tool).withDefaults(args)
+			return effectiveArgs(shapeOfTool(t.Tool), cfg, tool, args)
 		}
 	}
 	return args
+}
+
+func effectiveArgs(sh *argShape, cfg tools.Config, tool string, args map[string]any) map[string]any {
+	return withUploadTargets(cfg, tool, sh.withDefaults(args))
+}
+
+// withUploadTargets replaces the upload_files of e2b_create_sandbox by one entry per file the uploads write, each
+// with the sandbox path it lands at, so that a path rule judges every file of a directory upload and the default
+// target of an entry without sandbox_path. Uploads that cannot be planned (the tool refuses them) are left as
+// given: the policy then judges each entry's own target. The input map is not changed.
+func withUploadTargets(cfg tools.Config, tool string, args map[string]any) map[string]any {
+	uploads, _ := args["upload_files"].([]any)
+	if tool != "e2b_create_sandbox" || len(uploads) == 0 || len(cfg.StorageRoots) == 0 {
+		return args
+	}
+	targets, err := tools.UploadTargets(cfg, uploads)
+	if err != nil {
+		return args
+	}
+	files := make([]any, len(targets))
+	for i, t := range targets {
+		files[i] = map[string]any{"session_path": t.SessionPath, "sandbox_path": t.SandboxPath}
+	}
+	out := make(map[string]any, len(args))
+	for k, v := range args {
+		out[k] = v
+	}
+	out["upload_files"] = files
+	return out
 }
 
 // check returns the first argument name the schema does not declare, with its path.

@@ -76,7 +76,7 @@ func (s *Server) governCall(next mcpserver.ToolHandlerFunc) mcpserver.ToolHandle
 			s.record(entry, audit.OutcomeError, res, nil)
 			return res, nil
 		}
-		dec := s.policies.Current().Evaluate(policy.Call{Tool: tool, Args: s.shapes[tool].withDefaults(args)})
+		dec := s.policies.Current().Evaluate(policy.Call{Tool: tool, Args: effectiveArgs(s.shapes[tool], s.cfg.Tools, tool, args)})
 		entry.Decision, entry.Rule = string(dec.Action), dec.Rule()
 
 		switch dec.Action {

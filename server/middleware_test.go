@@ -4,6 +4,7 @@ import (
 	"context"
 	"io"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -385,5 +386,47 @@ func TestRunReconcilesAtStart(t *testing.T) {
 	}
 	if _, err := f.srv.Store().Sandbox("alice", stray.ID); err == nil {
 		t.Error("a sandbox without this server's tags was adopted")
+	}
+}
+
+// Path rules judge the path the sandbox will use: a relative path is under /home/user, so "../../tmp/t.txt" is
+// /tmp/t.txt; an upload without sandbox_path lands in /home/user under its own name, and a directory upload writes
+// every file below it. Each denied call reaches no E2B.
+func TestPolicyJudgesSandboxPaths(t *testing.T) {
+	root := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(root, ".ssh"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(root, ".ssh", "authorized_keys"), []byte("ssh-ed25519 AAAA attacker"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	f := newFixture(t, fixtureOpts{policy: `default_action: allow
+rules:
+  - id: no-tmp
+    when: { path: "/tmp/**" }
+    then: { decision: deny, reason: not in tmp }
+  - id: no-authorized-keys
+    when: { path: "**/authorized_keys" }
+    then: { decision: deny, reason: no ssh access }
+`, mutate: func(c *Config, _ *e2btest.Server) { c.Tools.StorageRoots = []string{root} }})
+	c := connect(t, f.srv, eras[0], nil)
+	id := createSandbox(t, c)
+	mark := len(f.emu.Requests())
+	for _, call := range []struct {
+		tool string
+		args map[string]any
+		rule string
+	}{
+		{"e2b_read_file", map[string]any{"sandbox_id": id, "path": "../../tmp/t.txt"}, "no-tmp"},
+		{"e2b_write_file", map[string]any{"sandbox_id": id, "path": "../../tmp/t.txt", "content": "x"}, "no-tmp"},
+		{"e2b_create_sandbox", map[string]any{"upload_files": []any{map[string]any{"session_path": ".ssh"}}}, "no-authorized-keys"},
+		{"e2b_create_sandbox", map[string]any{"upload_files": []any{map[string]any{"session_path": ".ssh", "sandbox_path": "../../tmp/k"}}}, "no-tmp"},
+	} {
+		if msg := mustFail(t, c, call.tool, call.args); !strings.HasPrefix(msg, "Denied by policy rule '"+call.rule+"'") {
+			t.Errorf("%s %v: %q", call.tool, call.args, msg)
+		}
+	}
+	if reqs := f.emu.Requests()[mark:]; len(reqs) != 0 {
+		t.Errorf("denied calls reached E2B: %d requests", len(reqs))
 	}
 }

@@ -2,6 +2,7 @@ package tools
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -28,6 +29,7 @@ type plannedFile struct {
 	root        *os.Root
 	rel         string // slash-separated, inside root
 	sandboxPath string
+	sessionPath string // the upload_files entry it comes from, as the call gave it
 }
 
 // uploadPlan is every file of upload_files, checked before the sandbox is created so that a refused path
@@ -200,8 +202,40 @@ func (p *uploadPlan) push(root *os.Root, rel, target, shown string) error {
 	if len(p.files) >= maxUploadFiles {
 		return userErrorf("Cannot upload '%s': upload_files may name at most %d files in all. Nothing was created.", shown, maxUploadFiles)
 	}
-	p.files = append(p.files, plannedFile{root: root, rel: rel, sandboxPath: target})
+	p.files = append(p.files, plannedFile{root: root, rel: rel, sandboxPath: target, sessionPath: shown})
 	return nil
+}
+
+// UploadTarget is one file that an upload_files entry of e2b_create_sandbox writes: the entry's session_path and
+// the sandbox path the file lands at (relative paths are relative to the sandbox's home, as envd reads them).
+type UploadTarget struct {
+	SessionPath string
+	SandboxPath string
+}
+
+// UploadTargets plans upload_files (as a call gives them, decoded from JSON) from the storage roots of cfg exactly
+// as e2b_create_sandbox does, and returns every file they write. The server shows these to the policy, so that a
+// path rule judges each file a directory upload puts in the sandbox, defaults included. An error means the tool
+// would refuse the uploads too.
+func UploadTargets(cfg Config, uploads []any) ([]UploadTarget, error) {
+	raw, err := json.Marshal(uploads)
+	if err != nil {
+		return nil, err
+	}
+	var specs []uploadFile
+	if err := json.Unmarshal(raw, &specs); err != nil {
+		return nil, err
+	}
+	plan, err := newBase(Deps{Config: cfg}).planUploads(specs)
+	if err != nil {
+		return nil, err
+	}
+	defer plan.Close()
+	out := make([]UploadTarget, len(plan.files))
+	for i, f := range plan.files {
+		out[i] = UploadTarget{SessionPath: f.sessionPath, SandboxPath: f.sandboxPath}
+	}
+	return out, nil
 }
 
 // unwrapPathError drops the host path from an *fs.PathError: the model named the path already.
