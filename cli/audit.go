@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -68,10 +69,15 @@ func runAudit(_ context.Context, a *app, args []string) error {
 		entries = slices.DeleteFunc(entries, func(e audit.Entry) bool { return e.Outcome != outcome })
 	}
 	if *asJSON {
-		enc := json.NewEncoder(a.stdout)
+		var buf bytes.Buffer
+		enc := json.NewEncoder(&buf)
 		enc.SetEscapeHTML(false)
 		for _, e := range entries {
+			buf.Reset()
 			if err := enc.Encode(e); err != nil {
+				return err
+			}
+			if _, err := a.stdout.Write(jsonLine(buf.Bytes())); err != nil {
 				return err
 			}
 		}
@@ -89,8 +95,11 @@ func runAudit(_ context.Context, a *app, args []string) error {
 				args = clipText(string(b), 120)
 			}
 		}
+		// Every field but the time and duration may hold what a caller sent: each is escaped (cell), so that no
+		// value can forge a row or command the terminal.
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\n", e.Time.Local().Format("2006-01-02 15:04:05"),
-			e.Owner, e.Session, e.Tool, e.Decision, dash(e.Rule), e.Outcome, e.DurationMS, dash(e.SandboxID), args)
+			cell(e.Owner), cell(e.Session), cell(e.Tool), cell(e.Decision), cell(dash(e.Rule)), cell(e.Outcome), e.DurationMS,
+			cell(dash(e.SandboxID)), cell(args))
 	}
 	return tw.Flush()
 }

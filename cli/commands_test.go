@@ -2,6 +2,7 @@ package cli
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -252,5 +253,67 @@ func TestAuditCommand(t *testing.T) {
 	r := e.run(t, "", "audit", "--state-dir", dir)
 	if r.code != exitOK || !strings.Contains(r.stdout, "no-force-push") || strings.Contains(r.stdout, "e2b_0123456789abcdef") {
 		t.Errorf("audit table:\n%s", r.stdout)
+	}
+}
+
+// A caller's values cannot forge audit rows or command the operator's terminal: newlines, ESC sequences, C1
+// controls, tabs and bidirectional overrides in a sandbox ID, session or argument come out escaped, in the table
+// and in --json (where they decode back to the same value).
+func TestAuditCommandEscapesCallerFields(t *testing.T) {
+	e := newEnv(t)
+	dir := t.TempDir()
+	log, err := audit.Open(dir, audit.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hostile := []audit.Entry{
+		{Time: e.now.Add(-time.Hour), Owner: "alice", Session: "s1", Tool: "e2b_exec", Decision: "allow", Outcome: "ok",
+			SandboxID: "sb1\n2026-01-01 00:00:00  mallory  s9  e2b_exec  allow  -  ok  1  forged  {}"},
+		{Time: e.now.Add(-time.Hour), Owner: "alice", Session: "s\x1b[1A\x1b[2K", Tool: "e2b_exec", Decision: "allow", Outcome: "ok",
+			SandboxID: "sb2\ttab", Args: map[string]any{"command": "ls \u009b2K \x7f \u202egnp.exe", "bad": "\xff\xfe"}},
+	}
+	for _, en := range hostile {
+		if err := log.Record(en); err != nil {
+			t.Fatal(err)
+		}
+	}
+	log.Close()
+	unsafe := func(s string) string {
+		for _, r := range s {
+			if r != '\n' && unsafeRune(r) {
+				return fmt.Sprintf("%U", r)
+			}
+		}
+		return ""
+	}
+	r := e.run(t, "", "audit", "--state-dir", dir)
+	if r.code != exitOK {
+		t.Fatalf("audit: %d %s", r.code, r.stderr)
+	}
+	if n := strings.Count(r.stdout, "\n"); n != 1+len(hostile) {
+		t.Errorf("the table has %d lines for %d entries:\n%s", n, len(hostile), r.stdout)
+	}
+	if u := unsafe(r.stdout); u != "" || strings.Contains(r.stdout, "\xff") {
+		t.Errorf("the table prints %s raw:\n%q", u, r.stdout)
+	}
+	for _, want := range []string{`sb1\n2026-01-01`, `s\x1b[1A\x1b[2K`, `sb2\ttab`, `\u009b2K`, `\u202e`} {
+		if !strings.Contains(r.stdout, want) {
+			t.Errorf("the table lacks the escaped %s:\n%s", want, r.stdout)
+		}
+	}
+	r = e.run(t, "", "audit", "--state-dir", dir, "--json")
+	if u := unsafe(r.stdout); r.code != exitOK || u != "" {
+		t.Errorf("--json prints %s raw (exit %d):\n%q", u, r.code, r.stdout)
+	}
+	lines := strings.Split(strings.TrimSpace(r.stdout), "\n")
+	if len(lines) != len(hostile) {
+		t.Fatalf("--json has %d lines for %d entries", len(lines), len(hostile))
+	}
+	var second audit.Entry
+	if err := json.Unmarshal([]byte(lines[1]), &second); err != nil {
+		t.Fatal(err)
+	}
+	if second.Session != hostile[1].Session || second.Args["command"] != hostile[1].Args["command"] {
+		t.Errorf("--json does not decode to the recorded values: %+v", second)
 	}
 }
