@@ -40,7 +40,24 @@ type Entry struct {
 	Error      string         `json:"error,omitempty"`
 	DurationMS int64          `json:"duration_ms"`
 	SandboxID  string         `json:"sandbox_id,omitempty"`
+	// Clipped is set when the entry was over MaxEntryBytes and its arguments were cut to fit.
+	Clipped *Clipped `json:"clipped,omitempty"`
 }
+
+// Clipped records the sizes of an entry whose arguments were cut to fit MaxEntryBytes.
+type Clipped struct {
+	// EntryBytes is how long the entry's line would have been, redacted but whole.
+	EntryBytes int `json:"entry_bytes"`
+	// CapBytes is MaxEntryBytes when the entry was written.
+	CapBytes int `json:"cap_bytes"`
+	// Args lists the arguments replaced by a note of their size, largest first.
+	Args []string `json:"args"`
+}
+
+// MaxEntryBytes bounds one line of the log. A call with bigger arguments (thousands of env_vars names, say) is
+// recorded with its largest arguments replaced by their sizes, so that no caller can fill the log, and rotate
+// the history out of it, with a few calls.
+const MaxEntryBytes = 64 << 10
 
 // Outcomes of a call.
 const (
@@ -247,7 +264,7 @@ func (l *Log) Close() error {
 	return l.lock.Close()
 }
 
-// encodeEntry prepares an entry for the file: redacted, clipped, UTC, one line.
+// encodeEntry prepares an entry for the file: redacted, clipped, UTC, one line of at most MaxEntryBytes.
 func encodeEntry(e Entry) ([]byte, error) {
 	if e.Time.IsZero() {
 		e.Time = time.Now()
@@ -257,16 +274,74 @@ func encodeEntry(e Entry) ([]byte, error) {
 	for _, s := range []*string{&e.Owner, &e.Session, &e.Tool, &e.Decision, &e.Rule, &e.Outcome, &e.Error, &e.SandboxID} {
 		*s = redactString(*s)
 	}
+	e.Clipped = nil
+	line, err := encodeLine(e)
+	if err != nil {
+		// Redact leaves only JSON values, so this is a defect; still record the call.
+		e.Args = map[string]any{"[unencodable]": err.Error()}
+		if line, err = encodeLine(e); err != nil {
+			return nil, fmt.Errorf("audit: encoding entry: %w", err)
+		}
+	}
+	if len(line) <= MaxEntryBytes {
+		return line, nil
+	}
+	return clipEntry(e, len(line))
+}
+
+func encodeLine(e Entry) ([]byte, error) {
 	var buf bytes.Buffer
 	enc := json.NewEncoder(&buf)
 	enc.SetEscapeHTML(false) // keep commands like "a && b" readable
 	if err := enc.Encode(e); err != nil {
-		// Redact leaves only JSON values, so this is a defect; still record the call.
-		buf.Reset()
-		e.Args = map[string]any{"[unencodable]": err.Error()}
-		if err := enc.Encode(e); err != nil {
-			return nil, fmt.Errorf("audit: encoding entry: %w", err)
-		}
+		return nil, err
 	}
 	return buf.Bytes(), nil
+}
+
+// clipEntry fits an entry over MaxEntryBytes: its largest arguments, one by one, are replaced by a note of their
+// size until the line fits, so that the small ones that say what the call did (sandbox_id, command, path) stay.
+// Every other field is already bounded by redactString.
+func clipEntry(e Entry, whole int) ([]byte, error) {
+	type sized struct {
+		key  string
+		size int
+	}
+	var args []sized
+	for k, v := range e.Args {
+		raw, _ := json.Marshal(v)
+		args = append(args, sized{k, len(raw)})
+	}
+	slices.SortFunc(args, func(a, b sized) int {
+		if a.size != b.size {
+			return b.size - a.size
+		}
+		return strings.Compare(a.key, b.key)
+	})
+	clipped := make(map[string]any, len(e.Args))
+	for k, v := range e.Args {
+		clipped[k] = v
+	}
+	e.Args = clipped
+	e.Clipped = &Clipped{EntryBytes: whole, CapBytes: MaxEntryBytes}
+	for _, a := range args {
+		e.Args[a.key] = fmt.Sprintf("[%d bytes clipped: the entry is over the audit log's cap of %d bytes]", a.size, MaxEntryBytes)
+		e.Clipped.Args = append(e.Clipped.Args, a.key)
+		line, err := encodeLine(e)
+		if err != nil {
+			return nil, fmt.Errorf("audit: encoding entry: %w", err)
+		}
+		if len(line) <= MaxEntryBytes {
+			return line, nil
+		}
+	}
+	// Only the argument names are left, and they are bounded (maxItems keys of at most MaxStringBytes): this is
+	// reached only if the bounds change.
+	e.Args = map[string]any{"[clipped]": fmt.Sprintf("%d arguments", len(args))}
+	e.Clipped.Args = nil
+	line, err := encodeLine(e)
+	if err != nil {
+		return nil, fmt.Errorf("audit: encoding entry: %w", err)
+	}
+	return line, nil
 }

@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -429,5 +430,62 @@ func BenchmarkRecord(b *testing.B) {
 		if err := l.Record(e); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// One call cannot make a huge entry, and a few cannot rotate the history away: thousands of env_vars names (the
+// attack: ~45k long names made a 12 MB line) are capped like every other object, and an entry still over
+// MaxEntryBytes has its largest arguments replaced by their sizes, which the entry records.
+func TestEntryCapKeepsHistory(t *testing.T) {
+	dir := t.TempDir()
+	l := openLog(t, dir, Options{MaxBytes: 1 << 20, MaxFiles: 2})
+	evidence := numbered("victim", 1)
+	if err := l.Record(evidence); err != nil {
+		t.Fatal(err)
+	}
+	env := map[string]any{}
+	for i := range 45000 {
+		env[fmt.Sprintf("VAR_%05d_%s", i, strings.Repeat("x", 250))] = "v"
+	}
+	many := map[string]any{}
+	for i := range 100 {
+		many[fmt.Sprintf("k%03d", i)] = strings.Repeat("y", MaxStringBytes)
+	}
+	for i := range 5 {
+		if err := l.Record(Entry{Owner: "mallory", Session: "m", Tool: "e2b_create_sandbox", DurationMS: int64(i),
+			Args: map[string]any{"env_vars": env, "title": "t", "nested": map[string]any{"a": many, "b": many, "c": many}}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, name := range []string{"audit.jsonl", "audit.1.jsonl"} {
+		data, err := os.ReadFile(filepath.Join(dir, name))
+		if err != nil && !os.IsNotExist(err) {
+			t.Fatal(err)
+		}
+		for _, line := range strings.SplitAfter(string(data), "\n") {
+			if len(line) > MaxEntryBytes {
+				t.Errorf("%s has a line of %d bytes (cap %d)", name, len(line), MaxEntryBytes)
+			}
+		}
+	}
+	got, err := Read(dir, Filter{Session: "victim"})
+	if err != nil || len(got) != 1 {
+		t.Fatalf("the earlier entry was rotated away by five calls: %d entries, %v", len(got), err)
+	}
+	got, _ = Read(dir, Filter{Session: "m"})
+	if len(got) != 5 {
+		t.Fatalf("read %d of the 5 big entries", len(got))
+	}
+	e := got[0]
+	env0, _ := e.Args["env_vars"].(map[string]any)
+	if len(env0) > maxItems+1 || env0["[more]"] != fmt.Sprintf("[%d more variables]", 45000-maxItems) {
+		t.Errorf("env_vars names not capped: %d names, more %v", len(env0), env0["[more]"])
+	}
+	if e.Clipped == nil || e.Clipped.EntryBytes <= MaxEntryBytes || e.Clipped.CapBytes != MaxEntryBytes ||
+		!slices.Contains(e.Clipped.Args, "nested") || e.Args["title"] != "t" {
+		t.Errorf("clipped entry: clipped %+v, title %v", e.Clipped, e.Args["title"])
+	}
+	if s, _ := e.Args["nested"].(string); !strings.Contains(s, "bytes clipped") {
+		t.Errorf("nested = %v", e.Args["nested"])
 	}
 }

@@ -165,24 +165,34 @@ func redactMap(m map[string]any, depth int) map[string]any {
 
 // redactEnv keeps the variable names, which say what a sandbox was given, and
 // drops every value, which may be anything from a path to a production password.
+// Like every other object it keeps at most maxItems names (the first in sorted
+// order) and says how many more there were.
 func redactEnv(v any) any {
+	var names []string
 	switch x := v.(type) {
 	case nil:
 		return nil
 	case map[string]any:
-		out := make(map[string]any, len(x))
 		for k := range x {
-			out[redactString(k)] = Redacted
+			names = append(names, k)
 		}
-		return out
 	case map[string]string:
-		out := make(map[string]any, len(x))
 		for k := range x {
-			out[redactString(k)] = Redacted
+			names = append(names, k)
 		}
-		return out
+	default:
+		return Redacted
 	}
-	return Redacted
+	slices.Sort(names)
+	out := make(map[string]any, min(len(names), maxItems)+1)
+	for i, k := range names {
+		if i == maxItems {
+			out["[more]"] = fmt.Sprintf("[%d more variables]", len(names)-maxItems)
+			break
+		}
+		out[redactString(k)] = Redacted
+	}
+	return out
 }
 
 // redactAll replaces every string under a secret-named key; numbers and booleans
