@@ -46,7 +46,7 @@ func runAuth(ctx context.Context, a *app, args []string) error {
 
 const authUsage = `Usage: e2b-mcp auth login|status|logout [flags]
 
-  login    store an E2B API key in the OS keyring (read from the terminal without echo, or from stdin)
+  login    store an E2B API key (read from the terminal without echo, or from stdin)
   status   say whether a key is stored (showing only its last four characters)
   logout   remove the stored key
 
@@ -82,31 +82,56 @@ func (e *e2bFlags) apiBase() string {
 	return "https://api." + e2b.DefaultDomain
 }
 
-// parseOwner parses the flags of an auth subcommand, which takes no arguments, and names the owner it acts for:
-// --owner (added by ownerFlag as ownerOpt), or the OS user.
-func (a *app) parseOwner(f *flags, ownerOpt *string, args []string) (string, error) {
-	rest, err := a.parse(f, args)
-	if err != nil {
-		return "", err
+// authTarget is what an auth subcommand acts on: an owner's entry in a secret store.
+type authTarget struct {
+	owner string
+	store credentials.SecretStore
+}
+
+// authFlags adds the flags every auth subcommand has: --owner, --state-dir and the key store's.
+func (a *app) authFlags(f *flags, ownerWhat string) func(args []string) (authTarget, error) {
+	ownerOpt := ownerFlag(f, ownerWhat)
+	stateDirOpt := f.String("state-dir", "", "state directory, where the encrypted key store is by default")
+	keys := addKeyStoreFlags(f)
+	return func(args []string) (authTarget, error) {
+		rest, err := a.parse(f, args)
+		if err != nil {
+			return authTarget{}, err
+		}
+		if err := f.wantArgs(rest, 0, 0); err != nil {
+			return authTarget{}, err
+		}
+		owner, err := a.owner(*ownerOpt)
+		if err != nil {
+			return authTarget{}, err
+		}
+		var stateDir string
+		if keys.masterKeyFile != "" && keys.keyStore == "" {
+			if stateDir, err = a.stateDir(*stateDirOpt); err != nil {
+				return authTarget{}, err
+			}
+		}
+		store, err := keys.open(f, stateDir)
+		if err != nil {
+			return authTarget{}, err
+		}
+		return authTarget{owner: owner, store: store}, nil
 	}
-	if err := f.wantArgs(rest, 0, 0); err != nil {
-		return "", err
-	}
-	return a.owner(*ownerOpt)
 }
 
 func runAuthLogin(ctx context.Context, a *app, args []string) error {
-	f := newFlags("auth login", "[--owner NAME] [--domain D | --api-url URL] [--no-verify]",
-		"Store an E2B API key (e2b_...) in the OS keyring for an owner. The key is read from the terminal\n"+
-			"without echo, or from the first line of standard input when it is piped. It is checked with E2B\n"+
-			"first: a key E2B refuses is not stored.")
-	ownerOpt := ownerFlag(f, "owner (keyring account) the key belongs to")
+	f := newFlags("auth login", "[--owner NAME] [--master-key-file FILE] [--domain D | --api-url URL] [--no-verify]",
+		"Store an E2B API key (e2b_...) for an owner, in the OS keyring or, with --master-key-file, in the\n"+
+			"encrypted key store. The key is read from the terminal without echo, or from the first line of\n"+
+			"standard input when it is piped. It is checked with E2B first: a key E2B refuses is not stored.")
+	target := a.authFlags(f, "owner the key belongs to")
 	loc := a.addE2BFlags(f, false)
 	noVerify := f.Bool("no-verify", false, "store the key even if E2B cannot be reached to check it")
-	owner, err := a.parseOwner(f, ownerOpt, args)
+	t, err := target(args)
 	if err != nil {
 		return err
 	}
+	owner := t.owner
 
 	key, err := a.readKey(owner)
 	if err != nil {
@@ -132,11 +157,10 @@ func runAuthLogin(ctx context.Context, a *app, args []string) error {
 			"--domain or --api-url, or pass --no-verify to store it unchecked)", loc.apiBase(), err)
 	}
 
-	if err := (credentials.Keyring{}).SetAPIKey(owner, key); err != nil {
+	if err := credentials.SetAPIKey(t.store, owner, key); err != nil {
 		return err
 	}
-	fmt.Fprintf(a.stdout, "Stored the E2B API key ending in %s for %s in the OS keyring (service %q).\n",
-		credentials.LastFour(key), owner, credentials.Service)
+	fmt.Fprintf(a.stdout, "Stored the E2B API key ending in %s for %s in %s.\n", credentials.LastFour(key), owner, t.store)
 	return nil
 }
 
@@ -198,39 +222,39 @@ func (a *app) readKey(owner string) (string, error) {
 }
 
 func runAuthStatus(_ context.Context, a *app, args []string) error {
-	f := newFlags("auth status", "[--owner NAME]", "Say whether an E2B API key is stored for an owner. Exit status 1 when none is.")
-	ownerOpt := ownerFlag(f, "owner (keyring account)")
-	owner, err := a.parseOwner(f, ownerOpt, args)
+	f := newFlags("auth status", "[--owner NAME] [--master-key-file FILE]", "Say whether an E2B API key is stored for an owner. Exit status 1 when none is.")
+	target := a.authFlags(f, "owner")
+	t, err := target(args)
 	if err != nil {
 		return err
 	}
-	key, err := credentials.Keyring{}.APIKey(owner)
+	key, err := credentials.APIKey(t.store, t.owner)
 	if errors.Is(err, credentials.ErrNoKey) {
-		fmt.Fprintf(a.stdout, "%s: not connected (no E2B API key stored). Run `e2b-mcp auth login --owner %s`.\n", owner, owner)
+		fmt.Fprintf(a.stdout, "%s: not connected (no E2B API key in %s). Run `e2b-mcp auth login --owner %s`.\n", t.owner, t.store, t.owner)
 		return errSilent
 	}
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(a.stdout, "%s: connected (E2B API key ending in %s, in the OS keyring)\n", owner, credentials.LastFour(key))
+	fmt.Fprintf(a.stdout, "%s: connected (E2B API key ending in %s, in %s)\n", t.owner, credentials.LastFour(key), t.store)
 	return nil
 }
 
 func runAuthLogout(_ context.Context, a *app, args []string) error {
-	f := newFlags("auth logout", "[--owner NAME]", "Remove an owner's E2B API key from the OS keyring.")
-	ownerOpt := ownerFlag(f, "owner (keyring account)")
-	owner, err := a.parseOwner(f, ownerOpt, args)
+	f := newFlags("auth logout", "[--owner NAME] [--master-key-file FILE]", "Remove an owner's E2B API key.")
+	target := a.authFlags(f, "owner")
+	t, err := target(args)
 	if err != nil {
 		return err
 	}
-	err = credentials.Keyring{}.DeleteAPIKey(owner)
+	err = credentials.DeleteAPIKey(t.store, t.owner)
 	if errors.Is(err, credentials.ErrNoKey) {
-		fmt.Fprintf(a.stdout, "No E2B API key was stored for %s.\n", owner)
+		fmt.Fprintf(a.stdout, "No E2B API key was stored for %s in %s.\n", t.owner, t.store)
 		return nil
 	}
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(a.stdout, "Removed the E2B API key of %s from the OS keyring.\n", owner)
+	fmt.Fprintf(a.stdout, "Removed the E2B API key of %s from %s.\n", t.owner, t.store)
 	return nil
 }

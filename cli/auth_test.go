@@ -20,7 +20,7 @@ const (
 // stored is the key the (mock) keyring holds for owner, "" for none.
 func stored(t *testing.T, owner string) string {
 	t.Helper()
-	k, err := credentials.Keyring{}.APIKey(owner)
+	k, err := credentials.APIKey(credentials.Keyring{}, owner)
 	if err != nil {
 		return ""
 	}
@@ -122,7 +122,7 @@ func TestAuthStatusAndLogout(t *testing.T) {
 	if r.code != exitFailure || !strings.Contains(r.stdout, "dave: not connected") {
 		t.Errorf("status without a key: exit %d %q", r.code, r.stdout)
 	}
-	if err := (credentials.Keyring{}).SetAPIKey("dave", goodKey); err != nil {
+	if err := credentials.SetAPIKey(credentials.Keyring{}, "dave", goodKey); err != nil {
 		t.Fatal(err)
 	}
 	r = e.run(t, "", "auth", "status", "--owner", "dave")

@@ -44,6 +44,7 @@ type serveOptions struct {
 	checkpointOnPause                 bool
 	backend                           string
 	tokensFile                        string
+	keys                              *keyStoreFlags
 	logLevel                          *slog.LevelVar
 }
 
@@ -51,7 +52,8 @@ func (a *app) serveFlags() (*flags, *serveOptions) {
 	f := newFlags("serve", "[flags]",
 		"Run the MCP server. Over stdio (the default) an assistant starts it as a subprocess; with --transport\n"+
 			"http or sse it serves streamable HTTP at /mcp, SSE at /sse (+ /message) and /healthz on one listener.\n"+
-			"The E2B API key is read from the OS keyring on every call (see `e2b-mcp auth login`).")
+			"Each owner's E2B API key is read on every call from the OS keyring or, with --master-key-file, from\n"+
+			"the encrypted key store (see `e2b-mcp auth login`).")
 	o := &serveOptions{}
 	f.StringVar(&o.transport, "transport", server.TransportStdio, "stdio, http or sse (http and sse serve both protocols)")
 	f.StringVar(&o.listen, "listen", server.DefaultListen, "HTTP listen address; without --tokens-file it must be loopback")
@@ -69,6 +71,7 @@ func (a *app) serveFlags() (*flags, *serveOptions) {
 	f.BoolVar(&o.checkpointOnPause, "checkpoint-on-pause", false, "checkpoint a sandbox before pausing it")
 	f.StringVar(&o.backend, "backend", server.BackendE2B, "e2b, or local: emulate sandboxes on this machine (no E2B account needed)")
 	f.StringVar(&o.tokensFile, "tokens-file", "", "bearer tokens of HTTP callers (see 'e2b-mcp tokens'); each token's owner is the caller")
+	o.keys = addKeyStoreFlags(f)
 	o.logLevel = logLevelFlag(f)
 	return f, o
 }
@@ -136,6 +139,10 @@ func (a *app) serveConfig(f *flags, o *serveOptions) (server.Config, error) {
 	if err != nil {
 		return cfg, err
 	}
+	secrets, err := o.keys.open(f, stateDir)
+	if err != nil {
+		return cfg, err
+	}
 	for _, root := range o.storageRoots {
 		fi, err := os.Stat(root)
 		if err != nil {
@@ -160,6 +167,7 @@ func (a *app) serveConfig(f *flags, o *serveOptions) (server.Config, error) {
 		OrphanAction:  action,
 		SweepInterval: o.sweepInterval,
 		TokensFile:    o.tokensFile,
+		Secrets:       secrets,
 		Tools: tools.Config{
 			OutputBudget: o.outputBudget,
 			StorageRoots: o.storageRoots,

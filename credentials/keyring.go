@@ -1,6 +1,7 @@
-// Package credentials keeps e2b-mcp's secrets: each owner's E2B API key in the OS keyring (macOS Keychain,
-// Windows Credential Manager, the Secret Service on Linux) through zalando/go-keyring, the account of the state
-// store's data key in the same keyring, and the hashed bearer tokens that authenticate HTTP callers.
+// Package credentials keeps e2b-mcp's secrets: each owner's E2B API key and the state store's data key in a
+// SecretStore, either the OS keyring (macOS Keychain, Windows Credential Manager, the Secret Service on Linux)
+// through zalando/go-keyring, or, on a host without one, an encrypted key store sealed under a master key file;
+// and the hashed bearer tokens that authenticate HTTP callers.
 //
 // Secrets never appear in an error message of this package.
 package credentials
@@ -11,8 +12,6 @@ import (
 	"regexp"
 
 	"github.com/zalando/go-keyring"
-
-	"github.com/e2b-mcp/e2b-mcp/state"
 )
 
 // Service is the keyring service under which every e2b-mcp secret is stored.
@@ -69,7 +68,8 @@ func CheckOwner(owner string) error {
 	return nil
 }
 
-// Keyring reads and writes e2b-mcp's entries in the OS keyring. The zero value uses Service.
+// Keyring is the SecretStore of the OS keyring: each account is an entry of one keyring service. The zero value
+// uses Service.
 type Keyring struct {
 	// Service is the keyring service; empty means Service.
 	Service string
@@ -82,60 +82,43 @@ func (k Keyring) service() string {
 	return k.Service
 }
 
-// APIKey returns owner's E2B API key, or an error wrapping ErrNoKey when none is stored. It reads the keyring
-// on every call, so a key stored by `e2b-mcp auth login` in another process is seen at once.
-func (k Keyring) APIKey(owner string) (string, error) {
-	if err := CheckOwner(owner); err != nil {
-		return "", err
-	}
-	key, err := keyring.Get(k.service(), owner)
+func (k Keyring) String() string { return fmt.Sprintf("the OS keyring (service %q)", k.service()) }
+
+// Secret reads account's entry from the OS keyring.
+func (k Keyring) Secret(account string) (string, error) {
+	v, err := keyring.Get(k.service(), account)
 	if errors.Is(err, keyring.ErrNotFound) {
-		return "", fmt.Errorf("%w for owner %q", ErrNoKey, owner)
+		return "", fmt.Errorf("%w: %s has no entry %q", ErrNotFound, k, account)
 	}
 	if err != nil {
-		return "", keyringError("reading the E2B API key of "+quote(owner), err)
+		return "", keyringError(err)
 	}
-	return key, nil
+	return v, nil
 }
 
-// SetAPIKey stores owner's E2B API key after checking its form.
-func (k Keyring) SetAPIKey(owner, key string) error {
-	if err := CheckOwner(owner); err != nil {
-		return err
-	}
-	if err := CheckAPIKeyForm(key); err != nil {
-		return err
-	}
-	if err := keyring.Set(k.service(), owner, key); err != nil {
-		return keyringError("storing the E2B API key of "+quote(owner), err)
+// SetSecret writes account's entry in the OS keyring.
+func (k Keyring) SetSecret(account, secret string) error {
+	if err := keyring.Set(k.service(), account, secret); err != nil {
+		return keyringError(err)
 	}
 	return nil
 }
 
-// DeleteAPIKey removes owner's E2B API key; it returns an error wrapping ErrNoKey when there was none.
-func (k Keyring) DeleteAPIKey(owner string) error {
-	if err := CheckOwner(owner); err != nil {
-		return err
-	}
-	err := keyring.Delete(k.service(), owner)
+// DeleteSecret removes account's entry from the OS keyring.
+func (k Keyring) DeleteSecret(account string) error {
+	err := keyring.Delete(k.service(), account)
 	if errors.Is(err, keyring.ErrNotFound) {
-		return fmt.Errorf("%w for owner %q", ErrNoKey, owner)
+		return fmt.Errorf("%w: %s has no entry %q", ErrNotFound, k, account)
 	}
 	if err != nil {
-		return keyringError("removing the E2B API key of "+quote(owner), err)
+		return keyringError(err)
 	}
 	return nil
-}
-
-// StateKeys is the source of the state store's data key: the keyring entry DataKeyAccount, created on first use.
-func (k Keyring) StateKeys() state.KeySource {
-	return state.KeyringKeySource(k.service(), DataKeyAccount)
 }
 
 // keyringError explains a keyring failure. The underlying error comes from the OS keyring and holds no secret.
-func keyringError(doing string, err error) error {
-	return fmt.Errorf("%s in the OS keyring: %w (is a keyring service running and unlocked? On Linux e2b-mcp "+
-		"needs the Secret Service, e.g. gnome-keyring or KeePassXC)", doing, err)
+func keyringError(err error) error {
+	return fmt.Errorf("in the OS keyring: %w (is a keyring service running and unlocked? On Linux e2b-mcp "+
+		"needs the Secret Service, e.g. gnome-keyring or KeePassXC; on a host without one, use the encrypted "+
+		"key store: --master-key-file)", err)
 }
-
-func quote(s string) string { return fmt.Sprintf("%q", s) }

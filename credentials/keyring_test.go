@@ -14,29 +14,29 @@ func TestAPIKeyRoundTrip(t *testing.T) {
 	keyring.MockInit()
 	k := Keyring{}
 
-	if _, err := k.APIKey("alice"); !errors.Is(err, ErrNoKey) {
+	if _, err := APIKey(k, "alice"); !errors.Is(err, ErrNoKey) {
 		t.Fatalf("APIKey before login: got %v, want ErrNoKey", err)
 	}
-	if err := k.SetAPIKey("alice", testKey); err != nil {
+	if err := SetAPIKey(k, "alice", testKey); err != nil {
 		t.Fatalf("SetAPIKey: %v", err)
 	}
-	got, err := k.APIKey("alice")
+	got, err := APIKey(k, "alice")
 	if err != nil || got != testKey {
 		t.Fatalf("APIKey = %q, %v; want the stored key", got, err)
 	}
-	if _, err := k.APIKey("bob"); !errors.Is(err, ErrNoKey) {
+	if _, err := APIKey(k, "bob"); !errors.Is(err, ErrNoKey) {
 		t.Fatalf("another owner's key: got %v, want ErrNoKey", err)
 	}
 	if v, err := keyring.Get(Service, "alice"); err != nil || v != testKey {
 		t.Fatalf("keyring entry service %q account alice = %q, %v", Service, v, err)
 	}
-	if err := k.DeleteAPIKey("alice"); err != nil {
+	if err := DeleteAPIKey(k, "alice"); err != nil {
 		t.Fatalf("DeleteAPIKey: %v", err)
 	}
-	if _, err := k.APIKey("alice"); !errors.Is(err, ErrNoKey) {
+	if _, err := APIKey(k, "alice"); !errors.Is(err, ErrNoKey) {
 		t.Fatalf("APIKey after logout: got %v, want ErrNoKey", err)
 	}
-	if err := k.DeleteAPIKey("alice"); !errors.Is(err, ErrNoKey) {
+	if err := DeleteAPIKey(k, "alice"); !errors.Is(err, ErrNoKey) {
 		t.Fatalf("second DeleteAPIKey: got %v, want ErrNoKey", err)
 	}
 }
@@ -57,7 +57,7 @@ func TestSetAPIKeyRefusesBadInput(t *testing.T) {
 		{"control character", "al\x00ice", testKey, ErrOwnerName},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			err := k.SetAPIKey(tc.owner, tc.key)
+			err := SetAPIKey(k, tc.owner, tc.key)
 			if !errors.Is(err, tc.want) {
 				t.Fatalf("SetAPIKey: got %v, want %v", err, tc.want)
 			}
@@ -71,11 +71,11 @@ func TestSetAPIKeyRefusesBadInput(t *testing.T) {
 func TestStateKeysUsesReservedAccount(t *testing.T) {
 	keyring.MockInit()
 	k := Keyring{}
-	key1, err := k.StateKeys().DataKey()
+	key1, err := StateKeys(k).DataKey()
 	if err != nil {
 		t.Fatal(err)
 	}
-	key2, err := k.StateKeys().DataKey()
+	key2, err := StateKeys(k).DataKey()
 	if err != nil {
 		t.Fatal(err)
 	}

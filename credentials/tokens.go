@@ -11,10 +11,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"os"
-	"path/filepath"
-	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -95,51 +92,11 @@ func NewTokenEntry(owner string, now time.Time) (token string, e TokenEntry, err
 
 // ReadTokenFile reads and checks a tokens file. A missing file is an error wrapping os.ErrNotExist.
 func ReadTokenFile(path string) ([]TokenEntry, error) {
-	data, _, err := readPrivateFile(path)
+	data, _, err := readPrivateFile(path, "tokens file", maxTokenFileBytes, ErrTokenFile)
 	if err != nil {
 		return nil, err
 	}
 	return ParseTokens(path, data)
-}
-
-// readPrivateFile reads a file that must not be accessible to group or others.
-func readPrivateFile(path string) ([]byte, os.FileInfo, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, nil, fmt.Errorf("tokens file: %w", err)
-	}
-	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		return nil, nil, fmt.Errorf("tokens file: %w", err)
-	}
-	if !fi.Mode().IsRegular() {
-		return nil, nil, fmt.Errorf("%w: %s is not a regular file", ErrTokenFile, path)
-	}
-	if err := checkPrivate(path, fi); err != nil {
-		return nil, nil, err
-	}
-	data, err := io.ReadAll(io.LimitReader(f, maxTokenFileBytes+1))
-	if err != nil {
-		return nil, nil, fmt.Errorf("tokens file %s: %w", path, err)
-	}
-	if len(data) > maxTokenFileBytes {
-		return nil, nil, fmt.Errorf("%w: %s is larger than %d bytes", ErrTokenFile, path, maxTokenFileBytes)
-	}
-	return data, fi, nil
-}
-
-// checkPrivate refuses a file that group or others may read or write. Windows has no such mode bits; there the
-// file's ACL (inherited from the user's profile directory) is what protects it.
-func checkPrivate(path string, fi os.FileInfo) error {
-	if runtime.GOOS == "windows" {
-		return nil
-	}
-	if perm := fi.Mode().Perm(); perm&0o077 != 0 {
-		return fmt.Errorf("%w: %s has mode %04o, so other users may read or change it; run chmod 600 %s",
-			ErrTokenFile, path, perm, path)
-	}
-	return nil
 }
 
 // ParseTokens parses a tokens file's content (JSON or lines); name is used in messages.
@@ -239,35 +196,7 @@ func WriteTokenFile(path string, entries []TokenEntry) error {
 	if err != nil {
 		return fmt.Errorf("tokens file: %w", err)
 	}
-	data = append(data, '\n')
-	dir := filepath.Dir(path)
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return fmt.Errorf("tokens file: %w", err)
-	}
-	tmp, err := os.CreateTemp(dir, ".tokens-*")
-	if err != nil {
-		return fmt.Errorf("tokens file: %w", err)
-	}
-	defer os.Remove(tmp.Name()) // no-op once renamed
-	if err := tmp.Chmod(0o600); err != nil && runtime.GOOS != "windows" {
-		tmp.Close()
-		return fmt.Errorf("tokens file: %w", err)
-	}
-	if _, err := tmp.Write(data); err != nil {
-		tmp.Close()
-		return fmt.Errorf("tokens file: writing %s: %w", tmp.Name(), err)
-	}
-	if err := tmp.Sync(); err != nil {
-		tmp.Close()
-		return fmt.Errorf("tokens file: writing %s: %w", tmp.Name(), err)
-	}
-	if err := tmp.Close(); err != nil {
-		return fmt.Errorf("tokens file: writing %s: %w", tmp.Name(), err)
-	}
-	if err := os.Rename(tmp.Name(), path); err != nil {
-		return fmt.Errorf("tokens file: %w", err)
-	}
-	return nil
+	return writePrivateFile(path, "tokens file", append(data, '\n'))
 }
 
 // RevokeTokens removes the entries matching what: an entry ID, an owner name (all of that owner's tokens) or
@@ -312,7 +241,7 @@ func OpenTokens(path string) (*Tokens, error) {
 }
 
 func loadTokens(path string) ([]TokenEntry, os.FileInfo, error) {
-	data, fi, err := readPrivateFile(path)
+	data, fi, err := readPrivateFile(path, "tokens file", maxTokenFileBytes, ErrTokenFile)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -14,14 +14,15 @@ import (
 	"github.com/e2b-mcp/e2b-mcp/tools"
 )
 
-// keyringClients makes an E2B client per call with the owner's key as the keyring holds it at that moment, so
-// `e2b-mcp auth login` or `logout` in another terminal takes effect on the next call.
-type keyringClients struct {
-	keyring credentials.Keyring
+// storedKeyClients makes an E2B client per call with the owner's key as the secret store (OS keyring or
+// encrypted key store) holds it at that moment, so `e2b-mcp auth login` or `logout` in another terminal, or a
+// key connected through the connect page, takes effect on the next call.
+type storedKeyClients struct {
+	secrets credentials.SecretStore
 	base    e2b.Config
 }
 
-func newKeyringClients(k credentials.Keyring, loc e2b.Config, log *slog.Logger) *keyringClients {
+func newStoredKeyClients(secrets credentials.SecretStore, loc e2b.Config, log *slog.Logger) *storedKeyClients {
 	base := e2b.Config{
 		Domain:     loc.Domain,
 		APIURL:     loc.APIURL,
@@ -29,12 +30,12 @@ func newKeyringClients(k credentials.Keyring, loc e2b.Config, log *slog.Logger) 
 		HTTPClient: newSharedHTTPClient(),
 		Logger:     log,
 	}
-	return &keyringClients{keyring: k, base: base}
+	return &storedKeyClients{secrets: secrets, base: base}
 }
 
 // Client returns owner's E2B client; with no key stored the error wraps tools.ErrNoAPIKey.
-func (k *keyringClients) Client(_ context.Context, owner string) (*e2b.Client, error) {
-	key, err := k.keyring.APIKey(owner)
+func (k *storedKeyClients) Client(_ context.Context, owner string) (*e2b.Client, error) {
+	key, err := credentials.APIKey(k.secrets, owner)
 	if errors.Is(err, credentials.ErrNoKey) {
 		return nil, fmt.Errorf("%w: %w", tools.ErrNoAPIKey, err)
 	}

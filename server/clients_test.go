@@ -31,7 +31,7 @@ func TestKeyringClientsReadKeyEveryCall(t *testing.T) {
 	kr := credentials.Keyring{Service: "e2b-mcp-server-test"}
 	f := newFixture(t, fixtureOpts{mutate: func(c *Config, emu *e2btest.Server) {
 		c.Clients = nil // the keyring, as in production
-		c.Keyring = kr
+		c.Secrets = kr
 		c.E2B = e2b.Config{APIURL: emu.URL(), SandboxURL: emu.URL()}
 	}})
 	c := connect(t, f.srv, mcp.ProtocolVersion20260728, nil)
@@ -49,7 +49,7 @@ func TestKeyringClientsReadKeyEveryCall(t *testing.T) {
 	}
 
 	key1 := "e2b_" + strings.Repeat("1a", 20)
-	if err := kr.SetAPIKey("alice", key1); err != nil {
+	if err := credentials.SetAPIKey(kr, "alice", key1); err != nil {
 		t.Fatal(err)
 	}
 	id := createSandbox(t, c)
@@ -58,7 +58,7 @@ func TestKeyringClientsReadKeyEveryCall(t *testing.T) {
 	}
 
 	key2 := "e2b_" + strings.Repeat("2b", 20)
-	if err := kr.SetAPIKey("alice", key2); err != nil {
+	if err := credentials.SetAPIKey(kr, "alice", key2); err != nil {
 		t.Fatal(err)
 	}
 	id2 := createSandbox(t, c)
@@ -66,7 +66,7 @@ func TestKeyringClientsReadKeyEveryCall(t *testing.T) {
 		t.Error("a new key did not take effect on the next call")
 	}
 
-	if err := kr.DeleteAPIKey("alice"); err != nil {
+	if err := credentials.DeleteAPIKey(kr, "alice"); err != nil {
 		t.Fatal(err)
 	}
 	if msg := mustFail(t, c, "e2b_manage_sandbox", map[string]any{"sandbox_id": id2, "action": "pause"}); !strings.HasPrefix(msg, want) {

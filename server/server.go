@@ -89,8 +89,9 @@ type Config struct {
 	// Logger receives the server's logs (stderr in the CLI); nil discards them.
 	Logger *slog.Logger
 
-	// Keyring is where owners' E2B keys and the state data key live (zero value: service "e2b-mcp").
-	Keyring credentials.Keyring
+	// Secrets is where owners' E2B keys and the state store's data key live: the OS keyring (nil means
+	// credentials.Keyring{}, service "e2b-mcp") or the encrypted key store of a host without one.
+	Secrets credentials.SecretStore
 	// DataKeys overrides the state store's data key source (tests); nil means the keyring entry.
 	DataKeys state.KeySource
 	// Clients overrides the source of E2B clients (tests); nil means the keyring, or the emulator for local.
@@ -132,6 +133,9 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.Now == nil {
 		c.Now = time.Now
+	}
+	if c.Secrets == nil {
+		c.Secrets = credentials.Keyring{}
 	}
 	switch {
 	case !slices.Contains([]string{TransportStdio, TransportHTTP, TransportSSE}, c.Transport):
@@ -215,7 +219,7 @@ func New(cfg Config) (*Server, error) {
 		}
 	}
 	if keys == nil {
-		keys = cfg.Keyring.StateKeys()
+		keys = credentials.StateKeys(cfg.Secrets)
 	}
 	if s.store, err = state.Open(storeDir, state.Options{Keys: keys, Now: cfg.Now}); err != nil {
 		return nil, err
@@ -227,7 +231,7 @@ func New(cfg Config) (*Server, error) {
 	case s.local != nil:
 		s.clients = s.local.clients()
 	default:
-		s.clients = newKeyringClients(cfg.Keyring, cfg.E2B, cfg.Logger)
+		s.clients = newStoredKeyClients(cfg.Secrets, cfg.E2B, cfg.Logger)
 	}
 
 	if s.policies, err = policy.NewHolder(cfg.PolicyFile); err != nil {

@@ -10,7 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/zalando/go-keyring"
 	bolt "go.etcd.io/bbolt"
 )
 
@@ -159,66 +158,6 @@ func sealedToken(t *testing.T, path, key string) []byte {
 		t.Fatalf("no sealed token in %q: %v", key, err)
 	}
 	return rec.SealedToken
-}
-
-func TestKeyringKeySource(t *testing.T) {
-	keyring.MockInit()
-	src := KeyringKeySource("e2b-mcp-test", "state")
-	first, err := src.DataKey()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(first) != DataKeySize || bytes.Equal(first, make([]byte, DataKeySize)) {
-		t.Fatalf("new data key = %x", first)
-	}
-	stored, err := keyring.Get("e2b-mcp-test", "state")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if decoded, _ := base64.StdEncoding.DecodeString(stored); !bytes.Equal(decoded, first) {
-		t.Fatal("the keyring does not hold the key that was returned")
-	}
-	second, err := src.DataKey()
-	if err != nil || !bytes.Equal(first, second) {
-		t.Fatalf("second DataKey = %x, %v; want the stored key", second, err)
-	}
-	if other, err := KeyringKeySource("e2b-mcp-test", "other").DataKey(); err != nil || bytes.Equal(other, first) {
-		t.Fatalf("another account got %x, %v; want a key of its own", other, err)
-	}
-
-	// A store sealed under the keyring's key reads it back in a new process (a new Store).
-	dir := t.TempDir()
-	s := openTestStore(t, dir, Options{Keys: src})
-	if err := s.PutSandbox(sampleSandbox("alice", "sbx1", "main", time.Now())); err != nil {
-		t.Fatal(err)
-	}
-	if got, err := openTestStore(t, dir, Options{Keys: KeyringKeySource("e2b-mcp-test", "state")}).Sandbox("alice", "sbx1"); err != nil || got.AccessToken != "envd-token-sbx1" {
-		t.Fatalf("after reopening: %+v, %v", got, err)
-	}
-
-	// The entry replaced behind the store's back: a clear error, not garbage.
-	if err := keyring.Set("e2b-mcp-test", "state", base64.StdEncoding.EncodeToString(testKey(7))); err != nil {
-		t.Fatal(err)
-	}
-	_, err = openTestStore(t, dir, Options{Keys: src}).Sandbox("alice", "sbx1")
-	wantErr(t, err, "not the one they were sealed with")
-}
-
-func TestKeyringKeySourceErrors(t *testing.T) {
-	keyring.MockInit()
-	if err := keyring.Set("svc", "bad", "bm90IGEga2V5"); err != nil { // base64 of "not a key"
-		t.Fatal(err)
-	}
-	_, err := KeyringKeySource("svc", "bad").DataKey()
-	wantErr(t, err, `(service "svc", account "bad") does not hold a 32-byte`)
-	if strings.Contains(err.Error(), "bm90IGEga2V5") || strings.Contains(err.Error(), "not a key") {
-		t.Fatal("the error reveals the keyring entry")
-	}
-
-	keyring.MockInitWithError(errors.New("no secret service"))
-	t.Cleanup(keyring.MockInit)
-	_, err = KeyringKeySource("svc", "acct").DataKey()
-	wantErr(t, err, "OS keyring", "no secret service")
 }
 
 func TestStaticKeySourceCopies(t *testing.T) {

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	bolt "go.etcd.io/bbolt"
+
+	"github.com/e2b-mcp/e2b-mcp/internal/sealed"
 )
 
 // Sandbox states.
@@ -107,7 +109,7 @@ func (s *Store) putSandbox(tx *bolt.Tx, r SandboxRecord) error {
 		if err != nil {
 			return err
 		}
-		if rec.SealedToken, err = seal(aead, []byte(r.AccessToken), sandboxTokenAD(k)); err != nil {
+		if rec.SealedToken, err = sealed.Seal(aead, []byte(r.AccessToken), sandboxTokenAD(k)); err != nil {
 			return fmt.Errorf("state store %s: sealing the access token of sandbox %s: %w", s.path, r.ID, err)
 		}
 	}
@@ -143,7 +145,7 @@ func (s *Store) sandboxFrom(tx *bolt.Tx, k []byte, owner, id string, rec sandbox
 		if err != nil {
 			return SandboxRecord{}, err
 		}
-		plain, err := unseal(aead, rec.SealedToken, sandboxTokenAD(k))
+		plain, err := sealed.Open(aead, rec.SealedToken, sandboxTokenAD(k))
 		if err != nil {
 			return SandboxRecord{}, fmt.Errorf("%w: %s: the access token of sandbox %s (owner %q) does not decrypt "+
 				"under the data key: the record is damaged or was copied from another record", ErrUnusable, s.path, id, owner)

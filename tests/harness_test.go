@@ -254,6 +254,8 @@ type h struct {
 	dir      string
 	mu       sync.Mutex
 	captures []*capture
+	// headless runs every process of the test as on a server without a desktop: no D-Bus session, no display.
+	headless bool
 }
 
 func newH(t testing.TB) *h {
@@ -306,6 +308,9 @@ func (x *h) env() []string {
 	for _, kv := range os.Environ() {
 		name, _, _ := strings.Cut(kv, "=")
 		if strings.HasPrefix(name, "E2B_") || name == "HOME" || name == "XDG_CONFIG_HOME" || name == "XDG_STATE_HOME" || name == "XDG_CACHE_HOME" {
+			continue
+		}
+		if x.headless && (name == "DBUS_SESSION_BUS_ADDRESS" || name == "XDG_RUNTIME_DIR" || name == "DISPLAY" || name == "WAYLAND_DISPLAY") {
 			continue
 		}
 		env = append(env, kv)

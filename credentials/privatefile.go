@@ -1,0 +1,84 @@
+package credentials
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"runtime"
+)
+
+// readPrivateFile reads a regular file of at most limit bytes that must not be accessible to group or others.
+// what names the file in messages ("tokens file"); kind is wrapped by every complaint about the file itself.
+func readPrivateFile(path, what string, limit int64, kind error) ([]byte, os.FileInfo, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, nil, fmt.Errorf("%s: %w", what, err)
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, nil, fmt.Errorf("%s: %w", what, err)
+	}
+	if !fi.Mode().IsRegular() {
+		return nil, nil, fmt.Errorf("%w: %s is not a regular file", kind, path)
+	}
+	if err := checkPrivate(path, fi, kind); err != nil {
+		return nil, nil, err
+	}
+	data, err := io.ReadAll(io.LimitReader(f, limit+1))
+	if err != nil {
+		return nil, nil, fmt.Errorf("%s %s: %w", what, path, err)
+	}
+	if int64(len(data)) > limit {
+		return nil, nil, fmt.Errorf("%w: %s is larger than %d bytes", kind, path, limit)
+	}
+	return data, fi, nil
+}
+
+// checkPrivate refuses a file that group or others may read or write. Windows has no such mode bits; there the
+// file's ACL (inherited from the user's profile directory) is what protects it.
+func checkPrivate(path string, fi os.FileInfo, kind error) error {
+	if runtime.GOOS == "windows" {
+		return nil
+	}
+	if perm := fi.Mode().Perm(); perm&0o077 != 0 {
+		return fmt.Errorf("%w: %s has mode %04o, so other users may read or change it; run chmod 600 %s",
+			kind, path, perm, path)
+	}
+	return nil
+}
+
+// writePrivateFile replaces path with data atomically (a temporary file in the same directory, synced, then
+// renamed over it), with mode 0600, creating the directory (0700) if needed. A crash leaves the old file or the
+// new one, never a half-written one.
+func writePrivateFile(path, what string, data []byte) error {
+	dir := filepath.Dir(path)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return fmt.Errorf("%s: %w", what, err)
+	}
+	tmp, err := os.CreateTemp(dir, "."+filepath.Base(path)+"-*")
+	if err != nil {
+		return fmt.Errorf("%s: %w", what, err)
+	}
+	defer os.Remove(tmp.Name()) // no-op once renamed
+	if err := tmp.Chmod(0o600); err != nil && runtime.GOOS != "windows" {
+		tmp.Close()
+		return fmt.Errorf("%s: %w", what, err)
+	}
+	if _, err := tmp.Write(data); err != nil {
+		tmp.Close()
+		return fmt.Errorf("%s: writing %s: %w", what, tmp.Name(), err)
+	}
+	if err := tmp.Sync(); err != nil {
+		tmp.Close()
+		return fmt.Errorf("%s: writing %s: %w", what, tmp.Name(), err)
+	}
+	if err := tmp.Close(); err != nil {
+		return fmt.Errorf("%s: writing %s: %w", what, tmp.Name(), err)
+	}
+	if err := os.Rename(tmp.Name(), path); err != nil {
+		return fmt.Errorf("%s: %w", what, err)
+	}
+	return nil
+}
