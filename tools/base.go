@@ -26,10 +26,14 @@ type base struct {
 	cfg     Config
 	log     *slog.Logger
 	now     func() time.Time
+	// scaling holds one slot per image being scaled down: decoding takes 4 bytes per pixel, so concurrent calls
+	// take turns rather than multiply the server's memory.
+	scaling chan struct{}
 }
 
 func newBase(d Deps) *base {
-	b := &base{clients: d.Clients, store: d.Store, cfg: d.Config.withDefaults(), log: d.Logger, now: d.Now}
+	b := &base{clients: d.Clients, store: d.Store, cfg: d.Config.withDefaults(), log: d.Logger, now: d.Now,
+		scaling: make(chan struct{}, 1)}
 	if b.log == nil {
 		b.log = slog.New(slog.DiscardHandler)
 	}

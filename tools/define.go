@@ -174,8 +174,20 @@ func jsonTypeName(goType string) string {
 	return "an object"
 }
 
-// success answers with the result both as structuredContent and, for clients that read only text, as its JSON.
+// withContent is a handler's result with content beside its JSON: an image the model can see, links to the
+// files the result names.
+type withContent struct {
+	result any
+	extra  []mcp.Content
+}
+
+// success answers with the result both as structuredContent and, for clients that read only text, as its JSON,
+// followed by any extra content.
 func success(v any) *mcp.CallToolResult {
+	var extra []mcp.Content
+	if wc, ok := v.(withContent); ok {
+		v, extra = wc.result, wc.extra
+	}
 	var buf bytes.Buffer
 	enc := json.NewEncoder(&buf)
 	// Command output is full of <, > and &; escaping them would only make the text harder to read.
@@ -184,7 +196,7 @@ func success(v any) *mcp.CallToolResult {
 		return mcp.NewToolResultError("Internal error: encoding the result: " + err.Error())
 	}
 	return &mcp.CallToolResult{
-		Content:           []mcp.Content{mcp.NewTextContent(strings.TrimSuffix(buf.String(), "\n"))},
+		Content:           append([]mcp.Content{mcp.NewTextContent(strings.TrimSuffix(buf.String(), "\n"))}, extra...),
 		StructuredContent: v,
 	}
 }

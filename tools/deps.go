@@ -38,6 +38,13 @@ type Config struct {
 	ReadLimitBytes int
 	// WriteLimitBytes bounds the content of one e2b_write_file call (10 MiB).
 	WriteLimitBytes int
+	// ImageLimitBytes bounds an image e2b_read_file shows the model (768 KiB, about 1 MiB in base64: what
+	// assistants accept in one tool result); ImageMaxEdge bounds its longer side (1568 pixels, beyond which
+	// vision models scale images down themselves). Larger images are scaled down to fit.
+	ImageLimitBytes, ImageMaxEdge int
+	// ImageSourceLimitBytes bounds the image files e2b_read_file fetches to scale down (16 MiB); larger ones are
+	// refused with advice on shrinking them in the sandbox.
+	ImageSourceLimitBytes int
 	// StorageRoots are the host directories upload_files of e2b_create_sandbox may read from; none means
 	// uploads are off. A relative session_path is resolved against the first root.
 	StorageRoots []string
@@ -55,6 +62,9 @@ const (
 	DefaultOutputBudget     = 64 << 10
 	DefaultReadLimitBytes   = 256 << 10
 	DefaultWriteLimitBytes  = 10 << 20
+	DefaultImageLimitBytes  = 768 << 10
+	DefaultImageMaxEdge     = 1568
+	DefaultImageSourceLimit = 16 << 20
 	DefaultProgressInterval = 200 * time.Millisecond
 )
 
@@ -81,6 +91,15 @@ func (c Config) withDefaults() Config {
 	}
 	if c.WriteLimitBytes <= 0 {
 		c.WriteLimitBytes = DefaultWriteLimitBytes
+	}
+	if c.ImageLimitBytes <= 0 {
+		c.ImageLimitBytes = DefaultImageLimitBytes
+	}
+	if c.ImageMaxEdge <= 0 {
+		c.ImageMaxEdge = DefaultImageMaxEdge
+	}
+	if c.ImageSourceLimitBytes <= 0 {
+		c.ImageSourceLimitBytes = DefaultImageSourceLimit
 	}
 	if c.ProgressInterval <= 0 {
 		c.ProgressInterval = DefaultProgressInterval

@@ -4,15 +4,18 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"io"
 	"strings"
 	"unicode/utf8"
 
+	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/mark3labs/mcp-go/server"
 
 	"github.com/e2b-mcp/e2b-mcp/e2b"
+	"github.com/e2b-mcp/e2b-mcp/state"
 )
 
 // DefaultReadLines is how many lines e2b_read_file returns when the call gives no limit.
@@ -29,16 +32,17 @@ type readArgs struct {
 }
 
 type readResult struct {
-	SandboxID  string `json:"sandbox_id"`
-	Path       string `json:"path"`
-	Content    string `json:"content" jsonschema_description:"The lines read, as they are in the file (empty for a binary file read without offset/limit)."`
-	Size       int64  `json:"size" jsonschema_description:"The whole file's size in bytes."`
-	StartLine  int    `json:"start_line" jsonschema_description:"Line number of the first line of content."`
-	Lines      int    `json:"lines" jsonschema_description:"How many lines content holds."`
-	Truncated  bool   `json:"truncated" jsonschema_description:"True when the file goes on after content."`
-	NextOffset int    `json:"next_offset,omitempty" jsonschema_description:"The offset that continues the read, when truncated."`
-	Binary     bool   `json:"binary,omitempty" jsonschema_description:"True when the file is not UTF-8 text."`
-	Note       string `json:"note,omitempty"`
+	SandboxID  string     `json:"sandbox_id"`
+	Path       string     `json:"path"`
+	Content    string     `json:"content" jsonschema_description:"The lines read, as they are in the file (empty for a binary file read without offset/limit)."`
+	Size       int64      `json:"size" jsonschema_description:"The whole file's size in bytes."`
+	StartLine  int        `json:"start_line" jsonschema_description:"Line number of the first line of content."`
+	Lines      int        `json:"lines" jsonschema_description:"How many lines content holds."`
+	Truncated  bool       `json:"truncated" jsonschema_description:"True when the file goes on after content."`
+	NextOffset int        `json:"next_offset,omitempty" jsonschema_description:"The offset that continues the read, when truncated."`
+	Binary     bool       `json:"binary,omitempty" jsonschema_description:"True when the file is not UTF-8 text."`
+	Image      *imageInfo `json:"image,omitempty" jsonschema_description:"Set when the file is a PNG, JPEG, GIF or WebP image: it follows as image content (scaled down when it is over the limits), and content is empty."`
+	Note       string     `json:"note,omitempty"`
 }
 
 // readFile is e2b_read_file.
@@ -47,9 +51,12 @@ type readFile struct{ *base }
 func (t readFile) serverTool() server.ServerTool {
 	desc := fmt.Sprintf("Read a text file from a sandbox by lines. offset is the line to start at (default 1), limit the "+
 		"number of lines (default %d); at most %d bytes come back per call, and truncated/next_offset say when the "+
-		"file goes on. A binary file is not dumped: the answer gives its size and how to inspect it (xxd or base64 via "+
-		"e2b_exec, or an explicit offset/limit). Directories are refused: list them with e2b_exec (ls -la).",
-		DefaultReadLines, t.cfg.ReadLimitBytes)
+		"file goes on. A PNG, JPEG, GIF or WebP image (known by its content, not its name) comes back as image "+
+		"content you can see, scaled down to at most %d pixels on its longer side and %d bytes; image files over %d "+
+		"bytes are refused. SVG is text and is read as text. Any other binary file is not dumped: the answer gives "+
+		"its size and how to inspect it (xxd or base64 via e2b_exec, or an explicit offset/limit). Directories are "+
+		"refused: list them with e2b_exec (ls -la).",
+		DefaultReadLines, t.cfg.ReadLimitBytes, t.cfg.ImageMaxEdge, t.cfg.ImageLimitBytes, t.cfg.ImageSourceLimitBytes)
 	return server.ServerTool{
 		Tool: newTool("e2b_read_file", desc, readArgs{}, readResult{},
 			hints{readOnly: true, destructive: false, idempotent: true, openWorld: true},
@@ -104,6 +111,9 @@ func (t readFile) run(ctx context.Context, call Caller, a *readArgs) (any, error
 		return nil, t.sandboxFailure(ctx, c, call, rec, err)
 	}
 	res.Binary = isBinary(sniff, len(sniff) == binarySniff)
+	if mime := imageMIME(sniff); mime != "" && !explicit {
+		return t.image(ctx, c, call, rec, res, br, mime)
+	}
 	if res.Binary && !explicit {
 		res.Lines, res.StartLine = 0, 0
 		res.Truncated = info.Size > 0
@@ -140,6 +150,52 @@ func (t readFile) run(ctx context.Context, call Caller, a *readArgs) (any, error
 	}
 	return res, nil
 }
+
+// image answers with an image file as image content, scaled down to the limits when it is over them.
+func (t readFile) image(ctx context.Context, c *e2b.Client, call Caller, rec state.SandboxRecord, res readResult, body io.Reader, mime string) (any, error) {
+	shrink := fmt.Sprintf("Make a smaller copy in the sandbox and read that instead (e.g. save the chart with a lower "+
+		"dpi or size, or `convert %s -resize 1024x1024 small.png` where ImageMagick is installed).", shellQuote(res.Path))
+	if res.Size > int64(t.cfg.ImageSourceLimitBytes) {
+		return nil, userErrorf("'%s' is a %s image of %d bytes, over the %d bytes e2b_read_file fetches to show "+
+			"an image. %s", res.Path, imageFormatName(mime), res.Size, t.cfg.ImageSourceLimitBytes, shrink)
+	}
+	data, err := io.ReadAll(io.LimitReader(body, int64(t.cfg.ImageSourceLimitBytes)+1))
+	if err != nil {
+		return nil, t.sandboxFailure(ctx, c, call, rec, err)
+	}
+	if len(data) > t.cfg.ImageSourceLimitBytes {
+		// It grew between the stat and the read.
+		return nil, userErrorf("'%s' is a %s image of more than %d bytes, which e2b_read_file does not fetch to "+
+			"show an image. %s", res.Path, imageFormatName(mime), t.cfg.ImageSourceLimitBytes, shrink)
+	}
+	select {
+	case t.scaling <- struct{}{}:
+		defer func() { <-t.scaling }()
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	out, info, err := fitImage(data, mime, imageLimits{maxBytes: t.cfg.ImageLimitBytes, maxEdge: t.cfg.ImageMaxEdge, maxPixels: maxImagePixels})
+	var tooLarge *errImageTooLarge
+	switch {
+	case errors.As(err, &tooLarge):
+		return nil, userErrorf("'%s' cannot be shown: %s. %s", res.Path, tooLarge.reason, shrink)
+	case err != nil:
+		return nil, userErrorf("'%s' cannot be shown: %v. Inspect it with e2b_exec (e.g. file %s).", res.Path, err, shellQuote(res.Path))
+	}
+	res.Binary, res.Image = true, &info
+	res.Size = int64(len(data))
+	res.StartLine = 0
+	res.Note = fmt.Sprintf("%s image, %d×%d, shown as image content", imageFormatName(mime), info.Width, info.Height)
+	if info.Scaled {
+		res.Note = fmt.Sprintf("%s image of %d×%d pixels and %d bytes, shown scaled down to %d×%d (%s, %d bytes) to "+
+			"fit the limits; the file is unchanged", imageFormatName(mime), info.SourceWidth, info.SourceHeight,
+			len(data), info.Width, info.Height, imageFormatName(info.MIMEType), info.Bytes)
+	}
+	return withContent{result: res, extra: []mcp.Content{mcp.NewImageContent(base64.StdEncoding.EncodeToString(out), info.MIMEType)}}, nil
+}
+
+// maxImagePixels bounds the images decoded for scaling (100 MB of memory at 4 bytes a pixel).
+const maxImagePixels = 25_000_000
 
 // isBinary says whether a file's first bytes look like anything but UTF-8 text. partial is true when more of the
 // file follows, so that a multi-byte character cut at the end of the sample does not count against it.

@@ -1,0 +1,187 @@
+package tools
+
+import (
+	"bytes"
+	"fmt"
+	"image"
+	"image/gif"
+	"image/jpeg"
+	"image/png"
+
+	"golang.org/x/image/draw"
+	"golang.org/x/image/webp"
+)
+
+// Images e2b_read_file shows the model, by their first bytes (a name proves nothing: plot.png may be anything,
+// and a chart saved without an extension is still a chart). SVG is text and is read as text.
+const (
+	mimePNG  = "image/png"
+	mimeJPEG = "image/jpeg"
+	mimeGIF  = "image/gif"
+	mimeWebP = "image/webp"
+)
+
+// imageMIME names the image format of a file's first bytes, or "" when they start no format a model reads.
+func imageMIME(head []byte) string {
+	switch {
+	case bytes.HasPrefix(head, []byte("\x89PNG\r\n\x1a\n")):
+		return mimePNG
+	case bytes.HasPrefix(head, []byte("\xff\xd8\xff")):
+		return mimeJPEG
+	case bytes.HasPrefix(head, []byte("GIF87a")), bytes.HasPrefix(head, []byte("GIF89a")):
+		return mimeGIF
+	case len(head) >= 12 && bytes.Equal(head[:4], []byte("RIFF")) && bytes.Equal(head[8:12], []byte("WEBP")):
+		return mimeWebP
+	}
+	return ""
+}
+
+// imageFormatName is how an answer names a MIME type to a person.
+func imageFormatName(mime string) string {
+	switch mime {
+	case mimePNG:
+		return "PNG"
+	case mimeJPEG:
+		return "JPEG"
+	case mimeGIF:
+		return "GIF"
+	case mimeWebP:
+		return "WebP"
+	}
+	return mime
+}
+
+// imageLimits are what an image shown to the model may cost.
+type imageLimits struct {
+	// maxBytes bounds the bytes sent (before base64); maxEdge the longest side in pixels.
+	maxBytes, maxEdge int
+	// maxPixels bounds the images decoded for scaling: a small file can claim a huge canvas (a decompression
+	// bomb), and decoding costs 4 bytes of memory per pixel.
+	maxPixels int
+}
+
+// imageInfo describes the image an answer carries.
+type imageInfo struct {
+	MIMEType     string `json:"mime_type" jsonschema_description:"The MIME type of the image content."`
+	Width        int    `json:"width"`
+	Height       int    `json:"height"`
+	Bytes        int    `json:"bytes" jsonschema_description:"Size of the image content in bytes (before base64)."`
+	Scaled       bool   `json:"scaled" jsonschema_description:"True when the image was scaled down (or re-encoded) to fit the limits; the file itself is unchanged."`
+	SourceWidth  int    `json:"source_width,omitempty"`
+	SourceHeight int    `json:"source_height,omitempty"`
+}
+
+// errImageTooLarge is an image that cannot be brought within the limits; its text is the answer to the model.
+type errImageTooLarge struct{ reason string }
+
+func (e *errImageTooLarge) Error() string { return e.reason }
+
+// fitImage returns data as the model should see it: the file itself when it is within the limits, else a copy
+// scaled down to fit them (PNG for lossless sources when it fits, else JPEG). An image that cannot be decoded
+// or would need too much memory to scale is refused with an *errImageTooLarge or a decode error.
+func fitImage(data []byte, mime string, lim imageLimits) ([]byte, imageInfo, error) {
+	cfg, err := decodeConfig(data, mime)
+	if err != nil {
+		return nil, imageInfo{}, fmt.Errorf("the file starts like a %s image but is not a valid one: %w", imageFormatName(mime), err)
+	}
+	info := imageInfo{MIMEType: mime, Width: cfg.Width, Height: cfg.Height, Bytes: len(data)}
+	if len(data) <= lim.maxBytes && max(cfg.Width, cfg.Height) <= lim.maxEdge {
+		return data, info, nil
+	}
+	if cfg.Width <= 0 || cfg.Height <= 0 || cfg.Width > lim.maxPixels/max(cfg.Height, 1) {
+		return nil, imageInfo{}, &errImageTooLarge{fmt.Sprintf("the image is %d×%d pixels, more than the %d megapixels "+
+			"e2b_read_file scales down", cfg.Width, cfg.Height, lim.maxPixels/1_000_000)}
+	}
+	src, err := decodeImage(data, mime)
+	if err != nil {
+		return nil, imageInfo{}, fmt.Errorf("the %s image could not be decoded: %w", imageFormatName(mime), err)
+	}
+	info.SourceWidth, info.SourceHeight, info.Scaled = cfg.Width, cfg.Height, true
+	w, h := fitEdge(cfg.Width, cfg.Height, lim.maxEdge)
+	lossless := mime == mimePNG || mime == mimeGIF
+	for {
+		dst := image.NewNRGBA(image.Rect(0, 0, w, h))
+		draw.BiLinear.Scale(dst, dst.Bounds(), src, src.Bounds(), draw.Src, nil)
+		var out []byte
+		outMIME := mimeJPEG
+		if lossless {
+			if out, err = encodePNG(dst); err == nil && len(out) <= lim.maxBytes {
+				outMIME = mimePNG
+			}
+		}
+		if outMIME == mimeJPEG {
+			if out, err = encodeJPEG(dst); err != nil {
+				return nil, imageInfo{}, err
+			}
+		}
+		if len(out) <= lim.maxBytes {
+			info.MIMEType, info.Width, info.Height, info.Bytes = outMIME, w, h, len(out)
+			return out, info, nil
+		}
+		if w <= 64 && h <= 64 {
+			return nil, imageInfo{}, &errImageTooLarge{fmt.Sprintf("even scaled down to %d×%d it takes more than %d bytes", w, h, lim.maxBytes)}
+		}
+		// Three quarters of the edge is a bit more than half the bytes: a few rounds reach any limit.
+		w, h = max(w*3/4, 1), max(h*3/4, 1)
+	}
+}
+
+// fitEdge scales w×h down so that its longer side is at most edge, keeping the aspect ratio.
+func fitEdge(w, h, edge int) (int, int) {
+	if w <= edge && h <= edge {
+		return w, h
+	}
+	if w >= h {
+		return edge, max(h*edge/w, 1)
+	}
+	return max(w*edge/h, 1), edge
+}
+
+func decodeConfig(data []byte, mime string) (image.Config, error) {
+	r := bytes.NewReader(data)
+	switch mime {
+	case mimePNG:
+		return png.DecodeConfig(r)
+	case mimeJPEG:
+		return jpeg.DecodeConfig(r)
+	case mimeGIF:
+		return gif.DecodeConfig(r)
+	case mimeWebP:
+		return webp.DecodeConfig(r)
+	}
+	return image.Config{}, fmt.Errorf("unknown image type %s", mime)
+}
+
+// decodeImage decodes the image (the first frame of an animated GIF).
+func decodeImage(data []byte, mime string) (image.Image, error) {
+	r := bytes.NewReader(data)
+	switch mime {
+	case mimePNG:
+		return png.Decode(r)
+	case mimeJPEG:
+		return jpeg.Decode(r)
+	case mimeGIF:
+		return gif.Decode(r)
+	case mimeWebP:
+		return webp.Decode(r)
+	}
+	return nil, fmt.Errorf("unknown image type %s", mime)
+}
+
+func encodePNG(img image.Image) ([]byte, error) {
+	var buf bytes.Buffer
+	enc := png.Encoder{CompressionLevel: png.BestCompression}
+	err := enc.Encode(&buf, img)
+	return buf.Bytes(), err
+}
+
+// encodeJPEG encodes img over a white background: JPEG has no transparency, and transparent pixels would come
+// out black, hiding a chart's black lines and text.
+func encodeJPEG(img image.Image) ([]byte, error) {
+	flat := image.NewRGBA(img.Bounds())
+	draw.Draw(flat, flat.Bounds(), image.White, image.Point{}, draw.Src)
+	draw.Draw(flat, flat.Bounds(), img, img.Bounds().Min, draw.Over)
+	var buf bytes.Buffer
+	err := jpeg.Encode(&buf, flat, &jpeg.Options{Quality: 85})
+	return buf.Bytes(), err
+}
