@@ -269,25 +269,31 @@ func (s *Server) buildMCP() *mcpserver.MCPServer {
 	hooks.AddOnUnregisterSession(func(_ context.Context, cs mcpserver.ClientSession) {
 		s.sessions.forget(cs.SessionID())
 	})
+	hooks.AddAfterListResources(s.listSandboxFiles)
 	m := mcpserver.NewMCPServer(s.cfg.Name, s.cfg.Version,
 		mcpserver.WithRecovery(),
 		mcpserver.WithToolCapabilities(false),
 		mcpserver.WithHooks(hooks),
 		mcpserver.WithInstructions(instructions),
 		mcpserver.WithToolHandlerMiddleware(s.governCall),
+		mcpserver.WithResourceRecovery(),
+		mcpserver.WithResourceCapabilities(false, false),
+		mcpserver.WithResourceHandlerMiddleware(s.governRead),
 	)
-	all := tools.All(tools.Deps{
+	deps := tools.Deps{
 		Clients: s.clients,
 		Store:   s.store,
 		Config:  s.cfg.Tools,
 		Logger:  s.log,
 		Now:     s.cfg.Now,
-	})
+	}
+	all := tools.All(deps)
 	s.shapes = make(map[string]*argShape, len(all))
 	for _, t := range all {
 		s.shapes[t.Tool.Name] = shapeOfTool(t.Tool)
 	}
 	m.AddTools(all...)
+	m.AddResourceTemplates(tools.ResourceTemplates(deps)...)
 	return m
 }
 

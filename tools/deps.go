@@ -45,6 +45,8 @@ type Config struct {
 	// ImageSourceLimitBytes bounds the image files e2b_read_file fetches to scale down (16 MiB); larger ones are
 	// refused with advice on shrinking them in the sandbox.
 	ImageSourceLimitBytes int
+	// ResourceLimitBytes bounds a sandbox file read as an MCP resource (8 MiB).
+	ResourceLimitBytes int
 	// StorageRoots are the host directories upload_files of e2b_create_sandbox may read from; none means
 	// uploads are off. A relative session_path is resolved against the first root.
 	StorageRoots []string
@@ -65,6 +67,7 @@ const (
 	DefaultImageLimitBytes  = 768 << 10
 	DefaultImageMaxEdge     = 1568
 	DefaultImageSourceLimit = 16 << 20
+	DefaultResourceLimit    = 8 << 20
 	DefaultProgressInterval = 200 * time.Millisecond
 )
 
@@ -100,6 +103,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.ImageSourceLimitBytes <= 0 {
 		c.ImageSourceLimitBytes = DefaultImageSourceLimit
+	}
+	if c.ResourceLimitBytes <= 0 {
+		c.ResourceLimitBytes = DefaultResourceLimit
 	}
 	if c.ProgressInterval <= 0 {
 		c.ProgressInterval = DefaultProgressInterval

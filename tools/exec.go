@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/mark3labs/mcp-go/server"
 
 	"github.com/e2b-mcp/e2b-mcp/e2b"
@@ -134,6 +135,7 @@ func (t execTool) run(ctx context.Context, call Caller, a *execArgs) (any, error
 		}
 	}
 	var warnings []string
+	var links []mcp.Content
 	for _, s := range []struct {
 		c    *capture
 		ext  string
@@ -148,10 +150,14 @@ func (t execTool) run(ctx context.Context, call Caller, a *execArgs) (any, error
 			continue
 		}
 		*s.into = p
+		links = append(links, fileLink(rec.ID, p, "the whole "+s.ext+" of the command"))
 	}
 	var warn string
 	res.CheckpointID, warn = t.afterStep(ctx, c, call, rec, "e2b_exec")
 	res.Warning = joinWarnings(append(warnings, warn)...)
+	if len(links) > 0 {
+		return withContent{result: res, extra: links}, nil
+	}
 	return res, nil
 }
 

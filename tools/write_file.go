@@ -7,6 +7,7 @@ import (
 	"path"
 	"strings"
 
+	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/mark3labs/mcp-go/server"
 
 	"github.com/e2b-mcp/e2b-mcp/e2b"
@@ -77,5 +78,5 @@ func (t writeFile) run(ctx context.Context, call Caller, a *writeArgs) (any, err
 		res.Path = info.Path
 	}
 	res.CheckpointID, res.Warning = t.afterStep(ctx, c, call, rec, "e2b_write_file")
-	return res, nil
+	return withContent{result: res, extra: []mcp.Content{fileLink(rec.ID, res.Path, "the file written")}}, nil
 }
