@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/e2b-mcp/e2b-mcp/audit"
+	"github.com/e2b-mcp/e2b-mcp/internal/display"
 	"github.com/e2b-mcp/e2b-mcp/policy"
 )
 
@@ -77,7 +78,7 @@ func runAudit(_ context.Context, a *app, args []string) error {
 			if err := enc.Encode(e); err != nil {
 				return err
 			}
-			if _, err := a.stdout.Write(jsonLine(buf.Bytes())); err != nil {
+			if _, err := a.stdout.Write(display.JSONLine(buf.Bytes())); err != nil {
 				return err
 			}
 		}

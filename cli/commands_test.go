@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/e2b-mcp/e2b-mcp/audit"
+	"github.com/e2b-mcp/e2b-mcp/internal/display"
 	"github.com/e2b-mcp/e2b-mcp/credentials"
 	"github.com/e2b-mcp/e2b-mcp/policy"
 	"github.com/e2b-mcp/e2b-mcp/server"
@@ -280,7 +281,7 @@ func TestAuditCommandEscapesCallerFields(t *testing.T) {
 	log.Close()
 	unsafe := func(s string) string {
 		for _, r := range s {
-			if r != '\n' && unsafeRune(r) {
+			if r != '\n' && display.Unsafe(r) {
 				return fmt.Sprintf("%U", r)
 			}
 		}
