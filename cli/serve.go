@@ -143,6 +143,8 @@ func (a *app) serveConfig(f *flags, o *serveOptions) (server.Config, error) {
 	if err != nil {
 		return cfg, err
 	}
+	// Where `e2b-mcp approve` looks without --state-dir; an error just means it needs the flag.
+	defaultDir, _ := a.defaultStateDir()
 	for _, root := range o.storageRoots {
 		fi, err := os.Stat(root)
 		if err != nil {
@@ -153,21 +155,22 @@ func (a *app) serveConfig(f *flags, o *serveOptions) (server.Config, error) {
 		}
 	}
 	return server.Config{
-		Name:          "e2b-mcp",
-		Version:       Version(),
-		Owner:         owner,
-		Session:       o.session,
-		Transport:     o.transport,
-		Listen:        o.listen,
-		E2B:           o.loc.config(),
-		Backend:       o.backend,
-		StateDir:      stateDir,
-		PolicyFile:    o.policyFile,
-		Lease:         o.lease,
-		OrphanAction:  action,
-		SweepInterval: o.sweepInterval,
-		TokensFile:    o.tokensFile,
-		Secrets:       secrets,
+		Name:            "e2b-mcp",
+		Version:         Version(),
+		Owner:           owner,
+		Session:         o.session,
+		Transport:       o.transport,
+		Listen:          o.listen,
+		E2B:             o.loc.config(),
+		Backend:         o.backend,
+		StateDir:        stateDir,
+		DefaultStateDir: defaultDir,
+		PolicyFile:      o.policyFile,
+		Lease:           o.lease,
+		OrphanAction:    action,
+		SweepInterval:   o.sweepInterval,
+		TokensFile:      o.tokensFile,
+		Secrets:         secrets,
 		Tools: tools.Config{
 			OutputBudget: o.outputBudget,
 			StorageRoots: o.storageRoots,

@@ -17,6 +17,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/e2b-mcp/e2b-mcp/internal/display"
 	"github.com/e2b-mcp/e2b-mcp/internal/filelock"
 )
 
@@ -46,10 +47,13 @@ type Binding struct {
 	ArgsDigest string `json:"args_digest"`
 }
 
-// Pending is an approval request.
+// Pending is an approval request. The call itself, arguments in full, is kept beside the store until the request
+// is used or expires (Show reads it).
 type Pending struct {
-	ID       string    `json:"id"`
-	Binding  Binding   `json:"binding"`
+	ID      string  `json:"id"`
+	Binding Binding `json:"binding"`
+	// Summary is a one-line account of the call (tool and deciding fields, escaped and cut to fit), for when the
+	// call itself cannot be read.
 	Summary  string    `json:"summary"`
 	Created  time.Time `json:"created"`
 	Expires  time.Time `json:"expires"`
@@ -68,10 +72,16 @@ var (
 const (
 	approvalsFile = "approvals.json"
 	approvalsLock = "approvals.lock"
-	storeVersion  = 1
-	// maxOpenRequests bounds the store: a client looping over distinct calls that
-	// need approval must not grow it without end.
+	// callsDir holds one file per request with its call, arguments in full.
+	callsDir     = "approvals.d"
+	storeVersion = 1
+	// maxOpenPerOwner bounds the requests one owner can have waiting, so that one
+	// caller looping over distinct calls cannot fill the queue for everyone; and
+	// maxOpenRequests bounds the store as a whole.
+	maxOpenPerOwner = 20
 	maxOpenRequests = 1000
+	// summaryBytes bounds Pending.Summary.
+	summaryBytes = 300
 	idLength        = 10
 	// idAlphabet is Crockford's base32: no i, l, o or u, so an ID read aloud or
 	// typed from a screen survives; Approve folds the look-alikes back.
@@ -131,14 +141,15 @@ func OpenApprovals(dir string, ttl time.Duration, now func() time.Time) (*Approv
 	return a, nil
 }
 
-// Request records that a call needs approval and returns the request to show the
-// human. An open request for the same binding is reused, so a client retrying before
-// the human acts does not pile up IDs.
-func (a *Approvals) Request(b Binding, summary string) (Pending, error) {
+// Request records that call c, bound by b, needs approval and returns the request to
+// show the human. An open request for the same binding is reused, so a client
+// retrying before the human acts does not pile up IDs. An owner has at most
+// maxOpenPerOwner requests waiting.
+func (a *Approvals) Request(b Binding, c Call) (Pending, error) {
 	var out Pending
 	var err error
 	werr := a.with(true, func(s *approvalStore, now time.Time) bool {
-		open := 0
+		open, mine := 0, 0
 		for _, p := range s.Requests {
 			if now.Before(p.Expires) {
 				if p.Binding == b {
@@ -146,9 +157,16 @@ func (a *Approvals) Request(b Binding, summary string) (Pending, error) {
 					return false
 				}
 				open++
+				if p.Binding.Owner == b.Owner {
+					mine++
+				}
 			}
 		}
-		if open >= maxOpenRequests {
+		switch {
+		case mine >= maxOpenPerOwner:
+			err = fmt.Errorf("approvals: %d requests of yours are already waiting for a human; have them approved or let them expire first", mine)
+			return false
+		case open >= maxOpenRequests:
 			err = fmt.Errorf("approvals: %d requests are already waiting; approve or let them expire first", open)
 			return false
 		}
@@ -161,7 +179,10 @@ func (a *Approvals) Request(b Binding, summary string) (Pending, error) {
 				break
 			}
 		}
-		out = Pending{ID: id, Binding: b, Summary: summary, Created: now, Expires: now.Add(a.ttl)}
+		if err = a.saveCall(id, c); err != nil {
+			return false
+		}
+		out = Pending{ID: id, Binding: b, Summary: Summarize(c, summaryBytes), Created: now, Expires: now.Add(a.ttl)}
 		s.Requests = append(s.Requests, out)
 		return true
 	})
@@ -172,6 +193,92 @@ func (a *Approvals) Request(b Binding, summary string) (Pending, error) {
 		return Pending{}, err
 	}
 	return out, nil
+}
+
+// Summarize is a one-line account of a call for a human: the tool and its deciding
+// fields (DecidingFields), escaped, in about n bytes, the tail of a long value kept.
+func Summarize(c Call, n int) string {
+	var b strings.Builder
+	b.WriteString(c.Tool)
+	for _, f := range DecidingFields(c) {
+		fmt.Fprintf(&b, " %s=%s", f.Name, display.Readable(f.Value, n))
+	}
+	return display.Readable(b.String(), n)
+}
+
+// Show returns a request, approved or not, with its call as it was made. ok is
+// false when the call cannot be read (a request made by an older version, say).
+func (a *Approvals) Show(id string) (p Pending, c Call, ok bool, err error) {
+	want, valid := normalizeID(id)
+	if !valid {
+		return Pending{}, Call{}, false, fmt.Errorf("%w: %q is not an approval ID (%d letters and digits)", ErrUnknownApproval, clipForDisplay(id), idLength)
+	}
+	found := false
+	err = a.with(false, func(s *approvalStore, now time.Time) bool {
+		for _, r := range s.Requests {
+			if subtle.ConstantTimeCompare([]byte(r.ID), []byte(want)) == 1 && now.Before(r.Expires) {
+				p, found = r, true
+				c, ok = a.loadCall(r.ID)
+			}
+		}
+		return false
+	})
+	if err == nil && !found {
+		err = fmt.Errorf("%w: no request %s waiting (it may have been used, or expired)", ErrUnknownApproval, want)
+	}
+	return p, c, ok, err
+}
+
+// storedCall is the file kept per request in callsDir.
+type storedCall struct {
+	Tool string          `json:"tool"`
+	Args json.RawMessage `json:"args"`
+}
+
+func (a *Approvals) callPath(id string) string { return filepath.Join(a.dir, callsDir, id+".json") }
+
+// saveCall writes a request's call (the caller holds the lock).
+func (a *Approvals) saveCall(id string, c Call) error {
+	if err := os.MkdirAll(filepath.Join(a.dir, callsDir), 0o700); err != nil {
+		return fmt.Errorf("approvals: %w", err)
+	}
+	data, err := json.Marshal(storedCall{Tool: c.Tool, Args: canonicalJSON(c.Args)})
+	if err != nil {
+		return fmt.Errorf("approvals: %w", err)
+	}
+	return writeAtomic(filepath.Join(a.dir, callsDir), id+".json", data)
+}
+
+func (a *Approvals) loadCall(id string) (Call, bool) {
+	data, err := os.ReadFile(a.callPath(id))
+	if err != nil {
+		return Call{}, false
+	}
+	var sc storedCall
+	if json.Unmarshal(data, &sc) != nil {
+		return Call{}, false
+	}
+	c := Call{Tool: sc.Tool}
+	if json.Unmarshal(sc.Args, &c.Args) != nil {
+		return Call{}, false
+	}
+	return c, true
+}
+
+// dropCalls removes the call files of requests no longer in the store (used,
+// pruned, or left by a crash between the two writes). The caller holds the lock.
+func (a *Approvals) dropCalls(s *approvalStore) {
+	entries, err := os.ReadDir(filepath.Join(a.dir, callsDir))
+	if err != nil {
+		return
+	}
+	for _, e := range entries {
+		id, ok := strings.CutSuffix(e.Name(), ".json")
+		if ok && slices.ContainsFunc(s.Requests, func(p Pending) bool { return p.ID == id }) {
+			continue
+		}
+		os.Remove(filepath.Join(a.dir, callsDir, e.Name()))
+	}
 }
 
 // Approve grants a request: the human action. The approval is then good for one call
@@ -276,7 +383,10 @@ func (a *Approvals) with(write bool, fn func(s *approvalStore, now time.Time) (c
 	}
 	changed := fn(s, now)
 	if write && (changed || pruned) {
-		return a.save(s)
+		if err := a.save(s); err != nil {
+			return err
+		}
+		a.dropCalls(s)
 	}
 	return nil
 }
@@ -315,7 +425,12 @@ func (a *Approvals) save(s *approvalStore) error {
 	if err != nil {
 		return fmt.Errorf("approvals: %w", err)
 	}
-	tmp, err := os.CreateTemp(a.dir, approvalsFile+".*.tmp")
+	return writeAtomic(a.dir, approvalsFile, append(data, '\n'))
+}
+
+// writeAtomic replaces dir/name with data: a temporary file, fsync, rename, directory fsync.
+func writeAtomic(dir, name string, data []byte) error {
+	tmp, err := os.CreateTemp(dir, name+".*.tmp")
 	if err != nil {
 		return fmt.Errorf("approvals: %w", err)
 	}
@@ -327,7 +442,7 @@ func (a *Approvals) save(s *approvalStore) error {
 			os.Remove(tmpName)
 		}
 	}()
-	if _, err := tmp.Write(append(data, '\n')); err != nil {
+	if _, err := tmp.Write(data); err != nil {
 		return fmt.Errorf("approvals: writing %s: %w", tmpName, err)
 	}
 	if err := tmp.Sync(); err != nil {
@@ -336,12 +451,12 @@ func (a *Approvals) save(s *approvalStore) error {
 	if err := tmp.Close(); err != nil {
 		return fmt.Errorf("approvals: %w", err)
 	}
-	if err := os.Rename(tmpName, filepath.Join(a.dir, approvalsFile)); err != nil {
+	if err := os.Rename(tmpName, filepath.Join(dir, name)); err != nil {
 		return fmt.Errorf("approvals: %w", err)
 	}
 	ok = true
-	if err := filelock.SyncDir(a.dir); err != nil {
-		return fmt.Errorf("approvals: syncing %s: %w", a.dir, err)
+	if err := filelock.SyncDir(dir); err != nil {
+		return fmt.Errorf("approvals: syncing %s: %w", dir, err)
 	}
 	return nil
 }

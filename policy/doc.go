@@ -8,6 +8,8 @@
 // A policy is one YAML document:
 //
 //	default_action: deny            # allow | deny | require_approval; required
+//	approver: operator              # client | operator: who answers require_approval;
+//	                                # optional (the server decides: see Approver)
 //	rules:                          # checked in order; the first match decides
 //	  - id: allow-reads             # required, unique: letters, digits, . _ -
 //	    when: { targets: [e2b_read_file, e2b_list_sandboxes] }
@@ -17,7 +19,7 @@
 //	    then: { decision: deny, reason: force pushes are not allowed }
 //	  - id: delete-needs-approval
 //	    when: { target: e2b_manage_sandbox, action: delete }
-//	    then: { decision: require_approval, reason: deleting a sandbox needs approval }
+//	    then: { decision: require_approval, reason: deleting a sandbox needs approval, approver: client }
 //
 // A call takes the decision of the first rule whose conditions all match (AND), or
 // default_action when none does. A condition on an argument the call does not have

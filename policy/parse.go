@@ -202,11 +202,14 @@ func (ps *parser) policy(root *yaml.Node) *Policy {
 		ps.errorf(root, "a policy is a mapping with default_action and rules, got %s", kindName(root))
 		return pol
 	}
-	fs := ps.fields(root, "top-level key", []string{"default_action", "rules"})
+	fs := ps.fields(root, "top-level key", []string{"default_action", "approver", "rules"})
 	if f, ok := lookup(fs, "default_action"); ok {
 		pol.defaultAction = ps.action(f.val, "default_action")
 	} else {
 		ps.errorf(root, "missing default_action (allow, deny or require_approval)")
+	}
+	if f, ok := lookup(fs, "approver"); ok {
+		pol.approver = ps.approver(f.val)
 	}
 	f, ok := lookup(fs, "rules")
 	if !ok {
@@ -272,7 +275,7 @@ func (ps *parser) rule(n *yaml.Node) (rule, bool) {
 	if f, ok := lookup(fs, "then"); !ok {
 		ps.errorf(n, "%s has no then (then: {decision: allow|deny|require_approval, reason: ...})", label)
 	} else {
-		r.decision, r.reason = ps.then(f.val)
+		r.decision, r.reason, r.approver = ps.then(f.val)
 	}
 
 	if f, ok := lookup(fs, "when"); !ok {
@@ -283,12 +286,12 @@ func (ps *parser) rule(n *yaml.Node) (rule, bool) {
 	return r, len(ps.errs) == before
 }
 
-func (ps *parser) then(n *yaml.Node) (Action, string) {
+func (ps *parser) then(n *yaml.Node) (Action, string, Approver) {
 	if n.Kind != yaml.MappingNode {
 		ps.errorf(n, "then must be a mapping with decision and reason, got %s", kindName(n))
-		return "", ""
+		return "", "", ""
 	}
-	fs := ps.fields(n, "key in then", []string{"decision", "reason"})
+	fs := ps.fields(n, "key in then", []string{"decision", "reason", "approver"})
 	var a Action
 	if f, ok := lookup(fs, "decision"); ok {
 		a = ps.action(f.val, "decision")
@@ -303,7 +306,27 @@ func (ps *parser) then(n *yaml.Node) (Action, string) {
 			reason = f.val.Value
 		}
 	}
-	return a, reason
+	var approver Approver
+	if f, ok := lookup(fs, "approver"); ok {
+		approver = ps.approver(f.val)
+		if a != "" && a != RequireApproval {
+			ps.errorf(f.key, "approver applies only to decision require_approval, not %s", a)
+		}
+	}
+	return a, reason, approver
+}
+
+// approver reads who approves: client or operator.
+func (ps *parser) approver(n *yaml.Node) Approver {
+	if n.Kind == yaml.ScalarNode && n.ShortTag() == "!!str" {
+		switch a := Approver(n.Value); a {
+		case ApproverClient, ApproverOperator:
+			return a
+		}
+	}
+	ps.errorf(n, "approver must be client (the user, in their client) or operator (with e2b-mcp approve), got %s%s",
+		strconv.Quote(n.Value), suggest(n.Value, []string{string(ApproverClient), string(ApproverOperator)}))
+	return ""
 }
 
 func (ps *parser) when(n *yaml.Node, decision Action, label string) []condition {

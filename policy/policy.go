@@ -1,6 +1,7 @@
 package policy
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -19,6 +20,21 @@ const (
 
 func validAction(a Action) bool { return a == Allow || a == Deny || a == RequireApproval }
 
+// Approver says who answers a require_approval: the user in the client that made the call, or an operator out of
+// band, with `e2b-mcp approve`.
+type Approver string
+
+const (
+	// ApproverDefault leaves the choice to the server: the client over stdio or an HTTP server without tokens (the
+	// caller is the user), an operator when the server serves tokens (a token holder's own client approving its
+	// own calls is not an approval).
+	ApproverDefault Approver = ""
+	// ApproverClient asks the user through the client's elicitation, or an operator when the client cannot ask.
+	ApproverClient Approver = "client"
+	// ApproverOperator always needs an operator: the call gets an approval ID for `e2b-mcp approve`.
+	ApproverOperator Approver = "operator"
+)
+
 // Call is a tool call as the policy sees it: the tool name and its arguments as
 // decoded from JSON (float64 numbers, []any, map[string]any).
 type Call struct {
@@ -32,6 +48,9 @@ type Decision struct {
 	Action Action
 	RuleID string
 	Reason string
+	// Approver is who answers a require_approval: the deciding rule's approver, else the policy's, else
+	// ApproverDefault. Empty for other actions.
+	Approver Approver
 }
 
 // Rule returns the deciding rule's id, or "default" when default_action decided: the
@@ -47,6 +66,7 @@ func (d Decision) Rule() string {
 type Policy struct {
 	name          string
 	defaultAction Action
+	approver      Approver
 	rules         []rule
 }
 
@@ -56,6 +76,7 @@ type rule struct {
 	conds    []condition
 	decision Action
 	reason   string
+	approver Approver
 }
 
 // Name is the name the policy was parsed under (its file name, or "built-in").
@@ -70,14 +91,26 @@ func (p *Policy) Evaluate(c Call) Decision {
 	for i := range p.rules {
 		r := &p.rules[i]
 		if r.matches(c) {
-			return Decision{Action: r.decision, RuleID: r.id, Reason: r.reason}
+			return p.ruleDecision(r)
 		}
 	}
 	return p.defaultDecision()
 }
 
+func (p *Policy) ruleDecision(r *rule) Decision {
+	d := Decision{Action: r.decision, RuleID: r.id, Reason: r.reason}
+	if d.Action == RequireApproval {
+		d.Approver = cmp.Or(r.approver, p.approver)
+	}
+	return d
+}
+
 func (p *Policy) defaultDecision() Decision {
-	return Decision{Action: p.defaultAction, Reason: "no rule matched; default_action is " + string(p.defaultAction)}
+	d := Decision{Action: p.defaultAction, Reason: "no rule matched; default_action is " + string(p.defaultAction)}
+	if d.Action == RequireApproval {
+		d.Approver = p.approver
+	}
+	return d
 }
 
 func (r *rule) matches(c Call) bool {
@@ -118,7 +151,7 @@ func Explain(p *Policy, c Call) string {
 			continue
 		}
 		trace = append(trace, fmt.Sprintf("  %d. %s (line %d): matched, %s", i+1, r.id, r.line, why))
-		d = Decision{Action: r.decision, RuleID: r.id, Reason: r.reason}
+		d = p.ruleDecision(r)
 		decided = true
 		break
 	}
@@ -129,6 +162,16 @@ func Explain(p *Policy, c Call) string {
 	fmt.Fprintf(&b, "rule:     %s\n", d.Rule())
 	if d.Reason != "" {
 		fmt.Fprintf(&b, "reason:   %s\n", d.Reason)
+	}
+	if d.Action == RequireApproval {
+		switch d.Approver {
+		case ApproverClient:
+			b.WriteString("approver: client (the user, through the client; an operator with e2b-mcp approve when it cannot ask)\n")
+		case ApproverOperator:
+			b.WriteString("approver: operator (with e2b-mcp approve)\n")
+		default:
+			b.WriteString("approver: the server's default (the client over stdio and without tokens; an operator when the server serves tokens)\n")
+		}
 	}
 	if len(trace) > 0 {
 		b.WriteString("rules checked, in order:\n")

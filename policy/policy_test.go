@@ -229,10 +229,10 @@ rules:
 		call Call
 		want Decision
 	}{
-		{specificFirst, rm, Decision{Deny, "no-rm", "no rm"}},
-		{specificFirst, ls, Decision{Allow, "exec-ok", ""}},
-		{generalFirst, rm, Decision{Allow, "exec-ok", ""}},
-		{specificFirst, other, Decision{RequireApproval, "", "no rule matched; default_action is require_approval"}},
+		{specificFirst, rm, Decision{Deny, "no-rm", "no rm", ""}},
+		{specificFirst, ls, Decision{Allow, "exec-ok", "", ""}},
+		{generalFirst, rm, Decision{Allow, "exec-ok", "", ""}},
+		{specificFirst, other, Decision{RequireApproval, "", "no rule matched; default_action is require_approval", ""}},
 	} {
 		p, err := Parse("p.yaml", []byte(c.src))
 		if err != nil {

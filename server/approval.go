@@ -16,6 +16,7 @@ import (
 	mcpserver "github.com/mark3labs/mcp-go/server"
 
 	"github.com/e2b-mcp/e2b-mcp/audit"
+	"github.com/e2b-mcp/e2b-mcp/internal/display"
 	"github.com/e2b-mcp/e2b-mcp/policy"
 	"github.com/e2b-mcp/e2b-mcp/tools"
 )
@@ -36,16 +37,31 @@ type verdict struct {
 	outcome string
 }
 
-// approve applies require_approval. A client that declared the elicitation capability is asked in the call
-// itself (MCP elicitation: an input request in protocol 2026-07-28, which mcp-go turns into an
-// elicitation/create request for older clients). Any other client gets an approval ID that a human approves with
-// `e2b-mcp approve ID`; the next identical call then runs, once.
-func (s *Server) approve(ctx context.Context, req mcp.CallToolRequest, caller tools.Caller, args map[string]any, dec policy.Decision) verdict {
+// approve applies require_approval. Who approves is the policy's choice (Decision.Approver); left to the server,
+// it is the client when the caller is the local user, and an operator when the server serves tokens, since a token
+// holder's own client answering for its own calls is no approval. A client that approves and declared the
+// elicitation capability is asked in the call itself (MCP elicitation: an input request in protocol 2026-07-28,
+// which mcp-go turns into an elicitation/create request for older clients). Otherwise the call gets an approval
+// ID that an operator approves with `e2b-mcp approve ID`; the next identical call then runs, once. args are the
+// arguments as sent, which the approval is bound to; judged is the call as the policy judged it (defaults filled
+// in, uploads planned), which is what the human is shown.
+func (s *Server) approve(ctx context.Context, req mcp.CallToolRequest, caller tools.Caller, args map[string]any, judged policy.Call, dec policy.Decision) verdict {
 	binding := policy.BindingFor(caller.Owner, caller.Session, req.Params.Name, args)
-	if clientCanElicit(ctx) {
-		return s.approveByElicitation(req, binding, args, dec)
+	if s.approver(dec) == policy.ApproverClient && clientCanElicit(ctx) {
+		return s.approveByElicitation(req, binding, judged, dec)
 	}
-	return s.approveByID(req.Params.Name, binding, args, dec)
+	return s.approveByID(binding, judged, dec)
+}
+
+// approver resolves who approves a decision: the policy's choice, else the server's default.
+func (s *Server) approver(dec policy.Decision) policy.Approver {
+	if dec.Approver != policy.ApproverDefault {
+		return dec.Approver
+	}
+	if s.tokens != nil {
+		return policy.ApproverOperator
+	}
+	return policy.ApproverClient
 }
 
 // clientCanElicit reports whether the client can be asked: it declared the elicitation capability (per request
@@ -61,7 +77,7 @@ func clientCanElicit(ctx context.Context) bool {
 	return declared && canAsk && withInfo.GetClientCapabilities().Elicitation != nil
 }
 
-func (s *Server) approveByElicitation(req mcp.CallToolRequest, b policy.Binding, args map[string]any, dec policy.Decision) verdict {
+func (s *Server) approveByElicitation(req mcp.CallToolRequest, b policy.Binding, judged policy.Call, dec policy.Decision) verdict {
 	if answer := mcpserver.ElicitationResponse(req.Params.InputResponses, approvalInputID); answer != nil {
 		if !s.elicit.redeem(req.Params.RequestState, b) {
 			return verdict{
@@ -80,13 +96,33 @@ func (s *Server) approveByElicitation(req mcp.CallToolRequest, b policy.Binding,
 		return verdict{result: mcp.NewToolResultError("Could not ask for approval: " + err.Error()), outcome: audit.OutcomeError}
 	}
 	params := mcp.ElicitationParams{
-		Message: fmt.Sprintf("Policy rule '%s' asks for your approval: %s\n\nTool: %s\nArguments: %s\n\nAllow this call?",
-			dec.Rule(), dec.Reason, req.Params.Name, displayArgs(args, 2000)),
+		Message:         approvalMessage(judged, dec),
 		RequestedSchema: approvalSchema(),
 	}
 	return verdict{result: mcpserver.NewInputRequestBuilder(state).Elicit(approvalInputID, params).ToolResult()}
 }
 
+// Bounds of what the approval question shows: each deciding field (its head and tail, with the size of what is
+// between), and the other arguments together.
+const (
+	decidingFieldBytes = 4000
+	otherArgsBytes     = 2000
+)
+
+// approvalMessage is the question put to the human: the deciding fields first, each escaped and shown so that
+// padding cannot hide its tail, then the other arguments (secrets redacted, clipped).
+func approvalMessage(c policy.Call, dec policy.Decision) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "Policy rule '%s' asks for your approval: %s\n\nTool: %s\n", dec.Rule(), dec.Reason, c.Tool)
+	for _, f := range policy.DecidingFields(c) {
+		fmt.Fprintf(&b, "%s: %s\n", f.Name, display.Readable(f.Value, decidingFieldBytes))
+	}
+	if other := policy.OtherArgs(c); len(other) > 0 {
+		fmt.Fprintf(&b, "Other arguments: %s\n", display.Escape(displayArgs(other, otherArgsBytes)))
+	}
+	b.WriteString("\nAllow this call?")
+	return b.String()
+}
 // approvalSchema is the form shown to the human: one checkbox, ticked, so that accepting the form approves.
 func approvalSchema() map[string]any {
 	return map[string]any{
@@ -116,7 +152,7 @@ func approved(r *mcp.ElicitationResult) bool {
 	return true
 }
 
-func (s *Server) approveByID(tool string, b policy.Binding, args map[string]any, dec policy.Decision) verdict {
+func (s *Server) approveByID(b policy.Binding, judged policy.Call, dec policy.Decision) verdict {
 	ok, err := s.approvals.Consume(b)
 	if err != nil {
 		return verdict{result: mcp.NewToolResultError("Could not check approvals: " + err.Error()), outcome: audit.OutcomeError}
@@ -124,16 +160,34 @@ func (s *Server) approveByID(tool string, b policy.Binding, args map[string]any,
 	if ok {
 		return verdict{proceed: true}
 	}
-	p, err := s.approvals.Request(b, tool+" "+displayArgs(args, 300))
+	p, err := s.approvals.Request(b, judged)
 	if err != nil {
 		return verdict{result: mcp.NewToolResultError("Could not record the approval request: " + err.Error()), outcome: audit.OutcomeError}
 	}
 	return verdict{
 		result: mcp.NewToolResultError(fmt.Sprintf("Approval needed (rule '%s': %s). Ask the human to run "+
-			"`e2b-mcp approve %s` in a terminal, then call this tool again with the same arguments.",
-			dec.Rule(), dec.Reason, p.ID)),
+			"`%s` in a terminal (`%s` shows the whole call first), then call this tool again with the same arguments.",
+			dec.Rule(), dec.Reason, s.approveCommand(p.ID), s.approveCommand("show "+p.ID))),
 		outcome: audit.OutcomeApprovalPending,
 	}
+}
+
+// approveCommand is the `e2b-mcp approve` command line that reaches this server's approvals: it names the state
+// directory unless it is the one the command uses by default.
+func (s *Server) approveCommand(args string) string {
+	cmd := "e2b-mcp approve " + args
+	if s.cfg.StateDir != s.cfg.DefaultStateDir {
+		cmd += " --state-dir " + shellQuote(s.cfg.StateDir)
+	}
+	return cmd
+}
+
+// shellQuote quotes a path for a POSIX shell when it needs it.
+func shellQuote(p string) string {
+	if p != "" && strings.Trim(p, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789/._-+:@%,=") == "" {
+		return p
+	}
+	return "'" + strings.ReplaceAll(p, "'", `'\''`) + "'"
 }
 
 // displayArgs shows arguments to a human: secrets redacted, long values clipped, at most n bytes.

@@ -76,13 +76,24 @@ func (s *Server) governCall(next mcpserver.ToolHandlerFunc) mcpserver.ToolHandle
 			s.record(entry, audit.OutcomeError, res, nil)
 			return res, nil
 		}
-		dec := s.policies.Current().Evaluate(policy.Call{Tool: tool, Args: effectiveArgs(s.shapes[tool], s.cfg.Tools, tool, args)})
+		judged := policy.Call{Tool: tool, Args: effectiveArgs(s.shapes[tool], s.cfg.Tools, tool, args)}
+		dec := s.policies.Current().Evaluate(judged)
 		entry.Decision, entry.Rule = string(dec.Action), dec.Rule()
 
 		switch dec.Action {
 		case policy.Allow:
 		case policy.RequireApproval:
-			verdict := s.approve(ctx, req, caller, args, dec)
+			// A human is asked only about a call that can run: not about a sandbox or checkpoint the caller does not
+			// have (which also keeps made-up IDs out of the approval queue).
+			if text, unknown, err := tools.UnknownTarget(s.store, caller, args); unknown || err != nil {
+				if err != nil {
+					text = "Could not check the sandbox before asking for approval: " + err.Error()
+				}
+				res := mcp.NewToolResultError(text)
+				s.record(entry, audit.OutcomeError, res, nil)
+				return res, nil
+			}
+			verdict := s.approve(ctx, req, caller, args, judged, dec)
 			if !verdict.proceed {
 				if verdict.outcome != "" {
 					s.record(entry, verdict.outcome, verdict.result, nil)

@@ -74,6 +74,9 @@ type Config struct {
 	Backend string
 	// StateDir holds the state store, approvals and audit log. Required.
 	StateDir string
+	// DefaultStateDir is the state directory `e2b-mcp approve` uses without --state-dir; when StateDir is another,
+	// the approval hints given to callers name it.
+	DefaultStateDir string
 	// Tools configures the tools (output budget, storage roots, checkpoint policy, ...).
 	Tools tools.Config
 	// PolicyFile is the policy; empty means the built-in policy.

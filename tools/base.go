@@ -317,3 +317,22 @@ func joinWarnings(ws ...string) string {
 	}
 	return strings.Join(out, " ")
 }
+
+// UnknownTarget reports whether a call names a sandbox or checkpoint that the caller's session does not have, with
+// the answer the tool itself would give ("Sandbox 'x' not found in this session..."). The server asks before it
+// queues a call for a human's approval: a human is never asked about a call that cannot run, and made-up IDs
+// cannot fill the approval queue. It reads only the store.
+func UnknownTarget(store *state.Store, call Caller, args map[string]any) (string, bool, error) {
+	b := &base{store: store}
+	var err error
+	if id, _ := args["sandbox_id"].(string); id != "" {
+		_, err = b.lookup(call, id)
+	} else if id, _ := args["checkpoint_id"].(string); id != "" {
+		_, err = b.lookupCheckpoint(call, id)
+	}
+	var te *toolError
+	if errors.As(err, &te) {
+		return te.text, true, nil
+	}
+	return "", false, err
+}
