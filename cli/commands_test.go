@@ -11,8 +11,8 @@ import (
 	"time"
 
 	"github.com/e2b-mcp/e2b-mcp/audit"
-	"github.com/e2b-mcp/e2b-mcp/internal/display"
 	"github.com/e2b-mcp/e2b-mcp/credentials"
+	"github.com/e2b-mcp/e2b-mcp/internal/display"
 	"github.com/e2b-mcp/e2b-mcp/policy"
 	"github.com/e2b-mcp/e2b-mcp/server"
 )

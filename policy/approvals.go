@@ -82,7 +82,7 @@ const (
 	maxOpenRequests = 1000
 	// summaryBytes bounds Pending.Summary.
 	summaryBytes = 300
-	idLength        = 10
+	idLength     = 10
 	// idAlphabet is Crockford's base32: no i, l, o or u, so an ID read aloud or
 	// typed from a screen survives; Approve folds the look-alikes back.
 	idAlphabet = "0123456789abcdefghjkmnpqrstvwxyz"

@@ -123,6 +123,7 @@ func approvalMessage(c policy.Call, dec policy.Decision) string {
 	b.WriteString("\nAllow this call?")
 	return b.String()
 }
+
 // approvalSchema is the form shown to the human: one checkbox, ticked, so that accepting the form approves.
 func approvalSchema() map[string]any {
 	return map[string]any{
