@@ -548,3 +548,50 @@ rules:
 		}
 	}
 }
+
+// Who approves: a rule's approver, else the policy's, else the server's default; only require_approval has one.
+func TestApprover(t *testing.T) {
+	p, err := Parse("p.yaml", []byte(`default_action: require_approval
+approver: operator
+rules:
+  - id: exec-in-client
+    when: { target: e2b_exec }
+    then: { decision: require_approval, approver: client }
+  - id: delete
+    when: { action: delete }
+    then: { decision: require_approval }
+  - id: reads
+    when: { target: e2b_read_file }
+    then: { decision: allow }
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		call Call
+		want Approver
+	}{
+		{Call{Tool: toolExec, Args: args("command", "ls")}, ApproverClient},
+		{Call{Tool: toolManageSandbox, Args: args("action", "delete")}, ApproverOperator},
+		{Call{Tool: toolListSandboxes}, ApproverOperator},
+		{Call{Tool: toolReadFile, Args: args("path", "x")}, ApproverDefault},
+	} {
+		if got := p.Evaluate(c.call).Approver; got != c.want {
+			t.Errorf("%s: approver %q, want %q", c.call.Tool, got, c.want)
+		}
+	}
+	if ex := Explain(p, Call{Tool: toolExec, Args: args("command", "ls")}); !strings.Contains(ex, "approver: client") {
+		t.Errorf("Explain does not say who approves:\n%s", ex)
+	}
+	if d := Default().Evaluate(Call{Tool: toolManageSandbox, Args: args("action", "delete")}); d.Approver != ApproverDefault {
+		t.Errorf("the built-in policy names an approver: %q", d.Approver)
+	}
+	for src, want := range map[string]string{
+		"default_action: allow\napprover: boss\nrules: []\n": `p.yaml:2: approver must be client (the user, in their client) or operator (with e2b-mcp approve), got "boss"`,
+		"default_action: allow\nrules:\n  - id: r\n    when: { target: e2b_exec }\n    then: { decision: deny, approver: operator }\n": "p.yaml:5: approver applies only to decision require_approval, not deny",
+	} {
+		if _, err := Parse("p.yaml", []byte(src)); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("Parse(%q) = %v, want %q", src, err, want)
+		}
+	}
+}
