@@ -587,7 +587,7 @@ rules:
 		t.Errorf("the built-in policy names an approver: %q", d.Approver)
 	}
 	for src, want := range map[string]string{
-		"default_action: allow\napprover: boss\nrules: []\n": `p.yaml:2: approver must be client (the user, in their client) or operator (with e2b-mcp approve), got "boss"`,
+		"default_action: allow\napprover: boss\nrules: []\n":                                                                           `p.yaml:2: approver must be client (the user, in their client) or operator (with e2b-mcp approve), got "boss"`,
 		"default_action: allow\nrules:\n  - id: r\n    when: { target: e2b_exec }\n    then: { decision: deny, approver: operator }\n": "p.yaml:5: approver applies only to decision require_approval, not deny",
 	} {
 		if _, err := Parse("p.yaml", []byte(src)); err == nil || !strings.Contains(err.Error(), want) {
