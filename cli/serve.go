@@ -45,6 +45,9 @@ type serveOptions struct {
 	backend                           string
 	tokensFile                        string
 	keys                              *keyStoreFlags
+	publicURL                         string
+	oauthIssuer, oauthOwnerClaim      string
+	oauthScopes                       stringList
 	logLevel                          *slog.LevelVar
 }
 
@@ -72,6 +75,11 @@ func (a *app) serveFlags() (*flags, *serveOptions) {
 	f.StringVar(&o.backend, "backend", server.BackendE2B, "e2b, or local: emulate sandboxes on this machine (no E2B account needed)")
 	f.StringVar(&o.tokensFile, "tokens-file", "", "bearer tokens of HTTP callers (see 'e2b-mcp tokens'); each token's owner is the caller")
 	o.keys = addKeyStoreFlags(f)
+	f.StringVar(&o.publicURL, "public-url", "", "the URL clients reach this server at, e.g. https://mcp.example.com (behind a TLS proxy); "+
+		"the OAuth resource is PUBLIC_URL"+server.PathMCP)
+	f.StringVar(&o.oauthIssuer, "oauth-issuer", "", "accept OAuth access tokens of this authorization server (OpenID Connect issuer URL); needs --public-url")
+	f.StringVar(&o.oauthOwnerClaim, "oauth-owner-claim", server.DefaultOwnerClaim, "the access token claim that names the owner (sub, email, preferred_username, ...)")
+	f.Var(&o.oauthScopes, "oauth-scope", "a scope clients should ask for, published in the resource metadata (repeatable)")
 	o.logLevel = logLevelFlag(f)
 	return f, o
 }
@@ -139,6 +147,10 @@ func (a *app) serveConfig(f *flags, o *serveOptions) (server.Config, error) {
 	if err != nil {
 		return cfg, err
 	}
+	oauth, err := o.oauthConfig(f)
+	if err != nil {
+		return cfg, err
+	}
 	secrets, err := o.keys.open(f, stateDir)
 	if err != nil {
 		return cfg, err
@@ -171,12 +183,35 @@ func (a *app) serveConfig(f *flags, o *serveOptions) (server.Config, error) {
 		SweepInterval:   o.sweepInterval,
 		TokensFile:      o.tokensFile,
 		Secrets:         secrets,
+		OAuth:           oauth,
 		Tools: tools.Config{
 			OutputBudget: o.outputBudget,
 			StorageRoots: o.storageRoots,
 			Checkpoints:  state.CheckpointPolicy{EverySteps: o.checkpointEvery, OnPause: o.checkpointOnPause},
 		},
 		Now: a.now,
+	}, nil
+}
+
+// oauthConfig is the OAuth resource server's configuration, nil without --oauth-issuer.
+func (o *serveOptions) oauthConfig(f *flags) (*server.OAuthConfig, error) {
+	if o.oauthIssuer == "" {
+		if len(o.oauthScopes) > 0 {
+			return nil, f.usageErrorf("--oauth-scope needs --oauth-issuer")
+		}
+		return nil, nil
+	}
+	if o.transport == server.TransportStdio {
+		return nil, f.usageErrorf("--oauth-issuer is for --transport http or sse")
+	}
+	if o.publicURL == "" {
+		return nil, f.usageErrorf("--oauth-issuer needs --public-url: the access tokens' audience is this server's URL")
+	}
+	return &server.OAuthConfig{
+		Issuer:     o.oauthIssuer,
+		Resource:   strings.TrimSuffix(o.publicURL, "/") + server.PathMCP,
+		OwnerClaim: o.oauthOwnerClaim,
+		Scopes:     o.oauthScopes,
 	}, nil
 }
 

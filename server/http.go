@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/netip"
@@ -65,6 +66,11 @@ func (s *Server) newHTTPTransport() *httpTransport {
 		w.WriteHeader(http.StatusOK)
 		_, _ = w.Write([]byte("ok"))
 	})
+	if o := s.cfg.OAuth; o != nil {
+		meta := o.metadataHandler()
+		mux.Handle(mcpserver.WellKnownProtectedResourcePath, meta)
+		mux.Handle(mcpserver.ProtectedResourceMetadataPath(o.Resource), meta)
+	}
 	mux.Handle(PathMCP, s.authenticate(t.streamable))
 	mux.Handle(PathSSE, s.authenticate(t.sse))
 	mux.Handle(PathMessage, s.authenticate(s.sessions.guardSSEMessages(t.sse)))
@@ -76,18 +82,19 @@ func (s *Server) newHTTPTransport() *httpTransport {
 // mounting in a server of one's own. Run serves it with graceful shutdown.
 func (s *Server) Handler() http.Handler { return s.newHTTPTransport().handler }
 
-// authenticate makes the request's caller: the owner of its bearer token (with a tokens file; anything else is
-// answered 401) or the configured owner (without one, on a loopback listener), and the session of its
-// X-E2B-MCP-Session header or the configured session.
+// authenticated reports whether HTTP callers must authenticate (a tokens file, OAuth, or both).
+func (s *Server) authenticated() bool { return s.tokens != nil || s.oauth != nil }
+
+// authenticate makes the request's caller: the owner of its bearer token (from the tokens file, or an OAuth
+// access token's owner claim; anything else is answered 401) or, with neither configured (on a loopback
+// listener), the configured owner; and the session of its X-E2B-MCP-Session header or the configured session.
 func (s *Server) authenticate(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		owner := s.cfg.Owner
-		if s.tokens != nil {
-			var ok bool
-			owner, ok = s.tokens.Owner(bearerToken(r.Header.Get("Authorization")))
-			if !ok {
-				w.Header().Set("WWW-Authenticate", `Bearer realm="e2b-mcp"`)
-				http.Error(w, "unauthorized: send Authorization: Bearer <token> (see `e2b-mcp tokens add`)", http.StatusUnauthorized)
+		if s.authenticated() {
+			var err error
+			if owner, err = s.tokenOwner(r.Context(), bearerToken(r.Header.Get("Authorization"))); err != nil {
+				s.refuse(w, r, err)
 				return
 			}
 		}
@@ -101,6 +108,45 @@ func (s *Server) authenticate(next http.Handler) http.Handler {
 		}
 		next.ServeHTTP(w, r.WithContext(withIdentity(r.Context(), tools.Caller{Owner: owner, Session: session})))
 	})
+}
+
+// errNoToken means a request carries no bearer token.
+var errNoToken = errors.New("no bearer token")
+
+// tokenOwner is the owner a bearer token names: a token of the tokens file, or an OAuth access token.
+func (s *Server) tokenOwner(ctx context.Context, token string) (string, error) {
+	if token == "" {
+		return "", errNoToken
+	}
+	if s.tokens != nil {
+		if owner, ok := s.tokens.Owner(token); ok {
+			return owner, nil
+		}
+	}
+	if s.oauth != nil {
+		return s.oauth.owner(ctx, token)
+	}
+	return "", errTokenRefused
+}
+
+// refuse answers 401, telling an OAuth client where to find the authorization server. The reason is logged, not
+// sent: it may say which checks a forged token passed.
+func (s *Server) refuse(w http.ResponseWriter, r *http.Request, err error) {
+	sent := !errors.Is(err, errNoToken)
+	if sent {
+		level := slog.LevelInfo
+		if !errors.Is(err, errTokenRefused) {
+			level = slog.LevelError // the authorization server could not be reached: no token can be checked
+		}
+		s.log.Log(r.Context(), level, "HTTP request refused", "remote", r.RemoteAddr, "reason", err)
+	}
+	if s.cfg.OAuth != nil {
+		w.Header().Set("WWW-Authenticate", s.cfg.OAuth.challenge(sent))
+	} else {
+		w.Header().Set("WWW-Authenticate", `Bearer realm="e2b-mcp"`)
+	}
+	http.Error(w, "unauthorized: send Authorization: Bearer <token> (an access token of the team's identity "+
+		"provider, or one from `e2b-mcp tokens add`)", http.StatusUnauthorized)
 }
 
 // bearerToken is the token of an "Authorization: Bearer <token>" header value, "" for any other.
@@ -140,15 +186,16 @@ func isLoopback(host string) bool {
 	return err == nil && ip.IsLoopback()
 }
 
-// checkListen refuses a listener that others can reach when there are no tokens to tell callers apart.
+// checkListen refuses a listener that others can reach when there is no authentication to tell callers apart.
 func checkListen(addr string, haveTokens bool) error {
 	host, _, err := net.SplitHostPort(addr)
 	if err != nil {
 		return fmt.Errorf("listen address %q: %w", addr, err)
 	}
 	if !haveTokens && !isLoopback(host) {
-		return fmt.Errorf("refusing to listen on %s without --tokens-file: anyone who can reach it would act with "+
-			"your E2B key. Listen on 127.0.0.1, ::1 or localhost, or give a tokens file (`e2b-mcp tokens add OWNER`)", addr)
+		return fmt.Errorf("refusing to listen on %s without --tokens-file or --oauth-issuer: anyone who can reach it would act "+
+			"with your E2B key. Listen on 127.0.0.1, ::1 or localhost, or authenticate callers (a tokens file from "+
+			"`e2b-mcp tokens add OWNER`, or your identity provider)", addr)
 	}
 	return nil
 }

@@ -41,7 +41,7 @@ func (s *Server) callerFor(ctx context.Context) (tools.Caller, error) {
 	if c, ok := identityFrom(ctx); ok {
 		return c, nil
 	}
-	if s.tokens != nil && s.cfg.Transport != TransportStdio {
+	if s.authenticated() && s.cfg.Transport != TransportStdio {
 		return tools.Caller{}, errors.New("the call carries no authenticated caller")
 	}
 	return tools.Caller{Owner: s.cfg.Owner, Session: s.cfg.Session}, nil

@@ -3,12 +3,14 @@ package server
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
 	"net/http"
 	"os"
 	"os/signal"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -26,7 +28,7 @@ func (s *Server) Run(ctx context.Context, stdin io.Reader, stdout io.Writer) err
 	var ln net.Listener
 	if s.cfg.Transport != TransportStdio {
 		// Refuse before anything runs in the background.
-		if err := checkListen(s.cfg.Listen, s.tokens != nil); err != nil {
+		if err := checkListen(s.cfg.Listen, s.authenticated()); err != nil {
 			return err
 		}
 		var err error
@@ -145,9 +147,16 @@ func (s *Server) ServeHTTP(ctx context.Context, ln net.Listener) error {
 		ReadHeaderTimeout: 15 * time.Second,
 		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
 	}
-	auth := "none (loopback only)"
+	var auths []string
 	if s.tokens != nil {
-		auth = "bearer tokens from " + s.tokens.Path()
+		auths = append(auths, "bearer tokens from "+s.tokens.Path())
+	}
+	if o := s.cfg.OAuth; o != nil {
+		auths = append(auths, fmt.Sprintf("OAuth access tokens of %s for %s (owner claim %q)", o.Issuer, o.Resource, o.OwnerClaim))
+	}
+	auth := "none (loopback only)"
+	if len(auths) > 0 {
+		auth = strings.Join(auths, "; ")
 	}
 	s.log.Info("serving MCP over HTTP", "url", "http://"+ln.Addr().String()+PathMCP,
 		"sse", "http://"+ln.Addr().String()+PathSSE, "auth", auth, "backend", s.cfg.Backend)

@@ -87,8 +87,11 @@ type Config struct {
 	OrphanAction lifecycle.OrphanAction
 	// SweepInterval is the time between orphan sweeps (default 5m). The first sweep runs at start.
 	SweepInterval time.Duration
-	// TokensFile holds the HTTP bearer tokens; empty means no authentication (loopback only).
+	// TokensFile holds the HTTP bearer tokens; empty means none.
 	TokensFile string
+	// OAuth, when set, accepts access tokens of the team's authorization server (MCP authorization). With
+	// neither TokensFile nor OAuth there is no authentication, and only a loopback address is served.
+	OAuth *OAuthConfig
 	// Logger receives the server's logs (stderr in the CLI); nil discards them.
 	Logger *slog.Logger
 
@@ -155,6 +158,13 @@ func (c Config) withDefaults() (Config, error) {
 	if err := credentials.CheckOwner(c.Owner); err != nil {
 		return c, fmt.Errorf("owner: %w", err)
 	}
+	if c.OAuth != nil {
+		o, err := c.OAuth.check()
+		if err != nil {
+			return c, fmt.Errorf("OAuth: %w", err)
+		}
+		c.OAuth = &o
+	}
 	if err := checkSessionName(c.Session); err != nil {
 		return c, err
 	}
@@ -174,7 +184,8 @@ type Server struct {
 	policies  *policy.Holder
 	approvals *policy.Approvals
 	audit     *audit.Log
-	tokens    *credentials.Tokens // nil: no HTTP authentication
+	tokens    *credentials.Tokens // nil: no bearer tokens file
+	oauth     *oauthVerifier      // nil: no OAuth
 	local     *localBackend       // nil unless Backend is local
 	elicit    *elicitations
 	sessions  *sessionOwners
@@ -251,6 +262,9 @@ func New(cfg Config) (*Server, error) {
 			return nil, err
 		}
 		s.tokens.OnReloadError = func(err error) { s.log.Error("tokens file", "error", err) }
+	}
+	if cfg.OAuth != nil {
+		s.oauth = newOAuthVerifier(*cfg.OAuth, newSharedHTTPClient())
 	}
 	if s.elicit, err = newElicitations(cfg.Now); err != nil {
 		return nil, err

@@ -458,7 +458,12 @@ type httpServer struct {
 // startHTTP starts `serve` on a free loopback port and waits until /healthz answers.
 func (x *h) startHTTP(args ...string) *httpServer {
 	x.t.Helper()
-	port := freePort(x.t)
+	return x.startHTTPOn(freePort(x.t), args...)
+}
+
+// startHTTPOn starts `serve` listening on port (host:port) and waits until /healthz answers.
+func (x *h) startHTTPOn(port string, args ...string) *httpServer {
+	x.t.Helper()
 	s := &httpServer{base: "http://" + port, stderr: x.capture("serve http stderr"), done: make(chan struct{})}
 	cmd := exec.Command(the.bin, append(args, "--listen", port)...)
 	cmd.Env = x.env()

@@ -1,0 +1,168 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/coreos/go-oidc/v3/oidc"
+	mcpserver "github.com/mark3labs/mcp-go/server"
+
+	"github.com/e2b-mcp/e2b-mcp/credentials"
+)
+
+// OAuthConfig makes the server an OAuth 2.1 resource server as the MCP authorization specification describes:
+// it publishes Protected Resource Metadata naming the team's authorization server, answers a request without a
+// valid token with 401 and a WWW-Authenticate header pointing there, and accepts access tokens that are JWTs
+// signed by the authorization server (keys from its JWKS, found through OpenID Connect discovery), issued by it,
+// meant for this server (the audience holds Resource) and not expired. A claim of the token names the owner.
+type OAuthConfig struct {
+	// Issuer is the authorization server's issuer URL (https, or http on a loopback address).
+	Issuer string
+	// Resource is this server's resource URL as its clients reach it, e.g. https://mcp.example.com/mcp: the
+	// audience every token must carry.
+	Resource string
+	// OwnerClaim names the claim whose value is the owner (default "sub"). With "email", tokens whose
+	// email_verified claim is not true are refused.
+	OwnerClaim string
+	// Scopes are published as scopes_supported, for clients to ask for (optional).
+	Scopes []string
+}
+
+// DefaultOwnerClaim is the claim that names the owner unless the operator chooses another.
+const DefaultOwnerClaim = "sub"
+
+// discoveryTimeout bounds one OpenID Connect discovery request to the authorization server.
+const discoveryTimeout = 15 * time.Second
+
+func (c OAuthConfig) check() (OAuthConfig, error) {
+	if c.OwnerClaim == "" {
+		c.OwnerClaim = DefaultOwnerClaim
+	}
+	if err := checkPublicURL("the OAuth issuer", c.Issuer); err != nil {
+		return c, err
+	}
+	if err := checkPublicURL("the resource URL", c.Resource); err != nil {
+		return c, err
+	}
+	return c, nil
+}
+
+// checkPublicURL accepts absolute https URLs without query or fragment, and http ones on a loopback host (for
+// trying things on one machine).
+func checkPublicURL(what, raw string) error {
+	u, err := url.Parse(raw)
+	switch {
+	case raw == "":
+		return fmt.Errorf("%s is not set", what)
+	case err != nil:
+		return fmt.Errorf("%s %q: %w", what, raw, err)
+	case u.Host == "" || u.RawQuery != "" || u.Fragment != "" || u.User != nil:
+		return fmt.Errorf("%s %q must be an absolute URL without user, query or fragment", what, raw)
+	case u.Scheme == "https":
+		return nil
+	case u.Scheme == "http" && isLoopback(u.Hostname()):
+		return nil
+	}
+	return fmt.Errorf("%s %q must use https (plain http only on a loopback address)", what, raw)
+}
+
+// oauthVerifier checks access tokens. The authorization server is discovered on first use and again after a
+// failure, so a server that starts while its identity provider is briefly unreachable recovers by itself.
+type oauthVerifier struct {
+	cfg    OAuthConfig
+	client *http.Client
+
+	mu       sync.Mutex
+	verifier *oidc.IDTokenVerifier
+}
+
+func newOAuthVerifier(cfg OAuthConfig, client *http.Client) *oauthVerifier {
+	return &oauthVerifier{cfg: cfg, client: client}
+}
+
+// discover finds the authorization server's keys through OpenID Connect discovery, once.
+func (v *oauthVerifier) discover(ctx context.Context) (*oidc.IDTokenVerifier, error) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if v.verifier != nil {
+		return v.verifier, nil
+	}
+	ctx, cancel := context.WithTimeout(oidc.ClientContext(context.WithoutCancel(ctx), v.client), discoveryTimeout)
+	defer cancel()
+	p, err := oidc.NewProvider(ctx, v.cfg.Issuer)
+	if err != nil {
+		return nil, fmt.Errorf("discovering the authorization server %s: %w", v.cfg.Issuer, err)
+	}
+	// The key set fetches (and refetches, when a token names a key it does not know) with this client.
+	v.verifier = p.VerifierContext(oidc.ClientContext(context.Background(), v.client), &oidc.Config{ClientID: v.cfg.Resource})
+	return v.verifier, nil
+}
+
+// errTokenRefused is wrapped by every reason a well-formed request's token is not accepted.
+var errTokenRefused = errors.New("access token refused")
+
+// owner checks raw and returns the owner its claim names. Errors never contain the token.
+func (v *oauthVerifier) owner(ctx context.Context, raw string) (string, error) {
+	verifier, err := v.discover(ctx)
+	if err != nil {
+		return "", err
+	}
+	tok, err := verifier.Verify(ctx, raw)
+	if err != nil {
+		return "", fmt.Errorf("%w: %v", errTokenRefused, err)
+	}
+	var claims map[string]any
+	if err := tok.Claims(&claims); err != nil {
+		return "", fmt.Errorf("%w: %v", errTokenRefused, err)
+	}
+	owner, ok := claims[v.cfg.OwnerClaim].(string)
+	if !ok || owner == "" {
+		return "", fmt.Errorf("%w: the token has no %q claim naming its owner", errTokenRefused, v.cfg.OwnerClaim)
+	}
+	if v.cfg.OwnerClaim == "email" {
+		if verified, _ := claims["email_verified"].(bool); !verified {
+			return "", fmt.Errorf("%w: the token's email is not verified", errTokenRefused)
+		}
+	}
+	if err := credentials.CheckOwner(owner); err != nil {
+		return "", fmt.Errorf("%w: the %q claim cannot name an owner: %v", errTokenRefused, v.cfg.OwnerClaim, err)
+	}
+	return owner, nil
+}
+
+// metadataURL is where the Protected Resource Metadata of the resource is published (RFC 9728 §3.1: the
+// well-known path, followed by the resource's path).
+func (c OAuthConfig) metadataURL() string {
+	u, _ := url.Parse(c.Resource) // checked by check
+	return (&url.URL{Scheme: u.Scheme, Host: u.Host, Path: mcpserver.ProtectedResourceMetadataPath(c.Resource)}).String()
+}
+
+// metadataHandler serves the Protected Resource Metadata.
+func (c OAuthConfig) metadataHandler() http.Handler {
+	return mcpserver.NewProtectedResourceMetadataHandler(mcpserver.ProtectedResourceMetadataConfig{
+		Resource:               c.Resource,
+		AuthorizationServers:   []string{c.Issuer},
+		ScopesSupported:        c.Scopes,
+		BearerMethodsSupported: []string{"header"},
+		ResourceName:           "e2b-mcp",
+	})
+}
+
+// challenge is the WWW-Authenticate header of a 401: where the metadata is, and (RFC 6750) why a token that was
+// sent is refused.
+func (c OAuthConfig) challenge(tokenSent bool) string {
+	h := fmt.Sprintf(`Bearer resource_metadata=%q`, c.metadataURL())
+	if len(c.Scopes) > 0 {
+		h += fmt.Sprintf(`, scope=%q`, strings.Join(c.Scopes, " "))
+	}
+	if tokenSent {
+		h += `, error="invalid_token", error_description="the access token is not valid for this server"`
+	}
+	return h
+}

@@ -1,0 +1,210 @@
+package server
+
+import (
+	"crypto/rand"
+	"crypto/rsa"
+	"encoding/base64"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/go-jose/go-jose/v4"
+	"github.com/go-jose/go-jose/v4/jwt"
+	"github.com/mark3labs/mcp-go/mcp"
+
+	"github.com/e2b-mcp/e2b-mcp/e2b/e2btest"
+)
+
+// The tests of this file mint their own tokens, to reach every refusal; tests/oauth_test.go signs in through a
+// real OpenID Connect provider.
+
+const testResource = "https://mcp.example.test/mcp"
+
+// testIssuer is an authorization server's discovery document and key set, served on loopback.
+type testIssuer struct {
+	url string
+	key *rsa.PrivateKey
+	kid string
+}
+
+func newTestIssuer(t *testing.T) *testIssuer {
+	t.Helper()
+	key, err := rsa.GenerateKey(rand.Reader, 2048)
+	if err != nil {
+		t.Fatal(err)
+	}
+	iss := &testIssuer{key: key, kid: "k1"}
+	mux := http.NewServeMux()
+	mux.HandleFunc("/.well-known/openid-configuration", func(w http.ResponseWriter, _ *http.Request) {
+		_ = json.NewEncoder(w).Encode(map[string]any{
+			"issuer": iss.url, "jwks_uri": iss.url + "/keys", "authorization_endpoint": iss.url + "/auth",
+			"token_endpoint": iss.url + "/token", "id_token_signing_alg_values_supported": []string{"RS256"},
+		})
+	})
+	mux.HandleFunc("/keys", func(w http.ResponseWriter, _ *http.Request) {
+		_ = json.NewEncoder(w).Encode(jose.JSONWebKeySet{Keys: []jose.JSONWebKey{{Key: &key.PublicKey, KeyID: iss.kid, Algorithm: "RS256", Use: "sig"}}})
+	})
+	srv := httptest.NewServer(mux)
+	t.Cleanup(srv.Close)
+	iss.url = srv.URL
+	return iss
+}
+
+// token signs claims with key (the issuer's own unless another is given).
+func (iss *testIssuer) token(t *testing.T, claims map[string]any, key *rsa.PrivateKey) string {
+	t.Helper()
+	if key == nil {
+		key = iss.key
+	}
+	signer, err := jose.NewSigner(jose.SigningKey{Algorithm: jose.RS256, Key: jose.JSONWebKey{Key: key, KeyID: iss.kid}},
+		(&jose.SignerOptions{}).WithType("at+jwt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, err := jwt.Signed(signer).Claims(claims).Serialize()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return raw
+}
+
+// claims are a valid access token's claims for owner, changed by edit.
+func (iss *testIssuer) claims(owner string, edit func(map[string]any)) map[string]any {
+	now := time.Now()
+	c := map[string]any{
+		"iss": iss.url, "sub": owner, "aud": []string{"some-client", testResource},
+		"iat": now.Unix(), "exp": now.Add(5 * time.Minute).Unix(),
+		"email": owner + "@example.test", "email_verified": true,
+	}
+	if edit != nil {
+		edit(c)
+	}
+	return c
+}
+
+func oauthFixture(t *testing.T, iss *testIssuer, ownerClaim, tokensFile string) string {
+	t.Helper()
+	f := newFixture(t, fixtureOpts{tokensFile: tokensFile, transport: TransportHTTP, mutate: func(c *Config, _ *e2btest.Server) {
+		c.OAuth = &OAuthConfig{Issuer: iss.url, Resource: testResource, OwnerClaim: ownerClaim, Scopes: []string{"openid"}}
+	}})
+	return serveHTTP(t, f)
+}
+
+func TestOAuthMetadataAndChallenge(t *testing.T) {
+	iss := newTestIssuer(t)
+	base := oauthFixture(t, iss, "", "")
+
+	for _, path := range []string{"/.well-known/oauth-protected-resource", "/.well-known/oauth-protected-resource/mcp"} {
+		code, _, body := do(t, http.MethodGet, base+path, "", "", nil)
+		var meta map[string]any
+		if err := json.Unmarshal([]byte(body), &meta); code != http.StatusOK || err != nil {
+			t.Fatalf("%s: %d %s", path, code, body)
+		}
+		if meta["resource"] != testResource {
+			t.Errorf("%s: resource = %v", path, meta["resource"])
+		}
+		if as, _ := meta["authorization_servers"].([]any); len(as) != 1 || as[0] != iss.url {
+			t.Errorf("%s: authorization_servers = %v", path, meta["authorization_servers"])
+		}
+	}
+
+	code, hdr, _ := do(t, http.MethodPost, base+PathMCP, "", toolsList, nil)
+	want := `Bearer resource_metadata="https://mcp.example.test/.well-known/oauth-protected-resource/mcp", scope="openid"`
+	if code != http.StatusUnauthorized || hdr.Get("WWW-Authenticate") != want {
+		t.Errorf("without a token: %d, WWW-Authenticate %q; want 401 and %q", code, hdr.Get("WWW-Authenticate"), want)
+	}
+	code, hdr, _ = do(t, http.MethodPost, base+PathMCP, "Bearer "+iss.token(t, iss.claims("alice", func(c map[string]any) { c["aud"] = "elsewhere" }), nil), toolsList, nil)
+	if code != http.StatusUnauthorized || !strings.Contains(hdr.Get("WWW-Authenticate"), `error="invalid_token"`) {
+		t.Errorf("with a refused token: %d, WWW-Authenticate %q", code, hdr.Get("WWW-Authenticate"))
+	}
+}
+
+// Every way a token can be wrong gets 401; only a token of the issuer, for this resource, unexpired, with an
+// owner claim that names an owner, is let through.
+func TestOAuthTokenChecks(t *testing.T) {
+	iss := newTestIssuer(t)
+	other, err := rsa.GenerateKey(rand.Reader, 2048)
+	if err != nil {
+		t.Fatal(err)
+	}
+	base := oauthFixture(t, iss, "", "")
+	edit := func(k string, v any) func(map[string]any) { return func(c map[string]any) { c[k] = v } }
+	for _, tc := range []struct {
+		name  string
+		token string
+	}{
+		{"wrong audience", iss.token(t, iss.claims("alice", edit("aud", "https://other.example.test/mcp")), nil)},
+		{"audience of the resource's prefix", iss.token(t, iss.claims("alice", edit("aud", "https://mcp.example.test")), nil)},
+		{"no audience", iss.token(t, iss.claims("alice", func(c map[string]any) { delete(c, "aud") }), nil)},
+		{"wrong issuer", iss.token(t, iss.claims("alice", edit("iss", "https://evil.example.test")), nil)},
+		{"expired", iss.token(t, iss.claims("alice", edit("exp", time.Now().Add(-time.Minute).Unix())), nil)},
+		{"signed by another key", iss.token(t, iss.claims("alice", nil), other)},
+		{"unsigned", unsigned(iss.claims("alice", nil))},
+		{"tampered", tamper(iss.token(t, iss.claims("alice", nil), nil))},
+		{"no owner claim", iss.token(t, iss.claims("alice", func(c map[string]any) { delete(c, "sub") }), nil)},
+		{"owner with a control character", iss.token(t, iss.claims("al\nice", nil), nil)},
+		{"reserved owner name", iss.token(t, iss.claims("state-data-key", nil), nil)},
+		{"not a JWT", "e2bmcp_not-a-jwt"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			code, _, _ := do(t, http.MethodPost, base+PathMCP, "Bearer "+tc.token, toolsList, nil)
+			if code != http.StatusUnauthorized {
+				t.Errorf("%d, want 401", code)
+			}
+		})
+	}
+
+	c := streamableClient(t, base, iss.token(t, iss.claims("carol", nil), nil), "", mcp.ProtocolVersion20260728)
+	id := createSandbox(t, c)
+	d := streamableClient(t, base, iss.token(t, iss.claims("dave", nil), nil), "", mcp.ProtocolVersion20260728)
+	if ids := listIDs(t, d); len(ids) != 0 {
+		t.Errorf("another owner's token lists %v", ids)
+	}
+	msg := mustFail(t, d, "e2b_exec", map[string]any{"sandbox_id": id, "command": "true"})
+	if !strings.Contains(msg, "not found") {
+		t.Errorf("another owner's sandbox: %q", msg)
+	}
+}
+
+func unsigned(claims map[string]any) string {
+	b, _ := json.Marshal(claims)
+	enc := base64.RawURLEncoding.EncodeToString
+	return enc([]byte(`{"alg":"none","typ":"JWT"}`)) + "." + enc(b) + "."
+}
+
+// tamper changes the payload of a signed token, keeping its signature.
+func tamper(tok string) string {
+	parts := strings.Split(tok, ".")
+	payload, _ := base64.RawURLEncoding.DecodeString(parts[1])
+	payload = []byte(strings.Replace(string(payload), `"sub":"alice"`, `"sub":"admin"`, 1))
+	parts[1] = base64.RawURLEncoding.EncodeToString(payload)
+	return strings.Join(parts, ".")
+}
+
+// The owner can be named by another claim; an unverified email names nobody.
+func TestOAuthOwnerClaim(t *testing.T) {
+	iss := newTestIssuer(t)
+	base := oauthFixture(t, iss, "email", "")
+	unverified := iss.token(t, iss.claims("erin", func(c map[string]any) { c["email_verified"] = false }), nil)
+	if code, _, _ := do(t, http.MethodPost, base+PathMCP, "Bearer "+unverified, toolsList, nil); code != http.StatusUnauthorized {
+		t.Errorf("unverified email: %d, want 401", code)
+	}
+	c := streamableClient(t, base, iss.token(t, iss.claims("erin", nil), nil), "", mcp.ProtocolVersion20260728)
+	createSandbox(t, c)
+}
+
+// The tokens file and OAuth work side by side: each kind of token names its owner.
+func TestOAuthBesideTokensFile(t *testing.T) {
+	iss := newTestIssuer(t)
+	tokens, toks := tokensFor(t, "frank")
+	base := oauthFixture(t, iss, "", tokens)
+	a := streamableClient(t, base, toks["frank"], "", mcp.ProtocolVersion20260728)
+	id := createSandbox(t, a)
+	b := streamableClient(t, base, iss.token(t, iss.claims("frank", nil), nil), "", mcp.ProtocolVersion20260728)
+	if ids := listIDs(t, b); len(ids) != 1 || ids[0] != id {
+		t.Errorf("the same owner through OAuth lists %v, want [%s]", ids, id)
+	}
+}
