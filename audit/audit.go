@@ -121,6 +121,39 @@ func Open(dir string, opts Options) (*Log, error) {
 	return &Log{dir: dir, opts: opts, lock: lock}, nil
 }
 
+// reserveBytes is the disk kept allocated past the end of the active file: room for the entries of every call
+// in flight (each is clipped far below this), so that a call that was let start can be recorded when it ends.
+const reserveBytes = 256 << 10
+
+// Reserve makes sure the log can take the entries of the calls about to start: it keeps reserveBytes of disk
+// allocated past the end of the active file. An error (a full disk, a read-only or missing directory) means a
+// call started now might end unrecorded; the caller refuses it, and the next Reserve tries again, so the log
+// recovers by itself when space returns.
+func (l *Log) Reserve() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed {
+		return ErrClosed
+	}
+	if err := filelock.Lock(l.lock); err != nil {
+		return fmt.Errorf("audit: locking %s: %w", l.lock.Name(), err)
+	}
+	defer filelock.Unlock(l.lock)
+	active := filepath.Join(l.dir, activeName)
+	f, size, err := openActive(active)
+	if err != nil {
+		return err
+	}
+	err = reserve(f, size, reserveBytes)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("audit: reserving space for entries in %s (local disk): %w", active, err)
+	}
+	return nil
+}
+
 // Record redacts and clips the entry (see Redact), stamps it with the current time
 // if it has none, and appends it as one line, fsync'd before Record returns. If the
 // log had to rotate and could not, the entry is still written and the rotation
@@ -158,13 +191,23 @@ func (l *Log) appendLocked(line []byte) error {
 			return errors.Join(rotateErr, err)
 		}
 	}
+	if size > 0 && !endsWithNewline(f, size) {
+		// A line cut short (a crash mid-write, before appends were rolled back) must not swallow this entry.
+		line = append([]byte{'\n'}, line...)
+	}
 	_, werr := f.Write(line)
 	if werr == nil {
 		werr = f.Sync()
 	}
+	if werr != nil {
+		// Never leave part of a line: the next entry would be glued onto it and both be lost to readers.
+		if terr := f.Truncate(size); terr != nil {
+			werr = errors.Join(werr, fmt.Errorf("rolling back: %w", terr))
+		}
+	}
 	cerr := f.Close()
 	if werr != nil || cerr != nil {
-		return errors.Join(rotateErr, fmt.Errorf("audit: writing %s: %w", active, errors.Join(werr, cerr)))
+		return errors.Join(rotateErr, fmt.Errorf("audit: writing %s (local disk): %w", active, errors.Join(werr, cerr)))
 	}
 	if size == 0 {
 		// A new file: make its directory entry durable too.
@@ -175,8 +218,19 @@ func (l *Log) appendLocked(line []byte) error {
 	return rotateErr
 }
 
+// endsWithNewline reports whether the file's last byte, at size-1, is a newline. A file that cannot be read
+// back is taken as whole: appends are rolled back on failure, so it ends with one.
+func endsWithNewline(f *os.File, size int64) bool {
+	var b [1]byte
+	if _, err := f.ReadAt(b[:], size-1); err != nil {
+		return true
+	}
+	return b[0] == '\n'
+}
+
 func openActive(name string) (*os.File, int64, error) {
-	f, err := os.OpenFile(name, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
+	// Read as well as append: an append checks the byte before it (see endsWithNewline).
+	f, err := os.OpenFile(name, os.O_RDWR|os.O_APPEND|os.O_CREATE, 0o600)
 	if err != nil {
 		return nil, 0, fmt.Errorf("audit: %w", err)
 	}

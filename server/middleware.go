@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/mark3labs/mcp-go/mcp"
@@ -57,6 +58,13 @@ func (s *Server) governCall(next mcpserver.ToolHandlerFunc) mcpserver.ToolHandle
 		caller, err := s.callerFor(ctx)
 		if err != nil {
 			return mcp.NewToolResultError("Refused: " + err.Error()), nil
+		}
+		// The audit log is the record of every step: a call that could not be recorded does not run.
+		if err := s.audit.Reserve(); err != nil {
+			s.log.Error("refusing a call the audit log cannot record", "tool", tool, "error", err)
+			return mcp.NewToolResultError("Refused: the server's audit log cannot record this call (" +
+				localCause(err) + " on the server's disk), and no call runs unrecorded. Call again once the " +
+				"server's operator has freed space; nothing was done."), nil
 		}
 		ctx = tools.WithCaller(ctx, caller)
 		s.renewLease(caller)
@@ -158,8 +166,18 @@ func (s *Server) renewLease(c tools.Caller) {
 	}
 }
 
-// record completes and writes an audit entry. A failing audit log is logged, never fatal to the call: the
-// server's log then carries the failure.
+// localCause names what went wrong on this machine's disk (the system's words, such as "no space left on device")
+// without the server's paths, which are the operator's business, not the caller's.
+func localCause(err error) string {
+	var errno syscall.Errno
+	if errors.As(err, &errno) {
+		return errno.Error()
+	}
+	return "a local failure; the server's log has the details"
+}
+
+// record completes and writes an audit entry. The call was let start only after Reserve kept room for its
+// entry, so a failure here is rare (a disk that failed otherwise); it is logged, and the log holds no partial line.
 func (s *Server) record(e audit.Entry, outcome string, res *mcp.CallToolResult, err error) {
 	e.Outcome = outcome
 	e.DurationMS = s.cfg.Now().Sub(e.Time).Milliseconds()

@@ -11,6 +11,7 @@ import (
 	"net/url"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/e2b-mcp/e2b-mcp/e2b"
@@ -85,6 +86,9 @@ func (b *base) errorText(ctx context.Context, call Caller, tool string, err erro
 		return ae.Error()
 	case ctx.Err() != nil && errors.Is(err, context.Canceled):
 		return "The call was cancelled before it finished."
+	case localFailure(err):
+		// Ahead of the network cases: a *fs.PathError passes for a net.Error (it has Timeout and Temporary).
+		return "e2b-mcp's state store failed (on this server, not at E2B): " + err.Error()
 	case errors.As(err, &ue):
 		// The URL's query could carry a signed /files parameter; the path names the operation well enough.
 		u := ue.URL
@@ -95,14 +99,20 @@ func (b *base) errorText(ctx context.Context, call Caller, tool string, err erro
 		return fmt.Sprintf("E2B API error (no answer from %s: %s): %v", ue.Op, u, ue.Err)
 	case errors.As(err, &ne):
 		return "E2B API error (no answer from E2B): " + err.Error()
-	case errors.Is(err, state.ErrBusy), errors.Is(err, state.ErrUnusable), errors.Is(err, state.ErrClosed):
-		return "e2b-mcp's state store failed: " + err.Error()
 	case strings.HasPrefix(err.Error(), "e2b: "):
 		// The E2B client's own failures (no answer, a cut stream, an answer it cannot read) carry no status.
 		return "E2B API error (no usable answer from E2B): " + strings.TrimPrefix(err.Error(), "e2b: ")
 	}
 	b.log.Error("tool failed", "tool", tool, "owner", call.Owner, "session", call.Session, "err", err)
 	return "Internal error in " + tool + ": " + err.Error()
+}
+
+// localFailure tells a failure of this server's own storage (its state store, a full or read-only disk) from one
+// of E2B, so that neither is blamed for the other.
+func localFailure(err error) bool {
+	return errors.Is(err, state.ErrBusy) || errors.Is(err, state.ErrUnusable) || errors.Is(err, state.ErrClosed) ||
+		errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT) || errors.Is(err, syscall.EROFS) ||
+		errors.Is(err, syscall.EIO)
 }
 
 // lookup returns the caller's sandbox id from the store. Sandboxes of other sessions and owners are reported as

@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"net/url"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/e2b-mcp/e2b-mcp/e2b"
@@ -32,7 +34,9 @@ func TestErrorText(t *testing.T) {
 			"E2B API error (no answer from Post: https://49983-x.e2b.app/files): connection reset"},
 		{"client failure", context.Background(), errors.New("e2b: envd Start: the stream ended without the process's end event"),
 			"E2B API error (no usable answer from E2B): envd Start: the stream ended without the process's end event"},
-		{"store", context.Background(), fmt.Errorf("x: %w", state.ErrBusy), "e2b-mcp's state store failed: x: state store is busy"},
+		{"store", context.Background(), fmt.Errorf("x: %w", state.ErrBusy), "e2b-mcp's state store failed (on this server, not at E2B): x: state store is busy"},
+		{"full disk", context.Background(), &fs.PathError{Op: "write", Path: "state.db", Err: syscall.ENOSPC},
+			"e2b-mcp's state store failed (on this server, not at E2B): write state.db: no space left on device"},
 		{"other", context.Background(), errors.New("boom"), "Internal error in e2b_exec: boom"},
 	} {
 		if got := b.errorText(c.ctx, call, "e2b_exec", c.err); got != c.want {

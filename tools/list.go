@@ -54,8 +54,13 @@ func (t listSandboxes) run(ctx context.Context, call Caller, _ *listArgs) (any, 
 			return nil, err
 		}
 		t.log.Warn("reconciling the session with E2B", "owner", call.Owner, "session", call.Session, "err", err)
-		res.Warning = "E2B could not be reached to check these sandboxes (" + t.errorText(ctx, call, "e2b_list_sandboxes", err) +
-			"); this is the last known state."
+		if localFailure(err) {
+			res.Warning = "e2b-mcp could not update its records of these sandboxes (" +
+				t.errorText(ctx, call, "e2b_list_sandboxes", err) + "); this is the last known state."
+		} else {
+			res.Warning = "E2B could not be reached to check these sandboxes (" +
+				t.errorText(ctx, call, "e2b_list_sandboxes", err) + "); this is the last known state."
+		}
 	}
 	recs, err := t.store.SessionSandboxes(call.Owner, call.Session)
 	if err != nil {
