@@ -17,6 +17,7 @@ import (
 
 	"github.com/e2b-mcp/e2b-mcp/audit"
 	"github.com/e2b-mcp/e2b-mcp/internal/display"
+	"github.com/e2b-mcp/e2b-mcp/internal/shellquote"
 	"github.com/e2b-mcp/e2b-mcp/policy"
 	"github.com/e2b-mcp/e2b-mcp/tools"
 )
@@ -178,17 +179,9 @@ func (s *Server) approveByID(b policy.Binding, judged policy.Call, dec policy.De
 func (s *Server) approveCommand(args string) string {
 	cmd := "e2b-mcp approve " + args
 	if s.cfg.StateDir != s.cfg.DefaultStateDir {
-		cmd += " --state-dir " + shellQuote(s.cfg.StateDir)
+		cmd += " --state-dir " + shellquote.Quote(s.cfg.StateDir)
 	}
 	return cmd
-}
-
-// shellQuote quotes a path for a POSIX shell when it needs it.
-func shellQuote(p string) string {
-	if p != "" && strings.Trim(p, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789/._-+:@%,=") == "" {
-		return p
-	}
-	return "'" + strings.ReplaceAll(p, "'", `'\''`) + "'"
 }
 
 // displayArgs shows arguments to a human: secrets redacted, long values clipped, at most n bytes.

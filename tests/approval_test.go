@@ -1,8 +1,11 @@
 package tests
 
 import (
+	"bytes"
 	"context"
 	"os"
+	"os/exec"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"sync/atomic"
@@ -27,7 +30,19 @@ rules:
 	return path
 }
 
-var approveCommand = regexp.MustCompile("e2b-mcp approve ([A-Za-z0-9_-]+)")
+// approveCommand finds the command line a refused call tells the human to run, and the ID in it.
+var approveCommand = regexp.MustCompile("`(e2b-mcp approve ([A-Za-z0-9_-]+)[^`]*)`")
+
+// runAsPrinted runs a command line exactly as the server printed it, in a shell, with this build as e2b-mcp.
+func (x *h) runAsPrinted(line string) result {
+	x.t.Helper()
+	cmd := exec.Command("sh", "-c", line)
+	cmd.Env = append(x.env(), "PATH="+filepath.Dir(the.bin)+":"+os.Getenv("PATH"))
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	return result{stdout: stdout.String(), stderr: stderr.String(), err: err}
+}
 
 // A client without elicitation is told to run `e2b-mcp approve ID`; once a human has, the same call goes through.
 func TestApprovalByCommand(t *testing.T) {
@@ -57,9 +72,13 @@ func TestApprovalByCommand(t *testing.T) {
 		t.Errorf("delete of another sandbox: %q", msg)
 	}
 
-	r := x.mustRun(nil, "approve", m[1], "--state-dir", x.path("state"))
-	if !strings.Contains(r.stdout+r.stderr, m[1]) {
-		t.Errorf("approve does not confirm the ID:\n%s", r)
+	// The state directory is not the default one: the command as printed must find the request all the same.
+	if !strings.Contains(m[1], "--state-dir") {
+		t.Errorf("the hint %q does not name the server's state directory", m[0])
+	}
+	r := x.runAsPrinted(m[1])
+	if r.err != nil || !strings.Contains(r.stdout, "Approved "+m[2]) {
+		t.Errorf("the approve command as printed did not approve %s:\n%s", m[2], r)
 	}
 	if r := x.run(nil, "approve", "nosuchapproval", "--state-dir", x.path("state")); r.err == nil {
 		t.Errorf("approving an unknown ID succeeded:\n%s", r)

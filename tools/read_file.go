@@ -15,6 +15,7 @@ import (
 	"github.com/mark3labs/mcp-go/server"
 
 	"github.com/e2b-mcp/e2b-mcp/e2b"
+	"github.com/e2b-mcp/e2b-mcp/internal/shellquote"
 	"github.com/e2b-mcp/e2b-mcp/state"
 )
 
@@ -93,7 +94,7 @@ func (t readFile) run(ctx context.Context, call Caller, a *readArgs) (any, error
 	case err != nil:
 		return nil, t.sandboxFailure(ctx, c, call, rec, err)
 	case info.Type == e2b.FileTypeDirectory:
-		return nil, userErrorf("'%s' is a directory, not a file; list it with e2b_exec (ls -la %s).", a.Path, shellQuote(a.Path))
+		return nil, userErrorf("'%s' is a directory, not a file; list it with e2b_exec (ls -la %s).", a.Path, shellquote.Quote(a.Path))
 	}
 	res := readResult{SandboxID: rec.ID, Path: a.Path, Size: info.Size, StartLine: offset}
 	if info.Path != "" {
@@ -118,7 +119,7 @@ func (t readFile) run(ctx context.Context, call Caller, a *readArgs) (any, error
 		res.Lines, res.StartLine = 0, 0
 		res.Truncated = info.Size > 0
 		res.Note = fmt.Sprintf("binary file (%d bytes), not shown as text; read a range with offset/limit to see "+
-			"its lines anyway, or run `xxd %s | head` or `base64 %s` via e2b_exec.", info.Size, shellQuote(res.Path), shellQuote(res.Path))
+			"its lines anyway, or run `xxd %s | head` or `base64 %s` via e2b_exec.", info.Size, shellquote.Quote(res.Path), shellquote.Quote(res.Path))
 		return res, nil
 	}
 
@@ -146,7 +147,7 @@ func (t readFile) run(ctx context.Context, call Caller, a *readArgs) (any, error
 	}
 	if cut {
 		res.Note = joinWarnings(res.Note, fmt.Sprintf("line %d is longer than the %d-byte read limit and was cut; "+
-			"see it with e2b_exec (e.g. sed -n '%dp' %s | cut -c 1-2000).", offset, t.cfg.ReadLimitBytes, offset, shellQuote(res.Path)))
+			"see it with e2b_exec (e.g. sed -n '%dp' %s | cut -c 1-2000).", offset, t.cfg.ReadLimitBytes, offset, shellquote.Quote(res.Path)))
 	}
 	return res, nil
 }
@@ -154,7 +155,7 @@ func (t readFile) run(ctx context.Context, call Caller, a *readArgs) (any, error
 // image answers with an image file as image content, scaled down to the limits when it is over them.
 func (t readFile) image(ctx context.Context, c *e2b.Client, call Caller, rec state.SandboxRecord, res readResult, body io.Reader, mime string) (any, error) {
 	shrink := fmt.Sprintf("Make a smaller copy in the sandbox and read that instead (e.g. save the chart with a lower "+
-		"dpi or size, or `convert %s -resize 1024x1024 small.png` where ImageMagick is installed).", shellQuote(res.Path))
+		"dpi or size, or `convert %s -resize 1024x1024 small.png` where ImageMagick is installed).", shellquote.Quote(res.Path))
 	if res.Size > int64(t.cfg.ImageSourceLimitBytes) {
 		return nil, userErrorf("'%s' is a %s image of %d bytes, over the %d bytes e2b_read_file fetches to show "+
 			"an image. %s", res.Path, imageFormatName(mime), res.Size, t.cfg.ImageSourceLimitBytes, shrink)
@@ -180,7 +181,7 @@ func (t readFile) image(ctx context.Context, c *e2b.Client, call Caller, rec sta
 	case errors.As(err, &tooLarge):
 		return nil, userErrorf("'%s' cannot be shown: %s. %s", res.Path, tooLarge.reason, shrink)
 	case err != nil:
-		return nil, userErrorf("'%s' cannot be shown: %v. Inspect it with e2b_exec (e.g. file %s).", res.Path, err, shellQuote(res.Path))
+		return nil, userErrorf("'%s' cannot be shown: %v. Inspect it with e2b_exec (e.g. file %s).", res.Path, err, shellquote.Quote(res.Path))
 	}
 	res.Binary, res.Image = true, &info
 	res.Size = int64(len(data))
@@ -270,12 +271,4 @@ func readLines(br *bufio.Reader, limit, maxBytes int) (content string, lines int
 	}
 	_, perr := br.Peek(1)
 	return string(out), lines, perr == nil, false, nil
-}
-
-// shellQuote quotes p for a POSIX shell command line shown to the model.
-func shellQuote(p string) string {
-	if p != "" && strings.Trim(p, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789/._-~") == "" {
-		return p
-	}
-	return "'" + strings.ReplaceAll(p, "'", `'\''`) + "'"
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/mark3labs/mcp-go/server"
 
 	"github.com/e2b-mcp/e2b-mcp/e2b"
+	"github.com/e2b-mcp/e2b-mcp/internal/shellquote"
 	"github.com/e2b-mcp/e2b-mcp/state"
 )
 
@@ -153,7 +154,7 @@ func (r sandboxFiles) listing(ctx context.Context, c *e2b.Client, call Caller, r
 	w := bufio.NewWriter(&b)
 	for i, en := range entries {
 		if i == maxDirEntries {
-			fmt.Fprintf(w, "# ... and %d more entries; list them with e2b_exec (ls -la %s)\r\n", len(entries)-i, shellQuote(dir))
+			fmt.Fprintf(w, "# ... and %d more entries; list them with e2b_exec (ls -la %s)\r\n", len(entries)-i, shellquote.Quote(dir))
 			break
 		}
 		p := en.Path
