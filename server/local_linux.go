@@ -3,16 +3,25 @@ package server
 import (
 	"fmt"
 	"log/slog"
+	"path/filepath"
 
 	"github.com/e2b-mcp/e2b-mcp/e2b/e2btest"
+	"github.com/e2b-mcp/e2b-mcp/internal/scratch"
 )
 
+// startLocalBackend starts the emulator with its sandboxes and their records in one temporary directory of
+// this process (see localBackend), after removing those that killed predecessors left.
 func startLocalBackend(log *slog.Logger) (*localBackend, error) {
-	emu, err := e2btest.New(e2btest.Options{NoRecording: true})
+	dir, err := scratch.New(localDirPrefix)
 	if err != nil {
+		return nil, fmt.Errorf("starting the local backend: %w", err)
+	}
+	emu, err := e2btest.New(e2btest.Options{Dir: filepath.Join(dir.Path, "sandboxes"), NoRecording: true})
+	if err != nil {
+		dir.Remove()
 		return nil, fmt.Errorf("starting the local backend: %w", err)
 	}
 	log.Warn("LOCAL BACKEND: sandboxes are emulated on this machine, not in E2B's cloud; they vanish when the server stops",
 		"emulator", emu.URL())
-	return &localBackend{url: emu.URL(), stop: emu.Close}, nil
+	return &localBackend{url: emu.URL(), stop: emu.Close, dir: dir}, nil
 }

@@ -11,7 +11,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
-	"os"
 	"slices"
 	"sync"
 	"time"
@@ -220,10 +219,7 @@ func New(cfg Config) (*Server, error) {
 		// Emulated sandboxes vanish with the process, and so do their records: a store of its own in a
 		// temporary directory, sealed with a key that lives only in memory, so that the local backend needs
 		// no keyring at all and never mixes its records with those of real sandboxes.
-		if storeDir, err = os.MkdirTemp("", "e2b-mcp-local-state-"); err != nil {
-			return nil, err
-		}
-		s.local.storeDir = storeDir
+		storeDir = s.local.storeDir()
 		if keys == nil {
 			key := make([]byte, state.DataKeySize)
 			if _, err := rand.Read(key); err != nil {

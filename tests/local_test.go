@@ -1,8 +1,11 @@
 package tests
 
 import (
+	"os"
+	"path/filepath"
 	"slices"
 	"testing"
+	"time"
 )
 
 // `serve --backend local` needs neither an E2B account nor a keyring: sandboxes run on this machine, the built-in
@@ -33,4 +36,50 @@ func TestLocalBackend(t *testing.T) {
 	if ids := sandboxIDs(t, again.Client); len(ids) != 0 {
 		t.Errorf("a new local backend lists the previous one's sandboxes: %v", ids)
 	}
+}
+
+// A local backend killed with SIGKILL cannot remove its temporary directory (sandboxes and records); the next
+// one removes it, and leaves alone the directory of one that is still running.
+func TestLocalBackendRemovesWhatAKilledOneLeft(t *testing.T) {
+	x := newH(t)
+	tmp := x.path("tmp")
+	if err := os.Mkdir(tmp, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	opts := clientOpts{env: []string{"TMPDIR=" + tmp}}
+	args := []string{"serve", "--backend", "local", "--owner", x.owner("local"), "--state-dir", x.path("state")}
+	localDirs := func() []string {
+		dirs, _ := filepath.Glob(filepath.Join(tmp, "e2b-mcp-local-*"))
+		return dirs
+	}
+
+	killed := x.startStdio(opts, args...)
+	ok(t, killed.Client, "e2b_create_sandbox", map[string]any{"title": "left behind"})
+	left := localDirs()
+	if len(left) != 1 {
+		t.Fatalf("local backend directories: %v, want one", left)
+	}
+	killed.kill9(t)
+	running := x.startStdio(opts, args...)
+	ok(t, running.Client, "e2b_create_sandbox", map[string]any{"title": "in use"})
+	inUse := slices.DeleteFunc(localDirs(), func(d string) bool { return d == left[0] })
+	if len(inUse) != 1 {
+		t.Fatalf("local backend directories besides the killed one's: %v", inUse)
+	}
+	// Both look older than the grace period that spares a directory whose maker has not locked it yet.
+	old := time.Now().Add(-time.Hour)
+	for _, d := range append(inUse, left[0]) {
+		if err := os.Chtimes(d, old, old); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	x.startStdio(opts, args...)
+	if _, err := os.Stat(left[0]); !os.IsNotExist(err) {
+		t.Errorf("the killed server's directory %s is still there (%v)", left[0], err)
+	}
+	if _, err := os.Stat(inUse[0]); err != nil {
+		t.Errorf("the running server's directory was removed: %v", err)
+	}
+	ok(t, running.Client, "e2b_list_sandboxes", map[string]any{})
 }
