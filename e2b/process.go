@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"time"
 )
@@ -230,8 +229,9 @@ func (d *eventDecoder) decode(msg []byte) (ProcessEvent, bool, error) {
 	return decodeProcessEvent(msg)
 }
 
-// processStream runs a Start or Connect stream, giving events to onEvent as they arrive, and returns the end.
-func (e *Envd) processStream(ctx context.Context, op, procedure string, in any, so streamOptions, onEvent func(ProcessEvent)) (ProcessEnd, error) {
+// processStream runs a Start or Connect stream, giving events to onEvent as they arrive, and returns the end. An
+// error from onEvent stops the stream and is returned as it is.
+func (e *Envd) processStream(ctx context.Context, op, procedure string, in any, so streamOptions, onEvent func(ProcessEvent) error) (ProcessEnd, error) {
 	var end *ProcessEnd
 	var dec eventDecoder
 	err := e.serverStream(ctx, op, procedure, in, so, func(msg []byte) error {
@@ -246,7 +246,7 @@ func (e *Envd) processStream(ctx context.Context, op, procedure string, in any, 
 			end = ev.End
 		}
 		if onEvent != nil {
-			onEvent(ev)
+			return onEvent(ev)
 		}
 		return nil
 	})
@@ -269,6 +269,11 @@ func keepaliveOf(d time.Duration) time.Duration {
 // Start runs a process and calls onEvent for each event as it arrives, returning when the stream ends.
 // Cancelling ctx closes the stream; envd does not kill the process for that (see RunCommand).
 func (e *Envd) Start(ctx context.Context, opts StartOptions, onEvent func(ProcessEvent)) (ProcessEnd, error) {
+	return e.start(ctx, opts, eachEvent(onEvent))
+}
+
+// start is Start with a callback that may stop the stream by returning an error.
+func (e *Envd) start(ctx context.Context, opts StartOptions, onEvent func(ProcessEvent) error) (ProcessEnd, error) {
 	req := pbStartRequest{
 		Process: pbProcessConfig{Cmd: opts.Process.Cmd, Args: opts.Process.Args, Envs: opts.Process.Envs},
 		Stdin:   &opts.Stdin,
@@ -281,74 +286,6 @@ func (e *Envd) Start(ctx context.Context, opts StartOptions, onEvent func(Proces
 	}
 	so := streamOptions{timeout: opts.Timeout, keepalive: keepaliveOf(opts.KeepaliveInterval)}
 	return e.processStream(ctx, "envd Start", "process.Process/Start", req, so, onEvent)
-}
-
-// CommandOptions are the options of RunCommand.
-type CommandOptions struct {
-	Cwd     string
-	Envs    map[string]string
-	Timeout time.Duration // envd kills the command at this deadline; 0 = no limit
-	// OnStart is called with the pid as soon as envd reports it.
-	OnStart func(pid uint32)
-	// OnOutput is called with each stdout/stderr chunk as it arrives (data valid only during the call).
-	OnOutput func(kind EventKind, data []byte)
-}
-
-// CommandResult is how a command ended.
-type CommandResult struct {
-	PID uint32
-	ProcessEnd
-	// TimedOut is true when envd killed the command because Timeout ran out.
-	TimedOut bool
-}
-
-// killGrace bounds the SIGKILL that RunCommand sends when its caller gives up on a command.
-const killGrace = 10 * time.Second
-
-// RunCommand runs a command with `/bin/bash -l -c` as E2B's SDKs do. If ctx is cancelled while the command runs,
-// the process is killed in the sandbox (SIGKILL), since envd would otherwise keep it running.
-func (e *Envd) RunCommand(ctx context.Context, command string, opts CommandOptions) (CommandResult, error) {
-	var res CommandResult
-	started := time.Now()
-	end, err := e.Start(ctx, StartOptions{
-		Process: ProcessConfig{Cmd: "/bin/bash", Args: []string{"-l", "-c", command}, Envs: opts.Envs, Cwd: opts.Cwd},
-		Timeout: opts.Timeout,
-	}, func(ev ProcessEvent) {
-		switch ev.Kind {
-		case EventStart:
-			res.PID = ev.PID
-			if opts.OnStart != nil {
-				opts.OnStart(ev.PID)
-			}
-		case EventStdout, EventStderr, EventPTY:
-			if opts.OnOutput != nil {
-				opts.OnOutput(ev.Kind, ev.Data)
-			}
-		}
-	})
-	if err != nil {
-		if ctx.Err() != nil && res.PID != 0 {
-			// The stream is gone but the command is not: envd keeps processes whose stream closes.
-			kctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), killGrace)
-			if kerr := e.SendSignal(kctx, res.PID, SIGKILL); kerr != nil && !errors.Is(kerr, ErrNotFound) {
-				e.client.cfg.Logger.Debug("e2b: could not kill an abandoned command", "pid", res.PID, "err", kerr)
-			}
-			cancel()
-			return res, err
-		}
-		// envd may answer a stream that outlived its Connect-Timeout-Ms with deadline_exceeded instead of the
-		// killed process's end event; both mean the command ran out of time.
-		var apiErr *APIError
-		if opts.Timeout > 0 && errors.As(err, &apiErr) && apiErr.Code == "deadline_exceeded" && time.Since(started) >= opts.Timeout {
-			res.ProcessEnd = ProcessEnd{ExitCode: -1, Status: "deadline exceeded", Error: apiErr.Message}
-			res.TimedOut = true
-			return res, nil
-		}
-		return res, err
-	}
-	res.ProcessEnd = end
-	res.TimedOut = opts.Timeout > 0 && !end.Exited && time.Since(started) >= opts.Timeout
-	return res, nil
 }
 
 // Signal is a signal envd can send (only SIGTERM and SIGKILL are supported by envd).
@@ -419,5 +356,13 @@ func (e *Envd) ListProcesses(ctx context.Context) ([]ProcessInfo, error) {
 // ConnectProcess reattaches to a running process's stream (output from before is not replayed).
 func (e *Envd) ConnectProcess(ctx context.Context, pid uint32, onEvent func(ProcessEvent)) (ProcessEnd, error) {
 	so := streamOptions{keepalive: DefaultKeepaliveInterval}
-	return e.processStream(ctx, "envd Connect", "process.Process/Connect", pbSelectorRequest{Process: pbSelector{PID: pid}}, so, onEvent)
+	return e.processStream(ctx, "envd Connect", "process.Process/Connect", pbSelectorRequest{Process: pbSelector{PID: pid}}, so, eachEvent(onEvent))
+}
+
+// eachEvent adapts a callback that cannot stop the stream.
+func eachEvent(onEvent func(ProcessEvent)) func(ProcessEvent) error {
+	if onEvent == nil {
+		return nil
+	}
+	return func(ev ProcessEvent) error { onEvent(ev); return nil }
 }

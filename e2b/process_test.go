@@ -3,10 +3,10 @@ package e2b
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"net/http"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 )
@@ -46,17 +46,51 @@ func TestRunCommandWire(t *testing.T) {
 		"Connect-Protocol-Version": "1",
 		"Connect-Content-Encoding": "identity",
 		"Keepalive-Ping-Interval":  "50",
-		"Connect-Timeout-Ms":       "60000",
+		// the command's timeout is the client's to enforce on the whole tree; envd's deadline is a last resort
+		"Connect-Timeout-Ms": "80000",
 	}
 	for k, v := range wantHeaders {
 		if got := r.header.Get(k); got != v {
 			t.Errorf("header %s = %q, want %q", k, got, v)
 		}
 	}
-	wantBody := frame(0, `{"process":{"cmd":"/bin/bash","args":["-l","-c","echo hi"]},"stdin":false}`)
-	if !bytes.Equal(r.body, wantBody) {
-		t.Fatalf("body %q\nwant %q", r.body, wantBody)
+	var req struct {
+		Process struct {
+			Cmd  string   `json:"cmd"`
+			Args []string `json:"args"`
+		} `json:"process"`
+		Stdin *bool `json:"stdin"`
 	}
+	if len(r.body) < 5 || json.Unmarshal(r.body[5:], &req) != nil {
+		t.Fatalf("body %q", r.body)
+	}
+	a := req.Process.Args
+	if req.Process.Cmd != "setsid" || len(a) != 6 || a[0] != "/bin/bash" || a[1] != "-c" || a[2] != commandWrapper ||
+		a[4] != "echo hi" || !strings.HasPrefix(a[5], "\x1ee2b-mcp-exit-") || req.Stdin == nil || *req.Stdin {
+		t.Fatalf("request %+v", req)
+	}
+}
+
+// answerKillTree answers the short command SignalTree runs (reporting the group killed) and SendSignal, and
+// tells kills about each.
+func answerKillTree(w http.ResponseWriter, r *http.Request, body []byte, kills chan<- string) bool {
+	switch {
+	case r.URL.Path == "/process.Process/SendSignal":
+		kills <- "SendSignal " + string(body)
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write([]byte(`{}`))
+		return true
+	case bytes.Contains(body, []byte("kill -KILL")):
+		var req struct {
+			Process struct{ Args []string } `json:"process"`
+		}
+		_ = json.Unmarshal(body[5:], &req)
+		kills <- "tree " + strings.Join(req.Process.Args[3:], " ")
+		writeFrames(w, frame(0, `{"event":{"start":{"pid":9}}}`), frame(0, `{"event":{"data":{"stdout":"S0lMTAo="}}}`),
+			frame(0, `{"event":{"end":{"exited":true,"status":"exit status 0"}}}`), frame(2, `{}`))
+		return true
+	}
+	return false
 }
 
 func TestStartWire(t *testing.T) {
@@ -191,52 +225,62 @@ func TestStartRefusesAnAnswerThatIsNotAStream(t *testing.T) {
 	}
 }
 
-func TestRunCommandCancelledKillsTheProcess(t *testing.T) {
-	var mu sync.Mutex
-	var signalBody []byte
+func TestRunCommandCancelledKillsTheTree(t *testing.T) {
+	kills := make(chan string, 4)
 	f := newFakeEnvd(t, func(w http.ResponseWriter, r *http.Request, body []byte) {
-		switch r.URL.Path {
-		case "/process.Process/Start":
-			writeFrames(w, frame(0, `{"event":{"start":{"pid":77}}}`))
-			<-r.Context().Done()
-		case "/process.Process/SendSignal":
-			mu.Lock()
-			signalBody = body
-			mu.Unlock()
-			w.Header().Set("Content-Type", "application/json")
-			_, _ = w.Write([]byte(`{}`))
+		if answerKillTree(w, r, body, kills) {
+			return
 		}
+		writeFrames(w, frame(0, `{"event":{"start":{"pid":77}}}`))
+		<-r.Context().Done()
 	})
 	ctx, cancel := context.WithCancel(context.Background())
 	res, err := f.envd(t, "0.6.13").RunCommand(ctx, "sleep 100", CommandOptions{OnStart: func(uint32) { cancel() }})
 	if !errors.Is(err, context.Canceled) || res.PID != 77 {
 		t.Fatalf("res %+v err %v", res, err)
 	}
-	mu.Lock()
-	defer mu.Unlock()
-	if string(signalBody) != `{"process":{"pid":77},"signal":"SIGNAL_SIGKILL"}` {
-		t.Fatalf("SendSignal body %q", signalBody)
+	if got := <-kills; got != "tree 77 0" {
+		t.Fatalf("first kill %q, want the process group of 77", got)
+	}
+	if got := <-kills; got != `SendSignal {"process":{"pid":77},"signal":"SIGNAL_SIGKILL"}` {
+		t.Fatalf("then %q", got)
 	}
 }
 
 func TestRunCommandTimedOut(t *testing.T) {
-	killed := `{"event":{"end":{"exitCode":-1,"status":"signal: killed","error":"signal: killed"}}}`
+	killed := frame(0, `{"event":{"end":{"exitCode":-1,"status":"signal: killed","error":"signal: killed"}}}`)
 	tests := []struct {
 		name    string
-		delay   time.Duration
 		frames  [][]byte
 		timeout time.Duration
 		want    bool
 	}{
-		{"killed at the deadline", 60 * time.Millisecond, [][]byte{frame(0, `{"event":{"start":{"pid":1}}}`), frame(0, killed), frame(2, `{}`)}, 50 * time.Millisecond, true},
-		{"killed before the deadline", 0, [][]byte{frame(0, `{"event":{"start":{"pid":1}}}`), frame(0, killed), frame(2, `{}`)}, time.Hour, false},
-		{"no deadline", 0, [][]byte{frame(0, `{"event":{"start":{"pid":1}}}`), frame(0, killed), frame(2, `{}`)}, 0, false},
-		{"deadline_exceeded instead of an end", 60 * time.Millisecond, [][]byte{frame(0, `{"event":{"start":{"pid":1}}}`), frame(2, `{"error":{"code":"deadline_exceeded","message":"context deadline exceeded"}}`)}, 50 * time.Millisecond, true},
+		{"killed by its timeout", nil, 50 * time.Millisecond, true},
+		{"killed by someone else", [][]byte{killed, frame(2, `{}`)}, time.Hour, false},
+		{"no timeout", [][]byte{killed, frame(2, `{}`)}, 0, false},
+		{"envd's deadline", [][]byte{frame(2, `{"error":{"code":"deadline_exceeded","message":"context deadline exceeded"}}`)}, 50 * time.Millisecond, true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			f := newFakeEnvd(t, func(w http.ResponseWriter, r *http.Request, _ []byte) {
-				time.Sleep(tt.delay)
+			kills := make(chan string, 4)
+			treeKilled := make(chan struct{})
+			f := newFakeEnvd(t, func(w http.ResponseWriter, r *http.Request, body []byte) {
+				if answerKillTree(w, r, body, kills) {
+					if strings.Contains(r.URL.Path, "Start") {
+						close(treeKilled)
+					}
+					return
+				}
+				writeFrames(w, frame(0, `{"event":{"start":{"pid":1}}}`))
+				if tt.frames == nil {
+					select { // the process runs until its tree is killed
+					case <-treeKilled:
+						writeFrames(w, killed, frame(2, `{}`))
+					case <-r.Context().Done():
+					}
+					return
+				}
+				time.Sleep(100 * time.Millisecond)
 				writeFrames(w, tt.frames...)
 			})
 			res, err := f.envd(t, "0.6.13").RunCommand(context.Background(), "sleep 1", CommandOptions{Timeout: tt.timeout})
@@ -300,5 +344,35 @@ func TestConnectProcessWire(t *testing.T) {
 	r := f.last(t)
 	if r.path != "/process.Process/Connect" || !bytes.Equal(r.body, frame(0, `{"process":{"pid":7}}`)) || r.header.Get("Keepalive-Ping-Interval") != "50" {
 		t.Fatalf("request %s %q %v", r.path, r.body, r.header)
+	}
+}
+
+// The exit marker is found however the stream is cut into chunks, is never passed on, and what looks like its
+// start but is not stays output.
+func TestMarkerScanner(t *testing.T) {
+	const marker = "\x1ee2b-mcp-exit-00ff:"
+	for _, tc := range []struct {
+		stream, out string
+		code        int
+		seen        bool
+	}{
+		{"hello\n" + marker + "3\nlater output", "hello\n", 3, true},
+		{"no newline" + marker + "0\n", "no newline", 0, true},
+		{marker + "-1\n", "", -1, true},
+		{"\x1ee2b-mcp-exit-00fe:3\n" + marker[:5] + "x", "\x1ee2b-mcp-exit-00fe:3\n" + marker[:5] + "x", 0, false},
+		{marker + "12a\n" + marker + "7\n", marker + "12a\n", 7, true},
+		{"cut " + marker[:9], "cut " + marker[:9], 0, false},
+	} {
+		for size := 1; size <= len(tc.stream); size++ {
+			m := markerScanner{marker: []byte(marker)}
+			var out strings.Builder
+			for i := 0; i < len(tc.stream); i += size {
+				out.Write(m.feed([]byte(tc.stream[i:min(i+size, len(tc.stream))])))
+			}
+			out.Write(m.flush())
+			if out.String() != tc.out || m.seen != tc.seen || m.code != tc.code {
+				t.Fatalf("%q in chunks of %d: out %q seen %v code %d", tc.stream, size, out.String(), m.seen, m.code)
+			}
+		}
 	}
 }

@@ -3,6 +3,7 @@ package e2btest
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -15,24 +16,30 @@ import (
 	"time"
 )
 
-// Sandbox processes are real processes isolated with bubblewrap, one bwrap per process:
+// Sandbox processes are real processes isolated with bubblewrap, as the processes of one VM:
 //
+//   - each sandbox has one bwrap of its own (its init), started with its first process and ending with the
+//     sandbox: every namespace is new (--unshare-all), so the sandbox has its own network (loopback only, shared
+//     by all its processes, as in one VM: a server started by one command is reachable at 127.0.0.1 from the
+//     next), its own pids (the pids envd reports are the sandbox's, and kill inside the sandbox reaches them),
+//     and its own filesystem view;
 //   - the host's /usr (and the /bin, /sbin, /lib* beside it) and /etc are bound read-only; /etc/passwd and
 //     /etc/group are replaced by the sandbox's own (root, and user with uid 1000), so that whoami says "user";
 //     when the emulator runs as root, /etc files that only root may read (shadow, private keys) are masked;
 //   - the sandbox's directories are bound read-write: <Dir>/home on /home/user, <Dir>/tmp on /tmp and
 //     <Dir>/root on /root; nothing else of the host is visible;
-//   - every namespace is new (--unshare-all): no network at all, a private /proc and /dev, its own pid
-//     namespace, so that background children end with the command (as a sandbox's would when it stops);
-//   - the user namespace maps the sandbox user (uid 1000 for "user", 0 for "root") to the emulator's own uid.
-//     Files therefore belong to the emulator's user on the host whoever wrote them, and every sandbox user can
-//     read and write what the emulator wrote through /files, with no chown. The filesystem RPC reports such
-//     files as owned by "user".
+//   - each process enters the init's namespaces with nsenter (util-linux), as a plain child of envd would be
+//     started: no new session, no new process group inside the sandbox. A background job it leaves behind is
+//     reparented to the init and goes on running, holding the command's pipes as it would on E2B;
+//   - the sandbox's user namespace maps uid 1000 ("user") to the emulator's own uid; a root process gets a user
+//     namespace of its own inside it (unshare -r) in which it is uid 0. Files therefore belong to the
+//     emulator's user on the host whoever wrote them, and every sandbox user can read and write what the
+//     emulator wrote through /files, with no chown. The filesystem RPC reports such files as owned by "user".
+//     Unlike E2B, the two users are one on the host, so they may signal each other's processes.
 //
-// The process group of each bwrap is its own, so that a signal (SendSignal, the Connect-Timeout-Ms deadline,
-// pausing and resuming) reaches bwrap and everything inside at once, and bwrap's own end reports it: a SIGKILL
-// gives "signal: killed" as envd reports it. A process that dies of a signal it raised itself is reported by
-// bwrap as exit status 128+n.
+// Signals reach one process, as envd's do: SendSignal and the Connect-Timeout-Ms deadline signal the process
+// envd started (found on the host through nsenter, and held by a pidfd), never its group. Pausing stops every
+// process of the sandbox (kill -STOP -1 inside it), and stopping the sandbox kills its init, which ends all.
 
 // bwrapPath is where Debian's bubblewrap package installs bwrap.
 const bwrapPath = "/usr/bin/bwrap"
@@ -116,7 +123,8 @@ func prepareSandboxDirs(dir string) error {
 
 // isolation describes how this host runs sandbox processes.
 type isolation struct {
-	bwrap string
+	bwrap   string
+	nsenter string // util-linux's, to start processes in a sandbox's namespaces
 	// err says why processes cannot be isolated here (no bwrap, or user namespaces are not allowed).
 	err error
 	// systemArgs bind the host's system directories (computed once: the host does not change under a test).
@@ -134,6 +142,16 @@ func probeIsolation() isolation {
 			return iso
 		}
 		iso.bwrap = p
+	}
+	for _, tool := range []string{"nsenter", "unshare"} {
+		p, err := exec.LookPath(tool)
+		if err != nil {
+			iso.err = fmt.Errorf("e2btest: %s is not installed; install the util-linux package", tool)
+			return iso
+		}
+		if tool == "nsenter" {
+			iso.nsenter = p
+		}
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -207,27 +225,25 @@ func maskPrivateEtc() []string {
 	return args
 }
 
-// procSpec is one process to run in a sandbox.
-type procSpec struct {
-	dir  string // the sandbox's Dir
-	user sandboxUser
-	cwd  string // inside the sandbox
-	env  []string
-	cmd  string
-	args []string
-}
+// initScript keeps a sandbox's namespaces alive: it says it is ready (bwrap reports its pid before the
+// namespaces are complete, so the emulator waits for this), then waits for its stdin, a pipe the emulator holds,
+// to close. When it ends, bwrap (the sandbox's pid 1) ends and the kernel kills every process left in the
+// sandbox, so a sandbox never outlives its emulator.
+const initScript = `echo ready; exec 1>&-; read -r _; exit 0`
 
-// envdWrapper is how envd runs every command (minus its OOM-score step): through sh and nice, so that a command
-// that cannot be found fails as it does in E2B (nice: '<cmd>': No such file or directory, exit status 127).
-const envdWrapper = `exec /usr/bin/nice -n 0 "${@}"`
-
-// command builds the isolated command. The returned files are the child's ends of pipes that carry the
-// generated /etc files; the caller closes them once the process has started.
-func (iso *isolation) command(ps procSpec) (*exec.Cmd, []*os.File, error) {
+// initCommand builds a sandbox's init. The returned files are the child's ends of pipes that carry the
+// generated /etc files and bwrap's info (the host pid of the sandbox's pid 1); the caller closes them once the
+// init has started.
+func (iso *isolation) initCommand(dir string) (cmd *exec.Cmd, info *os.File, childFiles []*os.File, err error) {
 	if iso.err != nil {
-		return nil, nil, iso.err
+		return nil, nil, nil, iso.err
 	}
 	var extra []*os.File
+	closeAll := func() {
+		for _, f := range extra {
+			f.Close()
+		}
+	}
 	data := func(content string) (string, error) {
 		r, w, err := os.Pipe()
 		if err != nil {
@@ -243,34 +259,86 @@ func (iso *isolation) command(ps procSpec) (*exec.Cmd, []*os.File, error) {
 		extra = append(extra, r)
 		return strconv.Itoa(2 + len(extra)), nil
 	}
-	closeAll := func() {
-		for _, f := range extra {
-			f.Close()
-		}
-	}
 	passwdFD, err := data(sandboxPasswd)
 	if err != nil {
 		closeAll()
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	groupFD, err := data(sandboxGroup)
 	if err != nil {
 		closeAll()
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
-	uid, gid := strconv.Itoa(ps.user.UID), strconv.Itoa(ps.user.GID)
-	args := []string{"--unshare-all", "--unshare-user", "--uid", uid, "--gid", gid, "--die-with-parent", "--hostname", "e2b"}
+	infoR, infoW, err := os.Pipe()
+	if err != nil {
+		closeAll()
+		return nil, nil, nil, err
+	}
+	extra = append(extra, infoW)
+	infoFD := strconv.Itoa(2 + len(extra))
+	args := []string{"--unshare-all", "--unshare-user", "--uid", "1000", "--gid", "1000", "--hostname", "e2b", "--info-fd", infoFD}
 	args = append(args, iso.systemArgs...)
 	args = append(args, "--ro-bind-data", passwdFD, "/etc/passwd", "--ro-bind-data", groupFD, "/etc/group")
 	for _, m := range sandboxMounts() {
-		args = append(args, "--bind", filepath.Join(ps.dir, m.sub), m.at)
+		args = append(args, "--bind", filepath.Join(dir, m.sub), m.at)
 	}
-	args = append(args, "--proc", "/proc", "--dev", "/dev", "--chdir", ps.cwd, "--",
-		"/bin/sh", "-c", envdWrapper, "--", ps.cmd)
-	args = append(args, ps.args...)
-	cmd := exec.Command(iso.bwrap, args...)
-	cmd.Env = ps.env
+	args = append(args, "--proc", "/proc", "--dev", "/dev", "--chdir", "/", "--", "/bin/sh", "-c", initScript)
+	cmd = exec.Command(iso.bwrap, args...)
+	cmd.Env = []string{"PATH=" + sandboxPATH}
 	cmd.ExtraFiles = extra
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	return cmd, extra, nil
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	return cmd, infoR, extra, nil
+}
+
+// readInitPID reads the host pid of a sandbox's pid 1 from bwrap's --info-fd ({"child-pid": N, ...}).
+func readInitPID(info *os.File) (int, error) {
+	var v struct {
+		ChildPID int `json:"child-pid"`
+	}
+	if err := json.NewDecoder(info).Decode(&v); err != nil {
+		return 0, fmt.Errorf("e2btest: reading bwrap's info: %w", err)
+	}
+	if v.ChildPID <= 0 {
+		return 0, errors.New("e2btest: bwrap reported no pid")
+	}
+	return v.ChildPID, nil
+}
+
+// procSpec is one process to run in a sandbox.
+type procSpec struct {
+	initPID int // host pid of the sandbox's init
+	user    sandboxUser
+	cwd     string // inside the sandbox
+	env     []string
+	cmd     string
+	args    []string
+}
+
+// envdWrapper is how envd runs every command (minus its OOM-score step): through sh and nice, so that a command
+// that cannot be found fails as it does in E2B (nice: '<cmd>': No such file or directory, exit status 127). Before
+// that it reports its pid in the sandbox on fd 3 (exec keeps the pid) and moves to the working directory ($1).
+const envdWrapper = `echo $$ >&3; exec 3>&-; cd -- "$1" || exit 1; shift; exec /usr/bin/nice -n 0 "$@"`
+
+// command builds the command that runs ps in its sandbox. pidR is the read end of the pipe on which the process
+// reports its pid in the sandbox; pidW is the child's end, which the caller closes once the process has started.
+func (iso *isolation) command(ps procSpec) (cmd *exec.Cmd, pidR, pidW *os.File, err error) {
+	if iso.err != nil {
+		return nil, nil, nil, iso.err
+	}
+	pidR, pidW, err = os.Pipe()
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	args := []string{"--target", strconv.Itoa(ps.initPID), "--user", "--mount", "--net", "--pid", "--uts", "--ipc",
+		"--root", "--setuid", "1000", "--setgid", "1000", "--"}
+	if ps.user.UID == 0 {
+		args = append(args, "unshare", "--map-root-user", "--")
+	}
+	args = append(args, "/bin/sh", "-c", envdWrapper, "e2btest", ps.cwd, ps.cmd)
+	args = append(args, ps.args...)
+	cmd = exec.Command(iso.nsenter, args...)
+	cmd.Env = ps.env
+	cmd.ExtraFiles = []*os.File{pidW}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	return cmd, pidR, pidW, nil
 }

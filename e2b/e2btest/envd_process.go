@@ -1,6 +1,8 @@
 package e2btest
 
 import (
+	"bufio"
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -25,8 +27,6 @@ const (
 	defaultKeepalive = 90 * time.Second
 	// endRetention is how long Connect still answers for a process that has ended (envd's terminatedRetentionTTL).
 	endRetention = 30 * time.Second
-	// firstPID is the pid of a sandbox's first process. The pids are the sandbox's own, never the host's.
-	firstPID = 1000
 	// stopWait bounds how long stop waits for killed processes to be gone.
 	stopWait = 10 * time.Second
 )
@@ -38,15 +38,134 @@ type sandboxState struct {
 	mu       sync.Mutex
 	procs    map[uint32]*envdProcess // running
 	ended    map[uint32]*envdProcess // ended, kept for Connect for endRetention
-	nextPID  uint32
 	frozen   bool
 	stopped  bool
 	cut      chan struct{} // closed when the sandbox pauses or stops: open streams break
 	dirReady string        // the Dir prepared last
+	init     *sandboxInit  // the namespaces of the sandbox's processes; nil until the first process
+}
+
+// sandboxInit is the bwrap that holds a sandbox's namespaces (see bwrap.go).
+type sandboxInit struct {
+	iso    *isolation
+	cmd    *exec.Cmd
+	pid    int // host pid of the sandbox's pid 1
+	dir    string
+	stdin  *os.File // closing it ends the sandbox
+	exited chan struct{}
+}
+
+// initStartWait bounds how long a sandbox's init may take to report its pid.
+const initStartWait = 30 * time.Second
+
+// ensureInit returns the sandbox's init for dir, starting one if there is none (or it ended). st.mu is held.
+func (st *sandboxState) ensureInit(iso *isolation, dir string) (*sandboxInit, error) {
+	if in := st.init; in != nil {
+		select {
+		case <-in.exited:
+		default:
+			if in.dir == dir {
+				return in, nil
+			}
+			in.kill()
+		}
+		st.init = nil
+	}
+	cmd, info, childFiles, err := iso.initCommand(dir)
+	if err != nil {
+		return nil, err
+	}
+	defer info.Close()
+	stdinR, stdinW, err := os.Pipe()
+	if err != nil {
+		for _, f := range childFiles {
+			f.Close()
+		}
+		return nil, err
+	}
+	readyR, readyW, err := os.Pipe()
+	if err != nil {
+		stdinR.Close()
+		stdinW.Close()
+		for _, f := range childFiles {
+			f.Close()
+		}
+		return nil, err
+	}
+	defer readyR.Close()
+	var stderr strings.Builder
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = stdinR, readyW, &stderr
+	err = cmd.Start()
+	stdinR.Close()
+	readyW.Close()
+	for _, f := range childFiles {
+		f.Close()
+	}
+	if err != nil {
+		stdinW.Close()
+		return nil, err
+	}
+	in := &sandboxInit{iso: iso, cmd: cmd, dir: dir, stdin: stdinW, exited: make(chan struct{})}
+	go func() {
+		_ = cmd.Wait()
+		close(in.exited)
+	}()
+	pidc := make(chan error, 1)
+	go func() {
+		var err error
+		if in.pid, err = readInitPID(info); err == nil {
+			if line, rerr := bufio.NewReader(readyR).ReadString('\n'); line != "ready\n" {
+				err = fmt.Errorf("e2btest: the sandbox did not start (%v)", rerr)
+			}
+		}
+		pidc <- err
+	}()
+	select {
+	case err = <-pidc:
+	case <-time.After(initStartWait):
+		err = errors.New("e2btest: bwrap did not report its pid")
+	}
+	if err != nil {
+		in.kill()
+		<-in.exited
+		return nil, fmt.Errorf("%w: %s", err, strings.TrimSpace(stderr.String()))
+	}
+	st.init = in
+	return in, nil
+}
+
+// kill ends the sandbox: its pid 1 dies, and the kernel kills every process in its pid namespace.
+func (in *sandboxInit) kill() {
+	select {
+	case <-in.exited:
+		return
+	default:
+	}
+	if in.pid > 0 {
+		_ = syscall.Kill(in.pid, syscall.SIGKILL)
+	}
+	_ = syscall.Kill(-in.cmd.Process.Pid, syscall.SIGKILL)
+	in.stdin.Close()
+}
+
+// signalAll sends sig to every process of the sandbox but its pid 1, from inside (kill -1), so that a process
+// forking meanwhile cannot slip through.
+func (in *sandboxInit) signalAll(sig string) {
+	cmd, pidR, pidW, err := in.iso.command(procSpec{initPID: in.pid, user: sandboxUser{UID: 1000}, cwd: "/",
+		env: []string{"PATH=" + sandboxPATH}, cmd: "/bin/bash", args: []string{"-c", "kill -s " + sig + " -1"}})
+	if err != nil {
+		return
+	}
+	defer pidR.Close()
+	err = cmd.Start()
+	pidW.Close()
+	if err == nil {
+		_ = cmd.Wait()
+	}
 }
 
 func newSandboxState(id string) *sandboxState {
-	return &sandboxState{id: id, procs: map[uint32]*envdProcess{}, ended: map[uint32]*envdProcess{}, nextPID: firstPID, cut: make(chan struct{})}
+	return &sandboxState{id: id, procs: map[uint32]*envdProcess{}, ended: map[uint32]*envdProcess{}, cut: make(chan struct{})}
 }
 
 // prepare makes sure the sandbox's directories exist (once per Dir).
@@ -79,7 +198,9 @@ func (st *sandboxState) freeze() {
 	close(st.cut)
 	for _, p := range st.procs {
 		p.pauseDeadline()
-		p.signalGroup(syscall.SIGSTOP)
+	}
+	if st.init != nil {
+		st.init.signalAll("STOP")
 	}
 }
 
@@ -91,8 +212,12 @@ func (st *sandboxState) thaw() {
 	}
 	st.frozen = false
 	st.cut = make(chan struct{})
+	if st.init != nil {
+		st.init.signalAll("CONT")
+	}
 	for _, p := range st.procs {
-		p.signalGroup(syscall.SIGCONT)
+		// nsenter stops itself when the process it waits for stops, and continues it again once continued.
+		_ = p.cmd.Process.Signal(syscall.SIGCONT)
 		p.resumeDeadline()
 	}
 }
@@ -108,8 +233,12 @@ func (st *sandboxState) stop() {
 		close(st.cut)
 	}
 	procs := slices.Collect(maps.Values(st.procs))
+	if st.init != nil {
+		st.init.kill()
+	}
 	for _, p := range procs {
-		p.signalGroup(syscall.SIGKILL)
+		// nsenter, which may be stopped (see thaw), goes too, so that the end is published.
+		_ = p.cmd.Process.Kill()
 	}
 	st.mu.Unlock()
 	deadline := time.After(stopWait)
@@ -180,7 +309,8 @@ type envdProcess struct {
 	pid    uint32
 	config pbProcessConfigOut
 	tag    *string
-	cmd    *exec.Cmd
+	cmd    *exec.Cmd   // nsenter, which waits for the process and ends as it does
+	proc   *os.Process // the process itself, by pidfd
 
 	stdinMu sync.Mutex
 	stdin   *os.File // nil when stdin was not asked for, or after CloseStdin
@@ -194,40 +324,11 @@ type envdProcess struct {
 	timer     *time.Timer
 	remaining time.Duration // of the deadline while frozen
 	deadline  time.Time
-	// termForced is set when a SIGTERM sent through envd had to be followed by SIGKILL (see terminate).
-	termForced bool
 }
 
-// signalGroup signals bwrap's process group: bwrap and everything in the sandbox process.
-func (p *envdProcess) signalGroup(sig syscall.Signal) {
-	if p.cmd.Process == nil {
-		return
-	}
-	_ = syscall.Kill(-p.cmd.Process.Pid, sig)
-}
-
-// defaultTermGrace is how long a SIGTERM sent through envd may take to end the process before its group is killed.
-// In a real sandbox SIGTERM reaches the process itself; here it reaches bwrap's process group, and one that
-// arrives while bwrap is still setting up the namespaces can be lost, leaving the command running for good
-// (a stream that never ends). Once bwrap is up, SIGTERM ends the whole group at once, so the grace never runs out.
-const defaultTermGrace = 5 * time.Second
-
-// terminate sends SIGTERM and makes sure it takes effect, reporting the end as SIGTERM's even when it had to be
-// forced: that a signal could be lost is the emulator's artefact, not envd behaviour to show a client.
-func (p *envdProcess) terminate(grace time.Duration) {
-	p.signalGroup(syscall.SIGTERM)
-	go func() {
-		t := time.NewTimer(grace)
-		defer t.Stop()
-		select {
-		case <-p.exited:
-		case <-t.C:
-			p.mu.Lock()
-			p.termForced = true
-			p.mu.Unlock()
-			p.signalGroup(syscall.SIGKILL)
-		}
-	}()
+// signal signals the process envd started, and nothing else (envd's kill(pid)).
+func (p *envdProcess) signal(sig syscall.Signal) {
+	_ = p.proc.Signal(sig)
 }
 
 // setDeadline kills the process when d runs out (Connect-Timeout-Ms).
@@ -235,7 +336,7 @@ func (p *envdProcess) setDeadline(d time.Duration) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.deadline = time.Now().Add(d)
-	p.timer = time.AfterFunc(d, func() { p.signalGroup(syscall.SIGKILL) })
+	p.timer = time.AfterFunc(d, func() { p.signal(syscall.SIGKILL) })
 }
 
 // pauseDeadline holds the deadline while the sandbox is paused: a paused VM's clock does not run.
@@ -253,7 +354,7 @@ func (p *envdProcess) resumeDeadline() {
 	defer p.mu.Unlock()
 	if p.timer == nil && !p.deadline.IsZero() {
 		p.deadline = time.Now().Add(p.remaining)
-		p.timer = time.AfterFunc(p.remaining, func() { p.signalGroup(syscall.SIGKILL) })
+		p.timer = time.AfterFunc(p.remaining, func() { p.signal(syscall.SIGKILL) })
 	}
 }
 
@@ -419,7 +520,6 @@ func (e *envdService) cwdExists(sfs *sandboxFS, cwd string) bool {
 
 // startProcess starts a process and subscribes a stream to it before any output can be missed.
 func (e *envdService) startProcess(c *rpcCall, cfg *pbProcessConfigIn, tag *string, withStdin bool, cwd string, timeout time.Duration) (*envdProcess, *subscriber, *rpcError) {
-	ps := procSpec{dir: c.view.dir, user: c.user, cwd: cwd, env: processEnv(c.user, c.view.envVars, cfg.Envs), cmd: cfg.Cmd, args: cfg.Args}
 	userCmd := strings.Join(append([]string{cfg.Cmd}, cfg.Args...), " ")
 	startErr := func(err error) *rpcError {
 		return rpcErrorf("invalid_argument", "error starting process '%s': %v", userCmd, err)
@@ -427,80 +527,96 @@ func (e *envdService) startProcess(c *rpcCall, cfg *pbProcessConfigIn, tag *stri
 	e.mu.Lock()
 	iso := e.iso
 	e.mu.Unlock()
-	cmd, childFiles, err := iso.command(ps)
-	if err != nil {
-		return nil, nil, startErr(err)
+	if iso.err != nil {
+		return nil, nil, startErr(iso.err)
 	}
-	closeChild := func() {
-		for _, f := range childFiles {
+	var files []*os.File // every pipe end this function still holds
+	closeAll := func() {
+		for _, f := range files {
 			f.Close()
 		}
 	}
-	stdoutR, stdoutW, err := os.Pipe()
+	pipe := func() (r, w *os.File, err error) {
+		r, w, err = os.Pipe()
+		if err == nil {
+			files = append(files, r, w)
+		}
+		return r, w, err
+	}
+	stdoutR, stdoutW, err := pipe()
 	if err != nil {
-		closeChild()
 		return nil, nil, rpcErrorf("internal", "error creating stdout pipe for command '%s': %v", userCmd, err)
 	}
-	stderrR, stderrW, err := os.Pipe()
+	stderrR, stderrW, err := pipe()
 	if err != nil {
-		closeChild()
-		stdoutR.Close()
-		stdoutW.Close()
+		closeAll()
 		return nil, nil, rpcErrorf("internal", "error creating stderr pipe for command '%s': %v", userCmd, err)
 	}
-	cmd.Stdout, cmd.Stderr = stdoutW, stderrW
-	childFiles = append(childFiles, stdoutW, stderrW)
-	var stdinW *os.File
+	var stdinR, stdinW *os.File
 	if withStdin {
-		stdinR, w, err := os.Pipe()
-		if err != nil {
-			closeChild()
-			stdoutR.Close()
-			stderrR.Close()
+		if stdinR, stdinW, err = pipe(); err != nil {
+			closeAll()
 			return nil, nil, rpcErrorf("internal", "error creating stdin pipe for command '%s': %v", userCmd, err)
 		}
-		cmd.Stdin, stdinW = stdinR, w
-		childFiles = append(childFiles, stdinR)
+	}
+
+	st := c.st
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if st.stopped || st.frozen {
+		closeAll()
+		return nil, nil, rpcErrorf("unavailable", "sandbox is not running")
+	}
+	in, err := st.ensureInit(&iso, c.view.dir)
+	if err != nil {
+		closeAll()
+		return nil, nil, startErr(err)
+	}
+	cmd, pidR, pidW, err := iso.command(procSpec{initPID: in.pid, user: c.user, cwd: cwd,
+		env: processEnv(c.user, c.view.envVars, cfg.Envs), cmd: cfg.Cmd, args: cfg.Args})
+	if err != nil {
+		closeAll()
+		return nil, nil, startErr(err)
+	}
+	files = append(files, pidR, pidW)
+	cmd.Stdout, cmd.Stderr = stdoutW, stderrW
+	if stdinR != nil {
+		cmd.Stdin = stdinR
+	}
+	if err := cmd.Start(); err != nil {
+		closeAll()
+		return nil, nil, startErr(err)
+	}
+	for _, f := range []*os.File{stdoutW, stderrW, stdinR, pidW} {
+		if f != nil {
+			f.Close()
+		}
+	}
+	proc, pid, err := enteredProcess(cmd.Process.Pid, pidR)
+	pidR.Close()
+	if err != nil {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+		stdoutR.Close()
+		stderrR.Close()
+		if stdinW != nil {
+			stdinW.Close()
+		}
+		return nil, nil, startErr(err)
 	}
 
 	p := &envdProcess{
+		pid:    pid,
 		config: pbProcessConfigOut{Cmd: cfg.Cmd, Args: cfg.Args, Envs: cfg.Envs, Cwd: cfg.Cwd},
 		tag:    tag,
 		cmd:    cmd,
+		proc:   proc,
 		stdin:  stdinW,
 		exited: make(chan struct{}),
 		subs:   map[*subscriber]struct{}{},
 	}
 	sub := p.subscribe()
-
-	st := c.st
-	st.mu.Lock()
-	if st.stopped || st.frozen {
-		st.mu.Unlock()
-		closeChild()
-		stdoutR.Close()
-		stderrR.Close()
-		if stdinW != nil {
-			stdinW.Close()
-		}
-		return nil, nil, rpcErrorf("unavailable", "sandbox is not running")
-	}
-	err = cmd.Start()
-	closeChild()
-	if err != nil {
-		st.mu.Unlock()
-		stdoutR.Close()
-		stderrR.Close()
-		if stdinW != nil {
-			stdinW.Close()
-		}
-		return nil, nil, startErr(err)
-	}
-	p.pid = st.nextPID
-	st.nextPID++
 	st.procs[p.pid] = p
-	st.mu.Unlock()
-
 	if timeout > 0 {
 		p.setDeadline(timeout)
 	}
@@ -512,12 +628,84 @@ func (e *envdService) startProcess(c *rpcCall, cfg *pbProcessConfigIn, tag *stri
 	return p, sub, nil
 }
 
-// waitProcess reaps a process, waits for its output to be read, and publishes its end.
+// enteredProcess finds the process that nsenter (host pid) started in the sandbox: its pid in the sandbox, which
+// it writes on the pid pipe before it runs the command, and its host process (nsenter's only child), held by a
+// pidfd so that a signal can never reach another process that reused the pid.
+func enteredProcess(nsenterPID int, pidR *os.File) (*os.Process, uint32, error) {
+	line, err := bufio.NewReader(pidR).ReadString('\n')
+	if err != nil {
+		return nil, 0, errors.New("the process did not start")
+	}
+	pid, err := strconv.ParseUint(strings.TrimSpace(line), 10, 32)
+	if err != nil {
+		return nil, 0, fmt.Errorf("the process reported pid %q", line)
+	}
+	host, err := childOf(nsenterPID)
+	if err != nil {
+		return nil, 0, err
+	}
+	proc, err := os.FindProcess(host)
+	if err != nil {
+		return nil, 0, err
+	}
+	// The pid was read before the pidfd was opened: make sure it still is nsenter's child.
+	if pp, err := parentOf(host); err != nil || pp != nsenterPID {
+		proc.Release()
+		return nil, 0, errors.New("the process ended as it started")
+	}
+	return proc, uint32(pid), nil
+}
+
+// childOf finds the child of a process that has one child, by the parents /proc reports: first among the pids
+// allocated just after it (where a new child nearly always is), then among all.
+func childOf(ppid int) (int, error) {
+	for pid := ppid + 1; pid <= ppid+64; pid++ {
+		if pp, err := parentOf(pid); err == nil && pp == ppid {
+			return pid, nil
+		}
+	}
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		return 0, err
+	}
+	for _, de := range entries {
+		pid, err := strconv.Atoi(de.Name())
+		if err != nil {
+			continue
+		}
+		if pp, err := parentOf(pid); err == nil && pp == ppid {
+			return pid, nil
+		}
+	}
+	return 0, errors.New("the process ended as it started")
+}
+
+// parentOf reads a process's parent from /proc/PID/stat ("pid (comm) state ppid ...").
+func parentOf(pid int) (int, error) {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return 0, err
+	}
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 {
+		return 0, errors.New("malformed stat")
+	}
+	f := strings.Fields(string(b[i+1:]))
+	if len(f) < 2 {
+		return 0, errors.New("malformed stat")
+	}
+	return strconv.Atoi(f[1])
+}
+
+// waitProcess reaps a process, waits for its output to be read (every holder of its pipes, background jobs
+// included, has closed them, as envd waits), and publishes its end.
 func (e *envdService) waitProcess(st *sandboxState, p *envdProcess, readers *sync.WaitGroup, stdout, stderr *os.File) {
 	err := p.cmd.Wait()
-	// Whatever is left of the process group goes with bwrap: a SIGTERM that reached bwrap while it was still
-	// setting up leaves the namespace's init, which ignores it, running the command.
-	p.signalGroup(syscall.SIGKILL)
+	p.mu.Lock()
+	if p.timer != nil {
+		p.timer.Stop()
+	}
+	p.mu.Unlock()
 	readers.Wait()
 	stdout.Close()
 	stderr.Close()
@@ -527,12 +715,7 @@ func (e *envdService) waitProcess(st *sandboxState, p *envdProcess, readers *syn
 		p.stdin = nil
 	}
 	p.stdinMu.Unlock()
-	p.mu.Lock()
-	if p.timer != nil {
-		p.timer.Stop()
-	}
-	termForced := p.termForced
-	p.mu.Unlock()
+	p.proc.Release()
 
 	state := p.cmd.ProcessState
 	end := pbEnd{ExitCode: int32(state.ExitCode()), Exited: state.Exited(), Status: state.String()}
@@ -540,15 +723,13 @@ func (e *envdService) waitProcess(st *sandboxState, p *envdProcess, readers *syn
 		msg := err.Error()
 		end.Error = &msg
 	}
-	if termForced {
-		msg := "signal: terminated"
-		end = pbEnd{ExitCode: -1, Status: msg, Error: &msg}
-	}
 	now := e.now()
 	st.mu.Lock()
 	p.end = end
 	p.endedAt = now
-	delete(st.procs, p.pid)
+	if st.procs[p.pid] == p { // a process that kept its pipes open may have ended after its pid was reused
+		delete(st.procs, p.pid)
+	}
 	st.forgetEnded(now)
 	st.ended[p.pid] = p
 	st.mu.Unlock()
@@ -661,11 +842,7 @@ func (e *envdService) procSendSignal(c *rpcCall) (any, *rpcError) {
 	default:
 		return nil, rpcErrorf("unimplemented", "invalid signal: %s", name)
 	}
-	if sig == syscall.SIGTERM {
-		p.terminate(e.termGrace)
-	} else {
-		p.signalGroup(sig)
-	}
+	p.signal(sig)
 	return struct{}{}, nil
 }
 

@@ -23,12 +23,10 @@ type envdService struct {
 	// gone are the sandboxes stopped for good: a request that raced the kill must not bring them back.
 	gone   map[string]bool
 	closed bool
-	// termGrace bounds how long a SIGTERM may take before it is forced (defaultTermGrace; tests shorten it).
-	termGrace time.Duration
 }
 
 func newEnvdService(s *Server) *envdService {
-	return &envdService{srv: s, iso: probeIsolation(), started: time.Now(), boxes: map[string]*sandboxState{}, gone: map[string]bool{}, termGrace: defaultTermGrace}
+	return &envdService{srv: s, iso: probeIsolation(), started: time.Now(), boxes: map[string]*sandboxState{}, gone: map[string]bool{}}
 }
 
 // isolationError says why this host cannot isolate sandbox processes (nil when it can). New fails with it: a

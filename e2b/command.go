@@ -1,0 +1,409 @@
+package e2b
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Shell commands as a terminal user expects them, on top of envd's process service (see e2b-protocol.md §6).
+// envd starts a command as a plain child of itself, signals only the one pid it started, and ends a stream only
+// when every holder of the command's stdout and stderr has closed them. So every command here runs as the
+// leader of a session of its own (setsid), which its whole process tree shares: stopping it signals the process
+// group, from a short command run through envd. And the shell that runs the user's command is watched by a small
+// wrapper that marks its exit on stdout and stderr, so that a command leaving a job in the background returns
+// when its shell exits, while the job (which still holds the pipes) goes on.
+
+// commandWrapper runs the user's command ($1) with bash -l -c, then writes the exit marker ($2, then the exit
+// code and a newline) on stdout and on stderr; the two streams are read apart, so each says where it ends. The
+// wrapper's own stderr goes to /dev/null, so that its report of a command killed by a signal does not show.
+const commandWrapper = `exec 3>&2 2>/dev/null; /bin/bash -l -c "$1" 2>&3 3>&-; c=$?
+printf '%s%d\n' "$2" "$c"; printf '%s%d\n' "$2" "$c" >&3`
+
+// backgroundWrapper starts the user's command ($1) detached from envd's pipes: its stdout and stderr are appended
+// to the log file ($2), stdin is /dev/null, and once the redirection is in place the ready marker ($3) is written
+// on the original stdout, which is then closed. The shell then becomes the command (exec), keeping the pid envd
+// reported.
+const backgroundWrapper = `mkdir -p -- "$(dirname -- "$2")" && exec 3>&1 && exec >>"$2" 2>&1 </dev/null || exit 126
+printf '%s\n' "$3" >&3; exec 3>&-; exec /bin/bash -l -c "$1"`
+
+// treeSignaller signals the process group $1: SIGTERM first when $2 (tenths of a second to wait for the group to
+// go) is above zero, then SIGKILL to whatever is left. It prints how the group ended: gone (nothing to signal),
+// TERM or KILL.
+const treeSignaller = `g=$1; n=$2
+kill -0 -- -"$g" 2>/dev/null || kill -0 -- "$g" 2>/dev/null || { echo gone; exit 0; }
+if [ "$n" -gt 0 ]; then
+  kill -TERM -- -"$g" 2>/dev/null || kill -TERM -- "$g" 2>/dev/null
+  i=0
+  while [ $i -lt "$n" ]; do
+    kill -0 -- -"$g" 2>/dev/null || kill -0 -- "$g" 2>/dev/null || { echo TERM; exit 0; }
+    sleep 0.1; i=$((i+1))
+  done
+fi
+kill -KILL -- -"$g" 2>/dev/null; kill -KILL -- "$g" 2>/dev/null; echo KILL`
+
+// wrapperArg0 is $0 of the wrappers, as a process listing shows it.
+const wrapperArg0 = "e2b-mcp"
+
+// CommandOptions are the options of RunCommand.
+type CommandOptions struct {
+	Cwd  string
+	Envs map[string]string
+	// Timeout kills the command and everything it started when it runs out; 0 = no limit.
+	Timeout time.Duration
+	// OnStart is called with the pid as soon as envd reports it.
+	OnStart func(pid uint32)
+	// OnOutput is called with each stdout/stderr chunk as it arrives (data valid only during the call).
+	OnOutput func(kind EventKind, data []byte)
+}
+
+// CommandResult is how a command ended.
+type CommandResult struct {
+	// PID is the pid envd reported; it leads the process group of everything the command started.
+	PID uint32
+	ProcessEnd
+	// TimedOut is true when the command was killed because Timeout ran out.
+	TimedOut bool
+}
+
+// killGrace bounds each step of stopping a command its caller gave up on: the kill itself, then the wait for the
+// stream to end.
+const killGrace = 10 * time.Second
+
+// timeoutSlack is how much longer than the command's own timeout envd is told to keep the stream, so that envd's
+// deadline (which kills only the leader) is a last resort behind the client's kill of the whole tree.
+const timeoutSlack = 2 * killGrace
+
+// errShellExited stops reading a stream once the command's shell has exited (both exit markers seen).
+var errShellExited = errors.New("the command's shell exited")
+
+// newMarker returns an exit marker no command prints by chance.
+func newMarker() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	return "\x1ee2b-mcp-exit-" + hex.EncodeToString(b[:]) + ":"
+}
+
+// markerScanner passes a stream's bytes through until the exit marker, holding back what could be its start,
+// and records the exit code the marker carries. Bytes after the marker come from background jobs and are
+// dropped.
+type markerScanner struct {
+	marker []byte
+	held   []byte
+	seen   bool
+	code   int
+}
+
+// maxCodeLen bounds the digits of an exit code in a marker (with a sign).
+const maxCodeLen = 11
+
+// feed returns the part of data (with any held bytes before it) that belongs to the command's output.
+func (m *markerScanner) feed(data []byte) []byte {
+	if m.seen {
+		return nil
+	}
+	buf := data
+	if len(m.held) > 0 {
+		buf = append(m.held, data...)
+		m.held = nil
+	}
+	from := 0
+	for {
+		i := bytes.Index(buf[from:], m.marker)
+		if i < 0 {
+			break
+		}
+		i += from
+		rest := buf[i+len(m.marker):]
+		nl := bytes.IndexByte(rest, '\n')
+		if nl < 0 {
+			if len(rest) <= maxCodeLen && isCode(rest, true) {
+				m.held = append([]byte(nil), buf[i:]...)
+				return buf[:i]
+			}
+		} else if code, err := strconv.Atoi(string(rest[:nl])); err == nil && isCode(rest[:nl], false) {
+			m.seen, m.code = true, code
+			return buf[:i]
+		}
+		from = i + 1 // not a marker after all: ordinary output
+	}
+	// Hold back a tail that could be the start of the marker.
+	for k := min(len(m.marker)-1, len(buf)); k > 0; k-- {
+		if bytes.HasSuffix(buf, m.marker[:k]) {
+			m.held = append([]byte(nil), buf[len(buf)-k:]...)
+			return buf[:len(buf)-k]
+		}
+	}
+	return buf
+}
+
+// isCode says whether b is an exit code, or (partial) the start of one.
+func isCode(b []byte, partial bool) bool {
+	if len(b) == 0 {
+		return partial
+	}
+	if b[0] == '-' {
+		b = b[1:]
+		if len(b) == 0 {
+			return partial
+		}
+	}
+	for _, c := range b {
+		if c < '0' || c > '9' {
+			return false
+		}
+	}
+	return true
+}
+
+// flush returns what is held back when the stream ends without a marker.
+func (m *markerScanner) flush() []byte {
+	h := m.held
+	m.held = nil
+	return h
+}
+
+// RunCommand runs a command with bash -l -c, in a session of its own, and returns when its shell exits, with the
+// shell's output and exit code; background jobs it started go on running. If ctx is cancelled or Timeout runs
+// out, the command and everything it started are killed.
+func (e *Envd) RunCommand(ctx context.Context, command string, opts CommandOptions) (CommandResult, error) {
+	var (
+		res      CommandResult
+		mu       sync.Mutex // guards timedOut against the timer
+		timedOut bool
+		timer    *time.Timer
+		stdout   = markerScanner{marker: []byte(newMarker())}
+		stderr   = markerScanner{marker: stdout.marker}
+	)
+	streamCtx, stopStream := context.WithCancel(ctx)
+	defer stopStream()
+	output := func(kind EventKind, data []byte) {
+		if len(data) > 0 && opts.OnOutput != nil {
+			opts.OnOutput(kind, data)
+		}
+	}
+	start := StartOptions{Process: ProcessConfig{
+		Cmd:  "setsid",
+		Args: []string{"/bin/bash", "-c", commandWrapper, wrapperArg0, command, string(stdout.marker)},
+		Envs: opts.Envs,
+		Cwd:  opts.Cwd,
+	}}
+	if opts.Timeout > 0 {
+		start.Timeout = opts.Timeout + timeoutSlack
+	}
+	end, err := e.start(streamCtx, start, func(ev ProcessEvent) error {
+		switch ev.Kind {
+		case EventStart:
+			res.PID = ev.PID
+			if opts.OnStart != nil {
+				opts.OnStart(ev.PID)
+			}
+			if opts.Timeout > 0 {
+				timer = time.AfterFunc(opts.Timeout, func() {
+					mu.Lock()
+					timedOut = true
+					mu.Unlock()
+					e.killTree(ctx, ev.PID)
+					// A process that keeps the pipes open from outside the group must not hold the call.
+					time.AfterFunc(killGrace, stopStream)
+				})
+			}
+		case EventStdout:
+			output(EventStdout, stdout.feed(ev.Data))
+		case EventStderr:
+			output(EventStderr, stderr.feed(ev.Data))
+		}
+		if stdout.seen && stderr.seen {
+			return errShellExited
+		}
+		return nil
+	})
+	if timer != nil {
+		timer.Stop()
+	}
+	mu.Lock()
+	res.TimedOut = timedOut
+	mu.Unlock()
+	switch {
+	case errors.Is(err, errShellExited):
+		res.ProcessEnd = exitEnd(stdout.code)
+		return res, nil
+	case err == nil && stdout.seen && stderr.seen:
+		res.ProcessEnd = exitEnd(stdout.code) // the end event is the wrapper's
+		return res, nil
+	}
+	output(EventStdout, stdout.flush())
+	output(EventStderr, stderr.flush())
+	var apiErr *APIError
+	switch {
+	case err == nil:
+		res.ProcessEnd = end
+		return res, nil
+	case ctx.Err() != nil:
+		if res.PID != 0 {
+			// The stream is gone but the command is not: envd keeps processes whose stream closes.
+			e.killTree(ctx, res.PID)
+		}
+		return res, err
+	case res.TimedOut || (opts.Timeout > 0 && errors.As(err, &apiErr) && apiErr.Code == "deadline_exceeded"):
+		// Killed by the timer, or by envd's own deadline if the kill could not be made.
+		res.ProcessEnd = ProcessEnd{ExitCode: -1, Status: "signal: killed", Error: "signal: killed"}
+		res.TimedOut = true
+		return res, nil
+	}
+	return res, err
+}
+
+// exitEnd is the end of a shell that exited with code, as envd would report it.
+func exitEnd(code int) ProcessEnd {
+	end := ProcessEnd{ExitCode: code, Exited: true, Status: "exit status " + strconv.Itoa(code)}
+	if code != 0 {
+		end.Error = end.Status
+	}
+	return end
+}
+
+// killTree kills the process group led by pid, then pid itself through envd (in case it leads no group), on a
+// context of its own: it runs when the caller has given up. Failures are logged, not returned: there is nothing
+// more a caller could do.
+func (e *Envd) killTree(ctx context.Context, pid uint32) {
+	kctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), killGrace)
+	defer cancel()
+	if _, err := e.SignalTree(kctx, pid, 0); err != nil {
+		e.client.cfg.Logger.Debug("e2b: could not kill a command's process group", "pid", pid, "err", err)
+	}
+	if err := e.SendSignal(kctx, pid, SIGKILL); err != nil && !errors.Is(err, ErrNotFound) {
+		e.client.cfg.Logger.Debug("e2b: could not kill an abandoned command", "pid", pid, "err", err)
+	}
+}
+
+// TreeEnd says how SignalTree ended a process group.
+type TreeEnd string
+
+// How a process group ended under SignalTree.
+const (
+	TreeGone   TreeEnd = "gone"    // nothing was left to signal
+	TreeTermed TreeEnd = "SIGTERM" // it ended within the grace after SIGTERM
+	TreeKilled TreeEnd = "SIGKILL" // it was killed
+)
+
+// SignalTree stops the process group led by pid (a command of RunCommand or StartBackground and everything it
+// started): with a grace above zero it sends SIGTERM and waits up to grace for the group to go, then SIGKILL to
+// what is left. It runs a short command in the sandbox, since envd's SendSignal reaches one pid only.
+func (e *Envd) SignalTree(ctx context.Context, pid uint32, grace time.Duration) (TreeEnd, error) {
+	var out strings.Builder
+	end, err := e.Start(ctx, StartOptions{
+		Process: ProcessConfig{Cmd: "/bin/bash", Args: []string{"-c", treeSignaller, wrapperArg0,
+			strconv.FormatUint(uint64(pid), 10), strconv.FormatInt(int64(grace/(100*time.Millisecond)), 10)}},
+	}, func(ev ProcessEvent) {
+		if ev.Kind == EventStdout && out.Len() < 64 {
+			out.Write(ev.Data)
+		}
+	})
+	if err != nil {
+		return "", err
+	}
+	switch strings.TrimSpace(out.String()) {
+	case "gone":
+		return TreeGone, nil
+	case "TERM":
+		return TreeTermed, nil
+	case "KILL":
+		return TreeKilled, nil
+	}
+	return "", fmt.Errorf("e2b: stopping process group %d: unexpected answer %q (%s)", pid, out.String(), end.Status)
+}
+
+// BackgroundOptions are the options of StartBackground.
+type BackgroundOptions struct {
+	Cwd  string
+	Envs map[string]string
+	// LogPath is the file in the sandbox that receives the command's stdout and stderr (appended; its directory
+	// is made if missing).
+	LogPath string
+	// Tag names the process in envd's process list (ListBackground finds it by a prefix of it).
+	Tag string
+}
+
+// BackgroundProcess is a process started by StartBackground that still runs.
+type BackgroundProcess struct {
+	PID     uint32
+	Tag     string
+	Command string
+	LogPath string
+	Cwd     string
+}
+
+// StartBackground starts a command (bash -l -c) that outlives the call and the client: in a session of its own,
+// with stdin from /dev/null and its output appended to LogPath. It returns the pid once the command runs (its
+// output already going to the log); stop it with SignalTree.
+func (e *Envd) StartBackground(ctx context.Context, command string, opts BackgroundOptions) (uint32, error) {
+	if opts.LogPath == "" {
+		return 0, errors.New("e2b: StartBackground: no log path")
+	}
+	ready := []byte(newMarker())
+	streamCtx, stop := context.WithCancel(ctx)
+	defer stop()
+	var pid uint32
+	var stdout, stderr bytes.Buffer
+	_, err := e.Start(streamCtx, StartOptions{
+		Process: ProcessConfig{
+			Cmd:  "setsid",
+			Args: []string{"/bin/bash", "-c", backgroundWrapper, wrapperArg0, command, opts.LogPath, string(ready)},
+			Envs: opts.Envs,
+			Cwd:  opts.Cwd,
+		},
+		Tag: opts.Tag,
+	}, func(ev ProcessEvent) {
+		switch ev.Kind {
+		case EventStart:
+			pid = ev.PID
+		case EventStdout:
+			if stdout.Len() < 4096 {
+				stdout.Write(ev.Data)
+			}
+			if bytes.Contains(stdout.Bytes(), ready) {
+				stop() // the command runs detached; closing the stream leaves it running
+			}
+		case EventStderr:
+			if stderr.Len() < 4096 {
+				stderr.Write(ev.Data)
+			}
+		}
+	})
+	if bytes.Contains(stdout.Bytes(), ready) && ctx.Err() == nil {
+		return pid, nil
+	}
+	if err != nil {
+		return pid, err
+	}
+	msg := strings.TrimSpace(stderr.String())
+	if msg == "" {
+		msg = "it exited before it could start"
+	}
+	return pid, fmt.Errorf("e2b: the background command could not start: %s", msg)
+}
+
+// ListBackground lists the running processes of StartBackground whose tag begins with tagPrefix, by pid.
+func (e *Envd) ListBackground(ctx context.Context, tagPrefix string) ([]BackgroundProcess, error) {
+	list, err := e.ListProcesses(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var out []BackgroundProcess
+	for _, p := range list {
+		a := p.Config.Args
+		if !strings.HasPrefix(p.Tag, tagPrefix) || p.Config.Cmd != "setsid" || len(a) != 7 || a[2] != backgroundWrapper {
+			continue
+		}
+		out = append(out, BackgroundProcess{PID: p.PID, Tag: p.Tag, Command: a[4], LogPath: a[5], Cwd: p.Config.Cwd})
+	}
+	return out, nil
+}

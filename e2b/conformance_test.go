@@ -1,0 +1,249 @@
+package e2b
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/e2b-mcp/e2b-mcp/e2b/e2btest"
+)
+
+// The conformance suite: the same assertions against the emulator and against E2B's real envd (shared/envd
+// beside the repository), for the behaviour of processes that a terminal user relies on. The real half is
+// skipped, with a line saying why, where the daemon is absent.
+
+// realEnvd is one real envd for the whole package run (starting one takes seconds); tests keep apart by the
+// unique commands and paths they use.
+var realEnvd struct {
+	once sync.Once
+	envd *e2btest.RealEnvd
+	err  error
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if realEnvd.envd != nil {
+		realEnvd.envd.Stop()
+	}
+	os.Exit(code)
+}
+
+// conformance runs f against each target: the emulator (a new sandbox) and the real envd.
+func conformance(t *testing.T, f func(t *testing.T, e *Envd)) {
+	t.Helper()
+	t.Run("emulator", func(t *testing.T) {
+		t.Parallel()
+		f(t, newEnvdEmu(t, e2btest.Options{}, NewSandbox{Secure: true}).envd)
+	})
+	t.Run("envd", func(t *testing.T) {
+		t.Parallel()
+		realEnvd.once.Do(func() {
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			realEnvd.envd, realEnvd.err = e2btest.StartRealEnvd(ctx, nil)
+		})
+		if errors.Is(realEnvd.err, e2btest.ErrNoRealEnvd) {
+			t.Skipf("not run against the real envd: %v", realEnvd.err)
+		}
+		if realEnvd.err != nil {
+			t.Fatal(realEnvd.err)
+		}
+		r := realEnvd.envd
+		c, err := NewClient(Config{APIKey: testAPIKey, APIURL: r.URL, SandboxURL: r.URL})
+		if err != nil {
+			t.Fatal(err)
+		}
+		f(t, c.Envd(SandboxConn{ID: "realenvd", EnvdVersion: r.Version, AccessToken: r.AccessToken}))
+	})
+}
+
+// unique returns a name no other test (nor another run on this host) uses: the real envd shares /tmp, /home/user
+// and its process table between tests.
+func unique(t *testing.T) string {
+	return fmt.Sprintf("t%d%d", time.Now().UnixNano()%1e9, os.Getpid())
+}
+
+// sh runs a command and returns its stdout, failing the test on an error or a non-zero exit.
+func sh(t *testing.T, e *Envd, command string) string {
+	t.Helper()
+	var out strings.Builder
+	res, err := e.RunCommand(emuCtx(t), command, CommandOptions{Timeout: 20 * time.Second, OnOutput: func(k EventKind, d []byte) {
+		if k == EventStdout {
+			out.Write(d)
+		}
+	}})
+	if err != nil || res.ExitCode != 0 {
+		t.Fatalf("%s: %+v %v (stdout %q)", command, res, err, out.String())
+	}
+	return out.String()
+}
+
+// running lists the processes whose command line contains s.
+func running(t *testing.T, e *Envd, s string) string {
+	t.Helper()
+	// The pattern is built in the shell, so that this command's own line does not contain s.
+	half := len(s) / 2
+	return sh(t, e, fmt.Sprintf("ps -eo pid=,args= | grep -F -- \"%s\"\"%s\" | grep -v grep || true", s[:half], s[half:]))
+}
+
+// waitGone waits until no process's command line contains s.
+func waitGone(t *testing.T, e *Envd, s string) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		left := running(t, e, s)
+		if left == "" {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("still running: %s", left)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// stopCases are commands whose whole process tree a stop must end: a sequence, a pipeline, and a shell that
+// waits for its own background job. %s is a unique sleep duration that finds the processes again.
+var stopCases = []struct{ name, command string }{
+	{"sequence", "sleep %s; echo late > late-%[1]s"},
+	{"pipeline", "sleep %s | cat"},
+	{"waited job", "sh -c 'sleep %s & wait'"},
+}
+
+func TestConformanceTimeoutStopsTheWholeTree(t *testing.T) {
+	conformance(t, func(t *testing.T, e *Envd) {
+		for i, tc := range stopCases {
+			t.Run(tc.name, func(t *testing.T) {
+				dur := fmt.Sprintf("30.%d%d", i, time.Now().UnixNano()%1e6)
+				start := time.Now()
+				res, err := e.RunCommand(emuCtx(t), fmt.Sprintf(tc.command, dur), CommandOptions{Timeout: 500 * time.Millisecond})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if !res.TimedOut || res.ExitCode != -1 || res.Exited || time.Since(start) > 15*time.Second {
+					t.Fatalf("result %+v after %v", res, time.Since(start))
+				}
+				waitGone(t, e, "sleep "+dur)
+			})
+		}
+	})
+}
+
+func TestConformanceCancelStopsTheWholeTree(t *testing.T) {
+	conformance(t, func(t *testing.T, e *Envd) {
+		for i, tc := range stopCases {
+			t.Run(tc.name, func(t *testing.T) {
+				dur := fmt.Sprintf("30.%d%d", i, time.Now().UnixNano()%1e6)
+				ctx, cancel := context.WithCancel(emuCtx(t))
+				time.AfterFunc(500*time.Millisecond, cancel)
+				res, err := e.RunCommand(ctx, fmt.Sprintf(tc.command, dur), CommandOptions{})
+				if !errors.Is(err, context.Canceled) || res.PID == 0 {
+					t.Fatalf("res %+v err %v", res, err)
+				}
+				waitGone(t, e, "sleep "+dur)
+			})
+		}
+	})
+}
+
+func TestConformanceBackgroundJobDoesNotHoldTheCall(t *testing.T) {
+	conformance(t, func(t *testing.T, e *Envd) {
+		dur := fmt.Sprintf("30.9%d", time.Now().UnixNano()%1e6)
+		var stdout strings.Builder
+		start := time.Now()
+		res, err := e.RunCommand(emuCtx(t), "sleep "+dur+" & (sleep 0.3; echo late; echo late >&2) & echo started", CommandOptions{
+			Timeout: 20 * time.Second,
+			OnOutput: func(k EventKind, d []byte) {
+				stdout.WriteString(k.String() + ":" + string(d))
+			},
+		})
+		if err != nil || res.ExitCode != 0 || !res.Exited || res.TimedOut || time.Since(start) > 2*time.Second {
+			t.Fatalf("result %+v %v after %v", res, err, time.Since(start))
+		}
+		if stdout.String() != "stdout:started\n" {
+			t.Fatalf("output %q", stdout.String())
+		}
+		if running(t, e, "sleep "+dur) == "" {
+			t.Fatal("the background job did not survive its shell")
+		}
+		time.Sleep(500 * time.Millisecond)
+		if out := sh(t, e, "echo next"); out != "next\n" {
+			t.Fatalf("the next command's output: %q", out)
+		}
+		if got, err := e.SignalTree(emuCtx(t), res.PID, 0); err != nil || got != TreeKilled {
+			t.Fatalf("SignalTree: %v %v", got, err)
+		}
+		waitGone(t, e, "sleep "+dur)
+	})
+}
+
+func TestConformanceExitCodesAndOutput(t *testing.T) {
+	conformance(t, func(t *testing.T, e *Envd) {
+		for _, tc := range []struct {
+			command, stdout, stderr string
+			end                     ProcessEnd
+		}{
+			{"echo out; echo err >&2; exit 3", "out\n", "err\n", ProcessEnd{ExitCode: 3, Exited: true, Status: "exit status 3", Error: "exit status 3"}},
+			{"printf 'no newline'", "no newline", "", ProcessEnd{Exited: true, Status: "exit status 0"}},
+			{"whoami; pwd", "user\n/home/user\n", "", ProcessEnd{Exited: true, Status: "exit status 0"}},
+			{"kill -9 $$", "", "", ProcessEnd{ExitCode: 137, Exited: true, Status: "exit status 137", Error: "exit status 137"}},
+			{"nosuchcommand-x", "", "/bin/bash: line 1: nosuchcommand-x: command not found\n", ProcessEnd{ExitCode: 127, Exited: true, Status: "exit status 127", Error: "exit status 127"}},
+		} {
+			var stdout, stderr strings.Builder
+			res, err := e.RunCommand(emuCtx(t), tc.command, CommandOptions{Timeout: 20 * time.Second, OnOutput: func(k EventKind, d []byte) {
+				if k == EventStdout {
+					stdout.Write(d)
+				} else {
+					stderr.Write(d)
+				}
+			}})
+			if err != nil || res.ProcessEnd != tc.end || stdout.String() != tc.stdout || stderr.String() != tc.stderr {
+				t.Errorf("%s: %+v %v, stdout %q stderr %q", tc.command, res, err, stdout.String(), stderr.String())
+			}
+		}
+	})
+}
+
+func TestConformanceBackgroundServer(t *testing.T) {
+	conformance(t, func(t *testing.T, e *Envd) {
+		name := unique(t)
+		port := 20000 + time.Now().UnixNano()%20000
+		log := "/tmp/" + name + "/server.log"
+		server := fmt.Sprintf("exec python3 -m http.server %d --bind 127.0.0.1 --directory /tmp/%s", port, name)
+		pid, err := e.StartBackground(emuCtx(t), server, BackgroundOptions{LogPath: log, Tag: "conf-" + name})
+		if err != nil {
+			t.Fatal(err)
+		}
+		sh(t, e, "echo hello > /tmp/"+name+"/hello.txt")
+		// The next command reaches the server at 127.0.0.1: one network for the whole sandbox.
+		fetch := fmt.Sprintf("for i in $(seq 100); do python3 -c 'import urllib.request,sys; sys.stdout.write(urllib.request.urlopen(\"http://127.0.0.1:%d/hello.txt\").read().decode())' 2>/dev/null && exit 0; sleep 0.1; done; exit 1", port)
+		if out := sh(t, e, fetch); out != "hello\n" {
+			t.Fatalf("fetched %q", out)
+		}
+		list, err := e.ListBackground(emuCtx(t), "conf-"+name)
+		if err != nil || len(list) != 1 || list[0].PID != pid || list[0].Command != server || list[0].LogPath != log {
+			t.Fatalf("list %+v %v", list, err)
+		}
+		if got, err := e.SignalTree(emuCtx(t), pid, 5*time.Second); err != nil || got != TreeTermed {
+			t.Fatalf("stop: %v %v", got, err)
+		}
+		waitGone(t, e, fmt.Sprintf("http.server %d", port))
+		if list, err := e.ListBackground(emuCtx(t), "conf-"+name); err != nil || len(list) != 0 {
+			t.Fatalf("after stop: %+v %v", list, err)
+		}
+		if logged := sh(t, e, "cat "+log); !strings.Contains(logged, "GET /hello.txt") {
+			t.Fatalf("log %q", logged)
+		}
+		if got, err := e.SignalTree(emuCtx(t), pid, time.Second); err != nil || got != TreeGone {
+			t.Fatalf("stop again: %v %v", got, err)
+		}
+		if _, err := e.StartBackground(emuCtx(t), "true", BackgroundOptions{LogPath: "/proc/nope/x.log"}); err == nil || !strings.Contains(err.Error(), "could not start") {
+			t.Fatalf("unwritable log: %v", err)
+		}
+	})
+}

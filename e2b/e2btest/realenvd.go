@@ -1,0 +1,129 @@
+package e2btest
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"time"
+)
+
+// RealEnvd is E2B's own envd daemon (shared/envd beside the repository: its start.sh runs one envd, one
+// "sandbox", in namespaces of its own), booted as E2B's orchestrator boots a sandbox. Conformance tests run the
+// same assertions against it and against the emulator.
+type RealEnvd struct {
+	// URL is where envd answers (plain HTTP on 127.0.0.1).
+	URL string
+	// AccessToken is the token /init set; every call but /health and signed /files needs it.
+	AccessToken string
+	// Version is envd's version, from /init's X-Envd-Version.
+	Version string
+	run     string
+	stopCmd string
+}
+
+// ErrNoRealEnvd is returned by StartRealEnvd when the real envd cannot run here; its text says why.
+var ErrNoRealEnvd = errors.New("the real envd is not available")
+
+// FindRealEnvd returns the directory of the real envd: $E2B_REAL_ENVD_DIR, else shared/envd beside the
+// repository that holds the working directory (../shared/envd from its root).
+func FindRealEnvd() (string, error) {
+	if d := os.Getenv("E2B_REAL_ENVD_DIR"); d != "" {
+		return d, nil
+	}
+	wd, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	for dir := wd; ; dir = filepath.Dir(dir) {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			return filepath.Join(filepath.Dir(dir), "shared", "envd"), nil
+		}
+		if filepath.Dir(dir) == dir {
+			return "", fmt.Errorf("%w: no go.mod above %s", ErrNoRealEnvd, wd)
+		}
+	}
+}
+
+// StartRealEnvd starts one real envd and boots it (POST /init with an access token, default user "user",
+// workdir /home/user, and envVars). The error matches ErrNoRealEnvd when the daemon is absent or this process
+// may not start it (it needs root).
+func StartRealEnvd(ctx context.Context, envVars map[string]string) (*RealEnvd, error) {
+	dir, err := FindRealEnvd()
+	if err != nil {
+		return nil, err
+	}
+	start := filepath.Join(dir, "start.sh")
+	if _, err := os.Stat(start); err != nil {
+		return nil, fmt.Errorf("%w: %s not found", ErrNoRealEnvd, start)
+	}
+	if os.Geteuid() != 0 {
+		return nil, fmt.Errorf("%w: %s needs root", ErrNoRealEnvd, start)
+	}
+	cmd := exec.CommandContext(ctx, start)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return nil, fmt.Errorf("e2btest: %s: %v: %s", start, err, strings.TrimSpace(stderr.String()))
+	}
+	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+	vars := map[string]string{}
+	for _, f := range strings.Fields(lines[len(lines)-1]) {
+		if k, v, ok := strings.Cut(f, "="); ok {
+			vars[k] = v
+		}
+	}
+	r := &RealEnvd{URL: vars["ENVD_URL"], run: vars["ENVD_RUN"], stopCmd: filepath.Join(dir, "stop.sh")}
+	if r.URL == "" || r.run == "" {
+		return nil, fmt.Errorf("e2btest: %s printed no ENVD_URL/ENVD_RUN: %q", start, out)
+	}
+	var tok [16]byte
+	_, _ = rand.Read(tok[:])
+	r.AccessToken = hex.EncodeToString(tok[:])
+	if err := r.init(ctx, envVars); err != nil {
+		r.Stop()
+		return nil, err
+	}
+	return r, nil
+}
+
+// init does what E2B's orchestrator does when a sandbox boots.
+func (r *RealEnvd) init(ctx context.Context, envVars map[string]string) error {
+	if envVars == nil {
+		envVars = map[string]string{}
+	}
+	body, _ := json.Marshal(map[string]any{
+		"accessToken": r.AccessToken, "envVars": envVars, "defaultUser": "user", "defaultWorkdir": "/home/user",
+		"timestamp": time.Now().UTC().Format(time.RFC3339Nano),
+	})
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, r.URL+"/init", bytes.NewReader(body))
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return fmt.Errorf("e2btest: envd /init: %w", err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusNoContent {
+		return fmt.Errorf("e2btest: envd /init: %s", resp.Status)
+	}
+	r.Version = resp.Header.Get("X-Envd-Version")
+	return nil
+}
+
+// Stop stops the envd and every process it started.
+func (r *RealEnvd) Stop() {
+	_ = exec.Command(r.stopCmd, r.run).Run()
+	_ = os.RemoveAll(r.run)
+}
