@@ -91,6 +91,13 @@ func running(t *testing.T, e *Envd, s string) string {
 	return sh(t, e, fmt.Sprintf("ps -eo pid=,args= | grep -F -- \"%s\"\"%s\" | grep -v grep || true", s[:half], s[half:]))
 }
 
+// killAll kills the processes whose command line contains s.
+func killAll(t *testing.T, e *Envd, s string) {
+	t.Helper()
+	half := len(s) / 2
+	sh(t, e, fmt.Sprintf("pkill -KILL -f -- \"%s\"\"%s\" || true", s[:half], s[half:]))
+}
+
 // waitGone waits until no process's command line contains s.
 func waitGone(t *testing.T, e *Envd, s string) {
 	t.Helper()
@@ -211,6 +218,9 @@ func TestConformanceExitCodesAndOutput(t *testing.T) {
 
 func TestConformanceBackgroundServer(t *testing.T) {
 	conformance(t, func(t *testing.T, e *Envd) {
+		if sh(t, e, "command -v python3 || true") == "" {
+			t.Skip("python3 (the web server of this test) is not installed")
+		}
 		name := unique(t)
 		port := 20000 + time.Now().UnixNano()%20000
 		log := "/tmp/" + name + "/server.log"
@@ -244,6 +254,116 @@ func TestConformanceBackgroundServer(t *testing.T) {
 		}
 		if _, err := e.StartBackground(emuCtx(t), "true", BackgroundOptions{LogPath: "/proc/nope/x.log"}); err == nil || !strings.Contains(err.Error(), "could not start") {
 			t.Fatalf("unwritable log: %v", err)
+		}
+	})
+}
+
+// What envd itself does with processes (e2b-protocol.md §6), which the emulator must do too.
+
+// rawStart starts a process through envd's Start directly (no session of its own, no exit marker) and returns
+// its pid and a channel with how the stream ended.
+func rawStart(t *testing.T, e *Envd, ctx context.Context, opts StartOptions) (uint32, <-chan error) {
+	t.Helper()
+	pidc := make(chan uint32, 1)
+	done := make(chan error, 1)
+	go func() {
+		end, err := e.Start(ctx, opts, func(ev ProcessEvent) {
+			if ev.Kind == EventStart {
+				pidc <- ev.PID
+			}
+		})
+		if err == nil && (end.ExitCode != 0 || !end.Exited) {
+			err = fmt.Errorf("ended %+v", end)
+		}
+		done <- err
+	}()
+	select {
+	case pid := <-pidc:
+		return pid, done
+	case err := <-done:
+		t.Fatalf("ended before it started: %v", err)
+	case <-time.After(20 * time.Second):
+		t.Fatal("no start event")
+	}
+	return 0, nil
+}
+
+func bashC(script string) StartOptions {
+	return StartOptions{Process: ProcessConfig{Cmd: "/bin/bash", Args: []string{"-c", script}}}
+}
+
+func TestConformanceSendSignalReachesOnePid(t *testing.T) {
+	conformance(t, func(t *testing.T, e *Envd) {
+		dur := fmt.Sprintf("30.8%d", time.Now().UnixNano()%1e6)
+		pid, done := rawStart(t, e, emuCtx(t), bashC("sleep "+dur+"; echo x"))
+		for deadline := time.Now().Add(10 * time.Second); running(t, e, "sleep "+dur) == ""; time.Sleep(20 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatal("sleep never started")
+			}
+		}
+		if err := e.SendSignal(emuCtx(t), pid, SIGKILL); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(200 * time.Millisecond)
+		if running(t, e, "sleep "+dur) == "" {
+			t.Fatal("SendSignal reached more than the one pid")
+		}
+		killAll(t, e, "sleep "+dur)
+		if err := <-done; err == nil || !strings.Contains(err.Error(), "signal: killed") {
+			t.Fatalf("the shell ended %v, want killed", err)
+		}
+	})
+}
+
+func TestConformanceDeadlineKillsOnePid(t *testing.T) {
+	conformance(t, func(t *testing.T, e *Envd) {
+		dur := fmt.Sprintf("30.7%d", time.Now().UnixNano()%1e6)
+		opts := bashC("sleep " + dur + "; echo x")
+		opts.Timeout = time.Second
+		start := time.Now()
+		_, done := rawStart(t, e, emuCtx(t), opts)
+		err := <-done
+		var apiErr *APIError
+		if !errors.As(err, &apiErr) || apiErr.Code != "deadline_exceeded" || time.Since(start) > 10*time.Second {
+			t.Fatalf("stream ended %v after %v, want deadline_exceeded at the deadline", err, time.Since(start))
+		}
+		if running(t, e, "sleep "+dur) == "" {
+			t.Fatal("the deadline killed more than the one pid")
+		}
+		killAll(t, e, "sleep "+dur)
+	})
+}
+
+func TestConformanceClosingTheStreamLeavesTheProcess(t *testing.T) {
+	conformance(t, func(t *testing.T, e *Envd) {
+		ctx, cancel := context.WithCancel(emuCtx(t))
+		pid, done := rawStart(t, e, ctx, bashC("sleep 30"))
+		cancel()
+		<-done
+		time.Sleep(200 * time.Millisecond)
+		list, err := e.ListProcesses(emuCtx(t))
+		if err != nil {
+			t.Fatal(err)
+		}
+		found := false
+		for _, p := range list {
+			found = found || p.PID == pid
+		}
+		if !found {
+			t.Fatalf("process %d is gone from %+v", pid, list)
+		}
+		if err := e.SendSignal(emuCtx(t), pid, SIGKILL); err != nil {
+			t.Fatal(err)
+		}
+	})
+}
+
+func TestConformanceStreamEndsWhenThePipesClose(t *testing.T) {
+	conformance(t, func(t *testing.T, e *Envd) {
+		start := time.Now()
+		_, done := rawStart(t, e, emuCtx(t), bashC("sleep 1.5 & echo started"))
+		if err := <-done; err != nil || time.Since(start) < 1400*time.Millisecond {
+			t.Fatalf("stream ended %v after %v, want after the background job", err, time.Since(start))
 		}
 	})
 }

@@ -49,6 +49,9 @@ fi
 # (Debian, Ubuntu) and on dnf-based ones (Fedora).
 needs_demo='
 bwrap                 bubblewrap        bubblewrap
+nsenter               util-linux        util-linux
+unshare               util-linux        util-linux
+setsid                util-linux        util-linux
 '
 needs_test="$needs_demo"'
 node                  nodejs            nodejs
@@ -57,6 +60,8 @@ dbus-run-session      dbus              dbus-daemon
 dbus-send             dbus              dbus-tools
 gnome-keyring-daemon  gnome-keyring     gnome-keyring
 secret-tool           libsecret-tools   libsecret
+ps                    procps            procps-ng
+pkill                 procps            procps-ng
 '
 eval "needs=\$needs_$target"
 

@@ -747,6 +747,14 @@ func (e *envdService) streamProcess(c *rpcCall, sw *streamWriter, p *envdProcess
 	interval := keepaliveInterval(c.r.Header.Get("Keepalive-Ping-Interval"))
 	keepalive := time.NewTimer(interval)
 	defer keepalive.Stop()
+	// Connect-Timeout-Ms is the stream's deadline: envd ends the stream there with deadline_exceeded and no end
+	// event, whatever still holds the process's pipes.
+	var deadline <-chan time.Time
+	if c.timeout > 0 {
+		t := time.NewTimer(c.timeout)
+		defer t.Stop()
+		deadline = t.C
+	}
 	sendChunk := func(ch chunk) error { return sw.sendOutput(ch.stderr, ch.data) }
 	for {
 		select {
@@ -777,6 +785,9 @@ func (e *envdService) streamProcess(c *rpcCall, sw *streamWriter, p *envdProcess
 				return nil
 			}
 			_ = sw.end(nil)
+			return nil
+		case <-deadline:
+			_ = sw.end(rpcErrorf("deadline_exceeded", "context deadline exceeded"))
 			return nil
 		case <-cut:
 			abortStream()
