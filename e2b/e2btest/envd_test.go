@@ -247,6 +247,8 @@ func TestEnvdOutputChunks(t *testing.T) {
 	}
 }
 
+// At Connect-Timeout-Ms envd kills the process and ends the stream with deadline_exceeded, without an end event
+// (e2b-protocol.md §6).
 func TestEnvdTimeoutKills(t *testing.T) {
 	b := envdCreate(t, envdServer(t, Options{}), nil)
 	start := time.Now()
@@ -254,11 +256,14 @@ func TestEnvdTimeoutKills(t *testing.T) {
 	if d := time.Since(start); d > 10*time.Second {
 		t.Fatalf("took %v", d)
 	}
-	n := len(frames)
-	want := `{"event":{"end":{"exitCode":-1,"status":"signal: killed","error":"signal: killed"}}}`
-	if frames[n-2].data != want {
-		t.Fatalf("end %s, want %s", frames[n-2].data, want)
+	want := envdFrame{connectframe.FlagEndStream, `{"error":{"code":"deadline_exceeded","message":"context deadline exceeded"}}`}
+	if len(frames) != 2 || frames[1] != want {
+		t.Fatalf("frames %+v, want the start and %+v", frames, want)
 	}
+	waitFor(t, "the process to be killed", func() bool {
+		_, body := b.unary(t, "process.Process/List", `{}`, nil)
+		return !strings.Contains(string(body), "sleep")
+	})
 }
 
 func TestEnvdStreamedErrors(t *testing.T) {
