@@ -4,6 +4,7 @@
 package e2b
 
 import (
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -39,6 +40,7 @@ type Config struct {
 	UserAgent string
 	// HTTPClient carries every request; nil means a client with sane timeouts. Share one across Clients so that
 	// connections are reused when a Client is made per call (the key is read from the keyring on each call).
+	// Whatever its CheckRedirect, a redirect to another origin is refused (ErrForeignRedirect).
 	HTTPClient *http.Client
 	// RequestTimeout bounds each unary request (not streams). Default 60 s, as in E2B's SDKs.
 	RequestTimeout time.Duration
@@ -78,6 +80,7 @@ func (c Config) withDefaults() Config {
 	if c.HTTPClient == nil {
 		c.HTTPClient = NewHTTPClient()
 	}
+	c.HTTPClient = withSameOriginRedirects(c.HTTPClient)
 	if c.RequestTimeout == 0 {
 		c.RequestTimeout = 60 * time.Second
 	}
@@ -106,6 +109,31 @@ func NewHTTPClient() *http.Client {
 	t.MaxIdleConnsPerHost = 16
 	t.ResponseHeaderTimeout = 0
 	return &http.Client{Transport: t}
+}
+
+// ErrForeignRedirect is a redirect to another origin (scheme, host or port) than the request's: it is never
+// followed, because the request carries the API key or an envd access token, which must reach no one but E2B.
+var ErrForeignRedirect = errors.New("refusing a redirect to another host: the API key and envd tokens are sent to no one but E2B")
+
+// withSameOriginRedirects returns a copy of hc (sharing its transport and connection pool) that follows a
+// redirect only within the origin of the first request. net/http itself drops only Authorization and Cookie on a
+// redirect to another domain; X-API-Key and X-Access-Token would follow.
+func withSameOriginRedirects(hc *http.Client) *http.Client {
+	c := *hc
+	next := hc.CheckRedirect
+	c.CheckRedirect = func(req *http.Request, via []*http.Request) error {
+		if first := via[0].URL; req.URL.Scheme != first.Scheme || !strings.EqualFold(req.URL.Host, first.Host) {
+			return fmt.Errorf("%w (%s://%s → %s://%s)", ErrForeignRedirect, first.Scheme, first.Host, req.URL.Scheme, req.URL.Host)
+		}
+		if next != nil {
+			return next(req, via)
+		}
+		if len(via) >= 10 {
+			return errors.New("stopped after 10 redirects")
+		}
+		return nil
+	}
+	return &c
 }
 
 // Client talks to one E2B deployment with one API key. It is cheap to make and safe for concurrent use.

@@ -59,8 +59,11 @@ func checkRetry(ctx context.Context, resp *http.Response, err error) (bool, erro
 }
 
 // retryableTransportError is false for failures that another attempt would meet again: a bad URL scheme, a
-// certificate that is not trusted, a redirect loop.
+// certificate that is not trusted, a redirect loop or one to another host.
 func retryableTransportError(err error) bool {
+	if errors.Is(err, ErrForeignRedirect) {
+		return false
+	}
 	var ue *url.Error
 	if errors.As(err, &ue) {
 		msg := ue.Err.Error()
