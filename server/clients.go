@@ -2,8 +2,6 @@ package server
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -57,13 +55,6 @@ func (c staticClients) Client(_ context.Context, owner string) (*e2b.Client, err
 	cfg := c.base
 	cfg.APIKey = c.key(owner)
 	return e2b.NewClient(cfg)
-}
-
-// localKey is an owner's API key for the local backend's emulator: a fixed function of the owner, so that each
-// owner is a team of its own there, as with real keys.
-func localKey(owner string) string {
-	sum := sha256.Sum256([]byte("e2b-mcp local backend\x00" + owner))
-	return "e2b_" + hex.EncodeToString(sum[:20])
 }
 
 // StaticClients is a ClientSource for one E2B deployment (e.g. an emulator at url) where each owner's key is

@@ -2,9 +2,12 @@ package server
 
 import (
 	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"io"
 	"log/slog"
+	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
@@ -134,14 +137,61 @@ func TestLocalBackend(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(dir, state.FileName)); err == nil {
 		t.Error("the local backend wrote into the real state store")
 	}
+	keys := srv.local.keys
+	if keys.key("alice") == keys.key("bob") || credentials.CheckAPIKeyForm(keys.key("alice")) != nil {
+		t.Error("local keys must be per owner and of E2B's form")
+	}
+	checkLocalEmulatorClosed(t, srv.LocalURL(), srv.Store())
+
 	storeDir := filepath.Dir(srv.Store().Path())
 	srv.Close()
 	closed = true
 	if _, err := os.Stat(storeDir); !os.IsNotExist(err) {
 		t.Errorf("the local records outlived the server: %v", err)
 	}
-	if localKey("alice") == localKey("bob") || credentials.CheckAPIKeyForm(localKey("alice")) != nil {
-		t.Error("local keys must be per owner and of E2B's form")
+}
+
+// checkLocalEmulatorClosed plays a local user (or a web page) who finds the local backend's emulator on its
+// loopback port: a key computed from the owner's name (as the backend once made them) or a key of one's own gets
+// neither the owner's sandboxes and envd tokens nor a sandbox of its own, and envd wants the sandbox's token.
+func checkLocalEmulatorClosed(t *testing.T, url string, store *state.Store) {
+	t.Helper()
+	sum := sha256.Sum256([]byte("e2b-mcp local backend\x00alice"))
+	derived := "e2b_" + hex.EncodeToString(sum[:20])
+	recs, err := store.SessionSandboxes("alice", DefaultSession)
+	if err != nil || len(recs) == 0 {
+		t.Fatalf("alice's records: %v %v", recs, err)
+	}
+	id := recs[0].ID
+	for _, try := range []struct{ name, method, path, key string }{
+		{"list with the owner-derived key", http.MethodGet, "/v2/sandboxes", derived},
+		{"connect with the owner-derived key", http.MethodPost, "/sandboxes/" + id + "/connect", derived},
+		{"create with a key of one's own", http.MethodPost, "/sandboxes", "e2b_" + strings.Repeat("ab", 20)},
+	} {
+		req, _ := http.NewRequest(try.method, url+try.path, strings.NewReader(`{"templateID":"base","timeout":60}`))
+		req.Header.Set("X-API-Key", try.key)
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusUnauthorized {
+			t.Errorf("%s: HTTP %d %s, want 401", try.name, resp.StatusCode, body)
+		}
+	}
+	req, _ := http.NewRequest(http.MethodPost, url+"/filesystem.Filesystem/Stat", strings.NewReader(`{"path":"/home/user"}`))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("E2b-Sandbox-Id", id)
+	req.Header.Set("E2b-Sandbox-Port", "49983")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusUnauthorized {
+		t.Errorf("envd without the sandbox's token: HTTP %d, want 401", resp.StatusCode)
 	}
 }
 

@@ -2,6 +2,8 @@ package server
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"log/slog"
 	"os"
@@ -51,7 +53,7 @@ func newFixture(t testing.TB, o fixtureOpts) *fixture {
 		Transport:  o.transport,
 		TokensFile: o.tokensFile,
 		DataKeys:   state.StaticKeySource(make([]byte, state.DataKeySize)),
-		Clients:    StaticClients(emu.URL(), nil, localKey),
+		Clients:    StaticClients(emu.URL(), nil, testKey),
 		Logger:     testLogger(t),
 	}
 	if o.policy != "" {
@@ -220,4 +222,11 @@ func (e *elicitor) asked() []string {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	return append([]string(nil), e.messages...)
+}
+
+// testKey is owner's API key at a test's emulator: a fixed function of the owner, so that each owner is a team
+// of its own there, as with real keys.
+func testKey(owner string) string {
+	sum := sha256.Sum256([]byte("e2b-mcp test\x00" + owner))
+	return "e2b_" + hex.EncodeToString(sum[:20])
 }

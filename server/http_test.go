@@ -166,8 +166,8 @@ func TestHTTPOwnersIsolated(t *testing.T) {
 			id := createSandbox(t, alice)
 
 			sb, ok := f.emu.Sandbox(id)
-			if !ok || sb.Team != localKey("alice") || sb.Metadata[lifecycle.TagOwner] != "alice" || sb.Metadata[lifecycle.TagSession] != "s1" {
-				t.Fatalf("alice's sandbox: team/tags %v %v", sb.Team == localKey("alice"), sb.Metadata)
+			if !ok || sb.Team != testKey("alice") || sb.Metadata[lifecycle.TagOwner] != "alice" || sb.Metadata[lifecycle.TagSession] != "s1" {
+				t.Fatalf("alice's sandbox: team/tags %v %v", sb.Team == testKey("alice"), sb.Metadata)
 			}
 			if ids := listIDs(t, alice); !slices.Contains(ids, id) {
 				t.Errorf("alice lists %v, without her %s", ids, id)

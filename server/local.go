@@ -1,7 +1,11 @@
 package server
 
 import (
+	"crypto/rand"
+	"crypto/subtle"
+	"encoding/hex"
 	"path/filepath"
+	"sync"
 
 	"github.com/e2b-mcp/e2b-mcp/internal/scratch"
 	"github.com/e2b-mcp/e2b-mcp/tools"
@@ -15,6 +19,7 @@ const localDirPrefix = "e2b-mcp-local-"
 // and no E2B account or keyring key is needed.
 type localBackend struct {
 	url  string
+	keys *localKeys
 	stop func()
 	dir  *scratch.Dir // sandboxes/ (the emulator's) and state/ (their records)
 }
@@ -25,10 +30,48 @@ func (l *localBackend) storeDir() string { return filepath.Join(l.dir.Path, "sta
 // clients points every owner at the emulator with a key of its own (each owner is its own team there). The
 // location flags are ignored: the emulator is the only E2B the local backend knows.
 func (l *localBackend) clients() tools.ClientSource {
-	return StaticClients(l.url, newSharedHTTPClient(), localKey)
+	return StaticClients(l.url, newSharedHTTPClient(), l.keys.key)
 }
 
 func (l *localBackend) close() {
 	l.stop()
 	_ = l.dir.Remove()
+}
+
+// localKeys are the local backend's API keys: a random one per owner, made on the owner's first call and known
+// only to this process. The emulator listens on a loopback port that every local user and every web page the
+// browser opens can reach; it accepts these keys and no others, so that it hands sandboxes and their envd
+// tokens to this server alone, whose calls pass the policy and the audit.
+type localKeys struct {
+	mu      sync.Mutex
+	byOwner map[string]string
+}
+
+func newLocalKeys() *localKeys { return &localKeys{byOwner: map[string]string{}} }
+
+// key is owner's key, made on first use.
+func (k *localKeys) key(owner string) string {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	key, ok := k.byOwner[owner]
+	if !ok {
+		b := make([]byte, 20)
+		_, _ = rand.Read(b) // crypto/rand never fails on supported platforms
+		key = "e2b_" + hex.EncodeToString(b)
+		k.byOwner[owner] = key
+	}
+	return key
+}
+
+// accepts reports whether key is one this process made (compared in constant time).
+func (k *localKeys) accepts(key string) bool {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	found := false
+	for _, made := range k.byOwner {
+		if subtle.ConstantTimeCompare([]byte(made), []byte(key)) == 1 {
+			found = true
+		}
+	}
+	return found
 }

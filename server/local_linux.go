@@ -16,12 +16,13 @@ func startLocalBackend(log *slog.Logger) (*localBackend, error) {
 	if err != nil {
 		return nil, fmt.Errorf("starting the local backend: %w", err)
 	}
-	emu, err := e2btest.New(e2btest.Options{Dir: filepath.Join(dir.Path, "sandboxes"), NoRecording: true})
+	keys := newLocalKeys()
+	emu, err := e2btest.New(e2btest.Options{Dir: filepath.Join(dir.Path, "sandboxes"), NoRecording: true, AcceptKey: keys.accepts})
 	if err != nil {
 		dir.Remove()
 		return nil, fmt.Errorf("starting the local backend: %w", err)
 	}
 	log.Warn("LOCAL BACKEND: sandboxes are emulated on this machine, not in E2B's cloud; they vanish when the server stops",
 		"emulator", emu.URL())
-	return &localBackend{url: emu.URL(), stop: emu.Close, dir: dir}, nil
+	return &localBackend{url: emu.URL(), keys: keys, stop: emu.Close, dir: dir}, nil
 }

@@ -230,7 +230,7 @@ func TestRunSweepsAtStart(t *testing.T) {
 	cfg := func(session string) Config {
 		return Config{Owner: "alice", Session: session, StateDir: dir, Lease: time.Hour, Now: clock,
 			DataKeys: state.StaticKeySource(make([]byte, state.DataKeySize)),
-			Clients:  StaticClients(emu.URL(), nil, localKey), Logger: testLogger(t)}
+			Clients:  StaticClients(emu.URL(), nil, testKey), Logger: testLogger(t)}
 	}
 
 	old, err := New(cfg("old"))
@@ -354,12 +354,12 @@ func TestPolicySeesSchemaDefaults(t *testing.T) {
 // between create and record) is adopted, with its envd token, before any call is made.
 func TestRunReconcilesAtStart(t *testing.T) {
 	f := newFixture(t, fixtureOpts{})
-	sb, err := f.emu.CreateSandbox(localKey("alice"), e2btest.SandboxOptions{Secure: true,
+	sb, err := f.emu.CreateSandbox(testKey("alice"), e2btest.SandboxOptions{Secure: true,
 		Metadata: lifecycle.Metadata("alice", "s1", "unrecorded")})
 	if err != nil {
 		t.Fatal(err)
 	}
-	stray, err := f.emu.CreateSandbox(localKey("alice"), e2btest.SandboxOptions{Metadata: map[string]string{"other": "tool"}})
+	stray, err := f.emu.CreateSandbox(testKey("alice"), e2btest.SandboxOptions{Metadata: map[string]string{"other": "tool"}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -93,12 +93,20 @@ func (s *Server) authed(h func(w http.ResponseWriter, r *http.Request, team stri
 			writeError(w, http.StatusUnauthorized, "Invalid API key format")
 			return
 		}
-		if len(s.opts.APIKeys) > 0 && !slices.Contains(s.opts.APIKeys, key) {
+		if !s.keyAccepted(key) {
 			writeError(w, http.StatusUnauthorized, "Invalid API key, please visit https://e2b.dev/docs/api-key for more information.")
 			return
 		}
 		h(w, r, key)
 	}
+}
+
+// keyAccepted says whether key (of E2B's form) is let in: any key without APIKeys or AcceptKey, else one they name.
+func (s *Server) keyAccepted(key string) bool {
+	if len(s.opts.APIKeys) == 0 && s.opts.AcceptKey == nil {
+		return true
+	}
+	return slices.Contains(s.opts.APIKeys, key) || (s.opts.AcceptKey != nil && s.opts.AcceptKey(key))
 }
 
 // withSandboxID parses the {sandboxID} path parameter as E2B does: the legacy "<id>-<clientID>" form keeps the

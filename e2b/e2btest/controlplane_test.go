@@ -148,6 +148,15 @@ func TestAuth(t *testing.T) {
 	if a := cpCall(t, s, "GET", "/v2/sandboxes", cpKeyA, nil); a.status != 200 {
 		t.Fatalf("valid key: %d %s", a.status, a.body)
 	}
+
+	// AcceptKey lets in the keys it accepts and no others.
+	byFunc := newCPServer(t, Options{AcceptKey: func(k string) bool { return k == cpKeyB }})
+	if a := cpCall(t, byFunc, "GET", "/v2/sandboxes", cpKeyB, nil); a.status != 200 {
+		t.Fatalf("a key AcceptKey accepts: %d %s", a.status, a.body)
+	}
+	if a := cpCall(t, byFunc, "GET", "/v2/sandboxes", cpKeyA, nil); a.status != 401 {
+		t.Fatalf("a key AcceptKey refuses: %d %s", a.status, a.body)
+	}
 	if a := cpCall(t, s, "GET", "/health", "", nil); a.status != 200 {
 		t.Fatalf("health: %d", a.status)
 	}

@@ -46,8 +46,11 @@ type Server struct {
 // Options configure an emulator.
 type Options struct {
 	// APIKeys are the accepted X-API-Key values; each is its own team, which sees only its own sandboxes.
-	// Empty means any key of the form e2b_<hex> is accepted (each still its own team).
+	// Empty means any key of the form e2b_<hex> is accepted (each still its own team), unless AcceptKey is set.
 	APIKeys []string
+	// AcceptKey, when set, decides which keys of the form e2b_<hex> are let in besides APIKeys: the local
+	// backend's emulator accepts only the keys its server made, so that nothing else on the machine can use it.
+	AcceptKey func(key string) bool
 	// Dir holds the sandboxes' filesystems; empty means a temporary directory removed by Close.
 	Dir string
 	// EnvdVersion is what sandboxes report; default "0.6.13".
