@@ -157,7 +157,8 @@ func TestServeFlags(t *testing.T) {
 		"--domain", "d.example", "--api-url", "http://a", "--sandbox-url", "http://s", "--state-dir", "rel/state",
 		"--storage-root", r1, "--storage-root", r2, "--output-budget", "1000", "--policy", "p.yaml", "--lease", "30m",
 		"--orphan-action", "kill", "--sweep-interval", "1m", "--checkpoint-every", "5", "--checkpoint-on-pause",
-		"--backend", "local", "--tokens-file", "t.json", "--log-level", "debug")
+		"--backend", "local", "--tokens-file", "t.json", "--log-level", "debug",
+		"--allow-origin", "http://localhost:6274", "--allow-origin", "https://app.example")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -167,12 +168,18 @@ func TestServeFlags(t *testing.T) {
 		cfg.StateDir != abs || !slices.Equal(cfg.Tools.StorageRoots, []string{r1, r2}) || cfg.Tools.OutputBudget != 1000 ||
 		cfg.PolicyFile != "p.yaml" || cfg.Lease != 30*time.Minute || cfg.OrphanAction != lifecycle.OrphanKill ||
 		cfg.SweepInterval != time.Minute || cfg.Tools.Checkpoints.EverySteps != 5 || !cfg.Tools.Checkpoints.OnPause ||
-		cfg.Backend != "local" || cfg.TokensFile != "t.json" {
+		cfg.Backend != "local" || cfg.TokensFile != "t.json" ||
+		!slices.Equal(cfg.AllowOrigins, []string{"http://localhost:6274", "https://app.example"}) {
 		t.Errorf("flags: %+v", cfg)
 	}
 
 	if _, err := parseServe(t, e, "--storage-root", filepath.Join(r1, "missing")); err == nil {
 		t.Error("a missing storage root was accepted")
+	}
+	for _, bad := range []string{"*", "https://*.example", "null", "app.example", "https://app.example/path"} {
+		if _, err := parseServe(t, e, "--allow-origin", bad); err == nil {
+			t.Errorf("--allow-origin %q was accepted", bad)
+		}
 	}
 	if _, err := parseServe(t, e, "--owner", "state-data-key"); err == nil {
 		t.Error("the reserved keyring account was accepted as an owner")

@@ -48,6 +48,7 @@ type serveOptions struct {
 	publicURL                         string
 	oauthIssuer, oauthOwnerClaim      string
 	oauthScopes                       stringList
+	allowOrigins                      stringList
 	logLevel                          *slog.LevelVar
 }
 
@@ -80,6 +81,7 @@ func (a *app) serveFlags() (*flags, *serveOptions) {
 	f.StringVar(&o.oauthIssuer, "oauth-issuer", "", "accept OAuth access tokens of this authorization server (OpenID Connect issuer URL); needs --public-url")
 	f.StringVar(&o.oauthOwnerClaim, "oauth-owner-claim", server.DefaultOwnerClaim, "the access token claim that names the owner (sub, email, preferred_username, ...)")
 	f.Var(&o.oauthScopes, "oauth-scope", "a scope clients should ask for, published in the resource metadata (repeatable)")
+	f.Var(&o.allowOrigins, "allow-origin", "web origin (scheme://host[:port]) whose pages may call the HTTP endpoints, for browser-based clients (repeatable; default: none but the server's own)")
 	o.logLevel = logLevelFlag(f)
 	return f, o
 }
@@ -139,6 +141,11 @@ func (a *app) serveConfig(f *flags, o *serveOptions) (server.Config, error) {
 	case o.session == "":
 		return cfg, f.usageErrorf("--session must not be empty")
 	}
+	for _, origin := range o.allowOrigins {
+		if _, err := server.ParseOrigin(origin); err != nil {
+			return cfg, f.usageErrorf("--allow-origin: %v", err)
+		}
+	}
 	owner, err := a.owner(o.owner)
 	if err != nil {
 		return cfg, err
@@ -184,6 +191,7 @@ func (a *app) serveConfig(f *flags, o *serveOptions) (server.Config, error) {
 		TokensFile:      o.tokensFile,
 		Secrets:         secrets,
 		OAuth:           oauth,
+		AllowOrigins:    o.allowOrigins,
 		Tools: tools.Config{
 			OutputBudget: o.outputBudget,
 			StorageRoots: o.storageRoots,

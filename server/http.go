@@ -54,6 +54,7 @@ func (s *Server) newHTTPTransport() *httpTransport {
 			mcpserver.WithSessionIDGenerator(s.sessions.newSSESession),
 			mcpserver.WithKeepAlive(true),
 			mcpserver.WithKeepAliveInterval(30*time.Second),
+			mcpserver.WithSSECORS(mcpserver.WithCORSAllowedOrigins(noCORSOrigin)),
 		),
 	}
 	mux := http.NewServeMux()
@@ -71,9 +72,10 @@ func (s *Server) newHTTPTransport() *httpTransport {
 		mux.Handle(mcpserver.WellKnownProtectedResourcePath, meta)
 		mux.Handle(mcpserver.ProtectedResourceMetadataPath(o.Resource), meta)
 	}
-	mux.Handle(PathMCP, s.authenticate(t.streamable))
-	mux.Handle(PathSSE, s.authenticate(t.sse))
-	mux.Handle(PathMessage, s.authenticate(s.sessions.guardSSEMessages(t.sse)))
+	// Outermost first: the page's origin, the body's type and size, then the caller.
+	mux.Handle(PathMCP, s.guardOrigin(s.limits.limitBody(s.authenticate(t.streamable))))
+	mux.Handle(PathSSE, s.guardOrigin(s.limits.limitBody(s.authenticate(t.sse))))
+	mux.Handle(PathMessage, s.guardOrigin(requireJSON(s.limits.limitBody(s.authenticate(s.sessions.guardSSEMessages(t.sse))))))
 	t.handler = mux
 	return t
 }

@@ -108,6 +108,9 @@ func do(t *testing.T, method, url, token, body string, hdr map[string]string) (i
 	for k, v := range hdr {
 		req.Header.Set(k, v)
 	}
+	if h := hdr["Host"]; h != "" {
+		req.Host = h
+	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)

@@ -13,7 +13,6 @@ import (
 	"strings"
 	"sync"
 	"syscall"
-	"time"
 
 	mcpserver "github.com/mark3labs/mcp-go/server"
 
@@ -144,7 +143,8 @@ func (s *Server) ServeHTTP(ctx context.Context, ln net.Listener) error {
 	t := s.newHTTPTransport()
 	srv := &http.Server{
 		Handler:           t.handler,
-		ReadHeaderTimeout: 15 * time.Second,
+		ReadHeaderTimeout: s.limits.readHeader,
+		IdleTimeout:       s.limits.idleConn,
 		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
 	}
 	var auths []string

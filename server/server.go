@@ -91,6 +91,9 @@ type Config struct {
 	// OAuth, when set, accepts access tokens of the team's authorization server (MCP authorization). With
 	// neither TokensFile nor OAuth there is no authentication, and only a loopback address is served.
 	OAuth *OAuthConfig
+	// AllowOrigins are the web origins (scheme://host[:port]) besides the server's own whose pages may call the
+	// HTTP endpoints, for browser-based MCP clients; a request from any other page is refused.
+	AllowOrigins []string
 	// Logger receives the server's logs (stderr in the CLI); nil discards them.
 	Logger *slog.Logger
 
@@ -167,6 +170,15 @@ func (c Config) withDefaults() (Config, error) {
 	if err := checkSessionName(c.Session); err != nil {
 		return c, err
 	}
+	origins := make([]string, 0, len(c.AllowOrigins))
+	for _, o := range c.AllowOrigins {
+		norm, err := ParseOrigin(o)
+		if err != nil {
+			return c, fmt.Errorf("allowed origin: %w", err)
+		}
+		origins = append(origins, norm)
+	}
+	c.AllowOrigins = origins
 	if _, err := lifecycle.ParseOrphanAction(string(c.OrphanAction)); err != nil {
 		return c, err
 	}
@@ -188,6 +200,7 @@ type Server struct {
 	local     *localBackend       // nil unless Backend is local
 	elicit    *elicitations
 	sessions  *sessionOwners
+	limits    httpLimits
 	sweeper   *lifecycle.Sweeper
 	shapes    map[string]*argShape // tool name → the argument names its schema declares
 	leases    leaseCache
@@ -203,7 +216,7 @@ func New(cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{cfg: cfg, log: cfg.Logger, sessions: newSessionOwners(), leases: leaseCache{last: map[tools.Caller]time.Time{}}}
+	s := &Server{cfg: cfg, log: cfg.Logger, sessions: newSessionOwners(), limits: newHTTPLimits(cfg.Tools), leases: leaseCache{last: map[tools.Caller]time.Time{}}}
 	ok := false
 	defer func() {
 		if !ok {

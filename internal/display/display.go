@@ -153,3 +153,13 @@ func cutForward(s string, n int) int {
 	}
 	return n
 }
+
+// Prefix shows at most the first max bytes of s, escaped (Escape), with s's whole length when it was cut: for
+// echoing a bad ID or name in an error, so that the caller sees which one was refused, without a megabyte of it
+// stored in the audit log and sent back.
+func Prefix(s string, max int) string {
+	if len(s) <= max {
+		return Escape(s)
+	}
+	return fmt.Sprintf("%s… (%d bytes)", Escape(s[:cutBack(s, max)]), len(s))
+}

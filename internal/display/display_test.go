@@ -58,3 +58,22 @@ func TestReadable(t *testing.T) {
 		t.Errorf("short run folded: %q", got)
 	}
 }
+
+func TestPrefix(t *testing.T) {
+	for _, tt := range []struct {
+		in   string
+		max  int
+		want string
+	}{
+		{"abc123", 8, "abc123"},
+		{"a\nb", 8, `a\nb`},
+		{strings.Repeat("x", 8), 8, strings.Repeat("x", 8)},
+		{strings.Repeat("x", 1<<20), 8, "xxxxxxxx… (1048576 bytes)"},
+		{"ééééé", 3, "é… (10 bytes)"}, // a rune is never split
+		{strings.Repeat("\x1b", 100), 2, `\x1b\x1b… (100 bytes)`},
+	} {
+		if got := Prefix(tt.in, tt.max); got != tt.want {
+			t.Errorf("Prefix(%.20q, %d) = %q, want %q", tt.in, tt.max, got, tt.want)
+		}
+	}
+}

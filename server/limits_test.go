@@ -1,0 +1,112 @@
+package server
+
+import (
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/e2b-mcp/e2b-mcp/e2b/e2btest"
+	"github.com/e2b-mcp/e2b-mcp/tools"
+)
+
+// The body limit fits the largest legitimate call and nothing bigger: an e2b_write_file of the whole write limit,
+// its content all newlines (each escaped to two bytes of JSON), goes through; a body one byte over the limit is
+// answered 413, whether its length is declared or it comes chunked, on every endpoint that takes a body.
+func TestHTTPBodyLimit(t *testing.T) {
+	const writeLimit = 64 << 10
+	f := newFixture(t, fixtureOpts{transport: TransportHTTP, policy: allowAll, mutate: func(c *Config, _ *e2btest.Server) {
+		c.Tools.WriteLimitBytes = writeLimit
+	}})
+	base := serveHTTP(t, f)
+	limit := f.srv.limits.maxBody
+	if limit != 2*writeLimit+bodyOverhead {
+		t.Fatalf("body limit %d", limit)
+	}
+
+	c := streamableClient(t, base, "", "", eras[0])
+	defer c.Close()
+	id := createSandbox(t, c)
+	content := strings.Repeat("\n", writeLimit)
+	mustOK(t, c, "e2b_write_file", map[string]any{"sandbox_id": id, "path": "/home/user/big.txt", "content": content})
+
+	over := `{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{"pad":"` + strings.Repeat("x", int(limit)) + `"}}`
+	for _, path := range []string{PathMCP, PathMessage + "?sessionId=x"} {
+		if code, _, body := do(t, http.MethodPost, base+path, "", over, nil); code != http.StatusRequestEntityTooLarge {
+			t.Errorf("POST %s of %d bytes: %d %.100s, want 413", path, len(over), code, body)
+		}
+		// Chunked: no Content-Length to refuse up front; the limit stops the read.
+		req, _ := http.NewRequestWithContext(t.Context(), http.MethodPost, base+path, io.NopCloser(strings.NewReader(over)))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		req.ContentLength = -1
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusRequestEntityTooLarge {
+			t.Errorf("chunked POST %s of %d bytes: %d, want 413", path, len(over), resp.StatusCode)
+		}
+	}
+}
+
+// A client that sends its headers or its body too slowly loses the connection; once a body is in, the read
+// deadline is lifted, so a call that runs longer than it still gets its answer.
+func TestHTTPSlowClients(t *testing.T) {
+	f := newFixture(t, fixtureOpts{transport: TransportHTTP, policy: allowAll})
+	f.srv.limits.readHeader = 300 * time.Millisecond
+	f.srv.limits.readBody = 300 * time.Millisecond
+	base := serveHTTP(t, f)
+	addr := strings.TrimPrefix(base, "http://")
+
+	for name, start := range map[string]string{
+		"headers": "POST /mcp HTTP/1.1\r\nHost: " + addr + "\r\nContent-Type: application/json\r\n",
+		"body": "POST /mcp HTTP/1.1\r\nHost: " + addr + "\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\n" +
+			"Content-Length: 1000\r\n\r\n{\"jsonrpc\":",
+	} {
+		conn, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := io.WriteString(conn, start); err != nil {
+			t.Fatal(err)
+		}
+		began := time.Now()
+		_ = conn.SetReadDeadline(time.Now().Add(20 * time.Second))
+		_, err = io.Copy(io.Discard, conn) // until the server closes the connection
+		if err != nil {
+			t.Errorf("slow %s: the server kept the connection for %s: %v", name, time.Since(began).Round(time.Millisecond), err)
+		}
+		conn.Close()
+	}
+}
+
+// Once a body is in, its read deadline is lifted: a deadline left on the connection would end the request's
+// context when it passes (net/http's background read fails), and with it any call that runs longer.
+func TestHTTPBodyDeadlineLifted(t *testing.T) {
+	l := newHTTPLimits(tools.Config{})
+	l.readBody = 100 * time.Millisecond
+	srv := httptest.NewServer(l.limitBody(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		select {
+		case <-r.Context().Done():
+			http.Error(w, "the request's context ended", http.StatusInternalServerError)
+		case <-time.After(5 * l.readBody):
+			_, _ = w.Write(body)
+		}
+	})))
+	defer srv.Close()
+	resp, err := http.Post(srv.URL, "application/json", strings.NewReader(`{"a":1}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || string(b) != `{"a":1}` {
+		t.Fatalf("a call longer than the body deadline: %d %s", resp.StatusCode, b)
+	}
+}
