@@ -130,28 +130,21 @@ const reserveBytes = 256 << 10
 // call started now might end unrecorded; the caller refuses it, and the next Reserve tries again, so the log
 // recovers by itself when space returns.
 func (l *Log) Reserve() error {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.closed {
-		return ErrClosed
-	}
-	if err := filelock.Lock(l.lock); err != nil {
-		return fmt.Errorf("audit: locking %s: %w", l.lock.Name(), err)
-	}
-	defer filelock.Unlock(l.lock)
-	active := filepath.Join(l.dir, activeName)
-	f, size, err := openActive(active)
-	if err != nil {
-		return err
-	}
-	err = reserve(f, size, reserveBytes)
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		return fmt.Errorf("audit: reserving space for entries in %s (local disk): %w", active, err)
-	}
-	return nil
+	return l.underLock(func() error {
+		active := filepath.Join(l.dir, activeName)
+		f, size, err := openActive(active)
+		if err != nil {
+			return err
+		}
+		err = reserve(f, size, reserveBytes)
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			return fmt.Errorf("audit: reserving space for entries in %s (local disk): %w", active, err)
+		}
+		return nil
+	})
 }
 
 // Record redacts and clips the entry (see Redact), stamps it with the current time
@@ -163,6 +156,11 @@ func (l *Log) Record(e Entry) error {
 	if err != nil {
 		return err
 	}
+	return l.underLock(func() error { return l.appendLocked(line) })
+}
+
+// underLock runs fn holding this Log's mutex and the exclusive flock every process sharing the directory takes.
+func (l *Log) underLock(fn func() error) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.closed {
@@ -172,7 +170,7 @@ func (l *Log) Record(e Entry) error {
 		return fmt.Errorf("audit: locking %s: %w", l.lock.Name(), err)
 	}
 	defer filelock.Unlock(l.lock)
-	return l.appendLocked(line)
+	return fn()
 }
 
 func (l *Log) appendLocked(line []byte) error {
