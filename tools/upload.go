@@ -248,9 +248,12 @@ func unwrapPathError(err error) error {
 }
 
 // upload streams every planned file into the sandbox and returns how many arrived; it stops at the first failure,
-// so the count is also the index of the file that failed.
+// so the count is also the index of the file that failed. A cancelled call (the client went away) stops it.
 func (p *uploadPlan) upload(ctx context.Context, e *e2b.Envd) (int, error) {
 	for i, f := range p.files {
+		if err := ctx.Err(); err != nil {
+			return i, err
+		}
 		if err := uploadOne(ctx, e, f); err != nil {
 			return i, err
 		}
@@ -258,12 +261,25 @@ func (p *uploadPlan) upload(ctx context.Context, e *e2b.Envd) (int, error) {
 	return len(p.files), nil
 }
 
+// errNotRegular says a planned file is no longer a regular file when it is opened.
+var errNotRegular error = &toolError{text: "it is no longer a regular file on the server (it changed after it was checked)"}
+
+// uploadOne sends one planned file. The file was a regular file when planned, but the storage root belongs to the
+// host and may change since: it is opened without blocking (opening a FIFO for reading would otherwise wait for a
+// writer forever, whatever the call's context says), and what was opened is checked again before a byte is read.
 func uploadOne(ctx context.Context, e *e2b.Envd, f plannedFile) error {
-	r, err := f.root.Open(f.rel)
+	r, err := f.root.OpenFile(f.rel, os.O_RDONLY|nonBlocking, 0)
 	if err != nil {
 		return unwrapPathError(err)
 	}
 	defer r.Close()
+	fi, err := r.Stat()
+	if err != nil {
+		return unwrapPathError(err)
+	}
+	if !fi.Mode().IsRegular() {
+		return errNotRegular
+	}
 	_, err = e.Upload(ctx, f.sandboxPath, r)
 	return err
 }

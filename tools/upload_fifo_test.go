@@ -1,0 +1,61 @@
+//go:build unix
+
+package tools
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// A storage-root file swapped for a FIFO after the plan checked it must not hang the upload (opening a FIFO for
+// reading waits for a writer, and no context can interrupt that): it is opened without blocking, found not to be
+// a regular file, and refused at once. A cancelled call uploads nothing more.
+func TestUploadRefusesFileSwappedForFIFO(t *testing.T) {
+	root := t.TempDir()
+	file := filepath.Join(root, "data.csv")
+	if err := os.WriteFile(file, []byte("a,b\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	plan, err := newBase(Deps{Config: Config{StorageRoots: []string{root}}}).planUploads([]uploadFile{{SessionPath: "data.csv"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer plan.Close()
+	if err := os.Remove(file); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Mkfifo(file, 0o600); err != nil {
+		t.Skipf("mkfifo: %v", err)
+	}
+	// Whatever happens, release an open that blocks, so that a regression fails instead of hanging the run.
+	t.Cleanup(func() {
+		if w, err := os.OpenFile(file, os.O_WRONLY|syscall.O_NONBLOCK, 0); err == nil {
+			w.Close()
+		}
+	})
+
+	done := make(chan error, 1)
+	go func() {
+		_, err := plan.upload(context.Background(), nil) // refused before the sandbox is reached
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		if !errors.Is(err, errNotRegular) {
+			t.Errorf("upload of a FIFO: %v, want %v", err, errNotRegular)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the upload hangs on a FIFO")
+	}
+
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if n, err := plan.upload(ctx, nil); n != 0 || !errors.Is(err, context.Canceled) {
+		t.Errorf("upload after cancellation: %d files, %v", n, err)
+	}
+}
