@@ -5,7 +5,7 @@
 #
 #   scripts/prereqs.sh demo    Go, and bubblewrap for the local backend's sandboxes
 #   scripts/prereqs.sh test    the above, plus Node.js and npm, a D-Bus session bus, gnome-keyring, secret-tool
-#                              and the servers the end-to-end tests start
+#                              and the servers and the browser (headless Chromium) the end-to-end tests start
 set -eu
 
 target=${1:-}
@@ -62,6 +62,7 @@ gnome-keyring-daemon  gnome-keyring     gnome-keyring
 secret-tool           libsecret-tools   libsecret
 ps                    procps            procps-ng
 pkill                 procps            procps-ng
+chromium              chromium          chromium
 '
 eval "needs=\$needs_$target"
 
