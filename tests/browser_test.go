@@ -9,6 +9,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -82,10 +84,13 @@ func (x *h) visit(chromium string, site *pageSite, host, mode, server, token str
 	url := "http://" + host + ":" + site.port + "/?" + q
 	cmd := exec.Command(chromium, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
 		"--disable-background-networking", "--disable-component-update", "--disable-sync", "--no-proxy-server",
+		"--password-store=basic",
 		"--user-data-dir="+x.path("chromium-"+mode+"-"+host+"-"+randomHex(4)),
 		"--host-resolver-rules=MAP "+hostileHost+" 127.0.0.1, MAP "+allowedHost+" 127.0.0.1",
 		url)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true} // its helpers go with it
+	// Off the tests' D-Bus session: the browser has no business with the keyring there.
+	cmd.Env = slices.DeleteFunc(os.Environ(), func(kv string) bool { return strings.HasPrefix(kv, "DBUS_SESSION_BUS_ADDRESS=") })
 	out := x.capture("chromium " + mode + " output")
 	cmd.Stdout, cmd.Stderr = out, out
 	if err := cmd.Start(); err != nil {
