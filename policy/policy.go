@@ -25,9 +25,9 @@ func validAction(a Action) bool { return a == Allow || a == Deny || a == Require
 type Approver string
 
 const (
-	// ApproverDefault leaves the choice to the server: the client over stdio or an HTTP server without tokens (the
-	// caller is the user), an operator when the server serves tokens (a token holder's own client approving its
-	// own calls is not an approval).
+	// ApproverDefault leaves the choice to the server: the client over stdio or an HTTP server without
+	// authentication (the caller is the user), an operator when the server authenticates its HTTP callers (a
+	// caller's own client approving its own calls is not an approval).
 	ApproverDefault Approver = ""
 	// ApproverClient asks the user through the client's elicitation, or an operator when the client cannot ask.
 	ApproverClient Approver = "client"
@@ -170,7 +170,7 @@ func Explain(p *Policy, c Call) string {
 		case ApproverOperator:
 			b.WriteString("approver: operator (with e2b-mcp approve)\n")
 		default:
-			b.WriteString("approver: the server's default (the client over stdio and without tokens; an operator when the server serves tokens)\n")
+			b.WriteString("approver: the server's default (the client over stdio and without authentication; an operator when the server authenticates its HTTP callers)\n")
 		}
 	}
 	if len(trace) > 0 {

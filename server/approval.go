@@ -39,8 +39,8 @@ type verdict struct {
 }
 
 // approve applies require_approval. Who approves is the policy's choice (Decision.Approver); left to the server,
-// it is the client when the caller is the local user, and an operator when the server serves tokens, since a token
-// holder's own client answering for its own calls is no approval. A client that approves and declared the
+// it is the client when the caller is the local user, and an operator when the server authenticates its callers
+// over HTTP (bearer tokens or OAuth), since a caller's own client answering for its own calls is no approval. A client that approves and declared the
 // elicitation capability is asked in the call itself (MCP elicitation: an input request in protocol 2026-07-28,
 // which mcp-go turns into an elicitation/create request for older clients). Otherwise the call gets an approval
 // ID that an operator approves with `e2b-mcp approve ID`; the next identical call then runs, once. args are the
@@ -59,7 +59,7 @@ func (s *Server) approver(dec policy.Decision) policy.Approver {
 	if dec.Approver != policy.ApproverDefault {
 		return dec.Approver
 	}
-	if s.tokens != nil {
+	if s.authenticated() && s.cfg.Transport != TransportStdio {
 		return policy.ApproverOperator
 	}
 	return policy.ApproverClient
