@@ -26,6 +26,9 @@ type apiCall struct {
 	body       any    // sent as JSON when not nil
 	idempotent bool   // safe to repeat after an uncertain failure
 	sandboxID  string // for errors
+	// secrets are values the body carries besides the API key (egress header values); an answer that echoes
+	// the request never brings them into an error.
+	secrets []string
 }
 
 // apiAnswer is a control-plane answer with its body read.
@@ -63,7 +66,7 @@ func (c *Client) do(ctx context.Context, call apiCall, ok ...int) (*apiAnswer, e
 	}
 	req, err := retryablehttp.NewRequestWithContext(ctx, call.method, u, rawBody)
 	if err != nil {
-		return nil, fmt.Errorf("e2b: %s: %s", call.op, c.redact(err.Error()))
+		return nil, fmt.Errorf("e2b: %s: %s", call.op, c.redact(err.Error(), call.secrets...))
 	}
 	req.Header.Set("X-API-Key", c.cfg.APIKey)
 	req.Header.Set("User-Agent", c.cfg.UserAgent)
@@ -72,12 +75,12 @@ func (c *Client) do(ctx context.Context, call apiCall, ok ...int) (*apiAnswer, e
 	}
 	resp, err := c.rc.Do(req)
 	if err != nil {
-		return nil, c.transportError(ctx, call.op, err)
+		return nil, c.transportError(ctx, call.op, err, call.secrets...)
 	}
 	defer resp.Body.Close()
 	data, err := io.ReadAll(io.LimitReader(resp.Body, maxAnswer))
 	if err != nil {
-		return nil, c.transportError(ctx, call.op, err)
+		return nil, c.transportError(ctx, call.op, err, call.secrets...)
 	}
 	ans := &apiAnswer{status: resp.StatusCode, header: resp.Header, body: data}
 	if slices.Contains(ok, resp.StatusCode) {
@@ -86,12 +89,12 @@ func (c *Client) do(ctx context.Context, call apiCall, ok ...int) (*apiAnswer, e
 	return nil, c.apiError(call, resp, data)
 }
 
-// transportError wraps a failure to get an answer. A cancelled or expired context is reported as such.
-func (c *Client) transportError(ctx context.Context, op string, err error) error {
+// transportError wraps a failure to get an answer, without the API key or secrets in its text. A cancelled or expired context is reported as such.
+func (c *Client) transportError(ctx context.Context, op string, err error, secrets ...string) error {
 	if ctxErr := ctx.Err(); ctxErr != nil && errors.Is(err, ctxErr) {
 		return fmt.Errorf("e2b: %s: %w", op, ctxErr)
 	}
-	return &TransportError{Op: op, err: err, text: c.redact(err.Error())}
+	return &TransportError{Op: op, err: err, text: c.redact(err.Error(), secrets...)}
 }
 
 // TransportError is a control-plane call that got no answer from E2B: the connection failed, was cut, or timed out.
@@ -120,8 +123,8 @@ func (c *Client) apiError(call apiCall, resp *http.Response, body []byte) *APIEr
 	} else {
 		e.Message = clipText(body)
 	}
-	e.Message = c.redact(e.Message)
-	e.Code = c.redact(e.Code)
+	e.Message = c.redact(e.Message, call.secrets...)
+	e.Code = c.redact(e.Code, call.secrets...)
 	return e
 }
 
@@ -154,12 +157,15 @@ func clipText(body []byte) string {
 
 func utf8Start(b byte) bool { return b&0xC0 != 0x80 }
 
-// redact removes the API key from text that came from elsewhere (a proxy could echo a request back).
-func (c *Client) redact(s string) string {
-	if c.cfg.APIKey == "" || !strings.Contains(s, c.cfg.APIKey) {
-		return s
+// redact removes the API key, and the call's other secrets, from text that came from elsewhere (a proxy could
+// echo a request back).
+func (c *Client) redact(s string, secrets ...string) string {
+	for _, secret := range append([]string{c.cfg.APIKey}, secrets...) {
+		if secret != "" && strings.Contains(s, secret) {
+			s = strings.ReplaceAll(s, secret, "[redacted]")
+		}
 	}
-	return strings.ReplaceAll(s, c.cfg.APIKey, "[redacted]")
+	return s
 }
 
 // decode unmarshals a JSON answer, naming the call when E2B's answer is not what the protocol says.

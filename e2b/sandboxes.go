@@ -56,7 +56,8 @@ func (c *Client) CreateSandbox(ctx context.Context, req NewSandbox) (*Sandbox, e
 	}
 	log := c.cfg.Logger.With("op", op, "request_id", requestID)
 	for attempt := 1; ; attempt++ {
-		ans, err := c.do(ctx, apiCall{op: op, method: http.MethodPost, path: "/sandboxes", body: body}, http.StatusCreated)
+		ans, err := c.do(ctx, apiCall{op: op, method: http.MethodPost, path: "/sandboxes", body: body,
+			secrets: req.Network.headerValues()}, http.StatusCreated)
 		if err == nil {
 			return decodePtr[Sandbox](op, ans)
 		}

@@ -11,6 +11,8 @@ type NewSandbox struct {
 	AllowInternetAccess *bool             `json:"allow_internet_access,omitempty"`
 	Metadata            map[string]string `json:"metadata"`
 	EnvVars             map[string]string `json:"envVars"`
+	// Network is the egress configuration; nil sends none (E2B's default: no limits, no rules).
+	Network *Network `json:"network,omitempty"`
 }
 
 // Sandbox is E2B's answer to create, connect, resume and fork.
