@@ -21,8 +21,9 @@ import (
 //   - each sandbox has one bwrap of its own (its init), started with its first process and ending with the
 //     sandbox: every namespace is new (--unshare-all), so the sandbox has its own network (loopback only, shared
 //     by all its processes, as in one VM: a server started by one command is reachable at 127.0.0.1 from the
-//     next), its own pids (the pids envd reports are the sandbox's, and kill inside the sandbox reaches them),
-//     and its own filesystem view;
+//     next; its one way out is the egress proxy's socket, bound at /run/e2b-egress: see egress.go), its own pids
+//     (the pids envd reports are the sandbox's, and kill inside the sandbox reaches them), and its own
+//     filesystem view;
 //   - the host's /usr (and the /bin, /sbin, /lib* beside it) and /etc are bound read-only; /etc/passwd and
 //     /etc/group are replaced by the sandbox's own (root, and user with uid 1000), so that whoami says "user";
 //     when the emulator runs as root, /etc files that only root may read (shadow, private keys) are masked;
@@ -234,7 +235,7 @@ const initScript = `echo ready; exec 1>&-; read -r _; exit 0`
 // initCommand builds a sandbox's init. The returned files are the child's ends of pipes that carry the
 // generated /etc files and bwrap's info (the host pid of the sandbox's pid 1); the caller closes them once the
 // init has started.
-func (iso *isolation) initCommand(dir string) (cmd *exec.Cmd, info *os.File, childFiles []*os.File, err error) {
+func (iso *isolation) initCommand(dir, egressDir string) (cmd *exec.Cmd, info *os.File, childFiles []*os.File, err error) {
 	if iso.err != nil {
 		return nil, nil, nil, iso.err
 	}
@@ -281,6 +282,9 @@ func (iso *isolation) initCommand(dir string) (cmd *exec.Cmd, info *os.File, chi
 	args = append(args, "--ro-bind-data", passwdFD, "/etc/passwd", "--ro-bind-data", groupFD, "/etc/group")
 	for _, m := range sandboxMounts() {
 		args = append(args, "--bind", filepath.Join(dir, m.sub), m.at)
+	}
+	if egressDir != "" {
+		args = append(args, "--ro-bind", egressDir, egressSocketDir)
 	}
 	args = append(args, "--proc", "/proc", "--dev", "/dev", "--chdir", "/", "--", "/bin/sh", "-c", initScript)
 	cmd = exec.Command(iso.bwrap, args...)

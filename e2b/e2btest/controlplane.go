@@ -77,6 +77,7 @@ func (s *Server) controlPlaneRoutes() *http.ServeMux {
 	route("POST /sandboxes/{sandboxID}/refreshes", s.withSandboxID(s.handleRefresh))
 	route("POST /sandboxes/{sandboxID}/snapshots", s.withSandboxID(s.handleSnapshot))
 	route("POST /sandboxes/{sandboxID}/fork", s.withSandboxID(s.handleFork))
+	route("PUT /sandboxes/{sandboxID}/network", s.withSandboxID(s.handleNetwork))
 	route("GET /snapshots", s.handleListSnapshots)
 	route("DELETE /templates/{templateID}", s.handleDeleteTemplate)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
@@ -366,6 +367,7 @@ type createParams struct {
 	autoPause        bool
 	secure           bool
 	allowInternet    *bool
+	network          *Network
 	metadata         map[string]string
 	envVars          map[string]string
 }
@@ -383,8 +385,13 @@ func (s *Server) handleCreate(w http.ResponseWriter, r *http.Request, team strin
 		AllowInternetAccess *bool             `json:"allow_internet_access"`
 		Metadata            map[string]string `json:"metadata"`
 		EnvVars             map[string]string `json:"envVars"`
+		Network             *Network          `json:"network"`
 	}
 	if e := decodeBody(r, &body, true); e != nil {
+		writeAPIError(w, e)
+		return
+	}
+	if e := body.Network.check(); e != nil {
 		writeAPIError(w, e)
 		return
 	}
@@ -400,7 +407,7 @@ func (s *Server) handleCreate(w http.ResponseWriter, r *http.Request, team strin
 	sb, e := s.createSandbox(createParams{
 		team: team, templateID: *body.TemplateID, timeout: timeout,
 		autoPause: body.AutoPause != nil && *body.AutoPause, secure: body.Secure != nil && *body.Secure,
-		allowInternet: body.AllowInternetAccess, metadata: body.Metadata, envVars: body.EnvVars,
+		allowInternet: body.AllowInternetAccess, network: body.Network, metadata: body.Metadata, envVars: body.EnvVars,
 	})
 	if e != nil {
 		writeAPIError(w, e)
@@ -550,6 +557,7 @@ func (s *Server) createSandbox(p createParams) (*Sandbox, *apiError) {
 		EnvdVersion:         s.opts.EnvdVersion,
 		AutoPause:           p.autoPause,
 		AllowInternetAccess: p.allowInternet,
+		Network:             withInternetAccess(p.network, p.allowInternet),
 		StartedAt:           now,
 		EndAt:               now.Add(p.timeout),
 		Dir:                 dir,
@@ -1229,7 +1237,7 @@ func (s *Server) forkOne(base *Sandbox, dir string, timeout time.Duration) (*San
 		ID: id, TemplateID: base.TemplateID, Alias: base.Alias, Team: base.Team,
 		Metadata: cloneMap(base.Metadata), EnvVars: cloneMap(base.EnvVars), State: StateRunning,
 		Secure: base.Secure, EnvdVersion: base.EnvdVersion, AutoPause: base.AutoPause,
-		AllowInternetAccess: base.AllowInternetAccess, StartedAt: now, EndAt: now.Add(timeout), Dir: sbDir,
+		AllowInternetAccess: base.AllowInternetAccess, Network: base.Network.clone(), StartedAt: now, EndAt: now.Add(timeout), Dir: sbDir,
 		DefaultUser: base.DefaultUser, DefaultWorkdir: base.DefaultWorkdir, lifecycle: &sync.Mutex{},
 	}
 	if sb.Secure {
@@ -1261,4 +1269,49 @@ func randomHex(n int) string {
 	b := make([]byte, n)
 	_, _ = rand.Read(b)
 	return hex.EncodeToString(b)
+}
+
+// withInternetAccess folds allow_internet_access false into the configuration: it means denyOut [0.0.0.0/0].
+func withInternetAccess(n *Network, allow *bool) *Network {
+	n = n.clone()
+	if allow == nil || *allow {
+		return n
+	}
+	if n == nil {
+		n = &Network{}
+	}
+	if !slices.Contains(n.DenyOut, allTraffic) {
+		n.DenyOut = append(n.DenyOut, allTraffic)
+	}
+	return n
+}
+
+// handleNetwork is PUT /sandboxes/{id}/network: the body replaces the sandbox's whole egress configuration (a
+// field left out is cleared). New connections of the sandbox follow it at once.
+func (s *Server) handleNetwork(w http.ResponseWriter, r *http.Request, team, id string) {
+	var body struct {
+		Network
+		AllowInternetAccess *bool `json:"allow_internet_access"`
+	}
+	if e := decodeBody(r, &body, false); e != nil {
+		writeAPIError(w, e)
+		return
+	}
+	if e := body.Network.check(); e != nil {
+		writeAPIError(w, e)
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	sb := s.lookup(team, id)
+	switch {
+	case sb == nil:
+		writeAPIError(w, sandboxNotFound(id))
+		return
+	case sb.State != StateRunning:
+		writeError(w, http.StatusConflict, fmt.Sprintf("Sandbox %s is not running", id))
+		return
+	}
+	sb.Network = withInternetAccess(&body.Network, body.AllowInternetAccess)
+	w.WriteHeader(http.StatusNoContent)
 }

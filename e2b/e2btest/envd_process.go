@@ -58,8 +58,9 @@ type sandboxInit struct {
 // initStartWait bounds how long a sandbox's init may take to report its pid.
 const initStartWait = 30 * time.Second
 
-// ensureInit returns the sandbox's init for dir, starting one if there is none (or it ended). st.mu is held.
-func (st *sandboxState) ensureInit(iso *isolation, dir string) (*sandboxInit, error) {
+// ensureInit returns the sandbox's init for dir, starting one if there is none (or it ended); egressDir holds the
+// sandbox's egress proxy socket ("": none). st.mu is held.
+func (st *sandboxState) ensureInit(iso *isolation, dir, egressDir string) (*sandboxInit, error) {
 	if in := st.init; in != nil {
 		select {
 		case <-in.exited:
@@ -71,7 +72,7 @@ func (st *sandboxState) ensureInit(iso *isolation, dir string) (*sandboxInit, er
 		}
 		st.init = nil
 	}
-	cmd, info, childFiles, err := iso.initCommand(dir)
+	cmd, info, childFiles, err := iso.initCommand(dir, egressDir)
 	if err != nil {
 		return nil, err
 	}
@@ -456,10 +457,11 @@ func keepaliveInterval(h string) time.Duration {
 	return defaultKeepalive
 }
 
-// processEnv is envd's environment of a process: PATH, HOME, USER, LOGNAME, then the sandbox's variables, then
-// the request's (a later value of a name wins).
+// processEnv is envd's environment of a process: PATH, HOME, USER, LOGNAME, the way out through the emulated
+// egress proxy, then the sandbox's variables, then the request's (a later value of a name wins).
 func processEnv(u sandboxUser, sandboxVars, requestVars map[string]string) []string {
-	env := []string{"PATH=" + sandboxPATH, "HOME=" + u.Home, "USER=" + u.Name, "LOGNAME=" + u.Name}
+	env := []string{"PATH=" + sandboxPATH, "HOME=" + u.Home, "USER=" + u.Name, "LOGNAME=" + u.Name,
+		"ALL_PROXY=" + egressProxyURL, "all_proxy=" + egressProxyURL}
 	for _, k := range slices.Sorted(maps.Keys(sandboxVars)) {
 		env = append(env, k+"="+sandboxVars[k])
 	}
@@ -524,6 +526,13 @@ func (e *envdService) startProcess(c *rpcCall, cfg *pbProcessConfigIn, tag *stri
 	startErr := func(err error) *rpcError {
 		return rpcErrorf("invalid_argument", "error starting process '%s': %v", userCmd, err)
 	}
+	egressDir := ""
+	if e.srv != nil {
+		var err error
+		if egressDir, err = e.srv.egress.socketDir(c.view.id); err != nil {
+			return nil, nil, startErr(err)
+		}
+	}
 	e.mu.Lock()
 	iso := e.iso
 	e.mu.Unlock()
@@ -567,7 +576,7 @@ func (e *envdService) startProcess(c *rpcCall, cfg *pbProcessConfigIn, tag *stri
 		closeAll()
 		return nil, nil, rpcErrorf("unavailable", "sandbox is not running")
 	}
-	in, err := st.ensureInit(&iso, c.view.dir)
+	in, err := st.ensureInit(&iso, c.view.dir, egressDir)
 	if err != nil {
 		closeAll()
 		return nil, nil, startErr(err)

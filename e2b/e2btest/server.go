@@ -26,6 +26,7 @@ type Server struct {
 	mux    *http.ServeMux // control-plane routes
 	rec    *Recorder
 	envd   *envdService
+	egress *egressProxies
 	faults *faultInjector
 
 	// root holds every sandbox's and snapshot's directory; removeRoot says Close removes it (a temp dir).
@@ -66,6 +67,9 @@ type Options struct {
 	ExpiryInterval time.Duration
 	// Templates are template IDs accepted by create besides "base".
 	Templates []string
+	// Hosts maps domain names to IP addresses for the sandboxes' egress proxy, as /etc/hosts would: tests put
+	// a server of this machine behind a domain this way. Only mapped names may reach this machine's addresses.
+	Hosts map[string]string
 	// NoRecording turns the request log off, for an emulator that serves for hours (the local backend), where
 	// keeping every request would grow without bound. Requests then returns nothing.
 	NoRecording bool
@@ -86,8 +90,10 @@ type Sandbox struct {
 	AutoPause   bool
 	// AllowInternetAccess is the create request's allow_internet_access (nil when it was not sent).
 	AllowInternetAccess *bool
-	StartedAt           time.Time
-	EndAt               time.Time
+	// Network is the egress configuration (create's network, replaced by PUT .../network); nil: none.
+	Network   *Network
+	StartedAt time.Time
+	EndAt     time.Time
 	// Dir is the sandbox's filesystem on the host: Dir/home is /home/user and Dir/tmp is /tmp inside it.
 	Dir string
 	// DefaultUser and DefaultWorkdir are what envd uses when a request names none ("user", "/home/user").
@@ -165,6 +171,7 @@ func New(opts Options) (*Server, error) {
 	}
 	s.mux = s.controlPlaneRoutes()
 	s.envd = newEnvdService(s)
+	s.egress = newEgressProxies(s)
 	if err := s.envd.isolationError(); err != nil {
 		if s.removeRoot {
 			os.RemoveAll(s.root)
@@ -206,6 +213,7 @@ func (s *Server) Close() {
 		if c, ok := any(s.envd).(interface{ close() }); ok {
 			c.close()
 		}
+		s.egress.close()
 		s.http.CloseClientConnections()
 		s.http.Close()
 		if s.removeRoot {
@@ -305,6 +313,7 @@ func (sb *Sandbox) copy() Sandbox {
 		v := *sb.AllowInternetAccess
 		c.AllowInternetAccess = &v
 	}
+	c.Network = sb.Network.clone()
 	c.lifecycle = nil
 	return c
 }
@@ -395,6 +404,7 @@ func (s *Server) kill(sb *Sandbox) bool {
 		return false
 	}
 	s.envd.stop(sb)
+	s.egress.stop(sb.ID)
 	_ = removeTree(sb.Dir)
 	return true
 }
