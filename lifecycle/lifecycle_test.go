@@ -97,7 +97,7 @@ func TestReconcileAdoptsTaggedSandboxTheStoreLacks(t *testing.T) {
 	otherSession := f.create(t, "alice", "s2", true, false)
 	untagged := f.create(t, "alice", "s1", false, false)
 
-	rep, err := Reconcile(ctx, f.c, f.st, "alice", "s1")
+	rep, err := Reconcile(ctx, f.c, f.st, "alice", "s1", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -115,7 +115,7 @@ func TestReconcileAdoptsTaggedSandboxTheStoreLacks(t *testing.T) {
 		}
 	}
 	// A second pass has nothing to do.
-	rep, err = Reconcile(ctx, f.c, f.st, "alice", "s1")
+	rep, err = Reconcile(ctx, f.c, f.st, "alice", "s1", nil)
 	if err != nil || len(rep.Adopted)+len(rep.Gone) != 0 {
 		t.Fatalf("second reconcile = %+v, %v", rep, err)
 	}
@@ -132,7 +132,7 @@ func TestReconcileMarksVanishedSandboxGoneAndFollowsState(t *testing.T) {
 	if _, err := f.c.PauseSandbox(ctx, paused); err != nil {
 		t.Fatal(err)
 	}
-	rep, err := Reconcile(ctx, f.c, f.st, "bob", "s")
+	rep, err := Reconcile(ctx, f.c, f.st, "bob", "s", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -151,7 +151,7 @@ func TestReconcileKeepsRecordedSandboxWithoutTags(t *testing.T) {
 	// A fork carries no metadata at E2B; it must not be declared gone just because the tag filter misses it.
 	f := newFixture(t)
 	id := f.create(t, "carol", "s", false, true)
-	rep, err := Reconcile(context.Background(), f.c, f.st, "carol", "s")
+	rep, err := Reconcile(context.Background(), f.c, f.st, "carol", "s", nil)
 	if err != nil {
 		t.Fatal(err)
 	}

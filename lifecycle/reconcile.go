@@ -16,9 +16,14 @@ type Report struct {
 	Gone    []string // recorded sandboxes E2B no longer has
 }
 
+// AdoptHook is called for each sandbox Reconcile adopts, once it is recorded: a running one needs its owner's
+// egress configuration, which E2B knows nothing of on its own.
+type AdoptHook func(ctx context.Context, rec state.SandboxRecord)
+
 // Reconcile makes the store's records of one session match E2B. A record whose sandbox E2B no longer has is kept
 // with State "gone" and a reason, never silently dropped, so the assistant learns what happened to its work.
-func Reconcile(ctx context.Context, c *e2b.Client, st *state.Store, owner, session string) (Report, error) {
+// onAdopt (nil: nothing) is called for every adopted sandbox.
+func Reconcile(ctx context.Context, c *e2b.Client, st *state.Store, owner, session string, onAdopt AdoptHook) (Report, error) {
 	var rep Report
 	listed, err := c.ListSandboxes(ctx, e2b.ListQuery{Metadata: sessionFilter(owner, session)})
 	if err != nil {
@@ -38,10 +43,14 @@ func Reconcile(ctx context.Context, c *e2b.Client, st *state.Store, owner, sessi
 		rec, ok := known[ls.SandboxID]
 		switch {
 		case !ok:
-			if err := adopt(ctx, c, st, owner, session, ls); err != nil {
+			rec, err := adopt(ctx, c, st, owner, session, ls)
+			if err != nil {
 				return rep, err
 			}
 			rep.Adopted = append(rep.Adopted, ls.SandboxID)
+			if onAdopt != nil {
+				onAdopt(ctx, rec)
+			}
 		case rec.State != ls.State:
 			if _, err := st.UpdateSandbox(owner, rec.ID, func(r *state.SandboxRecord) error {
 				r.State, r.GoneReason = ls.State, ""
@@ -95,10 +104,10 @@ func goneReason(rec state.SandboxRecord, now time.Time) string {
 
 // adopt records a tagged sandbox the store lacks, e.g. after a crash between E2B's create answer and the record.
 // The detail call yields the envd access token, which the list omits.
-func adopt(ctx context.Context, c *e2b.Client, st *state.Store, owner, session string, ls e2b.ListedSandbox) error {
+func adopt(ctx context.Context, c *e2b.Client, st *state.Store, owner, session string, ls e2b.ListedSandbox) (state.SandboxRecord, error) {
 	detail, err := c.GetSandbox(ctx, ls.SandboxID)
 	if err != nil {
-		return fmt.Errorf("adopting sandbox %s: %w", ls.SandboxID, err)
+		return state.SandboxRecord{}, fmt.Errorf("adopting sandbox %s: %w", ls.SandboxID, err)
 	}
 	domain := c.Domain()
 	if detail.Domain != nil && *detail.Domain != "" {
@@ -108,7 +117,7 @@ func adopt(ctx context.Context, c *e2b.Client, st *state.Store, owner, session s
 	if !ls.EndAt.IsZero() && ls.EndAt.After(ls.StartedAt) {
 		timeout = int(ls.EndAt.Sub(ls.StartedAt) / time.Second)
 	}
-	return st.PutSandbox(state.SandboxRecord{
+	rec := state.SandboxRecord{
 		ID:             ls.SandboxID,
 		Owner:          owner,
 		Session:        session,
@@ -120,5 +129,6 @@ func adopt(ctx context.Context, c *e2b.Client, st *state.Store, owner, session s
 		State:          ls.State,
 		Created:        ls.StartedAt,
 		TimeoutSeconds: timeout,
-	})
+	}
+	return rec, st.PutSandbox(rec)
 }

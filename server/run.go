@@ -16,6 +16,7 @@ import (
 
 	mcpserver "github.com/mark3labs/mcp-go/server"
 
+	"github.com/e2b-mcp/e2b-mcp/egress"
 	"github.com/e2b-mcp/e2b-mcp/lifecycle"
 )
 
@@ -85,7 +86,7 @@ func (s *Server) reconcileAtStart(ctx context.Context) {
 			s.log.Debug("not reconciling a session at start", "owner", sess.Owner, "session", sess.Name, "error", err)
 			continue
 		}
-		rep, err := lifecycle.Reconcile(ctx, c, s.store, sess.Owner, sess.Name)
+		rep, err := lifecycle.Reconcile(ctx, c, s.store, sess.Owner, sess.Name, egress.OnAdopt(c, s.egress, s.log))
 		if err != nil {
 			s.log.Warn("reconciling a session with E2B at start", "owner", sess.Owner, "session", sess.Name, "error", err)
 			continue
@@ -95,6 +96,21 @@ func (s *Server) reconcileAtStart(ctx context.Context) {
 				"adopted", rep.Adopted, "gone", rep.Gone)
 		}
 	}
+}
+
+// egressLine says what the egress policy is, for the start-up log: the limits and which credentials.
+func (s *Server) egressLine() string {
+	creds := "all of the owner's credentials"
+	switch {
+	case s.egress.Store == nil:
+		creds = "no credentials"
+	case s.cfg.Credentials == nil:
+	case len(s.cfg.Credentials) == 0:
+		creds = "no credentials (--credentials none)"
+	default:
+		creds = "credentials " + strings.Join(s.cfg.Credentials, ", ")
+	}
+	return s.egress.Limits.Describe() + "; " + creds
 }
 
 // reloadOnSIGHUP re-reads the policy file on SIGHUP until ctx ends.
@@ -129,7 +145,8 @@ func (s *Server) reloadOn(ctx context.Context, ch <-chan os.Signal) {
 func (s *Server) ServeStdio(ctx context.Context, in io.Reader, out io.Writer) error {
 	ss := mcpserver.NewStdioServer(s.mcp)
 	ss.SetErrorLogger(slog.NewLogLogger(s.log.Handler(), slog.LevelError))
-	s.log.Info("serving MCP over stdio", "owner", s.cfg.Owner, "session", s.cfg.Session, "backend", s.cfg.Backend)
+	s.log.Info("serving MCP over stdio", "owner", s.cfg.Owner, "session", s.cfg.Session, "backend", s.cfg.Backend,
+		"egress", s.egressLine())
 	err := ss.Listen(ctx, in, out)
 	if ctx.Err() != nil || errors.Is(err, io.EOF) || errors.Is(err, context.Canceled) {
 		return nil
@@ -159,7 +176,7 @@ func (s *Server) ServeHTTP(ctx context.Context, ln net.Listener) error {
 		auth = strings.Join(auths, "; ")
 	}
 	s.log.Info("serving MCP over HTTP", "url", "http://"+ln.Addr().String()+PathMCP,
-		"sse", "http://"+ln.Addr().String()+PathSSE, "auth", auth, "backend", s.cfg.Backend)
+		"sse", "http://"+ln.Addr().String()+PathSSE, "auth", auth, "backend", s.cfg.Backend, "egress", s.egressLine())
 
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()

@@ -20,6 +20,7 @@ import (
 	"github.com/e2b-mcp/e2b-mcp/audit"
 	"github.com/e2b-mcp/e2b-mcp/credentials"
 	"github.com/e2b-mcp/e2b-mcp/e2b"
+	"github.com/e2b-mcp/e2b-mcp/egress"
 	"github.com/e2b-mcp/e2b-mcp/lifecycle"
 	"github.com/e2b-mcp/e2b-mcp/policy"
 	"github.com/e2b-mcp/e2b-mcp/state"
@@ -97,6 +98,16 @@ type Config struct {
 	// Logger receives the server's logs (stderr in the CLI); nil discards them.
 	Logger *slog.Logger
 
+	// Egress limits where every sandbox may connect (an allow-list, a deny-list, or no internet); the model
+	// cannot change it.
+	Egress egress.Limits
+	// Credentials names the owner's registered credentials that sandboxes get (see `e2b-mcp credentials`); nil
+	// means all of them, empty none.
+	Credentials []string
+	// CredentialStore overrides where credentials are read (tests); nil means Secrets for the e2b backend with
+	// its own clients, and none for the local backend or overridden Clients.
+	CredentialStore credentials.SecretStore
+
 	// Secrets is where owners' E2B keys and the state store's data key live: the OS keyring (nil means
 	// credentials.Keyring{}, service "e2b-mcp") or the encrypted key store of a host without one.
 	Secrets credentials.SecretStore
@@ -157,6 +168,9 @@ func (c Config) withDefaults() (Config, error) {
 	case c.SweepInterval < 0:
 		return c, fmt.Errorf("the sweep interval must be positive, got %s", c.SweepInterval)
 	}
+	if err := c.Egress.Check(); err != nil {
+		return c, err
+	}
 	if err := credentials.CheckOwner(c.Owner); err != nil {
 		return c, fmt.Errorf("owner: %w", err)
 	}
@@ -192,6 +206,7 @@ type Server struct {
 	mcp       *mcpserver.MCPServer
 	store     *state.Store
 	clients   tools.ClientSource
+	egress    *egress.Policy
 	policies  *policy.Holder
 	approvals *policy.Approvals
 	audit     *audit.Log
@@ -256,6 +271,10 @@ func New(cfg Config) (*Server, error) {
 	default:
 		s.clients = newStoredKeyClients(cfg.Secrets, cfg.E2B, cfg.Logger)
 	}
+	s.egress = &egress.Policy{Limits: cfg.Egress, Credentials: cfg.Credentials, Store: cfg.CredentialStore}
+	if s.egress.Store == nil && cfg.Clients == nil && s.local == nil {
+		s.egress.Store = cfg.Secrets
+	}
 
 	if s.policies, err = policy.NewHolder(cfg.PolicyFile); err != nil {
 		return nil, err
@@ -308,6 +327,7 @@ func (s *Server) buildMCP() *mcpserver.MCPServer {
 	)
 	deps := tools.Deps{
 		Clients: s.clients,
+		Egress:  s.egress,
 		Store:   s.store,
 		Config:  s.cfg.Tools,
 		Logger:  s.log,

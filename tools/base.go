@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/e2b-mcp/e2b-mcp/e2b"
+	"github.com/e2b-mcp/e2b-mcp/egress"
 	"github.com/e2b-mcp/e2b-mcp/lifecycle"
 	"github.com/e2b-mcp/e2b-mcp/state"
 )
@@ -23,6 +24,7 @@ import (
 // caller's sandbox, reaching E2B, counting steps, automatic checkpoints, wording failures).
 type base struct {
 	clients ClientSource
+	egress  egress.Source
 	store   *state.Store
 	cfg     Config
 	log     *slog.Logger
@@ -33,7 +35,7 @@ type base struct {
 }
 
 func newBase(d Deps) *base {
-	b := &base{clients: d.Clients, store: d.Store, cfg: d.Config.withDefaults(), log: d.Logger, now: d.Now,
+	b := &base{clients: d.Clients, egress: d.Egress, store: d.Store, cfg: d.Config.withDefaults(), log: d.Logger, now: d.Now,
 		scaling: make(chan struct{}, 1)}
 	if b.log == nil {
 		b.log = slog.New(slog.DiscardHandler)
@@ -188,9 +190,9 @@ func goneError(id, reason string) error {
 }
 
 // newSandbox is the request for a new sandbox of the caller's session, whether made or forked from a checkpoint:
-// secure, so that its envd wants the access token only this server keeps, and tagged, so that the server finds
-// it again and E2B's dashboard shows whose it is.
-func newSandbox(call Caller, template, title string, timeout int, env map[string]string) e2b.NewSandbox {
+// secure, so that its envd wants the access token only this server keeps, tagged, so that the server finds it
+// again and E2B's dashboard shows whose it is, and with its owner's egress configuration.
+func newSandbox(call Caller, template, title string, timeout int, env map[string]string, net egress.Config) e2b.NewSandbox {
 	if env == nil {
 		env = map[string]string{}
 	}
@@ -200,7 +202,38 @@ func newSandbox(call Caller, template, title string, timeout int, env map[string
 		Secure:     true,
 		Metadata:   lifecycle.Metadata(call.Owner, call.Session, title),
 		EnvVars:    env,
+		Network:    net.Network,
 	}
+}
+
+// egressFor is the complete egress configuration of the owner's sandboxes as it is now (credentials read afresh,
+// so a rotated one takes effect at once). The error never holds a credential's value.
+func (b *base) egressFor(owner string) (egress.Config, error) {
+	if b.egress == nil {
+		return egress.Config{Summary: egress.Summary{Credentials: []egress.Applied{}, Internet: true}}, nil
+	}
+	cfg, err := b.egress.Resolve(owner)
+	if err != nil {
+		return cfg, userErrorf("Could not read the egress credentials of %s: %v", owner, err)
+	}
+	return cfg, nil
+}
+
+// applyEgress gives a running sandbox the complete egress configuration of its owner (E2B's update replaces
+// everything), as every path that brings a sandbox alive without a create must: resume, a live fork, adoption.
+// Without an egress source nothing is sent. A failure comes back as a warning for the result: the sandbox runs,
+// but may still have the rules it had before.
+func (b *base) applyEgress(ctx context.Context, c *e2b.Client, owner, id string) (*egress.Summary, string) {
+	if b.egress == nil {
+		return nil, ""
+	}
+	summary, err := egress.Apply(ctx, c, b.egress, owner, id)
+	if err != nil {
+		b.log.Warn("applying the egress configuration", "sandbox", id, "owner", owner, "err", err)
+		return nil, fmt.Sprintf("The egress configuration of %s could not be brought up to date (%s); credentials changed or "+
+			"removed since it last ran may still be in force in it, and new ones may be missing.", id, b.errorText(ctx, Caller{Owner: owner}, "egress", err))
+	}
+	return &summary, ""
 }
 
 // newRecord is the record of a sandbox just started for the caller, made or forked: running, with the domain and

@@ -6,6 +6,7 @@ import (
 
 	"github.com/mark3labs/mcp-go/server"
 
+	"github.com/e2b-mcp/e2b-mcp/egress"
 	"github.com/e2b-mcp/e2b-mcp/state"
 )
 
@@ -18,14 +19,15 @@ type createArgs struct {
 }
 
 type createResult struct {
-	SandboxID      string `json:"sandbox_id"`
-	Status         string `json:"status" jsonschema_description:"The new sandbox's state: running."`
-	Title          string `json:"title,omitempty"`
-	Template       string `json:"template"`
-	WorkspacePath  string `json:"workspace_path" jsonschema_description:"The working directory of e2b_exec when no cwd is given."`
-	TimeoutSeconds int    `json:"timeout_seconds"`
-	FilesUploaded  int    `json:"files_uploaded"`
-	Warning        string `json:"warning,omitempty" jsonschema_description:"Something went wrong after the sandbox was created; the sandbox exists."`
+	SandboxID      string         `json:"sandbox_id"`
+	Status         string         `json:"status" jsonschema_description:"The new sandbox's state: running."`
+	Title          string         `json:"title,omitempty"`
+	Template       string         `json:"template"`
+	WorkspacePath  string         `json:"workspace_path" jsonschema_description:"The working directory of e2b_exec when no cwd is given."`
+	TimeoutSeconds int            `json:"timeout_seconds"`
+	FilesUploaded  int            `json:"files_uploaded"`
+	Egress         egress.Summary `json:"egress" jsonschema_description:"Set by the server's operator, not by any tool: the credentials (by name and domain) whose headers E2B's egress proxy adds to this sandbox's HTTP(S) requests to that domain, so that e.g. git push to github.com authenticates although no token is in the sandbox; and where the sandbox may connect (allow_out: only there; internet false: nowhere else)."`
+	Warning        string         `json:"warning,omitempty" jsonschema_description:"Something went wrong after the sandbox was created; the sandbox exists."`
 }
 
 // createSandbox is e2b_create_sandbox.
@@ -73,14 +75,18 @@ func (t createSandbox) run(ctx context.Context, call Caller, a *createArgs) (any
 	if err != nil {
 		return nil, err
 	}
-	sb, err := c.CreateSandbox(ctx, newSandbox(call, template, a.Title, timeout, a.EnvVars))
+	net, err := t.egressFor(call.Owner)
+	if err != nil {
+		return nil, err
+	}
+	sb, err := c.CreateSandbox(ctx, newSandbox(call, template, a.Title, timeout, a.EnvVars, net))
 	if err != nil {
 		return nil, err
 	}
 	rec := t.newRecord(call, c, sb, a.Title, template, timeout)
 	res := createResult{
 		SandboxID: sb.SandboxID, Status: state.StateRunning, Title: a.Title, Template: template,
-		WorkspacePath: WorkspacePath, TimeoutSeconds: timeout,
+		WorkspacePath: WorkspacePath, TimeoutSeconds: timeout, Egress: net.Summary,
 	}
 	var warnings []string
 	if err := t.store.PutSandbox(rec); err != nil {

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/e2b-mcp/e2b-mcp/e2b"
+	"github.com/e2b-mcp/e2b-mcp/egress"
 	"github.com/e2b-mcp/e2b-mcp/state"
 )
 
@@ -116,8 +117,11 @@ func (c Config) withDefaults() Config {
 // Deps are what the tools need from the server.
 type Deps struct {
 	Clients ClientSource
-	Store   *state.Store
-	Config  Config
-	Logger  *slog.Logger     // nil discards
-	Now     func() time.Time // nil is time.Now
+	// Egress configures every sandbox that comes alive (create, resume, fork, adoption); nil leaves E2B's
+	// default (no limits, no rules) and sends no egress configuration at all.
+	Egress egress.Source
+	Store  *state.Store
+	Config Config
+	Logger *slog.Logger     // nil discards
+	Now    func() time.Time // nil is time.Now
 }

@@ -7,6 +7,7 @@ import (
 	"github.com/mark3labs/mcp-go/server"
 
 	"github.com/e2b-mcp/e2b-mcp/e2b"
+	"github.com/e2b-mcp/e2b-mcp/egress"
 	"github.com/e2b-mcp/e2b-mcp/state"
 )
 
@@ -38,6 +39,7 @@ type forkResult struct {
 	Sandboxes []forkedSandbox `json:"sandboxes"`
 	Count     int             `json:"count"`
 	Source    forkSource      `json:"source"`
+	Egress    *egress.Summary `json:"egress,omitempty" jsonschema_description:"The credentials (by name and domain) and egress limits in force in the new sandboxes, as for e2b_create_sandbox; set by the server's operator."`
 	Warning   string          `json:"warning,omitempty" jsonschema_description:"Set when fewer sandboxes than asked for could be started."`
 }
 
@@ -98,6 +100,12 @@ func (t forkSandbox) fromSandbox(ctx context.Context, call Caller, a *forkArgs, 
 			continue
 		}
 		res.Sandboxes = append(res.Sandboxes, fs)
+		// A live fork starts with whatever E2B copied of the source's egress; it gets its owner's as it is now.
+		summary, warning := t.applyEgress(ctx, c, call.Owner, fs.SandboxID)
+		if summary != nil {
+			res.Egress = summary
+		}
+		failures = append(failures, warning)
 	}
 	return t.finish(res, count, failures)
 }
@@ -117,11 +125,15 @@ func (t forkSandbox) fromCheckpoint(ctx context.Context, call Caller, a *forkArg
 	if err != nil {
 		return nil, err
 	}
-	res := forkResult{Sandboxes: []forkedSandbox{}, Source: forkSource{SandboxID: cp.SandboxID, CheckpointID: cp.ID}}
+	net, err := t.egressFor(call.Owner)
+	if err != nil {
+		return nil, err
+	}
+	res := forkResult{Sandboxes: []forkedSandbox{}, Source: forkSource{SandboxID: cp.SandboxID, CheckpointID: cp.ID}, Egress: &net.Summary}
 	var failures []string
 	for i := range count {
 		title := forkTitle(a.Title, src, i, count)
-		sb, err := c.CreateSandbox(ctx, newSandbox(call, cp.SnapshotID, title, t.cfg.DefaultTimeoutSeconds, nil))
+		sb, err := c.CreateSandbox(ctx, newSandbox(call, cp.SnapshotID, title, t.cfg.DefaultTimeoutSeconds, nil, net))
 		if err != nil {
 			if len(res.Sandboxes) == 0 {
 				return nil, err
@@ -157,8 +169,12 @@ func (t forkSandbox) finish(res forkResult, asked int, failures []string) (any, 
 	if res.Count == 0 {
 		return nil, userErrorf("No fork could be started: %s", joinWarnings(failures...))
 	}
-	if len(failures) > 0 {
-		res.Warning = fmt.Sprintf("Only %d of %d forks were started: %s", res.Count, asked, joinWarnings(failures...))
+	warning := joinWarnings(failures...)
+	switch {
+	case res.Count < asked:
+		res.Warning = fmt.Sprintf("Only %d of %d forks were started: %s", res.Count, asked, warning)
+	case warning != "":
+		res.Warning = warning
 	}
 	return res, nil
 }

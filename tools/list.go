@@ -6,6 +6,8 @@ import (
 
 	"github.com/mark3labs/mcp-go/server"
 
+	"github.com/e2b-mcp/e2b-mcp/e2b"
+	"github.com/e2b-mcp/e2b-mcp/egress"
 	"github.com/e2b-mcp/e2b-mcp/lifecycle"
 	"github.com/e2b-mcp/e2b-mcp/state"
 )
@@ -49,7 +51,7 @@ func (t listSandboxes) run(ctx context.Context, call Caller, _ *listArgs) (any, 
 		return nil, err
 	}
 	res := listResult{Sandboxes: []sandboxInfo{}}
-	if _, err := lifecycle.Reconcile(ctx, c, t.store, call.Owner, call.Session); err != nil {
+	if _, err := lifecycle.Reconcile(ctx, c, t.store, call.Owner, call.Session, t.onAdopt(c)); err != nil {
 		if ctx.Err() != nil {
 			return nil, err
 		}
@@ -78,4 +80,13 @@ func describe(r state.SandboxRecord) sandboxInfo {
 		SandboxID: r.ID, Title: r.Title, Template: r.Template, State: r.State, GoneReason: r.GoneReason,
 		Created: r.Created, TimeoutSeconds: r.TimeoutSeconds, Steps: r.Steps,
 	}
+}
+
+// onAdopt gives sandboxes the reconciliation adopts their owner's egress configuration, when there is an egress
+// source.
+func (t listSandboxes) onAdopt(c *e2b.Client) lifecycle.AdoptHook {
+	if t.egress == nil {
+		return nil
+	}
+	return egress.OnAdopt(c, t.egress, t.log)
 }

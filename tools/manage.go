@@ -8,6 +8,7 @@ import (
 	"github.com/mark3labs/mcp-go/server"
 
 	"github.com/e2b-mcp/e2b-mcp/e2b"
+	"github.com/e2b-mcp/e2b-mcp/egress"
 	"github.com/e2b-mcp/e2b-mcp/state"
 )
 
@@ -18,13 +19,14 @@ type manageArgs struct {
 }
 
 type manageResult struct {
-	SandboxID      string `json:"sandbox_id"`
-	Action         string `json:"action"`
-	Success        bool   `json:"success"`
-	TimeoutSeconds int    `json:"timeout_seconds,omitempty" jsonschema_description:"For resume: the sandbox's new timeout."`
-	AlreadyPaused  bool   `json:"already_paused,omitempty"`
-	CheckpointID   string `json:"checkpoint_id,omitempty" jsonschema_description:"The checkpoint taken before pausing, by the on_pause policy."`
-	Warning        string `json:"warning,omitempty"`
+	SandboxID      string          `json:"sandbox_id"`
+	Action         string          `json:"action"`
+	Success        bool            `json:"success"`
+	TimeoutSeconds int             `json:"timeout_seconds,omitempty" jsonschema_description:"For resume: the sandbox's new timeout."`
+	AlreadyPaused  bool            `json:"already_paused,omitempty"`
+	CheckpointID   string          `json:"checkpoint_id,omitempty" jsonschema_description:"The checkpoint taken before pausing, by the on_pause policy."`
+	Egress         *egress.Summary `json:"egress,omitempty" jsonschema_description:"For resume: the credentials (by name and domain) and egress limits now in force, as for e2b_create_sandbox; set by the server's operator."`
+	Warning        string          `json:"warning,omitempty"`
 }
 
 // manageSandbox is e2b_manage_sandbox.
@@ -123,7 +125,9 @@ func (t manageSandbox) resume(ctx context.Context, c *e2b.Client, call Caller, r
 	if err != nil {
 		return nil, err
 	}
-	return manageResult{SandboxID: rec.ID, Action: "resume", Success: true, TimeoutSeconds: timeout}, nil
+	// The sandbox may have slept through a rotation or removal of a credential: it gets its owner's as they are.
+	summary, warning := t.applyEgress(ctx, c, call.Owner, rec.ID)
+	return manageResult{SandboxID: rec.ID, Action: "resume", Success: true, TimeoutSeconds: timeout, Egress: summary, Warning: warning}, nil
 }
 
 // delete kills the sandbox and forgets it: the list then shows only what still exists or vanished on its own.
