@@ -82,14 +82,17 @@ func (e *e2bFlags) apiBase() string {
 	return "https://api." + e2b.DefaultDomain
 }
 
-// authTarget is what an auth subcommand acts on: an owner's entry in a secret store.
+// authTarget is what an auth or credentials subcommand acts on: an owner's entries in a secret store, and the
+// subcommand's positional arguments.
 type authTarget struct {
+	args  []string
 	owner string
 	store credentials.SecretStore
 }
 
-// authFlags adds the flags every auth subcommand has: --owner, --state-dir and the key store's.
-func (a *app) authFlags(f *flags, ownerWhat string) func(args []string) (authTarget, error) {
+// authFlags adds the flags every auth and credentials subcommand has: --owner, --state-dir and the key store's.
+// The subcommand takes nargs positional arguments.
+func (a *app) authFlags(f *flags, ownerWhat string, nargs int) func(args []string) (authTarget, error) {
 	ownerOpt := ownerFlag(f, ownerWhat)
 	stateDirOpt := f.String("state-dir", "", "state directory, where the encrypted key store is by default")
 	keys := addKeyStoreFlags(f)
@@ -98,7 +101,7 @@ func (a *app) authFlags(f *flags, ownerWhat string) func(args []string) (authTar
 		if err != nil {
 			return authTarget{}, err
 		}
-		if err := f.wantArgs(rest, 0, 0); err != nil {
+		if err := f.wantArgs(rest, nargs, nargs); err != nil {
 			return authTarget{}, err
 		}
 		owner, err := a.owner(*ownerOpt)
@@ -115,7 +118,7 @@ func (a *app) authFlags(f *flags, ownerWhat string) func(args []string) (authTar
 		if err != nil {
 			return authTarget{}, err
 		}
-		return authTarget{owner: owner, store: store}, nil
+		return authTarget{args: rest, owner: owner, store: store}, nil
 	}
 }
 
@@ -124,7 +127,7 @@ func runAuthLogin(ctx context.Context, a *app, args []string) error {
 		"Store an E2B API key (e2b_...) for an owner, in the OS keyring or, with --master-key-file, in the\n"+
 			"encrypted key store. The key is read from the terminal without echo, or from the first line of\n"+
 			"standard input when it is piped. It is checked with E2B first: a key E2B refuses is not stored.")
-	target := a.authFlags(f, "owner the key belongs to")
+	target := a.authFlags(f, "owner the key belongs to", 0)
 	loc := a.addE2BFlags(f, false)
 	noVerify := f.Bool("no-verify", false, "store the key even if E2B cannot be reached to check it")
 	t, err := target(args)
@@ -188,42 +191,49 @@ func apiMessage(err error) string {
 	return err.Error()
 }
 
-// maxKeyLine bounds what is read from a piped stdin.
-const maxKeyLine = 4096
+// maxSecretLine bounds what is read from a piped stdin.
+const maxSecretLine = 16 << 10
 
-// readKey reads the key from the terminal without echo, or the first line of a piped stdin.
+// readKey reads an E2B API key from the terminal without echo, or the first line of a piped stdin.
 func (a *app) readKey(owner string) (string, error) {
+	return a.readSecret(fmt.Sprintf("E2B API key for %s (https://e2b.dev/dashboard?tab=keys; input is hidden): ", owner),
+		"key", "auth login")
+}
+
+// readSecret reads a secret (what: "key", "value") from the terminal without echo after prompt, or the first line
+// of a piped stdin; command is how the error tells to pipe it in.
+func (a *app) readSecret(prompt, what, command string) (string, error) {
 	if f, ok := a.stdin.(*os.File); ok && term.IsTerminal(int(f.Fd())) {
-		fmt.Fprintf(a.stderr, "E2B API key for %s (https://e2b.dev/dashboard?tab=keys; input is hidden): ", owner)
+		fmt.Fprint(a.stderr, prompt)
 		b, err := term.ReadPassword(int(f.Fd()))
 		fmt.Fprintln(a.stderr)
 		if err != nil {
-			return "", fmt.Errorf("reading the key from the terminal: %w", err)
+			return "", fmt.Errorf("reading the %s from the terminal: %w", what, err)
 		}
-		key := strings.TrimSpace(string(b))
-		if key == "" {
-			return "", errors.New("no key was entered; nothing was stored")
+		secret := strings.TrimSpace(string(b))
+		if secret == "" {
+			return "", fmt.Errorf("no %s was entered; nothing was stored", what)
 		}
-		return key, nil
+		return secret, nil
 	}
 	if a.stdin == nil {
-		return "", errors.New("no key on standard input; nothing was stored")
+		return "", fmt.Errorf("no %s on standard input; nothing was stored", what)
 	}
-	line, err := bufio.NewReaderSize(io.LimitReader(a.stdin, maxKeyLine), maxKeyLine).ReadString('\n')
+	line, err := bufio.NewReaderSize(io.LimitReader(a.stdin, maxSecretLine), maxSecretLine).ReadString('\n')
 	if err != nil && !errors.Is(err, io.EOF) {
-		return "", fmt.Errorf("reading the key from standard input: %w", err)
+		return "", fmt.Errorf("reading the %s from standard input: %w", what, err)
 	}
-	key := strings.TrimSpace(line)
-	if key == "" {
-		return "", errors.New("no key on standard input (pipe it in, e.g. `printf '%s\\n' \"$KEY\" | e2b-mcp auth login`, " +
-			"or run the command in a terminal); nothing was stored")
+	secret := strings.TrimSpace(line)
+	if secret == "" {
+		return "", fmt.Errorf("no %s on standard input (pipe it in, e.g. `printf '%%s\\n' \"$SECRET\" | e2b-mcp %s`, "+
+			"or run the command in a terminal); nothing was stored", what, command)
 	}
-	return key, nil
+	return secret, nil
 }
 
 func runAuthStatus(_ context.Context, a *app, args []string) error {
 	f := newFlags("auth status", "[--owner NAME] [--master-key-file FILE]", "Say whether an E2B API key is stored for an owner. Exit status 1 when none is.")
-	target := a.authFlags(f, "owner")
+	target := a.authFlags(f, "owner", 0)
 	t, err := target(args)
 	if err != nil {
 		return err
@@ -242,7 +252,7 @@ func runAuthStatus(_ context.Context, a *app, args []string) error {
 
 func runAuthLogout(_ context.Context, a *app, args []string) error {
 	f := newFlags("auth logout", "[--owner NAME] [--master-key-file FILE]", "Remove an owner's E2B API key.")
-	target := a.authFlags(f, "owner")
+	target := a.authFlags(f, "owner", 0)
 	t, err := target(args)
 	if err != nil {
 		return err

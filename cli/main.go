@@ -59,6 +59,7 @@ func commands() []command {
 	return []command{
 		{"serve", "[flags]", "run the MCP server (stdio by default; --transport http|sse)", runServe},
 		{"auth", "login|status|logout [flags]", "connect, inspect or remove the E2B API key in the OS keyring", runAuth},
+		{"credentials", "add NAME --domain D | list | remove NAME", "credentials your sandboxes' requests carry without holding them", runCredentials},
 		{"policy", "check FILE | explain FILE TOOL ARGS_JSON", "validate a policy file, or explain its decision for a call", runPolicy},
 		{"approve", "[ID]", "list the calls waiting for approval, or approve one", runApprove},
 		{"audit", "[flags]", "show the audit log of tool calls", runAudit},
@@ -94,7 +95,7 @@ func (a *app) usage(w io.Writer) {
 	fmt.Fprintln(w, "e2b-mcp: an MCP server that gives AI assistants control of E2B cloud sandboxes.")
 	fmt.Fprintln(w, "\nUsage: e2b-mcp COMMAND [ARGS]\n\nCommands:")
 	for _, c := range commands() {
-		fmt.Fprintf(w, "  %-9s %s\n", c.name, c.summary)
+		fmt.Fprintf(w, "  %-11s %s\n", c.name, c.summary)
 	}
 	fmt.Fprintln(w, "\nRun `e2b-mcp COMMAND --help` for a command's flags.")
 }

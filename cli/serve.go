@@ -11,6 +11,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/e2b-mcp/e2b-mcp/egress"
 	"github.com/e2b-mcp/e2b-mcp/lifecycle"
 	"github.com/e2b-mcp/e2b-mcp/server"
 	"github.com/e2b-mcp/e2b-mcp/state"
@@ -49,6 +50,9 @@ type serveOptions struct {
 	oauthIssuer, oauthOwnerClaim      string
 	oauthScopes                       stringList
 	allowOrigins                      stringList
+	allowOut, denyOut                 stringList
+	noInternet                        bool
+	credentials                       string
 	logLevel                          *slog.LevelVar
 }
 
@@ -82,6 +86,10 @@ func (a *app) serveFlags() (*flags, *serveOptions) {
 	f.StringVar(&o.oauthOwnerClaim, "oauth-owner-claim", server.DefaultOwnerClaim, "the access token claim that names the owner (sub, email, preferred_username, ...)")
 	f.Var(&o.oauthScopes, "oauth-scope", "a scope clients should ask for, published in the resource metadata (repeatable)")
 	f.Var(&o.allowOrigins, "allow-origin", "web origin (scheme://host[:port]) whose pages may call the HTTP endpoints, for browser-based clients (repeatable; default: none but the server's own)")
+	f.Var(&o.allowOut, "allow-out", "the only destinations sandboxes may reach: domains (github.com, *.example.com), IPs or CIDRs (repeatable or comma-separated; default: no allow-list)")
+	f.Var(&o.denyOut, "deny-out", "IPs or CIDRs sandboxes may not reach (repeatable or comma-separated)")
+	f.BoolVar(&o.noInternet, "no-internet", false, "sandboxes reach nothing but the --allow-out destinations")
+	f.StringVar(&o.credentials, "credentials", "all", "the owner's credentials (see 'e2b-mcp credentials') sandboxes get: all, none, or NAME,NAME...")
 	o.logLevel = logLevelFlag(f)
 	return f, o
 }
@@ -146,6 +154,14 @@ func (a *app) serveConfig(f *flags, o *serveOptions) (server.Config, error) {
 			return cfg, f.usageErrorf("--allow-origin: %v", err)
 		}
 	}
+	limits := egress.Limits{AllowOut: splitList(o.allowOut), DenyOut: splitList(o.denyOut), NoInternet: o.noInternet}
+	if err := limits.Check(); err != nil {
+		return cfg, f.usageErrorf("%v", err)
+	}
+	creds, err := credentialChoice(o.credentials)
+	if err != nil {
+		return cfg, f.usageErrorf("%v", err)
+	}
 	owner, err := a.owner(o.owner)
 	if err != nil {
 		return cfg, err
@@ -192,6 +208,8 @@ func (a *app) serveConfig(f *flags, o *serveOptions) (server.Config, error) {
 		Secrets:         secrets,
 		OAuth:           oauth,
 		AllowOrigins:    o.allowOrigins,
+		Egress:          limits,
+		Credentials:     creds,
 		Tools: tools.Config{
 			OutputBudget: o.outputBudget,
 			StorageRoots: o.storageRoots,
@@ -235,4 +253,32 @@ func (a *app) signalContext(ctx context.Context) (context.Context, context.Cance
 		stop()
 	}()
 	return ctx, stop
+}
+
+// splitList splits the comma-separated entries of a repeatable flag.
+func splitList(l stringList) []string {
+	var out []string
+	for _, v := range l {
+		for _, part := range strings.Split(v, ",") {
+			if part = strings.TrimSpace(part); part != "" {
+				out = append(out, part)
+			}
+		}
+	}
+	return out
+}
+
+// credentialChoice reads --credentials: all (nil), none (empty) or a list of names.
+func credentialChoice(v string) ([]string, error) {
+	switch v {
+	case "all":
+		return nil, nil
+	case "none":
+		return []string{}, nil
+	}
+	names := splitList(stringList{v})
+	if len(names) == 0 {
+		return nil, errors.New("--credentials: want all, none or a comma-separated list of names")
+	}
+	return names, nil
 }
