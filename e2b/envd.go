@@ -114,6 +114,15 @@ func (e *Envd) newRequest(ctx context.Context, method, pathAndQuery string, body
 	if err != nil {
 		return nil, err
 	}
+	if body != nil {
+		// Bodies go chunked, never with a Content-Length. A Go reverse proxy in front of envd (E2B's edge proxy
+		// is httputil.ReverseProxy over HTTP/1.1) that forwards a body of declared length reads it once more
+		// after the last byte, to check that nothing follows; if envd has answered by then, the proxy's server
+		// has already closed that body, the read fails and the proxy drops its connection to envd, cutting the
+		// answer (golang/go#40747). A chunked body ends with its terminating chunk, which every hop must read
+		// before passing it on, and envd answers only once it has it: no hop reads after the answer starts.
+		req.ContentLength = -1
+	}
 	req.Header.Set("User-Agent", e.client.cfg.UserAgent)
 	req.Header.Set("E2b-Sandbox-Id", e.conn.ID)
 	req.Header.Set("E2b-Sandbox-Port", strconv.Itoa(EnvdPort))

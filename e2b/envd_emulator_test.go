@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"strings"
@@ -518,5 +519,37 @@ func TestEmulatorStreamCutFault(t *testing.T) {
 	var te *TransportError
 	if !errors.As(err, &te) || !errors.Is(err, errStreamCut) {
 		t.Fatalf("err = %v (%T), want the cut reported", err, err)
+	}
+}
+
+// Every kind of envd call goes through a Go reverse proxy in front of envd, as E2B's edge is one, even when the
+// proxy is slow to finish reading request bodies: answers to bodies of declared length would be cut (newRequest).
+func TestEmulatorThroughAnEdgeProxy(t *testing.T) {
+	m := newEnvdEmu(t, e2btest.Options{}, NewSandbox{Secure: true})
+	proxy, err := e2btest.NewEdgeProxy(e2btest.EdgeProxyOptions{Target: m.srv.URL(), BodyLag: 20 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(proxy.Close)
+	c, err := NewClient(Config{APIKey: testAPIKey, APIURL: m.srv.URL(), SandboxURL: proxy.URL(), MaxRetries: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := c.Envd(m.sb.Conn(c.Domain()))
+	ctx := emuCtx(t)
+	for i := range 3 {
+		res, stdout, _, err := m.run(t, e, fmt.Sprintf("echo run-%d", i), CommandOptions{})
+		if err != nil || res.ExitCode != 0 || stdout != fmt.Sprintf("run-%d\n", i) {
+			t.Fatalf("command %d through the proxy: %+v %q %v", i, res, stdout, err)
+		}
+		if _, err := e.ListProcesses(ctx); err != nil {
+			t.Fatalf("List through the proxy: %v", err)
+		}
+		if _, err := e.Upload(ctx, "/home/user/f", strings.NewReader("content")); err != nil {
+			t.Fatalf("upload through the proxy: %v", err)
+		}
+		if _, err := e.Stat(ctx, "/home/user/f"); err != nil {
+			t.Fatalf("Stat through the proxy: %v", err)
+		}
 	}
 }

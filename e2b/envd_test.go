@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -22,6 +23,8 @@ type recorded struct {
 	method, path, rawQuery string
 	header                 http.Header
 	body                   []byte
+	transferEncoding       []string
+	contentLength          int64
 }
 
 // fakeEnvd is an httptest server that records requests and answers with handle.
@@ -38,7 +41,7 @@ func newFakeEnvd(t *testing.T, handle func(w http.ResponseWriter, r *http.Reques
 	f.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(r.Body)
 		f.mu.Lock()
-		f.reqs = append(f.reqs, recorded{r.Method, r.URL.Path, r.URL.RawQuery, r.Header.Clone(), body})
+		f.reqs = append(f.reqs, recorded{r.Method, r.URL.Path, r.URL.RawQuery, r.Header.Clone(), body, r.TransferEncoding, r.ContentLength})
 		f.mu.Unlock()
 		f.handle(w, r, body)
 	}))
@@ -173,6 +176,10 @@ func TestEnvdHeadersOnEveryRequest(t *testing.T) {
 					if strings.EqualFold(k, "X-Api-Key") || strings.Contains(strings.Join(vs, " "), testAPIKey) {
 						t.Errorf("%s: the API key was sent to envd in %s", name, k)
 					}
+				}
+				if r.method == http.MethodPost && (r.contentLength != -1 || !slices.Equal(r.transferEncoding, []string{"chunked"})) {
+					// A body of declared length through a Go reverse proxy can have its answer cut (newRequest).
+					t.Errorf("%s: body sent with Content-Length %d, transfer encoding %v; want chunked", name, r.contentLength, r.transferEncoding)
 				}
 				isRPC := strings.Contains(r.path, ".")
 				switch {
