@@ -145,6 +145,21 @@ func isStreaming(procedure string) bool {
 	return false
 }
 
+// envelopeError is envd's answer to a request envelope that cannot be read.
+func envelopeError(err error) *rpcError {
+	var tooLarge *connectframe.TooLargeError
+	var incomplete *connectframe.IncompleteError
+	switch {
+	case errors.As(err, &tooLarge):
+		return rpcErrorf("resource_exhausted", "message size %d is larger than configured max %d", tooLarge.Size, tooLarge.Max)
+	case errors.As(err, &incomplete) && !incomplete.Header:
+		return rpcErrorf("invalid_argument", "protocol error: promised %d bytes in enveloped message, got fewer: %v", incomplete.Size, incomplete.Err)
+	case errors.As(err, &incomplete):
+		err = incomplete.Err
+	}
+	return rpcErrorf("invalid_argument", "protocol error: incomplete envelope: %v", err)
+}
+
 // readRequest reads a call's request message: the body of a unary call, or the single envelope of a stream.
 func readRequest(r *http.Request, streaming bool) ([]byte, *rpcError) {
 	body := io.LimitReader(r.Body, maxRequestMessage+connectframe.HeaderLen)
@@ -169,19 +184,17 @@ func readRequest(r *http.Request, streaming bool) ([]byte, *rpcError) {
 		}
 		return data, nil
 	}
-	flags, data, err := connectframe.NewReader(body, maxRequestMessage).Next()
+	er := connectframe.NewReader(body, maxRequestMessage)
+	flags, data, err := er.Next()
 	if err != nil {
-		var tooLarge *connectframe.TooLargeError
-		var incomplete *connectframe.IncompleteError
-		switch {
-		case errors.As(err, &tooLarge):
-			return nil, rpcErrorf("resource_exhausted", "message size %d is larger than configured max %d", tooLarge.Size, tooLarge.Max)
-		case errors.As(err, &incomplete) && !incomplete.Header:
-			return nil, rpcErrorf("invalid_argument", "protocol error: promised %d bytes in enveloped message, got fewer: %v", incomplete.Size, incomplete.Err)
-		case errors.As(err, &incomplete):
-			err = incomplete.Err
-		}
-		return nil, rpcErrorf("invalid_argument", "protocol error: incomplete envelope: %v", err)
+		return nil, envelopeError(err)
+	}
+	// Like connect-go, envd reads the request to its end before it answers, and refuses a second message.
+	data = bytes.Clone(data)
+	if _, _, err := er.Next(); err == nil {
+		return nil, rpcErrorf("unimplemented", "unary request has multiple messages")
+	} else if !errors.Is(err, io.EOF) {
+		return nil, envelopeError(err)
 	}
 	if flags&connectframe.FlagCompressed != 0 {
 		enc := r.Header.Get("Connect-Content-Encoding")

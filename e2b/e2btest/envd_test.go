@@ -16,6 +16,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -319,6 +320,8 @@ func TestEnvdRequestEnvelopeErrors(t *testing.T) {
 		{"no payload", whole[:5], fmt.Sprintf(`{"error":{"code":"invalid_argument","message":"protocol error: promised %d bytes in enveloped message, got fewer: EOF"}}`, len(whole)-5)},
 		{"oversized", []byte{0, 0x7f, 0, 0, 0}, `{"error":{"code":"resource_exhausted","message":"message size 2130706432 is larger than configured max 8388608"}}`},
 		{"compressed", compressed, `{"error":{"code":"internal","message":"protocol error: received compressed message without compression support"}}`},
+		{"two messages", append(slices.Clone(whole), whole...), `{"error":{"code":"unimplemented","message":"unary request has multiple messages"}}`},
+		{"cut second message", append(slices.Clone(whole), whole[:3]...), `{"error":{"code":"invalid_argument","message":"protocol error: incomplete envelope: unexpected EOF"}}`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -331,6 +334,53 @@ func TestEnvdRequestEnvelopeErrors(t *testing.T) {
 				t.Fatalf("end of stream %s\nwant           %s", frames[0].data, tt.want)
 			}
 		})
+	}
+}
+
+// A stream's answer starts only once its request has ended, as with connect-go: a proxy in front of envd that
+// forwards a chunked body has then read all of it.
+func TestEnvdAnswersAfterTheRequestEnds(t *testing.T) {
+	b := envdCreate(t, envdServer(t, Options{}), nil)
+	pr, pw := io.Pipe()
+	req, err := http.NewRequest(http.MethodPost, b.s.URL()+"/process.Process/Start", pr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("E2b-Sandbox-Id", b.id)
+	req.Header.Set("X-Access-Token", b.token)
+	req.Header.Set("Content-Type", "application/connect+json")
+	answered := make(chan *http.Response, 1)
+	go func() {
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Error(err)
+			close(answered)
+			return
+		}
+		answered <- resp
+	}()
+	if _, err := pw.Write(envdEnvelope(startBody("echo hi"))); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-answered:
+		t.Fatal("the stream answered before its request ended")
+	case <-time.After(300 * time.Millisecond):
+	}
+	pw.Close()
+	select {
+	case resp := <-answered:
+		if resp == nil {
+			return
+		}
+		defer resp.Body.Close()
+		data, _ := io.ReadAll(resp.Body)
+		frames, _ := parseFrames(data)
+		if resp.StatusCode != http.StatusOK || len(frames) < 3 || frames[len(frames)-1].data != "{}" {
+			t.Fatalf("HTTP %d, frames %+v", resp.StatusCode, frames)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("no answer within 30s of the request's end")
 	}
 }
 
