@@ -204,13 +204,21 @@ func checkListen(addr string, haveTokens bool) error {
 
 // sessionOwners binds each HTTP protocol session (the Mcp-Session-Id of streamable HTTP in protocol 2025-11-25
 // and earlier, the sessionId of SSE) to the owner that opened it, so that one owner cannot post into, listen to
-// or end another owner's session even if it learns the ID. It is mcp-go's session ID manager for /mcp.
+// or end another owner's session even if it learns the ID. It is mcp-go's session ID manager for /mcp. It also
+// ends the calls running in a session when the session ends (see track).
 type sessionOwners struct {
-	mu     sync.Mutex
-	owners map[string]string // session ID → owner
+	mu       sync.Mutex
+	sessions map[string]*httpSession // session ID → its owner and calls
+	lastCall uint64
 }
 
-func newSessionOwners() *sessionOwners { return &sessionOwners{owners: map[string]string{}} }
+// httpSession is one HTTP protocol session: the owner that opened it and the calls running in it.
+type httpSession struct {
+	owner string
+	calls map[uint64]context.CancelCauseFunc
+}
+
+func newSessionOwners() *sessionOwners { return &sessionOwners{sessions: map[string]*httpSession{}} }
 
 const sessionIDPrefix = "mcp-session-"
 
@@ -223,7 +231,7 @@ func newSessionID() string {
 func (o *sessionOwners) add(owner string) string {
 	id := newSessionID()
 	o.mu.Lock()
-	o.owners[id] = owner
+	o.sessions[id] = &httpSession{owner: owner, calls: map[uint64]context.CancelCauseFunc{}}
 	o.mu.Unlock()
 	return id
 }
@@ -231,14 +239,60 @@ func (o *sessionOwners) add(owner string) string {
 func (o *sessionOwners) owner(id string) (string, bool) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	owner, ok := o.owners[id]
-	return owner, ok
+	sess, ok := o.sessions[id]
+	if !ok {
+		return "", false
+	}
+	return sess.owner, true
 }
 
+// errSessionEnded is why a call ends when its session does.
+var errSessionEnded = errors.New("the client's MCP session ended (the client disconnected, or the session was closed)")
+
+// forget ends a session: its calls are cancelled.
 func (o *sessionOwners) forget(id string) {
 	o.mu.Lock()
-	delete(o.owners, id)
+	sess := o.sessions[id]
+	delete(o.sessions, id)
 	o.mu.Unlock()
+	if sess == nil {
+		return
+	}
+	for _, cancel := range sess.calls {
+		cancel(errSessionEnded)
+	}
+}
+
+// track gives a call a context that ends when the call's HTTP protocol session ends; done must be called when
+// the call returns. mcp-go runs each message an SSE client posts on a context detached from every HTTP request
+// (context.WithoutCancel in SSEServer.handleMessage), so without this a call whose client has disconnected runs
+// on to its end, and its command in the sandbox with it. Calls outside the sessions this server issued (stdio,
+// in-process clients, streamable HTTP without a session, whose request carries the cancellation) are left as
+// they are.
+func (o *sessionOwners) track(ctx context.Context) (_ context.Context, done func()) {
+	cs := mcpserver.ClientSessionFromContext(ctx)
+	if cs == nil || !strings.HasPrefix(cs.SessionID(), sessionIDPrefix) {
+		return ctx, func() {}
+	}
+	ctx, cancel := context.WithCancelCause(ctx)
+	o.mu.Lock()
+	sess, ok := o.sessions[cs.SessionID()]
+	if !ok {
+		// The session ended between the message's arrival and the call's start.
+		o.mu.Unlock()
+		cancel(errSessionEnded)
+		return ctx, func() {}
+	}
+	o.lastCall++
+	key := o.lastCall
+	sess.calls[key] = cancel
+	o.mu.Unlock()
+	return ctx, func() {
+		o.mu.Lock()
+		delete(sess.calls, key)
+		o.mu.Unlock()
+		cancel(nil)
+	}
 }
 
 // ResolveSessionIdManager gives mcp-go a manager that acts for the request's owner. r is nil for mcp-go's own

@@ -48,13 +48,16 @@ func (s *Server) callerFor(ctx context.Context) (tools.Caller, error) {
 	return tools.Caller{Owner: s.cfg.Owner, Session: s.cfg.Session}, nil
 }
 
-// governCall is the middleware around every tool: it puts the caller in the context, renews the session's lease,
-// applies the policy (deny, or ask a human for require_approval), runs the tool, and records the call in the
-// audit log whatever happened. Denied and declined calls never reach the tool, so never reach E2B.
+// governCall is the middleware around every tool: it ties the call to its HTTP session (whose end cancels it),
+// puts the caller in the context, renews the session's lease, applies the policy (deny, or ask a human for
+// require_approval), runs the tool, and records the call in the audit log whatever happened. Denied and declined
+// calls never reach the tool, so never reach E2B.
 func (s *Server) governCall(next mcpserver.ToolHandlerFunc) mcpserver.ToolHandlerFunc {
 	return func(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 		start := s.cfg.Now()
 		tool := req.Params.Name
+		ctx, done := s.sessions.track(ctx)
+		defer done()
 		caller, err := s.callerFor(ctx)
 		if err != nil {
 			return mcp.NewToolResultError("Refused: " + err.Error()), nil
