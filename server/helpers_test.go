@@ -230,3 +230,15 @@ func testKey(owner string) string {
 	sum := sha256.Sum256([]byte("e2b-mcp test\x00" + owner))
 	return "e2b_" + hex.EncodeToString(sum[:20])
 }
+
+// awaitRun waits for Run to return (after its stdin closed), failing the test instead of hanging when it does not.
+func awaitRun(t *testing.T, done <-chan error) error {
+	t.Helper()
+	select {
+	case err := <-done:
+		return err
+	case <-time.After(30 * time.Second):
+		t.Fatal("Run did not return within 30s of its stdin closing")
+		return nil
+	}
+}

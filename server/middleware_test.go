@@ -265,7 +265,7 @@ func TestRunSweepsAtStart(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 	}
 	inW.Close()
-	if err := <-done; err != nil {
+	if err := awaitRun(t, done); err != nil {
 		t.Fatal(err)
 	}
 	if sb, _ := emu.Sandbox(mine); sb.State != "running" {
@@ -378,7 +378,7 @@ func TestRunReconcilesAtStart(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 	}
 	inW.Close()
-	if err := <-done; err != nil {
+	if err := awaitRun(t, done); err != nil {
 		t.Fatal(err)
 	}
 	if rec.Session != "s1" || rec.Title != "unrecorded" || rec.AccessToken != sb.AccessToken {
