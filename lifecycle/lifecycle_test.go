@@ -4,7 +4,10 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"io"
+	"net/http"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -221,5 +224,89 @@ func TestParseOrphanAction(t *testing.T) {
 	}
 	if _, err := ParseOrphanAction("delete"); err == nil {
 		t.Error("ParseOrphanAction accepted delete")
+	}
+}
+
+// failingSandbox is a transport that answers E2B's 500 to every pause and kill of one sandbox while failing is
+// set, and passes everything else to the emulator.
+type failingSandbox struct {
+	id      string
+	mu      sync.Mutex
+	failing bool
+}
+
+func (f *failingSandbox) set(failing bool) { f.mu.Lock(); f.failing = failing; f.mu.Unlock() }
+
+func (f *failingSandbox) RoundTrip(r *http.Request) (*http.Response, error) {
+	f.mu.Lock()
+	failing := f.failing
+	f.mu.Unlock()
+	target := r.URL.Path == "/sandboxes/"+f.id+"/pause" || (r.Method == http.MethodDelete && r.URL.Path == "/sandboxes/"+f.id)
+	if !failing || !target {
+		return http.DefaultTransport.RoundTrip(r)
+	}
+	if r.Body != nil {
+		r.Body.Close()
+	}
+	return &http.Response{
+		StatusCode: http.StatusInternalServerError,
+		Status:     "500 Internal Server Error",
+		Header:     http.Header{"Content-Type": {"application/json"}},
+		Body:       io.NopCloser(strings.NewReader(`{"code":500,"message":"injected failure"}`)),
+		Request:    r,
+	}, nil
+}
+
+// A sweep that fails to pause or kill one sandbox of a lapsed session acts on the others and leaves the session
+// unmarked, so that the next sweep tries again: one passing E2B error must not leave an orphan running for good.
+func TestSweepFailureLeavesSessionForNextSweep(t *testing.T) {
+	for _, action := range []OrphanAction{OrphanPause, OrphanKill} {
+		t.Run(string(action), func(t *testing.T) {
+			f := newFixture(t)
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			if _, err := f.st.TouchSession("erin", "s", time.Hour); err != nil {
+				t.Fatal(err)
+			}
+			healthy := f.create(t, "erin", "s", true, true)
+			stuck := f.create(t, "erin", "s", true, true)
+			f.clock.Advance(2 * time.Hour)
+
+			tr := &failingSandbox{id: stuck, failing: true}
+			c, err := e2b.NewClient(e2b.Config{APIKey: testKey, APIURL: f.srv.URL(), SandboxURL: f.srv.URL(),
+				HTTPClient: &http.Client{Transport: tr}, MaxRetries: -1})
+			if err != nil {
+				t.Fatal(err)
+			}
+			sw := &Sweeper{Store: f.st, Action: action, Now: f.clock.Now,
+				Client: func(context.Context, string) (*e2b.Client, error) { return c, nil }}
+			acted := func(id string) bool {
+				sb, ok := f.srv.Sandbox(id)
+				return !ok || sb.State != e2b.StateRunning
+			}
+
+			rep, err := sw.Sweep(ctx)
+			if err != nil || len(rep.Errors) == 0 {
+				t.Fatalf("sweep with a failing %s: %v, errors %v (want the failure reported)", action, err, rep.Errors)
+			}
+			if !acted(healthy) || acted(stuck) {
+				t.Fatalf("after the failed sweep: healthy acted on %v, stuck acted on %v", acted(healthy), acted(stuck))
+			}
+			lapsed, err := f.st.LapsedSessions(f.clock.Now())
+			if err != nil || len(lapsed) != 1 || lapsed[0].Name != "s" {
+				t.Fatalf("after a failed sweep the session must still be due: %+v %v", lapsed, err)
+			}
+
+			tr.set(false)
+			if rep, err := sw.Sweep(ctx); err != nil || len(rep.Errors) != 0 || !slices.Equal(rep.LapsedSessions, []string{"erin/s"}) {
+				t.Fatalf("the next sweep: %+v %v", rep, err)
+			}
+			if !acted(stuck) {
+				t.Fatal("the next sweep did not act on the sandbox the first one failed on")
+			}
+			if lapsed, err := f.st.LapsedSessions(f.clock.Now()); err != nil || len(lapsed) != 0 {
+				t.Fatalf("after a complete sweep the session is still due: %+v %v", lapsed, err)
+			}
+		})
 	}
 }
