@@ -2,6 +2,7 @@ package tools
 
 import (
 	"bytes"
+	"fmt"
 	"io"
 	"math/rand/v2"
 	"os"
@@ -138,5 +139,31 @@ func BenchmarkCapture(b *testing.B) {
 				c.close()
 			}
 		})
+	}
+}
+
+// A stream many times the budget is held in about twice the budget: the tail buffer is trimmed as it grows, and
+// the head and tail shown are the stream's first and last bytes.
+func TestCaptureMemoryBoundedOnLongStream(t *testing.T) {
+	const budget = 4096
+	c := newCapture(budget, t.TempDir())
+	defer c.close()
+	var last []byte
+	peak := 0
+	for i := range 256 * budget / 64 {
+		line := fmt.Appendf(nil, "%063d\n", i)
+		c.write(line)
+		last = line
+		peak = max(peak, cap(c.mem)+cap(c.head)+cap(c.tail))
+	}
+	if !c.truncated() || c.total != 256*budget {
+		t.Fatalf("truncated %v, total %d", c.truncated(), c.total)
+	}
+	if peak > 3*budget {
+		t.Fatalf("a stream of %d bytes held up to %d bytes in memory, want at most %d (about twice the budget of %d)", c.total, peak, 3*budget, budget)
+	}
+	text := c.text()
+	if !strings.HasPrefix(text, fmt.Sprintf("%063d\n", 0)) || !strings.HasSuffix(text, string(last)) || len(text) > budget {
+		t.Fatalf("head and tail of the long stream: %d bytes, starts %q, ends %q", len(text), text[:64], text[len(text)-64:])
 	}
 }
