@@ -7,6 +7,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
+	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -15,6 +16,7 @@ import (
 	"io/fs"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -215,14 +217,22 @@ func (s *suite) scan(captures []*capture, dirs ...string) []string {
 	return findLeaks(s.secrets(), captures, dirs...)
 }
 
-// findLeaks describes each place where one of secrets (secret → label) occurs, without repeating the secret.
-// Files are read whole, binary ones too: a state database must not hold a token in the clear either.
+// findLeaks describes each place where one of secrets (secret → label) occurs, raw or in an encoding that keeps
+// it readable (see encodings), without repeating the secret. Files are read whole, binary ones too: a state
+// database must not hold a token in the clear, nor base64-encoded as JSON writes byte fields.
 func findLeaks(secrets map[string]string, captures []*capture, dirs ...string) []string {
 	var leaks []string
+	forms := make(map[string][]encodedSecret, len(secrets))
+	for secret := range secrets {
+		forms[secret] = encodings(secret)
+	}
 	check := func(where string, data []byte) {
 		for secret, label := range secrets {
-			if bytes.Contains(data, []byte(secret)) {
-				leaks = append(leaks, fmt.Sprintf("%s in %s", label, where))
+			for _, f := range forms[secret] {
+				if bytes.Contains(data, f.text) {
+					leaks = append(leaks, fmt.Sprintf("%s (%s) in %s", label, f.name, where))
+					break
+				}
 			}
 		}
 	}
@@ -245,6 +255,47 @@ func findLeaks(secrets map[string]string, captures []*capture, dirs ...string) [
 	}
 	slices.Sort(leaks)
 	return leaks
+}
+
+// encodedSecret is one form a secret can take in output.
+type encodedSecret struct {
+	name string
+	text []byte
+}
+
+// encodings are the forms of secret that give it away: raw, base64 (standard and URL alphabets, at each of the
+// three alignments it can have inside a longer encoded value, so only the characters that depend on the secret
+// alone), hex (either case) and URL-escaped (as a query or path escapes it, and every byte escaped).
+func encodings(secret string) []encodedSecret {
+	b := []byte(secret)
+	forms := []encodedSecret{
+		{"raw", b},
+		{"hex", []byte(hex.EncodeToString(b))},
+		{"hex", []byte(strings.ToUpper(hex.EncodeToString(b)))},
+		{"URL-escaped", []byte(url.QueryEscape(secret))},
+		{"URL-escaped", []byte(url.PathEscape(secret))},
+	}
+	var every strings.Builder
+	for _, c := range b {
+		fmt.Fprintf(&every, "%%%02X", c)
+	}
+	forms = append(forms, encodedSecret{"URL-escaped", []byte(every.String())},
+		encodedSecret{"URL-escaped", []byte(strings.ToLower(every.String()))})
+	for _, enc := range []struct {
+		name string
+		e    *base64.Encoding
+	}{{"base64", base64.RawStdEncoding}, {"base64url", base64.RawURLEncoding}} {
+		for offset := range 3 {
+			// After offset leading bytes, the secret's bits start at bit 8·offset of the encoding, whose
+			// characters are 6 bits each: keep the characters made of the secret's bits alone.
+			text := enc.e.EncodeToString(append(make([]byte, offset), b...))
+			from, to := (8*offset+5)/6, 8*(offset+len(b))/6
+			if to > from {
+				forms = append(forms, encodedSecret{enc.name, []byte(text[from:to])})
+			}
+		}
+	}
+	return forms
 }
 
 // h is one test's view of the suite: its own scratch directory (state, storage root, policy), its own owner

@@ -1,6 +1,10 @@
 package tests
 
 import (
+	"encoding/base64"
+	"encoding/hex"
+	"fmt"
+	"net/url"
 	"os"
 	"path/filepath"
 	"slices"
@@ -30,7 +34,7 @@ func TestSecretScanFindsLeaks(t *testing.T) {
 		t.Fatal(err)
 	}
 	got := findLeaks(secrets, []*capture{clean, leaky}, dir)
-	want := []string{"key in stderr", "token in " + filepath.Join(dir, "state", "state.db")}
+	want := []string{"key (raw) in stderr", "token (raw) in " + filepath.Join(dir, "state", "state.db")}
 	if !slices.Equal(got, want) {
 		t.Fatalf("findLeaks = %q, want %q", got, want)
 	}
@@ -39,4 +43,35 @@ func TestSecretScanFindsLeaks(t *testing.T) {
 			t.Fatalf("a leak report repeats the secret: %q", l)
 		}
 	}
+
+	// Encoded, a secret is found as well: base64 as JSON writes a byte field (at any alignment inside a longer
+	// value, either alphabet), hex, and URL escapes.
+	for name, tc := range map[string]struct {
+		data []byte
+		want string
+	}{
+		"base64 field":       {fmt.Appendf(nil, `{"sealed":%q}`, base64.StdEncoding.EncodeToString([]byte(token))), "token (base64)"},
+		"base64 inside, +1":  {[]byte(base64.StdEncoding.EncodeToString([]byte("x" + token + "tail"))), "token (base64)"},
+		"base64 inside, +2":  {[]byte(base64.StdEncoding.EncodeToString([]byte("xy" + key))), "key (base64)"},
+		"base64url inside":   {[]byte(base64.RawURLEncoding.EncodeToString([]byte("\xff\xfe" + key + "\xfb"))), "key (base64"}, // either alphabet's form may match
+		"hex":                {[]byte(hex.EncodeToString([]byte(key))), "key (hex)"},
+		"HEX":                {[]byte(strings.ToUpper(hex.EncodeToString([]byte(token)))), "token (hex)"},
+		"query escaped":      {[]byte("GET /x?k=" + url.QueryEscape(key)), "key (raw)"},
+		"every byte escaped": {[]byte(escapeAll(token)), "token (URL-escaped)"},
+	} {
+		enc := &capture{name: name}
+		enc.Write(tc.data)
+		if got := findLeaks(secrets, []*capture{clean, enc}, t.TempDir()); len(got) != 1 || !strings.HasPrefix(got[0], tc.want) || !strings.HasSuffix(got[0], " in "+name) {
+			t.Errorf("%s: findLeaks = %q, want one leak %q… in %s", name, got, tc.want, name)
+		}
+	}
+}
+
+// escapeAll percent-encodes every byte of s.
+func escapeAll(s string) string {
+	var b strings.Builder
+	for i := range len(s) {
+		fmt.Fprintf(&b, "%%%02x", s[i])
+	}
+	return b.String()
 }
