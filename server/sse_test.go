@@ -20,7 +20,10 @@ import (
 	"github.com/e2b-mcp/e2b-mcp/state"
 )
 
-var sseRounds = flag.Int("sse-rounds", 3, "rounds of cancelled, timed-out and short calls in TestSSECallsAfterEarlyEndedCalls")
+var (
+	sseRounds  = flag.Int("sse-rounds", 3, "rounds of cancelled, timed-out and short calls in TestSSECallsAfterEarlyEndedCalls")
+	sseBodyLag = flag.Duration("sse-body-lag", 20*time.Millisecond, "the edge proxy's lag in reading request bodies (e2btest.EdgeProxyOptions.BodyLag)")
+)
 
 // edgeClients reaches the control plane at api and every sandbox's envd at sandbox (an edge proxy), with one HTTP
 // client for every call, as the keyring source does: connections are reused from call to call.
@@ -51,7 +54,7 @@ func newSSETarget(t *testing.T, envd *realEnvd) *sseTarget {
 		t.Fatal(err)
 	}
 	t.Cleanup(emu.Close)
-	po := e2btest.EdgeProxyOptions{Target: emu.URL(), BodyLag: 20 * time.Millisecond}
+	po := e2btest.EdgeProxyOptions{Target: emu.URL(), BodyLag: *sseBodyLag}
 	if envd != nil {
 		po.Target = envd.url
 		po.AccessToken = func(id, tok string) (string, bool) {
