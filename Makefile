@@ -33,8 +33,15 @@ $(JS_DEPS): tests/js/package-lock.json tests/js/package.json
 	cd tests/js && npm ci --no-audit --no-fund
 
 # -count=1: the end-to-end tests build the binary from every package, which go test's result cache cannot see.
+# Halves of tests that need what this machine lacks skip and are listed at the end (internal/optional); in CI
+# (CI set) a missing dependency the suite itself installs fails instead.
 test: prereqs-test fmt-check vet $(JS_DEPS)
-	$(KEYRING) $(GO) test -race -count=1 -timeout 6m ./...
+	@skips=$$(mktemp); \
+	echo "$(KEYRING) $(GO) test -race -count=1 -timeout 6m ./..."; \
+	E2B_MCP_SKIP_LOG=$$skips $(KEYRING) $(GO) test -race -count=1 -timeout 6m ./...; status=$$?; \
+	if [ -s $$skips ]; then echo "optional halves skipped, not run here:"; sort -u $$skips | sed 's/^/  /'; \
+	else echo "every optional half ran (the real envd, the TypeScript SDK, the keyring)"; fi; \
+	rm -f $$skips; exit $$status
 
 lint: fmt-check vet
 	@if command -v staticcheck >/dev/null 2>&1; then staticcheck ./...; \

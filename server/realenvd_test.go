@@ -13,6 +13,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/e2b-mcp/e2b-mcp/internal/optional"
 )
 
 // realEnvd is E2B's own envd daemon (../shared/envd beside the repository), one "sandbox", booted with /init as
@@ -30,10 +32,10 @@ func startRealEnvd(t *testing.T) *realEnvd {
 		t.Fatal(err)
 	}
 	if _, err := os.Stat(filepath.Join(dir, "start.sh")); err != nil {
-		t.Skipf("not run against the real envd: %s is absent", dir)
+		optional.Skip(t, "not run against the real envd: "+dir+" is absent")
 	}
 	if os.Geteuid() != 0 {
-		t.Skipf("not run against the real envd: %s/start.sh needs root", dir)
+		optional.Skip(t, "not run against the real envd: "+dir+"/start.sh needs root")
 	}
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()

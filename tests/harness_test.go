@@ -32,6 +32,7 @@ import (
 	"github.com/mark3labs/mcp-go/mcp"
 
 	"github.com/e2b-mcp/e2b-mcp/e2b/e2btest"
+	"github.com/e2b-mcp/e2b-mcp/internal/optional"
 )
 
 // suite is what TestMain prepares once for every test: the binary and the emulator.
@@ -119,7 +120,7 @@ func requireEnv(t testing.TB, ok bool, why string) {
 	if os.Getenv("CI") != "" {
 		t.Fatalf("%s (CI must provide it: .ci/run and `make test` do)", why)
 	}
-	t.Skip(why + "; `make test` provides it")
+	optional.Skip(t, why+"; `make test` provides it")
 }
 
 // requireKeyring is for tests that store keys in the OS keyring: the Secret Service needs a D-Bus session,
