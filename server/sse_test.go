@@ -47,7 +47,7 @@ type sseTarget struct {
 
 // newSSETarget serves a server over SSE on a loopback port. envd is the envd behind the edge proxy: the
 // emulator's (nil) or a real one, to which sandboxes the emulator creates are routed.
-func newSSETarget(t *testing.T, envd *realEnvd) *sseTarget {
+func newSSETarget(t *testing.T, envd *e2btest.RealEnvd) *sseTarget {
 	t.Helper()
 	emu, err := e2btest.New(e2btest.Options{})
 	if err != nil {
@@ -56,10 +56,10 @@ func newSSETarget(t *testing.T, envd *realEnvd) *sseTarget {
 	t.Cleanup(emu.Close)
 	po := e2btest.EdgeProxyOptions{Target: emu.URL(), BodyLag: *sseBodyLag}
 	if envd != nil {
-		po.Target = envd.url
+		po.Target = envd.URL
 		po.AccessToken = func(id, tok string) (string, bool) {
 			sb, ok := emu.Sandbox(id)
-			return envd.token, ok && tok == sb.AccessToken
+			return envd.AccessToken, ok && tok == sb.AccessToken
 		}
 	}
 	proxy, err := e2btest.NewEdgeProxy(po)
@@ -159,7 +159,7 @@ func cancelledCall(ctx context.Context, c *client.Client, id, sandboxID, command
 func TestSSECallsAfterEarlyEndedCalls(t *testing.T) {
 	for _, target := range []string{"emulator", "envd"} {
 		t.Run(target, func(t *testing.T) {
-			var envd *realEnvd
+			var envd *e2btest.RealEnvd
 			if target == "envd" {
 				envd = startRealEnvd(t)
 			}
@@ -236,7 +236,7 @@ func (x *sseTarget) running(t *testing.T, id, marker string) bool {
 func TestSSEDisconnectCancelsTheCall(t *testing.T) {
 	for _, target := range []string{"emulator", "envd"} {
 		t.Run(target, func(t *testing.T) {
-			var envd *realEnvd
+			var envd *e2btest.RealEnvd
 			if target == "envd" {
 				envd = startRealEnvd(t)
 			}
