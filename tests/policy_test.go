@@ -52,3 +52,52 @@ func TestPolicyReload(t *testing.T) {
 		t.Errorf("after a broken edit: %q, want the previous policy (rule frozen) still in force", msg)
 	}
 }
+
+// Path rules judge the file the sandbox will open, through the built binary: a relative path is the sandbox's
+// /home/user/..., so "../../tmp/t.txt" falls to a rule on /tmp/**, while the same relative form under the home
+// directory reaches the file a later absolute read finds; an upload without sandbox_path is judged at each file it
+// writes (the attack: {"session_path": ".ssh"} landed in /home/user/.ssh/authorized_keys past a **/.ssh/** deny).
+func TestPolicyJudgesSandboxPaths(t *testing.T) {
+	x := newH(t)
+	owner := x.owner("paths")
+	x.login(owner)
+	root := x.path("root")
+	if err := os.MkdirAll(root+"/.ssh", 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(root+"/.ssh/authorized_keys", []byte("ssh-ed25519 AAAA attacker\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	policy := x.path("paths.yaml")
+	if err := os.WriteFile(policy, []byte(`default_action: allow
+rules:
+  - id: no-tmp
+    when: { path: "/tmp/**" }
+    then: { decision: deny, reason: not in tmp }
+  - id: no-ssh
+    when: { path: "**/.ssh/**" }
+    then: { decision: deny, reason: no ssh keys }
+`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	s := x.startStdio(clientOpts{}, x.serveArgs(owner, "paths", "--policy", policy, "--storage-root", root)...)
+	id := create(t, s.Client, map[string]any{"title": "paths"})
+	for _, c := range []struct {
+		tool string
+		args map[string]any
+		rule string
+	}{
+		{"e2b_write_file", map[string]any{"sandbox_id": id, "path": "../../tmp/t.txt", "content": "x"}, "no-tmp"},
+		{"e2b_read_file", map[string]any{"sandbox_id": id, "path": "../../tmp/t.txt"}, "no-tmp"},
+		{"e2b_write_file", map[string]any{"sandbox_id": id, "path": "~/.ssh/authorized_keys", "content": "x"}, "no-ssh"},
+		{"e2b_create_sandbox", map[string]any{"upload_files": []any{map[string]any{"session_path": ".ssh"}}}, "no-ssh"},
+	} {
+		if msg := fails(t, s.Client, c.tool, c.args); !strings.HasPrefix(msg, "Denied by policy rule '"+c.rule+"'") {
+			t.Errorf("%s %v: %q", c.tool, c.args, msg)
+		}
+	}
+	ok(t, s.Client, "e2b_write_file", map[string]any{"sandbox_id": id, "path": "notes/../notes.txt", "content": "kept\n"})
+	if got := ok(t, s.Client, "e2b_read_file", map[string]any{"sandbox_id": id, "path": "/home/user/notes.txt"}); !strings.Contains(str(got, "content"), "kept") {
+		t.Errorf("the relative write did not land where the policy judged it: %v", got)
+	}
+}
