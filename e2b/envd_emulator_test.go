@@ -412,9 +412,9 @@ func TestEmulatorSignedURLs(t *testing.T) {
 		t.Fatal(err)
 	}
 	fetch := func(method, u, body string) (int, string) {
+		// No routing header: a link is fetched as a browser fetches it, and the emulator finds the sandbox that
+		// signed it.
 		req, _ := http.NewRequest(method, u, strings.NewReader(body))
-		// The URL's host is the emulator's; a browser would use the per-sandbox host instead of this header.
-		req.Header.Set("E2b-Sandbox-Id", m.sb.SandboxID)
 		if method == http.MethodPost {
 			req.Header.Set("Content-Type", "application/octet-stream")
 		}
@@ -447,6 +447,20 @@ func TestEmulatorSignedURLs(t *testing.T) {
 	expired, _ := m.envd.SignedURL("/home/user/s.txt", FileRead, time.Minute)
 	if status, body := fetch(http.MethodGet, expired, ""); status != 401 || !strings.Contains(body, "signature is already expired") {
 		t.Fatalf("expired URL: %d %s", status, body)
+	}
+	// A link signed by another sandbox's token, or by none, reaches no sandbox.
+	other := newEnvdEmu(t, e2btest.Options{}, NewSandbox{Secure: true})
+	foreign, _ := other.envd.SignedURL("/home/user/s.txt", FileRead, time.Minute)
+	foreign = strings.Replace(foreign, other.srv.URL(), m.srv.URL(), 1)
+	if status, body := fetch(http.MethodGet, foreign, ""); status != 401 || !strings.Contains(body, "invalid signature") {
+		t.Fatalf("a link of a sandbox of another emulator: %d %s", status, body)
+	}
+	m.client.now = time.Now
+	if _, err := m.client.PauseSandbox(emuCtx(t), m.sb.SandboxID); err != nil {
+		t.Fatal(err)
+	}
+	if status, body := fetch(http.MethodGet, read, ""); status != 502 || !strings.Contains(body, "The sandbox was not found") {
+		t.Fatalf("a link to a paused sandbox: %d %s", status, body)
 	}
 }
 

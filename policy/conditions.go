@@ -25,13 +25,15 @@ const (
 	toolForkSandbox      = "e2b_fork_sandbox"
 	toolDeleteCheckpoint = "e2b_delete_checkpoint"
 	toolCheckpointPolicy = "e2b_set_checkpoint_policy"
+	toolDownloadURL      = "e2b_download_url"
+	toolUploadURL        = "e2b_upload_url"
 )
 
 func toolNames() []string {
 	return []string{
 		toolCreateSandbox, toolExec, toolReadFile, toolWriteFile, toolListSandboxes,
 		toolManageSandbox, toolCheckpoint, toolListCheckpoints, toolForkSandbox, toolDeleteCheckpoint,
-		toolCheckpointPolicy,
+		toolCheckpointPolicy, toolDownloadURL, toolUploadURL,
 	}
 }
 
@@ -58,7 +60,7 @@ func appliesTo(key string) []string {
 	case keyCommand:
 		return []string{toolExec}
 	case keyPath:
-		return []string{toolReadFile, toolWriteFile, toolCreateSandbox}
+		return []string{toolReadFile, toolWriteFile, toolCreateSandbox, toolDownloadURL, toolUploadURL}
 	case keyAction:
 		return []string{toolManageSandbox}
 	case keyTemplate:
@@ -338,7 +340,7 @@ func uploadTarget(u any) (string, bool) {
 // "/etc/passwd", and an upload without a sandbox_path is judged at the place it lands.
 func callPaths(c Call) []string {
 	switch c.Tool {
-	case toolReadFile, toolWriteFile:
+	case toolReadFile, toolWriteFile, toolDownloadURL, toolUploadURL:
 		if p, ok := c.Args["path"].(string); ok {
 			return []string{SandboxPath(p)}
 		}

@@ -88,6 +88,50 @@ func (p *Policy) Evaluate(c Call) Decision {
 	if p == nil {
 		return Decision{Action: Deny, Reason: "no policy loaded"}
 	}
+	d := p.firstMatch(c)
+	if g, ok := granted(c); ok {
+		if gd := p.firstMatch(g); strictness(gd.Action) > strictness(d.Action) {
+			d = gd
+		}
+	}
+	return d
+}
+
+// granted is the call a link stands for: a download link reads its file as e2b_read_file would, an upload link
+// writes it as e2b_write_file would. A link is decided as strictly as that call, so that a rule keeping reads
+// out of /etc keeps links out too, without every rule having to name the link tools.
+func granted(c Call) (Call, bool) {
+	tool := ""
+	switch c.Tool {
+	case toolDownloadURL:
+		tool = toolReadFile
+	case toolUploadURL:
+		tool = toolWriteFile
+	default:
+		return Call{}, false
+	}
+	args := map[string]any{}
+	for _, k := range []string{"sandbox_id", "path"} {
+		if v, ok := c.Args[k]; ok {
+			args[k] = v
+		}
+	}
+	return Call{Tool: tool, Args: args}, true
+}
+
+// strictness orders decisions: deny over require_approval over allow.
+func strictness(a Action) int {
+	switch a {
+	case Allow:
+		return 0
+	case RequireApproval:
+		return 1
+	}
+	return 2
+}
+
+// firstMatch decides a call by its own rules: the first rule whose conditions all match, else default_action.
+func (p *Policy) firstMatch(c Call) Decision {
 	for i := range p.rules {
 		r := &p.rules[i]
 		if r.matches(c) {
@@ -157,6 +201,14 @@ func Explain(p *Policy, c Call) string {
 	}
 	if !decided {
 		d = p.defaultDecision()
+	}
+	if g, ok := granted(c); ok {
+		gd := p.firstMatch(g)
+		fmt.Fprintf(&b, "grants:   %s of the same path, which the policy decides %s (rule %s)\n", g.Tool, gd.Action, gd.Rule())
+		if strictness(gd.Action) > strictness(d.Action) {
+			fmt.Fprintf(&b, "          stricter than the link's own decision %s (rule %s), so it stands\n", d.Action, d.Rule())
+			d = gd
+		}
 	}
 	fmt.Fprintf(&b, "decision: %s\n", d.Action)
 	fmt.Fprintf(&b, "rule:     %s\n", d.Rule())

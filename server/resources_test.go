@@ -137,3 +137,30 @@ func TestSandboxFileResources(t *testing.T) {
 		})
 	}
 }
+
+// A download link is a read: the rules of e2b_read_file decide it too, and the audit log records it.
+func TestDownloadLinksFollowReadPolicy(t *testing.T) {
+	f := newFixture(t, fixtureOpts{policy: noEtcPolicy})
+	c := connect(t, f.srv, eras[0], nil)
+	id := createSandbox(t, c)
+	got := mustFail(t, c, "e2b_download_url", map[string]any{"sandbox_id": id, "path": "../../etc/passwd"})
+	if !strings.Contains(got, "Denied by policy rule 'no-etc'") {
+		t.Fatalf("a link to /etc/passwd: %s", got)
+	}
+	if got := mustFail(t, c, "e2b_download_url", map[string]any{"sandbox_id": id, "path": "secret.txt"}); !strings.Contains(got, "Approval needed (rule 'ask-for-secrets'") {
+		t.Fatalf("a link to a secret: %s", got)
+	}
+	mustOK(t, c, "e2b_write_file", map[string]any{"sandbox_id": id, "path": "ok.txt", "content": "fine"})
+	if res := mustOK(t, c, "e2b_download_url", map[string]any{"sandbox_id": id, "path": "ok.txt"}); res["url"] == "" {
+		t.Fatalf("an allowed link: %v", res)
+	}
+	var decisions []string
+	for _, e := range f.auditEntries(t) {
+		if e.Tool == "e2b_download_url" {
+			decisions = append(decisions, e.Decision+"/"+e.Rule)
+		}
+	}
+	if strings.Join(decisions, " ") != "deny/no-etc require_approval/ask-for-secrets allow/default" {
+		t.Fatalf("audited link decisions: %v", decisions)
+	}
+}

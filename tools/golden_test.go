@@ -20,7 +20,7 @@ var update = flag.Bool("update", false, "rewrite testdata/tools.golden.json from
 var wantTools = []string{
 	"e2b_create_sandbox", "e2b_exec", "e2b_read_file", "e2b_write_file", "e2b_list_sandboxes",
 	"e2b_manage_sandbox", "e2b_checkpoint_sandbox", "e2b_list_checkpoints", "e2b_fork_sandbox",
-	"e2b_delete_checkpoint", "e2b_set_checkpoint_policy",
+	"e2b_delete_checkpoint", "e2b_set_checkpoint_policy", "e2b_download_url", "e2b_upload_url",
 }
 
 // listed is what a client sees of the tools, in both protocol eras.
@@ -158,6 +158,9 @@ func TestAnnotationsTruthful(t *testing.T) {
 		"e2b_delete_checkpoint":  {false, true, true, true},
 		// It changes only the server's record, the same way each time, and asks nothing of E2B.
 		"e2b_set_checkpoint_policy": {false, false, true, false},
+		// A download link reads; an upload link lets someone replace a file. Each call signs a new link.
+		"e2b_download_url": {true, false, false, true},
+		"e2b_upload_url":   {false, true, false, true},
 	}
 	all := All(Deps{})
 	if len(all) != len(want) {

@@ -1,9 +1,13 @@
 package tools
 
-import "github.com/mark3labs/mcp-go/server"
+import (
+	"github.com/mark3labs/mcp-go/server"
+
+	"github.com/e2b-mcp/e2b-mcp/e2b"
+)
 
 // All is every tool of e2b-mcp, in the order clients list them: the six of the capability spec, then
-// checkpoints, forks and the per-sandbox checkpoint policy.
+// checkpoints, forks, the per-sandbox checkpoint policy, and links for the user to download and upload files.
 func All(d Deps) []server.ServerTool {
 	b := newBase(d)
 	return []server.ServerTool{
@@ -18,6 +22,8 @@ func All(d Deps) []server.ServerTool {
 		forkSandbox{b}.serverTool(),
 		deleteCheckpoint{b}.serverTool(),
 		setCheckpointPolicy{b}.serverTool(),
+		fileURL{b, e2b.FileRead}.serverTool(),
+		fileURL{b, e2b.FileWrite}.serverTool(),
 	}
 }
 

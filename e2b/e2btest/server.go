@@ -6,6 +6,7 @@
 package e2btest
 
 import (
+	"crypto/subtle"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -238,6 +239,11 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		port, id = m[1], m[2]
 	} else if h := r.Header.Get("E2b-Sandbox-Id"); h != "" {
 		id, port = h, r.Header.Get("E2b-Sandbox-Port")
+	} else if r.URL.Path == "/files" && r.URL.Query().Has("signature") {
+		if id = s.signedBy(r); id == "" {
+			envdJSONError(w, http.StatusUnauthorized, "invalid signature")
+			return
+		}
 	}
 	if id == "" {
 		if s.faults.controlPlane(w, r) {
@@ -251,6 +257,34 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.serveEnvd(w, r, id)
+}
+
+// signedBy finds the sandbox whose envd access token signed a /files URL that names no sandbox. A signed URL is
+// made for a browser, which cannot send routing headers: E2B puts the sandbox in the host name, and a client
+// pointed at one envd (E2B_SANDBOX_URL) makes its links with that envd's address. The emulator is every envd at
+// one address, so it routes such a link to the sandbox it was signed for; its envd then checks the signature
+// (expiry included) as usual. "" when no sandbox's token signed it.
+func (s *Server) signedBy(r *http.Request) string {
+	p, err := parseFilesParams(r)
+	if err != nil || p.signature == nil {
+		return ""
+	}
+	op := "read"
+	if r.Method == http.MethodPost {
+		op = "write"
+	}
+	user := ""
+	if p.username != nil {
+		user = *p.username
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for id, sb := range s.sandboxes {
+		if sb.AccessToken != "" && subtle.ConstantTimeCompare([]byte(fileSignature(p.path, op, user, sb.AccessToken, p.expiration)), []byte(*p.signature)) == 1 {
+			return id
+		}
+	}
+	return ""
 }
 
 // envdPort is the port envd listens on in every sandbox; the edge routes only this port to the emulated envd.
