@@ -63,6 +63,7 @@ secret-tool           libsecret-tools   libsecret
 ps                    procps            procps-ng
 pkill                 procps            procps-ng
 chromium              chromium          chromium
+curl                  curl              curl
 '
 eval "needs=\$needs_$target"
 

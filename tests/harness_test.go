@@ -45,6 +45,7 @@ type suite struct {
 	mu       sync.Mutex
 	keys     []string          // every E2B API key handed to the binary
 	tokens   map[string]string // envd access token → sandbox ID, of every sandbox seen
+	others   map[string]string // any other secret (a credential's value) → its label
 	captures []*capture        // every stdout/stderr the run produced
 }
 
@@ -64,10 +65,10 @@ func runSuite(m *testing.M) int {
 
 	// A binary that does not build, or an emulator that does not start, fails every test that needs them (with
 	// the reason) while the tests that need neither still run.
-	the = &suite{bin: filepath.Join(root, "e2b-mcp"), tokens: map[string]string{}}
+	the = &suite{bin: filepath.Join(root, "e2b-mcp"), tokens: map[string]string{}, others: map[string]string{}}
 	if err := buildBinary(the.bin); err != nil {
 		the.setupErr = fmt.Errorf("building e2b-mcp: %w", err)
-	} else if emu, err := e2btest.New(e2btest.Options{Dir: filepath.Join(root, "emulator")}); err != nil {
+	} else if emu, err := e2btest.New(e2btest.Options{Dir: filepath.Join(root, "emulator"), Hosts: egressHosts()}); err != nil {
 		the.setupErr = fmt.Errorf("starting the E2B emulator: %w", err)
 	} else {
 		the.emu = emu
@@ -177,6 +178,13 @@ func (s *suite) noteKey(k string) {
 	s.mu.Unlock()
 }
 
+// noteSecret adds a secret (a credential's value, or a form of it) to what the scans look for.
+func (s *suite) noteSecret(secret, label string) {
+	s.mu.Lock()
+	s.others[secret] = label
+	s.mu.Unlock()
+}
+
 // noteSandbox remembers a sandbox's envd access token, so that it can be searched for in every output later,
 // even after the sandbox is gone from the emulator.
 func (s *suite) noteSandbox(id string) {
@@ -193,7 +201,7 @@ func (s *suite) noteAllSandboxes() {
 	}
 }
 
-// secrets lists what must never appear in output: every API key and every envd token, each with a label.
+// secrets lists what must never appear in output: every API key, envd token and credential value, each with a label.
 func (s *suite) secrets() map[string]string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -203,6 +211,9 @@ func (s *suite) secrets() map[string]string {
 	}
 	for tok, id := range s.tokens {
 		out[tok] = "envd access token of sandbox " + id
+	}
+	for secret, label := range s.others {
+		out[secret] = label
 	}
 	return out
 }

@@ -78,6 +78,12 @@ func TestEgressRulesAndLimits(t *testing.T) {
 	if got := other.requests(); len(got) != 1 || got[0].Get("Authorization") != "" {
 		t.Fatalf("other.test got %v", got)
 	}
+	// The header follows the destination, not what the request claims: a request to other.test that names
+	// git.test as its Host gets nothing.
+	b.shell(t, curl("http://other.test:"+other.port()+"/", "-H 'Host: git.test:"+git.port()+"'"))
+	if got := other.requests(); len(got) != 2 || got[1].Get("Authorization") != "" {
+		t.Fatalf("other.test with git.test's Host got %v", got)
+	}
 
 	// Denied: a domain outside allowOut, this machine's own addresses, and any way around the proxy.
 	for _, cmd := range []string{
