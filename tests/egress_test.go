@@ -2,6 +2,7 @@ package tests
 
 import (
 	"encoding/base64"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -212,6 +213,22 @@ func TestEgressCredentialsEndToEnd(t *testing.T) {
 
 	// The audit log is read like every output: the scan of newH covers it and the state directory.
 	x.mustRun(nil, "audit", "--state-dir", x.path("state"), "--json")
+	// Only the control-plane calls that configure a sandbox carry a value; nothing sent to envd does.
+	carriers := 0
+	for _, rq := range the.emu.Requests() {
+		raw := fmt.Sprint(rq.Header) + string(rq.Body)
+		if !strings.Contains(raw, strings.TrimPrefix(basicHeader(first), "Basic ")) && !strings.Contains(raw, strings.TrimPrefix(basicHeader(second), "Basic ")) {
+			continue
+		}
+		if rq.Header.Get("E2b-Sandbox-Id") != "" || !(rq.Method == http.MethodPost && rq.Path == "/sandboxes" ||
+			rq.Method == http.MethodPut && strings.HasSuffix(rq.Path, "/network")) {
+			t.Fatalf("a credential value was sent in %s %s (host %s)", rq.Method, rq.Path, rq.Host)
+		}
+		carriers++
+	}
+	if carriers < 5 {
+		t.Fatalf("only %d control-plane calls carried the credential; the check above saw nothing", carriers)
+	}
 	for _, txt := range res.texts {
 		for _, v := range []string{first, second, basicHeader(first), basicHeader(second)} {
 			if strings.Contains(txt, v) || strings.Contains(txt, strings.TrimPrefix(v, "Basic ")) {
