@@ -320,18 +320,63 @@ type procSpec struct {
 
 // envdWrapper is how envd runs every command (minus its OOM-score step): through sh and nice, so that a command
 // that cannot be found fails as it does in E2B (nice: '<cmd>': No such file or directory, exit status 127). Before
-// that it reports its pid in the sandbox on fd 3 (exec keeps the pid) and moves to the working directory ($1).
-const envdWrapper = `echo $$ >&3; exec 3>&-; cd -- "$1" || exit 1; shift; exec /usr/bin/nice -n 0 "$@"`
+// that it reports its pid in the sandbox on fd 3 (exec keeps the pid), waits on fd 4 for the emulator's "go" (see
+// handshake) and moves to the working directory ($1).
+const envdWrapper = `echo $$ >&3; exec 3>&-; read -r go <&4; exec 4<&-; [ "$go" = go ] || exit 1; ` +
+	`cd -- "$1" || exit 1; shift; exec /usr/bin/nice -n 0 "$@"`
+
+// handshake holds a process entering the sandbox until the emulator has a hold on it: the wrapper writes its pid
+// in the sandbox on one pipe, then waits on the other for "go" before it runs the command. Without the wait a
+// command that ends at once (true, ps | wc) could be gone, reaped by nsenter, before its host process is found.
+type handshake struct {
+	pidR, pidW *os.File // the wrapper's pid in the sandbox, one line
+	goR, goW   *os.File // "go" runs the command; anything else, or the pipe closed, makes the wrapper exit
+}
+
+func newHandshake() (*handshake, error) {
+	pidR, pidW, err := os.Pipe()
+	if err != nil {
+		return nil, err
+	}
+	goR, goW, err := os.Pipe()
+	if err != nil {
+		pidR.Close()
+		pidW.Close()
+		return nil, err
+	}
+	return &handshake{pidR: pidR, pidW: pidW, goR: goR, goW: goW}, nil
+}
+
+// started closes the ends the child took, once it has been started.
+func (h *handshake) started() {
+	h.pidW.Close()
+	h.goR.Close()
+}
+
+// proceed lets the wrapper run its command (run) or makes it exit without running anything, and closes the rest.
+func (h *handshake) proceed(run bool) {
+	if run {
+		_, _ = h.goW.WriteString("go\n")
+	}
+	h.close()
+}
+
+// close closes every end this side still holds (closing one twice is harmless).
+func (h *handshake) close() {
+	for _, f := range []*os.File{h.pidR, h.pidW, h.goR, h.goW} {
+		f.Close()
+	}
+}
 
 // command builds the command that runs ps in its sandbox. pidR is the read end of the pipe on which the process
 // reports its pid in the sandbox; pidW is the child's end, which the caller closes once the process has started.
-func (iso *isolation) command(ps procSpec) (cmd *exec.Cmd, pidR, pidW *os.File, err error) {
+func (iso *isolation) command(ps procSpec) (*exec.Cmd, *handshake, error) {
 	if iso.err != nil {
-		return nil, nil, nil, iso.err
+		return nil, nil, iso.err
 	}
-	pidR, pidW, err = os.Pipe()
+	h, err := newHandshake()
 	if err != nil {
-		return nil, nil, nil, err
+		return nil, nil, err
 	}
 	args := []string{"--target", strconv.Itoa(ps.initPID), "--user", "--mount", "--net", "--pid", "--uts", "--ipc",
 		"--root", "--setuid", "1000", "--setgid", "1000", "--"}
@@ -340,9 +385,9 @@ func (iso *isolation) command(ps procSpec) (cmd *exec.Cmd, pidR, pidW *os.File, 
 	}
 	args = append(args, "/bin/sh", "-c", envdWrapper, "e2btest", ps.cwd, ps.cmd)
 	args = append(args, ps.args...)
-	cmd = exec.Command(iso.nsenter, args...)
+	cmd := exec.Command(iso.nsenter, args...)
 	cmd.Env = ps.env
-	cmd.ExtraFiles = []*os.File{pidW}
+	cmd.ExtraFiles = []*os.File{h.pidW, h.goR}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	return cmd, pidR, pidW, nil
+	return cmd, h, nil
 }

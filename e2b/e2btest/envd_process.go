@@ -152,14 +152,14 @@ func (in *sandboxInit) kill() {
 // signalAll sends sig to every process of the sandbox but its pid 1, from inside (kill -1), so that a process
 // forking meanwhile cannot slip through.
 func (in *sandboxInit) signalAll(sig string) {
-	cmd, pidR, pidW, err := in.iso.command(procSpec{initPID: in.pid, user: sandboxUser{UID: 1000}, cwd: "/",
+	cmd, h, err := in.iso.command(procSpec{initPID: in.pid, user: sandboxUser{UID: 1000}, cwd: "/",
 		env: []string{"PATH=" + sandboxPATH}, cmd: "/bin/bash", args: []string{"-c", "kill -s " + sig + " -1"}})
 	if err != nil {
 		return
 	}
-	defer pidR.Close()
 	err = cmd.Start()
-	pidW.Close()
+	h.started()
+	h.proceed(err == nil) // nothing to hold: this process is only waited for
 	if err == nil {
 		_ = cmd.Wait()
 	}
@@ -581,28 +581,29 @@ func (e *envdService) startProcess(c *rpcCall, cfg *pbProcessConfigIn, tag *stri
 		closeAll()
 		return nil, nil, startErr(err)
 	}
-	cmd, pidR, pidW, err := iso.command(procSpec{initPID: in.pid, user: c.user, cwd: cwd,
+	cmd, h, err := iso.command(procSpec{initPID: in.pid, user: c.user, cwd: cwd,
 		env: processEnv(c.user, c.view.envVars, cfg.Envs), cmd: cfg.Cmd, args: cfg.Args})
 	if err != nil {
 		closeAll()
 		return nil, nil, startErr(err)
 	}
-	files = append(files, pidR, pidW)
 	cmd.Stdout, cmd.Stderr = stdoutW, stderrW
 	if stdinR != nil {
 		cmd.Stdin = stdinR
 	}
 	if err := cmd.Start(); err != nil {
+		h.close()
 		closeAll()
 		return nil, nil, startErr(err)
 	}
-	for _, f := range []*os.File{stdoutW, stderrW, stdinR, pidW} {
+	h.started()
+	for _, f := range []*os.File{stdoutW, stderrW, stdinR} {
 		if f != nil {
 			f.Close()
 		}
 	}
-	proc, pid, err := enteredProcess(cmd.Process.Pid, pidR)
-	pidR.Close()
+	proc, pid, err := enteredProcess(cmd.Process.Pid, h.pidR)
+	h.proceed(err == nil)
 	if err != nil {
 		_ = cmd.Process.Kill()
 		_ = cmd.Wait()

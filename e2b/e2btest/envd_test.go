@@ -946,7 +946,7 @@ func TestEnvdCutStreamFault(t *testing.T) {
 
 func TestEnvdIsolationMissing(t *testing.T) {
 	iso := isolation{err: errors.New("no bwrap here")}
-	if _, _, _, err := iso.command(procSpec{}); err == nil || err.Error() != "no bwrap here" {
+	if _, _, err := iso.command(procSpec{}); err == nil || err.Error() != "no bwrap here" {
 		t.Fatalf("command without isolation: %v", err)
 	}
 	s := envdServer(t, Options{})
@@ -1017,4 +1017,23 @@ func TestEnvdFilesGzip(t *testing.T) {
 			t.Errorf("Accept-Encoding %q answered %q", h, resp.Header.Get("Content-Encoding"))
 		}
 	}
+}
+
+// A command that ends at once still starts: the emulator must find its process before nsenter reaps it.
+func TestEnvdInstantCommandsStart(t *testing.T) {
+	s := envdServer(t, Options{})
+	b := envdCreate(t, s, nil)
+	var wg sync.WaitGroup
+	for i := range 40 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, frames := b.stream(t, "process.Process/Start", startBody("exit "+strconv.Itoa(i%3)), nil)
+			last := frames[len(frames)-1]
+			if len(frames) < 3 || last.flags != connectframe.FlagEndStream || last.data != "{}" {
+				t.Errorf("command %d did not run to its end: %+v", i, frames)
+			}
+		}()
+	}
+	wg.Wait()
 }
