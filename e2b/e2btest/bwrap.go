@@ -353,12 +353,12 @@ func (h *handshake) started() {
 	h.goR.Close()
 }
 
-// proceed lets the wrapper run its command (run) or makes it exit without running anything, and closes the rest.
+// proceed lets the wrapper run its command (run) or makes it exit without running anything.
 func (h *handshake) proceed(run bool) {
 	if run {
 		_, _ = h.goW.WriteString("go\n")
 	}
-	h.close()
+	h.goW.Close()
 }
 
 // close closes every end this side still holds (closing one twice is harmless).

@@ -157,6 +157,7 @@ func (in *sandboxInit) signalAll(sig string) {
 	if err != nil {
 		return
 	}
+	defer h.close() // not before the wrapper has written its pid: a closed pipe would kill it
 	err = cmd.Start()
 	h.started()
 	h.proceed(err == nil) // nothing to hold: this process is only waited for
@@ -604,6 +605,7 @@ func (e *envdService) startProcess(c *rpcCall, cfg *pbProcessConfigIn, tag *stri
 	}
 	proc, pid, err := enteredProcess(cmd.Process.Pid, h.pidR)
 	h.proceed(err == nil)
+	h.close()
 	if err != nil {
 		_ = cmd.Process.Kill()
 		_ = cmd.Wait()
