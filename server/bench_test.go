@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"log/slog"
+	"strings"
 	"testing"
 
 	"github.com/mark3labs/mcp-go/mcp"
@@ -32,5 +33,30 @@ func BenchmarkGovernedCall(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+// BenchmarkWriteFile1MiB is an e2b_write_file of 1 MiB through an in-process MCP client, the whole chain: the
+// client's encoding, mcp-go's parsing, the middleware (argument check, policy, audit), the tool's argument
+// binding and the upload to the emulator's envd.
+var benchLines = 1 << 20
+
+func BenchmarkWriteFile1MiB(b *testing.B) {
+	f := newFixture(b, fixtureOpts{mutate: func(c *Config, _ *e2btest.Server) {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}})
+	c := connect(b, f.srv, eras[0], nil)
+	id := createSandbox(b, c)
+	line := strings.Repeat("0123456789abcdef", 4) + "\n"
+	content := strings.Repeat(line, benchLines/len(line))
+	var req mcp.CallToolRequest
+	req.Params.Name = "e2b_write_file"
+	req.Params.Arguments = map[string]any{"sandbox_id": id, "path": "/home/user/big.txt", "content": content}
+	b.SetBytes(int64(len(content)))
+	for b.Loop() {
+		res, err := c.CallTool(b.Context(), req)
+		if err != nil || res.IsError {
+			b.Fatal(err, res)
+		}
 	}
 }

@@ -122,7 +122,7 @@ func initialize(t testing.TB, c *client.Client, version string) {
 	}
 }
 
-func callTool(t *testing.T, c *client.Client, tool string, args map[string]any) *mcp.CallToolResult {
+func callTool(t testing.TB, c *client.Client, tool string, args map[string]any) *mcp.CallToolResult {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
@@ -137,7 +137,7 @@ func callTool(t *testing.T, c *client.Client, tool string, args map[string]any) 
 }
 
 // mustOK calls a tool that must succeed and returns its structured result.
-func mustOK(t *testing.T, c *client.Client, tool string, args map[string]any) map[string]any {
+func mustOK(t testing.TB, c *client.Client, tool string, args map[string]any) map[string]any {
 	t.Helper()
 	res := callTool(t, c, tool, args)
 	if res.IsError {
@@ -169,7 +169,7 @@ func mustFail(t *testing.T, c *client.Client, tool string, args map[string]any) 
 	return resultText(res)
 }
 
-func createSandbox(t *testing.T, c *client.Client) string {
+func createSandbox(t testing.TB, c *client.Client) string {
 	t.Helper()
 	id, _ := mustOK(t, c, "e2b_create_sandbox", map[string]any{"title": "test"})["sandbox_id"].(string)
 	if id == "" {
