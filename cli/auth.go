@@ -8,20 +8,12 @@ import (
 	"io"
 	"os"
 	"strings"
-	"time"
 
 	"golang.org/x/term"
 
 	"github.com/e2b-mcp/e2b-mcp/credentials"
 	"github.com/e2b-mcp/e2b-mcp/e2b"
 )
-
-// verifyTimeout bounds the call that checks a new key with E2B.
-const verifyTimeout = 30 * time.Second
-
-// authCheckFilter is a metadata filter no sandbox carries: listing with it is one cheap authenticated request
-// that returns an empty page, however many sandboxes the team has.
-var authCheckFilter = map[string]string{"e2b-mcp.auth-check": "none"}
 
 func runAuth(ctx context.Context, a *app, args []string) error {
 	sub := ""
@@ -146,9 +138,7 @@ func runAuthLogin(ctx context.Context, a *app, args []string) error {
 
 	cfg := loc.config()
 	cfg.APIKey = key
-	cfg.MaxRetries = 1
-	cfg.RetryWaitMax = time.Second
-	switch err := verifyKey(ctx, cfg); {
+	switch err := credentials.VerifyAPIKey(ctx, cfg); {
 	case err == nil:
 	case errors.Is(err, e2b.ErrUnauthorized):
 		return fmt.Errorf("E2B at %s refused the key (%s); nothing was stored", loc.apiBase(), apiMessage(err))
@@ -165,18 +155,6 @@ func runAuthLogin(ctx context.Context, a *app, args []string) error {
 	}
 	fmt.Fprintf(a.stdout, "Stored the E2B API key ending in %s for %s in %s.\n", credentials.LastFour(key), owner, t.store)
 	return nil
-}
-
-// verifyKey makes one cheap authenticated call with the key.
-func verifyKey(ctx context.Context, cfg e2b.Config) error {
-	c, err := e2b.NewClient(cfg)
-	if err != nil {
-		return err
-	}
-	ctx, cancel := context.WithTimeout(ctx, verifyTimeout)
-	defer cancel()
-	_, err = c.ListSandboxes(ctx, e2b.ListQuery{Metadata: authCheckFilter, PageSize: 1})
-	return err
 }
 
 // apiMessage is E2B's own words in err, or err itself.

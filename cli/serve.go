@@ -53,6 +53,8 @@ type serveOptions struct {
 	allowOut, denyOut                 stringList
 	noInternet                        bool
 	credentials                       string
+	oauthClientID                     string
+	noConnectPage                     bool
 	logLevel                          *slog.LevelVar
 }
 
@@ -84,6 +86,9 @@ func (a *app) serveFlags() (*flags, *serveOptions) {
 		"the OAuth resource is PUBLIC_URL"+server.PathMCP)
 	f.StringVar(&o.oauthIssuer, "oauth-issuer", "", "accept OAuth access tokens of this authorization server (OpenID Connect issuer URL); needs --public-url")
 	f.StringVar(&o.oauthOwnerClaim, "oauth-owner-claim", server.DefaultOwnerClaim, "the access token claim that names the owner (sub, email, preferred_username, ...)")
+	f.StringVar(&o.oauthClientID, "oauth-client-id", "", "client ID (public, PKCE) at the identity provider for members' sign-in on the connect page; "+
+		"its redirect URI is PUBLIC_URL"+server.PathConnect+"callback")
+	f.BoolVar(&o.noConnectPage, "no-connect-page", false, "no connect page: members without a key are told to run `e2b-mcp auth login`")
 	f.Var(&o.oauthScopes, "oauth-scope", "a scope clients should ask for, published in the resource metadata (repeatable)")
 	f.Var(&o.allowOrigins, "allow-origin", "web origin (scheme://host[:port]) whose pages may call the HTTP endpoints, for browser-based clients (repeatable; default: none but the server's own)")
 	f.Var(&o.allowOut, "allow-out", "the only destinations sandboxes may reach: domains (github.com, *.example.com), IPs or CIDRs (repeatable or comma-separated; default: no allow-list)")
@@ -210,6 +215,8 @@ func (a *app) serveConfig(f *flags, o *serveOptions) (server.Config, error) {
 		AllowOrigins:    o.allowOrigins,
 		Egress:          limits,
 		Credentials:     creds,
+		PublicURL:       o.publicURL,
+		NoConnectPage:   o.noConnectPage,
 		Tools: tools.Config{
 			OutputBudget: o.outputBudget,
 			StorageRoots: o.storageRoots,
@@ -222,8 +229,8 @@ func (a *app) serveConfig(f *flags, o *serveOptions) (server.Config, error) {
 // oauthConfig is the OAuth resource server's configuration, nil without --oauth-issuer.
 func (o *serveOptions) oauthConfig(f *flags) (*server.OAuthConfig, error) {
 	if o.oauthIssuer == "" {
-		if len(o.oauthScopes) > 0 {
-			return nil, f.usageErrorf("--oauth-scope needs --oauth-issuer")
+		if len(o.oauthScopes) > 0 || o.oauthClientID != "" {
+			return nil, f.usageErrorf("--oauth-scope and --oauth-client-id need --oauth-issuer")
 		}
 		return nil, nil
 	}
@@ -238,6 +245,7 @@ func (o *serveOptions) oauthConfig(f *flags) (*server.OAuthConfig, error) {
 		Resource:   strings.TrimSuffix(o.publicURL, "/") + server.PathMCP,
 		OwnerClaim: o.oauthOwnerClaim,
 		Scopes:     o.oauthScopes,
+		ClientID:   o.oauthClientID,
 	}, nil
 }
 

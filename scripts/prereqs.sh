@@ -64,6 +64,7 @@ ps                    procps            procps-ng
 pkill                 procps            procps-ng
 chromium              chromium          chromium
 curl                  curl              curl
+chromedriver          chromium-driver   chromedriver
 '
 eval "needs=\$needs_$target"
 

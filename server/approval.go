@@ -65,17 +65,9 @@ func (s *Server) approver(dec policy.Decision) policy.Approver {
 	return policy.ApproverClient
 }
 
-// clientCanElicit reports whether the client can be asked: it declared the elicitation capability (per request
-// in protocol 2026-07-28 and later, at initialize before that), and, before 2026-07-28, its transport can carry
-// the server's elicitation/create request (mcp-go's SSE transport cannot; such clients get an approval ID).
+// clientCanElicit reports whether the client can be asked (see clientElicitation).
 func clientCanElicit(ctx context.Context) bool {
-	if info := mcpserver.RequestProtocolInfoFromContext(ctx); info != nil && info.Modern {
-		return info.ClientCapabilities != nil && info.ClientCapabilities.Elicitation != nil
-	}
-	cs := mcpserver.ClientSessionFromContext(ctx)
-	withInfo, declared := cs.(mcpserver.SessionWithClientInfo)
-	_, canAsk := cs.(mcpserver.SessionWithElicitation)
-	return declared && canAsk && withInfo.GetClientCapabilities().Elicitation != nil
+	return clientElicitation(ctx) != nil
 }
 
 func (s *Server) approveByElicitation(req mcp.CallToolRequest, b policy.Binding, judged policy.Call, dec policy.Decision) verdict {

@@ -72,6 +72,9 @@ func (s *Server) newHTTPTransport() *httpTransport {
 		mux.Handle(mcpserver.WellKnownProtectedResourcePath, meta)
 		mux.Handle(mcpserver.ProtectedResourceMetadataPath(o.Resource), meta)
 	}
+	if s.connector != nil {
+		mux.Handle(PathConnect, s.connector) // members' browsers carry no bearer token: the page checks who they are
+	}
 	// Outermost first: the page's origin, the body's type and size, then the caller.
 	mux.Handle(PathMCP, s.guardOrigin(s.limits.limitBody(s.authenticate(t.streamable))))
 	mux.Handle(PathSSE, s.guardOrigin(s.limits.limitBody(s.authenticate(t.sse))))

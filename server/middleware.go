@@ -117,7 +117,16 @@ func (s *Server) governCall(next mcpserver.ToolHandlerFunc) mcpserver.ToolHandle
 			return res, nil
 		}
 
-		res, err := next(ctx, req)
+		if res, handled := s.resumeConnect(ctx, req, caller, args); handled {
+			s.record(entry, audit.OutcomeError, res, nil)
+			return res, nil
+		}
+		res, noKey, err := runNoting(ctx, next, req)
+		if noKey {
+			if res, err = s.connect(ctx, req, caller, args, res, err); res != nil && res.ResultType == mcp.ResultTypeInputRequired {
+				return res, err // the call goes on when the client answers; it is recorded then
+			}
+		}
 		outcome := audit.OutcomeOK
 		if err != nil || res == nil || res.IsError {
 			outcome = audit.OutcomeError

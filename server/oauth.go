@@ -32,6 +32,10 @@ type OAuthConfig struct {
 	OwnerClaim string
 	// Scopes are published as scopes_supported, for clients to ask for (optional).
 	Scopes []string
+	// ClientID is the connect page's client at the authorization server (public, PKCE), with the redirect URI
+	// PUBLIC_URL/connect/callback: members sign in with it to prove who they are before they connect a key.
+	// Without it the connect page is off under OAuth.
+	ClientID string
 }
 
 // DefaultOwnerClaim is the claim that names the owner unless the operator chooses another.
@@ -72,36 +76,54 @@ func checkPublicURL(what, raw string) error {
 	return fmt.Errorf("%s %q must use https (plain http only on a loopback address)", what, raw)
 }
 
-// oauthVerifier checks access tokens. The authorization server is discovered on first use and again after a
-// failure, so a server that starts while its identity provider is briefly unreachable recovers by itself.
-type oauthVerifier struct {
-	cfg    OAuthConfig
+// authServer is the team's authorization server, discovered (OpenID Connect discovery) on first use and again
+// after a failure, so that a server that starts while its identity provider is briefly unreachable recovers by
+// itself.
+type authServer struct {
+	issuer string
 	client *http.Client
+
+	mu       sync.Mutex
+	provider *oidc.Provider
+}
+
+func (a *authServer) discover(ctx context.Context) (*oidc.Provider, error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.provider != nil {
+		return a.provider, nil
+	}
+	ctx, cancel := context.WithTimeout(oidc.ClientContext(context.WithoutCancel(ctx), a.client), discoveryTimeout)
+	defer cancel()
+	p, err := oidc.NewProvider(ctx, a.issuer)
+	if err != nil {
+		return nil, fmt.Errorf("discovering the authorization server %s: %w", a.issuer, err)
+	}
+	a.provider = p
+	return p, nil
+}
+
+// verifier checks JWTs of the authorization server meant for audience. Its key set fetches (and refetches, when
+// a token names a key it does not know) with the server's HTTP client.
+func (a *authServer) verifier(ctx context.Context, audience string) (*oidc.IDTokenVerifier, error) {
+	p, err := a.discover(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return p.VerifierContext(oidc.ClientContext(context.Background(), a.client), &oidc.Config{ClientID: audience}), nil
+}
+
+// oauthVerifier checks access tokens.
+type oauthVerifier struct {
+	cfg OAuthConfig
+	as  *authServer
 
 	mu       sync.Mutex
 	verifier *oidc.IDTokenVerifier
 }
 
-func newOAuthVerifier(cfg OAuthConfig, client *http.Client) *oauthVerifier {
-	return &oauthVerifier{cfg: cfg, client: client}
-}
-
-// discover finds the authorization server's keys through OpenID Connect discovery, once.
-func (v *oauthVerifier) discover(ctx context.Context) (*oidc.IDTokenVerifier, error) {
-	v.mu.Lock()
-	defer v.mu.Unlock()
-	if v.verifier != nil {
-		return v.verifier, nil
-	}
-	ctx, cancel := context.WithTimeout(oidc.ClientContext(context.WithoutCancel(ctx), v.client), discoveryTimeout)
-	defer cancel()
-	p, err := oidc.NewProvider(ctx, v.cfg.Issuer)
-	if err != nil {
-		return nil, fmt.Errorf("discovering the authorization server %s: %w", v.cfg.Issuer, err)
-	}
-	// The key set fetches (and refetches, when a token names a key it does not know) with this client.
-	v.verifier = p.VerifierContext(oidc.ClientContext(context.Background(), v.client), &oidc.Config{ClientID: v.cfg.Resource})
-	return v.verifier, nil
+func newOAuthVerifier(cfg OAuthConfig, as *authServer) *oauthVerifier {
+	return &oauthVerifier{cfg: cfg, as: as}
 }
 
 // errTokenRefused is wrapped by every reason a well-formed request's token is not accepted.
@@ -109,29 +131,42 @@ var errTokenRefused = errors.New("access token refused")
 
 // owner checks raw and returns the owner its claim names. Errors never contain the token.
 func (v *oauthVerifier) owner(ctx context.Context, raw string) (string, error) {
-	verifier, err := v.discover(ctx)
-	if err != nil {
-		return "", err
+	v.mu.Lock()
+	verifier := v.verifier
+	v.mu.Unlock()
+	if verifier == nil {
+		var err error
+		if verifier, err = v.as.verifier(ctx, v.cfg.Resource); err != nil {
+			return "", err
+		}
+		v.mu.Lock()
+		v.verifier = verifier
+		v.mu.Unlock()
 	}
 	tok, err := verifier.Verify(ctx, raw)
 	if err != nil {
 		return "", fmt.Errorf("%w: %v", errTokenRefused, err)
 	}
+	return ownerClaim(tok, v.cfg.OwnerClaim)
+}
+
+// ownerClaim is the owner that the claim named claim of a verified token names.
+func ownerClaim(tok *oidc.IDToken, claim string) (string, error) {
 	var claims map[string]any
 	if err := tok.Claims(&claims); err != nil {
 		return "", fmt.Errorf("%w: %v", errTokenRefused, err)
 	}
-	owner, ok := claims[v.cfg.OwnerClaim].(string)
+	owner, ok := claims[claim].(string)
 	if !ok || owner == "" {
-		return "", fmt.Errorf("%w: the token has no %q claim naming its owner", errTokenRefused, v.cfg.OwnerClaim)
+		return "", fmt.Errorf("%w: the token has no %q claim naming its owner", errTokenRefused, claim)
 	}
-	if v.cfg.OwnerClaim == "email" {
+	if claim == "email" {
 		if verified, _ := claims["email_verified"].(bool); !verified {
 			return "", fmt.Errorf("%w: the token's email is not verified", errTokenRefused)
 		}
 	}
 	if err := credentials.CheckOwner(owner); err != nil {
-		return "", fmt.Errorf("%w: the %q claim cannot name an owner: %v", errTokenRefused, v.cfg.OwnerClaim, err)
+		return "", fmt.Errorf("%w: the %q claim cannot name an owner: %v", errTokenRefused, claim, err)
 	}
 	return owner, nil
 }

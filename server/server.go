@@ -89,6 +89,11 @@ type Config struct {
 	SweepInterval time.Duration
 	// TokensFile holds the HTTP bearer tokens; empty means none.
 	TokensFile string
+	// PublicURL is the URL clients reach this server at (https://mcp.example.com), behind a proxy; the connect
+	// page's links start with it. Without it, an HTTP server on a loopback address uses its listener's address.
+	PublicURL string
+	// NoConnectPage turns the connect page off: members without a key are only told to run `e2b-mcp auth login`.
+	NoConnectPage bool
 	// OAuth, when set, accepts access tokens of the team's authorization server (MCP authorization). With
 	// neither TokensFile nor OAuth there is no authentication, and only a loopback address is served.
 	OAuth *OAuthConfig
@@ -201,24 +206,31 @@ func (c Config) withDefaults() (Config, error) {
 
 // Server is a configured e2b-mcp server. Serve it with Run (or ServeStdio / Handler), then Close it.
 type Server struct {
-	cfg       Config
-	log       *slog.Logger
-	mcp       *mcpserver.MCPServer
-	store     *state.Store
-	clients   tools.ClientSource
-	egress    *egress.Policy
-	policies  *policy.Holder
-	approvals *policy.Approvals
-	audit     *audit.Log
-	tokens    *credentials.Tokens // nil: no bearer tokens file
-	oauth     *oauthVerifier      // nil: no OAuth
-	local     *localBackend       // nil unless Backend is local
-	elicit    *elicitations
-	sessions  *sessionOwners
-	limits    httpLimits
-	sweeper   *lifecycle.Sweeper
-	shapes    map[string]*argShape // tool name → the argument names its schema declares
-	leases    leaseCache
+	cfg        Config
+	log        *slog.Logger
+	mcp        *mcpserver.MCPServer
+	store      *state.Store
+	clients    tools.ClientSource
+	egress     *egress.Policy
+	policies   *policy.Holder
+	approvals  *policy.Approvals
+	audit      *audit.Log
+	tokens     *credentials.Tokens // nil: no bearer tokens file
+	oauth      *oauthVerifier      // nil: no OAuth
+	authServer *authServer         // nil: no OAuth
+	// connector is the connect page (nil: none); connectTickets sign the request states of its input requests,
+	// with a key of their own so that they never pass for approvals.
+	connector      *connector
+	connectTickets *elicitations
+	localPage      *localPage // stdio: the connect page on 127.0.0.1, started when first needed
+	localPageMu    sync.Mutex
+	local          *localBackend // nil unless Backend is local
+	elicit         *elicitations
+	sessions       *sessionOwners
+	limits         httpLimits
+	sweeper        *lifecycle.Sweeper
+	shapes         map[string]*argShape // tool name → the argument names its schema declares
+	leases         leaseCache
 
 	closeOnce sync.Once
 }
@@ -292,9 +304,13 @@ func New(cfg Config) (*Server, error) {
 		s.tokens.OnReloadError = func(err error) { s.log.Error("tokens file", "error", err) }
 	}
 	if cfg.OAuth != nil {
-		s.oauth = newOAuthVerifier(*cfg.OAuth, newSharedHTTPClient())
+		s.authServer = &authServer{issuer: cfg.OAuth.Issuer, client: newSharedHTTPClient()}
+		s.oauth = newOAuthVerifier(*cfg.OAuth, s.authServer)
 	}
 	if s.elicit, err = newElicitations(cfg.Now); err != nil {
+		return nil, err
+	}
+	if err := s.setUpConnectPage(); err != nil {
 		return nil, err
 	}
 	s.sweeper = &lifecycle.Sweeper{
@@ -326,7 +342,7 @@ func (s *Server) buildMCP() *mcpserver.MCPServer {
 		mcpserver.WithResourceHandlerMiddleware(s.governRead),
 	)
 	deps := tools.Deps{
-		Clients: s.clients,
+		Clients: keyProbe{s.clients},
 		Egress:  s.egress,
 		Store:   s.store,
 		Config:  s.cfg.Tools,
@@ -380,6 +396,9 @@ func (s *Server) Close() error {
 		}
 		if s.local != nil {
 			s.local.close()
+		}
+		if s.localPage != nil {
+			s.localPage.close()
 		}
 	})
 	return errors.Join(errs...)

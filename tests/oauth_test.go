@@ -44,13 +44,17 @@ func buildOIDCProvider(t *testing.T) string {
 	return oidcProvider.bin
 }
 
-// startOIDCProvider starts a provider whose access tokens name audience, with a public client whose redirect
-// URI is redirect, and returns its issuer URL.
-func (x *h) startOIDCProvider(clientID, redirect, audience string) string {
+// startOIDCProvider starts a provider whose access tokens name audience, with the public clients given as
+// ID=REDIRECT_URI, and returns its issuer URL.
+func (x *h) startOIDCProvider(audience string, clients ...string) string {
 	x.t.Helper()
 	bin := buildOIDCProvider(x.t.(*testing.T))
 	ctx, cancel := context.WithCancel(context.Background())
-	cmd := exec.CommandContext(ctx, bin, "-listen", "127.0.0.1:0", "-client", clientID, "-redirect", redirect, "-audience", audience)
+	args := []string{"-listen", "127.0.0.1:0", "-audience", audience}
+	for _, c := range clients {
+		args = append(args, "-client", c)
+	}
+	cmd := exec.CommandContext(ctx, bin, args...)
 	cmd.Stderr = x.capture("oidcop stderr")
 	out, err := cmd.StdoutPipe()
 	if err != nil {
@@ -78,14 +82,15 @@ func (x *h) startOIDCProvider(clientID, redirect, audience string) string {
 	return ""
 }
 
-// runOAuthFlow signs user in through the provider with the TypeScript SDK's OAuth client and calls tools; it
-// returns the flow's last line and the access token it got.
-func (x *h) runOAuthFlow(node, mcpURL, clientID, redirect, user string) (map[string]any, string) {
+// runOAuthFlow signs user in through the provider with the TypeScript SDK's OAuth client and calls tools (only
+// signs in, with mode "token-only"); it returns the flow's last line and the access token it got.
+func (x *h) runOAuthFlow(node, mcpURL, clientID, redirect, user string, mode ...string) (map[string]any, string) {
 	x.t.Helper()
 	ctx, cancel := context.WithTimeout(x.t.Context(), 2*time.Minute)
 	defer cancel()
 	tokenFile := x.path("token-" + user)
-	cmd := exec.CommandContext(ctx, node, filepath.Join("js", "oauth.mjs"), mcpURL, clientID, redirect, user, "verysecure", tokenFile)
+	args := append([]string{filepath.Join("js", "oauth.mjs"), mcpURL, clientID, redirect, user, "verysecure", tokenFile}, mode...)
+	cmd := exec.CommandContext(ctx, node, args...)
 	cmd.Env = x.env()
 	stdout, stderr := x.capture("oauth.mjs "+user+" stdout"), x.capture("oauth.mjs "+user+" stderr")
 	cmd.Stdout, cmd.Stderr = stdout, stderr
@@ -100,7 +105,9 @@ func (x *h) runOAuthFlow(node, mcpURL, clientID, redirect, user string) (map[str
 	if err != nil || len(token) == 0 {
 		x.t.Fatalf("oauth.mjs %s wrote no token: %v", user, err)
 	}
-	the.noteSandbox(str(last, "sandbox_id"))
+	if id := str(last, "sandbox_id"); id != "" {
+		the.noteSandbox(id)
+	}
 	return last, string(token)
 }
 
@@ -135,7 +142,7 @@ func TestOAuthSignInThroughOIDCProvider(t *testing.T) {
 	redirect := "http://127.0.0.1:" + strings.Split(freePort(t), ":")[1] + "/callback"
 	port := freePort(t)
 	public := "http://" + port
-	issuer := x.startOIDCProvider(clientID, redirect, public+"/mcp")
+	issuer := x.startOIDCProvider(public+"/mcp", clientID+"="+redirect)
 
 	mk, _ := x.masterKeyFile("master.key")
 	keys := map[string]string{}
@@ -176,7 +183,7 @@ func TestOAuthSignInThroughOIDCProvider(t *testing.T) {
 	if code := status(t, "http://"+otherPort+"/mcp", token1); code != http.StatusUnauthorized {
 		t.Errorf("a token for %s at a server whose URL is http://%s: %d, want 401", public, otherPort, code)
 	}
-	otherIssuer := x.startOIDCProvider(clientID, redirect, public+"/mcp")
+	otherIssuer := x.startOIDCProvider(public+"/mcp", clientID+"="+redirect)
 	thirdPort := freePort(t)
 	x.startHTTPOn(thirdPort, oauthArgs("http://"+thirdPort, otherIssuer)...)
 	if code := status(t, "http://"+thirdPort+"/mcp", token1); code != http.StatusUnauthorized {

@@ -83,7 +83,7 @@ func (b *base) errorText(ctx context.Context, call Caller, tool string, err erro
 	case errors.As(err, &te):
 		return te.text
 	case errors.Is(err, ErrNoAPIKey):
-		return connectionRequired(call.Owner)
+		return ConnectionRequired(call.Owner)
 	case errors.As(err, &ae):
 		return ae.Error()
 	case ctx.Err() != nil && errors.Is(err, context.Canceled):

@@ -26,7 +26,7 @@ func TestErrorText(t *testing.T) {
 		want string
 	}{
 		{"tool error", context.Background(), missing("path"), "Missing required parameter: path"},
-		{"no key", context.Background(), fmt.Errorf("keyring: %w", ErrNoAPIKey), connectionRequired("alice")},
+		{"no key", context.Background(), fmt.Errorf("keyring: %w", ErrNoAPIKey), ConnectionRequired("alice")},
 		{"api error", context.Background(), fmt.Errorf("wrapped: %w", &e2b.APIError{Op: "create sandbox", Status: 429, Message: "too many"}),
 			"E2B API error (create sandbox: 429): too many"},
 		{"cancelled", cancelled, fmt.Errorf("e2b: envd Start: %w", context.Canceled), "The call was cancelled before it finished."},

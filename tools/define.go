@@ -77,8 +77,9 @@ func missing(name string) error {
 	return &toolError{text: "Missing required parameter: " + name}
 }
 
-// connectionRequired is the answer of every tool when the owner has no E2B key.
-func connectionRequired(owner string) string {
+// ConnectionRequired is the answer of every tool when the owner has no E2B key (the server names its connect
+// page instead where it has one).
+func ConnectionRequired(owner string) string {
 	return "No E2B API key is connected for " + owner + ". Run `e2b-mcp auth login` in a terminal " +
 		"(or use --backend local to try the server without an account), then call this tool again."
 }

@@ -4,16 +4,16 @@
 // at the provider's HTML login page (GET the form, POST the user name and password, follow the redirects back
 // to the redirect URI). The SDK then exchanges the code for an access token and the client calls tools with it.
 //
-//   node oauth.mjs <MCP URL> <client id> <redirect URI> <user> <password> <token file>
+//   node oauth.mjs <MCP URL> <client id> <redirect URI> <user> <password> <token file> [token-only]
 //
-// Prints one JSON line per step; the last is {"ok":true,...}. The access token is written to <token file>
+// Prints one JSON line per step; the last is {"ok":true,...}. With token-only it stops once it has the token. The access token is written to <token file>
 // (mode 0600) for the caller's own checks, never printed. Any failed check exits 1 with the reason on stderr.
 import { writeFileSync } from "node:fs";
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
 import { UnauthorizedError } from "@modelcontextprotocol/sdk/client/auth.js";
 
-const [mcpURL, clientID, redirectURI, user, password, tokenFile] = process.argv.slice(2);
+const [mcpURL, clientID, redirectURI, user, password, tokenFile, mode] = process.argv.slice(2);
 
 function fail(message) {
   process.stderr.write(`oauth.mjs: ${message}\n`);
@@ -104,6 +104,10 @@ await transport.finishAuth(code);
 check(store.tokens?.access_token, "no access token after the code exchange");
 writeFileSync(tokenFile, store.tokens.access_token, { mode: 0o600 });
 step({ step: "token", token_type: store.tokens.token_type });
+if (mode === "token-only") {
+  step({ ok: true });
+  process.exit(0);
+}
 
 transport = new StreamableHTTPClientTransport(url, { authProvider: provider });
 client = new Client({ name: "e2b-mcp-oauth-e2e", version: "1" });

@@ -2,9 +2,9 @@
 // zitadel/oidc (a certified OpenID Connect library), with its in-memory users ("test-user@127.0.0.1" and
 // "test-user2", password "verysecure") and its HTML login page, and one public client (PKCE, no secret) whose
 // access tokens are JWTs carrying the resource's URL in their audience, as an identity provider set up for an MCP
-// server issues them.
+// server issues them, for each public client (PKCE, no secret) given as ID=REDIRECT_URI.
 //
-//	oidcop -listen 127.0.0.1:0 -client e2b-mcp-test -redirect http://127.0.0.1:P/callback -audience http://127.0.0.1:Q/mcp
+//	oidcop -listen 127.0.0.1:0 -client e2b-mcp-test=http://127.0.0.1:P/callback -audience http://127.0.0.1:Q/mcp
 //
 // Once it listens it prints one JSON line, {"issuer": "http://127.0.0.1:PORT"}, and serves until killed.
 package main
@@ -18,6 +18,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"strings"
 
 	"github.com/zitadel/oidc/v3/example/server/exampleop"
 	"github.com/zitadel/oidc/v3/example/server/storage"
@@ -26,12 +27,19 @@ import (
 
 func main() {
 	listen := flag.String("listen", "127.0.0.1:0", "listen address")
-	clientID := flag.String("client", "e2b-mcp-test", "client ID of the public client")
-	redirect := flag.String("redirect", "", "the client's redirect URI")
+	var clients []*storage.Client
+	flag.Func("client", "a public client, as ID=REDIRECT_URI (repeatable)", func(v string) error {
+		id, redirect, ok := strings.Cut(v, "=")
+		if !ok || id == "" || redirect == "" {
+			return fmt.Errorf("want ID=REDIRECT_URI, got %q", v)
+		}
+		clients = append(clients, storage.NativeClient(id, redirect))
+		return nil
+	})
 	audience := flag.String("audience", "", "the resource URL put in every access token's audience")
 	flag.Parse()
-	if *redirect == "" || *audience == "" {
-		fmt.Fprintln(os.Stderr, "oidcop: -redirect and -audience are required")
+	if len(clients) == 0 || *audience == "" {
+		fmt.Fprintln(os.Stderr, "oidcop: -client and -audience are required")
 		os.Exit(2)
 	}
 	ln, err := net.Listen("tcp", *listen)
@@ -40,7 +48,7 @@ func main() {
 		os.Exit(1)
 	}
 	issuer := "http://" + ln.Addr().String()
-	storage.RegisterClients(storage.NativeClient(*clientID, *redirect))
+	storage.RegisterClients(clients...)
 	st := resourceStorage{Storage: storage.NewStorage(storage.NewUserStore(issuer + "/")), audience: *audience}
 	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	router := exampleop.SetupServer(issuer, st, logger, false)

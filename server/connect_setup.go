@@ -1,0 +1,101 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/e2b-mcp/e2b-mcp/credentials"
+)
+
+// setUpConnectPage decides whether there is a connect page and how it knows its members (see connector). There
+// is none for the local backend (it needs no key), when the operator turned it off, or under OAuth without a
+// client for the members' sign-in.
+func (s *Server) setUpConnectPage() error {
+	if s.cfg.NoConnectPage || s.local != nil || s.cfg.Clients != nil {
+		return nil
+	}
+	prove := proveLocal
+	switch {
+	case s.cfg.Transport == TransportStdio:
+	case s.cfg.OAuth != nil && s.cfg.OAuth.ClientID != "":
+		prove = proveSignIn
+	case s.cfg.OAuth != nil:
+		s.log.Info("the connect page is off: give the identity provider client of its sign-in (--oauth-client-id)")
+		return nil
+	case s.tokens != nil:
+		prove = proveToken
+	}
+	verify := func(ctx context.Context, key string) error {
+		cfg := s.cfg.E2B
+		cfg.APIKey = key
+		cfg.HTTPClient = newSharedHTTPClient()
+		return credentials.VerifyAPIKey(ctx, cfg)
+	}
+	c := newConnector(prove, s.cfg.Secrets, verify, s.cfg.Now)
+	c.tokens = s.tokens
+	if prove == proveSignIn {
+		if s.cfg.PublicURL == "" {
+			return errors.New("the connect page's sign-in needs the public URL (--public-url)")
+		}
+		c.signIn = &signIn{as: s.authServer, clientID: s.cfg.OAuth.ClientID,
+			redirect: strings.TrimSuffix(s.cfg.PublicURL, "/") + pathConnectCallback, ownerClaim: s.cfg.OAuth.OwnerClaim}
+	}
+	if s.cfg.PublicURL != "" && s.cfg.Transport != TransportStdio {
+		if err := checkPublicURL("the public URL", s.cfg.PublicURL); err != nil {
+			return err
+		}
+		c.setBase(s.cfg.PublicURL)
+	}
+	s.connector = c
+	if s.connectTickets, _ = newElicitations(s.cfg.Now); s.connectTickets == nil {
+		return errors.New("connect tickets: no random key")
+	}
+	return nil
+}
+
+// connectLink makes a link to the connect page for owner; over stdio it starts the local page first.
+func (s *Server) connectLink(owner string) (string, error) {
+	if s.cfg.Transport == TransportStdio {
+		if err := s.startLocalPage(); err != nil {
+			return "", err
+		}
+	}
+	return s.connector.newLink(owner)
+}
+
+// localPage is the connect page of a stdio server: an HTTP listener on 127.0.0.1 serving nothing else.
+type localPage struct {
+	srv *http.Server
+}
+
+func (p *localPage) close() {
+	ctx, cancel := context.WithTimeout(context.Background(), shutdownGrace)
+	defer cancel()
+	_ = p.srv.Shutdown(ctx)
+}
+
+// startLocalPage starts the stdio server's connect page on a free loopback port, once.
+func (s *Server) startLocalPage() error {
+	s.localPageMu.Lock()
+	defer s.localPageMu.Unlock()
+	if s.localPage != nil {
+		return nil
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return fmt.Errorf("starting the connect page on 127.0.0.1: %w", err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle(PathConnect, s.connector)
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 15 * time.Second}
+	go func() { _ = srv.Serve(ln) }()
+	s.connector.setBase("http://" + ln.Addr().String())
+	s.localPage = &localPage{srv: srv}
+	s.log.Info("serving the connect page", "url", "http://"+ln.Addr().String()+PathConnect)
+	return nil
+}

@@ -1,0 +1,191 @@
+package tests
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+)
+
+// chromium is a headless Chromium from the system's packages, driven through chromedriver (the W3C WebDriver
+// protocol over HTTP): a member's browser, with a profile (and so cookies) of its own.
+type chromium struct {
+	t       *testing.T
+	driver  string // http://127.0.0.1:port
+	session string
+}
+
+// requireChromedriver skips (fails in CI) when Chromium or chromedriver is not installed, and returns both.
+func requireChromedriver(t *testing.T) (browser, driver string) {
+	t.Helper()
+	browser = requireChromium(t)
+	driver, err := exec.LookPath("chromedriver")
+	requireEnv(t, err == nil, "chromedriver is not installed (apt install chromium-driver)")
+	return browser, driver
+}
+
+// startChromium starts chromedriver and a fresh headless Chromium session; both end with the test.
+func (x *h) startChromium() *chromium {
+	t := x.t.(*testing.T)
+	t.Helper()
+	browserBin, driverBin := requireChromedriver(t)
+
+	port := freePort(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	cmd := exec.CommandContext(ctx, driverBin, "--port="+strings.Split(port, ":")[1])
+	cmd.Env = x.env() // a test's own HOME; for a headless test, no D-Bus session either
+	cmd.Stdout, cmd.Stderr = x.capture("chromedriver stdout"), x.capture("chromedriver stderr")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	c := &chromium{t: t, driver: "http://" + port}
+	t.Cleanup(func() {
+		if c.session != "" {
+			c.do(http.MethodDelete, "/session/"+c.session, nil)
+		}
+		cancel()
+		_ = cmd.Wait()
+	})
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		resp, err := http.Get(c.driver + "/status")
+		if err == nil {
+			resp.Body.Close()
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("chromedriver did not answer within 30s")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	// The flags for root in a container: no sandbox (root), no GPU, nothing fetched in the background.
+	args := []string{"--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+		"--disable-background-networking", "--disable-component-update", "--disable-sync", "--password-store=basic",
+		"--user-data-dir=" + t.TempDir()}
+	var created struct {
+		SessionID string `json:"sessionId"`
+	}
+	c.call(http.MethodPost, "/session", map[string]any{"capabilities": map[string]any{"alwaysMatch": map[string]any{
+		"goog:chromeOptions": map[string]any{"binary": browserBin, "args": args},
+		"timeouts":           map[string]any{"pageLoad": 30000, "implicit": 5000},
+	}}}, &created)
+	if created.SessionID == "" {
+		t.Fatal("chromedriver made no session")
+	}
+	c.session = created.SessionID
+	return c
+}
+
+// do sends one WebDriver command and returns the raw answer.
+func (c *chromium) do(method, path string, body any) (int, []byte) {
+	var r io.Reader
+	if body != nil {
+		b, _ := json.Marshal(body)
+		r = bytes.NewReader(b)
+	}
+	req, _ := http.NewRequest(method, c.driver+path, r)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := (&http.Client{Timeout: time.Minute}).Do(req)
+	if err != nil {
+		c.t.Fatalf("webdriver %s %s: %v", method, path, err)
+	}
+	defer resp.Body.Close()
+	out, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, out
+}
+
+// call sends a command that must succeed and decodes its value into v (when not nil).
+func (c *chromium) call(method, path string, body, v any) {
+	c.t.Helper()
+	code, out := c.do(method, path, body)
+	if code != http.StatusOK {
+		c.t.Fatalf("webdriver %s %s: %d %s", method, path, code, out)
+	}
+	if v != nil {
+		var wrap struct{ Value json.RawMessage }
+		if err := json.Unmarshal(out, &wrap); err != nil || json.Unmarshal(wrap.Value, v) != nil {
+			c.t.Fatalf("webdriver %s %s: cannot read %s", method, path, out)
+		}
+	}
+}
+
+func (c *chromium) s(path string) string { return "/session/" + c.session + path }
+
+// open navigates to u and waits for the page to load.
+func (c *chromium) open(u string) {
+	c.t.Helper()
+	c.call(http.MethodPost, c.s("/url"), map[string]string{"url": u}, nil)
+}
+
+func (c *chromium) element(css string) string {
+	c.t.Helper()
+	var el map[string]string
+	c.call(http.MethodPost, c.s("/element"), map[string]string{"using": "css selector", "value": css}, &el)
+	for _, id := range el {
+		return id
+	}
+	c.t.Fatalf("no element %s", css)
+	return ""
+}
+
+// fill types text into the field css names.
+func (c *chromium) fill(css, text string) {
+	c.t.Helper()
+	c.call(http.MethodPost, c.s("/element/"+c.element(css)+"/value"), map[string]string{"text": text}, nil)
+}
+
+// click clicks the element css names (a submit button: the browser posts its form and loads the answer).
+func (c *chromium) click(css string) {
+	c.t.Helper()
+	c.call(http.MethodPost, c.s("/element/"+c.element(css)+"/click"), map[string]any{}, nil)
+}
+
+// page is the current page's HTML.
+func (c *chromium) page() string {
+	c.t.Helper()
+	var src string
+	c.call(http.MethodGet, c.s("/source"), nil, &src)
+	return src
+}
+
+// waitFor waits until the page contains want, and returns the page.
+func (c *chromium) waitFor(want string) string {
+	c.t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		p := c.page()
+		if strings.Contains(p, want) {
+			return p
+		}
+		if time.Now().After(deadline) {
+			c.t.Fatalf("the page never showed %q:\n%s", want, p)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// signIn fills the identity provider's login form (zitadel's example provider) as user.
+func (c *chromium) signIn(user string) {
+	c.t.Helper()
+	c.waitFor(`name="password"`)
+	c.fill("#username", user)
+	c.fill("#password", "verysecure")
+	c.click("button[type=submit]")
+}
+
+// connectKey submits key on the connect page's form and waits for the answer.
+func (c *chromium) connectKey(key string) string {
+	c.t.Helper()
+	c.waitFor(`name="key"`)
+	c.fill("#key", key)
+	c.click("button[type=submit]")
+	return c.waitFor("</h1>")
+}
+
+func (c *chromium) String() string { return fmt.Sprintf("chromium session %s", c.session) }
