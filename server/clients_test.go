@@ -41,8 +41,8 @@ func TestKeyringClientsReadKeyEveryCall(t *testing.T) {
 
 	mark := len(f.emu.Requests())
 	msg := mustFail(t, c, "e2b_create_sandbox", map[string]any{})
-	want := "No E2B API key is connected for alice. Run `e2b-mcp auth login` in a terminal"
-	if !strings.HasPrefix(msg, want) {
+	want := "No E2B API key is connected for alice. Open http://127.0.0.1:"
+	if !strings.HasPrefix(msg, want) || !strings.Contains(msg, "or run `e2b-mcp auth login` in a terminal") {
 		t.Errorf("without a key: %q", msg)
 	}
 	for _, r := range f.emu.Requests()[mark:] {

@@ -57,11 +57,11 @@ func (s *Server) connect(ctx context.Context, req mcp.CallToolRequest, caller to
 		return res, err
 	}
 	if caps := clientElicitation(ctx); caps == nil || caps.URL == nil {
-		return connectionRequired(caller.Owner, link), nil
+		return s.connectionRequired(caller.Owner, link), nil
 	}
 	state, err := s.connectTickets.issue(policy.BindingFor(caller.Owner, caller.Session, req.Params.Name, args))
 	if err != nil {
-		return connectionRequired(caller.Owner, link), nil
+		return s.connectionRequired(caller.Owner, link), nil
 	}
 	msg := fmt.Sprintf("e2b-mcp needs your E2B API key to run %s. Open this page to connect your E2B account "+
 		"(the link works once, for %d minutes); your assistant carries on once you have.", req.Params.Name, int(ConnectLinkTTL.Minutes()))
@@ -89,13 +89,19 @@ func (s *Server) resumeConnect(ctx context.Context, req mcp.CallToolRequest, cal
 	if err != nil {
 		return mcp.NewToolResultError(tools.ConnectionRequired(caller.Owner)), true
 	}
-	return connectionRequired(caller.Owner, link), true
+	return s.connectionRequired(caller.Owner, link), true
 }
 
-// connectionRequired is the ConnectionRequired answer that names the connect page.
-func connectionRequired(owner, link string) *mcp.CallToolResult {
+// connectionRequired is the ConnectionRequired answer that names the connect page (and, to the local user of a
+// stdio server, `e2b-mcp auth login`).
+func (s *Server) connectionRequired(owner, link string) *mcp.CallToolResult {
+	alternative := ""
+	if s.cfg.Transport == TransportStdio {
+		alternative = ", or run `e2b-mcp auth login` in a terminal"
+	}
 	return mcp.NewToolResultError(fmt.Sprintf("No E2B API key is connected for %s. Open %s in a browser to connect "+
-		"your E2B account (the link works once, for %d minutes), then call this tool again.", owner, link, int(ConnectLinkTTL.Minutes())))
+		"your E2B account (the link works once, for %d minutes)%s, then call this tool again.",
+		owner, link, int(ConnectLinkTTL.Minutes()), alternative))
 }
 
 // clientElicitation is the elicitation capability the client declared (per request in protocol 2026-07-28 and

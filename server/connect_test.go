@@ -5,6 +5,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/cookiejar"
+	"net/http/httptest"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -20,6 +21,7 @@ import (
 	"github.com/e2b-mcp/e2b-mcp/credentials"
 	"github.com/e2b-mcp/e2b-mcp/e2b"
 	"github.com/e2b-mcp/e2b-mcp/e2b/e2btest"
+	"github.com/e2b-mcp/e2b-mcp/policy"
 	"github.com/e2b-mcp/e2b-mcp/state"
 )
 
@@ -343,3 +345,46 @@ func TestConnectPageWithTokensAsksForTheToken(t *testing.T) {
 }
 
 func writeFile(path, content string) error { return os.WriteFile(path, []byte(content), 0o600) }
+
+// A connect request's state never passes for an approval of the same call: the two are signed with different
+// keys.
+func TestConnectTicketIsNoApproval(t *testing.T) {
+	f := newConnectFixture(t, nil)
+	b := policy.BindingFor("alice", "s1", "e2b_manage_sandbox", map[string]any{"sandbox_id": "x", "action": "delete"})
+	state, err := f.srv.connectTickets.issue(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f.srv.elicit.redeem(state, b) {
+		t.Fatal("a connect request's state was accepted as an approval")
+	}
+	if !f.srv.connectTickets.redeem(state, b) {
+		t.Fatal("the connect request's own state was refused")
+	}
+}
+
+// The way back from the identity provider counts only in the browser that started the sign-in: a callback
+// without that browser's cookie, or with another state, is refused (no login CSRF, no session fixation).
+func TestConnectCallbackNeedsTheBrowsersState(t *testing.T) {
+	c := newConnector(proveSignIn, nil, nil, time.Now)
+	c.signIn = &signIn{}
+	c.setBase("http://127.0.0.1:1")
+	sess := &connectSession{link: "l", csrf: "c", verifier: "v", nonce: "n", expires: time.Now().Add(time.Minute)}
+	c.sessions["state-1"] = sess
+	for name, req := range map[string]*http.Request{
+		"no cookie":      httptest.NewRequest(http.MethodGet, pathConnectCallback+"?state=state-1&code=x", nil),
+		"another state":  withCookie(httptest.NewRequest(http.MethodGet, pathConnectCallback+"?state=state-2&code=x", nil), "state-1"),
+		"another cookie": withCookie(httptest.NewRequest(http.MethodGet, pathConnectCallback+"?state=state-1&code=x", nil), "state-2"),
+	} {
+		w := httptest.NewRecorder()
+		c.ServeHTTP(w, req)
+		if w.Code != http.StatusBadRequest || !strings.Contains(w.Body.String(), "Sign-in not recognised") {
+			t.Errorf("%s: %d %s", name, w.Code, w.Body)
+		}
+	}
+}
+
+func withCookie(r *http.Request, v string) *http.Request {
+	r.AddCookie(&http.Cookie{Name: connectCookie, Value: v})
+	return r
+}

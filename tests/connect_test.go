@@ -75,7 +75,8 @@ func TestConnectPageInChromium(t *testing.T) {
 	port := freePort(t)
 	public := "http://" + port
 	issuer := x.startOIDCProvider(public+"/mcp", mcpClient+"="+redirect, pageClient+"="+public+"/connect/callback")
-	mk, _ := x.masterKeyFile("master.key")
+	mk, masterHex := x.masterKeyFile("master.key")
+	x.noMasterKeyLeak(masterHex)
 	x.startHTTPOn(port, x.serveArgs("operator", "team", "--transport", "http", "--master-key-file", mk,
 		"--public-url", public, "--oauth-issuer", issuer, "--oauth-client-id", pageClient, "--oauth-scope", "openid")...)
 

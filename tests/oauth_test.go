@@ -144,7 +144,8 @@ func TestOAuthSignInThroughOIDCProvider(t *testing.T) {
 	public := "http://" + port
 	issuer := x.startOIDCProvider(public+"/mcp", clientID+"="+redirect)
 
-	mk, _ := x.masterKeyFile("master.key")
+	mk, masterHex := x.masterKeyFile("master.key")
+	x.noMasterKeyLeak(masterHex)
 	keys := map[string]string{}
 	for _, owner := range []string{"id1", "id2"} { // the provider's subjects of test-user@127.0.0.1 and test-user2
 		keys[owner] = newAPIKey()
