@@ -57,6 +57,7 @@ func (s *Server) newHTTPTransport() *httpTransport {
 			mcpserver.WithSSECORS(mcpserver.WithCORSAllowedOrigins(noCORSOrigin)),
 		),
 	}
+	s.sessions.setEnd(func(id string) { endStreamableSession(t.streamable, id) })
 	mux := http.NewServeMux()
 	mux.HandleFunc(PathHealth, func(w http.ResponseWriter, r *http.Request) {
 		if r.Method != http.MethodGet && r.Method != http.MethodHead {
@@ -77,7 +78,7 @@ func (s *Server) newHTTPTransport() *httpTransport {
 	}
 	// Outermost first: the page's origin, the body's type and size, then the caller.
 	mux.Handle(PathMCP, s.guardOrigin(s.limits.limitBody(s.authenticate(t.streamable))))
-	mux.Handle(PathSSE, s.guardOrigin(s.limits.limitBody(s.authenticate(t.sse))))
+	mux.Handle(PathSSE, s.guardOrigin(s.limits.limitBody(s.authenticate(s.sessions.guardSSEStreams(t.sse)))))
 	mux.Handle(PathMessage, s.guardOrigin(requireJSON(s.limits.limitBody(s.authenticate(s.sessions.guardSSEMessages(t.sse))))))
 	t.handler = mux
 	return t
@@ -209,19 +210,35 @@ func checkListen(addr string, haveTokens bool) error {
 // and earlier, the sessionId of SSE) to the owner that opened it, so that one owner cannot post into, listen to
 // or end another owner's session even if it learns the ID. It is mcp-go's session ID manager for /mcp. It also
 // ends the calls running in a session when the session ends (see track).
+//
+// It bounds the sessions of each owner (maxProtocolSessions): every session holds memory until it ends, and a
+// streamable one ends only when its client says so or after an idle hour. At the bound, a new session ends the
+// owner's least recently used streamable session (its client starts a new one if it comes back); when all of
+// them are open SSE streams, a new stream is refused.
 type sessionOwners struct {
 	mu       sync.Mutex
-	sessions map[string]*httpSession // session ID → its owner and calls
+	sessions map[string]*httpSession // session ID → its owner, use and calls
+	perOwner map[string]int
 	lastCall uint64
+	clock    uint64 // orders uses, for the least recently used
+	// end ends a streamable session in mcp-go as its client would (DELETE /mcp), freeing what mcp-go holds.
+	end func(id string)
 }
 
-// httpSession is one HTTP protocol session: the owner that opened it and the calls running in it.
+// httpSession is one HTTP protocol session: the owner that opened it, its last use and the calls running in it.
 type httpSession struct {
-	owner string
-	calls map[uint64]context.CancelCauseFunc
+	owner    string
+	sse      bool
+	lastUsed uint64
+	calls    map[uint64]context.CancelCauseFunc
 }
 
-func newSessionOwners() *sessionOwners { return &sessionOwners{sessions: map[string]*httpSession{}} }
+// maxProtocolSessions bounds the protocol sessions of one owner.
+const maxProtocolSessions = 100
+
+func newSessionOwners() *sessionOwners {
+	return &sessionOwners{sessions: map[string]*httpSession{}, perOwner: map[string]int{}}
+}
 
 const sessionIDPrefix = "mcp-session-"
 
@@ -231,21 +248,128 @@ func newSessionID() string {
 	return sessionIDPrefix + hex.EncodeToString(b)
 }
 
-func (o *sessionOwners) add(owner string) string {
+// errTooManySessions is a new SSE stream of an owner whose sessions are all open streams, at the bound.
+var errTooManySessions = fmt.Errorf("too many open sessions: one owner may have %d; close one first", maxProtocolSessions)
+
+// add opens a session for owner, making room at the bound.
+func (o *sessionOwners) add(owner string, sse bool) (string, error) {
 	id := newSessionID()
 	o.mu.Lock()
-	o.sessions[id] = &httpSession{owner: owner, calls: map[uint64]context.CancelCauseFunc{}}
+	evicted, err := o.makeRoomLocked(owner, sse)
+	if err == nil {
+		o.clock++
+		o.sessions[id] = &httpSession{owner: owner, sse: sse, lastUsed: o.clock, calls: map[uint64]context.CancelCauseFunc{}}
+		o.perOwner[owner]++
+	}
+	end := o.end
 	o.mu.Unlock()
-	return id
+	if evicted != nil {
+		evicted.cancelCalls()
+		if end != nil {
+			go end(evicted.id) // not under mcp-go's handling of the request that asked for a session
+		}
+	}
+	return id, err
 }
 
-func (o *sessionOwners) owner(id string) (string, bool) {
+// endedSession is a session forgotten under the lock, whose calls are cancelled after it.
+type endedSession struct {
+	id    string
+	calls []context.CancelCauseFunc
+}
+
+func (e *endedSession) cancelCalls() {
+	if e == nil {
+		return
+	}
+	for _, cancel := range e.calls {
+		cancel(errSessionEnded)
+	}
+}
+
+// makeRoomLocked forgets owner's least recently used streamable session when owner is at the bound, and returns
+// it for ending; with none to forget, a new SSE stream is refused (a streamable session is let through: the
+// next one finds it to forget, so the bound is passed by one at most).
+func (o *sessionOwners) makeRoomLocked(owner string, sse bool) (*endedSession, error) {
+	if o.perOwner[owner] < maxProtocolSessions {
+		return nil, nil
+	}
+	victim, oldest := "", uint64(0)
+	for id, sess := range o.sessions {
+		if sess.owner == owner && !sess.sse && (victim == "" || sess.lastUsed < oldest) {
+			victim, oldest = id, sess.lastUsed
+		}
+	}
+	if victim == "" {
+		if sse {
+			return nil, errTooManySessions
+		}
+		return nil, nil
+	}
+	return o.forgetLocked(victim), nil
+}
+
+func (o *sessionOwners) setEnd(end func(id string)) {
+	o.mu.Lock()
+	o.end = end
+	o.mu.Unlock()
+}
+
+// endStreamableSession ends a streamable session in mcp-go through its own DELETE, as the session's client
+// would, so that mcp-go lets go of what it holds for the session at once rather than after an idle hour.
+func endStreamableSession(streamable http.Handler, id string) {
+	req, err := http.NewRequest(http.MethodDelete, PathMCP, nil)
+	if err != nil {
+		return
+	}
+	req.Header.Set(mcpserver.HeaderKeySessionID, id)
+	streamable.ServeHTTP(discardResponse{http.Header{}}, req)
+}
+
+// discardResponse is a ResponseWriter for answers nobody reads.
+type discardResponse struct{ header http.Header }
+
+func (d discardResponse) Header() http.Header       { return d.header }
+func (discardResponse) Write(p []byte) (int, error) { return len(p), nil }
+func (discardResponse) WriteHeader(int)             {}
+
+// guardSSEStreams refuses (429) a new SSE stream of an owner whose sessions are all open streams, at the bound.
+func (o *sessionOwners) guardSSEStreams(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		c, _ := identityFrom(r.Context())
+		if r.Method == http.MethodGet && o.full(c.Owner) {
+			http.Error(w, errTooManySessions.Error(), http.StatusTooManyRequests)
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// full reports whether owner is at the bound with no streamable session to make room.
+func (o *sessionOwners) full(owner string) bool {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.perOwner[owner] < maxProtocolSessions {
+		return false
+	}
+	for _, sess := range o.sessions {
+		if sess.owner == owner && !sess.sse {
+			return false
+		}
+	}
+	return true
+}
+
+// use returns the owner of session id and marks it used.
+func (o *sessionOwners) use(id string) (string, bool) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	sess, ok := o.sessions[id]
 	if !ok {
 		return "", false
 	}
+	o.clock++
+	sess.lastUsed = o.clock
 	return sess.owner, true
 }
 
@@ -255,15 +379,26 @@ var errSessionEnded = errors.New("the client's MCP session ended (the client dis
 // forget ends a session: its calls are cancelled.
 func (o *sessionOwners) forget(id string) {
 	o.mu.Lock()
-	sess := o.sessions[id]
-	delete(o.sessions, id)
+	ended := o.forgetLocked(id)
 	o.mu.Unlock()
-	if sess == nil {
-		return
+	ended.cancelCalls()
+}
+
+// forgetLocked removes a session and returns it, nil when there was none.
+func (o *sessionOwners) forgetLocked(id string) *endedSession {
+	sess, ok := o.sessions[id]
+	if !ok {
+		return nil
 	}
+	delete(o.sessions, id)
+	if o.perOwner[sess.owner]--; o.perOwner[sess.owner] <= 0 {
+		delete(o.perOwner, sess.owner)
+	}
+	ended := &endedSession{id: id}
 	for _, cancel := range sess.calls {
-		cancel(errSessionEnded)
+		ended.calls = append(ended.calls, cancel)
 	}
+	return ended
 }
 
 // track gives a call a context that ends when the call's HTTP protocol session ends; done must be called when
@@ -319,10 +454,13 @@ type ownerSessions struct {
 	owner      string
 }
 
-func (m ownerSessions) Generate() string { return m.o.add(m.owner) }
+func (m ownerSessions) Generate() string {
+	id, _ := m.o.add(m.owner, false) // never refused: see makeRoomLocked
+	return id
+}
 
 func (m ownerSessions) Validate(id string) (bool, error) {
-	owner, ok := m.o.owner(id)
+	owner, ok := m.o.use(id)
 	if !ok || (m.restricted && (m.owner == "" || owner != m.owner)) {
 		// The same answer for unknown and foreign sessions: the client starts a new session.
 		return false, errors.New("unknown session")
@@ -331,7 +469,7 @@ func (m ownerSessions) Validate(id string) (bool, error) {
 }
 
 func (m ownerSessions) Terminate(id string) (bool, error) {
-	owner, ok := m.o.owner(id)
+	owner, ok := m.o.use(id)
 	if !ok {
 		return false, nil
 	}
@@ -348,14 +486,14 @@ func (o *sessionOwners) newSSESession(_ context.Context, r *http.Request) (strin
 	if !ok {
 		return "", errors.New("no authenticated caller")
 	}
-	return o.add(c.Owner), nil
+	return o.add(c.Owner, true)
 }
 
 // guardSSEMessages lets a POST to /message through only into an SSE session of the same owner.
 func (o *sessionOwners) guardSSEMessages(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		c, _ := identityFrom(r.Context())
-		owner, ok := o.owner(r.URL.Query().Get("sessionId"))
+		owner, ok := o.use(r.URL.Query().Get("sessionId"))
 		if !ok || owner != c.Owner {
 			http.Error(w, "unknown session", http.StatusNotFound)
 			return

@@ -1,6 +1,8 @@
 package server
 
 import (
+	"context"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -10,6 +12,7 @@ import (
 	"time"
 
 	"github.com/e2b-mcp/e2b-mcp/e2b/e2btest"
+	"github.com/e2b-mcp/e2b-mcp/state"
 	"github.com/e2b-mcp/e2b-mcp/tools"
 )
 
@@ -108,5 +111,107 @@ func TestHTTPBodyDeadlineLifted(t *testing.T) {
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusOK || string(b) != `{"a":1}` {
 		t.Fatalf("a call longer than the body deadline: %d %s", resp.StatusCode, b)
+	}
+}
+
+// A caller cannot make durable session records without end by naming a new X-E2B-MCP-Session on every call:
+// past the owner's bound of live sessions a call in a new one is refused, and nothing is stored for it.
+func TestHTTPSessionNamesBounded(t *testing.T) {
+	f := newFixture(t, fixtureOpts{transport: TransportHTTP, policy: allowAll})
+	base := serveHTTP(t, f)
+	call := func(session string) (string, bool) {
+		c := streamableClient(t, base, "", session, eras[0])
+		defer c.Close()
+		res := callTool(t, c, "e2b_list_sandboxes", map[string]any{})
+		return resultText(res), !res.IsError
+	}
+	for i := range state.DefaultMaxLiveSessions {
+		if out, ok := call(fmt.Sprintf("s%d", i)); !ok {
+			t.Fatalf("session %d of %d refused: %s", i+1, state.DefaultMaxLiveSessions, out)
+		}
+	}
+	out, ok := call("one-too-many")
+	if ok || !strings.Contains(out, "live sessions") || !strings.Contains(out, "one-too-many") {
+		t.Fatalf("a session past the bound: %s", out)
+	}
+	if out, ok := call("s0"); !ok {
+		t.Fatalf("an existing session at the bound: %s", out)
+	}
+	sessions, err := f.srv.Store().Sessions()
+	if err != nil || len(sessions) != state.DefaultMaxLiveSessions {
+		t.Fatalf("%d session records (%v), want %d", len(sessions), err, state.DefaultMaxLiveSessions)
+	}
+}
+
+// One owner cannot hold protocol sessions without end by initializing over and over: past the bound the least
+// recently used streamable session is ended (its ID no longer works, and mcp-go lets go of it), the one in use
+// goes on working, and once every place is an open SSE stream a new stream is refused.
+func TestHTTPProtocolSessionsBounded(t *testing.T) {
+	tokens, toks := tokensFor(t, "alice", "bob")
+	f := newFixture(t, fixtureOpts{transport: TransportHTTP, tokensFile: tokens, policy: allowAll})
+	base := serveHTTP(t, f)
+	bob := streamableClient(t, base, toks["bob"], "", eras[1])
+	defer bob.Close()
+	kept := streamableClient(t, base, toks["alice"], "", eras[1])
+	defer kept.Close()
+
+	initialize := func() string {
+		_, h, body := do(t, http.MethodPost, base+PathMCP, "Bearer "+toks["alice"], initializeBody, nil)
+		id := h.Get("Mcp-Session-Id")
+		if id == "" {
+			t.Fatalf("initialize gave no session: %s", body)
+		}
+		return id
+	}
+	first := initialize()
+	if err := f.srv.mcp.DeleteSessionTools(first); err != nil {
+		t.Fatalf("mcp-go does not hold a session just made: %v", err)
+	}
+	for range 2 * maxProtocolSessions {
+		initialize()
+		listIDs(t, kept) // in use all along: never the least recently used
+	}
+	f.srv.sessions.mu.Lock()
+	alice, total := f.srv.sessions.perOwner["alice"], len(f.srv.sessions.sessions)
+	f.srv.sessions.mu.Unlock()
+	if alice > maxProtocolSessions || total > maxProtocolSessions+1 {
+		t.Fatalf("alice holds %d protocol sessions (%d in all), want at most %d", alice, total, maxProtocolSessions)
+	}
+	ping := `{"jsonrpc":"2.0","id":2,"method":"ping"}`
+	if code, _, _ := do(t, http.MethodPost, base+PathMCP, "Bearer "+toks["alice"], ping,
+		map[string]string{"Mcp-Session-Id": first, "Mcp-Protocol-Version": "2025-11-25"}); code != http.StatusNotFound {
+		t.Errorf("an ended session: HTTP %d, want 404", code)
+	}
+	// mcp-go let go of it too (it is ended in the background).
+	deadline := time.Now().Add(10 * time.Second)
+	for f.srv.mcp.DeleteSessionTools(first) == nil {
+		if time.Now().After(deadline) {
+			t.Fatal("mcp-go still holds an ended session")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	listIDs(t, bob) // another owner's session is untouched
+
+	// Open SSE streams take every place; then a new stream is refused.
+	for i := 0; ; i++ {
+		ctx, cancel := context.WithCancel(t.Context())
+		defer cancel()
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, base+PathSSE, nil)
+		req.Header.Set("Authorization", "Bearer "+toks["alice"])
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if resp.StatusCode == http.StatusTooManyRequests {
+			resp.Body.Close()
+			if i < maxProtocolSessions-1 {
+				t.Fatalf("refused after %d streams", i)
+			}
+			break
+		}
+		if resp.StatusCode != http.StatusOK || i > 2*maxProtocolSessions {
+			t.Fatalf("stream %d: HTTP %d", i, resp.StatusCode)
+		}
+		defer resp.Body.Close()
 	}
 }

@@ -15,7 +15,9 @@ import (
 	mcpserver "github.com/mark3labs/mcp-go/server"
 
 	"github.com/e2b-mcp/e2b-mcp/audit"
+	"github.com/e2b-mcp/e2b-mcp/internal/display"
 	"github.com/e2b-mcp/e2b-mcp/policy"
+	"github.com/e2b-mcp/e2b-mcp/state"
 	"github.com/e2b-mcp/e2b-mcp/tools"
 )
 
@@ -70,7 +72,12 @@ func (s *Server) governCall(next mcpserver.ToolHandlerFunc) mcpserver.ToolHandle
 				"server's operator has freed space; nothing was done."), nil
 		}
 		ctx = tools.WithCaller(ctx, caller)
-		s.renewLease(caller)
+		if err := s.renewLease(caller); errors.Is(err, state.ErrTooManySessions) {
+			return mcp.NewToolResultError(fmt.Sprintf("Refused: session '%s' would be new, and this owner already "+
+				"has %d live sessions, the most one owner may have. Use one of them (the %s header names it), or "+
+				"wait for one's lease to run out; nothing was done.", display.Prefix(caller.Session, maxEcho),
+				state.DefaultMaxLiveSessions, SessionHeader)), nil
+		}
 
 		args := callArgs(req)
 		entry := audit.Entry{
@@ -147,14 +154,15 @@ type leaseCache struct {
 
 // renewLease renews the caller's session lease. A renewal is a durable write to the state store, so within a
 // tenth of the lease (at most a minute) of the last one it is skipped: the lease is never more than that short
-// of its full length, and a burst of calls costs one write.
-func (s *Server) renewLease(c tools.Caller) {
+// of its full length, and a burst of calls costs one write. Only a session the store refuses to create
+// (state.ErrTooManySessions) is an error: any other failure is logged, and the next call tries again.
+func (s *Server) renewLease(c tools.Caller) error {
 	now := s.cfg.Now()
 	every := min(time.Minute, s.cfg.Lease/10)
 	s.leases.mu.Lock()
 	if last, ok := s.leases.last[c]; ok && !now.Before(last) && now.Sub(last) < every {
 		s.leases.mu.Unlock()
-		return
+		return nil
 	}
 	if len(s.leases.last) >= maxLeaseCache {
 		for k, t := range s.leases.last {
@@ -174,8 +182,12 @@ func (s *Server) renewLease(c tools.Caller) {
 		s.leases.mu.Lock()
 		delete(s.leases.last, c)
 		s.leases.mu.Unlock()
+		if errors.Is(err, state.ErrTooManySessions) {
+			return err
+		}
 		s.log.Warn("renewing the session lease", "owner", c.Owner, "session", c.Session, "error", err)
 	}
+	return nil
 }
 
 // localCause names what went wrong on this machine's disk (the system's words, such as "no space left on device")

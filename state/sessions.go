@@ -27,7 +27,12 @@ func (r sessionV1) session(owner, name string) Session {
 		LeaseExpires: r.LeaseExpires, Lapsed: r.Lapsed}
 }
 
-// TouchSession creates the owner and session if needed and renews the lease to Now()+lease; clears Lapsed.
+// DefaultMaxLiveSessions is the default of Options.MaxLiveSessions.
+const DefaultMaxLiveSessions = 100
+
+// TouchSession creates the owner and session if needed and renews the lease to Now()+lease; clears Lapsed. A
+// session it would create while its owner has MaxLiveSessions live ones is refused (ErrTooManySessions); an
+// existing one, live or lapsed, is always renewed.
 func (s *Store) TouchSession(owner, name string, lease time.Duration) (Session, error) {
 	if err := checkName("owner", owner); err != nil {
 		return Session{}, err
@@ -54,6 +59,10 @@ func (s *Store) TouchSession(owner, name string, lease time.Duration) (Session, 
 			if err := s.decode(bucketSessions, k, v, &rec); err != nil {
 				return err
 			}
+		} else if live, err := s.liveSessions(b, owner, now); err != nil {
+			return err
+		} else if live >= s.maxSessions {
+			return fmt.Errorf("state: owner %q: %w (%d, the most one owner may have)", owner, ErrTooManySessions, live)
 		}
 		rec.LastUsed = now
 		rec.LeaseExpires = now.Add(lease)
@@ -65,6 +74,22 @@ func (s *Store) TouchSession(owner, name string, lease time.Duration) (Session, 
 		return Session{}, err
 	}
 	return out, nil
+}
+
+// liveSessions counts owner's sessions whose lease runs at now.
+func (s *Store) liveSessions(b *bolt.Bucket, owner string, now time.Time) (int, error) {
+	n := 0
+	err := forOwner(b, owner, func(k, v []byte) error {
+		var rec sessionV1
+		if err := s.decode(bucketSessions, k, v, &rec); err != nil {
+			return err
+		}
+		if !rec.Lapsed && rec.LeaseExpires.After(now) {
+			n++
+		}
+		return nil
+	})
+	return n, err
 }
 
 // Sessions lists every session of every owner, sorted by owner then name.

@@ -145,3 +145,39 @@ func sessionNames(ss []Session) string {
 	}
 	return out
 }
+
+// One owner cannot make sessions without end: a new one beyond MaxLiveSessions is refused and not stored, while
+// its existing sessions renew, other owners are not affected, and a session whose lease ran out frees a place.
+func TestTouchSessionBoundsLiveSessionsPerOwner(t *testing.T) {
+	clock := newFakeClock()
+	s := openTestStore(t, t.TempDir(), Options{Now: clock.Now, MaxLiveSessions: 3})
+	for _, name := range []string{"a", "b", "c"} {
+		if _, err := s.TouchSession("alice", name, time.Hour); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_, err := s.TouchSession("alice", "d", time.Hour)
+	if !errors.Is(err, ErrTooManySessions) {
+		t.Fatalf("a fourth live session: %v, want ErrTooManySessions", err)
+	}
+	if all, _ := s.Sessions(); len(all) != 3 {
+		t.Fatalf("the refused session was stored: %+v", all)
+	}
+	if _, err := s.TouchSession("alice", "b", time.Hour); err != nil {
+		t.Fatalf("renewing an existing session at the bound: %v", err)
+	}
+	if _, err := s.TouchSession("bob", "d", time.Hour); err != nil {
+		t.Fatalf("another owner: %v", err)
+	}
+	clock.Advance(30 * time.Minute)
+	if _, err := s.TouchSession("alice", "a", 10*time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	clock.Advance(20 * time.Minute) // a's lease has run out
+	if _, err := s.TouchSession("alice", "d", time.Hour); err != nil {
+		t.Fatalf("after a lease ran out: %v", err)
+	}
+	if _, err := s.TouchSession("alice", "a", time.Hour); err != nil {
+		t.Fatalf("renewing a session whose lease ran out: %v", err)
+	}
+}

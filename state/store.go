@@ -69,6 +69,8 @@ var (
 	ErrUnusable = errors.New("unusable state store")
 	// ErrClosed is returned by operations on a closed Store.
 	ErrClosed = errors.New("state store is closed")
+	// ErrTooManySessions is wrapped by TouchSession when a new session would take its owner past MaxLiveSessions.
+	ErrTooManySessions = errors.New("too many live sessions")
 )
 
 // Options configure a Store.
@@ -77,6 +79,9 @@ type Options struct {
 	Now  func() time.Time // default time.Now
 	// LockTimeout bounds the wait for another process's lock on the file; default DefaultLockTimeout.
 	LockTimeout time.Duration
+	// MaxLiveSessions bounds the sessions one owner may have live (lease running) at once; default
+	// DefaultMaxLiveSessions. A caller may name any session, and each is a durable record.
+	MaxLiveSessions int
 }
 
 // Store is the state store. It is safe for concurrent use by goroutines and by processes sharing the directory.
@@ -85,6 +90,7 @@ type Store struct {
 	keys        KeySource
 	now         func() time.Time
 	lockTimeout time.Duration
+	maxSessions int
 	migrations  []migration
 
 	mu     sync.RWMutex // write operations exclusive, reads shared; also guards closed
@@ -114,7 +120,11 @@ func open(dir string, opts Options, migrations []migration) (*Store, error) {
 		keys:        opts.Keys,
 		now:         opts.Now,
 		lockTimeout: opts.LockTimeout,
+		maxSessions: opts.MaxLiveSessions,
 		migrations:  migrations,
+	}
+	if s.maxSessions <= 0 {
+		s.maxSessions = DefaultMaxLiveSessions
 	}
 	if s.now == nil {
 		s.now = time.Now
