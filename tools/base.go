@@ -120,6 +120,9 @@ func localFailure(err error) bool {
 // lookup returns the caller's sandbox id from the store. Sandboxes of other sessions and owners are reported as
 // unknown, so that their IDs reveal nothing.
 func (b *base) lookup(call Caller, id string) (state.SandboxRecord, error) {
+	if len(id) > maxIDBytes {
+		return state.SandboxRecord{}, b.sandboxNotFound(call, id)
+	}
 	rec, err := b.store.Sandbox(call.Owner, id)
 	if err == nil && rec.Session == call.Session {
 		return rec, nil
@@ -145,7 +148,7 @@ func (b *base) sandboxNotFound(call Caller, id string) error {
 	if len(ids) > 0 {
 		have = strings.Join(ids, ", ")
 	}
-	return userErrorf("Sandbox '%s' not found in this session. Sandboxes in this session: %s", id, have)
+	return userErrorf("Sandbox '%s' not found in this session. Sandboxes in this session: %s", echo(id), have)
 }
 
 // sandbox opens a call on one of the caller's sandboxes: its record (another session's or owner's is not found),

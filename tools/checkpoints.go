@@ -26,7 +26,10 @@ func checkpointOf(cp state.Checkpoint) checkpointInfo {
 
 // lookupCheckpoint returns the caller's checkpoint id; those of other sessions and owners are unknown.
 func (b *base) lookupCheckpoint(call Caller, id string) (state.Checkpoint, error) {
-	cp, err := b.store.Checkpoint(call.Owner, id)
+	cp, err := state.Checkpoint{}, state.ErrNotFound
+	if len(id) <= maxIDBytes {
+		cp, err = b.store.Checkpoint(call.Owner, id)
+	}
 	if err == nil && cp.Session == call.Session {
 		return cp, nil
 	}
@@ -45,7 +48,7 @@ func (b *base) lookupCheckpoint(call Caller, id string) (state.Checkpoint, error
 	if len(ids) > 0 {
 		have = strings.Join(ids, ", ")
 	}
-	return state.Checkpoint{}, userErrorf("Checkpoint '%s' not found in this session. Checkpoints in this session: %s", id, have)
+	return state.Checkpoint{}, userErrorf("Checkpoint '%s' not found in this session. Checkpoints in this session: %s", echo(id), have)
 }
 
 type checkpointArgs struct {
@@ -69,6 +72,9 @@ func (t checkpointSandbox) serverTool() server.ServerTool {
 func (t checkpointSandbox) run(ctx context.Context, call Caller, a *checkpointArgs) (any, error) {
 	if a.SandboxID == "" {
 		return nil, missing("sandbox_id")
+	}
+	if err := checkName("name", a.Name); err != nil {
+		return nil, err
 	}
 	rec, c, err := t.sandbox(ctx, call, a.SandboxID, false)
 	if err != nil {

@@ -60,6 +60,9 @@ func (t createSandbox) run(ctx context.Context, call Caller, a *createArgs) (any
 	case timeout == 0:
 		timeout = t.cfg.DefaultTimeoutSeconds
 	}
+	if err := checkName("title", a.Title); err != nil {
+		return nil, err
+	}
 	for k := range a.EnvVars {
 		if k == "" {
 			return nil, userErrorf("Invalid env_vars: a variable name is empty.")

@@ -67,6 +67,9 @@ func (t forkSandbox) run(ctx context.Context, call Caller, a *forkArgs) (any, er
 	case a.Count < 0 || a.Count > maxForks:
 		return nil, userErrorf("Invalid count %d: it must be between 1 and %d.", a.Count, maxForks)
 	}
+	if err := checkName("title", a.Title); err != nil {
+		return nil, err
+	}
 	count := max(a.Count, 1)
 	if a.SandboxID != "" {
 		return t.fromSandbox(ctx, call, a, count)

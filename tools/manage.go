@@ -52,7 +52,7 @@ func (t manageSandbox) run(ctx context.Context, call Caller, a *manageArgs) (any
 	case a.Action == "":
 		return nil, missing("action")
 	case a.Action != "pause" && a.Action != "resume" && a.Action != "delete":
-		return nil, userErrorf("Invalid action '%s': use pause, resume or delete.", a.Action)
+		return nil, userErrorf("Invalid action '%s': use pause, resume or delete.", echo(a.Action))
 	case a.TimeoutSeconds < 0:
 		return nil, userErrorf("Invalid timeout_seconds %d: it must be a positive number of seconds.", a.TimeoutSeconds)
 	}
