@@ -20,6 +20,7 @@ fmt-check:
 
 vet:
 	$(GO) vet ./...
+	cd tests/oidcop && $(GO) vet ./...
 
 # What the demo and the tests need, installed when it can be (scripts/prereqs.sh says what it does and why).
 prereqs-demo:

@@ -74,14 +74,14 @@ type connector struct {
 	tokens  *credentials.Tokens // proveToken
 	signIn  *signIn             // proveSignIn
 	now     func() time.Time
+
+	mu   sync.Mutex
+	base string // the page's origin, e.g. https://mcp.example.com; "" until known
 	// secureCookie marks the cookie Secure (the page is served over https).
 	secureCookie bool
-
-	mu       sync.Mutex
-	base     string // the page's origin, e.g. https://mcp.example.com; "" until known
-	links    map[string]connectLink
-	sessions map[string]*connectSession // cookie value → session; sign-ins in progress are keyed by state too
-	waiters  map[string]chan struct{}   // owner → closed when a key is stored for them
+	links        map[string]connectLink
+	sessions     map[string]*connectSession // cookie value → session; sign-ins in progress are keyed by state too
+	waiters      map[string]chan struct{}   // owner → closed when a key is stored for them
 }
 
 func newConnector(prove string, secrets credentials.SecretStore, verify func(context.Context, string) error, now func() time.Time) *connector {
@@ -94,8 +94,8 @@ func newConnector(prove string, secrets credentials.SecretStore, verify func(con
 // setBase sets the page's origin once it is known (the listener's address, or the public URL).
 func (c *connector) setBase(base string) {
 	c.mu.Lock()
+	defer c.mu.Unlock()
 	c.base = strings.TrimSuffix(base, "/")
-	c.mu.Unlock()
 	c.secureCookie = strings.HasPrefix(base, "https://")
 }
 
@@ -249,10 +249,11 @@ func (c *connector) keep(id string, sess *connectSession, w http.ResponseWriter)
 	if len(c.sessions) < maxPendingConnects {
 		c.sessions[id] = sess
 	}
+	secure := c.secureCookie
 	c.mu.Unlock()
 	http.SetCookie(w, &http.Cookie{
 		Name: connectCookie, Value: id, Path: PathConnect, MaxAge: int(ConnectLinkTTL / time.Second),
-		HttpOnly: true, Secure: c.secureCookie,
+		HttpOnly: true, Secure: secure,
 		// Lax, not Strict: the way back from the identity provider is a navigation from another site. Lax still
 		// keeps the cookie off every cross-site POST.
 		SameSite: http.SameSiteLaxMode,
