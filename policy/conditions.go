@@ -27,13 +27,15 @@ const (
 	toolCheckpointPolicy = "e2b_set_checkpoint_policy"
 	toolDownloadURL      = "e2b_download_url"
 	toolUploadURL        = "e2b_upload_url"
+	toolListProcesses    = "e2b_list_processes"
+	toolStopProcess      = "e2b_stop_process"
 )
 
 func toolNames() []string {
 	return []string{
 		toolCreateSandbox, toolExec, toolReadFile, toolWriteFile, toolListSandboxes,
 		toolManageSandbox, toolCheckpoint, toolListCheckpoints, toolForkSandbox, toolDeleteCheckpoint,
-		toolCheckpointPolicy, toolDownloadURL, toolUploadURL,
+		toolCheckpointPolicy, toolDownloadURL, toolUploadURL, toolListProcesses, toolStopProcess,
 	}
 }
 

@@ -15,14 +15,20 @@ import (
 // maxExecTimeoutMs bounds timeout_ms; longer jobs belong in the background.
 const maxExecTimeoutMs = 3_600_000
 
-// execOutputDir is where the whole output of a truncated command is saved inside the sandbox.
+// execOutputDir is where the whole output of a truncated command is saved inside the sandbox, and where
+// background commands write their logs.
 const execOutputDir = "/tmp/e2b-mcp"
+
+// backgroundTagPrefix begins the envd tag of every background command, so that e2b_list_processes and
+// e2b_stop_process know them from the sandbox's other processes.
+const backgroundTagPrefix = "e2b-mcp.bg."
 
 type execArgs struct {
 	SandboxID string `json:"sandbox_id" jsonschema_description:"The sandbox to run in, as returned by e2b_create_sandbox or e2b_list_sandboxes."`
 	Command   string `json:"command" jsonschema_description:"Shell command line, run with bash -l -c (pipes, &&, redirections and environment expansion work)."`
 	Cwd       string `json:"cwd,omitempty" jsonschema_description:"Working directory; relative paths are under /home/user."`
-	TimeoutMs int    `json:"timeout_ms,omitempty" jsonschema:"minimum=1,maximum=3600000" jsonschema_description:"Milliseconds before the command is killed."`
+	TimeoutMs  int    `json:"timeout_ms,omitempty" jsonschema:"minimum=1,maximum=3600000" jsonschema_description:"Milliseconds before the command is killed (with everything it started)."`
+	Background bool   `json:"background,omitempty" jsonschema_description:"Start the command and return at once with its pid and log_file (its stdout and stderr); it runs until it ends or e2b_stop_process stops it, with no timeout. For servers and long jobs."`
 }
 
 type execResult struct {
@@ -39,6 +45,8 @@ type execResult struct {
 	StderrFile   string `json:"stderr_file,omitempty" jsonschema_description:"Path in the sandbox of the whole stderr, when it was truncated."`
 	CheckpointID string `json:"checkpoint_id,omitempty" jsonschema_description:"The checkpoint taken automatically after this step, by the checkpoint policy."`
 	Warning      string `json:"warning,omitempty"`
+	PID          uint32 `json:"pid,omitempty" jsonschema_description:"For background: the process's pid, for e2b_stop_process."`
+	LogFile      string `json:"log_file,omitempty" jsonschema_description:"For background: the file in the sandbox that receives its stdout and stderr; read it with e2b_read_file."`
 }
 
 // execTool is e2b_exec.
@@ -47,11 +55,14 @@ type execTool struct{ *base }
 func (t execTool) serverTool() server.ServerTool {
 	desc := fmt.Sprintf("Run a shell command in a sandbox and wait for it. Returns stdout, stderr, exit_code and success "+
 		"(a non-zero exit is a normal result with success false, not a tool error). Runs with bash -l -c in cwd "+
-		"(default %s). The command is killed after timeout_ms (default %d ms, max %d); start long jobs in the "+
-		"background (nohup ... > log 2>&1 &) and poll them. stdout and stderr are each kept within %d bytes: longer "+
+		"(default %s). The command and everything it started are killed after timeout_ms (default %d ms, max %d). "+
+		"Jobs a command leaves in the background (cmd &) keep running after it returns, their later output "+
+		"discarded; for servers and long jobs use background true instead, which returns at once with a pid and a "+
+		"log_file, and see them with e2b_list_processes, stop them with e2b_stop_process. stdout and stderr are each kept within %d bytes: longer "+
 		"output keeps its head and tail around a line '... [N bytes / M lines omitted] ...', truncated is true and "+
 		"the whole stream is saved in the sandbox (stdout_file / stderr_file) for e2b_read_file. Output is streamed as "+
-		"progress notifications when the client asks for progress; cancelling the call kills the command.",
+		"progress notifications when the client asks for progress; cancelling the call kills the command and "+
+		"everything it started.",
 		WorkspacePath, t.cfg.ExecTimeout.Milliseconds(), maxExecTimeoutMs, t.cfg.OutputBudget)
 	return server.ServerTool{
 		Tool: newTool("e2b_exec", desc, execArgs{}, execResult{},
@@ -87,6 +98,9 @@ func (t execTool) run(ctx context.Context, call Caller, a *execArgs) (any, error
 		return nil, err
 	}
 
+	if a.Background {
+		return t.background(ctx, c, call, rec, a.Command, cwd)
+	}
 	stdout, stderr := newCapture(t.cfg.OutputBudget, ""), newCapture(t.cfg.OutputBudget, "")
 	defer stdout.close()
 	defer stderr.close()
@@ -123,8 +137,8 @@ func (t execTool) run(ctx context.Context, call Caller, a *execArgs) (any, error
 	}
 	switch {
 	case out.TimedOut:
-		res.Error = fmt.Sprintf("The command was killed by the timeout after %d ms (timeout_ms). Raise timeout_ms, "+
-			"or run it in the background (nohup ... > log 2>&1 &) and poll the log.", timeout.Milliseconds())
+		res.Error = fmt.Sprintf("The command and everything it started were killed by the timeout after %d ms "+
+			"(timeout_ms). Raise timeout_ms, or start it with background true and read its log_file.", timeout.Milliseconds())
 	case !res.Success:
 		res.Error = out.Error
 		if res.Error == "" {
@@ -169,4 +183,17 @@ func (t execTool) save(ctx context.Context, c *e2b.Client, rec state.SandboxReco
 	}
 	_, err = envd(c, rec).Upload(ctx, p, r)
 	return err
+}
+
+// background starts a command that outlives the call, with its output in a log file under execOutputDir.
+func (t execTool) background(ctx context.Context, c *e2b.Client, call Caller, rec state.SandboxRecord, command, cwd string) (any, error) {
+	id := fmt.Sprintf("%d-%d", rec.Steps, time.Now().UnixNano()%1e9)
+	logFile := fmt.Sprintf("%s/bg-%s.log", execOutputDir, id)
+	pid, err := envd(c, rec).StartBackground(ctx, command, e2b.BackgroundOptions{Cwd: cwd, LogPath: logFile, Tag: backgroundTagPrefix + id})
+	if err != nil {
+		return nil, t.sandboxFailure(ctx, c, call, rec, err)
+	}
+	res := execResult{SandboxID: rec.ID, Cwd: cwd, Success: true, PID: pid, LogFile: logFile}
+	res.CheckpointID, res.Warning = t.afterStep(ctx, c, call, rec, "e2b_exec")
+	return res, nil
 }

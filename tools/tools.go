@@ -7,7 +7,8 @@ import (
 )
 
 // All is every tool of e2b-mcp, in the order clients list them: the six of the capability spec, then
-// checkpoints, forks, the per-sandbox checkpoint policy, and links for the user to download and upload files.
+// checkpoints, forks, the per-sandbox checkpoint policy, links for the user to download and upload files, and
+// background processes.
 func All(d Deps) []server.ServerTool {
 	b := newBase(d)
 	return []server.ServerTool{
@@ -24,6 +25,8 @@ func All(d Deps) []server.ServerTool {
 		setCheckpointPolicy{b}.serverTool(),
 		fileURL{b, e2b.FileRead}.serverTool(),
 		fileURL{b, e2b.FileWrite}.serverTool(),
+		listProcesses{b}.serverTool(),
+		stopProcess{b}.serverTool(),
 	}
 }
 

@@ -1,0 +1,134 @@
+package tools
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/mark3labs/mcp-go/server"
+
+	"github.com/e2b-mcp/e2b-mcp/e2b"
+)
+
+// stopGrace is how long e2b_stop_process lets a process and its children end after SIGTERM before SIGKILL.
+const stopGrace = 5 * time.Second
+
+type listProcessesArgs struct {
+	SandboxID string `json:"sandbox_id" jsonschema_description:"The sandbox whose background processes to list."`
+}
+
+type processInfo struct {
+	PID     uint32 `json:"pid"`
+	Command string `json:"command"`
+	LogFile string `json:"log_file" jsonschema_description:"The file that receives its stdout and stderr."`
+	Cwd     string `json:"cwd,omitempty"`
+}
+
+type listProcessesResult struct {
+	SandboxID string        `json:"sandbox_id"`
+	Processes []processInfo `json:"processes" jsonschema_description:"The background commands of e2b_exec that still run, by pid."`
+	Count     int           `json:"count"`
+}
+
+// listProcesses is e2b_list_processes.
+type listProcesses struct{ *base }
+
+func (t listProcesses) serverTool() server.ServerTool {
+	const desc = "List the commands started with e2b_exec background true that still run in a sandbox, each with " +
+		"its pid, command and log_file. Stop one with e2b_stop_process."
+	return server.ServerTool{
+		Tool: newTool("e2b_list_processes", desc, listProcessesArgs{}, listProcessesResult{},
+			hints{readOnly: true, destructive: false, idempotent: true, openWorld: true}),
+		Handler: adapt(t.base, "e2b_list_processes", t.run),
+	}
+}
+
+func (t listProcesses) run(ctx context.Context, call Caller, a *listProcessesArgs) (any, error) {
+	if a.SandboxID == "" {
+		return nil, missing("sandbox_id")
+	}
+	rec, c, err := t.sandbox(ctx, call, a.SandboxID, true)
+	if err != nil {
+		return nil, err
+	}
+	list, err := envd(c, rec).ListBackground(ctx, backgroundTagPrefix)
+	if err != nil {
+		return nil, t.sandboxFailure(ctx, c, call, rec, err)
+	}
+	res := listProcessesResult{SandboxID: rec.ID, Processes: []processInfo{}}
+	for _, p := range list {
+		res.Processes = append(res.Processes, processInfo{PID: p.PID, Command: p.Command, LogFile: p.LogPath, Cwd: p.Cwd})
+	}
+	res.Count = len(res.Processes)
+	return res, nil
+}
+
+type stopProcessArgs struct {
+	SandboxID string `json:"sandbox_id" jsonschema_description:"The sandbox the process runs in."`
+	PID       int    `json:"pid" jsonschema:"minimum=1" jsonschema_description:"The pid of a background command, as e2b_exec or e2b_list_processes gave it."`
+}
+
+type stopProcessResult struct {
+	SandboxID string `json:"sandbox_id"`
+	PID       int    `json:"pid"`
+	Stopped   bool   `json:"stopped"`
+	Signal    string `json:"signal" jsonschema:"enum=SIGTERM,enum=SIGKILL,enum=none" jsonschema_description:"What ended it: SIGTERM, or SIGKILL when it had not ended within the grace after SIGTERM; none when it had already ended."`
+}
+
+// stopProcess is e2b_stop_process.
+type stopProcess struct{ *base }
+
+func (t stopProcess) serverTool() server.ServerTool {
+	desc := fmt.Sprintf("Stop a command started with e2b_exec background true, and every process it started: "+
+		"SIGTERM first, then SIGKILL to what is left after %d seconds. Its log_file stays.", int(stopGrace/time.Second))
+	return server.ServerTool{
+		Tool: newTool("e2b_stop_process", desc, stopProcessArgs{}, stopProcessResult{},
+			hints{readOnly: false, destructive: true, idempotent: true, openWorld: true}),
+		Handler: adapt(t.base, "e2b_stop_process", t.run),
+	}
+}
+
+func (t stopProcess) run(ctx context.Context, call Caller, a *stopProcessArgs) (any, error) {
+	switch {
+	case a.SandboxID == "":
+		return nil, missing("sandbox_id")
+	case a.PID == 0:
+		return nil, missing("pid")
+	case a.PID < 0 || a.PID > 1<<22:
+		return nil, userErrorf("Invalid pid %d.", a.PID)
+	}
+	rec, c, err := t.sandbox(ctx, call, a.SandboxID, true)
+	if err != nil {
+		return nil, err
+	}
+	e := envd(c, rec)
+	list, err := e.ListBackground(ctx, backgroundTagPrefix)
+	if err != nil {
+		return nil, t.sandboxFailure(ctx, c, call, rec, err)
+	}
+	var pids []string
+	found := false
+	for _, p := range list {
+		found = found || p.PID == uint32(a.PID)
+		pids = append(pids, fmt.Sprint(p.PID))
+	}
+	if !found {
+		running := "none"
+		if len(pids) > 0 {
+			running = strings.Join(pids, ", ")
+		}
+		return nil, userErrorf("Process %d is not a running background command of sandbox '%s' (running: %s). "+
+			"e2b_stop_process stops only commands started with e2b_exec background true; stop others with e2b_exec (kill).",
+			a.PID, rec.ID, running)
+	}
+	how, err := e.SignalTree(ctx, uint32(a.PID), stopGrace)
+	if err != nil {
+		return nil, t.sandboxFailure(ctx, c, call, rec, err)
+	}
+	res := stopProcessResult{SandboxID: rec.ID, PID: a.PID, Stopped: how != e2b.TreeGone, Signal: string(how)}
+	if how == e2b.TreeGone {
+		res.Signal = "none"
+	}
+	return res, nil
+}

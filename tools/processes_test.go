@@ -1,0 +1,78 @@
+package tools
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+)
+
+// A server started with background true answers the next e2b_exec at 127.0.0.1, shows in e2b_list_processes,
+// and e2b_stop_process stops it and everything it started.
+func TestBackgroundProcesses(t *testing.T) {
+	forEachEra(t, func(t *testing.T, e *env, s *session) {
+		id := s.createSandbox(t, nil)
+		if out := s.exec(t, id, "command -v python3 || true"); out["stdout"] == "" {
+			t.Skip("python3 (the web server of this test) is not installed")
+		}
+		port := 20000 + time.Now().UnixNano()%20000
+		server := fmt.Sprintf("echo hello > hello.txt; python3 -m http.server %d --bind 127.0.0.1 & sleep 300", port)
+		start := time.Now()
+		bg := s.ok(t, "e2b_exec", map[string]any{"sandbox_id": id, "command": server, "background": true, "timeout_ms": 100})
+		pid := num(bg["pid"])
+		logFile, _ := bg["log_file"].(string)
+		if pid <= 0 || !strings.HasPrefix(logFile, "/tmp/e2b-mcp/bg-") || bg["success"] != true || time.Since(start) > 10*time.Second {
+			t.Fatalf("background start: %v after %v", bg, time.Since(start))
+		}
+		fetch := fmt.Sprintf("for i in $(seq 100); do python3 -c 'import urllib.request,sys; sys.stdout.write(urllib.request.urlopen(\"http://127.0.0.1:%d/hello.txt\").read().decode())' 2>/dev/null && exit 0; sleep 0.1; done; exit 1", port)
+		if out := s.exec(t, id, fetch); out["stdout"] != "hello\n" {
+			t.Fatalf("fetch: %v", out)
+		}
+		list := s.ok(t, "e2b_list_processes", map[string]any{"sandbox_id": id})
+		procs, _ := list["processes"].([]any)
+		if num(list["count"]) != 1 || len(procs) != 1 {
+			t.Fatalf("list: %v", list)
+		}
+		p := procs[0].(map[string]any)
+		if num(p["pid"]) != pid || p["command"] != server || p["log_file"] != logFile {
+			t.Fatalf("listed %v", p)
+		}
+		wantContains(t, s.fail(t, "e2b_stop_process", map[string]any{"sandbox_id": id, "pid": 1}), "Process 1 is not a running background command", fmt.Sprint(pid))
+		stop := s.ok(t, "e2b_stop_process", map[string]any{"sandbox_id": id, "pid": pid})
+		if stop["stopped"] != true || stop["signal"] != "SIGTERM" {
+			t.Fatalf("stop: %v", stop)
+		}
+		// Gone with everything it started: the web server and the sleep.
+		if out := s.exec(t, id, fmt.Sprintf("ps -eo args | grep -e 'http.serve[r] %d' -e 'sleep 30[0]' || true", port)); out["stdout"] != "" {
+			t.Fatalf("still running: %v", out["stdout"])
+		}
+		if list := s.ok(t, "e2b_list_processes", map[string]any{"sandbox_id": id}); num(list["count"]) != 0 {
+			t.Fatalf("after stop: %v", list)
+		}
+		if log := s.ok(t, "e2b_read_file", map[string]any{"sandbox_id": id, "path": logFile}); !strings.Contains(log["content"].(string), "GET /hello.txt") {
+			t.Fatalf("log: %v", log)
+		}
+		wantContains(t, s.fail(t, "e2b_stop_process", map[string]any{"sandbox_id": id, "pid": pid}), "not a running background command", "running: none")
+		s.fail(t, "e2b_stop_process", map[string]any{"sandbox_id": id})
+		wantContains(t, s.fail(t, "e2b_list_processes", map[string]any{"sandbox_id": "nope"}), "Sandbox 'nope' not found")
+	})
+}
+
+// A job a command leaves in the background does not hold the call, and its later output is not in the next one's.
+func TestExecBackgroundJobReturnsAtOnce(t *testing.T) {
+	forEachEra(t, func(t *testing.T, e *env, s *session) {
+		id := s.createSandbox(t, nil)
+		start := time.Now()
+		res := s.exec(t, id, "(sleep 0.5; echo late) & sleep 30 & echo started")
+		if res["stdout"] != "started\n" || res["success"] != true || time.Since(start) > 2*time.Second {
+			t.Fatalf("result %v after %v", res, time.Since(start))
+		}
+		time.Sleep(700 * time.Millisecond)
+		if res := s.exec(t, id, "echo next"); res["stdout"] != "next\n" {
+			t.Fatalf("next: %v", res)
+		}
+		if res := s.exec(t, id, "ps -eo args | grep -c '^sleep 3[0]'"); res["stdout"] != "1\n" {
+			t.Fatalf("the background job: %v", res)
+		}
+	})
+}
