@@ -24,9 +24,9 @@ const execOutputDir = "/tmp/e2b-mcp"
 const backgroundTagPrefix = "e2b-mcp.bg."
 
 type execArgs struct {
-	SandboxID string `json:"sandbox_id" jsonschema_description:"The sandbox to run in, as returned by e2b_create_sandbox or e2b_list_sandboxes."`
-	Command   string `json:"command" jsonschema_description:"Shell command line, run with bash -l -c (pipes, &&, redirections and environment expansion work)."`
-	Cwd       string `json:"cwd,omitempty" jsonschema_description:"Working directory; relative paths are under /home/user."`
+	SandboxID  string `json:"sandbox_id" jsonschema_description:"The sandbox to run in, as returned by e2b_create_sandbox or e2b_list_sandboxes."`
+	Command    string `json:"command" jsonschema_description:"Shell command line, run with bash -l -c (pipes, &&, redirections and environment expansion work)."`
+	Cwd        string `json:"cwd,omitempty" jsonschema_description:"Working directory; relative paths are under /home/user."`
 	TimeoutMs  int    `json:"timeout_ms,omitempty" jsonschema:"minimum=1,maximum=3600000" jsonschema_description:"Milliseconds before the command is killed (with everything it started)."`
 	Background bool   `json:"background,omitempty" jsonschema_description:"Start the command and return at once with its pid and log_file (its stdout and stderr); it runs until it ends or e2b_stop_process stops it, with no timeout. For servers and long jobs."`
 }
