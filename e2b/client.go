@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"os"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/go-retryablehttp"
@@ -143,6 +144,9 @@ type Client struct {
 	rc *retryablehttp.Client
 	// now is the clock for Retry-After dates.
 	now func() time.Time
+	// v1Only is set once E2B answered a v2 route of create or connect as a route it does not have (a
+	// self-hosted E2B older than them); from then on this client sends the v1 forms.
+	v1Only atomic.Bool
 }
 
 // NewClient checks cfg and returns a Client. The API key may be empty for envd-only use (envd never sees it),

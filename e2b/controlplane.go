@@ -119,7 +119,7 @@ func (c *Client) apiError(call apiCall, resp *http.Response, body []byte) *APIEr
 		ErrorCode string `json:"error_code"`
 	}
 	if json.Unmarshal(body, &wire) == nil && (wire.Message != "" || wire.Code != 0) {
-		e.Message, e.Code = wire.Message, wire.ErrorCode
+		e.Message, e.Code, e.fromE2B = wire.Message, wire.ErrorCode, true
 	} else {
 		e.Message = clipText(body)
 	}

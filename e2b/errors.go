@@ -40,6 +40,9 @@ type APIError struct {
 	// controlPlane marks answers of the control plane, where a 502 is a proxy's failure and says nothing about
 	// whether the sandbox runs (on envd's side, the edge's 502 means exactly that).
 	controlPlane bool
+	// fromE2B marks an answer in E2B's own error shape ({code, message}), as against a bare 404 of a route
+	// the server does not have.
+	fromE2B bool
 }
 
 func (e *APIError) Error() string {

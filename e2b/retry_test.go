@@ -321,7 +321,7 @@ func cpCreateRequestIDs(t *testing.T, reqs []e2btest.RecordedRequest) []string {
 	t.Helper()
 	var ids []string
 	for _, r := range reqs {
-		if r.Method == "POST" && r.Path == "/sandboxes" {
+		if r.Method == "POST" && r.Path == "/v2/sandboxes" {
 			var body NewSandbox
 			if err := json.Unmarshal(r.Body, &body); err != nil {
 				t.Fatal(err)
@@ -357,7 +357,7 @@ func TestCreateReconcilesCutConnection(t *testing.T) {
 	if list.Method != "GET" || list.Path != "/v2/sandboxes" || list.RawQuery != "metadata="+url.QueryEscape(RequestIDMetadataKey+"="+ids[0]) {
 		t.Fatalf("lookup %s %s?%s", list.Method, list.Path, list.RawQuery)
 	}
-	if r := reqs[2]; r.Method != "POST" || r.Path != "/sandboxes/"+sb.SandboxID+"/connect" || string(r.Body) != `{"timeout":120}` {
+	if r := reqs[2]; r.Method != "POST" || r.Path != "/v2/sandboxes/"+sb.SandboxID+"/connect" || string(r.Body) != `{"timeout":120}` {
 		t.Fatalf("connect %s %s %s", r.Method, r.Path, r.Body)
 	}
 	if len(reqs) != 3 {
@@ -468,7 +468,7 @@ func TestFindCreatedFallsBackToDetail(t *testing.T) {
 	if err != nil || sb == nil || sb.SandboxID != "found1" || sb.EnvdAccessToken != "tok" || *sb.Domain != "d.example" {
 		t.Fatalf("%+v %v", sb, err)
 	}
-	if want := []string{"GET /v2/sandboxes", "POST /sandboxes/found1/connect", "GET /sandboxes/found1"}; strings.Join(paths, ",") != strings.Join(want, ",") {
+	if want := []string{"GET /v2/sandboxes", "POST /v2/sandboxes/found1/connect", "GET /sandboxes/found1"}; strings.Join(paths, ",") != strings.Join(want, ",") {
 		t.Fatalf("calls %v", paths)
 	}
 }

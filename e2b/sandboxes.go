@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
@@ -20,7 +21,9 @@ const RequestIDMetadataKey = "e2b-mcp.request_id"
 // defaultSandboxTimeout is what E2B gives a sandbox created or resumed without a timeout.
 const defaultSandboxTimeout = 15
 
-// CreateSandbox creates a sandbox. A create whose outcome is unknown is reconciled by request id, never repeated blindly.
+// CreateSandbox creates a sandbox with POST /v2/sandboxes, as E2B's current SDKs do (v2 sandboxes are always
+// secured), or POST /sandboxes on an E2B without the v2 route. A create whose outcome is unknown is reconciled by
+// request id, never repeated blindly.
 //
 // Creating is not idempotent: sending the same create twice makes two sandboxes, and a sandbox costs money until
 // it times out. So CreateSandbox tags the request with metadata RequestIDMetadataKey = a random ID (the caller's
@@ -54,12 +57,26 @@ func (c *Client) CreateSandbox(ctx context.Context, req NewSandbox) (*Sandbox, e
 	if body.EnvVars == nil {
 		body.EnvVars = map[string]string{}
 	}
+	v2Body, err := newSandboxV2(body)
+	if err != nil {
+		return nil, fmt.Errorf("e2b: %s: %w", op, err)
+	}
 	log := c.cfg.Logger.With("op", op, "request_id", requestID)
 	for attempt := 1; ; attempt++ {
-		ans, err := c.do(ctx, apiCall{op: op, method: http.MethodPost, path: "/sandboxes", body: body,
-			secrets: req.Network.headerValues()}, http.StatusCreated)
+		call := apiCall{op: op, method: http.MethodPost, path: "/v2/sandboxes", body: v2Body, secrets: req.Network.headerValues()}
+		if c.v1Only.Load() {
+			call.path, call.body = "/sandboxes", body
+		}
+		ans, err := c.do(ctx, call, http.StatusCreated)
 		if err == nil {
 			return decodePtr[Sandbox](op, ans)
+		}
+		if call.path != "/sandboxes" && routeMissing(err, call.path) {
+			// An E2B without the v2 routes created nothing: the same create goes to the v1 route at once.
+			log.Debug("e2b: no v2 create route, using the v1 one", "error", err)
+			c.v1Only.Store(true)
+			attempt--
+			continue
 		}
 		if !outcomeUnknown(err) {
 			if ctx.Err() != nil && mayHaveBeenSent(err) {
@@ -88,6 +105,32 @@ func (c *Client) CreateSandbox(ctx context.Context, req NewSandbox) (*Sandbox, e
 			return nil, fmt.Errorf("e2b: %s: %w", op, err)
 		}
 	}
+}
+
+// newSandboxV2 is the body of POST /v2/sandboxes (NewSandboxV2): NewSandbox without secure, since v2 sandboxes
+// are always secured.
+func newSandboxV2(req NewSandbox) (map[string]json.RawMessage, error) {
+	data, err := json.Marshal(req)
+	if err != nil {
+		return nil, err
+	}
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(data, &m); err != nil {
+		return nil, err
+	}
+	delete(m, "secure")
+	return m, nil
+}
+
+// routeMissing reports whether E2B answered a call to path as a server without that route (404 or 405: a bare
+// page, or an error naming the path or no matching operation), as against, say, a sandbox or a template that
+// does not exist.
+func routeMissing(err error, path string) bool {
+	var ae *APIError
+	if !errors.As(err, &ae) || (ae.Status != http.StatusNotFound && ae.Status != http.StatusMethodNotAllowed) {
+		return false
+	}
+	return !ae.fromE2B || strings.Contains(ae.Message, path) || strings.Contains(ae.Message, "no matching operation")
 }
 
 // outcomeUnknown reports whether a failed create may nevertheless have created a sandbox.
@@ -196,15 +239,25 @@ type timeoutBody struct {
 	Timeout int `json:"timeout"`
 }
 
-// ConnectSandbox resumes a paused sandbox (resumed=true, 201) or extends a running one's timeout (200).
+// ConnectSandbox resumes a paused sandbox (resumed=true, 201) or extends a running one's timeout (200), with the
+// v2 route E2B's current SDKs send, or the v1 one on an E2B without it.
 func (c *Client) ConnectSandbox(ctx context.Context, id string, timeoutSeconds int) (sb *Sandbox, resumed bool, err error) {
 	const op = "connect sandbox"
 	id, err = c.checkSandboxID(op, id)
 	if err != nil {
 		return nil, false, err
 	}
-	ans, err := c.do(ctx, apiCall{op: op, method: http.MethodPost, path: "/sandboxes/" + id + "/connect",
-		body: timeoutBody{Timeout: timeoutSeconds}, idempotent: true, sandboxID: id}, http.StatusOK, http.StatusCreated)
+	call := apiCall{op: op, method: http.MethodPost, path: "/v2/sandboxes/" + id + "/connect",
+		body: timeoutBody{Timeout: timeoutSeconds}, idempotent: true, sandboxID: id}
+	if c.v1Only.Load() {
+		call.path = "/sandboxes/" + id + "/connect"
+	}
+	ans, err := c.do(ctx, call, http.StatusOK, http.StatusCreated)
+	if err != nil && !c.v1Only.Load() && routeMissing(err, call.path) {
+		c.v1Only.Store(true)
+		call.path = "/sandboxes/" + id + "/connect"
+		ans, err = c.do(ctx, call, http.StatusOK, http.StatusCreated)
+	}
 	if err != nil {
 		return nil, false, err
 	}

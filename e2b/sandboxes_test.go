@@ -104,12 +104,13 @@ func TestCreateSandboxWire(t *testing.T) {
 		t.Fatalf("%d requests", len(reqs))
 	}
 	r := reqs[0]
-	if r.Method != "POST" || r.Path != "/sandboxes" || r.RawQuery != "" {
+	if r.Method != "POST" || r.Path != "/v2/sandboxes" || r.RawQuery != "" {
 		t.Fatalf("%s %s?%s", r.Method, r.Path, r.RawQuery)
 	}
 	cpCheckHeaders(t, r, true)
 	body := cpBodyKeys(t, r.Body)
-	if got := cpSortedKeys(body); !slices.Equal(got, []string{"allow_internet_access", "envVars", "metadata", "secure", "templateID", "timeout"}) {
+	// NewSandboxV2 has no secure: v2 sandboxes are always secured.
+	if got := cpSortedKeys(body); !slices.Equal(got, []string{"allow_internet_access", "envVars", "metadata", "templateID", "timeout"}) {
 		t.Fatalf("body keys %v", got)
 	}
 	var sent NewSandbox
@@ -117,7 +118,7 @@ func TestCreateSandboxWire(t *testing.T) {
 		t.Fatal(err)
 	}
 	reqID := sent.Metadata[RequestIDMetadataKey]
-	if sent.TemplateID != "base" || sent.Timeout != 300 || !sent.Secure || !*sent.AllowInternetAccess ||
+	if sent.TemplateID != "base" || sent.Timeout != 300 || !*sent.AllowInternetAccess ||
 		sent.Metadata["e2b-mcp.owner"] != "alice" || len(sent.Metadata) != 3 || len(reqID) != 24 || sent.EnvVars["FOO"] != "bar" {
 		t.Fatalf("sent %+v", sent)
 	}
@@ -141,13 +142,13 @@ func TestCreateSandboxWire(t *testing.T) {
 		t.Fatal(err)
 	}
 	body = cpBodyKeys(t, srv.Requests()[0].Body)
-	if got := cpSortedKeys(body); !slices.Equal(got, []string{"envVars", "metadata", "secure", "templateID"}) {
+	if got := cpSortedKeys(body); !slices.Equal(got, []string{"envVars", "metadata", "templateID"}) {
 		t.Fatalf("minimal body keys %v", got)
 	}
-	if string(body["envVars"]) != "{}" || string(body["secure"]) != "false" {
+	if string(body["envVars"]) != "{}" {
 		t.Fatalf("minimal body %s", srv.Requests()[0].Body)
 	}
-	if rec, _ := srv.Sandbox(sb2.SandboxID); rec.EndAt.Sub(rec.StartedAt) != 15*time.Second || sb2.EnvdAccessToken != "" {
+	if rec, _ := srv.Sandbox(sb2.SandboxID); rec.EndAt.Sub(rec.StartedAt) != 15*time.Second || sb2.EnvdAccessToken == "" {
 		t.Fatalf("default timeout %v, token %q", rec.EndAt.Sub(rec.StartedAt), sb2.EnvdAccessToken)
 	}
 }
@@ -166,12 +167,50 @@ func TestCreateSandboxErrors(t *testing.T) {
 	}
 	// 4xx answers are final: one request each, and no listing to reconcile.
 	for _, r := range srv.Requests() {
-		if r.Method != "POST" || r.Path != "/sandboxes" {
+		if r.Method != "POST" || r.Path != "/v2/sandboxes" {
 			t.Fatalf("unexpected %s %s", r.Method, r.Path)
 		}
 	}
 	if n := len(srv.Requests()); n != 2 {
 		t.Fatalf("%d requests", n)
+	}
+}
+
+// On an E2B without the v2 routes, create and connect fall back to the v1 forms (secure kept), once: the client
+// then sends the v1 forms straight away.
+func TestV1OnlyE2B(t *testing.T) {
+	srv, err := e2btest.New(e2btest.Options{V1Only: true, ExpiryInterval: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(srv.Close)
+	c := cpClient(t, srv.URL())
+	ctx := cpCtx(t)
+	sb, err := c.CreateSandbox(ctx, NewSandbox{TemplateID: "base", Secure: true})
+	if err != nil || sb.EnvdAccessToken == "" {
+		t.Fatalf("create: %+v %v", sb, err)
+	}
+	if _, _, err := c.ConnectSandbox(ctx, sb.SandboxID, 60); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.CreateSandbox(ctx, NewSandbox{TemplateID: "base"}); err != nil {
+		t.Fatal(err)
+	}
+	var calls []string
+	for _, r := range srv.Requests() {
+		calls = append(calls, r.Method+" "+strings.Replace(r.Path, sb.SandboxID, "ID", 1))
+	}
+	want := []string{"POST /v2/sandboxes", "POST /sandboxes", "POST /sandboxes/ID/connect", "POST /sandboxes"}
+	if !slices.Equal(calls, want) {
+		t.Fatalf("calls %v, want %v", calls, want)
+	}
+	if body := cpBodyKeys(t, srv.Requests()[1].Body); string(body["secure"]) != "true" {
+		t.Fatalf("v1 body %s", srv.Requests()[1].Body)
+	}
+	// A sandbox that does not exist is E2B's 404, not a missing route: no second request.
+	srv.ResetRequests()
+	if _, _, err := c.ConnectSandbox(ctx, "nosuchsandbox", 60); !errors.Is(err, ErrNotFound) || len(srv.Requests()) != 1 {
+		t.Fatalf("connect to nothing: %v, %d requests", err, len(srv.Requests()))
 	}
 }
 
@@ -186,7 +225,7 @@ func TestConnectSandbox(t *testing.T) {
 		t.Fatalf("connect running: %+v %v %v", sb, resumed, err)
 	}
 	r := srv.Requests()[0]
-	if r.Method != "POST" || r.Path != "/sandboxes/"+rec.ID+"/connect" || string(r.Body) != `{"timeout":600}` {
+	if r.Method != "POST" || r.Path != "/v2/sandboxes/"+rec.ID+"/connect" || string(r.Body) != `{"timeout":600}` {
 		t.Fatalf("wire: %s %s %s", r.Method, r.Path, r.Body)
 	}
 	cpCheckHeaders(t, r, true)

@@ -21,6 +21,7 @@ var wantTools = []string{
 	"e2b_create_sandbox", "e2b_exec", "e2b_read_file", "e2b_write_file", "e2b_list_sandboxes",
 	"e2b_manage_sandbox", "e2b_checkpoint_sandbox", "e2b_list_checkpoints", "e2b_fork_sandbox",
 	"e2b_delete_checkpoint", "e2b_set_checkpoint_policy", "e2b_download_url", "e2b_upload_url",
+	"e2b_list_processes", "e2b_stop_process",
 }
 
 // listed is what a client sees of the tools, in both protocol eras.
@@ -159,8 +160,11 @@ func TestAnnotationsTruthful(t *testing.T) {
 		// It changes only the server's record, the same way each time, and asks nothing of E2B.
 		"e2b_set_checkpoint_policy": {false, false, true, false},
 		// A download link reads; an upload link lets someone replace a file. Each call signs a new link.
-		"e2b_download_url": {true, false, false, true},
-		"e2b_upload_url":   {false, true, false, true},
+		"e2b_download_url":   {true, false, false, true},
+		"e2b_upload_url":     {false, true, false, true},
+		"e2b_list_processes": {true, false, true, true},
+		// Stopping kills a process tree; stopping one already gone changes nothing more.
+		"e2b_stop_process": {false, true, true, true},
 	}
 	all := All(Deps{})
 	if len(all) != len(want) {

@@ -66,6 +66,12 @@ func (s *Server) controlPlaneRoutes() *http.ServeMux {
 		mux.HandleFunc(pattern, s.authed(h))
 	}
 	route("POST /sandboxes", s.handleCreate)
+	if !s.opts.V1Only {
+		// The routes E2B's current SDKs send (e2b-protocol.md §7): v2 sandboxes are always secured, and connect's
+		// body is optional.
+		route("POST /v2/sandboxes", s.handleCreate)
+		route("POST /v2/sandboxes/{sandboxID}/connect", s.withSandboxID(s.handleConnect))
+	}
 	route("GET /sandboxes", s.handleListV1)
 	route("GET /v2/sandboxes", s.handleList)
 	route("GET /sandboxes/{sandboxID}", s.withSandboxID(s.handleGet))
@@ -404,9 +410,10 @@ func (s *Server) handleCreate(w http.ResponseWriter, r *http.Request, team strin
 		writeAPIError(w, e)
 		return
 	}
+	v2 := strings.HasPrefix(r.URL.Path, "/v2/")
 	sb, e := s.createSandbox(createParams{
 		team: team, templateID: *body.TemplateID, timeout: timeout,
-		autoPause: body.AutoPause != nil && *body.AutoPause, secure: body.Secure != nil && *body.Secure,
+		autoPause: body.AutoPause != nil && *body.AutoPause, secure: v2 || (body.Secure != nil && *body.Secure),
 		allowInternet: body.AllowInternetAccess, network: body.Network, metadata: body.Metadata, envVars: body.EnvVars,
 	})
 	if e != nil {
@@ -663,8 +670,24 @@ func (s *Server) resume(team, id string, timeout time.Duration, resumeOnly bool)
 	return s.sandboxAnswer(sb), true, nil
 }
 
+// connectV2Timeout is the timeout of a v2 connect that names none (ConnectSandboxV2's default).
+const connectV2Timeout = 300
+
 func (s *Server) handleConnect(w http.ResponseWriter, r *http.Request, team, id string) {
-	seconds, e := timeoutBody(r, true)
+	var seconds *int64
+	var e *apiError
+	if strings.HasPrefix(r.URL.Path, "/v2/") {
+		var body struct {
+			Timeout *int64 `json:"timeout"`
+		}
+		e = decodeBody(r, &body, false)
+		if seconds = body.Timeout; seconds == nil {
+			seconds = new(int64)
+			*seconds = connectV2Timeout
+		}
+	} else {
+		seconds, e = timeoutBody(r, true)
+	}
 	if e != nil {
 		writeAPIError(w, e)
 		return

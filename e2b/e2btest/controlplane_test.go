@@ -1039,3 +1039,36 @@ func TestHoldCreatesWaitsWithTheSandboxMade(t *testing.T) {
 		t.Fatalf("create after release answered %d", a.status)
 	}
 }
+
+// The v2 routes of E2B's current SDKs: create makes a secured sandbox whatever the body says, connect's body is
+// optional (300 s by default). V1Only leaves them out.
+func TestV2CreateAndConnect(t *testing.T) {
+	clk := newTestClock()
+	s := newCPServer(t, Options{Now: clk.Now})
+	a := cpCall(t, s, "POST", "/v2/sandboxes", cpKeyA, map[string]any{"templateID": "base", "timeout": 60})
+	var sb struct {
+		SandboxID       string `json:"sandboxID"`
+		EnvdAccessToken string `json:"envdAccessToken"`
+	}
+	a.json(t, &sb)
+	if a.status != 201 || sb.EnvdAccessToken == "" {
+		t.Fatalf("v2 create: %d %s", a.status, a.body)
+	}
+	if a := cpCall(t, s, "POST", "/v2/sandboxes/"+sb.SandboxID+"/connect", cpKeyA, nil); a.status != 200 {
+		t.Fatalf("v2 connect without a body: %d %s", a.status, a.body)
+	}
+	if rec, _ := s.Sandbox(sb.SandboxID); !rec.EndAt.Equal(clk.Now().Add(300 * time.Second)) {
+		t.Fatalf("v2 connect's default timeout: ends %v", rec.EndAt.Sub(clk.Now()))
+	}
+	if a := cpCall(t, s, "POST", "/v2/sandboxes/nosuch/connect", cpKeyA, map[string]any{"timeout": 30}); a.status != 404 {
+		t.Fatalf("v2 connect to nothing: %d", a.status)
+	}
+
+	old := newCPServer(t, Options{V1Only: true})
+	if a := cpCall(t, old, "POST", "/v2/sandboxes", cpKeyA, map[string]any{"templateID": "base"}); a.status != 404 {
+		t.Fatalf("v2 create on a v1-only E2B: %d", a.status)
+	}
+	if a := cpCall(t, old, "POST", "/sandboxes", cpKeyA, map[string]any{"templateID": "base"}); a.status != 201 {
+		t.Fatalf("v1 create on a v1-only E2B: %d", a.status)
+	}
+}

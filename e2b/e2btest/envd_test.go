@@ -803,7 +803,7 @@ func TestEnvdConnectReplaysTheEnd(t *testing.T) {
 	}
 }
 
-// hostPID is the host pid of a sandbox process's bwrap, for checking what pausing does to it.
+// hostPID is the host pid of a sandbox process, for checking what pausing does to it.
 func hostPID(t *testing.T, s *Server, id string, pid int) int {
 	t.Helper()
 	s.envd.mu.Lock()

@@ -74,6 +74,9 @@ type Options struct {
 	// NoRecording turns the request log off, for an emulator that serves for hours (the local backend), where
 	// keeping every request would grow without bound. Requests then returns nothing.
 	NoRecording bool
+	// V1Only leaves out the v2 routes of create and connect (POST /v2/sandboxes, POST /v2/sandboxes/{id}/connect),
+	// as on an E2B that predates them: they answer 404 page not found.
+	V1Only bool
 }
 
 // Sandbox is the emulator's record of one sandbox. Fields are guarded by Server.mu.
