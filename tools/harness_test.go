@@ -52,7 +52,14 @@ type env struct {
 
 func newEnv(t testing.TB, configure ...func(*Config)) *env {
 	t.Helper()
-	emu, err := e2btest.New(e2btest.Options{APIKeys: []string{aliceKey, bobKey}})
+	return newEnvWith(t, e2btest.Options{}, configure...)
+}
+
+// newEnvWith is newEnv with an emulator of the given options (its API keys are alice's and bob's).
+func newEnvWith(t testing.TB, opts e2btest.Options, configure ...func(*Config)) *env {
+	t.Helper()
+	opts.APIKeys = []string{aliceKey, bobKey}
+	emu, err := e2btest.New(opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -248,6 +255,27 @@ func forEachEra(t *testing.T, f func(t *testing.T, e *env, s *session), configur
 		t.Run(era, func(t *testing.T) {
 			e := newEnv(t, configure...)
 			f(t, e, e.connect(t, era, Caller{Owner: "alice", Session: "main"}))
+		})
+	}
+}
+
+// forEachBackend runs f against sandboxes of the emulator and against sandboxes backed by E2B's real envd (the
+// conformance suite of the tools' process behaviour), in the current protocol era, with alice calling in
+// session "main". The real half is skipped, with a line saying why, where the daemon cannot run.
+func forEachBackend(t *testing.T, f func(t *testing.T, e *env, s *session)) {
+	for _, real := range []bool{false, true} {
+		name := "emulator"
+		if real {
+			name = "envd"
+		}
+		t.Run(name, func(t *testing.T) {
+			if real {
+				if _, err := e2btest.RealEnvdAvailable(); err != nil {
+					t.Skipf("not run against the real envd: %v", err)
+				}
+			}
+			e := newEnvWith(t, e2btest.Options{RealEnvd: real})
+			f(t, e, e.connect(t, eras[0], Caller{Owner: "alice", Session: "main"}))
 		})
 	}
 }

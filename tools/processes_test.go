@@ -1,16 +1,19 @@
 package tools
 
 import (
+	"context"
 	"fmt"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/mark3labs/mcp-go/mcp"
 )
 
 // A server started with background true answers the next e2b_exec at 127.0.0.1, shows in e2b_list_processes,
 // and e2b_stop_process stops it and everything it started.
 func TestBackgroundProcesses(t *testing.T) {
-	forEachEra(t, func(t *testing.T, e *env, s *session) {
+	forEachBackend(t, func(t *testing.T, e *env, s *session) {
 		id := s.createSandbox(t, nil)
 		if out := s.exec(t, id, "command -v python3 || true"); out["stdout"] == "" {
 			t.Skip("python3 (the web server of this test) is not installed")
@@ -60,19 +63,61 @@ func TestBackgroundProcesses(t *testing.T) {
 
 // A job a command leaves in the background does not hold the call, and its later output is not in the next one's.
 func TestExecBackgroundJobReturnsAtOnce(t *testing.T) {
-	forEachEra(t, func(t *testing.T, e *env, s *session) {
+	forEachBackend(t, func(t *testing.T, e *env, s *session) {
 		id := s.createSandbox(t, nil)
+		s.exec(t, id, "true") // the sandbox's envd is up
+		dur := fmt.Sprintf("30.%d", time.Now().UnixNano()%1e6)
 		start := time.Now()
-		res := s.exec(t, id, "(sleep 0.5; echo late) & sleep 30 & echo started")
-		if res["stdout"] != "started\n" || res["success"] != true || time.Since(start) > 2*time.Second {
+		res := s.exec(t, id, "(sleep 0.5; echo late) & sleep "+dur+" & echo started")
+		if res["stdout"] != "started\n" || res["success"] != true || num(res["exit_code"]) != 0 || time.Since(start) > 2*time.Second {
 			t.Fatalf("result %v after %v", res, time.Since(start))
 		}
 		time.Sleep(700 * time.Millisecond)
 		if res := s.exec(t, id, "echo next"); res["stdout"] != "next\n" {
 			t.Fatalf("next: %v", res)
 		}
-		if res := s.exec(t, id, "ps -eo args | grep -c '^sleep 3[0]'"); res["stdout"] != "1\n" {
-			t.Fatalf("the background job: %v", res)
+		if left := running(t, s, id, "sleep "+dur); left == "" {
+			t.Fatal("the background job did not survive its shell")
+		}
+		s.exec(t, id, fmt.Sprintf(`pkill -f "sleep ""%s" || true`, dur))
+	})
+}
+
+// running lists the processes of a sandbox whose command line contains str (never the listing's own).
+func running(t *testing.T, s *session, id, str string) string {
+	t.Helper()
+	half := len(str) / 2
+	res := s.exec(t, id, fmt.Sprintf("ps -eo pid=,args= | grep -F -- \"%s\"\"%s\" | grep -v grep || true", str[:half], str[half:]))
+	out, _ := res["stdout"].(string)
+	return out
+}
+
+// A timeout or a cancelled call ends the command and everything it started: a sequence, a pipeline, a shell
+// waiting for its job. The result of a timeout says so.
+func TestExecStopsTheWholeTree(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, e *env, s *session) {
+		id := s.createSandbox(t, nil)
+		for i, command := range []string{"sleep %s; echo late > late-%[1]s", "sleep %s | cat", "sh -c 'sleep %s & wait'"} {
+			dur := fmt.Sprintf("30.%d%d", i, time.Now().UnixNano()%1e6)
+			res := s.ok(t, "e2b_exec", map[string]any{"sandbox_id": id, "command": fmt.Sprintf(command, dur), "timeout_ms": 500})
+			if res["success"] != false || num(res["exit_code"]) != -1 {
+				t.Fatalf("%s: %v", command, res)
+			}
+			wantContains(t, res["error"].(string), "everything it started were killed by the timeout after 500 ms")
+			waitFor(t, "the timed-out tree to be gone", func() bool { return running(t, s, id, "sleep "+dur) == "" })
+
+			dur = fmt.Sprintf("31.%d%d", i, time.Now().UnixNano()%1e6)
+			ctx, cancel := context.WithCancel(context.Background())
+			time.AfterFunc(800*time.Millisecond, cancel)
+			req := mcp.CallToolRequest{}
+			req.Params.Name = "e2b_exec"
+			req.Params.Arguments = map[string]any{"sandbox_id": id, "command": fmt.Sprintf(command, dur)}
+			start := time.Now()
+			_, _ = s.c.CallTool(ctx, req) // the cancelled call's answer, if any, does not matter: what it left does
+			if time.Since(start) > 20*time.Second {
+				t.Fatalf("%s: the cancelled call went on", command)
+			}
+			waitFor(t, "the cancelled tree to be gone", func() bool { return running(t, s, id, "sleep "+dur) == "" })
 		}
 	})
 }

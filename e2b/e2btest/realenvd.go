@@ -9,10 +9,13 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/http/httputil"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -53,21 +56,32 @@ func FindRealEnvd() (string, error) {
 	}
 }
 
-// StartRealEnvd starts one real envd and boots it (POST /init with an access token, default user "user",
-// workdir /home/user, and envVars). The error matches ErrNoRealEnvd when the daemon is absent or this process
-// may not start it (it needs root).
-func StartRealEnvd(ctx context.Context, envVars map[string]string) (*RealEnvd, error) {
+// RealEnvdAvailable returns the real envd's directory, or an error matching ErrNoRealEnvd that says why it
+// cannot run here.
+func RealEnvdAvailable() (string, error) {
 	dir, err := FindRealEnvd()
+	if err != nil {
+		return "", err
+	}
+	start := filepath.Join(dir, "start.sh")
+	if _, err := os.Stat(start); err != nil {
+		return "", fmt.Errorf("%w: %s not found", ErrNoRealEnvd, start)
+	}
+	if os.Geteuid() != 0 {
+		return "", fmt.Errorf("%w: %s needs root", ErrNoRealEnvd, start)
+	}
+	return dir, nil
+}
+
+// StartRealEnvd starts one real envd and boots it (POST /init with accessToken, a random one when empty,
+// default user "user", workdir /home/user, and envVars). The error matches ErrNoRealEnvd when the daemon is
+// absent or this process may not start it (it needs root).
+func StartRealEnvd(ctx context.Context, accessToken string, envVars map[string]string) (*RealEnvd, error) {
+	dir, err := RealEnvdAvailable()
 	if err != nil {
 		return nil, err
 	}
 	start := filepath.Join(dir, "start.sh")
-	if _, err := os.Stat(start); err != nil {
-		return nil, fmt.Errorf("%w: %s not found", ErrNoRealEnvd, start)
-	}
-	if os.Geteuid() != 0 {
-		return nil, fmt.Errorf("%w: %s needs root", ErrNoRealEnvd, start)
-	}
 	cmd := exec.CommandContext(ctx, start)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
@@ -86,9 +100,12 @@ func StartRealEnvd(ctx context.Context, envVars map[string]string) (*RealEnvd, e
 	if r.URL == "" || r.run == "" {
 		return nil, fmt.Errorf("e2btest: %s printed no ENVD_URL/ENVD_RUN: %q", start, out)
 	}
-	var tok [16]byte
-	_, _ = rand.Read(tok[:])
-	r.AccessToken = hex.EncodeToString(tok[:])
+	r.AccessToken = accessToken
+	if r.AccessToken == "" {
+		var tok [16]byte
+		_, _ = rand.Read(tok[:])
+		r.AccessToken = hex.EncodeToString(tok[:])
+	}
 	if err := r.init(ctx, envVars); err != nil {
 		r.Stop()
 		return nil, err
@@ -126,4 +143,83 @@ func (r *RealEnvd) init(ctx context.Context, envVars map[string]string) error {
 func (r *RealEnvd) Stop() {
 	_ = exec.Command(r.stopCmd, r.run).Run()
 	_ = os.RemoveAll(r.run)
+}
+
+// realEnvds are the real envds that back the sandboxes of an emulator with Options.RealEnvd, one per sandbox,
+// started on the sandbox's first envd request and stopped when it is killed.
+type realEnvds struct {
+	mu    sync.Mutex
+	boxes map[string]*realBox
+}
+
+type realBox struct {
+	once  sync.Once
+	envd  *RealEnvd
+	err   error
+	proxy *httputil.ReverseProxy
+}
+
+// serve forwards an envd request for sb to its real envd, starting it first if need be. The request's
+// X-Access-Token is checked against the sandbox's own here (a sandbox without one is open), and the real envd
+// gets its own token.
+func (re *realEnvds) serve(w http.ResponseWriter, r *http.Request, sb *Sandbox, token string, envVars map[string]string) {
+	re.mu.Lock()
+	if re.boxes == nil {
+		re.boxes = map[string]*realBox{}
+	}
+	b := re.boxes[sb.ID]
+	if b == nil {
+		b = &realBox{}
+		re.boxes[sb.ID] = b
+	}
+	re.mu.Unlock()
+	b.once.Do(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		if b.envd, b.err = StartRealEnvd(ctx, "", envVars); b.err != nil {
+			return
+		}
+		target, err := url.Parse(b.envd.URL)
+		if err != nil {
+			b.err = err
+			return
+		}
+		b.proxy = httputil.NewSingleHostReverseProxy(target)
+		b.proxy.FlushInterval = -1 // process streams go out event by event
+	})
+	if b.err != nil {
+		envdJSONError(w, http.StatusBadGateway, "e2btest: the real envd of this sandbox: "+b.err.Error())
+		return
+	}
+	if token == "" || r.Header.Get("X-Access-Token") == token {
+		r.Header.Set("X-Access-Token", b.envd.AccessToken)
+	}
+	b.proxy.ServeHTTP(w, r)
+}
+
+// stop stops the real envd of a sandbox, if it has one.
+func (re *realEnvds) stop(id string) {
+	re.mu.Lock()
+	b := re.boxes[id]
+	delete(re.boxes, id)
+	re.mu.Unlock()
+	if b != nil {
+		b.once.Do(func() {})
+		if b.envd != nil {
+			b.envd.Stop()
+		}
+	}
+}
+
+// stopAll stops every real envd.
+func (re *realEnvds) stopAll() {
+	re.mu.Lock()
+	ids := make([]string, 0, len(re.boxes))
+	for id := range re.boxes {
+		ids = append(ids, id)
+	}
+	re.mu.Unlock()
+	for _, id := range ids {
+		re.stop(id)
+	}
 }

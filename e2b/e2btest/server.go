@@ -28,6 +28,7 @@ type Server struct {
 	rec    *Recorder
 	envd   *envdService
 	egress *egressProxies
+	real   realEnvds // with Options.RealEnvd
 	faults *faultInjector
 
 	// root holds every sandbox's and snapshot's directory; removeRoot says Close removes it (a temp dir).
@@ -77,6 +78,12 @@ type Options struct {
 	// V1Only leaves out the v2 routes of create and connect (POST /v2/sandboxes, POST /v2/sandboxes/{id}/connect),
 	// as on an E2B that predates them: they answer 404 page not found.
 	V1Only bool
+	// RealEnvd backs every sandbox with E2B's own envd (StartRealEnvd, one per sandbox, booted with the
+	// sandbox's env vars on its first envd request) instead of the emulated one, so that tests of the tools can
+	// run against the real daemon. It needs root and the daemon beside the repository; envd requests fail with
+	// 502 without them. The sandboxes share the host's /home/user and /tmp, and pausing does not stop their
+	// processes (the sandbox is only unreachable while paused).
+	RealEnvd bool
 }
 
 // Sandbox is the emulator's record of one sandbox. Fields are guarded by Server.mu.
@@ -218,6 +225,7 @@ func (s *Server) Close() {
 			c.close()
 		}
 		s.egress.close()
+		s.real.stopAll()
 		s.http.CloseClientConnections()
 		s.http.Close()
 		if s.removeRoot {
@@ -302,6 +310,11 @@ func (s *Server) serveEnvd(w http.ResponseWriter, r *http.Request, id string) {
 	s.mu.Unlock()
 	if !running {
 		writeProxyError(w, id, "The sandbox was not found")
+		return
+	}
+	if s.opts.RealEnvd {
+		v := s.envd.view(sb)
+		s.real.serve(w, r, sb, v.token, v.envVars)
 		return
 	}
 	s.envd.serve(w, r, sb)
@@ -442,6 +455,7 @@ func (s *Server) kill(sb *Sandbox) bool {
 	}
 	s.envd.stop(sb)
 	s.egress.stop(sb.ID)
+	s.real.stop(sb.ID)
 	_ = removeTree(sb.Dir)
 	return true
 }
