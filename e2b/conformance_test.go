@@ -46,7 +46,7 @@ func conformance(t *testing.T, f func(t *testing.T, e *Envd)) {
 		realEnvd.once.Do(func() {
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 			defer cancel()
-			realEnvd.envd, realEnvd.err = e2btest.StartRealEnvd(ctx, "", nil)
+			realEnvd.envd, realEnvd.err = e2btest.StartRealEnvd(ctx, nil)
 		})
 		if errors.Is(realEnvd.err, e2btest.ErrNoRealEnvd) {
 			optional.Skip(t, "not run against the real envd: "+realEnvd.err.Error())

@@ -17,6 +17,7 @@ import (
 
 	"github.com/e2b-mcp/e2b-mcp/e2b"
 	"github.com/e2b-mcp/e2b-mcp/e2b/e2btest"
+	"github.com/e2b-mcp/e2b-mcp/internal/optional"
 	"github.com/e2b-mcp/e2b-mcp/state"
 )
 
@@ -271,7 +272,7 @@ func forEachBackend(t *testing.T, f func(t *testing.T, e *env, s *session)) {
 		t.Run(name, func(t *testing.T) {
 			if real {
 				if _, err := e2btest.RealEnvdAvailable(); err != nil {
-					t.Skipf("not run against the real envd: %v", err)
+					optional.Skip(t, "not run against the real envd: "+err.Error())
 				}
 			}
 			e := newEnvWith(t, e2btest.Options{RealEnvd: real})

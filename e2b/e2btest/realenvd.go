@@ -73,10 +73,10 @@ func RealEnvdAvailable() (string, error) {
 	return dir, nil
 }
 
-// StartRealEnvd starts one real envd and boots it (POST /init with accessToken, a random one when empty,
-// default user "user", workdir /home/user, and envVars). The error matches ErrNoRealEnvd when the daemon is
-// absent or this process may not start it (it needs root).
-func StartRealEnvd(ctx context.Context, accessToken string, envVars map[string]string) (*RealEnvd, error) {
+// StartRealEnvd starts one real envd and boots it (POST /init with a random access token, default user "user",
+// workdir /home/user, and envVars). The error matches ErrNoRealEnvd when the daemon is absent or this process
+// may not start it (it needs root).
+func StartRealEnvd(ctx context.Context, envVars map[string]string) (*RealEnvd, error) {
 	dir, err := RealEnvdAvailable()
 	if err != nil {
 		return nil, err
@@ -100,12 +100,9 @@ func StartRealEnvd(ctx context.Context, accessToken string, envVars map[string]s
 	if r.URL == "" || r.run == "" {
 		return nil, fmt.Errorf("e2btest: %s printed no ENVD_URL/ENVD_RUN: %q", start, out)
 	}
-	r.AccessToken = accessToken
-	if r.AccessToken == "" {
-		var tok [16]byte
-		_, _ = rand.Read(tok[:])
-		r.AccessToken = hex.EncodeToString(tok[:])
-	}
+	var tok [16]byte
+	_, _ = rand.Read(tok[:])
+	r.AccessToken = hex.EncodeToString(tok[:])
 	if err := r.init(ctx, envVars); err != nil {
 		r.Stop()
 		return nil, err
@@ -176,7 +173,7 @@ func (re *realEnvds) serve(w http.ResponseWriter, r *http.Request, sb *Sandbox, 
 	b.once.Do(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
-		if b.envd, b.err = StartRealEnvd(ctx, "", envVars); b.err != nil {
+		if b.envd, b.err = StartRealEnvd(ctx, envVars); b.err != nil {
 			return
 		}
 		target, err := url.Parse(b.envd.URL)
