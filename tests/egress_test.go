@@ -220,7 +220,7 @@ func TestEgressCredentialsEndToEnd(t *testing.T) {
 		if !strings.Contains(raw, strings.TrimPrefix(basicHeader(first), "Basic ")) && !strings.Contains(raw, strings.TrimPrefix(basicHeader(second), "Basic ")) {
 			continue
 		}
-		if rq.Header.Get("E2b-Sandbox-Id") != "" || !(rq.Method == http.MethodPost && rq.Path == "/sandboxes" ||
+		if rq.Header.Get("E2b-Sandbox-Id") != "" || !(rq.Method == http.MethodPost && (rq.Path == "/sandboxes" || rq.Path == "/v2/sandboxes") ||
 			rq.Method == http.MethodPut && strings.HasSuffix(rq.Path, "/network")) {
 			t.Fatalf("a credential value was sent in %s %s (host %s)", rq.Method, rq.Path, rq.Host)
 		}
