@@ -143,3 +143,35 @@ func TestConnectPageInChromium(t *testing.T) {
 		t.Errorf("a used link:\n%s", p)
 	}
 }
+
+// A stdio server offers the connect page on 127.0.0.1: the answer of a call without a key names a one-time
+// link there, the local user connects their key in a browser, and the same call then goes through.
+func TestStdioConnectPageInChromium(t *testing.T) {
+	x := newH(t)
+	x.headless = true
+	requireChromedriver(t)
+	owner := x.owner("local")
+	mk, masterHex := x.masterKeyFile("master.key")
+	x.noMasterKeyLeak(masterHex)
+	s := x.startStdio(clientOpts{}, x.serveArgs(owner, "local", "--master-key-file", mk)...)
+	msg := fails(t, s.Client, "e2b_create_sandbox", map[string]any{})
+	link := connectLinkRE.FindString(msg)
+	if link == "" || !strings.Contains(msg, "or run `e2b-mcp auth login` in a terminal") {
+		t.Fatalf("without a key over stdio: %q", msg)
+	}
+	key := newAPIKey()
+	the.noteKey(key)
+	b := x.startChromium()
+	b.open(link)
+	if p := b.connectKey(key); !strings.Contains(p, "Connected") {
+		t.Fatalf("connecting on the local page:\n%s", p)
+	}
+	id := create(t, s.Client, map[string]any{"title": "local"})
+	if sb, _ := the.emu.Sandbox(id); sb.Team != key {
+		t.Error("the sandbox was not made with the key connected on the local page")
+	}
+	b.open(link)
+	if p := b.waitFor("</h1>"); !strings.Contains(p, "cannot be used") {
+		t.Errorf("the used link:\n%s", p)
+	}
+}
