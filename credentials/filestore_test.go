@@ -20,7 +20,7 @@ import (
 )
 
 // masterKey writes a master key file (mode 0600) in a directory of its own and returns its path and the key.
-func masterKey(t *testing.T, encode func([]byte) []byte) (string, []byte) {
+func masterKey(t testing.TB, encode func([]byte) []byte) (string, []byte) {
 	t.Helper()
 	key := bytes.Repeat([]byte{0}, MasterKeySize)
 	for i := range key {

@@ -30,7 +30,7 @@ type testIssuer struct {
 	kid string
 }
 
-func newTestIssuer(t *testing.T) *testIssuer {
+func newTestIssuer(t testing.TB) *testIssuer {
 	t.Helper()
 	key, err := rsa.GenerateKey(rand.Reader, 2048)
 	if err != nil {
@@ -54,7 +54,7 @@ func newTestIssuer(t *testing.T) *testIssuer {
 }
 
 // token signs claims with key (the issuer's own unless another is given).
-func (iss *testIssuer) token(t *testing.T, claims map[string]any, key *rsa.PrivateKey) string {
+func (iss *testIssuer) token(t testing.TB, claims map[string]any, key *rsa.PrivateKey) string {
 	t.Helper()
 	if key == nil {
 		key = iss.key
@@ -206,5 +206,20 @@ func TestOAuthBesideTokensFile(t *testing.T) {
 	b := streamableClient(t, base, iss.token(t, iss.claims("frank", nil), nil), "", mcp.ProtocolVersion20260728)
 	if ids := listIDs(t, b); len(ids) != 1 || ids[0] != id {
 		t.Errorf("the same owner through OAuth lists %v, want [%s]", ids, id)
+	}
+}
+
+// BenchmarkOAuthOwner is what every HTTP request with an OAuth access token pays to be let in: the JWT's RS256
+// signature, issuer, audience and expiry checked (the provider's keys fetched once), and its owner claim read.
+func BenchmarkOAuthOwner(b *testing.B) {
+	iss := newTestIssuer(b)
+	v := newOAuthVerifier(OAuthConfig{Issuer: iss.url, Resource: testResource, OwnerClaim: DefaultOwnerClaim},
+		&authServer{issuer: iss.url, client: http.DefaultClient})
+	tok := iss.token(b, iss.claims("alice", nil), nil)
+	b.ReportAllocs()
+	for b.Loop() {
+		if owner, err := v.owner(b.Context(), tok); err != nil || owner != "alice" {
+			b.Fatal(owner, err)
+		}
 	}
 }
