@@ -21,12 +21,17 @@ const (
 	idleTimeout = 2 * time.Minute
 	// bodyOverhead is what a request adds to the content it carries: JSON-RPC framing and the other arguments.
 	bodyOverhead = 1 << 20
+	// smallBody is the size up to which a body is read at once; larger ones (and those of unknown length) take
+	// one of largeBodies places, so that many at once cannot add up to more memory than a few.
+	smallBody   = 1 << 20
+	largeBodies = 4
 )
 
 // httpLimits are the bounds of one server's HTTP requests.
 type httpLimits struct {
 	maxBody                        int64
 	readHeader, readBody, idleConn time.Duration
+	large                          chan struct{} // a place per large body being read or handled
 }
 
 // newHTTPLimits fits the body limit to the largest legitimate call: an e2b_write_file of the write limit, whose
@@ -41,6 +46,7 @@ func newHTTPLimits(c tools.Config) httpLimits {
 		readHeader: readHeaderTimeout,
 		readBody:   bodyReadTimeout,
 		idleConn:   idleTimeout,
+		large:      make(chan struct{}, largeBodies),
 	}
 }
 
@@ -60,7 +66,22 @@ func (l httpLimits) limitBody(next http.Handler) http.Handler {
 		}
 		rc := http.NewResponseController(w)
 		_ = rc.SetReadDeadline(time.Now().Add(l.readBody))
-		body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, l.maxBody))
+		if r.ContentLength < 0 || r.ContentLength > smallBody {
+			// Held until the call is handled: the transports keep copies of the body meanwhile. A body waits for a
+			// place at most half its read time, so that it is turned away before the slow ones holding the
+			// places are cut off.
+			select {
+			case l.large <- struct{}{}:
+				defer func() { <-l.large }()
+			case <-time.After(l.readBody / 2):
+				w.Header().Set("Retry-After", "5")
+				http.Error(w, "busy reading other large requests; try again", http.StatusServiceUnavailable)
+				return
+			case <-r.Context().Done():
+				return
+			}
+		}
+		body, err := readBody(http.MaxBytesReader(w, r.Body, l.maxBody), r.ContentLength)
 		var tooBig *http.MaxBytesError
 		switch {
 		case errors.As(err, &tooBig):
@@ -75,6 +96,23 @@ func (l httpLimits) limitBody(next http.Handler) http.Handler {
 		r.Body = io.NopCloser(bytes.NewReader(body))
 		next.ServeHTTP(w, r)
 	})
+}
+
+// readBody reads a whole body, into a buffer of its size when its length is known (no growing and copying).
+func readBody(r io.Reader, length int64) ([]byte, error) {
+	if length < 0 {
+		return io.ReadAll(r)
+	}
+	buf := make([]byte, length)
+	if _, err := io.ReadFull(r, buf); err != nil {
+		return nil, err
+	}
+	// Read on to the body's end (net/http enforces Content-Length, so there is nothing more): only then does
+	// net/http lift the read deadline and watch the connection for the client going away.
+	if _, err := r.Read(make([]byte, 1)); !errors.Is(err, io.EOF) {
+		return nil, fmt.Errorf("reading past the body's length: %v", err)
+	}
+	return buf, nil
 }
 
 func tooLarge(w http.ResponseWriter, limit int64) {

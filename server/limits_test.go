@@ -215,3 +215,34 @@ func TestHTTPProtocolSessionsBounded(t *testing.T) {
 		defer resp.Body.Close()
 	}
 }
+
+// Large bodies are read a few at a time, so that many at once cannot add up: while every place is held by a
+// client sending slowly, another large body waits and is turned away (503) after half its read time, and a small
+// call goes through.
+func TestHTTPLargeBodiesTakeTurns(t *testing.T) {
+	f := newFixture(t, fixtureOpts{transport: TransportHTTP, policy: allowAll})
+	f.srv.limits.readBody = 2 * time.Second
+	base := serveHTTP(t, f)
+	addr := strings.TrimPrefix(base, "http://")
+	for range largeBodies {
+		conn, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close()
+		_, _ = io.WriteString(conn, "POST /mcp HTTP/1.1\r\nHost: "+addr+"\r\nContent-Type: application/json\r\n"+
+			"Transfer-Encoding: chunked\r\n\r\n1\r\n{\r\n")
+	}
+	time.Sleep(200 * time.Millisecond) // the slow ones hold every place
+	big := `{"jsonrpc":"2.0","id":1,"method":"ping","params":{"pad":"` + strings.Repeat("x", smallBody) + `"}}`
+	began := time.Now()
+	if code, _, body := do(t, http.MethodPost, base+PathMCP, "", big, nil); code != http.StatusServiceUnavailable {
+		t.Errorf("a large body while every place is held: %d %.200s, want 503", code, body)
+	}
+	if waited := time.Since(began); waited < f.srv.limits.readBody/2 {
+		t.Errorf("turned away after %s, without waiting for a place", waited)
+	}
+	c := streamableClient(t, base, "", "", eras[0])
+	defer c.Close()
+	listIDs(t, c)
+}
