@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -79,7 +80,10 @@ func (s *Server) governCall(next mcpserver.ToolHandlerFunc) mcpserver.ToolHandle
 				state.DefaultMaxLiveSessions, SessionHeader)), nil
 		}
 
-		args := callArgs(req)
+		args, decoded := callArgs(req)
+		if decoded != nil {
+			ctx = tools.WithDecodedArgs(ctx, decoded)
+		}
 		entry := audit.Entry{
 			Time:      start,
 			Owner:     caller.Owner,
@@ -216,30 +220,64 @@ func (s *Server) record(e audit.Entry, outcome string, res *mcp.CallToolResult, 
 	}
 }
 
-// callArgs are the call's arguments as the policy sees them: decoded from the JSON the client sent (numbers as
-// float64), or nil when they are not a JSON object (the tool then refuses the call itself).
-func callArgs(req mcp.CallToolRequest) map[string]any {
+// callArgs decodes the call's arguments, once: view is how the policy and the audit see them (numbers as
+// float64), decoded the same values as json.Decoder.UseNumber leaves them, which the tools bind without parsing
+// the JSON again (see tools.WithDecodedArgs). Both are nil when the arguments are not a JSON object (the tool
+// then refuses the call itself); decoded is also nil when the arguments did not come as JSON.
+func callArgs(req mcp.CallToolRequest) (view, decoded map[string]any) {
 	var raw []byte
 	switch {
 	case len(req.Params.RawArguments) > 0:
 		raw = req.Params.RawArguments
 	case req.Params.Arguments == nil:
-		return nil
+		return nil, nil
 	default:
 		if m, ok := req.Params.Arguments.(map[string]any); ok {
-			return m
+			return m, nil
 		}
 		var err error
 		if raw, err = json.Marshal(req.Params.Arguments); err != nil {
-			return nil
+			return nil, nil
 		}
 	}
-	var m map[string]any
 	dec := json.NewDecoder(bytes.NewReader(raw))
-	if err := dec.Decode(&m); err != nil {
-		return nil
+	dec.UseNumber()
+	if err := dec.Decode(&decoded); err != nil {
+		return nil, nil
 	}
-	return m
+	v, ok := numbersAsFloats(decoded)
+	if !ok {
+		return nil, nil
+	}
+	view, _ = v.(map[string]any)
+	return view, decoded
+}
+
+// numbersAsFloats is v with every json.Number as the float64 that decoding without UseNumber gives; objects and
+// arrays are copied, other values shared. ok is false for a number beyond float64, which such decoding refuses.
+func numbersAsFloats(v any) (_ any, ok bool) {
+	switch x := v.(type) {
+	case json.Number:
+		f, err := strconv.ParseFloat(string(x), 64)
+		return f, err == nil
+	case map[string]any:
+		out := make(map[string]any, len(x))
+		for k, e := range x {
+			if out[k], ok = numbersAsFloats(e); !ok {
+				return nil, false
+			}
+		}
+		return out, true
+	case []any:
+		out := make([]any, len(x))
+		for i, e := range x {
+			if out[i], ok = numbersAsFloats(e); !ok {
+				return nil, false
+			}
+		}
+		return out, true
+	}
+	return v, true
 }
 
 func stringArg(args map[string]any, name string) string {

@@ -105,8 +105,11 @@ func adapt[A any](b *base, name string, h handlerFunc[A]) server.ToolHandlerFunc
 			return mcp.NewToolResultError("Internal error: the server did not say who is calling (no owner or session)."), nil
 		}
 		var args A
-		if err := bindArgs(req, &args); err != nil {
-			return mcp.NewToolResultError(err.Error()), nil
+		if m, ok := decodedArgs(ctx); !ok || !bindDecoded(m, &args) {
+			args = *new(A)
+			if err := bindArgs(req, &args); err != nil {
+				return mcp.NewToolResultError(err.Error()), nil
+			}
 		}
 		if req.Params.Meta != nil && req.Params.Meta.ProgressToken != nil {
 			ctx = context.WithValue(ctx, progressTokenKey{}, req.Params.Meta.ProgressToken)
