@@ -280,13 +280,20 @@ func TestContextCancellation(t *testing.T) {
 	rec, _ := srv.CreateSandbox(cpKey, e2btest.SandboxOptions{})
 	c := cpClient(t, srv.URL(), func(cfg *Config) { cfg.RetryWaitMax = time.Hour })
 
-	// Cancelled while waiting out a Retry-After: no further attempt.
+	// Cancelled while waiting out a Retry-After: no further attempt. The cancel comes once the first attempt
+	// has been answered (a timer could fire before a loaded machine even sends it).
 	srv.SetFaults(e2btest.Faults{RetryAfter: 30 * time.Minute})
 	srv.FailNext(5, 429)
-	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
+	go func() {
+		for len(srv.Requests()) == 0 && ctx.Err() == nil {
+			time.Sleep(5 * time.Millisecond)
+		}
+		cancel()
+	}()
 	_, err := c.GetSandbox(ctx, rec.ID)
-	if !errors.Is(err, context.DeadlineExceeded) {
+	if !errors.Is(err, context.Canceled) {
 		t.Fatalf("%v", err)
 	}
 	if n := len(srv.Requests()); n != 1 {
