@@ -1,6 +1,8 @@
 package cli
 
 import (
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -91,7 +93,19 @@ func TestServeEgressFlags(t *testing.T) {
 	if cfg, _ := parseServe(t, e, "--credentials", "none"); cfg.Credentials == nil || len(cfg.Credentials) != 0 {
 		t.Fatalf("--credentials none: %#v", cfg.Credentials)
 	}
-	for _, bad := range [][]string{{"--deny-out", "evil.com"}, {"--allow-out", "https://x.com"}, {"--credentials", ","}} {
+	file := filepath.Join(t.TempDir(), "egress.yaml")
+	if err := os.WriteFile(file, []byte("owners:\n  alice:\n    sessions:\n      ci: {no_internet: true}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if cfg, err := parseServe(t, e, "--egress-file", file); err != nil || cfg.EgressScopes["alice"].Sessions["ci"].NoInternet == nil {
+		t.Fatalf("--egress-file: %+v %v", cfg.EgressScopes, err)
+	}
+	bad := filepath.Join(t.TempDir(), "bad.yaml")
+	if err := os.WriteFile(bad, []byte("owners: {alice: {deny_out: [evil.com]}}"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, bad := range [][]string{{"--deny-out", "evil.com"}, {"--allow-out", "https://x.com"}, {"--credentials", ","},
+		{"--egress-file", bad}, {"--egress-file", filepath.Join(t.TempDir(), "missing.yaml")}} {
 		if _, err := parseServe(t, e, bad...); err == nil {
 			t.Errorf("%v: accepted", bad)
 		}

@@ -55,6 +55,7 @@ type serveOptions struct {
 	credentials                       string
 	oauthClientID                     string
 	noConnectPage                     bool
+	egressFile                        string
 	logLevel                          *slog.LevelVar
 }
 
@@ -95,6 +96,7 @@ func (a *app) serveFlags() (*flags, *serveOptions) {
 	f.Var(&o.denyOut, "deny-out", "IPs or CIDRs sandboxes may not reach (repeatable or comma-separated)")
 	f.BoolVar(&o.noInternet, "no-internet", false, "sandboxes reach nothing but the --allow-out destinations")
 	f.StringVar(&o.credentials, "credentials", "all", "the owner's credentials (see 'e2b-mcp credentials') sandboxes get: all, none, or NAME,NAME...")
+	f.StringVar(&o.egressFile, "egress-file", "", "YAML file of per-owner and per-session egress limits and credentials (see README)")
 	o.logLevel = logLevelFlag(f)
 	return f, o
 }
@@ -167,6 +169,12 @@ func (a *app) serveConfig(f *flags, o *serveOptions) (server.Config, error) {
 	if err != nil {
 		return cfg, f.usageErrorf("%v", err)
 	}
+	var scopes map[string]egress.OwnerScope
+	if o.egressFile != "" {
+		if scopes, err = egress.LoadScopes(o.egressFile); err != nil {
+			return cfg, err
+		}
+	}
 	owner, err := a.owner(o.owner)
 	if err != nil {
 		return cfg, err
@@ -217,6 +225,7 @@ func (a *app) serveConfig(f *flags, o *serveOptions) (server.Config, error) {
 		Credentials:     creds,
 		PublicURL:       o.publicURL,
 		NoConnectPage:   o.noConnectPage,
+		EgressScopes:    scopes,
 		Tools: tools.Config{
 			OutputBudget: o.outputBudget,
 			StorageRoots: o.storageRoots,

@@ -37,6 +37,9 @@ type Policy struct {
 	Credentials []string
 	// Store holds the credentials (the OS keyring or the encrypted key store); nil means none.
 	Store credentials.SecretStore
+	// Owners are scopes of an egress file: an owner's, or one of its sessions', limits and credentials where they
+	// differ from the above.
+	Owners map[string]OwnerScope
 }
 
 // Check validates the limits, as E2B would: domains only in AllowOut, IPs or CIDRs anywhere.
@@ -89,15 +92,16 @@ type Summary struct {
 	Internet bool `json:"internet"`
 }
 
-// Resolve builds the egress configuration of a sandbox of owner from the owner's credentials as they are now
-// (so a rotated value takes effect at the next create or resume). A p of nil yields the empty configuration.
-func (p *Policy) Resolve(owner string) (Config, error) {
+// Resolve builds the egress configuration of a sandbox of owner's session from the owner's credentials as they
+// are now (so a rotated value takes effect at the next create or resume), within the limits of the most specific
+// scope. A p of nil yields the empty configuration.
+func (p *Policy) Resolve(owner, session string) (Config, error) {
 	cfg := Config{Summary: Summary{Credentials: []Applied{}, Internet: true}}
 	if p == nil {
 		return cfg, nil
 	}
 	n := &e2b.Network{Rules: map[string][]e2b.NetworkRule{}}
-	l := p.Limits
+	l, chosen := p.scoped(owner, session)
 	switch {
 	case len(l.AllowOut) > 0 || l.NoInternet:
 		n.AllowOut = slices.Clone(l.AllowOut)
@@ -110,13 +114,13 @@ func (p *Policy) Resolve(owner string) (Config, error) {
 	if len(l.DenyOut) > 0 {
 		cfg.Summary.DenyOut = slices.Clone(l.DenyOut)
 	}
-	if p.Store != nil && (p.Credentials == nil || len(p.Credentials) > 0) {
+	if p.Store != nil && (chosen == nil || len(chosen) > 0) {
 		list, err := credentials.Credentials(p.Store, owner)
 		if err != nil {
 			return Config{}, err
 		}
 		for _, c := range list {
-			if p.Credentials != nil && !slices.Contains(p.Credentials, c.Name) {
+			if chosen != nil && !slices.Contains(chosen, c.Name) {
 				continue
 			}
 			v, err := credentials.CredentialValue(p.Store, owner, c)
@@ -165,13 +169,13 @@ func (l Limits) Describe() string {
 
 // Source resolves the egress configuration of an owner's sandboxes (a *Policy).
 type Source interface {
-	Resolve(owner string) (Config, error)
+	Resolve(owner, session string) (Config, error)
 }
 
 // Apply gives a running sandbox the complete egress configuration of its owner as it is now. E2B's update
 // replaces the whole configuration, so what the owner no longer has (a removed credential, an old value) goes.
-func Apply(ctx context.Context, c *e2b.Client, src Source, owner, sandboxID string) (Summary, error) {
-	cfg, err := src.Resolve(owner)
+func Apply(ctx context.Context, c *e2b.Client, src Source, owner, session, sandboxID string) (Summary, error) {
+	cfg, err := src.Resolve(owner, session)
 	if err != nil {
 		return Summary{}, err
 	}
@@ -186,7 +190,7 @@ func OnAdopt(c *e2b.Client, src Source, log *slog.Logger) func(context.Context, 
 		if src == nil || rec.State != state.StateRunning {
 			return
 		}
-		if _, err := Apply(ctx, c, src, rec.Owner, rec.ID); err != nil {
+		if _, err := Apply(ctx, c, src, rec.Owner, rec.Session, rec.ID); err != nil {
 			log.Warn("applying the egress configuration to an adopted sandbox", "sandbox", rec.ID, "owner", rec.Owner, "error", err)
 		}
 	}

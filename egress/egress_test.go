@@ -2,6 +2,8 @@ package egress
 
 import (
 	"encoding/json"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -51,7 +53,7 @@ func TestResolve(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			cfg, err := tc.p.Resolve(tc.owner)
+			cfg, err := tc.p.Resolve(tc.owner, "main")
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -89,6 +91,68 @@ func TestLimitsCheck(t *testing.T) {
 	} {
 		if err := bad.Check(); err == nil {
 			t.Errorf("%+v: accepted", bad)
+		}
+	}
+}
+
+func TestScopes(t *testing.T) {
+	keyring.MockInit()
+	k := credentials.Keyring{}
+	for _, name := range []string{"gh", "npm"} {
+		if _, err := credentials.AddCredential(k, "alice", credentials.Credential{Name: name, Domain: name + ".example.com", Form: credentials.FormBearer}, "v-"+name); err != nil {
+			t.Fatal(err)
+		}
+	}
+	path := filepath.Join(t.TempDir(), "egress.yaml")
+	if err := os.WriteFile(path, []byte(`
+owners:
+  alice:
+    allow_out: [gh.example.com, npm.example.com]
+    credentials: [gh]
+    sessions:
+      ci:
+        no_internet: true
+        allow_out: []
+        credentials: none
+      open:
+        allow_out: []
+        credentials: all
+`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	owners, err := LoadScopes(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &Policy{Store: k, Owners: owners, Limits: Limits{DenyOut: []string{"169.254.169.254"}}}
+	cases := []struct{ owner, session, summary string }{
+		{"alice", "main", `{"credentials":[{"name":"gh","domain":"gh.example.com"}],"allow_out":["gh.example.com","npm.example.com"],"deny_out":["169.254.169.254"],"internet":false}`},
+		{"alice", "ci", `{"credentials":[],"deny_out":["169.254.169.254"],"internet":false}`},
+		{"alice", "open", `{"credentials":[{"name":"gh","domain":"gh.example.com"},{"name":"npm","domain":"npm.example.com"}],"deny_out":["169.254.169.254"],"internet":true}`},
+		{"bob", "ci", `{"credentials":[],"deny_out":["169.254.169.254"],"internet":true}`},
+	}
+	for _, tc := range cases {
+		cfg, err := p.Resolve(tc.owner, tc.session)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, _ := json.Marshal(cfg.Summary); string(got) != tc.summary {
+			t.Errorf("%s/%s:\n got %s\nwant %s", tc.owner, tc.session, got, tc.summary)
+		}
+	}
+	for _, bad := range []string{
+		"owners: {alice: {allow_outt: [x.com]}}",
+		"owners: {alice: {deny_out: [evil.com]}}",
+		"owners: {alice: {credentials: some}}",
+		"owners: {alice: {sessions: {ci: {allow_out: [\"https://x.com\"]}}}}",
+		"owners: {state-data-key: {no_internet: true}}",
+		"not yaml: [",
+	} {
+		if err := os.WriteFile(path, []byte(bad), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := LoadScopes(path); err == nil || !strings.Contains(err.Error(), path) {
+			t.Errorf("%q: %v", bad, err)
 		}
 	}
 }

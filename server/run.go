@@ -110,7 +110,11 @@ func (s *Server) egressLine() string {
 	default:
 		creds = "credentials " + strings.Join(s.cfg.Credentials, ", ")
 	}
-	return s.egress.Limits.Describe() + "; " + creds
+	line := s.egress.Limits.Describe() + "; " + creds
+	if n := len(s.egress.Owners); n > 0 {
+		line += fmt.Sprintf("; %d owners with scopes of their own", n)
+	}
+	return line
 }
 
 // reloadOnSIGHUP re-reads the policy file on SIGHUP until ctx ends.

@@ -109,6 +109,8 @@ type Config struct {
 	// Credentials names the owner's registered credentials that sandboxes get (see `e2b-mcp credentials`); nil
 	// means all of them, empty none.
 	Credentials []string
+	// EgressScopes are the egress file's owners and sessions whose limits or credentials differ from the above.
+	EgressScopes map[string]egress.OwnerScope
 	// CredentialStore overrides where credentials are read (tests); nil means Secrets for the e2b backend with
 	// its own clients, and none for the local backend or overridden Clients.
 	CredentialStore credentials.SecretStore
@@ -283,7 +285,7 @@ func New(cfg Config) (*Server, error) {
 	default:
 		s.clients = newStoredKeyClients(cfg.Secrets, cfg.E2B, cfg.Logger)
 	}
-	s.egress = &egress.Policy{Limits: cfg.Egress, Credentials: cfg.Credentials, Store: cfg.CredentialStore}
+	s.egress = &egress.Policy{Limits: cfg.Egress, Credentials: cfg.Credentials, Store: cfg.CredentialStore, Owners: cfg.EgressScopes}
 	if s.egress.Store == nil && cfg.Clients == nil && s.local == nil {
 		s.egress.Store = cfg.Secrets
 	}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -234,6 +235,41 @@ func TestEgressCredentialsEndToEnd(t *testing.T) {
 			if strings.Contains(txt, v) || strings.Contains(txt, strings.TrimPrefix(v, "Basic ")) {
 				t.Fatalf("a tool result holds a credential value:\n%s", txt)
 			}
+		}
+	}
+}
+
+// The operator's egress file scopes one session of an owner: there no credential and no internet, while the
+// owner's other sessions keep both.
+func TestEgressFileScopesASession(t *testing.T) {
+	x := newH(t)
+	owner := x.owner("scoped")
+	x.login(owner)
+	other := newSite(t, otherDomain)
+	token := "ghp_" + randomHex(18)
+	noteCredential(token)
+	x.mustRun(strings.NewReader(token+"\n"), "credentials", "add", "gh", "--domain", gitDomain, "--github", "--owner", owner)
+	x.t.Cleanup(func() { x.run(nil, "credentials", "remove", "gh", "--owner", owner) })
+	file := x.path("egress.yaml")
+	if err := os.WriteFile(file, []byte("owners:\n  "+owner+":\n    sessions:\n      locked: {no_internet: true, credentials: none}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		session     string
+		internet    bool
+		credentials int
+	}{{"locked", false, 0}, {"open", true, 1}} {
+		s := x.startStdio(clientOpts{}, x.serveArgs(owner, tc.session, "--egress-file", file)...)
+		out := ok(t, s.Client, "e2b_create_sandbox", map[string]any{})
+		id := str(out, "sandbox_id")
+		the.noteSandbox(id)
+		eg, _ := out["egress"].(map[string]any)
+		if creds, _ := eg["credentials"].([]any); eg["internet"] != tc.internet || len(creds) != tc.credentials {
+			t.Fatalf("session %s: egress %v", tc.session, eg)
+		}
+		run := ok(t, s.Client, "e2b_exec", map[string]any{"sandbox_id": id, "command": "curl -sS --max-time 20 " + other.url() + "; echo exit=$?"})
+		if reached := strings.Contains(str(run, "stdout"), "reached"); reached != tc.internet {
+			t.Fatalf("session %s: reached %s: %v (%v)", tc.session, otherDomain, reached, run)
 		}
 	}
 }

@@ -211,13 +211,13 @@ func newSandbox(call Caller, template, title string, timeout int, env map[string
 
 // egressFor is the complete egress configuration of the owner's sandboxes as it is now (credentials read afresh,
 // so a rotated one takes effect at once). The error never holds a credential's value.
-func (b *base) egressFor(owner string) (egress.Config, error) {
+func (b *base) egressFor(call Caller) (egress.Config, error) {
 	if b.egress == nil {
 		return egress.Config{Summary: egress.Summary{Credentials: []egress.Applied{}, Internet: true}}, nil
 	}
-	cfg, err := b.egress.Resolve(owner)
+	cfg, err := b.egress.Resolve(call.Owner, call.Session)
 	if err != nil {
-		return cfg, userErrorf("Could not read the egress credentials of %s: %v", owner, err)
+		return cfg, userErrorf("Could not read the egress credentials of %s: %v", call.Owner, err)
 	}
 	return cfg, nil
 }
@@ -226,15 +226,15 @@ func (b *base) egressFor(owner string) (egress.Config, error) {
 // everything), as every path that brings a sandbox alive without a create must: resume, a live fork, adoption.
 // Without an egress source nothing is sent. A failure comes back as a warning for the result: the sandbox runs,
 // but may still have the rules it had before.
-func (b *base) applyEgress(ctx context.Context, c *e2b.Client, owner, id string) (*egress.Summary, string) {
+func (b *base) applyEgress(ctx context.Context, c *e2b.Client, call Caller, id string) (*egress.Summary, string) {
 	if b.egress == nil {
 		return nil, ""
 	}
-	summary, err := egress.Apply(ctx, c, b.egress, owner, id)
+	summary, err := egress.Apply(ctx, c, b.egress, call.Owner, call.Session, id)
 	if err != nil {
-		b.log.Warn("applying the egress configuration", "sandbox", id, "owner", owner, "err", err)
+		b.log.Warn("applying the egress configuration", "sandbox", id, "owner", call.Owner, "session", call.Session, "err", err)
 		return nil, fmt.Sprintf("The egress configuration of %s could not be brought up to date (%s); credentials changed or "+
-			"removed since it last ran may still be in force in it, and new ones may be missing.", id, b.errorText(ctx, Caller{Owner: owner}, "egress", err))
+			"removed since it last ran may still be in force in it, and new ones may be missing.", id, b.errorText(ctx, call, "egress", err))
 	}
 	return &summary, ""
 }

@@ -78,7 +78,7 @@ func (t createSandbox) run(ctx context.Context, call Caller, a *createArgs) (any
 	if err != nil {
 		return nil, err
 	}
-	net, err := t.egressFor(call.Owner)
+	net, err := t.egressFor(call)
 	if err != nil {
 		return nil, err
 	}

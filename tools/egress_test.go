@@ -134,7 +134,7 @@ func TestEgressUpdateFailureIsAWarning(t *testing.T) {
 
 type failingSource struct{}
 
-func (failingSource) Resolve(string) (egress.Config, error) {
+func (failingSource) Resolve(string, string) (egress.Config, error) {
 	return egress.Config{}, credentials.ErrNoCredential
 }
 

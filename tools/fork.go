@@ -104,7 +104,7 @@ func (t forkSandbox) fromSandbox(ctx context.Context, call Caller, a *forkArgs, 
 		}
 		res.Sandboxes = append(res.Sandboxes, fs)
 		// A live fork starts with whatever E2B copied of the source's egress; it gets its owner's as it is now.
-		summary, warning := t.applyEgress(ctx, c, call.Owner, fs.SandboxID)
+		summary, warning := t.applyEgress(ctx, c, call, fs.SandboxID)
 		if summary != nil {
 			res.Egress = summary
 		}
@@ -128,7 +128,7 @@ func (t forkSandbox) fromCheckpoint(ctx context.Context, call Caller, a *forkArg
 	if err != nil {
 		return nil, err
 	}
-	net, err := t.egressFor(call.Owner)
+	net, err := t.egressFor(call)
 	if err != nil {
 		return nil, err
 	}
