@@ -5,10 +5,12 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
 
+	"github.com/e2b-mcp/e2b-mcp/egress"
 	"github.com/e2b-mcp/e2b-mcp/policy"
 	"github.com/e2b-mcp/e2b-mcp/tools"
 )
@@ -59,7 +61,11 @@ func TestReadmePolicy(t *testing.T) {
 
 var yamlBlock = regexp.MustCompile("(?s)```yaml\n(.*?)```")
 
-// Every policy example in README.md is a valid policy, so a reader can copy it.
+// egressFileExample marks the README's yaml blocks that are egress files rather than policies.
+const egressFileExample = "# --egress-file"
+
+// Every policy example in README.md is a valid policy, and every egress file example a valid egress file, so a
+// reader can copy them.
 func TestReadmePolicyExamplesParse(t *testing.T) {
 	data, err := os.ReadFile(readmePath)
 	if err != nil {
@@ -70,6 +76,16 @@ func TestReadmePolicyExamplesParse(t *testing.T) {
 		t.Fatalf("README.md has %d yaml blocks; want the built-in policy and at least one example", len(blocks))
 	}
 	for i, b := range blocks {
+		if strings.HasPrefix(b[1], egressFileExample) {
+			path := filepath.Join(t.TempDir(), fmt.Sprintf("egress-%d.yaml", i+1))
+			if err := os.WriteFile(path, []byte(b[1]), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := egress.LoadScopes(path); err != nil {
+				t.Errorf("README yaml block %d: %v", i+1, err)
+			}
+			continue
+		}
 		if _, err := policy.Parse(fmt.Sprintf("README yaml block %d", i+1), []byte(b[1])); err != nil {
 			t.Errorf("%v", err)
 		}
