@@ -24,6 +24,7 @@ func runApprove(_ context.Context, a *app, args []string) error {
 			"runs, once. Values are shown escaped, runs of whitespace counted, and a long value by its head and\n"+
 			"its tail, so that nothing in a call can hide part of it.")
 	stateFlag := f.String("state-dir", "", "state directory of the server (default: as for serve)")
+	storeFlag := f.String("store", "", "the server's --store: a postgres:// URL of the database its replicas share")
 	rest, err := a.parse(f, args)
 	if err != nil {
 		return err
@@ -39,10 +40,11 @@ func runApprove(_ context.Context, a *app, args []string) error {
 	if err != nil {
 		return err
 	}
-	approvals, err := policy.OpenApprovals(dir, server.ApprovalTTL, a.now)
+	approvals, closer, err := server.OpenApprovals(dir, *storeFlag, a.now)
 	if err != nil {
 		return err
 	}
+	defer closer.Close()
 	switch {
 	case show:
 		p, call, ok, err := approvals.Show(rest[1])

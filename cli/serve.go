@@ -35,6 +35,7 @@ type serveOptions struct {
 	transport, listen, session, owner string
 	loc                               *e2bFlags
 	stateDir                          string
+	store                             string
 	storageRoots                      stringList
 	outputBudget                      int
 	policyFile                        string
@@ -72,6 +73,7 @@ func (a *app) serveFlags() (*flags, *serveOptions) {
 	f.StringVar(&o.owner, "owner", "", "owner (principal and keyring account) of stdio calls, and of HTTP calls without tokens (default: the OS user)")
 	o.loc = a.addE2BFlags(f, true)
 	f.StringVar(&o.stateDir, "state-dir", "", "state directory (sessions, sandbox records, approvals, audit log) (default $XDG_STATE_HOME/e2b-mcp or the OS's place)")
+	f.StringVar(&o.store, "store", "", "postgres:// URL of a PostgreSQL database for the records and approvals that replicas share (default: the embedded store in the state directory; the audit log stays there)")
 	f.Var(&o.storageRoots, "storage-root", "host directory that upload_files may read from (repeatable; none: uploads are off)")
 	f.IntVar(&o.outputBudget, "output-budget", tools.DefaultOutputBudget, "bytes of stdout and of stderr an e2b_exec result carries; longer output is cut to head and tail")
 	f.StringVar(&o.policyFile, "policy", "", "policy file (YAML; default: the built-in policy, shown by 'e2b-mcp policy explain builtin TOOL')")
@@ -213,6 +215,7 @@ func (a *app) serveConfig(f *flags, o *serveOptions) (server.Config, error) {
 		Backend:         o.backend,
 		StateDir:        stateDir,
 		DefaultStateDir: defaultDir,
+		Store:           o.store,
 		PolicyFile:      o.policyFile,
 		Lease:           o.lease,
 		OrphanAction:    action,

@@ -35,7 +35,7 @@ func (c *clock) Advance(d time.Duration) {
 type fixture struct {
 	srv   *e2btest.Server
 	c     *e2b.Client
-	st    *state.Store
+	st    state.Store
 	clock *clock
 }
 
@@ -308,5 +308,77 @@ func TestSweepFailureLeavesSessionForNextSweep(t *testing.T) {
 				t.Fatalf("after a complete sweep the session is still due: %+v %v", lapsed, err)
 			}
 		})
+	}
+}
+
+// Sweepers of several processes sharing one store (replicas) sweep each lapsed session once: one pause per
+// orphan at E2B, however many sweep at the same moment.
+func TestConcurrentSweepersActOnEachOrphanOnce(t *testing.T) {
+	f := newFixture(t)
+	var orphans []string
+	for _, session := range []string{"a", "b", "c"} {
+		if _, err := f.st.TouchSession("dan", session, time.Hour); err != nil {
+			t.Fatal(err)
+		}
+		orphans = append(orphans, f.create(t, "dan", session, true, true), f.create(t, "dan", session, true, false))
+	}
+	f.clock.Advance(2 * time.Hour)
+	f.srv.ResetRequests()
+
+	const sweepers = 6
+	reports := make([]SweepReport, sweepers)
+	var wg sync.WaitGroup
+	for i := range sweepers {
+		sw := &Sweeper{Store: f.st, Action: OrphanPause, Now: f.clock.Now,
+			Client: func(context.Context, string) (*e2b.Client, error) { return f.c, nil }}
+		wg.Go(func() {
+			rep, err := sw.Sweep(context.Background())
+			if err != nil || len(rep.Errors) > 0 {
+				t.Errorf("sweeper %d: %v %v", i, err, rep.Errors)
+			}
+			reports[i] = rep
+		})
+	}
+	wg.Wait()
+	var swept []string
+	for _, rep := range reports {
+		swept = append(swept, rep.LapsedSessions...)
+	}
+	slices.Sort(swept)
+	if want := []string{"dan/a", "dan/b", "dan/c"}; !slices.Equal(swept, want) {
+		t.Fatalf("sessions swept %v, want each of %v once", swept, want)
+	}
+	pauses := map[string]int{}
+	for _, r := range f.srv.Requests() {
+		if r.Method == "POST" && strings.HasSuffix(r.Path, "/pause") {
+			pauses[strings.TrimSuffix(strings.TrimPrefix(r.Path, "/sandboxes/"), "/pause")]++
+		}
+	}
+	for _, id := range orphans {
+		if pauses[id] != 1 {
+			t.Errorf("orphan %s paused %d times, want once (all pauses: %v)", id, pauses[id], pauses)
+		}
+	}
+}
+
+// A sweep that fails gives its claim back, so the next sweep (of any process) tries the session again at once.
+func TestFailedSweepIsRetried(t *testing.T) {
+	f := newFixture(t)
+	if _, err := f.st.TouchSession("dan", "old", time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	orphan := f.create(t, "dan", "old", true, true)
+	f.clock.Advance(2 * time.Hour)
+	noKey := errors.New("no E2B key for dan")
+	failing := &Sweeper{Store: f.st, Action: OrphanPause, Now: f.clock.Now,
+		Client: func(context.Context, string) (*e2b.Client, error) { return nil, noKey }}
+	if rep, err := failing.Sweep(context.Background()); err != nil || len(rep.Errors) == 0 {
+		t.Fatalf("failing sweep = %+v, %v; want its error reported", rep, err)
+	}
+	working := &Sweeper{Store: f.st, Action: OrphanPause, Now: f.clock.Now,
+		Client: func(context.Context, string) (*e2b.Client, error) { return f.c, nil }}
+	rep, err := working.Sweep(context.Background())
+	if err != nil || len(rep.Errors) > 0 || !slices.Equal(rep.Paused, []string{orphan}) {
+		t.Fatalf("retry = %+v, %v; want %s paused", rep, err, orphan)
 	}
 }

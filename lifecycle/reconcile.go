@@ -23,7 +23,7 @@ type AdoptHook func(ctx context.Context, rec state.SandboxRecord)
 // Reconcile makes the store's records of one session match E2B. A record whose sandbox E2B no longer has is kept
 // with State "gone" and a reason, never silently dropped, so the assistant learns what happened to its work.
 // onAdopt (nil: nothing) is called for every adopted sandbox.
-func Reconcile(ctx context.Context, c *e2b.Client, st *state.Store, owner, session string, onAdopt AdoptHook) (Report, error) {
+func Reconcile(ctx context.Context, c *e2b.Client, st state.Store, owner, session string, onAdopt AdoptHook) (Report, error) {
 	var rep Report
 	listed, err := c.ListSandboxes(ctx, e2b.ListQuery{Metadata: sessionFilter(owner, session)})
 	if err != nil {
@@ -104,7 +104,7 @@ func goneReason(rec state.SandboxRecord, now time.Time) string {
 
 // adopt records a tagged sandbox the store lacks, e.g. after a crash between E2B's create answer and the record.
 // The detail call yields the envd access token, which the list omits.
-func adopt(ctx context.Context, c *e2b.Client, st *state.Store, owner, session string, ls e2b.ListedSandbox) (state.SandboxRecord, error) {
+func adopt(ctx context.Context, c *e2b.Client, st state.Store, owner, session string, ls e2b.ListedSandbox) (state.SandboxRecord, error) {
 	detail, err := c.GetSandbox(ctx, ls.SandboxID)
 	if err != nil {
 		return state.SandboxRecord{}, fmt.Errorf("adopting sandbox %s: %w", ls.SandboxID, err)

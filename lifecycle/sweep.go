@@ -32,13 +32,19 @@ func ParseOrphanAction(s string) (OrphanAction, error) {
 
 // Sweeper applies the orphan action to sandboxes that no live session owns.
 type Sweeper struct {
-	Store *state.Store
+	Store state.Store
 	// Client returns an E2B client for an owner; an owner without a key is skipped (and logged).
 	Client func(ctx context.Context, owner string) (*e2b.Client, error)
 	Action OrphanAction
 	Now    func() time.Time
 	Logger *slog.Logger
+	// ClaimHold is how long a sweeper's claim on a lapsed session keeps other processes sharing the store from
+	// sweeping it too (default DefaultClaimHold). A sweeper that dies mid-sweep holds the session that long.
+	ClaimHold time.Duration
 }
+
+// DefaultClaimHold bounds the sweep of one session: far longer than its E2B calls take.
+const DefaultClaimHold = 10 * time.Minute
 
 // SweepReport says what one sweep did.
 type SweepReport struct {
@@ -50,7 +56,8 @@ type SweepReport struct {
 // Sweep handles every session whose lease has lapsed: each of its sandboxes that is still alive, as the store
 // knows them and as E2B knows them by tags, gets the orphan action; then the session is marked lapsed so that it
 // is not swept again until it is used (and renewed) again. A failure on one sandbox is reported and leaves the
-// session unmarked, so the next sweep tries again.
+// session unmarked, so the next sweep tries again. Each session is claimed in the store before it is swept, so of
+// several processes sharing the store (replicas) exactly one sweeps it.
 func (s *Sweeper) Sweep(ctx context.Context) (SweepReport, error) {
 	var rep SweepReport
 	now := time.Now
@@ -61,28 +68,26 @@ func (s *Sweeper) Sweep(ctx context.Context) (SweepReport, error) {
 	if err != nil {
 		return rep, err
 	}
+	hold := s.ClaimHold
+	if hold <= 0 {
+		hold = DefaultClaimHold
+	}
 	for _, sess := range lapsed {
 		label := sess.Owner + "/" + sess.Name
-		rep.LapsedSessions = append(rep.LapsedSessions, label)
-		if s.Action == OrphanKeep {
-			if err := s.Store.MarkSessionLapsed(sess.Owner, sess.Name); err != nil {
-				rep.Errors = append(rep.Errors, err)
-			}
-			continue
-		}
-		c, err := s.Client(ctx, sess.Owner)
+		claimed, err := s.Store.ClaimLapsedSession(sess.Owner, sess.Name, now(), hold)
 		if err != nil {
 			rep.Errors = append(rep.Errors, fmt.Errorf("session %s: %w", label, err))
 			continue
 		}
-		failed := false
-		for _, id := range s.sessionSandboxIDs(ctx, c, sess, &rep) {
-			if err := s.apply(ctx, c, sess.Owner, id, &rep); err != nil {
-				rep.Errors = append(rep.Errors, fmt.Errorf("session %s, sandbox %s: %w", label, id, err))
-				failed = true
-			}
+		if !claimed {
+			continue // another process is sweeping it, or it was renewed or swept since the list was read
 		}
-		if failed {
+		rep.LapsedSessions = append(rep.LapsedSessions, label)
+		if err := s.sweepSession(ctx, sess, &rep); err != nil {
+			rep.Errors = append(rep.Errors, err)
+			if err := s.Store.ReleaseSessionClaim(sess.Owner, sess.Name); err != nil {
+				rep.Errors = append(rep.Errors, err)
+			}
 			continue
 		}
 		if err := s.Store.MarkSessionLapsed(sess.Owner, sess.Name); err != nil {
@@ -93,6 +98,30 @@ func (s *Sweeper) Sweep(ctx context.Context) (SweepReport, error) {
 		s.logger().Warn("orphan sweep", "error", err)
 	}
 	return rep, nil
+}
+
+// sweepSession applies the orphan action to the session's live sandboxes; the errors of single sandboxes are
+// reported in rep, and make it fail so that the session is swept again.
+func (s *Sweeper) sweepSession(ctx context.Context, sess state.Session, rep *SweepReport) error {
+	label := sess.Owner + "/" + sess.Name
+	if s.Action == OrphanKeep {
+		return nil
+	}
+	c, err := s.Client(ctx, sess.Owner)
+	if err != nil {
+		return fmt.Errorf("session %s: %w", label, err)
+	}
+	failed := 0
+	for _, id := range s.sessionSandboxIDs(ctx, c, sess, rep) {
+		if err := s.apply(ctx, c, sess.Owner, id, rep); err != nil {
+			rep.Errors = append(rep.Errors, fmt.Errorf("session %s, sandbox %s: %w", label, id, err))
+			failed++
+		}
+	}
+	if failed > 0 {
+		return fmt.Errorf("session %s: %d of its sandboxes could not be handled; the next sweep tries again", label, failed)
+	}
+	return nil
 }
 
 // sessionSandboxIDs is the union of the store's live records and E2B's tagged sandboxes of the session.

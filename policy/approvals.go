@@ -9,16 +9,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io/fs"
 	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/e2b-mcp/e2b-mcp/internal/display"
-	"github.com/e2b-mcp/e2b-mcp/internal/filelock"
 )
 
 // Approvals is the human side of require_approval when the client cannot ask: the
@@ -28,15 +25,15 @@ import (
 //
 // The client only ever sees the random ID, and the ID grants nothing by itself: an
 // approval is consumed by the binding of the call, computed by the server, and all
-// state is in a file store only the local user can write (directory 0700, file 0600).
-// Every operation runs under an exclusive flock on a lock file and rewrites the store
-// atomically (temporary file, fsync, rename, directory fsync), so several server
-// processes and the approve command share it safely.
+// state is in an ApprovalStorage only the server's operators can write: files only the
+// local user can write (directory 0700, files 0600), or for replicas their database.
+// Every operation holds the store exclusively and replaces it atomically, so several
+// server processes and the approve command share it safely.
 type Approvals struct {
-	dir string
-	ttl time.Duration
-	now func() time.Time
-	mu  sync.Mutex // orders this instance's goroutines; the flock orders processes
+	storage ApprovalStorage
+	ttl     time.Duration
+	now     func() time.Time
+	mu      sync.Mutex // orders this instance's goroutines; the flock orders processes
 }
 
 // Binding ties an approval to one exact call.
@@ -124,16 +121,21 @@ func canonicalJSON(args map[string]any) []byte {
 // made, and an approval must be used within ttl after it is granted. now is the clock
 // (nil: time.Now).
 func OpenApprovals(dir string, ttl time.Duration, now func() time.Time) (*Approvals, error) {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("approvals: %w", err)
+	}
+	return OpenApprovalsIn(fileStorage{dir: dir}, ttl, now)
+}
+
+// OpenApprovalsIn opens the approvals kept in storage, as OpenApprovals does.
+func OpenApprovalsIn(storage ApprovalStorage, ttl time.Duration, now func() time.Time) (*Approvals, error) {
 	if ttl <= 0 {
 		return nil, fmt.Errorf("approvals: ttl must be positive, got %v", ttl)
 	}
 	if now == nil {
 		now = time.Now
 	}
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return nil, fmt.Errorf("approvals: %w", err)
-	}
-	a := &Approvals{dir: dir, ttl: ttl, now: now}
+	a := &Approvals{storage: storage, ttl: ttl, now: now}
 	// Fail now, not on the first tool call, if the store is unusable.
 	if err := a.with(false, func(*approvalStore, time.Time) bool { return false }); err != nil {
 		return nil, err
@@ -235,22 +237,17 @@ type storedCall struct {
 	Args json.RawMessage `json:"args"`
 }
 
-func (a *Approvals) callPath(id string) string { return filepath.Join(a.dir, callsDir, id+".json") }
-
-// saveCall writes a request's call (the caller holds the lock).
+// saveCall keeps a request's call (the caller holds the store).
 func (a *Approvals) saveCall(id string, c Call) error {
-	if err := os.MkdirAll(filepath.Join(a.dir, callsDir), 0o700); err != nil {
-		return fmt.Errorf("approvals: %w", err)
-	}
 	data, err := json.Marshal(storedCall{Tool: c.Tool, Args: canonicalJSON(c.Args)})
 	if err != nil {
 		return fmt.Errorf("approvals: %w", err)
 	}
-	return writeAtomic(filepath.Join(a.dir, callsDir), id+".json", data)
+	return a.storage.SaveCall(id, data)
 }
 
 func (a *Approvals) loadCall(id string) (Call, bool) {
-	data, err := os.ReadFile(a.callPath(id))
+	data, err := a.storage.LoadCall(id)
 	if err != nil {
 		return Call{}, false
 	}
@@ -263,22 +260,6 @@ func (a *Approvals) loadCall(id string) (Call, bool) {
 		return Call{}, false
 	}
 	return c, true
-}
-
-// dropCalls removes the call files of requests no longer in the store (used,
-// pruned, or left by a crash between the two writes). The caller holds the lock.
-func (a *Approvals) dropCalls(s *approvalStore) {
-	entries, err := os.ReadDir(filepath.Join(a.dir, callsDir))
-	if err != nil {
-		return
-	}
-	for _, e := range entries {
-		id, ok := strings.CutSuffix(e.Name(), ".json")
-		if ok && slices.ContainsFunc(s.Requests, func(p Pending) bool { return p.ID == id }) {
-			continue
-		}
-		os.Remove(filepath.Join(a.dir, callsDir, e.Name()))
-	}
 }
 
 // Approve grants a request: the human action. The approval is then good for one call
@@ -353,42 +334,37 @@ func (a *Approvals) Consume(b Binding) (bool, error) {
 	return found, nil
 }
 
-// with runs fn on the store under the file lock. With write set the lock is exclusive,
-// expired requests are dropped, and the store is saved if anything changed.
+// with runs fn on the store while the storage holds it. With write set the hold is
+// exclusive, expired requests are dropped, and the store is saved if anything changed,
+// the calls of requests no longer in it dropped.
 func (a *Approvals) with(write bool, fn func(s *approvalStore, now time.Time) (changed bool)) error {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	lf, err := os.OpenFile(filepath.Join(a.dir, approvalsLock), os.O_RDWR|os.O_CREATE, 0o600)
-	if err != nil {
-		return fmt.Errorf("approvals: %w", err)
-	}
-	defer lf.Close()
-	lock := filelock.RLock
-	if write {
-		lock = filelock.Lock
-	}
-	if err := lock(lf); err != nil {
-		return fmt.Errorf("approvals: locking %s: %w", lf.Name(), err)
-	}
-	defer filelock.Unlock(lf)
-
-	s, err := a.load()
-	if err != nil {
-		return err
-	}
-	now := a.now()
-	pruned := false
-	if write {
-		pruned = s.prune(now, a.ttl)
-	}
-	changed := fn(s, now)
-	if write && (changed || pruned) {
-		if err := a.save(s); err != nil {
-			return err
+	return a.storage.Update(write, func(doc []byte) ([]byte, error) {
+		s, err := a.decode(doc)
+		if err != nil {
+			return nil, err
 		}
-		a.dropCalls(s)
-	}
-	return nil
+		now := a.now()
+		pruned := false
+		if write {
+			pruned = s.prune(now, a.ttl)
+		}
+		changed := fn(s, now)
+		if !write || !(changed || pruned) {
+			return nil, nil
+		}
+		data, err := json.MarshalIndent(s, "", "  ")
+		if err != nil {
+			return nil, fmt.Errorf("approvals: %w", err)
+		}
+		keep := make([]string, len(s.Requests))
+		for i, p := range s.Requests {
+			keep[i] = p.ID
+		}
+		a.storage.DropCalls(keep)
+		return append(data, '\n'), nil
+	})
 }
 
 // prune drops requests expired more than ttl ago. Recently expired ones are kept so
@@ -401,64 +377,19 @@ func (s *approvalStore) prune(now time.Time, ttl time.Duration) bool {
 	return len(s.Requests) != n
 }
 
-func (a *Approvals) load() (*approvalStore, error) {
-	name := filepath.Join(a.dir, approvalsFile)
-	data, err := os.ReadFile(name)
-	if errors.Is(err, fs.ErrNotExist) {
+// decode reads the stored document; nil is a store with no requests yet.
+func (a *Approvals) decode(data []byte) (*approvalStore, error) {
+	if data == nil {
 		return &approvalStore{Version: storeVersion}, nil
-	}
-	if err != nil {
-		return nil, fmt.Errorf("approvals: %w", err)
 	}
 	var s approvalStore
 	if err := json.Unmarshal(data, &s); err != nil {
-		return nil, fmt.Errorf("approvals: %s is corrupt (%v); delete it to start over", name, err)
+		return nil, fmt.Errorf("approvals: %s is corrupt (%v); delete it to start over", a.storage.Location(), err)
 	}
 	if s.Version != storeVersion {
-		return nil, fmt.Errorf("approvals: %s has version %d, this program reads version %d", name, s.Version, storeVersion)
+		return nil, fmt.Errorf("approvals: %s has version %d, this program reads version %d", a.storage.Location(), s.Version, storeVersion)
 	}
 	return &s, nil
-}
-
-func (a *Approvals) save(s *approvalStore) error {
-	data, err := json.MarshalIndent(s, "", "  ")
-	if err != nil {
-		return fmt.Errorf("approvals: %w", err)
-	}
-	return writeAtomic(a.dir, approvalsFile, append(data, '\n'))
-}
-
-// writeAtomic replaces dir/name with data: a temporary file, fsync, rename, directory fsync.
-func writeAtomic(dir, name string, data []byte) error {
-	tmp, err := os.CreateTemp(dir, name+".*.tmp")
-	if err != nil {
-		return fmt.Errorf("approvals: %w", err)
-	}
-	tmpName := tmp.Name()
-	ok := false
-	defer func() {
-		if !ok {
-			tmp.Close()
-			os.Remove(tmpName)
-		}
-	}()
-	if _, err := tmp.Write(data); err != nil {
-		return fmt.Errorf("approvals: writing %s: %w", tmpName, err)
-	}
-	if err := tmp.Sync(); err != nil {
-		return fmt.Errorf("approvals: syncing %s: %w", tmpName, err)
-	}
-	if err := tmp.Close(); err != nil {
-		return fmt.Errorf("approvals: %w", err)
-	}
-	if err := os.Rename(tmpName, filepath.Join(dir, name)); err != nil {
-		return fmt.Errorf("approvals: %w", err)
-	}
-	ok = true
-	if err := filelock.SyncDir(dir); err != nil {
-		return fmt.Errorf("approvals: syncing %s: %w", dir, err)
-	}
-	return nil
 }
 
 // newID returns idLength characters of idAlphabet from crypto/rand (50 bits). The

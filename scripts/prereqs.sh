@@ -53,6 +53,8 @@ nsenter               util-linux        util-linux
 unshare               util-linux        util-linux
 setsid                util-linux        util-linux
 '
+# The store and replica tests start PostgreSQL (initdb and postgres from /usr/lib/postgresql/*/bin, or PATH) and
+# HAProxy; pg_lsclusters is the one program of Debian's postgresql package on PATH.
 needs_test="$needs_demo"'
 node                  nodejs            nodejs
 npm                   npm               npm
@@ -65,6 +67,8 @@ pkill                 procps            procps-ng
 chromium              chromium          chromium
 curl                  curl              curl
 chromedriver          chromium-driver   chromedriver
+pg_lsclusters         postgresql        postgresql-server
+haproxy               haproxy           haproxy
 '
 eval "needs=\$needs_$target"
 

@@ -19,6 +19,7 @@ import (
 	"github.com/e2b-mcp/e2b-mcp/internal/display"
 	"github.com/e2b-mcp/e2b-mcp/internal/shellquote"
 	"github.com/e2b-mcp/e2b-mcp/policy"
+	"github.com/e2b-mcp/e2b-mcp/state"
 	"github.com/e2b-mcp/e2b-mcp/tools"
 )
 
@@ -166,11 +167,14 @@ func (s *Server) approveByID(b policy.Binding, judged policy.Call, dec policy.De
 	}
 }
 
-// approveCommand is the `e2b-mcp approve` command line that reaches this server's approvals: it names the state
-// directory unless it is the one the command uses by default.
+// approveCommand is the `e2b-mcp approve` command line that reaches this server's approvals: it names the shared
+// database (without its password) or the state directory unless it is the one the command uses by default.
 func (s *Server) approveCommand(args string) string {
 	cmd := "e2b-mcp approve " + args
-	if s.cfg.StateDir != s.cfg.DefaultStateDir {
+	switch {
+	case s.cfg.Store != "":
+		cmd += " --store " + shellquote.Quote(state.URLWithoutPassword(s.cfg.Store))
+	case s.cfg.StateDir != s.cfg.DefaultStateDir:
 		cmd += " --state-dir " + shellquote.Quote(s.cfg.StateDir)
 	}
 	return cmd

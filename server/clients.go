@@ -20,12 +20,12 @@ type storedKeyClients struct {
 	base    e2b.Config
 }
 
-func newStoredKeyClients(secrets credentials.SecretStore, loc e2b.Config, log *slog.Logger) *storedKeyClients {
+func newStoredKeyClients(secrets credentials.SecretStore, loc e2b.Config, log *slog.Logger, m *metrics) *storedKeyClients {
 	base := e2b.Config{
 		Domain:     loc.Domain,
 		APIURL:     loc.APIURL,
 		SandboxURL: loc.SandboxURL,
-		HTTPClient: newSharedHTTPClient(),
+		HTTPClient: newSharedHTTPClient(m),
 		Logger:     log,
 	}
 	return &storedKeyClients{secrets: secrets, base: base}

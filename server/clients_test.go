@@ -143,7 +143,7 @@ func TestLocalBackend(t *testing.T) {
 	}
 	checkLocalEmulatorClosed(t, srv.LocalURL(), srv.Store())
 
-	storeDir := filepath.Dir(srv.Store().Path())
+	storeDir := filepath.Dir(srv.Store().Location())
 	srv.Close()
 	closed = true
 	if _, err := os.Stat(storeDir); !os.IsNotExist(err) {
@@ -154,7 +154,7 @@ func TestLocalBackend(t *testing.T) {
 // checkLocalEmulatorClosed plays a local user (or a web page) who finds the local backend's emulator on its
 // loopback port: a key computed from the owner's name (as the backend once made them) or a key of one's own gets
 // neither the owner's sandboxes and envd tokens nor a sandbox of its own, and envd wants the sandbox's token.
-func checkLocalEmulatorClosed(t *testing.T, url string, store *state.Store) {
+func checkLocalEmulatorClosed(t *testing.T, url string, store state.Store) {
 	t.Helper()
 	sum := sha256.Sum256([]byte("e2b-mcp local backend\x00alice"))
 	derived := "e2b_" + hex.EncodeToString(sum[:20])

@@ -33,7 +33,7 @@ func (s *Server) setUpConnectPage() error {
 	verify := func(ctx context.Context, key string) error {
 		cfg := s.cfg.E2B
 		cfg.APIKey = key
-		cfg.HTTPClient = newSharedHTTPClient()
+		cfg.HTTPClient = newSharedHTTPClient(s.metrics)
 		return credentials.VerifyAPIKey(ctx, cfg)
 	}
 	c := newConnector(prove, s.cfg.Secrets, verify, s.cfg.Now)

@@ -80,6 +80,7 @@ func (s *Server) newHTTPTransport() *httpTransport {
 	mux.Handle(PathMCP, s.guardOrigin(s.limits.limitBody(s.authenticate(t.streamable))))
 	mux.Handle(PathSSE, s.guardOrigin(s.limits.limitBody(s.authenticate(s.sessions.guardSSEStreams(t.sse)))))
 	mux.Handle(PathMessage, s.guardOrigin(requireJSON(s.limits.limitBody(s.authenticate(s.sessions.guardSSEMessages(t.sse))))))
+	mux.Handle(PathMetrics, s.guardOrigin(s.authenticate(s.metrics.handler())))
 	t.handler = mux
 	return t
 }

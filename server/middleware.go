@@ -215,6 +215,7 @@ func (s *Server) record(e audit.Entry, outcome string, res *mcp.CallToolResult, 
 	case res != nil && res.IsError && outcome == audit.OutcomeError:
 		e.Error = clip(resultText(res), 500)
 	}
+	s.metrics.observeCall(e.Tool, e.Decision, e.Outcome, s.cfg.Now().Sub(e.Time))
 	if rerr := s.audit.Record(e); rerr != nil {
 		s.log.Error("writing the audit log", "tool", e.Tool, "error", rerr)
 	}

@@ -77,6 +77,9 @@ type Config struct {
 	// DefaultStateDir is the state directory `e2b-mcp approve` uses without --state-dir; when StateDir is another,
 	// the approval hints given to callers name it.
 	DefaultStateDir string
+	// Store is a PostgreSQL URL (postgres://...) for records and approvals that replicas share; empty means
+	// the embedded store in StateDir. The audit log stays in StateDir either way.
+	Store string
 	// Tools configures the tools (output budget, storage roots, checkpoint policy, ...).
 	Tools tools.Config
 	// PolicyFile is the policy; empty means the built-in policy.
@@ -170,6 +173,10 @@ func (c Config) withDefaults() (Config, error) {
 		return c, fmt.Errorf("unknown backend %q (want e2b or local)", c.Backend)
 	case c.StateDir == "":
 		return c, errors.New("no state directory given")
+	case c.Store != "" && !state.IsPostgresURL(c.Store):
+		return c, errStoreURL
+	case c.Store != "" && c.Backend == BackendLocal:
+		return c, errors.New("the local backend keeps its records in a temporary store of its own; it takes no --store")
 	case c.Lease < 0:
 		return c, fmt.Errorf("the lease must be positive, got %s", c.Lease)
 	case c.SweepInterval < 0:
@@ -211,7 +218,7 @@ type Server struct {
 	cfg        Config
 	log        *slog.Logger
 	mcp        *mcpserver.MCPServer
-	store      *state.Store
+	store      state.Store
 	clients    tools.ClientSource
 	egress     *egress.Policy
 	policies   *policy.Holder
@@ -233,6 +240,7 @@ type Server struct {
 	sweeper        *lifecycle.Sweeper
 	shapes         map[string]*argShape // tool name → the argument names its schema declares
 	leases         leaseCache
+	metrics        *metrics
 
 	closeOnce sync.Once
 }
@@ -253,7 +261,10 @@ func New(cfg Config) (*Server, error) {
 		}
 	}()
 
-	storeDir, keys := cfg.StateDir, cfg.DataKeys
+	storeAt, keys := cfg.StateDir, cfg.DataKeys
+	if cfg.Store != "" {
+		storeAt = cfg.Store
+	}
 	if cfg.Backend == BackendLocal {
 		if s.local, err = startLocalBackend(cfg.Logger); err != nil {
 			return nil, err
@@ -261,7 +272,7 @@ func New(cfg Config) (*Server, error) {
 		// Emulated sandboxes vanish with the process, and so do their records: a store of its own in a
 		// temporary directory, sealed with a key that lives only in memory, so that the local backend needs
 		// no keyring at all and never mixes its records with those of real sandboxes.
-		storeDir = s.local.storeDir()
+		storeAt = s.local.storeDir()
 		if keys == nil {
 			key := make([]byte, state.DataKeySize)
 			if _, err := rand.Read(key); err != nil {
@@ -273,7 +284,8 @@ func New(cfg Config) (*Server, error) {
 	if keys == nil {
 		keys = credentials.StateKeys(cfg.Secrets)
 	}
-	if s.store, err = state.Open(storeDir, state.Options{Keys: keys, Now: cfg.Now}); err != nil {
+	s.metrics = newMetrics()
+	if s.store, err = state.OpenAt(storeAt, state.Options{Keys: keys, Now: cfg.Now}); err != nil {
 		return nil, err
 	}
 
@@ -281,9 +293,9 @@ func New(cfg Config) (*Server, error) {
 	case cfg.Clients != nil:
 		s.clients = cfg.Clients
 	case s.local != nil:
-		s.clients = s.local.clients()
+		s.clients = s.local.clients(s.metrics)
 	default:
-		s.clients = newStoredKeyClients(cfg.Secrets, cfg.E2B, cfg.Logger)
+		s.clients = newStoredKeyClients(cfg.Secrets, cfg.E2B, cfg.Logger, s.metrics)
 	}
 	s.egress = &egress.Policy{Limits: cfg.Egress, Credentials: cfg.Credentials, Store: cfg.CredentialStore, Owners: cfg.EgressScopes}
 	if s.egress.Store == nil && cfg.Clients == nil && s.local == nil {
@@ -293,9 +305,10 @@ func New(cfg Config) (*Server, error) {
 	if s.policies, err = policy.NewHolder(cfg.PolicyFile); err != nil {
 		return nil, err
 	}
-	if s.approvals, err = policy.OpenApprovals(cfg.StateDir, ApprovalTTL, cfg.Now); err != nil {
+	if s.approvals, err = approvalsOf(s.store, cfg.StateDir, cfg.Now); err != nil {
 		return nil, err
 	}
+	s.metrics.watchStore(s.store, s.approvals, func(err error) { s.log.Warn("reading a metric", "error", err) })
 	if s.audit, err = openAudit(cfg); err != nil {
 		return nil, err
 	}
@@ -306,7 +319,7 @@ func New(cfg Config) (*Server, error) {
 		s.tokens.OnReloadError = func(err error) { s.log.Error("tokens file", "error", err) }
 	}
 	if cfg.OAuth != nil {
-		s.authServer = &authServer{issuer: cfg.OAuth.Issuer, client: newSharedHTTPClient()}
+		s.authServer = &authServer{issuer: cfg.OAuth.Issuer, client: e2b.NewHTTPClient()} // not E2B: not counted as E2B's
 		s.oauth = newOAuthVerifier(*cfg.OAuth, s.authServer)
 	}
 	if s.elicit, err = newElicitations(cfg.Now); err != nil {
@@ -370,7 +383,7 @@ const instructions = "e2b-mcp runs code in E2B cloud sandboxes (isolated Linux V
 func (s *Server) MCP() *mcpserver.MCPServer { return s.mcp }
 
 // Store is the state store.
-func (s *Server) Store() *state.Store { return s.store }
+func (s *Server) Store() state.Store { return s.store }
 
 // Approvals are the approval requests of calls that need a human.
 func (s *Server) Approvals() *policy.Approvals { return s.approvals }
@@ -407,7 +420,8 @@ func (s *Server) Close() error {
 }
 
 // newSharedHTTPClient is the one HTTP client of every E2B client a source makes, so connections are reused
-// across calls even though a client is made per call (the key is read from the keyring each time).
-func newSharedHTTPClient() *http.Client { return e2b.NewHTTPClient() }
+// across calls even though a client is made per call (the key is read from the keyring each time). E2B's error
+// answers through it are counted in m.
+func newSharedHTTPClient(m *metrics) *http.Client { return m.httpClient(e2b.NewHTTPClient()) }
 
 func openAudit(cfg Config) (*audit.Log, error) { return audit.Open(cfg.StateDir, audit.Options{}) }

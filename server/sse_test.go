@@ -73,7 +73,7 @@ func newSSETarget(t *testing.T, envd *e2btest.RealEnvd) *sseTarget {
 		Transport: TransportSSE,
 		StateDir:  t.TempDir(),
 		DataKeys:  state.StaticKeySource(make([]byte, state.DataKeySize)),
-		Clients:   edgeClients{api: emu.URL(), sandbox: proxy.URL(), http: newSharedHTTPClient()},
+		Clients:   edgeClients{api: emu.URL(), sandbox: proxy.URL(), http: newSharedHTTPClient(newMetrics())},
 		Logger:    testLogger(t),
 	})
 	if err != nil {

@@ -15,7 +15,7 @@ import (
 // benchmarks measure what that costs. BenchmarkBoltViewHeldOpen is the baseline of a handle kept open.
 
 func BenchmarkPutSandbox(b *testing.B) {
-	s, clock := newTestStore(b)
+	s, clock := newBoltStore(b)
 	b.ReportAllocs()
 	i := 0
 	for b.Loop() {
@@ -27,7 +27,7 @@ func BenchmarkPutSandbox(b *testing.B) {
 }
 
 func BenchmarkUpdateSandbox(b *testing.B) {
-	s, clock := newTestStore(b)
+	s, clock := newBoltStore(b)
 	if err := s.PutSandbox(sampleSandbox("alice", "sbx", "main", clock.Now())); err != nil {
 		b.Fatal(err)
 	}
@@ -168,10 +168,10 @@ func BenchmarkOpen1000(b *testing.B) {
 }
 
 // storeWithSandboxes fills one session with n records in a single transaction.
-func storeWithSandboxes(b *testing.B, n int) *Store {
+func storeWithSandboxes(b *testing.B, n int) *Bolt {
 	b.Helper()
-	s, clock := newTestStore(b)
-	err := s.update(func(tx *bolt.Tx) error {
+	s, clock := newBoltStore(b)
+	err := s.db.update(func(tx recordTx) error {
 		for i := range n {
 			if err := s.putSandbox(tx, sampleSandbox("alice", fmt.Sprintf("sbx%05d", i), "main", clock.Now())); err != nil {
 				return err

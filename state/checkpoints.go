@@ -5,8 +5,6 @@ import (
 	"slices"
 	"strings"
 	"time"
-
-	bolt "go.etcd.io/bbolt"
 )
 
 // Checkpoint is a named E2B snapshot of a sandbox, taken at a step.
@@ -33,7 +31,7 @@ func (r checkpointV1) checkpoint(owner, id string) Checkpoint {
 }
 
 // PutCheckpoint inserts or replaces the checkpoint keyed by (Owner, ID). A zero Created is stored as Now().
-func (s *Store) PutCheckpoint(c Checkpoint) error {
+func (s *records) PutCheckpoint(c Checkpoint) error {
 	if err := checkName("checkpoint owner", c.Owner); err != nil {
 		return err
 	}
@@ -43,38 +41,33 @@ func (s *Store) PutCheckpoint(c Checkpoint) error {
 	if c.Step < 0 {
 		return fmt.Errorf("state: checkpoint %s has a negative step", c.ID)
 	}
-	return s.update(func(tx *bolt.Tx) error {
-		if err := s.ensureOwner(tx, c.Owner); err != nil {
-			return err
-		}
-		b, err := s.bucket(tx, bucketCheckpoints)
-		if err != nil {
+	return s.db.update(func(tx recordTx) error {
+		now := storedTime(s.now())
+		if err := tx.ensureOwner(c.Owner, now); err != nil {
 			return err
 		}
 		rec := checkpointV1{Session: c.Session, SandboxID: c.SandboxID, SnapshotID: c.SnapshotID, Name: c.Name,
 			Step: c.Step, Created: storedTime(c.Created)}
 		if rec.Created.IsZero() {
-			rec.Created = storedTime(s.now())
+			rec.Created = now
 		}
-		return put(b, recordKey(c.Owner, c.ID), rec)
+		return put(tx, tableCheckpoints, c.Owner, c.ID, rec)
 	})
 }
 
 // Checkpoint returns one checkpoint; ErrNotFound if absent or of another owner.
-func (s *Store) Checkpoint(owner, id string) (Checkpoint, error) {
+func (s *records) Checkpoint(owner, id string) (Checkpoint, error) {
 	var out Checkpoint
-	err := s.view(func(tx *bolt.Tx) error {
-		b, err := s.bucket(tx, bucketCheckpoints)
+	err := s.db.view(func(tx recordTx) error {
+		v, err := tx.get(tableCheckpoints, owner, id)
 		if err != nil {
 			return err
 		}
-		k := recordKey(owner, id)
-		v := b.Get(k)
 		if v == nil {
 			return fmt.Errorf("checkpoint %s of owner %q: %w", id, owner, ErrNotFound)
 		}
 		var rec checkpointV1
-		if err := s.decode(bucketCheckpoints, k, v, &rec); err != nil {
+		if err := s.decode(tableCheckpoints, owner, id, v, &rec); err != nil {
 			return err
 		}
 		out = rec.checkpoint(owner, id)
@@ -85,20 +78,19 @@ func (s *Store) Checkpoint(owner, id string) (Checkpoint, error) {
 
 // SessionCheckpoints returns the owner's checkpoints in session, of sandboxID or of all sandboxes when sandboxID
 // is "", sorted by Created (then ID).
-func (s *Store) SessionCheckpoints(owner, session, sandboxID string) ([]Checkpoint, error) {
+func (s *records) SessionCheckpoints(owner, session, sandboxID string) ([]Checkpoint, error) {
+	if checkName("owner", owner) != nil {
+		return nil, nil // no record has such an owner
+	}
 	var out []Checkpoint
-	err := s.view(func(tx *bolt.Tx) error {
-		b, err := s.bucket(tx, bucketCheckpoints)
-		if err != nil {
-			return err
-		}
-		return forOwner(b, owner, func(k, v []byte) error {
+	err := s.db.view(func(tx recordTx) error {
+		return tx.each(tableCheckpoints, owner, func(owner, id string, v []byte) error {
 			var rec checkpointV1
-			if err := s.decode(bucketCheckpoints, k, v, &rec); err != nil {
+			if err := s.decode(tableCheckpoints, owner, id, v, &rec); err != nil {
 				return err
 			}
 			if rec.Session == session && (sandboxID == "" || rec.SandboxID == sandboxID) {
-				out = append(out, rec.checkpoint(owner, string(k[len(owner)+1:])))
+				out = append(out, rec.checkpoint(owner, id))
 			}
 			return nil
 		})
@@ -116,16 +108,12 @@ func (s *Store) SessionCheckpoints(owner, session, sandboxID string) ([]Checkpoi
 }
 
 // DeleteCheckpoint removes the checkpoint record; ErrNotFound if absent.
-func (s *Store) DeleteCheckpoint(owner, id string) error {
-	return s.update(func(tx *bolt.Tx) error {
-		b, err := s.bucket(tx, bucketCheckpoints)
-		if err != nil {
-			return err
+func (s *records) DeleteCheckpoint(owner, id string) error {
+	return s.db.update(func(tx recordTx) error {
+		found, err := tx.del(tableCheckpoints, owner, id)
+		if err == nil && !found {
+			err = fmt.Errorf("checkpoint %s of owner %q: %w", id, owner, ErrNotFound)
 		}
-		k := recordKey(owner, id)
-		if b.Get(k) == nil {
-			return fmt.Errorf("checkpoint %s of owner %q: %w", id, owner, ErrNotFound)
-		}
-		return b.Delete(k)
+		return err
 	})
 }

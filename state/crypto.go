@@ -35,30 +35,57 @@ const (
 	keyCheckText   = "e2b-mcp data key check"
 )
 
+// dataCipher fetches the data key from keys and makes its AEAD; where names the store in errors.
+func dataCipher(keys KeySource, where string) (cipher.AEAD, error) {
+	key, err := keys.DataKey()
+	if err != nil {
+		return nil, fmt.Errorf("state store %s: getting the data key: %w", where, err)
+	}
+	defer clear(key)
+	if len(key) != DataKeySize {
+		return nil, fmt.Errorf("state store %s: the data key is %d bytes, want %d", where, len(key), DataKeySize)
+	}
+	block, err := aes.NewCipher(key)
+	if err != nil {
+		return nil, fmt.Errorf("state store %s: %w", where, err)
+	}
+	aead, err := cipher.NewGCM(block)
+	if err != nil {
+		return nil, fmt.Errorf("state store %s: %w", where, err)
+	}
+	return aead, nil
+}
+
+// newKeyCheck seals the key-check value a store keeps beside the secrets it seals under aead.
+func newKeyCheck(aead cipher.AEAD, where string) ([]byte, error) {
+	box, err := sealed.Seal(aead, []byte(keyCheckText), []byte(adKeyCheck))
+	if err != nil {
+		return nil, fmt.Errorf("state store %s: %w", where, err)
+	}
+	return box, nil
+}
+
+// verifyKeyCheck tells whether aead is the data key the store's secrets were sealed with.
+func verifyKeyCheck(aead cipher.AEAD, check []byte, where string) error {
+	if plain, err := sealed.Open(aead, check, []byte(adKeyCheck)); err != nil || string(plain) != keyCheckText {
+		return fmt.Errorf("state store %s: cannot decrypt its secrets: the data key from the key source is not "+
+			"the one they were sealed with (was its entry in the OS keyring or the key store replaced or deleted?)", where)
+	}
+	return nil
+}
+
 // cipherFor returns the AEAD for the data key, fetching the key on first use and checking it against the key-check
 // value in the file. In a write transaction without a key-check value it writes one; the AEAD is only cached once
 // a committed check value has confirmed it.
-func (s *Store) cipherFor(tx *bolt.Tx) (cipher.AEAD, error) {
+func (s *Bolt) cipherFor(tx *bolt.Tx) (cipher.AEAD, error) {
 	s.keyMu.Lock()
 	defer s.keyMu.Unlock()
 	if s.aead != nil {
 		return s.aead, nil
 	}
-	key, err := s.keys.DataKey()
+	aead, err := dataCipher(s.keys, s.path)
 	if err != nil {
-		return nil, fmt.Errorf("state store %s: getting the data key: %w", s.path, err)
-	}
-	defer clear(key)
-	if len(key) != DataKeySize {
-		return nil, fmt.Errorf("state store %s: the data key is %d bytes, want %d", s.path, len(key), DataKeySize)
-	}
-	block, err := aes.NewCipher(key)
-	if err != nil {
-		return nil, fmt.Errorf("state store %s: %w", s.path, err)
-	}
-	aead, err := cipher.NewGCM(block)
-	if err != nil {
-		return nil, fmt.Errorf("state store %s: %w", s.path, err)
+		return nil, err
 	}
 	meta, err := s.bucket(tx, bucketMeta)
 	if err != nil {
@@ -69,23 +96,27 @@ func (s *Store) cipherFor(tx *bolt.Tx) (cipher.AEAD, error) {
 		if !tx.Writable() {
 			return nil, fmt.Errorf("%w: %s holds sealed secrets but no data key check value", ErrUnusable, s.path)
 		}
-		box, err := sealed.Seal(aead, []byte(keyCheckText), []byte(adKeyCheck))
+		box, err := newKeyCheck(aead, s.path)
 		if err != nil {
-			return nil, fmt.Errorf("state store %s: %w", s.path, err)
+			return nil, err
 		}
 		if err := meta.Put([]byte(metaKeyCheck), box); err != nil {
 			return nil, fmt.Errorf("state store %s: %w", s.path, err)
 		}
 		return aead, nil
 	}
-	if plain, err := sealed.Open(aead, check, []byte(adKeyCheck)); err != nil || string(plain) != keyCheckText {
-		return nil, fmt.Errorf("state store %s: cannot decrypt its secrets: the data key from the key source is not "+
-			"the one they were sealed with (was its entry in the OS keyring or the key store replaced or deleted?)", s.path)
+	if err := verifyKeyCheck(aead, check, s.path); err != nil {
+		return nil, err
 	}
 	s.aead = aead
 	return aead, nil
 }
 
-func sandboxTokenAD(key []byte) []byte {
-	return append([]byte(adSandboxToken), key...)
+// sandboxTokenAD binds a sealed envd token to its record: "owner\x00id" (the record's key in the bbolt file).
+func sandboxTokenAD(owner, id string) []byte {
+	ad := make([]byte, 0, len(adSandboxToken)+len(owner)+1+len(id))
+	ad = append(ad, adSandboxToken...)
+	ad = append(ad, owner...)
+	ad = append(ad, 0)
+	return append(ad, id...)
 }

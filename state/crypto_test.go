@@ -110,7 +110,7 @@ func (failingKeys) DataKey() ([]byte, error) { return nil, errors.New("keyring l
 
 // TestCiphertextBoundToRecord: a sealed token copied into another record does not decrypt there.
 func TestCiphertextBoundToRecord(t *testing.T) {
-	s, clock := newTestStore(t)
+	s, clock := newBoltStore(t)
 	for _, id := range []string{"sbx1", "sbx2"} {
 		if err := s.PutSandbox(sampleSandbox("alice", id, "main", clock.Now())); err != nil {
 			t.Fatal(err)

@@ -56,7 +56,7 @@ func TestOpenInitialisesEmptyFile(t *testing.T) {
 }
 
 func TestClosedStore(t *testing.T) {
-	s, _ := newTestStore(t)
+	s, _ := newBoltStore(t)
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -71,7 +71,7 @@ func TestClosedStore(t *testing.T) {
 // TestStoreDoesNotHoldTheFile checks the multi-process design: between operations another process (here another
 // bbolt handle, which takes the same exclusive flock) can open the file.
 func TestStoreDoesNotHoldTheFile(t *testing.T) {
-	s, _ := newTestStore(t)
+	s, _ := newBoltStore(t)
 	if _, err := s.TouchSession("alice", "main", time.Hour); err != nil {
 		t.Fatal(err)
 	}
@@ -137,7 +137,7 @@ func TestBusyStore(t *testing.T) {
 // populatedStoreFile returns a valid state.db holding enough records to span many pages.
 func populatedStoreFile(t *testing.T) []byte {
 	t.Helper()
-	s, clock := newTestStore(t)
+	s, clock := newBoltStore(t)
 	for i := range 200 {
 		r := sampleSandbox("alice", fmt.Sprintf("sbx-%03d-%s", i, strings.Repeat("x", i%50)), "main", clock.Now())
 		if err := s.PutSandbox(r); err != nil {
@@ -280,7 +280,7 @@ func TestNonRegularFileRefused(t *testing.T) {
 // TestFileReplacedWhileOpen: a Store that validated its file at Open still refuses to use a file that was
 // replaced afterwards, and leaves the replacement alone.
 func TestFileReplacedWhileOpen(t *testing.T) {
-	s, _ := newTestStore(t)
+	s, _ := newBoltStore(t)
 	content := foreignBoltFile(t, func(tx *bolt.Tx) error {
 		_, err := tx.CreateBucket([]byte("widgets"))
 		return err
@@ -358,7 +358,7 @@ func foreignBoltFile(t *testing.T, fill func(*bolt.Tx) error) []byte {
 // editedStoreFile returns a fresh state store's bytes after edit, applied with bbolt directly.
 func editedStoreFile(t *testing.T, edit func(*bolt.Tx) error) []byte {
 	t.Helper()
-	s, _ := newTestStore(t)
+	s, _ := newBoltStore(t)
 	if _, err := s.TouchSession("alice", "main", time.Hour); err != nil {
 		t.Fatal(err)
 	}
@@ -375,5 +375,19 @@ func editBolt(t *testing.T, path string, edit func(*bolt.Tx) error) {
 	defer db.Close()
 	if err := db.Update(edit); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// A store that cannot be opened is no Store at all: callers test the interface against nil.
+func TestOpenAtFailureIsNil(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.WriteFile(statePath(dir), []byte("not a store"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if s, err := OpenAt(dir, Options{Keys: StaticKeySource(testKey(1))}); err == nil || s != nil {
+		t.Fatalf("OpenAt of a garbage file = %v, %v; want a nil Store and an error", s, err)
+	}
+	if s, err := OpenAt("postgres://127.0.0.1:1/none", Options{Keys: StaticKeySource(testKey(1)), LockTimeout: time.Second}); err == nil || s != nil {
+		t.Fatalf("OpenAt of an unreachable database = %v, %v; want a nil Store and an error", s, err)
 	}
 }

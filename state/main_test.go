@@ -2,6 +2,7 @@ package state
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -9,6 +10,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/e2b-mcp/e2b-mcp/internal/pgtest"
 )
 
 // Helper processes: the test binary re-executes itself with helperEnv set to a mode, and TestMain runs that mode
@@ -27,7 +30,13 @@ func TestMain(m *testing.M) {
 		}
 		os.Exit(0)
 	}
-	os.Exit(m.Run())
+	code := m.Run()
+	if pgServer != nil {
+		if err := pgServer.Stop(); err != nil {
+			fmt.Fprintln(os.Stderr, "stopping PostgreSQL:", err)
+		}
+	}
+	os.Exit(code)
 }
 
 func testKey(b byte) []byte { return bytes.Repeat([]byte{b}, DataKeySize) }
@@ -54,7 +63,7 @@ func (c *fakeClock) Advance(d time.Duration) {
 	c.t = c.t.Add(d)
 }
 
-func openTestStore(t testing.TB, dir string, opts Options) *Store {
+func openTestStore(t testing.TB, dir string, opts Options) *Bolt {
 	t.Helper()
 	if opts.Keys == nil {
 		opts.Keys = StaticKeySource(testKey(1))
@@ -67,10 +76,85 @@ func openTestStore(t testing.TB, dir string, opts Options) *Store {
 	return s
 }
 
-func newTestStore(t testing.TB) (*Store, *fakeClock) {
+func newBoltStore(t testing.TB) (*Bolt, *fakeClock) {
 	t.Helper()
 	clock := newFakeClock()
 	return openTestStore(t, t.TempDir(), Options{Now: clock.Now}), clock
+}
+
+// A storeKind makes stores of one kind for the tests every Store must pass.
+type storeKind struct {
+	name string
+	// fresh returns where a new, empty store is: a directory or a database URL.
+	fresh func(t testing.TB) string
+}
+
+// testStore is a Store and where it is, so that a test can open it again.
+type testStore struct {
+	Store
+	where string
+}
+
+// forEachStore runs test against the bbolt store and against the PostgreSQL store (a real server, started once
+// for the package; the test is skipped when PostgreSQL is not installed).
+func forEachStore(t *testing.T, test func(t *testing.T, k storeKind)) {
+	t.Helper()
+	for _, k := range []storeKind{
+		{name: "bolt", fresh: func(t testing.TB) string { return t.TempDir() }},
+		{name: "postgres", fresh: freshDatabase},
+	} {
+		t.Run(k.name, func(t *testing.T) { test(t, k) })
+	}
+}
+
+// open opens the store at where with the test key unless opts has keys, and closes it when the test ends.
+func (k storeKind) open(t testing.TB, where string, opts Options) *testStore {
+	t.Helper()
+	if opts.Keys == nil {
+		opts.Keys = StaticKeySource(testKey(1))
+	}
+	s, err := OpenAt(where, opts)
+	if err != nil {
+		t.Fatalf("opening the %s store: %v", k.name, err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	return &testStore{Store: s, where: where}
+}
+
+func (k storeKind) newTestStore(t testing.TB) (*testStore, *fakeClock) {
+	t.Helper()
+	clock := newFakeClock()
+	return k.open(t, k.fresh(t), Options{Now: clock.Now}), clock
+}
+
+// reopen opens a second Store on s's records, as a restarted server (or another replica) would.
+func (k storeKind) reopen(t testing.TB, s *testStore, opts Options) *testStore {
+	t.Helper()
+	return k.open(t, s.where, opts)
+}
+
+var (
+	pgOnce   sync.Once
+	pgServer *pgtest.Server
+	pgErr    error
+)
+
+// freshDatabase returns the URL of a new database on the package's PostgreSQL server, starting the server on
+// first use (TestMain stops it).
+func freshDatabase(t testing.TB) string {
+	t.Helper()
+	pgOnce.Do(func() { pgServer, pgErr = pgtest.Start() })
+	if errors.Is(pgErr, pgtest.ErrNotInstalled) {
+		t.Skipf("no PostgreSQL store tests: %v", pgErr)
+	}
+	if pgErr != nil {
+		t.Fatalf("starting PostgreSQL: %v", pgErr)
+	}
+	url, err := pgServer.NewDatabase()
+	if err != nil {
+		t.Fatalf("creating a database: %v", err)
+	}
+	return url
 }
 
 func readFile(t testing.TB, path string) []byte {

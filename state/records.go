@@ -1,19 +1,18 @@
 package state
 
 import (
-	"bytes"
+	"crypto/cipher"
 	"encoding/json"
 	"fmt"
 	"strings"
 	"time"
-
-	bolt "go.etcd.io/bbolt"
+	"unicode/utf8"
 )
 
 // maxNameLen bounds owners, session names and IDs (bbolt keys are limited to 32KiB).
 const maxNameLen = 1024
 
-// checkName rejects names that cannot be part of a record key.
+// checkName rejects names that cannot be part of a record key in either store.
 func checkName(what, v string) error {
 	switch {
 	case v == "":
@@ -22,90 +21,97 @@ func checkName(what, v string) error {
 		return fmt.Errorf("state: %s is longer than %d bytes", what, maxNameLen)
 	case strings.IndexByte(v, 0) >= 0:
 		return fmt.Errorf("state: %s contains a NUL byte", what)
+	case !utf8.ValidString(v):
+		return fmt.Errorf("state: %s is not valid UTF-8", what)
 	}
 	return nil
 }
 
-// recordKey is "owner\x00id": one owner's records are contiguous and sorted by id.
-func recordKey(owner, id string) []byte {
-	k := make([]byte, 0, len(owner)+1+len(id))
-	k = append(k, owner...)
-	k = append(k, 0)
-	return append(k, id...)
+// The tables of records. Each maps (owner, id) to one JSON record of the matching *V1 type: the same documents
+// in both stores, so that the logic that reads and writes them (here and in sessions.go, sandboxes.go,
+// checkpoints.go) is written once.
+const (
+	tableSessions    = "sessions"
+	tableSandboxes   = "sandboxes"
+	tableCheckpoints = "checkpoints"
+)
+
+// recordTx is one transaction of a store, as the record logic sees it. Records of a write transaction that get
+// returns are held until the transaction ends, so a read-modify-write is atomic across processes.
+type recordTx interface {
+	// get returns the record, or nil when there is none.
+	get(table, owner, id string) ([]byte, error)
+	put(table, owner, id string, v []byte) error
+	// del deletes the record and reports whether there was one.
+	del(table, owner, id string) (bool, error)
+	// each calls fn for every record of owner ("" for every owner) in (owner, id) order, bytewise.
+	each(table, owner string, fn func(owner, id string, v []byte) error) error
+	// ensureOwner records owner, created at now, unless it is known.
+	ensureOwner(owner string, now time.Time) error
+	owners() ([]string, error)
+	// cipher is the AEAD of the data key, checked against the store's key-check value (which a write
+	// transaction creates when the store has none yet).
+	cipher() (cipher.AEAD, error)
 }
 
-func ownerPrefix(owner string) []byte {
-	return append([]byte(owner), 0)
+// txRunner runs a function in one transaction of a store; an error from fn rolls it back.
+type txRunner interface {
+	view(fn func(recordTx) error) error
+	update(fn func(recordTx) error) error
 }
 
-// splitKey is the inverse of recordKey.
-func splitKey(k []byte) (owner, id string, ok bool) {
-	i := bytes.IndexByte(k, 0)
-	if i < 0 {
-		return "", "", false
+// records is the logic both stores share: the Store methods over a txRunner.
+type records struct {
+	db          txRunner
+	now         func() time.Time
+	where       string // the store's Location, for messages
+	maxSessions int    // live sessions one owner may have
+}
+
+func newRecords(db txRunner, opts Options, where string) records {
+	r := records{db: db, now: opts.Now, where: where, maxSessions: opts.MaxLiveSessions}
+	if r.now == nil {
+		r.now = time.Now
 	}
-	return string(k[:i]), string(k[i+1:]), true
-}
-
-// forOwner calls fn for each record of owner in bucket b, in key order.
-func forOwner(b *bolt.Bucket, owner string, fn func(k, v []byte) error) error {
-	prefix := ownerPrefix(owner)
-	c := b.Cursor()
-	for k, v := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, v = c.Next() {
-		if err := fn(k, v); err != nil {
-			return err
-		}
+	if r.maxSessions <= 0 {
+		r.maxSessions = DefaultMaxLiveSessions
 	}
-	return nil
+	return r
 }
 
 // storedTime normalises a time for storage and comparison: UTC, no monotonic reading.
 func storedTime(t time.Time) time.Time { return t.Round(0).UTC() }
 
-func (s *Store) decode(bucket string, k, v []byte, into any) error {
+func (s *records) decode(table, owner, id string, v []byte, into any) error {
 	if err := json.Unmarshal(v, into); err != nil {
-		return fmt.Errorf("%w: %s: record %q in %s is damaged: %v", ErrUnusable, s.path, k, bucket, err)
+		return fmt.Errorf("%w: %s: record %q of owner %q in %s is damaged: %v", ErrUnusable, s.where, id, owner, table, err)
 	}
 	return nil
 }
 
-func put(b *bolt.Bucket, k []byte, rec any) error {
+func put(tx recordTx, table, owner, id string, rec any) error {
 	v, err := json.Marshal(rec)
 	if err != nil {
 		return err
 	}
-	return b.Put(k, v)
+	return tx.put(table, owner, id, v)
 }
 
-// ownerV1 is the value in the owners bucket.
+// ownerV1 is the record of an owner.
 type ownerV1 struct {
 	Created time.Time `json:"created"`
 }
 
-// ensureOwner records owner on first sight.
-func (s *Store) ensureOwner(tx *bolt.Tx, owner string) error {
-	b, err := s.bucket(tx, bucketOwners)
-	if err != nil {
-		return err
-	}
-	if b.Get([]byte(owner)) != nil {
-		return nil
-	}
-	return put(b, []byte(owner), ownerV1{Created: storedTime(s.now())})
-}
-
 // Owners lists every owner the store has seen, sorted.
-func (s *Store) Owners() ([]string, error) {
+func (s *records) Owners() ([]string, error) {
 	var out []string
-	err := s.view(func(tx *bolt.Tx) error {
-		b, err := s.bucket(tx, bucketOwners)
-		if err != nil {
-			return err
-		}
-		return b.ForEach(func(k, _ []byte) error {
-			out = append(out, string(k))
-			return nil
-		})
+	err := s.db.view(func(tx recordTx) error {
+		var err error
+		out, err = tx.owners()
+		return err
 	})
 	return out, err
 }
+
+// Location names the store in messages.
+func (s *records) Location() string { return s.where }

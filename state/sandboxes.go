@@ -7,8 +7,6 @@ import (
 	"strings"
 	"time"
 
-	bolt "go.etcd.io/bbolt"
-
 	"github.com/e2b-mcp/e2b-mcp/internal/sealed"
 )
 
@@ -83,15 +81,10 @@ func validateSandbox(r *SandboxRecord) error {
 }
 
 // putSandbox stores r (already validated) inside tx.
-func (s *Store) putSandbox(tx *bolt.Tx, r SandboxRecord) error {
-	if err := s.ensureOwner(tx, r.Owner); err != nil {
+func (s *records) putSandbox(tx recordTx, r SandboxRecord) error {
+	if err := tx.ensureOwner(r.Owner, storedTime(s.now())); err != nil {
 		return err
 	}
-	b, err := s.bucket(tx, bucketSandboxes)
-	if err != nil {
-		return err
-	}
-	k := recordKey(r.Owner, r.ID)
 	rec := sandboxV1{
 		Session: r.Session, Title: r.Title, Template: r.Template, Domain: r.Domain, EnvdVersion: r.EnvdVersion,
 		State: r.State, GoneReason: r.GoneReason, Created: storedTime(r.Created),
@@ -105,50 +98,48 @@ func (s *Store) putSandbox(tx *bolt.Tx, r SandboxRecord) error {
 		rec.Checkpoint = &p
 	}
 	if r.AccessToken != "" {
-		aead, err := s.cipherFor(tx)
+		aead, err := tx.cipher()
 		if err != nil {
 			return err
 		}
-		if rec.SealedToken, err = sealed.Seal(aead, []byte(r.AccessToken), sandboxTokenAD(k)); err != nil {
-			return fmt.Errorf("state store %s: sealing the access token of sandbox %s: %w", s.path, r.ID, err)
+		if rec.SealedToken, err = sealed.Seal(aead, []byte(r.AccessToken), sandboxTokenAD(r.Owner, r.ID)); err != nil {
+			return fmt.Errorf("state store %s: sealing the access token of sandbox %s: %w", s.where, r.ID, err)
 		}
 	}
-	return put(b, k, rec)
+	return put(tx, tableSandboxes, r.Owner, r.ID, rec)
 }
 
-// getSandbox decodes the record at k; ErrNotFound if absent.
-func (s *Store) getSandbox(tx *bolt.Tx, owner, id string) (SandboxRecord, error) {
-	b, err := s.bucket(tx, bucketSandboxes)
+// getSandbox reads one record; ErrNotFound if absent.
+func (s *records) getSandbox(tx recordTx, owner, id string) (SandboxRecord, error) {
+	v, err := tx.get(tableSandboxes, owner, id)
 	if err != nil {
 		return SandboxRecord{}, err
 	}
-	k := recordKey(owner, id)
-	v := b.Get(k)
 	if v == nil {
 		return SandboxRecord{}, fmt.Errorf("sandbox %s of owner %q: %w", id, owner, ErrNotFound)
 	}
 	var rec sandboxV1
-	if err := s.decode(bucketSandboxes, k, v, &rec); err != nil {
+	if err := s.decode(tableSandboxes, owner, id, v, &rec); err != nil {
 		return SandboxRecord{}, err
 	}
-	return s.sandboxFrom(tx, k, owner, id, rec)
+	return s.sandboxFrom(tx, owner, id, rec)
 }
 
-func (s *Store) sandboxFrom(tx *bolt.Tx, k []byte, owner, id string, rec sandboxV1) (SandboxRecord, error) {
+func (s *records) sandboxFrom(tx recordTx, owner, id string, rec sandboxV1) (SandboxRecord, error) {
 	r := SandboxRecord{
 		ID: id, Owner: owner, Session: rec.Session, Title: rec.Title, Template: rec.Template, Domain: rec.Domain,
 		EnvdVersion: rec.EnvdVersion, State: rec.State, GoneReason: rec.GoneReason, Created: rec.Created,
 		TimeoutSeconds: rec.TimeoutSeconds, Steps: rec.Steps, Checkpoint: rec.Checkpoint,
 	}
 	if len(rec.SealedToken) > 0 {
-		aead, err := s.cipherFor(tx)
+		aead, err := tx.cipher()
 		if err != nil {
 			return SandboxRecord{}, err
 		}
-		plain, err := sealed.Open(aead, rec.SealedToken, sandboxTokenAD(k))
+		plain, err := sealed.Open(aead, rec.SealedToken, sandboxTokenAD(owner, id))
 		if err != nil {
 			return SandboxRecord{}, fmt.Errorf("%w: %s: the access token of sandbox %s (owner %q) does not decrypt "+
-				"under the data key: the record is damaged or was copied from another record", ErrUnusable, s.path, id, owner)
+				"under the data key: the record is damaged or was copied from another record", ErrUnusable, s.where, id, owner)
 		}
 		r.AccessToken = string(plain)
 	}
@@ -157,17 +148,17 @@ func (s *Store) sandboxFrom(tx *bolt.Tx, k []byte, owner, id string, rec sandbox
 
 // PutSandbox inserts or replaces the record keyed by (Owner, ID), recording the owner if new. A zero Created
 // is stored as Now().
-func (s *Store) PutSandbox(r SandboxRecord) error {
+func (s *records) PutSandbox(r SandboxRecord) error {
 	if err := validateSandbox(&r); err != nil {
 		return err
 	}
-	return s.update(func(tx *bolt.Tx) error { return s.putSandbox(tx, r) })
+	return s.db.update(func(tx recordTx) error { return s.putSandbox(tx, r) })
 }
 
 // Sandbox returns one record; ErrNotFound if absent or of another owner.
-func (s *Store) Sandbox(owner, id string) (SandboxRecord, error) {
+func (s *records) Sandbox(owner, id string) (SandboxRecord, error) {
 	var out SandboxRecord
-	err := s.view(func(tx *bolt.Tx) error {
+	err := s.db.view(func(tx recordTx) error {
 		var err error
 		out, err = s.getSandbox(tx, owner, id)
 		return err
@@ -176,39 +167,32 @@ func (s *Store) Sandbox(owner, id string) (SandboxRecord, error) {
 }
 
 // SessionSandboxes returns the owner's sandboxes in session, sorted by Created (then ID).
-func (s *Store) SessionSandboxes(owner, session string) ([]SandboxRecord, error) {
-	ofOwner := func(b *bolt.Bucket, visit func(k, v []byte) error) error { return forOwner(b, owner, visit) }
-	return s.sandboxes(ofOwner, func(rec sandboxV1) bool { return rec.Session == session })
+func (s *records) SessionSandboxes(owner, session string) ([]SandboxRecord, error) {
+	if checkName("owner", owner) != nil {
+		return nil, nil // no record has such an owner
+	}
+	return s.sandboxes(owner, func(rec sandboxV1) bool { return rec.Session == session })
 }
 
 // AllSandboxes returns every owner's records, sorted by owner, then Created, then ID.
-func (s *Store) AllSandboxes() ([]SandboxRecord, error) {
-	return s.sandboxes((*bolt.Bucket).ForEach, func(sandboxV1) bool { return true })
+func (s *records) AllSandboxes() ([]SandboxRecord, error) {
+	return s.sandboxes("", func(sandboxV1) bool { return true })
 }
 
-// sandboxes reads the records that walk visits in the sandboxes bucket and keep accepts, sorted by owner, then
-// Created, then ID. keep sees a record before its envd token is decrypted: the tokens of records it skips are
-// never needed.
-func (s *Store) sandboxes(walk func(b *bolt.Bucket, visit func(k, v []byte) error) error, keep func(sandboxV1) bool) ([]SandboxRecord, error) {
+// sandboxes reads the records of owner ("" for all) that keep accepts, sorted by owner, then Created, then ID.
+// keep sees a record before its envd token is decrypted: the tokens of records it skips are never needed.
+func (s *records) sandboxes(owner string, keep func(sandboxV1) bool) ([]SandboxRecord, error) {
 	var out []SandboxRecord
-	err := s.view(func(tx *bolt.Tx) error {
-		b, err := s.bucket(tx, bucketSandboxes)
-		if err != nil {
-			return err
-		}
-		return walk(b, func(k, v []byte) error {
-			owner, id, ok := splitKey(k)
-			if !ok {
-				return fmt.Errorf("%w: %s: malformed sandbox key %q", ErrUnusable, s.path, k)
-			}
+	err := s.db.view(func(tx recordTx) error {
+		return tx.each(tableSandboxes, owner, func(owner, id string, v []byte) error {
 			var rec sandboxV1
-			if err := s.decode(bucketSandboxes, k, v, &rec); err != nil {
+			if err := s.decode(tableSandboxes, owner, id, v, &rec); err != nil {
 				return err
 			}
 			if !keep(rec) {
 				return nil
 			}
-			r, err := s.sandboxFrom(tx, k, owner, id, rec)
+			r, err := s.sandboxFrom(tx, owner, id, rec)
 			if err != nil {
 				return err
 			}
@@ -240,12 +224,12 @@ var errCallbackPanicked = errors.New("update callback panicked")
 
 // UpdateSandbox runs fn on the record inside one write transaction (read-modify-write, atomic across processes).
 // If fn returns an error nothing is written and that error is returned. fn must not change Owner or ID.
-func (s *Store) UpdateSandbox(owner, id string, fn func(*SandboxRecord) error) (SandboxRecord, error) {
+func (s *records) UpdateSandbox(owner, id string, fn func(*SandboxRecord) error) (SandboxRecord, error) {
 	var (
 		out      SandboxRecord
 		panicked any
 	)
-	err := s.update(func(tx *bolt.Tx) error {
+	err := s.db.update(func(tx recordTx) error {
 		r, err := s.getSandbox(tx, owner, id)
 		if err != nil {
 			return err
@@ -286,16 +270,12 @@ func callUpdate(fn func(*SandboxRecord) error, r *SandboxRecord, panicked *any) 
 }
 
 // DeleteSandbox removes the record; ErrNotFound if absent. The sandbox's checkpoints are kept.
-func (s *Store) DeleteSandbox(owner, id string) error {
-	return s.update(func(tx *bolt.Tx) error {
-		b, err := s.bucket(tx, bucketSandboxes)
-		if err != nil {
-			return err
+func (s *records) DeleteSandbox(owner, id string) error {
+	return s.db.update(func(tx recordTx) error {
+		found, err := tx.del(tableSandboxes, owner, id)
+		if err == nil && !found {
+			err = fmt.Errorf("sandbox %s of owner %q: %w", id, owner, ErrNotFound)
 		}
-		k := recordKey(owner, id)
-		if b.Get(k) == nil {
-			return fmt.Errorf("sandbox %s of owner %q: %w", id, owner, ErrNotFound)
-		}
-		return b.Delete(k)
+		return err
 	})
 }

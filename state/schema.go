@@ -13,9 +13,9 @@ import (
 const (
 	bucketMeta        = "meta"
 	bucketOwners      = "owners"
-	bucketSessions    = "sessions"
-	bucketSandboxes   = "sandboxes"
-	bucketCheckpoints = "checkpoints"
+	bucketSessions    = tableSessions
+	bucketSandboxes   = tableSandboxes
+	bucketCheckpoints = tableCheckpoints
 
 	metaApplication = "application" // must hold applicationMarker
 	metaSchema      = "schema"      // decimal schema version
@@ -36,11 +36,11 @@ type migration func(tx *bolt.Tx) error
 // only; never edit an entry once released.
 func schemaMigrations() []migration { return nil }
 
-func (s *Store) currentVersion() int { return len(s.migrations) + 1 }
+func (s *Bolt) currentVersion() int { return len(s.migrations) + 1 }
 
 // initOrCheck runs on a file that was empty when Open looked at it: it writes the version-1 layout, unless a
 // racing process has already initialised it, then migrates to the current version.
-func (s *Store) initOrCheck(tx *bolt.Tx) error {
+func (s *Bolt) initOrCheck(tx *bolt.Tx) error {
 	if tx.Bucket([]byte(bucketMeta)) == nil {
 		empty := true
 		_ = tx.ForEach(func([]byte, *bolt.Bucket) error { empty = false; return nil })
@@ -67,7 +67,7 @@ func (s *Store) initOrCheck(tx *bolt.Tx) error {
 }
 
 // migrate brings the file to the current schema version inside tx.
-func (s *Store) migrate(tx *bolt.Tx) error {
+func (s *Bolt) migrate(tx *bolt.Tx) error {
 	version, err := s.readSchema(tx)
 	if err != nil {
 		return err
@@ -84,7 +84,7 @@ func (s *Store) migrate(tx *bolt.Tx) error {
 }
 
 // readSchema checks the application marker and returns the file's schema version, refusing newer ones.
-func (s *Store) readSchema(tx *bolt.Tx) (int, error) {
+func (s *Bolt) readSchema(tx *bolt.Tx) (int, error) {
 	meta := tx.Bucket([]byte(bucketMeta))
 	if meta == nil {
 		return 0, s.foreign("it has no %q bucket", bucketMeta)
@@ -106,7 +106,7 @@ func (s *Store) readSchema(tx *bolt.Tx) (int, error) {
 
 // checkSchema runs at the start of every transaction after Open: the file must still be ours and at exactly the
 // version this Store writes.
-func (s *Store) checkSchema(tx *bolt.Tx) error {
+func (s *Bolt) checkSchema(tx *bolt.Tx) error {
 	version, err := s.readSchema(tx)
 	if err != nil {
 		return err
@@ -121,7 +121,7 @@ func (s *Store) checkSchema(tx *bolt.Tx) error {
 // consistencyCheck reads every key and value of every bucket and then runs bbolt's page-level check (freelist
 // against reachable pages). The walk comes first because it runs on this goroutine, where a memory fault on a
 // damaged page becomes a recoverable panic (see withDB); bbolt's check runs on a goroutine of its own.
-func (s *Store) consistencyCheck(tx *bolt.Tx) error {
+func (s *Bolt) consistencyCheck(tx *bolt.Tx) error {
 	var walk func(b *bolt.Bucket) error
 	var sum uint32
 	walk = func(b *bolt.Bucket) error {
@@ -154,13 +154,13 @@ func (s *Store) consistencyCheck(tx *bolt.Tx) error {
 	return nil
 }
 
-func (s *Store) foreign(format string, args ...any) error {
+func (s *Bolt) foreign(format string, args ...any) error {
 	return fmt.Errorf("%w: %s is a bbolt database of another program (%s); it was left untouched",
 		ErrUnusable, s.path, fmt.Sprintf(format, args...))
 }
 
 // bucket returns a data bucket, or an error if a damaged file lacks it.
-func (s *Store) bucket(tx *bolt.Tx, name string) (*bolt.Bucket, error) {
+func (s *Bolt) bucket(tx *bolt.Tx, name string) (*bolt.Bucket, error) {
 	if b := tx.Bucket([]byte(name)); b != nil {
 		return b, nil
 	}

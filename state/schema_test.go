@@ -203,7 +203,7 @@ func schemaOf(t *testing.T, path string) string {
 
 func TestFutureVersionFileUntouchedByEveryOperation(t *testing.T) {
 	// Complements the Open check: a file that turns newer under a running Store is not written by any write.
-	s, clock := newTestStore(t)
+	s, clock := newBoltStore(t)
 	editBolt(t, s.Path(), func(tx *bolt.Tx) error {
 		return tx.Bucket([]byte(bucketMeta)).Put([]byte(metaSchema), []byte("99"))
 	})

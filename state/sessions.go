@@ -1,10 +1,9 @@
 package state
 
 import (
+	"errors"
 	"fmt"
 	"time"
-
-	bolt "go.etcd.io/bbolt"
 )
 
 // Session groups an owner's sandboxes under a name that outlives server restarts. Its lease is renewed by use;
@@ -20,6 +19,8 @@ type sessionV1 struct {
 	LastUsed     time.Time `json:"last_used"`
 	LeaseExpires time.Time `json:"lease_expires"`
 	Lapsed       bool      `json:"lapsed,omitempty"`
+	// SweepClaimUntil is when a sweeper's claim on the lapsed session runs out (zero: no claim).
+	SweepClaimUntil time.Time `json:"sweep_claim_until,omitzero"`
 }
 
 func (r sessionV1) session(owner, name string) Session {
@@ -32,8 +33,9 @@ const DefaultMaxLiveSessions = 100
 
 // TouchSession creates the owner and session if needed and renews the lease to Now()+lease; clears Lapsed. A
 // session it would create while its owner has MaxLiveSessions live ones is refused (ErrTooManySessions); an
-// existing one, live or lapsed, is always renewed.
-func (s *Store) TouchSession(owner, name string, lease time.Duration) (Session, error) {
+// existing one, live or lapsed, is always renewed. (Replicas creating sessions of one owner at the same moment
+// may each count the others' as not yet there: the bound can be passed by as many as race.)
+func (s *records) TouchSession(owner, name string, lease time.Duration) (Session, error) {
 	if err := checkName("owner", owner); err != nil {
 		return Session{}, err
 	}
@@ -44,22 +46,21 @@ func (s *Store) TouchSession(owner, name string, lease time.Duration) (Session, 
 		return Session{}, fmt.Errorf("state: negative lease %s for session %q", lease, name)
 	}
 	var out Session
-	err := s.update(func(tx *bolt.Tx) error {
-		if err := s.ensureOwner(tx, owner); err != nil {
+	err := s.db.update(func(tx recordTx) error {
+		now := storedTime(s.now())
+		if err := tx.ensureOwner(owner, now); err != nil {
 			return err
 		}
-		b, err := s.bucket(tx, bucketSessions)
+		rec := sessionV1{Created: now}
+		v, err := tx.get(tableSessions, owner, name)
 		if err != nil {
 			return err
 		}
-		k := recordKey(owner, name)
-		now := storedTime(s.now())
-		rec := sessionV1{Created: now}
-		if v := b.Get(k); v != nil {
-			if err := s.decode(bucketSessions, k, v, &rec); err != nil {
+		if v != nil {
+			if err := s.decode(tableSessions, owner, name, v, &rec); err != nil {
 				return err
 			}
-		} else if live, err := s.liveSessions(b, owner, now); err != nil {
+		} else if live, err := s.liveSessions(tx, owner, now); err != nil {
 			return err
 		} else if live >= s.maxSessions {
 			return fmt.Errorf("state: owner %q: %w (%d, the most one owner may have)", owner, ErrTooManySessions, live)
@@ -67,8 +68,9 @@ func (s *Store) TouchSession(owner, name string, lease time.Duration) (Session, 
 		rec.LastUsed = now
 		rec.LeaseExpires = now.Add(lease)
 		rec.Lapsed = false
+		rec.SweepClaimUntil = time.Time{}
 		out = rec.session(owner, name)
-		return put(b, k, rec)
+		return put(tx, tableSessions, owner, name, rec)
 	})
 	if err != nil {
 		return Session{}, err
@@ -77,11 +79,11 @@ func (s *Store) TouchSession(owner, name string, lease time.Duration) (Session, 
 }
 
 // liveSessions counts owner's sessions whose lease runs at now.
-func (s *Store) liveSessions(b *bolt.Bucket, owner string, now time.Time) (int, error) {
+func (s *records) liveSessions(tx recordTx, owner string, now time.Time) (int, error) {
 	n := 0
-	err := forOwner(b, owner, func(k, v []byte) error {
+	err := tx.each(tableSessions, owner, func(owner, name string, v []byte) error {
 		var rec sessionV1
-		if err := s.decode(bucketSessions, k, v, &rec); err != nil {
+		if err := s.decode(tableSessions, owner, name, v, &rec); err != nil {
 			return err
 		}
 		if !rec.Lapsed && rec.LeaseExpires.After(now) {
@@ -93,29 +95,21 @@ func (s *Store) liveSessions(b *bolt.Bucket, owner string, now time.Time) (int, 
 }
 
 // Sessions lists every session of every owner, sorted by owner then name.
-func (s *Store) Sessions() ([]Session, error) {
+func (s *records) Sessions() ([]Session, error) {
 	return s.sessions(func(Session) bool { return true })
 }
 
 // LapsedSessions: sessions whose LeaseExpires is before now and that are not yet marked Lapsed.
-func (s *Store) LapsedSessions(now time.Time) ([]Session, error) {
+func (s *records) LapsedSessions(now time.Time) ([]Session, error) {
 	return s.sessions(func(x Session) bool { return !x.Lapsed && x.LeaseExpires.Before(now) })
 }
 
-func (s *Store) sessions(keep func(Session) bool) ([]Session, error) {
+func (s *records) sessions(keep func(Session) bool) ([]Session, error) {
 	var out []Session
-	err := s.view(func(tx *bolt.Tx) error {
-		b, err := s.bucket(tx, bucketSessions)
-		if err != nil {
-			return err
-		}
-		return b.ForEach(func(k, v []byte) error {
-			owner, name, ok := splitKey(k)
-			if !ok {
-				return fmt.Errorf("%w: %s: malformed session key %q", ErrUnusable, s.path, k)
-			}
+	err := s.db.view(func(tx recordTx) error {
+		return tx.each(tableSessions, "", func(owner, name string, v []byte) error {
 			var rec sessionV1
-			if err := s.decode(bucketSessions, k, v, &rec); err != nil {
+			if err := s.decode(tableSessions, owner, name, v, &rec); err != nil {
 				return err
 			}
 			if x := rec.session(owner, name); keep(x) {
@@ -131,22 +125,62 @@ func (s *Store) sessions(keep func(Session) bool) ([]Session, error) {
 }
 
 // MarkSessionLapsed records that the orphan action has been applied; the next TouchSession clears it.
-func (s *Store) MarkSessionLapsed(owner, name string) error {
-	return s.update(func(tx *bolt.Tx) error {
-		b, err := s.bucket(tx, bucketSessions)
+func (s *records) MarkSessionLapsed(owner, name string) error {
+	return s.updateSession(owner, name, func(rec *sessionV1) bool {
+		rec.Lapsed, rec.SweepClaimUntil = true, time.Time{}
+		return true
+	})
+}
+
+// ClaimLapsedSession makes the caller the sweeper of a lapsed session until now+hold (see Store).
+func (s *records) ClaimLapsedSession(owner, name string, now time.Time, hold time.Duration) (bool, error) {
+	claimed := false
+	err := s.updateSession(owner, name, func(rec *sessionV1) bool {
+		if rec.Lapsed || !rec.LeaseExpires.Before(now) || now.Before(rec.SweepClaimUntil) {
+			return false
+		}
+		rec.SweepClaimUntil = storedTime(now.Add(hold))
+		claimed = true
+		return true
+	})
+	if errors.Is(err, ErrNotFound) {
+		return false, nil
+	}
+	return claimed, err
+}
+
+// ReleaseSessionClaim ends a sweeper's claim on a session; a session that no longer exists has none.
+func (s *records) ReleaseSessionClaim(owner, name string) error {
+	err := s.updateSession(owner, name, func(rec *sessionV1) bool {
+		if rec.SweepClaimUntil.IsZero() {
+			return false
+		}
+		rec.SweepClaimUntil = time.Time{}
+		return true
+	})
+	if errors.Is(err, ErrNotFound) {
+		return nil
+	}
+	return err
+}
+
+// updateSession rewrites one session record in a write transaction when change reports a change.
+func (s *records) updateSession(owner, name string, change func(*sessionV1) bool) error {
+	return s.db.update(func(tx recordTx) error {
+		v, err := tx.get(tableSessions, owner, name)
 		if err != nil {
 			return err
 		}
-		k := recordKey(owner, name)
-		v := b.Get(k)
 		if v == nil {
 			return fmt.Errorf("session %q of owner %q: %w", name, owner, ErrNotFound)
 		}
 		var rec sessionV1
-		if err := s.decode(bucketSessions, k, v, &rec); err != nil {
+		if err := s.decode(tableSessions, owner, name, v, &rec); err != nil {
 			return err
 		}
-		rec.Lapsed = true
-		return put(b, k, rec)
+		if !change(&rec) {
+			return nil
+		}
+		return put(tx, tableSessions, owner, name, rec)
 	})
 }

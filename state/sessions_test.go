@@ -7,127 +7,135 @@ import (
 )
 
 func TestTouchSession(t *testing.T) {
-	s, clock := newTestStore(t)
-	start := clock.Now()
+	forEachStore(t, func(t *testing.T, k storeKind) {
+		s, clock := k.newTestStore(t)
+		start := clock.Now()
 
-	got, err := s.TouchSession("alice", "main", time.Hour)
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := Session{Owner: "alice", Name: "main", Created: start, LastUsed: start, LeaseExpires: start.Add(time.Hour)}
-	if !sameSession(got, want) {
-		t.Fatalf("first touch = %+v, want %+v", got, want)
-	}
-	owners, err := s.Owners()
-	if err != nil || len(owners) != 1 || owners[0] != "alice" {
-		t.Fatalf("Owners = %v, %v; want [alice]", owners, err)
-	}
-
-	if err := s.MarkSessionLapsed("alice", "main"); err != nil {
-		t.Fatal(err)
-	}
-	clock.Advance(2 * time.Hour)
-	got, err = s.TouchSession("alice", "main", 30*time.Minute)
-	if err != nil {
-		t.Fatal(err)
-	}
-	now := clock.Now()
-	want = Session{Owner: "alice", Name: "main", Created: start, LastUsed: now, LeaseExpires: now.Add(30 * time.Minute)}
-	if !sameSession(got, want) {
-		t.Fatalf("renewal = %+v, want %+v (Created kept, Lapsed cleared)", got, want)
-	}
-	all, err := s.Sessions()
-	if err != nil || len(all) != 1 || !sameSession(all[0], want) {
-		t.Fatalf("Sessions = %+v, %v; want [%+v]", all, err, want)
-	}
-}
-
-func TestTouchSessionRejectsBadInput(t *testing.T) {
-	s, _ := newTestStore(t)
-	for _, tc := range []struct {
-		name, owner, session string
-		lease                time.Duration
-		want                 string
-	}{
-		{"empty owner", "", "main", time.Hour, "owner is empty"},
-		{"empty session", "alice", "", time.Hour, "session name is empty"},
-		{"NUL in owner", "al\x00ice", "main", time.Hour, "NUL"},
-		{"long name", "alice", string(make([]byte, 2000)), time.Hour, "longer than"},
-		{"negative lease", "alice", "main", -time.Second, "negative lease"},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			_, err := s.TouchSession(tc.owner, tc.session, tc.lease)
-			wantErr(t, err, tc.want)
-		})
-	}
-	if all, err := s.Sessions(); err != nil || len(all) != 0 {
-		t.Fatalf("rejected touches stored sessions: %+v, %v", all, err)
-	}
-}
-
-func TestSessionsSortedAndLapsed(t *testing.T) {
-	s, clock := newTestStore(t)
-	t0 := clock.Now()
-	mustTouch := func(owner, name string, lease time.Duration) {
-		t.Helper()
-		if _, err := s.TouchSession(owner, name, lease); err != nil {
-			t.Fatal(err)
-		}
-	}
-	mustTouch("bob", "b", time.Hour)       // expires t0+1h
-	mustTouch("alice", "z", time.Minute)   // expires t0+1m
-	mustTouch("alice", "a", 2*time.Minute) // expires t0+2m
-	mustTouch("alice", "done", time.Minute)
-	if err := s.MarkSessionLapsed("alice", "done"); err != nil {
-		t.Fatal(err)
-	}
-
-	all, err := s.Sessions()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if names := sessionNames(all); names != "alice/a alice/done alice/z bob/b" {
-		t.Fatalf("Sessions order = %s", names)
-	}
-
-	for _, tc := range []struct {
-		at   time.Time
-		want string
-	}{
-		{t0, ""},
-		{t0.Add(time.Minute), ""}, // a lease ending exactly now has not lapsed yet
-		{t0.Add(time.Minute + time.Nanosecond), "alice/z"},
-		{t0.Add(3 * time.Minute), "alice/a alice/z"},
-		{t0.Add(2 * time.Hour), "alice/a alice/z bob/b"},
-	} {
-		got, err := s.LapsedSessions(tc.at)
+		got, err := s.TouchSession("alice", "main", time.Hour)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if names := sessionNames(got); names != tc.want {
-			t.Errorf("LapsedSessions(t0+%s) = %q, want %q", tc.at.Sub(t0), names, tc.want)
+		want := Session{Owner: "alice", Name: "main", Created: start, LastUsed: start, LeaseExpires: start.Add(time.Hour)}
+		if !sameSession(got, want) {
+			t.Fatalf("first touch = %+v, want %+v", got, want)
 		}
-	}
+		owners, err := s.Owners()
+		if err != nil || len(owners) != 1 || owners[0] != "alice" {
+			t.Fatalf("Owners = %v, %v; want [alice]", owners, err)
+		}
 
-	if err := s.MarkSessionLapsed("alice", "z"); err != nil {
-		t.Fatal(err)
-	}
-	got, err := s.LapsedSessions(t0.Add(3 * time.Minute))
-	if err != nil || sessionNames(got) != "alice/a" {
-		t.Fatalf("after marking alice/z: %q, %v", sessionNames(got), err)
-	}
+		if err := s.MarkSessionLapsed("alice", "main"); err != nil {
+			t.Fatal(err)
+		}
+		clock.Advance(2 * time.Hour)
+		got, err = s.TouchSession("alice", "main", 30*time.Minute)
+		if err != nil {
+			t.Fatal(err)
+		}
+		now := clock.Now()
+		want = Session{Owner: "alice", Name: "main", Created: start, LastUsed: now, LeaseExpires: now.Add(30 * time.Minute)}
+		if !sameSession(got, want) {
+			t.Fatalf("renewal = %+v, want %+v (Created kept, Lapsed cleared)", got, want)
+		}
+		all, err := s.Sessions()
+		if err != nil || len(all) != 1 || !sameSession(all[0], want) {
+			t.Fatalf("Sessions = %+v, %v; want [%+v]", all, err, want)
+		}
+	})
+}
+
+func TestTouchSessionRejectsBadInput(t *testing.T) {
+	forEachStore(t, func(t *testing.T, k storeKind) {
+		s, _ := k.newTestStore(t)
+		for _, tc := range []struct {
+			name, owner, session string
+			lease                time.Duration
+			want                 string
+		}{
+			{"empty owner", "", "main", time.Hour, "owner is empty"},
+			{"empty session", "alice", "", time.Hour, "session name is empty"},
+			{"NUL in owner", "al\x00ice", "main", time.Hour, "NUL"},
+			{"long name", "alice", string(make([]byte, 2000)), time.Hour, "longer than"},
+			{"negative lease", "alice", "main", -time.Second, "negative lease"},
+		} {
+			t.Run(tc.name, func(t *testing.T) {
+				_, err := s.TouchSession(tc.owner, tc.session, tc.lease)
+				wantErr(t, err, tc.want)
+			})
+		}
+		if all, err := s.Sessions(); err != nil || len(all) != 0 {
+			t.Fatalf("rejected touches stored sessions: %+v, %v", all, err)
+		}
+	})
+}
+
+func TestSessionsSortedAndLapsed(t *testing.T) {
+	forEachStore(t, func(t *testing.T, k storeKind) {
+		s, clock := k.newTestStore(t)
+		t0 := clock.Now()
+		mustTouch := func(owner, name string, lease time.Duration) {
+			t.Helper()
+			if _, err := s.TouchSession(owner, name, lease); err != nil {
+				t.Fatal(err)
+			}
+		}
+		mustTouch("bob", "b", time.Hour)       // expires t0+1h
+		mustTouch("alice", "z", time.Minute)   // expires t0+1m
+		mustTouch("alice", "a", 2*time.Minute) // expires t0+2m
+		mustTouch("alice", "done", time.Minute)
+		if err := s.MarkSessionLapsed("alice", "done"); err != nil {
+			t.Fatal(err)
+		}
+
+		all, err := s.Sessions()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if names := sessionNames(all); names != "alice/a alice/done alice/z bob/b" {
+			t.Fatalf("Sessions order = %s", names)
+		}
+
+		for _, tc := range []struct {
+			at   time.Time
+			want string
+		}{
+			{t0, ""},
+			{t0.Add(time.Minute), ""}, // a lease ending exactly now has not lapsed yet
+			{t0.Add(time.Minute + time.Nanosecond), "alice/z"},
+			{t0.Add(3 * time.Minute), "alice/a alice/z"},
+			{t0.Add(2 * time.Hour), "alice/a alice/z bob/b"},
+		} {
+			got, err := s.LapsedSessions(tc.at)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if names := sessionNames(got); names != tc.want {
+				t.Errorf("LapsedSessions(t0+%s) = %q, want %q", tc.at.Sub(t0), names, tc.want)
+			}
+		}
+
+		if err := s.MarkSessionLapsed("alice", "z"); err != nil {
+			t.Fatal(err)
+		}
+		got, err := s.LapsedSessions(t0.Add(3 * time.Minute))
+		if err != nil || sessionNames(got) != "alice/a" {
+			t.Fatalf("after marking alice/z: %q, %v", sessionNames(got), err)
+		}
+	})
 }
 
 func TestMarkSessionLapsedNotFound(t *testing.T) {
-	s, _ := newTestStore(t)
-	if _, err := s.TouchSession("alice", "main", time.Hour); err != nil {
-		t.Fatal(err)
-	}
-	for _, k := range [][2]string{{"alice", "other"}, {"bob", "main"}} {
-		if err := s.MarkSessionLapsed(k[0], k[1]); !errors.Is(err, ErrNotFound) {
-			t.Errorf("MarkSessionLapsed(%q, %q) = %v, want ErrNotFound", k[0], k[1], err)
+	forEachStore(t, func(t *testing.T, k storeKind) {
+		s, _ := k.newTestStore(t)
+		if _, err := s.TouchSession("alice", "main", time.Hour); err != nil {
+			t.Fatal(err)
 		}
-	}
+		for _, k := range [][2]string{{"alice", "other"}, {"bob", "main"}} {
+			if err := s.MarkSessionLapsed(k[0], k[1]); !errors.Is(err, ErrNotFound) {
+				t.Errorf("MarkSessionLapsed(%q, %q) = %v, want ErrNotFound", k[0], k[1], err)
+			}
+		}
+	})
 }
 
 func sameSession(a, b Session) bool {
@@ -149,35 +157,92 @@ func sessionNames(ss []Session) string {
 // One owner cannot make sessions without end: a new one beyond MaxLiveSessions is refused and not stored, while
 // its existing sessions renew, other owners are not affected, and a session whose lease ran out frees a place.
 func TestTouchSessionBoundsLiveSessionsPerOwner(t *testing.T) {
-	clock := newFakeClock()
-	s := openTestStore(t, t.TempDir(), Options{Now: clock.Now, MaxLiveSessions: 3})
-	for _, name := range []string{"a", "b", "c"} {
-		if _, err := s.TouchSession("alice", name, time.Hour); err != nil {
+	forEachStore(t, func(t *testing.T, k storeKind) {
+		clock := newFakeClock()
+		s := k.open(t, k.fresh(t), Options{Now: clock.Now, MaxLiveSessions: 3})
+		for _, name := range []string{"a", "b", "c"} {
+			if _, err := s.TouchSession("alice", name, time.Hour); err != nil {
+				t.Fatal(err)
+			}
+		}
+		_, err := s.TouchSession("alice", "d", time.Hour)
+		if !errors.Is(err, ErrTooManySessions) {
+			t.Fatalf("a fourth live session: %v, want ErrTooManySessions", err)
+		}
+		if all, _ := s.Sessions(); len(all) != 3 {
+			t.Fatalf("the refused session was stored: %+v", all)
+		}
+		if _, err := s.TouchSession("alice", "b", time.Hour); err != nil {
+			t.Fatalf("renewing an existing session at the bound: %v", err)
+		}
+		if _, err := s.TouchSession("bob", "d", time.Hour); err != nil {
+			t.Fatalf("another owner: %v", err)
+		}
+		clock.Advance(30 * time.Minute)
+		if _, err := s.TouchSession("alice", "a", 10*time.Minute); err != nil {
 			t.Fatal(err)
 		}
-	}
-	_, err := s.TouchSession("alice", "d", time.Hour)
-	if !errors.Is(err, ErrTooManySessions) {
-		t.Fatalf("a fourth live session: %v, want ErrTooManySessions", err)
-	}
-	if all, _ := s.Sessions(); len(all) != 3 {
-		t.Fatalf("the refused session was stored: %+v", all)
-	}
-	if _, err := s.TouchSession("alice", "b", time.Hour); err != nil {
-		t.Fatalf("renewing an existing session at the bound: %v", err)
-	}
-	if _, err := s.TouchSession("bob", "d", time.Hour); err != nil {
-		t.Fatalf("another owner: %v", err)
-	}
-	clock.Advance(30 * time.Minute)
-	if _, err := s.TouchSession("alice", "a", 10*time.Minute); err != nil {
-		t.Fatal(err)
-	}
-	clock.Advance(20 * time.Minute) // a's lease has run out
-	if _, err := s.TouchSession("alice", "d", time.Hour); err != nil {
-		t.Fatalf("after a lease ran out: %v", err)
-	}
-	if _, err := s.TouchSession("alice", "a", time.Hour); err != nil {
-		t.Fatalf("renewing a session whose lease ran out: %v", err)
-	}
+		clock.Advance(20 * time.Minute) // a's lease has run out
+		if _, err := s.TouchSession("alice", "d", time.Hour); err != nil {
+			t.Fatalf("after a lease ran out: %v", err)
+		}
+		if _, err := s.TouchSession("alice", "a", time.Hour); err != nil {
+			t.Fatalf("renewing a session whose lease ran out: %v", err)
+		}
+	})
+}
+
+func TestClaimLapsedSession(t *testing.T) {
+	forEachStore(t, func(t *testing.T, k storeKind) {
+		s, clock := k.newTestStore(t)
+		if _, err := s.TouchSession("alice", "main", time.Hour); err != nil {
+			t.Fatal(err)
+		}
+		claim := func(st Store) bool {
+			t.Helper()
+			ok, err := st.ClaimLapsedSession("alice", "main", clock.Now(), 10*time.Minute)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return ok
+		}
+		if claim(s) {
+			t.Fatal("a live session was claimed")
+		}
+		clock.Advance(2 * time.Hour)
+		other := k.reopen(t, s, Options{Now: clock.Now}) // another process sharing the store
+		if !claim(s) || claim(other) || claim(s) {
+			t.Fatal("want exactly the first claim of a lapsed session to succeed")
+		}
+		clock.Advance(11 * time.Minute) // the holder died: its claim runs out
+		if !claim(other) {
+			t.Fatal("a claim that ran out was not taken over")
+		}
+		if err := other.ReleaseSessionClaim("alice", "main"); err != nil {
+			t.Fatal(err)
+		}
+		if !claim(s) {
+			t.Fatal("a released claim could not be taken")
+		}
+		if err := s.MarkSessionLapsed("alice", "main"); err != nil {
+			t.Fatal(err)
+		}
+		clock.Advance(time.Hour)
+		if claim(other) {
+			t.Fatal("a session marked lapsed was claimed again")
+		}
+		if _, err := other.TouchSession("alice", "main", time.Minute); err != nil {
+			t.Fatal(err)
+		}
+		clock.Advance(2 * time.Minute)
+		if !claim(s) {
+			t.Fatal("a session used again and lapsed again could not be claimed")
+		}
+		if ok, err := s.ClaimLapsedSession("alice", "nope", clock.Now(), time.Minute); ok || err != nil {
+			t.Fatalf("claim of a missing session = %v, %v", ok, err)
+		}
+		if err := s.ReleaseSessionClaim("alice", "nope"); err != nil {
+			t.Fatal(err)
+		}
+	})
 }

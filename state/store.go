@@ -1,71 +1,90 @@
-// Package state is e2b-mcp's memory: owners, sessions with their leases, sandbox records and checkpoints, kept in
-// one embedded bbolt file (state.db) so that a restarted server finds every sandbox it made.
-//
-// # Sharing the file between processes
-//
-// Every assistant window starts its own e2b-mcp process, and they all use the same state directory. bbolt takes an
-// exclusive flock on its file for as long as a DB handle is open, so a Store does not keep one: each operation
-// opens the file, runs one transaction and closes it again. Reads open it read-only under a shared lock (readers in
-// any process run side by side); writes open it read-write under the exclusive lock. A lock that can time out has
-// to be polled, and polling alone lets a process that writes back to back starve the others, so processes first
-// queue through a turnstile (state.lock beside state.db, see turnstile). Waiting gives up after
-// Options.LockTimeout (10s by default) with an error wrapping ErrBusy that names the file. Within one process a
-// sync.RWMutex orders the operations of a Store, so goroutines never poll against each other. One Store per
-// directory per process is enough; a second one works but polls against the first.
-//
-// The price is an open, mmap and close per operation: about 30µs for a read against under 1µs through a handle
-// held open; a write is dominated by its two fsyncs either way. BenchmarkSandboxRead, BenchmarkBoltViewHeldOpen,
-// BenchmarkPutSandbox and BenchmarkPutSandboxContended (another process writing all the while) measure it.
-//
-// # Durability and damaged files
-//
-// Every acknowledged write is a committed bbolt transaction, which fsyncs the data pages and then the meta page.
-// state.db is only ever created when no file of that name exists (an empty file, which holds nothing to lose, is
-// initialised too). Before bbolt sees an existing file, Open checks its header itself (bbolt can crash the process
-// on a file shorter than its meta page claims), then, in a read-only transaction, reads every key and value and
-// runs bbolt's consistency check. bbolt panics and memory faults on a damaged file become errors. A file that is truncated, garbage, another program's bbolt
-// database or from a newer e2b-mcp gives an error wrapping ErrUnusable that names the file; the store never
-// writes to such a file, let alone "repairs" it. Every transaction re-checks the application marker and the schema
-// version, so a process started before a newer e2b-mcp migrated the file stops instead of writing the old layout.
+// Package state is e2b-mcp's memory: owners, sessions with their leases, sandbox records and checkpoints, so that
+// a restarted server finds every sandbox it made. Two stores keep it behind one interface, Store: Bolt, one
+// embedded bbolt file in the state directory (the default), and Postgres, a PostgreSQL database that several
+// server processes (replicas behind a load balancer) share. Both seal envd access tokens the same way, migrate
+// their schema when they are opened, and pass the same test suite.
 //
 // # Secrets
 //
 // envd access tokens are sealed with AES-256-GCM under a 32-byte data key from a KeySource (the OS keyring in
 // production). Each sealed value has its own random nonce and the record's key as additional data, so a
-// ciphertext cannot be moved to another record. A sealed check value in the meta bucket tells a wrong data key
-// apart from a damaged record.
+// ciphertext cannot be moved to another record. A sealed check value kept with the records tells a wrong data
+// key apart from a damaged record.
 package state
 
 import (
-	"crypto/cipher"
 	"errors"
-	"fmt"
-	"os"
-	"path/filepath"
-	"runtime/debug"
-	"sync"
+	"strings"
 	"time"
-
-	"github.com/e2b-mcp/e2b-mcp/internal/filelock"
-	bolt "go.etcd.io/bbolt"
-	berrors "go.etcd.io/bbolt/errors"
 )
 
-// FileName is the name of the store's file inside the state directory.
-const FileName = "state.db"
+// Store is what the server remembers. Every method is safe for concurrent use, and every acknowledged write is
+// durable.
+type Store interface {
+	// TouchSession creates the owner and session if needed and renews the lease to Now()+lease; clears Lapsed. A
+	// session it would create while its owner has MaxLiveSessions live ones is refused (ErrTooManySessions); an
+	// existing one, live or lapsed, is always renewed.
+	TouchSession(owner, name string, lease time.Duration) (Session, error)
+	// Sessions lists every session of every owner, sorted by owner then name.
+	Sessions() ([]Session, error)
+	// LapsedSessions lists the sessions whose LeaseExpires is before now and that are not yet marked Lapsed.
+	LapsedSessions(now time.Time) ([]Session, error)
+	// ClaimLapsedSession makes this caller the one that applies the orphan action to a lapsed session, for hold
+	// from now: it reports false when the session is no longer lapsed-and-unmarked, or another caller's claim
+	// has not run out yet. Processes sharing the store sweep each orphan once this way; a claim whose holder
+	// died runs out and the session is swept again.
+	ClaimLapsedSession(owner, name string, now time.Time, hold time.Duration) (bool, error)
+	// ReleaseSessionClaim gives up a claim (after a failed sweep), so that the next sweep tries again at once.
+	ReleaseSessionClaim(owner, name string) error
+	// MarkSessionLapsed records that the orphan action has been applied (and ends any claim); the next
+	// TouchSession clears it. ErrNotFound if there is no such session.
+	MarkSessionLapsed(owner, name string) error
 
-// lockFileName is the turnstile beside it; it holds no data.
-const lockFileName = "state.lock"
+	// PutSandbox inserts or replaces the record keyed by (Owner, ID), recording the owner if new. A zero Created
+	// is stored as Now().
+	PutSandbox(r SandboxRecord) error
+	// Sandbox returns one record; ErrNotFound if absent or of another owner.
+	Sandbox(owner, id string) (SandboxRecord, error)
+	// SessionSandboxes returns the owner's sandboxes in session, sorted by Created (then ID).
+	SessionSandboxes(owner, session string) ([]SandboxRecord, error)
+	// AllSandboxes returns every owner's records, sorted by owner, then Created, then ID.
+	AllSandboxes() ([]SandboxRecord, error)
+	// UpdateSandbox runs fn on the record as one atomic read-modify-write (across processes too). If fn returns
+	// an error nothing is written and that error is returned; a panic in fn is re-raised after nothing was
+	// written. fn must not change Owner or ID.
+	UpdateSandbox(owner, id string, fn func(*SandboxRecord) error) (SandboxRecord, error)
+	// DeleteSandbox removes the record; ErrNotFound if absent. The sandbox's checkpoints are kept.
+	DeleteSandbox(owner, id string) error
 
-// DefaultLockTimeout is how long an operation waits for another process to release the file.
-const DefaultLockTimeout = 10 * time.Second
+	// PutCheckpoint inserts or replaces the checkpoint keyed by (Owner, ID). A zero Created is stored as Now().
+	PutCheckpoint(c Checkpoint) error
+	// Checkpoint returns one checkpoint; ErrNotFound if absent or of another owner.
+	Checkpoint(owner, id string) (Checkpoint, error)
+	// SessionCheckpoints returns the owner's checkpoints in session, of sandboxID or of all sandboxes when
+	// sandboxID is "", sorted by Created (then ID).
+	SessionCheckpoints(owner, session, sandboxID string) ([]Checkpoint, error)
+	// DeleteCheckpoint removes the checkpoint record; ErrNotFound if absent.
+	DeleteCheckpoint(owner, id string) error
+
+	// Owners lists every owner the store has seen, sorted.
+	Owners() ([]string, error)
+	// Location names the store in messages: the file's path, or the database URL without its password.
+	Location() string
+	// Close releases the store; later operations return ErrClosed.
+	Close() error
+}
+
+var (
+	_ Store = (*Bolt)(nil)
+	_ Store = (*Postgres)(nil)
+)
 
 var (
 	// ErrNotFound is wrapped by lookups of records that do not exist (or belong to another owner).
 	ErrNotFound = errors.New("not found")
-	// ErrBusy matches (errors.Is) the error when another process held the file for longer than the lock timeout.
+	// ErrBusy matches (errors.Is) the error when another process held the store for longer than the lock timeout.
 	ErrBusy = errors.New("state store is busy")
-	// ErrUnusable is wrapped when the file is damaged, foreign or from a newer e2b-mcp. The file is left as it is.
+	// ErrUnusable is wrapped when the store is damaged, foreign or from a newer e2b-mcp. It is left as it is.
 	ErrUnusable = errors.New("unusable state store")
 	// ErrClosed is returned by operations on a closed Store.
 	ErrClosed = errors.New("state store is closed")
@@ -77,321 +96,33 @@ var (
 type Options struct {
 	Keys KeySource        // required: the data key that seals envd access tokens
 	Now  func() time.Time // default time.Now
-	// LockTimeout bounds the wait for another process's lock on the file; default DefaultLockTimeout.
+	// LockTimeout bounds the wait for another process: its lock on the bbolt file, or a PostgreSQL operation
+	// (connection, locks and query together); default DefaultLockTimeout.
 	LockTimeout time.Duration
 	// MaxLiveSessions bounds the sessions one owner may have live (lease running) at once; default
 	// DefaultMaxLiveSessions. A caller may name any session, and each is a durable record.
 	MaxLiveSessions int
 }
 
-// Store is the state store. It is safe for concurrent use by goroutines and by processes sharing the directory.
-type Store struct {
-	path        string
-	keys        KeySource
-	now         func() time.Time
-	lockTimeout time.Duration
-	maxSessions int
-	migrations  []migration
-
-	mu     sync.RWMutex // write operations exclusive, reads shared; also guards closed
-	closed bool
-
-	turnMu sync.Mutex // one goroutine of this Store in the turnstile at a time, so they never poll against each other
-
-	keyMu sync.Mutex
-	aead  cipher.AEAD // nil until the data key has been fetched and checked against the file
+// IsPostgresURL reports whether where names a PostgreSQL database rather than a directory.
+func IsPostgresURL(where string) bool {
+	return strings.HasPrefix(where, "postgres://") || strings.HasPrefix(where, "postgresql://")
 }
 
-// Open opens the store in dir, creating dir (0700) and the file (0600) if missing. It validates the file and
-// migrates an older schema; it does not keep the file open (see the package comment).
-func Open(dir string, opts Options) (*Store, error) {
-	return open(dir, opts, schemaMigrations())
-}
-
-func open(dir string, opts Options, migrations []migration) (*Store, error) {
-	if dir == "" {
-		return nil, errors.New("state store: no state directory given")
-	}
-	if opts.Keys == nil {
-		return nil, errors.New("state store: Options.Keys is required")
-	}
-	s := &Store{
-		path:        filepath.Join(dir, FileName),
-		keys:        opts.Keys,
-		now:         opts.Now,
-		lockTimeout: opts.LockTimeout,
-		maxSessions: opts.MaxLiveSessions,
-		migrations:  migrations,
-	}
-	if s.maxSessions <= 0 {
-		s.maxSessions = DefaultMaxLiveSessions
-	}
-	if s.now == nil {
-		s.now = time.Now
-	}
-	if s.lockTimeout <= 0 {
-		s.lockTimeout = DefaultLockTimeout
-	}
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return nil, fmt.Errorf("state store: creating directory %s: %w", dir, err)
-	}
-	if err := s.createIfMissing(); err != nil {
-		return nil, err
-	}
-	if err := s.prepare(); err != nil {
-		return nil, err
-	}
-	return s, nil
-}
-
-// createIfMissing creates an empty file when none exists. O_EXCL makes the creation race between processes
-// harmless: exactly one creates it, and bbolt initialises an empty file under its exclusive lock.
-func (s *Store) createIfMissing() error {
-	f, err := os.OpenFile(s.path, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
-	if errors.Is(err, os.ErrExist) {
-		return nil
-	}
-	if err != nil {
-		return fmt.Errorf("state store: creating %s: %w", s.path, err)
-	}
-	if err := f.Close(); err != nil {
-		return fmt.Errorf("state store: creating %s: %w", s.path, err)
-	}
-	return syncDir(filepath.Dir(s.path))
-}
-
-// prepare validates the file and brings it to the current schema.
-func (s *Store) prepare() error {
-	fresh, err := checkFileHeader(s.path)
-	if err != nil {
-		return err
-	}
-	if fresh {
-		// Empty file: initialise it (or find it initialised by a racing process) in one write transaction.
-		return s.withDB(true, func(tx *bolt.Tx) error { return s.initOrCheck(tx) })
-	}
-	var version int
-	err = s.withDBOpts(false, true, func(tx *bolt.Tx) error {
-		var err error
-		if version, err = s.readSchema(tx); err != nil {
-			return err
-		}
-		return s.consistencyCheck(tx)
-	})
-	if err != nil {
-		return err
-	}
-	if version == s.currentVersion() {
-		return nil
-	}
-	return s.withDB(true, func(tx *bolt.Tx) error { return s.migrate(tx) })
-}
-
-// Path is the store's file.
-func (s *Store) Path() string { return s.path }
-
-// Close marks the store closed; later operations return ErrClosed. The file is not held open between operations,
-// so there is nothing else to release.
-func (s *Store) Close() error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.closed = true
-	s.keyMu.Lock()
-	s.aead = nil
-	s.keyMu.Unlock()
-	return nil
-}
-
-func (s *Store) view(fn func(*bolt.Tx) error) error {
-	return s.withDB(false, func(tx *bolt.Tx) error {
-		if err := s.checkSchema(tx); err != nil {
-			return err
-		}
-		return fn(tx)
-	})
-}
-
-func (s *Store) update(fn func(*bolt.Tx) error) error {
-	return s.withDB(true, func(tx *bolt.Tx) error {
-		if err := s.checkSchema(tx); err != nil {
-			return err
-		}
-		return fn(tx)
-	})
-}
-
-// withDB opens the file, runs fn in one transaction and closes the file. A panic or memory fault inside bbolt
-// (possible on a file damaged behind our back) becomes an ErrUnusable error instead of crashing the server.
-func (s *Store) withDB(write bool, fn func(*bolt.Tx) error) error {
-	return s.withDBOpts(write, false, fn)
-}
-
-// withDBOpts is withDB; preload makes a read-only open load the freelist on this goroutine too.
-func (s *Store) withDBOpts(write, preload bool, fn func(*bolt.Tx) error) (err error) {
-	if write {
-		s.mu.Lock()
-		defer s.mu.Unlock()
-	} else {
-		s.mu.RLock()
-		defer s.mu.RUnlock()
-	}
-	if s.closed {
-		return ErrClosed
-	}
-	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
-
-	var (
-		db   *bolt.DB
-		file *os.File
-	)
-	defer func() {
-		r := recover()
-		if r == nil {
-			return
-		}
-		if db == nil || !closeQuietly(db) {
-			if file != nil {
-				_ = file.Close() // releases the flock bbolt took
-			}
-		}
-		err = fmt.Errorf("%w: %s cannot be read (bbolt failed: %v); it was left untouched", ErrUnusable, s.path, r)
-	}()
-
-	db, err = s.openBolt(write, preload, &file)
-	if err != nil {
-		return err
-	}
-	if write {
-		err = db.Update(fn)
-	} else {
-		err = db.View(fn)
-	}
-	if cerr := db.Close(); cerr != nil && err == nil {
-		err = fmt.Errorf("state store %s: closing: %w", s.path, cerr)
-	}
-	db = nil
-	return err
-}
-
-// openBolt opens the file with bbolt once this Store's turn has come (see turnstile), polling for bbolt's lock
-// until the lock timeout. bbolt must never create the file (only createIfMissing does), so O_CREATE is stripped
-// from its flags.
-func (s *Store) openBolt(write, preload bool, file **os.File) (*bolt.DB, error) {
-	deadline := time.Now().Add(s.lockTimeout)
-	s.turnMu.Lock()
-	defer s.turnMu.Unlock()
-	turn, err := s.enterTurnstile(deadline)
-	if err != nil {
-		return nil, err
-	}
-	defer turn.leave()
-
-	opts := &bolt.Options{
-		ReadOnly:        !write,
-		PreLoadFreelist: preload,
-		// Any timeout at or below bbolt's own 50ms poll interval makes it try the lock exactly once.
-		Timeout: time.Nanosecond,
-		OpenFile: func(name string, flag int, perm os.FileMode) (*os.File, error) {
-			f, err := os.OpenFile(name, flag&^os.O_CREATE, perm)
-			*file = f
-			return f, err
-		},
-	}
-	// Holding the turnstile, only the current holder of the database lock stands in the way: poll briskly.
-	wait := 50 * time.Microsecond
-	for {
-		db, err := bolt.Open(s.path, 0o600, opts)
-		switch {
-		case err == nil:
-			return db, nil
-		case errors.Is(err, berrors.ErrTimeout):
-			if !time.Now().Before(deadline) {
-				return nil, s.busy()
-			}
-			time.Sleep(wait)
-			wait = min(2*wait, 2*time.Millisecond)
-		case errors.Is(err, os.ErrNotExist):
-			return nil, fmt.Errorf("state store %s has disappeared (deleted while in use?): %w", s.path, err)
-		case errors.Is(err, berrors.ErrInvalid), errors.Is(err, berrors.ErrChecksum),
-			errors.Is(err, berrors.ErrVersionMismatch):
-			return nil, fmt.Errorf("%w: %s is not a readable state store (%v); it was left untouched",
-				ErrUnusable, s.path, err)
-		default:
-			return nil, fmt.Errorf("state store %s: opening: %w", s.path, err)
-		}
-	}
-}
-
-func (s *Store) busy() error { return busyError{path: s.path, waited: s.lockTimeout} }
-
-// busyError reads "state store <path> is busy ..." and matches ErrBusy.
-type busyError struct {
-	path   string
-	waited time.Duration
-}
-
-func (e busyError) Error() string {
-	return fmt.Sprintf("state store %s is busy: another process has held it for more than %s "+
-		"(is an e2b-mcp process stuck?)", e.path, e.waited)
-}
-
-func (e busyError) Is(target error) bool { return target == ErrBusy }
-
-// The turnstile makes the database lock fair between processes. Lock calls that fail instead of waiting (the
-// only kind with a timeout) let a process that writes back to back re-take the database lock before a waiting
-// process polls again, starving it. So every operation first takes the turnstile (an exclusive lock on
-// state.lock), then the database lock, then releases the turnstile. A process waiting for the database lock
-// holds the turnstile, so the process that has just released the database lock cannot take it again before the
-// waiter has had it. The turnstile only orders processes; exclusion is bbolt's lock alone.
-type turnstile struct{ f *os.File }
-
-func (s *Store) enterTurnstile(deadline time.Time) (turnstile, error) {
-	path := filepath.Join(filepath.Dir(s.path), lockFileName)
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
-	if err != nil {
-		// A read-only directory, say: without the turnstile processes are still correct, only less fair.
-		return turnstile{}, nil
-	}
-	wait := 100 * time.Microsecond
-	for {
-		ok, err := filelock.TryLock(f)
-		if errors.Is(err, filelock.ErrUnsupported) {
-			// No lock call on this platform: processes then compete for the database lock alone, which keeps them
-			// correct but lets a busy writer starve the others.
-			_ = f.Close()
-			return turnstile{}, nil
-		}
+// OpenAt opens the store at where: a PostgreSQL URL (see IsPostgresURL), or a state directory for the embedded
+// store.
+func OpenAt(where string, opts Options) (Store, error) {
+	// A nil *Bolt or *Postgres must not become a non-nil Store.
+	if IsPostgresURL(where) {
+		pg, err := OpenPostgres(where, opts)
 		if err != nil {
-			_ = f.Close()
-			return turnstile{}, fmt.Errorf("state store %s: locking %s: %w", s.path, path, err)
+			return nil, err
 		}
-		if ok {
-			return turnstile{f: f}, nil
-		}
-		if !time.Now().Before(deadline) {
-			_ = f.Close()
-			return turnstile{}, s.busy()
-		}
-		time.Sleep(wait)
-		wait = min(2*wait, 5*time.Millisecond)
+		return pg, nil
 	}
-}
-
-func (t turnstile) leave() {
-	if t.f == nil {
-		return
+	b, err := Open(where, opts)
+	if err != nil {
+		return nil, err
 	}
-	_ = filelock.Unlock(t.f)
-	_ = t.f.Close()
-}
-
-// closeQuietly closes db after a panic inside it; it reports whether the close itself completed.
-func closeQuietly(db *bolt.DB) (ok bool) {
-	defer func() {
-		if recover() != nil {
-			ok = false
-		}
-	}()
-	_ = db.Close()
-	return true
+	return b, nil
 }

@@ -10,7 +10,13 @@ import (
 // auditEntries runs `e2b-mcp audit --json` with extra filters and decodes its lines.
 func (x *h) auditEntries(filters ...string) []map[string]any {
 	x.t.Helper()
-	r := x.mustRun(nil, append([]string{"audit", "--json", "--state-dir", x.path("state")}, filters...)...)
+	return x.auditEntriesIn(x.path("state"), filters...)
+}
+
+// auditEntriesIn is auditEntries of the server with state directory dir.
+func (x *h) auditEntriesIn(dir string, filters ...string) []map[string]any {
+	x.t.Helper()
+	r := x.mustRun(nil, append([]string{"audit", "--json", "--state-dir", dir}, filters...)...)
 	var out []map[string]any
 	for _, line := range strings.Split(strings.TrimSpace(r.stdout), "\n") {
 		if line == "" {

@@ -516,6 +516,16 @@ type httpServer struct {
 	base   string // http://127.0.0.1:port
 	stderr *capture
 	done   chan struct{}
+	cmd    *exec.Cmd
+}
+
+// kill9 kills the server with SIGKILL, as a crash or an OOM kill would, and waits for it.
+func (s *httpServer) kill9(t testing.TB) {
+	t.Helper()
+	if err := s.cmd.Process.Kill(); err != nil {
+		t.Fatalf("kill -9: %v", err)
+	}
+	<-s.done
 }
 
 // startHTTP starts `serve` on a free loopback port and waits until /healthz answers.
@@ -535,6 +545,7 @@ func (x *h) startHTTPOn(port string, args ...string) *httpServer {
 	if err := cmd.Start(); err != nil {
 		x.t.Fatalf("starting e2b-mcp: %v", err)
 	}
+	s.cmd = cmd
 	go func() { _ = cmd.Wait(); close(s.done) }()
 	x.t.Cleanup(func() {
 		_ = cmd.Process.Signal(os.Interrupt)

@@ -25,7 +25,7 @@ import (
 type base struct {
 	clients ClientSource
 	egress  egress.Source
-	store   *state.Store
+	store   state.Store
 	cfg     Config
 	log     *slog.Logger
 	now     func() time.Time
@@ -368,7 +368,7 @@ func joinWarnings(ws ...string) string {
 // the answer the tool itself would give ("Sandbox 'x' not found in this session..."). The server asks before it
 // queues a call for a human's approval: a human is never asked about a call that cannot run, and made-up IDs
 // cannot fill the approval queue. It reads only the store.
-func UnknownTarget(store *state.Store, call Caller, args map[string]any) (string, bool, error) {
+func UnknownTarget(store state.Store, call Caller, args map[string]any) (string, bool, error) {
 	b := &base{store: store}
 	var err error
 	if id, _ := args["sandbox_id"].(string); id != "" {

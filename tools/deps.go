@@ -120,7 +120,7 @@ type Deps struct {
 	// Egress configures every sandbox that comes alive (create, resume, fork, adoption); nil leaves E2B's
 	// default (no limits, no rules) and sends no egress configuration at all.
 	Egress egress.Source
-	Store  *state.Store
+	Store  state.Store
 	Config Config
 	Logger *slog.Logger     // nil discards
 	Now    func() time.Time // nil is time.Now

@@ -47,7 +47,7 @@ func (k keyedClients) Client(_ context.Context, owner string) (*e2b.Client, erro
 // env is one emulator and one store shared by any number of MCP connections.
 type env struct {
 	emu   *e2btest.Server
-	store *state.Store
+	store state.Store
 	deps  Deps
 }
 

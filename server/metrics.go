@@ -1,0 +1,143 @@
+package server
+
+import (
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/e2b-mcp/e2b-mcp/policy"
+	"github.com/e2b-mcp/e2b-mcp/state"
+)
+
+// PathMetrics serves the metrics in Prometheus' text format, behind the same authentication as /mcp.
+const PathMetrics = "/metrics"
+
+// metrics are what /metrics shows. They live in a registry of the Server's own (no global state), so servers in
+// one process (tests) do not mix their counts. Counters and histograms count this process's calls; the gauges
+// of sandboxes and approvals read the store at scrape time, so every replica on one database shows the same
+// values (aggregate them with max, not sum).
+type metrics struct {
+	registry  *prometheus.Registry
+	calls     *prometheus.CounterVec
+	latency   *prometheus.HistogramVec
+	e2bErrors *prometheus.CounterVec
+}
+
+func newMetrics() *metrics {
+	m := &metrics{
+		registry: prometheus.NewRegistry(),
+		calls: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "e2b_mcp_tool_calls_total",
+			Help: "Tool calls by tool, policy decision (allow, deny, require_approval, invalid_arguments) and outcome (ok, error, denied, declined, pending_approval).",
+		}, []string{"tool", "decision", "outcome"}),
+		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "e2b_mcp_tool_call_duration_seconds",
+			Help: "Time from a tool call's arrival to its result, by tool and outcome (waits for a human included).",
+			// From a denied call (well under a millisecond) to a long command or a create (minutes).
+			Buckets: []float64{.001, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 300},
+		}, []string{"tool", "outcome"}),
+		e2bErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "e2b_mcp_e2b_api_errors_total",
+			Help: "Answers of E2B (control plane and envd) with an HTTP status of 400 or more, by status; \"unreachable\" counts requests that got no answer. Retried attempts count each.",
+		}, []string{"status"}),
+	}
+	m.registry.MustRegister(m.calls, m.latency, m.e2bErrors,
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return m
+}
+
+// observeCall counts a finished tool call.
+func (m *metrics) observeCall(tool, decision, outcome string, took time.Duration) {
+	m.calls.WithLabelValues(tool, decision, outcome).Inc()
+	m.latency.WithLabelValues(tool, outcome).Observe(took.Seconds())
+}
+
+// watchStore adds the gauges read from the store and the approvals at scrape time.
+func (m *metrics) watchStore(store state.Store, approvals *policy.Approvals, onError func(error)) {
+	m.registry.MustRegister(&storeCollector{store: store, approvals: approvals, onError: onError})
+}
+
+// handler serves the registry; a failed gauge is left out of the answer (and logged), the rest still served.
+func (m *metrics) handler() http.Handler {
+	return promhttp.HandlerFor(m.registry, promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError})
+}
+
+// countingTransport counts E2B's error answers on their way to the e2b client.
+type countingTransport struct {
+	next   http.RoundTripper
+	errors *prometheus.CounterVec
+}
+
+func (t countingTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	resp, err := t.next.RoundTrip(r)
+	switch {
+	case err != nil:
+		if r.Context().Err() == nil { // a call its caller gave up on is not E2B's error
+			t.errors.WithLabelValues("unreachable").Inc()
+		}
+	case resp.StatusCode >= 400:
+		t.errors.WithLabelValues(strconv.Itoa(resp.StatusCode)).Inc()
+	}
+	return resp, err
+}
+
+// httpClient wraps an HTTP client's transport so that E2B's errors are counted.
+func (m *metrics) httpClient(c *http.Client) *http.Client {
+	next := c.Transport
+	if next == nil {
+		next = http.DefaultTransport
+	}
+	out := *c
+	out.Transport = countingTransport{next: next, errors: m.e2bErrors}
+	return &out
+}
+
+var (
+	sandboxesDesc = prometheus.NewDesc("e2b_mcp_sandboxes",
+		"Sandboxes the store records, by state (running, paused, gone).", []string{"state"}, nil)
+	approvalsDesc = prometheus.NewDesc("e2b_mcp_approvals_waiting",
+		"Approval requests waiting for a human (not yet approved or expired).", nil, nil)
+)
+
+// storeCollector reads the gauges from the store when Prometheus scrapes.
+type storeCollector struct {
+	store     state.Store
+	approvals *policy.Approvals
+	onError   func(error)
+}
+
+func (c *storeCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- sandboxesDesc
+	ch <- approvalsDesc
+}
+
+func (c *storeCollector) Collect(ch chan<- prometheus.Metric) {
+	if recs, err := c.store.AllSandboxes(); err != nil {
+		c.onError(err)
+		ch <- prometheus.NewInvalidMetric(sandboxesDesc, err)
+	} else {
+		counts := map[string]int{state.StateRunning: 0, state.StatePaused: 0, state.StateGone: 0}
+		for _, r := range recs {
+			counts[r.State]++
+		}
+		for st, n := range counts {
+			ch <- prometheus.MustNewConstMetric(sandboxesDesc, prometheus.GaugeValue, float64(n), st)
+		}
+	}
+	if pending, err := c.approvals.List(); err != nil {
+		c.onError(err)
+		ch <- prometheus.NewInvalidMetric(approvalsDesc, err)
+	} else {
+		waiting := 0
+		for _, p := range pending {
+			if !p.Approved {
+				waiting++
+			}
+		}
+		ch <- prometheus.MustNewConstMetric(approvalsDesc, prometheus.GaugeValue, float64(waiting))
+	}
+}

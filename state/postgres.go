@@ -1,0 +1,427 @@
+package state
+
+import (
+	"context"
+	"crypto/cipher"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/url"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// Postgres is the store that replicas share: the same records as Bolt's, one table per kind of record, in a
+// PostgreSQL database. Every operation is one transaction: reads see one snapshot, and a read-modify-write
+// (UpdateSandbox, a session's claim) locks its row with SELECT ... FOR UPDATE, so replicas never lose each
+// other's updates. Each operation, connection included, must finish within Options.LockTimeout; past it the
+// error wraps ErrBusy and names the database.
+//
+// The tables (see pgMigrations) are created in the connection's search_path, so one database can hold several
+// stores in different schemas (?search_path=NAME in the URL). e2b_mcp_meta holds the application marker, the
+// schema version and the data key's check value; as in the bbolt file, a database of another program or of a
+// newer e2b-mcp is refused and left as it is, and every transaction re-checks the version.
+type Postgres struct {
+	records // the Store methods
+
+	pool       *pgxpool.Pool
+	keys       KeySource
+	timeout    time.Duration
+	migrations []string
+	closed     atomic.Bool
+
+	keyMu sync.Mutex
+	aead  cipher.AEAD // nil until the data key has been fetched and checked against the database
+}
+
+// OpenPostgres connects to the database at dbURL (postgres://user:password@host:port/db?options), creates the
+// store's tables if missing and migrates an older schema.
+func OpenPostgres(dbURL string, opts Options) (*Postgres, error) {
+	return openPostgres(dbURL, opts, pgMigrations())
+}
+
+func openPostgres(dbURL string, opts Options, migrations []string) (*Postgres, error) {
+	if opts.Keys == nil {
+		return nil, errors.New("state store: Options.Keys is required")
+	}
+	where := URLWithoutPassword(dbURL)
+	cfg, err := pgxpool.ParseConfig(dbURL)
+	if err != nil {
+		// pgx's message quotes the URL with its password masked.
+		return nil, fmt.Errorf("state store %s: %w", where, err)
+	}
+	s := &Postgres{keys: opts.Keys, timeout: opts.LockTimeout, migrations: migrations}
+	s.records = newRecords(pgRunner{s}, opts, where)
+	if s.timeout <= 0 {
+		s.timeout = DefaultLockTimeout
+	}
+	cfg.ConnConfig.ConnectTimeout = s.timeout
+	if s.pool, err = pgxpool.NewWithConfig(context.Background(), cfg); err != nil {
+		return nil, fmt.Errorf("state store %s: %w", where, err)
+	}
+	if err := s.prepare(); err != nil {
+		s.pool.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+// Close closes the connections; later operations return ErrClosed.
+func (s *Postgres) Close() error {
+	if s.closed.Swap(true) {
+		return nil
+	}
+	s.pool.Close()
+	s.keyMu.Lock()
+	s.aead = nil
+	s.keyMu.Unlock()
+	return nil
+}
+
+// URLWithoutPassword is a database URL with its password removed (from the user part and the query), for
+// messages and for commands shown to a human: pgx finds the password in PGPASSWORD or ~/.pgpass as well.
+func URLWithoutPassword(dbURL string) string {
+	u, err := url.Parse(dbURL)
+	if err != nil {
+		return "(a PostgreSQL URL that does not parse)"
+	}
+	if u.User != nil {
+		u.User = url.User(u.User.Username())
+	}
+	q := u.Query()
+	for k := range q {
+		if strings.Contains(strings.ToLower(k), "password") {
+			q.Del(k)
+		}
+	}
+	u.RawQuery = q.Encode()
+	return u.String()
+}
+
+// pgRunner runs the record logic's transactions on a Postgres.
+type pgRunner struct{ s *Postgres }
+
+func (r pgRunner) view(fn func(recordTx) error) error   { return r.s.run(false, fn) }
+func (r pgRunner) update(fn func(recordTx) error) error { return r.s.run(true, fn) }
+
+// run runs fn in one transaction: a read-only snapshot, or a read-committed write transaction whose gets lock
+// their rows.
+func (s *Postgres) run(write bool, fn func(recordTx) error) error {
+	opts := pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}
+	if write {
+		opts = pgx.TxOptions{IsoLevel: pgx.ReadCommitted}
+	}
+	return s.inTx(opts, func(ctx context.Context, tx pgx.Tx) error {
+		if err := s.checkSchema(ctx, tx, write); err != nil {
+			return err
+		}
+		return fn(pgTx{s: s, ctx: ctx, tx: tx, write: write})
+	})
+}
+
+// inTx runs fn in a transaction within the store's timeout, and names the database in any error.
+func (s *Postgres) inTx(opts pgx.TxOptions, fn func(context.Context, pgx.Tx) error) error {
+	if s.closed.Load() {
+		return ErrClosed
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), s.timeout)
+	defer cancel()
+	var fnErr error
+	err := pgx.BeginTxFunc(ctx, s.pool, opts, func(tx pgx.Tx) error {
+		fnErr = fn(ctx, tx)
+		return fnErr
+	})
+	switch {
+	case err == nil:
+		return nil
+	case s.closed.Load():
+		return ErrClosed
+	case ctx.Err() != nil:
+		return pgBusyError{where: s.where, waited: s.timeout}
+	case fnErr != nil && err == fnErr:
+		return err // the database errors in it are named by dbError already
+	}
+	return s.dbError(err) // connecting, beginning or committing
+}
+
+// dbError names the database in an error of the driver.
+func (s *Postgres) dbError(err error) error {
+	if err == nil {
+		return nil
+	}
+	return fmt.Errorf("state store %s: %w", s.where, err)
+}
+
+// pgBusyError reads "state store <url> is busy ..." and matches ErrBusy.
+type pgBusyError struct {
+	where  string
+	waited time.Duration
+}
+
+func (e pgBusyError) Error() string {
+	return fmt.Sprintf("state store %s is busy: PostgreSQL did not complete an operation within %s "+
+		"(is the database reachable, or a lock held by a stuck process?)", e.where, e.waited)
+}
+
+func (e pgBusyError) Is(target error) bool { return target == ErrBusy }
+
+// pgTable is the table of a kind of record. Its columns are owner, id (a session's name for sessions) and the
+// record as JSON, the document the bbolt file holds.
+func pgTable(table string) string { return "e2b_mcp_" + table }
+
+// pgTx is a recordTx of the database.
+type pgTx struct {
+	s     *Postgres
+	ctx   context.Context
+	tx    pgx.Tx
+	write bool
+}
+
+// storable: PostgreSQL's text holds neither NUL bytes nor invalid UTF-8, and no record has such a name, so a
+// lookup by one finds nothing rather than failing.
+func storable(names ...string) bool {
+	for _, n := range names {
+		if n != "" && checkName("", n) != nil {
+			return false
+		}
+	}
+	return true
+}
+
+func (t pgTx) get(table, owner, id string) ([]byte, error) {
+	if !storable(owner, id) {
+		return nil, nil
+	}
+	q := "SELECT record FROM " + pgTable(table) + " WHERE owner = $1 AND id = $2"
+	if t.write {
+		q += " FOR UPDATE"
+	}
+	var v []byte
+	err := t.tx.QueryRow(t.ctx, q, owner, id).Scan(&v)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, nil
+	}
+	return v, t.s.dbError(err)
+}
+
+func (t pgTx) put(table, owner, id string, v []byte) error {
+	_, err := t.tx.Exec(t.ctx, "INSERT INTO "+pgTable(table)+" (owner, id, record) VALUES ($1, $2, $3) "+
+		"ON CONFLICT (owner, id) DO UPDATE SET record = EXCLUDED.record", owner, id, string(v))
+	return t.s.dbError(err)
+}
+
+func (t pgTx) del(table, owner, id string) (bool, error) {
+	if !storable(owner, id) {
+		return false, nil
+	}
+	tag, err := t.tx.Exec(t.ctx, "DELETE FROM "+pgTable(table)+" WHERE owner = $1 AND id = $2", owner, id)
+	return tag.RowsAffected() > 0, t.s.dbError(err)
+}
+
+func (t pgTx) each(table, owner string, fn func(owner, id string, v []byte) error) error {
+	q := "SELECT owner, id, record FROM " + pgTable(table)
+	var args []any
+	if owner != "" {
+		if !storable(owner) {
+			return nil
+		}
+		q += " WHERE owner = $1"
+		args = append(args, owner)
+	}
+	rows, err := t.tx.Query(t.ctx, q+" ORDER BY owner, id", args...)
+	if err != nil {
+		return t.s.dbError(err)
+	}
+	// All rows are read before fn runs: fn may query too (the data key's check value), and a connection
+	// serves one query at a time.
+	type row struct {
+		owner, id string
+		record    []byte
+	}
+	all, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (row, error) {
+		var x row
+		err := r.Scan(&x.owner, &x.id, &x.record)
+		return x, err
+	})
+	if err != nil {
+		return t.s.dbError(err)
+	}
+	for _, r := range all {
+		if err := fn(r.owner, r.id, r.record); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (t pgTx) ensureOwner(owner string, now time.Time) error {
+	v, err := json.Marshal(ownerV1{Created: now})
+	if err != nil {
+		return err
+	}
+	_, err = t.tx.Exec(t.ctx, "INSERT INTO e2b_mcp_owners (owner, record) VALUES ($1, $2) ON CONFLICT (owner) DO NOTHING",
+		owner, string(v))
+	return t.s.dbError(err)
+}
+
+func (t pgTx) owners() ([]string, error) {
+	rows, err := t.tx.Query(t.ctx, "SELECT owner FROM e2b_mcp_owners ORDER BY owner")
+	if err != nil {
+		return nil, t.s.dbError(err)
+	}
+	out, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	return out, t.s.dbError(err)
+}
+
+// cipher returns the AEAD for the data key, fetching the key on first use and checking it against the key-check
+// value in e2b_mcp_meta. A write transaction adds the check value when there is none (the first of several
+// replicas to do so wins; the others check their key against it). The AEAD is only cached once a committed
+// check value has confirmed it.
+func (t pgTx) cipher() (cipher.AEAD, error) {
+	s := t.s
+	s.keyMu.Lock()
+	defer s.keyMu.Unlock()
+	if s.aead != nil {
+		return s.aead, nil
+	}
+	aead, err := dataCipher(s.keys, s.where)
+	if err != nil {
+		return nil, err
+	}
+	check, err := t.meta(metaKeyCheck)
+	if err != nil {
+		return nil, err
+	}
+	committed := check != nil
+	if check == nil {
+		if !t.write {
+			return nil, fmt.Errorf("%w: %s holds sealed secrets but no data key check value", ErrUnusable, s.where)
+		}
+		sealed, err := newKeyCheck(aead, s.where)
+		if err != nil {
+			return nil, err
+		}
+		if _, err := t.tx.Exec(t.ctx, "INSERT INTO e2b_mcp_meta (key, value) VALUES ($1, $2) ON CONFLICT (key) DO NOTHING",
+			metaKeyCheck, sealed); err != nil {
+			return nil, s.dbError(err)
+		}
+		if check, err = t.meta(metaKeyCheck); err != nil {
+			return nil, err
+		}
+	}
+	if err := verifyKeyCheck(aead, check, s.where); err != nil {
+		return nil, err
+	}
+	if committed {
+		s.aead = aead
+	}
+	return aead, nil
+}
+
+// meta reads a value of e2b_mcp_meta; nil when it is absent.
+func (t pgTx) meta(key string) ([]byte, error) {
+	var v []byte
+	err := t.tx.QueryRow(t.ctx, "SELECT value FROM e2b_mcp_meta WHERE key = $1", key).Scan(&v)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, nil
+	}
+	return v, t.s.dbError(err)
+}
+
+// Document is a named document that processes sharing the database read and replace whole, one at a time (the
+// approvals of calls that wait for a human are one).
+func (s *Postgres) Document(name string) *PostgresDocument {
+	return &PostgresDocument{s: s, name: name}
+}
+
+// PostgresDocument is a row of e2b_mcp_documents.
+type PostgresDocument struct {
+	s    *Postgres
+	name string
+}
+
+// Location names the document in messages.
+func (d *PostgresDocument) Location() string {
+	return fmt.Sprintf("document %q in %s", d.name, d.s.where)
+}
+
+// Update calls fn with the document (nil when there is none yet) in one transaction. With write set the row is
+// locked (created first if missing), so updates of several processes follow one another, and a non-nil result
+// replaces the document when the transaction commits.
+func (d *PostgresDocument) Update(write bool, fn func(doc []byte) ([]byte, error)) error {
+	opts := pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}
+	if write {
+		opts = pgx.TxOptions{IsoLevel: pgx.ReadCommitted}
+	}
+	s := d.s
+	return s.inTx(opts, func(ctx context.Context, tx pgx.Tx) error {
+		if err := s.checkSchema(ctx, tx, write); err != nil {
+			return err
+		}
+		q := "SELECT body FROM e2b_mcp_documents WHERE name = $1"
+		if write {
+			if _, err := tx.Exec(ctx, "INSERT INTO e2b_mcp_documents (name) VALUES ($1) ON CONFLICT (name) DO NOTHING",
+				d.name); err != nil {
+				return s.dbError(err)
+			}
+			q += " FOR UPDATE"
+		}
+		var body []byte
+		if err := tx.QueryRow(ctx, q, d.name).Scan(&body); err != nil && !errors.Is(err, pgx.ErrNoRows) {
+			return s.dbError(err)
+		}
+		next, err := fn(body)
+		if err != nil || next == nil || !write {
+			return err
+		}
+		_, err = tx.Exec(ctx, "UPDATE e2b_mcp_documents SET body = $2 WHERE name = $1", d.name, next)
+		return s.dbError(err)
+	})
+}
+
+// Put replaces the document.
+func (d *PostgresDocument) Put(body []byte) error {
+	return d.s.inTx(pgx.TxOptions{IsoLevel: pgx.ReadCommitted}, func(ctx context.Context, tx pgx.Tx) error {
+		if err := d.s.checkSchema(ctx, tx, true); err != nil {
+			return err
+		}
+		_, err := tx.Exec(ctx, "INSERT INTO e2b_mcp_documents (name, body) VALUES ($1, $2) "+
+			"ON CONFLICT (name) DO UPDATE SET body = EXCLUDED.body", d.name, body)
+		return d.s.dbError(err)
+	})
+}
+
+// Get returns the document; ErrNotFound when there is none.
+func (d *PostgresDocument) Get() ([]byte, error) {
+	var body []byte
+	err := d.Update(false, func(doc []byte) ([]byte, error) {
+		body = doc
+		return nil, nil
+	})
+	if err == nil && body == nil {
+		err = fmt.Errorf("%s: %w", d.Location(), ErrNotFound)
+	}
+	return body, err
+}
+
+// DropDocuments deletes the documents whose names start with prefix, but for those named prefix+k for a k in
+// keep.
+func (s *Postgres) DropDocuments(prefix string, keep []string) error {
+	names := make([]string, len(keep))
+	for i, k := range keep {
+		names[i] = prefix + k
+	}
+	return s.inTx(pgx.TxOptions{IsoLevel: pgx.ReadCommitted}, func(ctx context.Context, tx pgx.Tx) error {
+		if err := s.checkSchema(ctx, tx, true); err != nil {
+			return err
+		}
+		_, err := tx.Exec(ctx, "DELETE FROM e2b_mcp_documents WHERE starts_with(name, $1) AND NOT (name = ANY($2))",
+			prefix, names)
+		return s.dbError(err)
+	})
+}

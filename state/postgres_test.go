@@ -1,0 +1,257 @@
+package state
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/e2b-mcp/e2b-mcp/internal/pgtest"
+)
+
+// The PostgreSQL store's own concerns: what lies in the database, damaged or foreign databases, several
+// processes opening one database, and its password.
+
+func pgKind() storeKind { return storeKind{name: "postgres", fresh: freshDatabase} }
+
+// queryValue reads one value straight from the database, behind the store's back.
+func queryValue[T any](t *testing.T, dbURL, sql string, args ...any) T {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, dbURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	var v T
+	if err := conn.QueryRow(ctx, sql, args...).Scan(&v); err != nil {
+		t.Fatalf("%s: %v", sql, err)
+	}
+	return v
+}
+
+func TestPostgresTokensSealedAndBoundToRecord(t *testing.T) {
+	s, clock := pgKind().newTestStore(t)
+	for _, id := range []string{"sbx1", "sbx2"} {
+		if err := s.PutSandbox(sampleSandbox("alice", id, "main", clock.Now())); err != nil {
+			t.Fatal(err)
+		}
+	}
+	dump := queryValue[string](t, s.where, "SELECT string_agg(record::text, '') FROM e2b_mcp_sandboxes")
+	if strings.Contains(dump, "envd-token-") {
+		t.Fatalf("a plaintext envd token is in the database: %s", dump)
+	}
+	// An attacker with write access to the database moves sbx1's sealed token onto sbx2's record.
+	if err := pgServer.Exec(s.where, `UPDATE e2b_mcp_sandboxes SET record = (SELECT record FROM e2b_mcp_sandboxes
+		WHERE id = 'sbx1') WHERE id = 'sbx2'`); err != nil {
+		t.Fatal(err)
+	}
+	_, err := s.Sandbox("alice", "sbx2")
+	wantErr(t, err, "does not decrypt")
+	if !errors.Is(err, ErrUnusable) {
+		t.Fatalf("moved ciphertext: %v, want ErrUnusable", err)
+	}
+	if got, err := s.Sandbox("alice", "sbx1"); err != nil || got.AccessToken != "envd-token-sbx1" {
+		t.Fatalf("the untouched record: %+v, %v", got, err)
+	}
+}
+
+func TestPostgresWrongDataKey(t *testing.T) {
+	k := pgKind()
+	s, clock := k.newTestStore(t)
+	if err := s.PutSandbox(sampleSandbox("alice", "sbx1", "main", clock.Now())); err != nil {
+		t.Fatal(err)
+	}
+	wrong := k.reopen(t, s, Options{Keys: StaticKeySource(testKey(2))})
+	_, err := wrong.Sandbox("alice", "sbx1")
+	wantErr(t, err, "data key", "not the one")
+	err = wrong.PutSandbox(sampleSandbox("alice", "sbx2", "main", clock.Now()))
+	wantErr(t, err, "data key", "not the one")
+	if got, err := s.Sandbox("alice", "sbx1"); err != nil || got.AccessToken != "envd-token-sbx1" {
+		t.Fatalf("after a wrong key was tried: %+v, %v", got, err)
+	}
+}
+
+func TestPostgresForeignAndFutureDatabasesRefusedAndUntouched(t *testing.T) {
+	foreign := freshDatabase(t)
+	if err := pgServer.Exec(foreign, `CREATE TABLE e2b_mcp_meta (key text PRIMARY KEY, value bytea NOT NULL);
+		INSERT INTO e2b_mcp_meta VALUES ('application', 'something else')`); err != nil {
+		t.Fatal(err)
+	}
+	_, err := OpenPostgres(foreign, Options{Keys: StaticKeySource(testKey(1))})
+	wantErr(t, err, "not e2b-mcp's", "left untouched")
+	if !errors.Is(err, ErrUnusable) {
+		t.Fatalf("foreign database: %v, want ErrUnusable", err)
+	}
+	if n := queryValue[int64](t, foreign, "SELECT count(*) FROM pg_tables WHERE tablename LIKE 'e2b_mcp_%'"); n != 1 {
+		t.Fatalf("the foreign database has %d e2b_mcp tables now, want its 1", n)
+	}
+
+	k := pgKind()
+	s, clock := k.newTestStore(t)
+	if err := s.PutSandbox(sampleSandbox("alice", "sbx1", "main", clock.Now())); err != nil {
+		t.Fatal(err)
+	}
+	// A newer e2b-mcp migrates the database while this one runs: this one stops writing, and a fresh open
+	// refuses it.
+	if err := pgServer.Exec(s.where, "UPDATE e2b_mcp_meta SET value = '2' WHERE key = 'schema'"); err != nil {
+		t.Fatal(err)
+	}
+	before := queryValue[string](t, s.where, "SELECT record::text FROM e2b_mcp_sandboxes")
+	err = s.PutSandbox(sampleSandbox("alice", "sbx1", "other", clock.Now()))
+	wantErr(t, err, "schema version", "reopen")
+	_, err = OpenPostgres(s.where, Options{Keys: StaticKeySource(testKey(1))})
+	wantErr(t, err, "schema version 2, newer than the 1", "upgrade e2b-mcp")
+	if after := queryValue[string](t, s.where, "SELECT record::text FROM e2b_mcp_sandboxes"); after != before {
+		t.Fatalf("a refused database was written to:\n%s\n%s", before, after)
+	}
+}
+
+// Replicas starting together on an empty database create its tables once, and agree on one data key check.
+func TestPostgresConcurrentOpensCreateTheTablesOnce(t *testing.T) {
+	where := freshDatabase(t)
+	const n = 6
+	var wg sync.WaitGroup
+	errs := make(chan error, n)
+	for i := range n {
+		wg.Go(func() {
+			s, err := OpenPostgres(where, Options{Keys: StaticKeySource(testKey(1))})
+			if err != nil {
+				errs <- err
+				return
+			}
+			defer s.Close()
+			r := sampleSandbox("alice", "sbx"+string(rune('a'+i)), "main", time.Now())
+			if err := s.PutSandbox(r); err != nil {
+				errs <- err
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	s := pgKind().open(t, where, Options{})
+	all, err := s.AllSandboxes()
+	if err != nil || len(all) != n {
+		t.Fatalf("AllSandboxes = %d records, %v; want %d", len(all), err, n)
+	}
+}
+
+func TestPostgresPasswordNeverShown(t *testing.T) {
+	k := pgKind()
+	s, _ := k.newTestStore(t)
+	if strings.Contains(s.Location(), pgServer.Password()) || !strings.Contains(s.Location(), pgtest.User+"@127.0.0.1") {
+		t.Fatalf("Location = %q shows the password, or not the user and host", s.Location())
+	}
+	for _, bad := range []string{
+		strings.Replace(s.where, "127.0.0.1:", "127.0.0.1:1", 1), // nothing listens there (a port above 65535 or a closed one)
+		s.where + "?sslmode=bogus&password=" + pgServer.Password(),
+		strings.Replace(s.where, "/test_", "/no_such_database_", 1),
+	} {
+		_, err := OpenPostgres(bad, Options{Keys: StaticKeySource(testKey(1)), LockTimeout: 5 * time.Second})
+		if err == nil {
+			t.Fatalf("opening %s worked", URLWithoutPassword(bad))
+		}
+		if strings.Contains(err.Error(), pgServer.Password()) {
+			t.Fatalf("the error shows the password: %v", err)
+		}
+	}
+}
+
+// A row held by a stuck process makes an operation give up after the lock timeout with ErrBusy.
+func TestPostgresBusy(t *testing.T) {
+	k := pgKind()
+	s, clock := k.newTestStore(t)
+	if err := s.PutSandbox(sampleSandbox("alice", "sbx1", "main", clock.Now())); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, s.where)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	tx, err := conn.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tx.Exec(ctx, "SELECT 1 FROM e2b_mcp_sandboxes WHERE id = 'sbx1' FOR UPDATE"); err != nil {
+		t.Fatal(err)
+	}
+	short := k.reopen(t, s, Options{LockTimeout: 3 * time.Second})
+	_, err = short.UpdateSandbox("alice", "sbx1", func(r *SandboxRecord) error { r.Steps++; return nil })
+	if !errors.Is(err, ErrBusy) {
+		t.Fatalf("update of a locked row: %v, want ErrBusy", err)
+	}
+	wantErr(t, err, short.Location(), "is busy")
+	if _, err := short.Sandbox("alice", "sbx1"); err != nil {
+		t.Fatalf("reads do not wait for the writer's lock: %v", err)
+	}
+	_ = tx.Rollback(ctx)
+	if got, err := short.UpdateSandbox("alice", "sbx1", func(r *SandboxRecord) error { r.Steps++; return nil }); err != nil || got.Steps != 4 {
+		t.Fatalf("after the lock is released: %+v, %v", got, err)
+	}
+}
+
+func TestPostgresClosed(t *testing.T) {
+	s, _ := pgKind().newTestStore(t)
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Sessions(); !errors.Is(err, ErrClosed) {
+		t.Fatalf("Sessions after Close: %v, want ErrClosed", err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatalf("second Close: %v", err)
+	}
+}
+
+// Processes replacing a shared document one after another lose none of each other's changes.
+func TestPostgresDocumentUpdatesFollowOneAnother(t *testing.T) {
+	k := pgKind()
+	s, _ := k.newTestStore(t)
+	other := k.reopen(t, s, Options{})
+	docs := []*PostgresDocument{s.Store.(*Postgres).Document("counter"), other.Store.(*Postgres).Document("counter")}
+	if err := docs[0].Update(false, func(doc []byte) ([]byte, error) {
+		if doc != nil {
+			t.Errorf("a new document reads %q, want nil", doc)
+		}
+		return []byte("ignored: a read never writes"), nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	const workers, each = 6, 10
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Go(func() {
+			for range each {
+				err := docs[w%2].Update(true, func(doc []byte) ([]byte, error) {
+					n, _ := strconv.Atoi(string(doc))
+					return []byte(strconv.Itoa(n + 1)), nil
+				})
+				if err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	var got []byte
+	if err := docs[1].Update(false, func(doc []byte) ([]byte, error) { got = doc; return nil, nil }); err != nil {
+		t.Fatal(err)
+	}
+	if want := strconv.Itoa(workers * each); string(got) != want {
+		t.Fatalf("counter = %q, want %s", got, want)
+	}
+	wantErr(t, docs[0].Update(true, func([]byte) ([]byte, error) { return nil, errors.New("no thanks") }), "no thanks")
+}
