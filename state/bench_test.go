@@ -14,41 +14,55 @@ import (
 // Each Store operation opens state.db, runs one transaction and closes it (see the package comment); these
 // benchmarks measure what that costs. BenchmarkBoltViewHeldOpen is the baseline of a handle kept open.
 
+// BenchmarkPutSandbox, BenchmarkUpdateSandbox and BenchmarkSandboxRead run against both stores: the bbolt file
+// and PostgreSQL on loopback (a server started for the package, durability settings of a test cluster).
+
 func BenchmarkPutSandbox(b *testing.B) {
-	s, clock := newBoltStore(b)
-	b.ReportAllocs()
-	i := 0
-	for b.Loop() {
-		if err := s.PutSandbox(sampleSandbox("alice", fmt.Sprintf("sbx%08d", i), "main", clock.Now())); err != nil {
-			b.Fatal(err)
+	forEachStoreB(b, func(b *testing.B, k storeKind) {
+		s, clock := k.newTestStore(b)
+		b.ReportAllocs()
+		i := 0
+		for b.Loop() {
+			if err := s.PutSandbox(sampleSandbox("alice", fmt.Sprintf("sbx%08d", i), "main", clock.Now())); err != nil {
+				b.Fatal(err)
+			}
+			i++
 		}
-		i++
-	}
+	})
 }
 
 func BenchmarkUpdateSandbox(b *testing.B) {
-	s, clock := newBoltStore(b)
-	if err := s.PutSandbox(sampleSandbox("alice", "sbx", "main", clock.Now())); err != nil {
-		b.Fatal(err)
-	}
-	b.ReportAllocs()
-	for b.Loop() {
-		if _, err := s.UpdateSandbox("alice", "sbx", func(r *SandboxRecord) error { r.Steps++; return nil }); err != nil {
+	forEachStoreB(b, func(b *testing.B, k storeKind) {
+		s, clock := k.newTestStore(b)
+		if err := s.PutSandbox(sampleSandbox("alice", "sbx", "main", clock.Now())); err != nil {
 			b.Fatal(err)
 		}
-	}
+		b.ReportAllocs()
+		for b.Loop() {
+			if _, err := s.UpdateSandbox("alice", "sbx", func(r *SandboxRecord) error { r.Steps++; return nil }); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
 }
 
 func BenchmarkSandboxRead(b *testing.B) {
-	s := storeWithSandboxes(b, 100)
-	b.ReportAllocs()
-	i := 0
-	for b.Loop() {
-		if _, err := s.Sandbox("alice", fmt.Sprintf("sbx%05d", i%100)); err != nil {
-			b.Fatal(err)
+	forEachStoreB(b, func(b *testing.B, k storeKind) {
+		s, clock := k.newTestStore(b)
+		for i := range 100 {
+			if err := s.PutSandbox(sampleSandbox("alice", fmt.Sprintf("sbx%05d", i), "main", clock.Now())); err != nil {
+				b.Fatal(err)
+			}
 		}
-		i++
-	}
+		b.ReportAllocs()
+		i := 0
+		for b.Loop() {
+			if _, err := s.Sandbox("alice", fmt.Sprintf("sbx%05d", i%100)); err != nil {
+				b.Fatal(err)
+			}
+			i++
+		}
+	})
 }
 
 func BenchmarkSandboxReadParallel(b *testing.B) {

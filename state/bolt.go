@@ -290,20 +290,10 @@ func (s *Bolt) openBolt(write, preload bool, file **os.File) (*bolt.DB, error) {
 	}
 }
 
-func (s *Bolt) busy() error { return busyError{path: s.path, waited: s.lockTimeout} }
-
-// busyError reads "state store <path> is busy ..." and matches ErrBusy.
-type busyError struct {
-	path   string
-	waited time.Duration
+func (s *Bolt) busy() error {
+	return busyError{where: s.path, why: fmt.Sprintf("another process has held it for more than %s "+
+		"(is an e2b-mcp process stuck?)", s.lockTimeout)}
 }
-
-func (e busyError) Error() string {
-	return fmt.Sprintf("state store %s is busy: another process has held it for more than %s "+
-		"(is an e2b-mcp process stuck?)", e.path, e.waited)
-}
-
-func (e busyError) Is(target error) bool { return target == ErrBusy }
 
 // The turnstile makes the database lock fair between processes. Lock calls that fail instead of waiting (the
 // only kind with a timeout) let a process that writes back to back re-take the database lock before a waiting

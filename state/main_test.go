@@ -99,11 +99,23 @@ type testStore struct {
 // for the package; the test is skipped when PostgreSQL is not installed).
 func forEachStore(t *testing.T, test func(t *testing.T, k storeKind)) {
 	t.Helper()
-	for _, k := range []storeKind{
+	for _, k := range storeKinds() {
+		t.Run(k.name, func(t *testing.T) { test(t, k) })
+	}
+}
+
+// forEachStoreB is forEachStore for benchmarks.
+func forEachStoreB(b *testing.B, bench func(b *testing.B, k storeKind)) {
+	b.Helper()
+	for _, k := range storeKinds() {
+		b.Run(k.name, func(b *testing.B) { bench(b, k) })
+	}
+}
+
+func storeKinds() []storeKind {
+	return []storeKind{
 		{name: "bolt", fresh: func(t testing.TB) string { return t.TempDir() }},
 		{name: "postgres", fresh: freshDatabase},
-	} {
-		t.Run(k.name, func(t *testing.T) { test(t, k) })
 	}
 }
 

@@ -142,7 +142,8 @@ func (s *Postgres) inTx(opts pgx.TxOptions, fn func(context.Context, pgx.Tx) err
 	case s.closed.Load():
 		return ErrClosed
 	case ctx.Err() != nil:
-		return pgBusyError{where: s.where, waited: s.timeout}
+		return busyError{where: s.where, why: fmt.Sprintf("PostgreSQL did not complete an operation within %s "+
+			"(is the database reachable, or a lock held by a stuck process?)", s.timeout)}
 	case fnErr != nil && err == fnErr:
 		return err // the database errors in it are named by dbError already
 	}
@@ -156,19 +157,6 @@ func (s *Postgres) dbError(err error) error {
 	}
 	return fmt.Errorf("state store %s: %w", s.where, err)
 }
-
-// pgBusyError reads "state store <url> is busy ..." and matches ErrBusy.
-type pgBusyError struct {
-	where  string
-	waited time.Duration
-}
-
-func (e pgBusyError) Error() string {
-	return fmt.Sprintf("state store %s is busy: PostgreSQL did not complete an operation within %s "+
-		"(is the database reachable, or a lock held by a stuck process?)", e.where, e.waited)
-}
-
-func (e pgBusyError) Is(target error) bool { return target == ErrBusy }
 
 // pgTable is the table of a kind of record. Its columns are owner, id (a session's name for sessions) and the
 // record as JSON, the document the bbolt file holds.

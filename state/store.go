@@ -14,6 +14,7 @@ package state
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 	"time"
 )
@@ -91,6 +92,13 @@ var (
 	// ErrTooManySessions is wrapped by TouchSession when a new session would take its owner past MaxLiveSessions.
 	ErrTooManySessions = errors.New("too many live sessions")
 )
+
+// busyError reads "state store <where> is busy: <why>" and matches ErrBusy.
+type busyError struct{ where, why string }
+
+func (e busyError) Error() string { return fmt.Sprintf("state store %s is busy: %s", e.where, e.why) }
+
+func (e busyError) Is(target error) bool { return target == ErrBusy }
 
 // Options configure a Store.
 type Options struct {

@@ -20,6 +20,7 @@ import (
 	"github.com/mark3labs/mcp-go/mcp"
 
 	"github.com/e2b-mcp/e2b-mcp/internal/pgtest"
+	"github.com/e2b-mcp/e2b-mcp/internal/shellquote"
 	"github.com/e2b-mcp/e2b-mcp/state"
 )
 
@@ -252,7 +253,7 @@ func TestReplicasBehindHAProxy(t *testing.T) {
 	del := map[string]any{"sandbox_id": made, "action": "delete"}
 	msg := fails(t, on1, "e2b_manage_sandbox", del)
 	m := approvalID.FindStringSubmatch(msg)
-	if m == nil || !strings.Contains(msg, "--store "+state.URLWithoutPassword(rs.db)) {
+	if m == nil || !strings.Contains(msg, "--store "+shellquote.Quote(state.URLWithoutPassword(rs.db))) {
 		t.Fatalf("no approval ID naming the shared store in %q", msg)
 	}
 	if strings.Contains(msg, pgPassword(rs.db)) {
