@@ -100,6 +100,9 @@ func TestCommandDispatchAndExitCodes(t *testing.T) {
 		{[]string{"serve", "--backend", "cloud"}, exitUsage, "", "--backend"},
 		{[]string{"serve", "--orphan-action", "explode"}, exitUsage, "", "--orphan-action"},
 		{[]string{"serve", "--lease", "0s"}, exitUsage, "", "--lease must be positive"},
+		{[]string{"serve", "--store", "mysql://u:hunter2@db/x"}, exitUsage, "", "--store: want a postgres:// URL"},
+		{[]string{"serve", "--store", "postgres://db/x", "--backend", "local"}, exitUsage, "", "--store and --backend local"},
+		{[]string{"approve", "--store", "/var/lib/db"}, exitFailure, "", "must be a postgres://"},
 		{[]string{"serve", "--lease", "soon"}, exitUsage, "", "invalid value"},
 		{[]string{"serve", "--log-level", "chatty"}, exitUsage, "", "log-level"},
 		{[]string{"auth"}, exitUsage, "", "auth needs a subcommand"},
@@ -118,6 +121,9 @@ func TestCommandDispatchAndExitCodes(t *testing.T) {
 		r := e.run(t, "", tc.args...)
 		if r.code != tc.code || !strings.Contains(r.stdout, tc.stdoutHas) || !strings.Contains(r.stderr, tc.stderrHas) {
 			t.Errorf("e2b-mcp %s: exit %d (want %d)\nstdout: %s\nstderr: %s", strings.Join(tc.args, " "), r.code, tc.code, r.stdout, r.stderr)
+		}
+		if strings.Contains(r.stdout+r.stderr, "hunter2") {
+			t.Errorf("e2b-mcp %s shows the password of its --store URL:\n%s%s", strings.Join(tc.args, " "), r.stdout, r.stderr)
 		}
 	}
 }

@@ -157,6 +157,11 @@ func (a *app) serveConfig(f *flags, o *serveOptions) (server.Config, error) {
 		return cfg, f.usageErrorf("--checkpoint-every must not be negative")
 	case o.session == "":
 		return cfg, f.usageErrorf("--session must not be empty")
+	case o.store != "" && !state.IsPostgresURL(o.store):
+		// Not quoted back: a URL may carry a password.
+		return cfg, f.usageErrorf("--store: want a postgres:// URL (postgres://user@host:port/database)")
+	case o.store != "" && o.backend == server.BackendLocal:
+		return cfg, f.usageErrorf("--store and --backend local do not go together: the local backend keeps its records in a temporary store of its own")
 	}
 	for _, origin := range o.allowOrigins {
 		if _, err := server.ParseOrigin(origin); err != nil {
