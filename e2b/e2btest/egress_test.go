@@ -1,12 +1,17 @@
 package e2btest
 
 import (
+	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os/exec"
+	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 )
 
 // origin is a test server standing for a domain of the internet; it records what each request brought.
@@ -147,5 +152,54 @@ func TestEgressNetworkAnswers(t *testing.T) {
 	}
 	if a := cpCall(t, s, http.MethodPut, "/sandboxes/"+id+"/network", envdTestKey, map[string]any{}); a.status != http.StatusConflict {
 		t.Fatalf("PUT for a paused sandbox: %d", a.status)
+	}
+}
+
+// socksConnect asks a sandbox's proxy for host:port and returns its reply code.
+func socksConnect(t *testing.T, s *Server, id string, cmd byte, host string, port uint16) byte {
+	t.Helper()
+	dir, err := s.egress.socketDir(id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := net.Dial("unix", filepath.Join(dir, filepath.Base(egressSocket)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(20 * time.Second))
+	req := []byte{5, 1, 0, 5, cmd, 0, 3, byte(len(host))}
+	req = append(append(req, host...), byte(port>>8), byte(port))
+	if _, err := c.Write(req); err != nil {
+		t.Fatal(err)
+	}
+	reply := make([]byte, 12)
+	if _, err := io.ReadFull(c, reply); err != nil {
+		t.Fatal(err)
+	}
+	return reply[3]
+}
+
+// Without a name mapped by Options.Hosts, nothing of this machine or its networks is reached through the proxy,
+// however it is named; and only CONNECT is served.
+func TestEgressProxyRefusesTheHost(t *testing.T) {
+	o := newOrigin(t)
+	s := newCPServer(t, Options{Hosts: map[string]string{"mapped.test": "127.0.0.1"}})
+	sb := cpCreate(t, s, envdTestKey, map[string]any{"templateID": "base"})
+	id := sb["sandboxID"].(string)
+	port, _ := strconv.Atoi(o.port())
+	for _, host := range []string{"127.0.0.1", "localhost", "::1", "::ffff:127.0.0.1", "10.0.0.1", "169.254.169.254", "0.0.0.0"} {
+		if code := socksConnect(t, s, id, 1, host, uint16(port)); code != socksNotAllowed && code != socksUnreachable {
+			t.Errorf("CONNECT %s: reply %d", host, code)
+		}
+	}
+	if code := socksConnect(t, s, id, 3, "mapped.test", uint16(port)); code != socksNoCommand {
+		t.Errorf("UDP ASSOCIATE: reply %d", code)
+	}
+	if code := socksConnect(t, s, id, 1, "mapped.test", uint16(port)); code != socksOK {
+		t.Errorf("CONNECT to a mapped name: reply %d", code)
+	}
+	if n := len(o.requests()); n != 0 {
+		t.Fatalf("the host's server got %d requests", n)
 	}
 }
