@@ -55,6 +55,7 @@ setsid                util-linux        util-linux
 '
 # The store and replica tests start PostgreSQL (initdb and postgres from /usr/lib/postgresql/*/bin, or PATH) and
 # HAProxy; pg_lsclusters is the one program of Debian's postgresql package on PATH.
+# (ip and setpriv, with curl, are what ../shared/envd/start.sh needs to run E2B's real envd for the conformance tests.)
 needs_test="$needs_demo"'
 node                  nodejs            nodejs
 npm                   npm               npm
@@ -64,6 +65,8 @@ gnome-keyring-daemon  gnome-keyring     gnome-keyring
 secret-tool           libsecret-tools   libsecret
 ps                    procps            procps-ng
 pkill                 procps            procps-ng
+ip                    iproute2          iproute
+setpriv               util-linux        util-linux
 chromium              chromium          chromium
 curl                  curl              curl
 chromedriver          chromium-driver   chromedriver
