@@ -81,8 +81,10 @@ const killGrace = 10 * time.Second
 // deadline (which kills only the leader) is a last resort behind the client's kill of the whole tree.
 const timeoutSlack = 2 * killGrace
 
-// errShellExited stops reading a stream once the command's shell has exited (both exit markers seen).
-var errShellExited = errors.New("the command's shell exited")
+// endWait is how long RunCommand waits, after the command's shell exited, for the stream to end by itself (it
+// does at once unless background jobs hold the pipes): a stream that ends, rather than one cut, leaves its
+// connection to envd open for the next call.
+const endWait = 50 * time.Millisecond
 
 // newMarker returns an exit marker no command prints by chance.
 func newMarker() string {
@@ -179,6 +181,7 @@ func (e *Envd) RunCommand(ctx context.Context, command string, opts CommandOptio
 		mu       sync.Mutex // guards timedOut against the timer
 		timedOut bool
 		timer    *time.Timer
+		exited   *time.Timer // cuts the stream endWait after the shell exited
 		stdout   = markerScanner{marker: []byte(newMarker())}
 		stderr   = markerScanner{marker: stdout.marker}
 	)
@@ -220,23 +223,26 @@ func (e *Envd) RunCommand(ctx context.Context, command string, opts CommandOptio
 		case EventStderr:
 			output(EventStderr, stderr.feed(ev.Data))
 		}
-		if stdout.seen && stderr.seen {
-			return errShellExited
+		if stdout.seen && stderr.seen && exited == nil {
+			if timer != nil {
+				timer.Stop()
+			}
+			exited = time.AfterFunc(endWait, stopStream)
 		}
 		return nil
 	})
-	if timer != nil {
-		timer.Stop()
+	for _, t := range []*time.Timer{timer, exited} {
+		if t != nil {
+			t.Stop()
+		}
 	}
 	mu.Lock()
 	res.TimedOut = timedOut
 	mu.Unlock()
-	switch {
-	case errors.Is(err, errShellExited):
+	if stdout.seen && stderr.seen {
+		// The shell exited: the end is the marker's (an end event is the wrapper's), whether the stream then ended
+		// or was cut because jobs left in the background hold it open.
 		res.ProcessEnd = exitEnd(stdout.code)
-		return res, nil
-	case err == nil && stdout.seen && stderr.seen:
-		res.ProcessEnd = exitEnd(stdout.code) // the end event is the wrapper's
 		return res, nil
 	}
 	output(EventStdout, stdout.flush())
