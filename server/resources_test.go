@@ -11,6 +11,7 @@ import (
 	"github.com/mark3labs/mcp-go/mcp"
 
 	"github.com/e2b-mcp/e2b-mcp/audit"
+	"github.com/e2b-mcp/e2b-mcp/e2b/e2btest"
 	"github.com/e2b-mcp/e2b-mcp/state"
 	"github.com/e2b-mcp/e2b-mcp/tools"
 )
@@ -162,5 +163,24 @@ func TestDownloadLinksFollowReadPolicy(t *testing.T) {
 	}
 	if strings.Join(decisions, " ") != "deny/no-etc require_approval/ask-for-secrets allow/default" {
 		t.Fatalf("audited link decisions: %v", decisions)
+	}
+}
+
+// A file over the resource size cap is refused with the way to get it, never sent cut short.
+func TestResourceSizeCap(t *testing.T) {
+	f := newFixture(t, fixtureOpts{mutate: func(c *Config, _ *e2btest.Server) { c.Tools.ResourceLimitBytes = 1000 }})
+	c := connect(t, f.srv, eras[0], nil)
+	id := createSandbox(t, c)
+	mustOK(t, c, "e2b_exec", map[string]any{"sandbox_id": id, "command": "head -c 1000 /dev/zero > fits.bin; head -c 1001 /dev/zero > big.bin"})
+	got, err := readResource(t, c, "e2b://sandbox/"+id+"/home/user/fits.bin")
+	if err != nil || len(got.Contents) != 1 {
+		t.Fatalf("a file at the cap: %v", err)
+	}
+	if bc, ok := got.Contents[0].(mcp.BlobResourceContents); !ok || bc.Blob != base64.StdEncoding.EncodeToString(make([]byte, 1000)) {
+		t.Fatalf("a file at the cap: %+v", got.Contents)
+	}
+	_, err = readResource(t, c, "e2b://sandbox/"+id+"/home/user/big.bin")
+	if err == nil || !strings.Contains(err.Error(), "is 1001 bytes, over the 1000-byte limit") || !strings.Contains(err.Error(), "e2b_download_url") {
+		t.Fatalf("a file over the cap: %v", err)
 	}
 }

@@ -155,7 +155,8 @@ func (t readFile) run(ctx context.Context, call Caller, a *readArgs) (any, error
 // image answers with an image file as image content, scaled down to the limits when it is over them.
 func (t readFile) image(ctx context.Context, c *e2b.Client, call Caller, rec state.SandboxRecord, res readResult, body io.Reader, mime string) (any, error) {
 	shrink := fmt.Sprintf("Make a smaller copy in the sandbox and read that instead (e.g. save the chart with a lower "+
-		"dpi or size, or `convert %s -resize 1024x1024 small.png` where ImageMagick is installed).", shellquote.Quote(res.Path))
+		"dpi or size, or `convert %s -resize 1024x1024 small.png` where ImageMagick is installed); to hand the file "+
+		"itself to the user, make a link with e2b_download_url.", shellquote.Quote(res.Path))
 	if res.Size > int64(t.cfg.ImageSourceLimitBytes) {
 		return nil, userErrorf("'%s' is a %s image of %d bytes, over the %d bytes e2b_read_file fetches to show "+
 			"an image. %s", res.Path, imageFormatName(mime), res.Size, t.cfg.ImageSourceLimitBytes, shrink)

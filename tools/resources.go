@@ -120,7 +120,7 @@ func (r sandboxFiles) contents(ctx context.Context, call Caller, req mcp.ReadRes
 		return r.listing(ctx, c, call, rec, req.Params.URI, p)
 	case info.Size > int64(r.cfg.ResourceLimitBytes):
 		return nil, userErrorf("'%s' is %d bytes, over the %d-byte limit of a resource read; read it in parts with "+
-			"e2b_read_file, or get a download link with e2b_file_url.", p, info.Size, r.cfg.ResourceLimitBytes)
+			"e2b_read_file, or get a download link with e2b_download_url.", p, info.Size, r.cfg.ResourceLimitBytes)
 	}
 	body, _, err := e.Download(ctx, p, e2b.DownloadOptions{})
 	if err != nil {
