@@ -195,5 +195,5 @@ func (t execTool) background(ctx context.Context, c *e2b.Client, call Caller, re
 	}
 	res := execResult{SandboxID: rec.ID, Cwd: cwd, Success: true, PID: pid, LogFile: logFile}
 	res.CheckpointID, res.Warning = t.afterStep(ctx, c, call, rec, "e2b_exec")
-	return res, nil
+	return withContent{result: res, extra: []mcp.Content{fileLink(rec.ID, logFile, "the log (stdout and stderr) of the background command")}}, nil
 }

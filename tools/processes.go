@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/mark3labs/mcp-go/server"
 
 	"github.com/e2b-mcp/e2b-mcp/e2b"
@@ -57,11 +58,15 @@ func (t listProcesses) run(ctx context.Context, call Caller, a *listProcessesArg
 		return nil, t.sandboxFailure(ctx, c, call, rec, err)
 	}
 	res := listProcessesResult{SandboxID: rec.ID, Processes: []processInfo{}}
+	var links []mcp.Content
 	for _, p := range list {
 		res.Processes = append(res.Processes, processInfo{PID: p.PID, Command: p.Command, LogFile: p.LogPath, Cwd: p.Cwd})
+		if p.LogPath != "" {
+			links = append(links, fileLink(rec.ID, p.LogPath, fmt.Sprintf("the log of background process %d", p.PID)))
+		}
 	}
 	res.Count = len(res.Processes)
-	return res, nil
+	return withContent{result: res, extra: links}, nil
 }
 
 type stopProcessArgs struct {

@@ -34,6 +34,18 @@ func TestResultLinks(t *testing.T) {
 		if ls := links(res); len(ls) != 1 || ls[0].URI != "e2b://sandbox/"+id+"/tmp/x%20y.md" || ls[0].Name != "x y.md" {
 			t.Fatalf("write link: %+v", ls)
 		}
+		// A background command's log, in its start answer and in the process list.
+		res = s.call(t, "e2b_exec", map[string]any{"sandbox_id": id, "command": "echo started; sleep 60", "background": true})
+		fields = mustOK(t, "e2b_exec", res)
+		logURI := SandboxFileURI(id, fields["log_file"].(string))
+		if ls := links(res); len(ls) != 1 || ls[0].URI != logURI {
+			t.Fatalf("background exec links %+v, want its log %s", ls, logURI)
+		}
+		res = s.call(t, "e2b_list_processes", map[string]any{"sandbox_id": id})
+		if ls := links(res); len(ls) != 1 || ls[0].URI != logURI {
+			t.Fatalf("process list links %+v, want %s", ls, logURI)
+		}
+		s.ok(t, "e2b_stop_process", map[string]any{"sandbox_id": id, "pid": fields["pid"]})
 	}, func(c *Config) { c.OutputBudget = 1024 })
 }
 
