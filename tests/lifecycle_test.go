@@ -21,8 +21,9 @@ func TestOrphanedSessionSandboxes(t *testing.T) {
 			x := newH(t)
 			owner := x.owner("orphans")
 			key := x.login(owner)
-			// A short lease, so the first session lapses soon after its server stops.
-			flags := []string{"--lease", "300ms", "--sweep-interval", "50ms", "--orphan-action", tc.action}
+			// A short lease, so the first session lapses soon after its server stops; not so short that a call of
+			// a live session on a loaded machine (a race-built binary, creates taking hundreds of ms) outlasts it.
+			flags := []string{"--lease", "2s", "--sweep-interval", "50ms", "--orphan-action", tc.action}
 
 			old := x.startStdio(clientOpts{}, x.serveArgs(owner, "old", "--lease", "1h", "--orphan-action", tc.action)...)
 			orphan := create(t, old.Client, map[string]any{"title": "left behind"})
