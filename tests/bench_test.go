@@ -2,8 +2,14 @@ package tests
 
 import (
 	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
 	"fmt"
+	"io"
 	"os"
+	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -79,6 +85,149 @@ func BenchmarkExecTrueMCPvsDirect(b *testing.B) {
 	b.ReportMetric(float64(viaMCP)/float64(direct), "mcp/direct")
 }
 
+// A 1 MiB e2b_write_file through MCP (the built binary over stdio, driven by the mcp-go client: encoding the
+// call, the server's transport, policy, audit and tool, the upload to envd, the answer) against E2B's own JS SDK
+// writing the same bytes with files.write to the same sandbox of the same emulator. mcp/sdk is the ratio.
+func BenchmarkWriteFile1MiBMCPvsJSSDK(b *testing.B) {
+	node := requireNode(b)
+	_, err := os.Stat(filepath.Join("js", "node_modules", "e2b", "package.json"))
+	requireEnv(b, err == nil, "E2B's JS SDK is not installed (run npm ci in tests/js)")
+	x := newH(b)
+	owner := x.owner("bench")
+	key := x.login(owner)
+	s := x.startStdio(clientOpts{}, x.serveArgs(owner, "bench")...)
+	id := create(b, s.Client, map[string]any{"title": "bench"})
+	sb, _ := the.emu.Sandbox(id)
+
+	content := textOfSize(1 << 20)
+	contentFile := x.path("content.txt")
+	if err := os.WriteFile(contentFile, []byte(content), 0o600); err != nil {
+		b.Fatal(err)
+	}
+	const mcpPath, sdkPath = "/home/user/bench/mcp.txt", "/home/user/bench/sdk.txt"
+	sdk := startSDKWriter(b, x, node, sb.ID, sb.AccessToken, sb.EnvdVersion, sdkPath, contentFile)
+	args := map[string]any{"sandbox_id": id, "path": mcpPath, "content": content}
+
+	// Warm both paths (connections, the parent directory, the JIT) before measuring.
+	for range 3 {
+		ok(b, s.Client, "e2b_write_file", args)
+		sdk.write(b)
+	}
+
+	var viaMCP, viaSDK time.Duration
+	cpu0 := cpuTime(b, s.cmd.Process.Pid)
+	b.ResetTimer()
+	for range b.N {
+		t0 := time.Now()
+		out := ok(b, s.Client, "e2b_write_file", args)
+		viaMCP += time.Since(t0)
+		if out["success"] != true || int(num(out, "bytes_written")) != len(content) {
+			b.Fatalf("e2b_write_file: %v", out)
+		}
+		viaSDK += sdk.write(b)
+	}
+	b.StopTimer()
+	serverCPU := cpuTime(b, s.cmd.Process.Pid) - cpu0
+
+	ec, err := e2b.NewClient(e2b.Config{APIKey: key, APIURL: the.emu.URL(), SandboxURL: the.emu.URL()})
+	if err != nil {
+		b.Fatal(err)
+	}
+	envd := ec.Envd(e2b.SandboxConn{ID: id, EnvdVersion: sb.EnvdVersion, AccessToken: sb.AccessToken})
+	for _, p := range []string{mcpPath, sdkPath} {
+		if got := readSandboxFile(b, envd, p); got != content {
+			b.Fatalf("%s holds %d bytes, not the %d written", p, len(got), len(content))
+		}
+	}
+	n := float64(b.N)
+	b.ReportMetric(float64(viaMCP.Nanoseconds())/n, "mcp-ns/write")
+	b.ReportMetric(float64(viaSDK.Nanoseconds())/n, "sdk-ns/write")
+	b.ReportMetric(float64(viaMCP)/float64(viaSDK), "mcp/sdk")
+	// The server's own CPU time per call (all its threads): steadier than wall time on a busy machine.
+	b.ReportMetric(float64(serverCPU.Nanoseconds())/n, "server-cpu-ns/write")
+	if raceEnabled {
+		b.Log("the binary is built with -race, which slows the server several times; `make bench` builds it without")
+	}
+}
+
+// textOfSize is n bytes of text as a file written by a model looks: lines of words, with quotes and tabs that
+// JSON escapes.
+func textOfSize(n int) string {
+	var sb strings.Builder
+	for i := 0; sb.Len() < n; i++ {
+		fmt.Fprintf(&sb, "\tline %06d: \"the quick brown fox\" jumps over the lazy dog; a < b && c > d\n", i)
+	}
+	return sb.String()[:n]
+}
+
+// sdkWriter is tests/js/write_bench.mjs, kept running: each write asks it for one files.write and returns the
+// time it measured.
+type sdkWriter struct {
+	in  io.Writer
+	out *bufio.Scanner
+}
+
+func startSDKWriter(b *testing.B, x *h, node, id, token, envdVersion, path, contentFile string) *sdkWriter {
+	ctx, cancel := context.WithCancel(context.Background())
+	cmd := exec.CommandContext(ctx, node, filepath.Join("js", "write_bench.mjs"), id, token, envdVersion, path, contentFile)
+	cmd.Env = append(x.env(), "E2B_API_URL="+the.emu.URL(), "E2B_SANDBOX_URL="+the.emu.URL())
+	cmd.Stderr = x.capture("node write_bench.mjs stderr")
+	in, err := cmd.StdinPipe()
+	if err != nil {
+		b.Fatal(err)
+	}
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() {
+		in.Close()
+		done := make(chan struct{})
+		go func() { cmd.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(10 * time.Second):
+			cancel()
+			<-done
+		}
+		cancel()
+	})
+	return &sdkWriter{in: in, out: bufio.NewScanner(out)}
+}
+
+func (w *sdkWriter) write(b *testing.B) time.Duration {
+	if _, err := io.WriteString(w.in, "write\n"); err != nil {
+		b.Fatal(err)
+	}
+	if !w.out.Scan() {
+		b.Fatalf("write_bench.mjs ended without an answer: %v (its stderr is in the test log)", w.out.Err())
+	}
+	var answer struct {
+		NS   int64  `json:"ns"`
+		Path string `json:"path"`
+	}
+	if err := json.Unmarshal(w.out.Bytes(), &answer); err != nil || answer.NS <= 0 || answer.Path == "" {
+		b.Fatalf("write_bench.mjs answered %q (%v)", w.out.Text(), err)
+	}
+	return time.Duration(answer.NS)
+}
+
+func readSandboxFile(b *testing.B, envd *e2b.Envd, path string) string {
+	r, _, err := envd.Download(b.Context(), path, e2b.DownloadOptions{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer r.Close()
+	var buf bytes.Buffer
+	if _, err := io.Copy(&buf, r); err != nil {
+		b.Fatal(err)
+	}
+	return buf.String()
+}
+
 // Resident memory of an idle server after start-up and one tools/list, read from /proc.
 func BenchmarkIdleServerRSS(b *testing.B) {
 	x := newH(b)
@@ -102,6 +251,31 @@ func BenchmarkIdleServerRSS(b *testing.B) {
 	if raceEnabled {
 		b.Log("the binary is built with -race, which inflates its memory several times")
 	}
+}
+
+// cpuTime is the CPU time (user and system, all threads) a process has used so far, from /proc/PID/stat, in
+// clock ticks of 10 ms (Linux's USER_HZ is 100).
+func cpuTime(b *testing.B, pid int) time.Duration {
+	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		b.Fatal(err)
+	}
+	// The fields after the command name (in parentheses, which may hold spaces): utime and stime are the 12th
+	// and 13th of them.
+	_, after, found := strings.Cut(string(raw), ") ")
+	fields := strings.Fields(after)
+	if !found || len(fields) < 13 {
+		b.Fatalf("/proc/%d/stat: unexpected format %q", pid, raw)
+	}
+	var ticks int64
+	for _, f := range fields[11:13] {
+		t, err := strconv.ParseInt(f, 10, 64)
+		if err != nil {
+			b.Fatalf("/proc/%d/stat: %v", pid, err)
+		}
+		ticks += t
+	}
+	return time.Duration(ticks) * 10 * time.Millisecond
 }
 
 // rssKiB reads VmRSS of a process from /proc/PID/status.

@@ -10,7 +10,7 @@ import (
 )
 
 // requireNode skips (fails in CI) when node or the TypeScript SDK is not installed.
-func requireNode(t *testing.T) string {
+func requireNode(t testing.TB) string {
 	t.Helper()
 	node, err := exec.LookPath("node")
 	requireEnv(t, err == nil, "node is not installed")
