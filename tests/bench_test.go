@@ -87,7 +87,8 @@ func BenchmarkExecTrueMCPvsDirect(b *testing.B) {
 
 // A 1 MiB e2b_write_file through MCP (the built binary over stdio, driven by the mcp-go client: encoding the
 // call, the server's transport, policy, audit and tool, the upload to envd, the answer) against E2B's own JS SDK
-// writing the same bytes with files.write to the same sandbox of the same emulator. mcp/sdk is the ratio.
+// (npm e2b, connected to the sandbox with Sandbox.connect as its users do) writing the same bytes with
+// files.write to the same sandbox of the same emulator. mcp/sdk is the ratio.
 func BenchmarkWriteFile1MiBMCPvsJSSDK(b *testing.B) {
 	node := requireNode(b)
 	_, err := os.Stat(filepath.Join("js", "node_modules", "e2b", "package.json"))
@@ -105,7 +106,7 @@ func BenchmarkWriteFile1MiBMCPvsJSSDK(b *testing.B) {
 		b.Fatal(err)
 	}
 	const mcpPath, sdkPath = "/home/user/bench/mcp.txt", "/home/user/bench/sdk.txt"
-	sdk := startSDKWriter(b, x, node, sb.ID, sb.AccessToken, sb.EnvdVersion, sdkPath, contentFile)
+	sdk := startSDKWriter(b, x, node, key, id, sdkPath, contentFile)
 	args := map[string]any{"sandbox_id": id, "path": mcpPath, "content": content}
 
 	// Warm both paths (connections, the parent directory, the JIT) before measuring.
@@ -167,10 +168,10 @@ type sdkWriter struct {
 	out *bufio.Scanner
 }
 
-func startSDKWriter(b *testing.B, x *h, node, id, token, envdVersion, path, contentFile string) *sdkWriter {
+func startSDKWriter(b *testing.B, x *h, node, key, id, path, contentFile string) *sdkWriter {
 	ctx, cancel := context.WithCancel(context.Background())
-	cmd := exec.CommandContext(ctx, node, filepath.Join("js", "write_bench.mjs"), id, token, envdVersion, path, contentFile)
-	cmd.Env = append(x.env(), "E2B_API_URL="+the.emu.URL(), "E2B_SANDBOX_URL="+the.emu.URL())
+	cmd := exec.CommandContext(ctx, node, filepath.Join("js", "write_bench.mjs"), id, path, contentFile)
+	cmd.Env = append(x.env(), "E2B_API_KEY="+key, "E2B_API_URL="+the.emu.URL(), "E2B_SANDBOX_URL="+the.emu.URL())
 	cmd.Stderr = x.capture("node write_bench.mjs stderr")
 	in, err := cmd.StdinPipe()
 	if err != nil {
