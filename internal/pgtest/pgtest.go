@@ -128,7 +128,8 @@ func (s *Server) startOn(bin string, cred *syscall.Credential) error {
 		// A test cluster: durability against a crash of the machine is not what the tests check.
 		"-c", "fsync=off", "-c", "synchronous_commit=off", "-c", "full_page_writes=off",
 		"-c", "max_connections=300")
-	s.cmd.SysProcAttr = &syscall.SysProcAttr{Credential: cred, Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	s.cmd.SysProcAttr = &syscall.SysProcAttr{Credential: cred, Setpgid: true}
+	dieWithParent(s.cmd.SysProcAttr)
 	s.cmd.Stdout, s.cmd.Stderr = logFile, logFile
 	if err := s.cmd.Start(); err != nil {
 		return fmt.Errorf("starting postgres: %w", err)
