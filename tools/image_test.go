@@ -206,3 +206,16 @@ func TestReadImage(t *testing.T) {
 			"cannot be shown", "not a valid one")
 	}, func(c *Config) { c.ImageMaxEdge = 400; c.ImageSourceLimitBytes = 64 << 10 })
 }
+
+// BenchmarkFitImage measures what scaling costs a call: a 3000×2000 chart-like PNG brought down to the defaults.
+func BenchmarkFitImage(b *testing.B) {
+	src := testPNG(b, 3000, 2000, false)
+	lim := imageLimits{maxBytes: DefaultImageLimitBytes, maxEdge: DefaultImageMaxEdge, maxPixels: maxImagePixels}
+	b.SetBytes(int64(len(src)))
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, info, err := fitImage(src, mimePNG, lim); err != nil || !info.Scaled {
+			b.Fatal(info, err)
+		}
+	}
+}
