@@ -225,7 +225,16 @@ func (s *Server) record(e audit.Entry, outcome string, res *mcp.CallToolResult, 
 // float64), decoded the same values as json.Decoder.UseNumber leaves them, which the tools bind without parsing
 // the JSON again (see tools.WithDecodedArgs). Both are nil when the arguments are not a JSON object (the tool
 // then refuses the call itself); decoded is also nil when the arguments did not come as JSON.
+//
+// A call read from the wire comes decoded already: mcp-go keeps its JSON in RawArguments and decodes it with
+// encoding/json into Arguments. When that map holds no number it is exactly what UseNumber decoding gives, so it
+// serves as both forms and the arguments are not parsed again at all (an e2b_write_file of 1 MiB spares a pass
+// over the megabyte); a number needs its literal (3 and 3.0 bind differently to an integer), hence the decode.
+// The map is shared by the policy, the audit and the tool, so none of them may change it.
 func callArgs(req mcp.CallToolRequest) (view, decoded map[string]any) {
+	if m, ok := req.Params.Arguments.(map[string]any); ok && len(req.Params.RawArguments) > 0 && !holdsNumber(m, 0) {
+		return m, m
+	}
 	var raw []byte
 	switch {
 	case len(req.Params.RawArguments) > 0:
@@ -252,6 +261,31 @@ func callArgs(req mcp.CallToolRequest) (view, decoded map[string]any) {
 	}
 	view, _ = v.(map[string]any)
 	return view, decoded
+}
+
+// holdsNumber reports whether v holds a number (float64, as encoding/json decodes one into any) at any depth; past
+// maxSchemaDepth it answers true, which only costs the decode.
+func holdsNumber(v any, depth int) bool {
+	if depth > maxSchemaDepth {
+		return true
+	}
+	switch x := v.(type) {
+	case float64:
+		return true
+	case map[string]any:
+		for _, e := range x {
+			if holdsNumber(e, depth+1) {
+				return true
+			}
+		}
+	case []any:
+		for _, e := range x {
+			if holdsNumber(e, depth+1) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // numbersAsFloats is v with every json.Number as the float64 that decoding without UseNumber gives; objects and
