@@ -4,12 +4,12 @@ import (
 	"bytes"
 	"fmt"
 	"image"
-	"image/gif"
+	_ "image/gif" // registered with image.Decode, as are the others
 	"image/jpeg"
 	"image/png"
 
 	"golang.org/x/image/draw"
-	"golang.org/x/image/webp"
+	_ "golang.org/x/image/webp"
 )
 
 // Images e2b_read_file shows the model, by their first bytes (a name proves nothing: plot.png may be anything,
@@ -80,7 +80,7 @@ func (e *errImageTooLarge) Error() string { return e.reason }
 // scaled down to fit them (PNG for lossless sources when it fits, else JPEG). An image that cannot be decoded
 // or would need too much memory to scale is refused with an *errImageTooLarge or a decode error.
 func fitImage(data []byte, mime string, lim imageLimits) ([]byte, imageInfo, error) {
-	cfg, err := decodeConfig(data, mime)
+	cfg, _, err := image.DecodeConfig(bytes.NewReader(data))
 	if err != nil {
 		return nil, imageInfo{}, fmt.Errorf("the file starts like a %s image but is not a valid one: %w", imageFormatName(mime), err)
 	}
@@ -92,7 +92,7 @@ func fitImage(data []byte, mime string, lim imageLimits) ([]byte, imageInfo, err
 		return nil, imageInfo{}, &errImageTooLarge{fmt.Sprintf("the image is %d×%d pixels, more than the %d megapixels "+
 			"e2b_read_file scales down", cfg.Width, cfg.Height, lim.maxPixels/1_000_000)}
 	}
-	src, err := decodeImage(data, mime)
+	src, _, err := image.Decode(bytes.NewReader(data)) // the first frame of an animated GIF
 	if err != nil {
 		return nil, imageInfo{}, fmt.Errorf("the %s image could not be decoded: %w", imageFormatName(mime), err)
 	}
@@ -149,37 +149,6 @@ func fitEdge(w, h, edge int) (int, int) {
 		return edge, max(h*edge/w, 1)
 	}
 	return max(w*edge/h, 1), edge
-}
-
-func decodeConfig(data []byte, mime string) (image.Config, error) {
-	r := bytes.NewReader(data)
-	switch mime {
-	case mimePNG:
-		return png.DecodeConfig(r)
-	case mimeJPEG:
-		return jpeg.DecodeConfig(r)
-	case mimeGIF:
-		return gif.DecodeConfig(r)
-	case mimeWebP:
-		return webp.DecodeConfig(r)
-	}
-	return image.Config{}, fmt.Errorf("unknown image type %s", mime)
-}
-
-// decodeImage decodes the image (the first frame of an animated GIF).
-func decodeImage(data []byte, mime string) (image.Image, error) {
-	r := bytes.NewReader(data)
-	switch mime {
-	case mimePNG:
-		return png.Decode(r)
-	case mimeJPEG:
-		return jpeg.Decode(r)
-	case mimeGIF:
-		return gif.Decode(r)
-	case mimeWebP:
-		return webp.Decode(r)
-	}
-	return nil, fmt.Errorf("unknown image type %s", mime)
 }
 
 func encodePNG(img image.Image) ([]byte, error) {
