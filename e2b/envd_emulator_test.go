@@ -411,20 +411,13 @@ func TestEmulatorSignedURLs(t *testing.T) {
 	if _, err := m.envd.Upload(emuCtx(t), "s.txt", strings.NewReader("signed")); err != nil {
 		t.Fatal(err)
 	}
+	// No routing header: a link is fetched as a browser fetches it, and the emulator finds the sandbox that signed it.
 	fetch := func(method, u, body string) (int, string) {
-		// No routing header: a link is fetched as a browser fetches it, and the emulator finds the sandbox that
-		// signed it.
-		req, _ := http.NewRequest(method, u, strings.NewReader(body))
+		contentType := ""
 		if method == http.MethodPost {
-			req.Header.Set("Content-Type", "application/octet-stream")
+			contentType = "application/octet-stream"
 		}
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		data, _ := io.ReadAll(resp.Body)
-		return resp.StatusCode, string(data)
+		return fetchLink(t, method, u, contentType, []byte(body))
 	}
 	read, err := m.envd.SignedURL("/home/user/s.txt", FileRead, time.Minute)
 	if err != nil {

@@ -21,20 +21,7 @@ func TestConformanceSignedURLs(t *testing.T) {
 		}
 		do := func(method, link, contentType string, body []byte) (int, string) {
 			t.Helper()
-			req, err := http.NewRequestWithContext(emuCtx(t), method, link, bytes.NewReader(body))
-			if err != nil {
-				t.Fatal(err)
-			}
-			if contentType != "" {
-				req.Header.Set("Content-Type", contentType)
-			}
-			resp, err := http.DefaultClient.Do(req)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer resp.Body.Close()
-			data, _ := io.ReadAll(resp.Body)
-			return resp.StatusCode, string(data)
+			return fetchLink(t, method, link, contentType, body)
 		}
 		wantStatus := func(what string, status int, body string, want int, message string) {
 			t.Helper()
@@ -82,4 +69,24 @@ func TestConformanceSignedURLs(t *testing.T) {
 		status, body = do(http.MethodGet, expired, "", nil)
 		wantStatus("an expired link", status, body, 401, `{"code":401,"message":"signature is already expired"}`)
 	})
+}
+
+// fetchLink requests a signed /files URL as a browser or curl would: no routing header, no token, only the
+// content type given (if any). It returns the status and the body.
+func fetchLink(t *testing.T, method, link, contentType string, body []byte) (int, string) {
+	t.Helper()
+	req, err := http.NewRequestWithContext(emuCtx(t), method, link, bytes.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if contentType != "" {
+		req.Header.Set("Content-Type", contentType)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	data, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(data)
 }
