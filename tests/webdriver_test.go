@@ -140,10 +140,28 @@ func (c *chromium) fill(css, text string) {
 	c.call(http.MethodPost, c.s("/element/"+c.element(css)+"/value"), map[string]string{"text": text}, nil)
 }
 
-// click clicks the element css names (a submit button: the browser posts its form and loads the answer).
-func (c *chromium) click(css string) {
+// submit clicks the element css names (a submit button) and waits until the browser has left the page for the
+// form's answer. A click may return before the navigation it starts, and the old page may already hold what
+// the caller waits for next (a heading, a form field), so the wait is for the old document itself to go: its
+// root element turns stale once the answer replaced it.
+func (c *chromium) submit(css string) {
 	c.t.Helper()
+	root := c.element("html")
 	c.call(http.MethodPost, c.s("/element/"+c.element(css)+"/click"), map[string]any{}, nil)
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		code, out := c.do(http.MethodGet, c.s("/element/"+root+"/name"), nil)
+		if code == http.StatusNotFound {
+			return // stale element reference (or no such element): a new document is loaded
+		}
+		if code != http.StatusOK {
+			c.t.Fatalf("webdriver: waiting for the form's answer: %d %s", code, out)
+		}
+		if time.Now().After(deadline) {
+			c.t.Fatalf("the browser never left the page after clicking %s:\n%s", css, c.page())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 }
 
 // page is the current page's HTML.
@@ -176,7 +194,7 @@ func (c *chromium) signIn(user string) {
 	c.waitFor(`name="password"`)
 	c.fill("#username", user)
 	c.fill("#password", "verysecure")
-	c.click("button[type=submit]")
+	c.submit("button[type=submit]")
 }
 
 // connectKey submits key on the connect page's form and waits for the answer.
@@ -184,7 +202,7 @@ func (c *chromium) connectKey(key string) string {
 	c.t.Helper()
 	c.waitFor(`name="key"`)
 	c.fill("#key", key)
-	c.click("button[type=submit]")
+	c.submit("button[type=submit]")
 	return c.waitFor("</h1>")
 }
 
