@@ -19,6 +19,7 @@ func TestKeyStoreAndOAuthFlagMistakes(t *testing.T) {
 		{[]string{"serve", "--oauth-issuer", "https://login.example.com", "--public-url", "https://mcp.example.com"}, "--oauth-issuer is for --transport http or sse"},
 		{[]string{"serve", "--transport", "http", "--oauth-client-id", "x"}, "need --oauth-issuer"},
 		{[]string{"serve", "--transport", "http", "--oauth-scope", "openid"}, "need --oauth-issuer"},
+		{[]string{"serve", "--transport", "http", "--oauth-require-at-jwt"}, "need --oauth-issuer"},
 	} {
 		r := e.run(t, "", tc.args...)
 		if r.code != exitUsage || !strings.Contains(r.stderr, tc.want) {

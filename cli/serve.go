@@ -55,6 +55,7 @@ type serveOptions struct {
 	noInternet                        bool
 	credentials                       string
 	oauthClientID                     string
+	oauthRequireATJWT                 bool
 	noConnectPage                     bool
 	egressFile                        string
 	logLevel                          *slog.LevelVar
@@ -92,6 +93,8 @@ func (a *app) serveFlags() (*flags, *serveOptions) {
 	f.StringVar(&o.oauthClientID, "oauth-client-id", "", "client ID (public, PKCE) at the identity provider for members' sign-in on the connect page; "+
 		"its redirect URI is PUBLIC_URL"+server.PathConnect+"callback")
 	f.BoolVar(&o.noConnectPage, "no-connect-page", false, "no connect page: members without a key are told to run `e2b-mcp auth login`")
+	f.BoolVar(&o.oauthRequireATJWT, "oauth-require-at-jwt", false, "accept only access tokens whose header typ is at+jwt (RFC 9068), "+
+		"for identity providers that mark their access tokens so (default: also tokens typed JWT or untyped, unless they carry ID-token claims)")
 	f.Var(&o.oauthScopes, "oauth-scope", "a scope clients should ask for, published in the resource metadata (repeatable)")
 	f.Var(&o.allowOrigins, "allow-origin", "web origin (scheme://host[:port]) whose pages may call the HTTP endpoints, for browser-based clients (repeatable; default: none but the server's own)")
 	f.Var(&o.allowOut, "allow-out", "the only destinations sandboxes may reach: domains (github.com, *.example.com), IPs or CIDRs (repeatable or comma-separated; default: no allow-list)")
@@ -246,8 +249,8 @@ func (a *app) serveConfig(f *flags, o *serveOptions) (server.Config, error) {
 // oauthConfig is the OAuth resource server's configuration, nil without --oauth-issuer.
 func (o *serveOptions) oauthConfig(f *flags) (*server.OAuthConfig, error) {
 	if o.oauthIssuer == "" {
-		if len(o.oauthScopes) > 0 || o.oauthClientID != "" {
-			return nil, f.usageErrorf("--oauth-scope and --oauth-client-id need --oauth-issuer")
+		if len(o.oauthScopes) > 0 || o.oauthClientID != "" || o.oauthRequireATJWT {
+			return nil, f.usageErrorf("--oauth-scope, --oauth-client-id and --oauth-require-at-jwt need --oauth-issuer")
 		}
 		return nil, nil
 	}
@@ -258,11 +261,12 @@ func (o *serveOptions) oauthConfig(f *flags) (*server.OAuthConfig, error) {
 		return nil, f.usageErrorf("--oauth-issuer needs --public-url: the access tokens' audience is this server's URL")
 	}
 	return &server.OAuthConfig{
-		Issuer:     o.oauthIssuer,
-		Resource:   strings.TrimSuffix(o.publicURL, "/") + server.PathMCP,
-		OwnerClaim: o.oauthOwnerClaim,
-		Scopes:     o.oauthScopes,
-		ClientID:   o.oauthClientID,
+		Issuer:                 o.oauthIssuer,
+		Resource:               strings.TrimSuffix(o.publicURL, "/") + server.PathMCP,
+		OwnerClaim:             o.oauthOwnerClaim,
+		Scopes:                 o.oauthScopes,
+		ClientID:               o.oauthClientID,
+		RequireAccessTokenType: o.oauthRequireATJWT,
 	}, nil
 }
 

@@ -70,5 +70,9 @@ func (s *signIn) owner(ctx context.Context, code, verifier, nonce string) (strin
 	if idt.Nonce != nonce || !slices.Contains(idt.Audience, s.clientID) {
 		return "", errors.New("the ID token is not for this sign-in")
 	}
-	return ownerClaim(idt, s.ownerClaim)
+	claims, err := tokenClaims(idt)
+	if err != nil {
+		return "", err
+	}
+	return ownerClaim(claims, s.ownerClaim)
 }

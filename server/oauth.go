@@ -2,10 +2,13 @@ package server
 
 import (
 	"context"
+	"encoding/base64"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -32,6 +35,10 @@ type OAuthConfig struct {
 	OwnerClaim string
 	// Scopes are published as scopes_supported, for clients to ask for (optional).
 	Scopes []string
+	// RequireAccessTokenType lets in only tokens whose header typ is at+jwt (RFC 9068), for providers that mark
+	// their access tokens so. Without it, tokens typed JWT or not typed at all are let in too unless they carry
+	// a claim of ID tokens (see checkAccessToken).
+	RequireAccessTokenType bool
 	// ClientID is the connect page's client at the authorization server (public, PKCE), with the redirect URI
 	// PUBLIC_URL/connect/callback: members sign in with it to prove who they are before they connect a key.
 	// Without it the connect page is off under OAuth.
@@ -147,15 +154,101 @@ func (v *oauthVerifier) owner(ctx context.Context, raw string) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("%w: %v", errTokenRefused, err)
 	}
-	return ownerClaim(tok, v.cfg.OwnerClaim)
+	claims, err := tokenClaims(tok)
+	if err != nil {
+		return "", err
+	}
+	if err := checkAccessToken(raw, claims, v.cfg.RequireAccessTokenType); err != nil {
+		return "", err
+	}
+	return ownerClaim(claims, v.cfg.OwnerClaim)
+}
+
+// The header typ values (compared without regard to case, RFC 7515 §4.1.9) of a JWT access token: at+jwt, as
+// RFC 9068 names it, in its short and its media type form; and JWT, the generic type that most providers (zitadel,
+// Auth0, Entra ID, Keycloak) put on their access tokens and their ID tokens alike.
+var (
+	accessTokenTypes = []string{"at+jwt", "application/at+jwt"}
+	genericJWTTypes  = []string{"jwt", "application/jwt"}
+)
+
+// notAccessTokenClaims are claims that an access token never carries: those of ID tokens (OpenID Connect Core
+// §2 and §3.3.2.11: nonce, at_hash, c_hash; FAPI: s_hash) and of security event tokens such as logout tokens
+// (RFC 8417: events).
+var notAccessTokenClaims = []string{"nonce", "at_hash", "c_hash", "s_hash", "events"}
+
+// checkAccessToken refuses a verified JWT of the authorization server that is not an access token, such as an
+// ID token that names this server in its audience (providers that add a requested audience to every token do).
+// The header typ decides when it is at+jwt (an access token) or anything but JWT (a logout token, a DPoP proof,
+// ...). A token typed JWT, or not typed, is refused when it carries a claim an access token never has, or when
+// the provider names its kind in a typ claim (Keycloak: Bearer for access tokens, which older versions give the
+// sign-in's nonce too; ID or Refresh for the others). requireAT lets in only at+jwt.
+func checkAccessToken(raw string, claims map[string]any, requireAT bool) error {
+	typ, err := headerType(raw)
+	if err != nil {
+		return err
+	}
+	switch {
+	case oneOf(typ, accessTokenTypes):
+		return nil
+	case requireAT:
+		return fmt.Errorf("%w: the token's type is %q, and this server accepts only tokens typed at+jwt (RFC 9068)",
+			errTokenRefused, typ)
+	case typ != "" && !oneOf(typ, genericJWTTypes):
+		return fmt.Errorf("%w: the token's type %q is not an access token's", errTokenRefused, typ)
+	}
+	if kind, ok := claims["typ"]; ok {
+		if s, _ := kind.(string); strings.EqualFold(s, "Bearer") {
+			return nil
+		}
+		return fmt.Errorf("%w: the token says it is of kind %q, not an access token (Bearer)", errTokenRefused, fmt.Sprint(kind))
+	}
+	for _, c := range notAccessTokenClaims {
+		if _, ok := claims[c]; ok {
+			return fmt.Errorf("%w: the token carries %q, a claim of ID tokens or security event tokens, not of access tokens",
+				errTokenRefused, c)
+		}
+	}
+	return nil
+}
+
+// headerType is the typ of a compact JWS's protected header ("" when there is none).
+func headerType(raw string) (string, error) {
+	encoded, _, _ := strings.Cut(raw, ".")
+	data, err := base64.RawURLEncoding.DecodeString(encoded)
+	var header struct {
+		Typ *string `json:"typ"`
+	}
+	if err == nil {
+		err = json.Unmarshal(data, &header)
+	}
+	if err != nil {
+		return "", fmt.Errorf("%w: its header: %v", errTokenRefused, err)
+	}
+	if header.Typ == nil {
+		return "", nil
+	}
+	if *header.Typ == "" {
+		return "", fmt.Errorf("%w: the token's type is empty", errTokenRefused)
+	}
+	return *header.Typ, nil
+}
+
+func oneOf(s string, set []string) bool {
+	return slices.ContainsFunc(set, func(t string) bool { return strings.EqualFold(s, t) })
+}
+
+// tokenClaims are the claims of a verified token.
+func tokenClaims(tok *oidc.IDToken) (map[string]any, error) {
+	var claims map[string]any
+	if err := tok.Claims(&claims); err != nil {
+		return nil, fmt.Errorf("%w: %v", errTokenRefused, err)
+	}
+	return claims, nil
 }
 
 // ownerClaim is the owner that the claim named claim of a verified token names.
-func ownerClaim(tok *oidc.IDToken, claim string) (string, error) {
-	var claims map[string]any
-	if err := tok.Claims(&claims); err != nil {
-		return "", fmt.Errorf("%w: %v", errTokenRefused, err)
-	}
+func ownerClaim(claims map[string]any, claim string) (string, error) {
 	owner, ok := claims[claim].(string)
 	if !ok || owner == "" {
 		return "", fmt.Errorf("%w: the token has no %q claim naming its owner", errTokenRefused, claim)

@@ -53,14 +53,24 @@ func newTestIssuer(t testing.TB) *testIssuer {
 	return iss
 }
 
-// token signs claims with key (the issuer's own unless another is given).
+// token signs claims as an access token (header typ at+jwt, RFC 9068) with key (the issuer's own unless another
+// is given).
 func (iss *testIssuer) token(t testing.TB, claims map[string]any, key *rsa.PrivateKey) string {
 	t.Helper()
 	if key == nil {
 		key = iss.key
 	}
-	signer, err := jose.NewSigner(jose.SigningKey{Algorithm: jose.RS256, Key: jose.JSONWebKey{Key: key, KeyID: iss.kid}},
-		(&jose.SignerOptions{}).WithType("at+jwt"))
+	return iss.typed(t, "at+jwt", claims, key)
+}
+
+// typed signs claims with key under the header typ (none when typ is "").
+func (iss *testIssuer) typed(t testing.TB, typ string, claims map[string]any, key *rsa.PrivateKey) string {
+	t.Helper()
+	opts := &jose.SignerOptions{}
+	if typ != "" {
+		opts = opts.WithType(jose.ContentType(typ))
+	}
+	signer, err := jose.NewSigner(jose.SigningKey{Algorithm: jose.RS256, Key: jose.JSONWebKey{Key: key, KeyID: iss.kid}}, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -85,10 +95,13 @@ func (iss *testIssuer) claims(owner string, edit func(map[string]any)) map[strin
 	return c
 }
 
-func oauthFixture(t *testing.T, iss *testIssuer, ownerClaim, tokensFile string) string {
+func oauthFixture(t *testing.T, iss *testIssuer, ownerClaim, tokensFile string, edit ...func(*OAuthConfig)) string {
 	t.Helper()
 	f := newFixture(t, fixtureOpts{tokensFile: tokensFile, transport: TransportHTTP, mutate: func(c *Config, _ *e2btest.Server) {
 		c.OAuth = &OAuthConfig{Issuer: iss.url, Resource: testResource, OwnerClaim: ownerClaim, Scopes: []string{"openid"}}
+		for _, e := range edit {
+			e(c.OAuth)
+		}
 	}})
 	return serveHTTP(t, f)
 }
@@ -182,6 +195,71 @@ func tamper(tok string) string {
 	payload = []byte(strings.Replace(string(payload), `"sub":"alice"`, `"sub":"admin"`, 1))
 	parts[1] = base64.RawURLEncoding.EncodeToString(payload)
 	return strings.Join(parts, ".")
+}
+
+// Only access tokens are let in. An ID token of the same provider (it says who signed in to some client, and
+// providers that add requested audiences put this server's URL in it too), a logout token or any other JWT the
+// provider signs is refused, whatever its audience: by its header typ when the provider sets one, else by the
+// claims only ID tokens carry. Tokens the provider marks as access tokens, and the plain "JWT" tokens most
+// providers issue, still pass; with RequireAccessTokenType only at+jwt does.
+func TestOAuthTokenType(t *testing.T) {
+	iss := newTestIssuer(t)
+	base := oauthFixture(t, iss, "", "")
+	strict := oauthFixture(t, iss, "", "", func(c *OAuthConfig) { c.RequireAccessTokenType = true })
+	with := func(extra map[string]any) map[string]any {
+		return iss.claims("alice", func(c map[string]any) {
+			for k, v := range extra {
+				c[k] = v
+			}
+		})
+	}
+	idClaims := map[string]any{"nonce": "n-0S6_WzA2Mj", "at_hash": "77QmUPtjPfzWtF2AnpK9RQ", "azp": "some-client", "auth_time": time.Now().Unix()}
+	accessClaims := map[string]any{"client_id": "some-client", "jti": "a1", "scope": "openid"}
+	for _, tc := range []struct {
+		name, typ       string
+		claims          map[string]any
+		plain, strictOK bool // let in by the server, and by a server that requires at+jwt
+	}{
+		{"ID token, typ JWT", "JWT", with(idClaims), false, false},
+		{"ID token without typ", "", with(idClaims), false, false},
+		{"ID token with only a nonce", "JWT", with(map[string]any{"nonce": "n"}), false, false},
+		{"ID token with only at_hash", "JWT", with(map[string]any{"at_hash": "h"}), false, false},
+		{"hybrid-flow ID token (c_hash)", "JWT", with(map[string]any{"c_hash": "h"}), false, false},
+		{"FAPI ID token (s_hash)", "", with(map[string]any{"s_hash": "h"}), false, false},
+		{"Keycloak ID token (typ claim ID)", "JWT", with(map[string]any{"typ": "ID", "azp": "some-client"}), false, false},
+		{"Keycloak refresh token (typ claim Refresh)", "JWT", with(map[string]any{"typ": "Refresh"}), false, false},
+		{"logout token", "logout+jwt", with(map[string]any{"events": map[string]any{"http://schemas.openid.net/event/backchannel-logout": map[string]any{}}}), false, false},
+		{"security event token without typ", "", with(map[string]any{"events": map[string]any{"x": map[string]any{}}}), false, false},
+		{"ID token typed as such", "id_token+jwt", with(nil), false, false},
+		{"DPoP proof", "dpop+jwt", with(nil), false, false},
+		{"JOSE", "JOSE", with(nil), false, false},
+		{"empty typ", " ", with(nil), false, false},
+
+		{"access token, typ at+jwt", "at+jwt", with(accessClaims), true, true},
+		{"access token, typ application/at+jwt", "application/at+jwt", with(accessClaims), true, true},
+		{"access token, typ AT+JWT", "AT+JWT", with(accessClaims), true, true},
+		{"at+jwt carrying a nonce (the provider says what it is)", "at+jwt", with(map[string]any{"nonce": "n"}), true, true},
+		{"access token, typ JWT (zitadel, Auth0, Entra)", "JWT", with(accessClaims), true, false},
+		{"access token, typ application/jwt", "application/jwt", with(accessClaims), true, false},
+		{"access token without typ", "", with(accessClaims), true, false},
+		{"Keycloak access token (typ claim Bearer) with a nonce and azp", "JWT", with(map[string]any{"typ": "Bearer", "nonce": "n", "azp": "some-client"}), true, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tok := iss.typed(t, tc.typ, tc.claims, iss.key)
+			for _, srv := range []struct {
+				base string
+				ok   bool
+			}{{base, tc.plain}, {strict, tc.strictOK}} {
+				code, hdr, _ := do(t, http.MethodPost, srv.base+PathMCP, "Bearer "+tok, toolsList, nil)
+				switch {
+				case srv.ok && code == http.StatusUnauthorized:
+					t.Errorf("%s: refused (%s), want it let in", srv.base, hdr.Get("WWW-Authenticate"))
+				case !srv.ok && code != http.StatusUnauthorized:
+					t.Errorf("%s: %d, want 401", srv.base, code)
+				}
+			}
+		})
+	}
 }
 
 // The owner can be named by another claim; an unverified email names nobody.

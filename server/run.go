@@ -173,7 +173,11 @@ func (s *Server) ServeHTTP(ctx context.Context, ln net.Listener) error {
 		auths = append(auths, "bearer tokens from "+s.tokens.Path())
 	}
 	if o := s.cfg.OAuth; o != nil {
-		auths = append(auths, fmt.Sprintf("OAuth access tokens of %s for %s (owner claim %q)", o.Issuer, o.Resource, o.OwnerClaim))
+		kind := "OAuth access tokens"
+		if o.RequireAccessTokenType {
+			kind += " typed at+jwt"
+		}
+		auths = append(auths, fmt.Sprintf("%s of %s for %s (owner claim %q)", kind, o.Issuer, o.Resource, o.OwnerClaim))
 	}
 	auth := "none (loopback only)"
 	if len(auths) > 0 {

@@ -160,6 +160,26 @@ func TestOAuthSignInThroughOIDCProvider(t *testing.T) {
 	if code := postMCP(t, public, token1); code == http.StatusUnauthorized {
 		t.Fatalf("the signed-in token itself: %d", code)
 	}
+	// The ID token the provider issued beside that access token carries this server's URL in its audience too
+	// (the provider puts the requested audience in both) and is signed by the same keys, but it says who signed
+	// in to the client, not what the client may do here: it is refused.
+	idToken, err := os.ReadFile(x.path("token-test-user@127.0.0.1") + ".id")
+	if err != nil || len(idToken) == 0 {
+		t.Fatalf("the provider sent no ID token beside the access token: %v", err)
+	}
+	if code := postMCP(t, public, string(idToken)); code != http.StatusUnauthorized {
+		t.Errorf("the provider's ID token as a bearer token: %d, want 401", code)
+	}
+	// This provider types its access tokens JWT, as most do; a server of the same URL that requires at+jwt
+	// refuses them.
+	strictPort := freePort(t)
+	strict := x.startHTTPOn(strictPort, append(oauthArgs(public, issuer), "--oauth-require-at-jwt")...)
+	if !strings.Contains(strict.stderr.String(), "OAuth access tokens typed at+jwt of "+issuer) {
+		t.Errorf("serve --oauth-require-at-jwt does not say it accepts only at+jwt:\n%s", strict.stderr)
+	}
+	if code := postMCP(t, "http://"+strictPort, token1); code != http.StatusUnauthorized {
+		t.Errorf("an access token typed JWT at a server that requires at+jwt: %d, want 401", code)
+	}
 	otherPort := freePort(t)
 	x.startHTTPOn(otherPort, oauthArgs("http://"+otherPort, issuer)...)
 	if code := postMCP(t, "http://"+otherPort, token1); code != http.StatusUnauthorized {

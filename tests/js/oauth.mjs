@@ -6,8 +6,10 @@
 //
 //   node oauth.mjs <MCP URL> <client id> <redirect URI> <user> <password> <token file> [token-only]
 //
-// Prints one JSON line per step; the last is {"ok":true,...}. With token-only it stops once it has the token. The access token is written to <token file>
-// (mode 0600) for the caller's own checks, never printed. Any failed check exits 1 with the reason on stderr.
+// Prints one JSON line per step; the last is {"ok":true,...}. With token-only it stops once it has the token.
+// The access token is written to <token file>, and the ID token the provider sent beside it to <token
+// file>.id (mode 0600), for the caller's own checks; neither is printed. Any failed check exits 1 with the reason
+// on stderr.
 import { writeFileSync } from "node:fs";
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
@@ -103,6 +105,7 @@ const code = await signIn(authorizationURL, store.state);
 await transport.finishAuth(code);
 check(store.tokens?.access_token, "no access token after the code exchange");
 writeFileSync(tokenFile, store.tokens.access_token, { mode: 0o600 });
+if (store.tokens.id_token) writeFileSync(`${tokenFile}.id`, store.tokens.id_token, { mode: 0o600 });
 step({ step: "token", token_type: store.tokens.token_type });
 if (mode === "token-only") {
   step({ ok: true });
