@@ -7,12 +7,18 @@ GOFILES   = $(shell find . -name '*.go' -not -path './tests/js/node_modules/*' -
 KEYRING  := tests/with-keyring.sh
 JS_DEPS  := tests/js/node_modules/.package-lock.json
 
-.PHONY: all build test fmt-check vet lint demo bench clean prereqs-demo prereqs-test
+.PHONY: all build cross test fmt-check vet lint demo bench clean prereqs-demo prereqs-test
 
 all: build
 
 build:
 	$(GO) build -o $(BIN) .
+
+# The desktop assistants' own systems: the server must build there (keyring and all) even though its tests run on
+# Linux only.
+cross:
+	GOOS=darwin GOARCH=arm64 $(GO) build -o /dev/null .
+	GOOS=windows GOARCH=amd64 $(GO) build -o /dev/null .
 
 fmt-check:
 	@out=$$(gofmt -l $(GOFILES)); \
@@ -36,10 +42,10 @@ $(JS_DEPS): tests/js/package-lock.json tests/js/package.json
 # -count=1: the end-to-end tests build the binary from every package, which go test's result cache cannot see.
 # Halves of tests that need what this machine lacks skip and are listed at the end (internal/optional); in CI
 # (CI set) a missing dependency the suite itself installs fails instead.
-test: prereqs-test fmt-check vet $(JS_DEPS)
+test: prereqs-test fmt-check vet cross $(JS_DEPS)
 	@skips=$$(mktemp); \
-	echo "$(KEYRING) $(GO) test -race -count=1 -timeout 6m ./..."; \
-	E2B_MCP_SKIP_LOG=$$skips $(KEYRING) $(GO) test -race -count=1 -timeout 6m ./...; status=$$?; \
+	echo "$(KEYRING) $(GO) test -race -count=1 -timeout 10m ./..."; \
+	E2B_MCP_SKIP_LOG=$$skips $(KEYRING) $(GO) test -race -count=1 -timeout 10m ./...; status=$$?; \
 	if [ -s $$skips ]; then echo "optional halves skipped, not run here:"; sort -u $$skips | sed 's/^/  /'; \
 	else echo "every optional half ran (the real envd, the TypeScript SDK, the keyring)"; fi; \
 	rm -f $$skips; exit $$status
