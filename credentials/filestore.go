@@ -2,12 +2,7 @@ package credentials
 
 import (
 	"bytes"
-	"crypto/aes"
-	"crypto/cipher"
-	"crypto/hkdf"
-	"crypto/sha256"
 	"encoding/base64"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -32,18 +27,11 @@ import (
 // additional data), so an entry copied under another account does not open. The check value tells a wrong
 // master key from a damaged store before anything is read or written.
 
-// MasterKeySize is the length of a master key: 32 bytes.
-const MasterKeySize = 32
-
-// maxMasterKeyFileBytes bounds the master key file: the key in raw, hex or base64 form, and some whitespace.
-const maxMasterKeyFileBytes = 4096
-
 // maxKeyStoreBytes bounds the key store file; a store holds a few hundred short secrets at most.
 const maxKeyStoreBytes = 16 << 20
 
 const (
 	keyStoreVersion = 1
-	hkdfInfo        = "e2b-mcp encrypted key store v1"
 	adCheck         = "e2b-mcp/key-store/check"
 	adSecret        = "e2b-mcp/key-store/secret\x00"
 	checkText       = "e2b-mcp key store check"
@@ -61,10 +49,13 @@ var (
 // so a key stored by `e2b-mcp auth login` in another process is seen at once; writes take the store's lock file
 // and replace the file atomically. Safe for concurrent use.
 type FileStore struct {
-	path, masterKeyFile string
-	aead                cipher.AEAD
+	path string
+	// afterStep, when set (by tests), is called after each step of writing the file ("written", "synced",
+	// "renamed", "directory synced"); an error it returns stops the write there, as a failure or a crash would.
+	afterStep func(step string) error
 
 	mu      sync.Mutex
+	key     *MasterKey // the master key the store is sealed under; Reseal replaces it
 	info    os.FileInfo
 	secrets map[string][]byte // account → sealed secret, as last read
 }
@@ -80,41 +71,35 @@ type keyStoreJSON struct {
 // or below it, and must hold 32 bytes: raw, as 64 hex digits, or in base64. When the store exists the key must
 // open it. Every error names the file at fault.
 func OpenFileStore(path, masterKeyFile string) (*FileStore, error) {
-	var err error
-	if path, err = filepath.Abs(path); err != nil {
+	path, err := filepath.Abs(path)
+	if err != nil {
 		return nil, fmt.Errorf("key store: %w", err)
 	}
 	if masterKeyFile, err = filepath.Abs(masterKeyFile); err != nil {
 		return nil, fmt.Errorf("master key file: %w", err)
 	}
-	if within(masterKeyFile, filepath.Dir(path)) {
-		return nil, fmt.Errorf("%w: the master key file %s is kept beside the key store %s, so whoever copies "+
-			"one copies both; keep it elsewhere (a systemd credential, a mounted secret, /etc/e2b-mcp)",
-			ErrMasterKey, masterKeyFile, path)
+	if err := checkApart(path, masterKeyFile); err != nil {
+		return nil, err
 	}
-	key, err := readMasterKey(masterKeyFile)
+	key, err := LoadMasterKey(masterKeyFile)
 	if err != nil {
 		return nil, err
 	}
-	defer clear(key)
-	sealingKey, err := hkdf.Key(sha256.New, key, nil, hkdfInfo, 32)
-	if err != nil {
-		return nil, fmt.Errorf("master key file %s: %w", masterKeyFile, err)
-	}
-	defer clear(sealingKey)
-	block, err := aes.NewCipher(sealingKey)
-	if err != nil {
-		return nil, err
-	}
-	aead, err := cipher.NewGCM(block)
-	if err != nil {
-		return nil, err
-	}
-	s := &FileStore{path: path, masterKeyFile: masterKeyFile, aead: aead}
-	if _, err := s.current(); err != nil {
+	s := &FileStore{path: path, key: key}
+	if _, _, err := s.current(); err != nil {
 		return nil, err
 	}
 	return s, nil
+}
+
+// checkApart refuses a master key file kept in the key store's directory or below it.
+func checkApart(storePath, masterKeyFile string) error {
+	if within(masterKeyFile, filepath.Dir(storePath)) {
+		return fmt.Errorf("%w: the master key file %s is kept beside the key store %s, so whoever copies "+
+			"one copies both; keep it elsewhere (a systemd credential, a mounted secret, /etc/e2b-mcp)",
+			ErrMasterKey, masterKeyFile, storePath)
+	}
+	return nil
 }
 
 // within reports whether path is dir or lies below it, comparing the directories symbolic links lead to.
@@ -130,43 +115,23 @@ func within(path, dir string) bool {
 	return err == nil && rel != ".." && !strings.HasPrefix(rel, ".."+string(filepath.Separator))
 }
 
-// readMasterKey reads and decodes a master key file. The error never contains the file's content.
-func readMasterKey(path string) ([]byte, error) {
-	data, _, err := readPrivateFile(path, "master key file", maxMasterKeyFileBytes, ErrMasterKey)
-	if errors.Is(err, os.ErrNotExist) {
-		return nil, fmt.Errorf("%w: the master key file %s does not exist (make one with `umask 077; openssl rand "+
-			"-hex 32 > %s`, and keep it out of the state directory and its backups)", ErrMasterKey, path, path)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrMasterKey, err)
-	}
-	defer clear(data)
-	if len(data) == MasterKeySize {
-		return bytes.Clone(data), nil
-	}
-	text := strings.TrimSpace(string(data))
-	if key, err := hex.DecodeString(text); err == nil && len(key) == MasterKeySize {
-		return key, nil
-	}
-	for _, enc := range []*base64.Encoding{base64.StdEncoding, base64.URLEncoding, base64.RawStdEncoding, base64.RawURLEncoding} {
-		if key, err := enc.DecodeString(text); err == nil && len(key) == MasterKeySize {
-			return key, nil
-		}
-	}
-	return nil, fmt.Errorf("%w: the master key file %s does not hold a %d-byte key (raw, 64 hex digits or "+
-		"base64); make one with `openssl rand -hex 32`", ErrMasterKey, path, MasterKeySize)
-}
-
 func (s *FileStore) String() string {
-	return fmt.Sprintf("the encrypted key store %s (master key file %s)", s.path, s.masterKeyFile)
+	return fmt.Sprintf("the encrypted key store %s (master key file %s)", s.path, s.MasterKey().File())
 }
 
 // Path is the key store file.
 func (s *FileStore) Path() string { return s.path }
 
+// MasterKey is the master key the store is sealed under.
+func (s *FileStore) MasterKey() *MasterKey {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.key
+}
+
 // Secret opens account's secret.
 func (s *FileStore) Secret(account string) (string, error) {
-	secrets, err := s.current()
+	secrets, key, err := s.current()
 	if err != nil {
 		return "", err
 	}
@@ -174,21 +139,21 @@ func (s *FileStore) Secret(account string) (string, error) {
 	if !ok {
 		return "", fmt.Errorf("%w: the key store %s has no entry %q", ErrNotFound, s.path, account)
 	}
-	plain, err := sealed.Open(s.aead, box, secretAD(account))
+	plain, err := openEntry(key, account, box)
 	if err != nil {
 		return "", fmt.Errorf("%w: the entry %q of %s does not open under the master key in %s (was it copied "+
-			"from another entry or another store?)", ErrKeyStore, account, s.path, s.masterKeyFile)
+			"from another entry or another store?)", ErrKeyStore, account, s.path, key.File())
 	}
 	return string(plain), nil
 }
 
 // SetSecret seals secret under account and writes the store.
 func (s *FileStore) SetSecret(account, secret string) error {
-	box, err := sealed.Seal(s.aead, []byte(secret), secretAD(account))
-	if err != nil {
-		return err
-	}
-	return s.update(func(secrets map[string][]byte) error {
+	return s.update(func(secrets map[string][]byte, key *MasterKey) error {
+		box, err := sealed.Seal(key.aead, []byte(secret), secretAD(account))
+		if err != nil {
+			return err
+		}
 		secrets[account] = box
 		return nil
 	})
@@ -196,7 +161,7 @@ func (s *FileStore) SetSecret(account, secret string) error {
 
 // DeleteSecret removes account's entry and writes the store.
 func (s *FileStore) DeleteSecret(account string) error {
-	return s.update(func(secrets map[string][]byte) error {
+	return s.update(func(secrets map[string][]byte, _ *MasterKey) error {
 		if _, ok := secrets[account]; !ok {
 			return fmt.Errorf("%w: the key store %s has no entry %q", ErrNotFound, s.path, account)
 		}
@@ -207,7 +172,7 @@ func (s *FileStore) DeleteSecret(account string) error {
 
 // Accounts lists the accounts that hold a secret.
 func (s *FileStore) Accounts() ([]string, error) {
-	secrets, err := s.current()
+	secrets, _, err := s.current()
 	if err != nil {
 		return nil, err
 	}
@@ -218,9 +183,88 @@ func (s *FileStore) Accounts() ([]string, error) {
 	return out, nil
 }
 
-// update changes the store under its lock file: it reads the file as it is now, lets change edit the entries,
-// and replaces the file with the result.
-func (s *FileStore) update(change func(map[string][]byte) error) error {
+// Reseal seals every entry again under next and replaces the file with the result in one step (see
+// writePrivateFile): a failure or a crash on the way leaves the file whole under the old master key, and once
+// it is renamed into place it is whole under next. Nothing is written when an entry does not open. The store is
+// then used under next.
+func (s *FileStore) Reseal(next *MasterKey) (int, error) {
+	if err := checkApart(s.path, next.File()); err != nil {
+		return 0, err
+	}
+	if _, err := os.Stat(s.path); errors.Is(err, os.ErrNotExist) {
+		return 0, fmt.Errorf("%w: there is no key store at %s, so nothing to seal again (is --key-store or "+
+			"--state-dir right?)", ErrKeyStore, s.path)
+	}
+	n := 0
+	err := s.locked(func() error {
+		secrets, key, err := s.current()
+		if err != nil {
+			return err
+		}
+		resealed := make(map[string][]byte, len(secrets))
+		for account, box := range secrets {
+			plain, err := openEntry(key, account, box)
+			if err != nil {
+				return fmt.Errorf("%w: the entry %q of %s does not open under the master key in %s, so nothing "+
+					"was re-sealed (remove that entry, or restore the store from a backup)", ErrKeyStore, account, s.path, key.File())
+			}
+			resealed[account], err = sealed.Seal(next.aead, plain, secretAD(account))
+			clear(plain)
+			if err != nil {
+				return err
+			}
+		}
+		// Readers of this store wait while the file changes key, so that none reads the new file with the old key.
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		s.info = nil
+		werr := s.write(resealed, next)
+		if werr != nil && !s.sealedUnder(next) {
+			return werr
+		}
+		s.key = next
+		if werr != nil {
+			return fmt.Errorf("the key store %s is sealed under the master key in %s now, but: %w", s.path, next.File(), werr)
+		}
+		n = len(resealed)
+		return nil
+	})
+	return n, err
+}
+
+// sealedUnder reports whether the store's file as it is now opens under key. s.mu is held.
+func (s *FileStore) sealedUnder(key *MasterKey) bool {
+	data, _, err := readPrivateFile(s.path, "key store", maxKeyStoreBytes, ErrKeyStore)
+	if err != nil {
+		return false
+	}
+	_, err = parseKeyStore(s.path, data, key)
+	return err == nil
+}
+
+// update changes the store under its lock file: it reads the file as it is now, lets change edit the entries
+// (sealed under key), and replaces the file with the result.
+func (s *FileStore) update(change func(secrets map[string][]byte, key *MasterKey) error) error {
+	return s.locked(func() error {
+		secrets, key, err := s.current()
+		if err != nil {
+			return err
+		}
+		secrets = maps.Clone(secrets)
+		if err := change(secrets, key); err != nil {
+			return err
+		}
+		err = s.write(secrets, key)
+		// The next read parses the new file (and so checks that it opens).
+		s.mu.Lock()
+		s.info = nil
+		s.mu.Unlock()
+		return err
+	})
+}
+
+// locked runs f holding the store's lock file, which every process writing the store takes.
+func (s *FileStore) locked(f func() error) error {
 	if err := os.MkdirAll(filepath.Dir(s.path), 0o700); err != nil {
 		return fmt.Errorf("key store: %w", err)
 	}
@@ -232,15 +276,12 @@ func (s *FileStore) update(change func(map[string][]byte) error) error {
 	if err := filelock.Lock(lock); err != nil && !errors.Is(err, filelock.ErrUnsupported) {
 		return fmt.Errorf("key store: locking %s: %w", lock.Name(), err)
 	}
-	secrets, err := s.current()
-	if err != nil {
-		return err
-	}
-	secrets = maps.Clone(secrets)
-	if err := change(secrets); err != nil {
-		return err
-	}
-	check, err := sealed.Seal(s.aead, []byte(checkText), []byte(adCheck))
+	return f()
+}
+
+// write replaces the file with secrets, sealed under key, and a check value sealed under key.
+func (s *FileStore) write(secrets map[string][]byte, key *MasterKey) error {
+	check, err := sealed.Seal(key.aead, []byte(checkText), []byte(adCheck))
 	if err != nil {
 		return err
 	}
@@ -252,72 +293,75 @@ func (s *FileStore) update(change func(map[string][]byte) error) error {
 	if err != nil {
 		return fmt.Errorf("key store: %w", err)
 	}
-	if err := writePrivateFile(s.path, "key store", append(data, '\n')); err != nil {
+	if err := writePrivateFile(s.path, "key store", append(data, '\n'), s.afterStep); err != nil {
 		return err
 	}
 	if err := filelock.SyncDir(filepath.Dir(s.path)); err != nil {
 		return fmt.Errorf("key store: %w", err)
 	}
-	// The next read parses the new file (and so checks that it opens).
-	s.mu.Lock()
-	s.info = nil
-	s.mu.Unlock()
+	if s.afterStep != nil {
+		return s.afterStep("directory synced")
+	}
 	return nil
 }
 
-// current returns the sealed entries, re-reading the file when it changed since the last read. A missing file is
-// an empty store.
-func (s *FileStore) current() (map[string][]byte, error) {
+// current returns the sealed entries and the master key they are sealed under, re-reading the file when it
+// changed since the last read. A missing file is an empty store.
+func (s *FileStore) current() (map[string][]byte, *MasterKey, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	fi, err := os.Stat(s.path)
 	if errors.Is(err, os.ErrNotExist) {
 		s.info, s.secrets = nil, map[string][]byte{}
-		return s.secrets, nil
+		return s.secrets, s.key, nil
 	}
 	if err == nil && sameVersion(s.info, fi) {
-		return s.secrets, nil
+		return s.secrets, s.key, nil
 	}
 	data, fi, err := readPrivateFile(s.path, "key store", maxKeyStoreBytes, ErrKeyStore)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	secrets, err := s.parse(data)
+	secrets, err := parseKeyStore(s.path, data, s.key)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	s.info, s.secrets = fi, secrets
-	return secrets, nil
+	return secrets, s.key, nil
 }
 
-// parse reads a key store file and checks that the master key opens it.
-func (s *FileStore) parse(data []byte) (map[string][]byte, error) {
+// parseKeyStore reads the key store file at path, data, and checks that key opens it.
+func parseKeyStore(path string, data []byte, key *MasterKey) (map[string][]byte, error) {
 	var f keyStoreJSON
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&f); err != nil {
-		return nil, fmt.Errorf("%w: %s is not an e2b-mcp key store: %v", ErrKeyStore, s.path, err)
+		return nil, fmt.Errorf("%w: %s is not an e2b-mcp key store: %v", ErrKeyStore, path, err)
 	}
 	if f.Version != keyStoreVersion {
-		return nil, fmt.Errorf("%w: %s has version %d; this e2b-mcp reads version %d", ErrKeyStore, s.path, f.Version, keyStoreVersion)
+		return nil, fmt.Errorf("%w: %s has version %d; this e2b-mcp reads version %d", ErrKeyStore, path, f.Version, keyStoreVersion)
 	}
 	check, err := base64.StdEncoding.DecodeString(f.Check)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %s has a damaged check value", ErrKeyStore, s.path)
+		return nil, fmt.Errorf("%w: %s has a damaged check value", ErrKeyStore, path)
 	}
-	if plain, err := sealed.Open(s.aead, check, []byte(adCheck)); err != nil || string(plain) != checkText {
+	if plain, err := sealed.Open(key.aead, check, []byte(adCheck)); err != nil || string(plain) != checkText {
 		return nil, fmt.Errorf("%w: the master key in %s does not open the key store %s (it was sealed under "+
-			"another master key, or the file was damaged)", ErrMasterKey, s.masterKeyFile, s.path)
+			"another master key, or the file was damaged)", ErrMasterKey, key.File(), path)
 	}
 	secrets := make(map[string][]byte, len(f.Secrets))
 	for a, v := range f.Secrets {
 		box, err := base64.StdEncoding.DecodeString(v)
 		if err != nil {
-			return nil, fmt.Errorf("%w: %s: the entry %q is damaged", ErrKeyStore, s.path, a)
+			return nil, fmt.Errorf("%w: %s: the entry %q is damaged", ErrKeyStore, path, a)
 		}
 		secrets[a] = box
 	}
 	return secrets, nil
+}
+
+func openEntry(key *MasterKey, account string, box []byte) ([]byte, error) {
+	return sealed.Open(key.aead, box, secretAD(account))
 }
 
 func secretAD(account string) []byte { return []byte(adSecret + account) }

@@ -51,8 +51,15 @@ func checkPrivate(path string, fi os.FileInfo, kind error) error {
 
 // writePrivateFile replaces path with data atomically (a temporary file in the same directory, synced, then
 // renamed over it), with mode 0600, creating the directory (0700) if needed. A crash leaves the old file or the
-// new one, never a half-written one.
-func writePrivateFile(path, what string, data []byte) error {
+// new one, never a half-written one. afterStep, when not nil (tests), is called after each step ("written",
+// "synced", "renamed"); an error it returns stops the write there.
+func writePrivateFile(path, what string, data []byte, afterStep func(step string) error) error {
+	step := func(name string) error {
+		if afterStep == nil {
+			return nil
+		}
+		return afterStep(name)
+	}
 	dir := filepath.Dir(path)
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return fmt.Errorf("%s: %w", what, err)
@@ -70,6 +77,10 @@ func writePrivateFile(path, what string, data []byte) error {
 		tmp.Close()
 		return fmt.Errorf("%s: writing %s: %w", what, tmp.Name(), err)
 	}
+	if err := step("written"); err != nil {
+		tmp.Close()
+		return err
+	}
 	if err := tmp.Sync(); err != nil {
 		tmp.Close()
 		return fmt.Errorf("%s: writing %s: %w", what, tmp.Name(), err)
@@ -77,8 +88,11 @@ func writePrivateFile(path, what string, data []byte) error {
 	if err := tmp.Close(); err != nil {
 		return fmt.Errorf("%s: writing %s: %w", what, tmp.Name(), err)
 	}
+	if err := step("synced"); err != nil {
+		return err
+	}
 	if err := os.Rename(tmp.Name(), path); err != nil {
 		return fmt.Errorf("%s: %w", what, err)
 	}
-	return nil
+	return step("renamed")
 }

@@ -196,7 +196,7 @@ func WriteTokenFile(path string, entries []TokenEntry) error {
 	if err != nil {
 		return fmt.Errorf("tokens file: %w", err)
 	}
-	return writePrivateFile(path, "tokens file", append(data, '\n'))
+	return writePrivateFile(path, "tokens file", append(data, '\n'), nil)
 }
 
 // RevokeTokens removes the entries matching what: an entry ID, an owner name (all of that owner's tokens) or
