@@ -20,6 +20,12 @@ func TestKeyStoreAndOAuthFlagMistakes(t *testing.T) {
 		{[]string{"serve", "--transport", "http", "--oauth-client-id", "x"}, "need --oauth-issuer"},
 		{[]string{"serve", "--transport", "http", "--oauth-scope", "openid"}, "need --oauth-issuer"},
 		{[]string{"serve", "--transport", "http", "--oauth-require-at-jwt"}, "need --oauth-issuer"},
+		{[]string{"keys"}, "keys needs a subcommand"},
+		{[]string{"keys", "rotate"}, `unknown keys subcommand "rotate"`},
+		{[]string{"keys", "rotate-master"}, "give the master key in use (--master-key-file) and the new one (--new-master-key-file)"},
+		{[]string{"keys", "rotate-master", "--master-key-file", "/a"}, "and the new one (--new-master-key-file)"},
+		{[]string{"keys", "rotate-master", "--new-master-key-file", "/b"}, "give the master key in use"},
+		{[]string{"keys", "rotate-master", "--master-key-file", "/a", "--new-master-key-file", "/b", "extra"}, `unexpected argument "extra"`},
 	} {
 		r := e.run(t, "", tc.args...)
 		if r.code != exitUsage || !strings.Contains(r.stderr, tc.want) {

@@ -1,6 +1,7 @@
 package tests
 
 import (
+	"bytes"
 	"os"
 	"slices"
 	"strings"
@@ -103,4 +104,97 @@ func (x *h) noMasterKeyLeak(masterHex string) {
 			x.t.Errorf("secret leaked: %s", leak)
 		}
 	})
+}
+
+// An operator whose master key may have leaked seals the key store again under a new one with `keys
+// rotate-master`, on a headless host: every key, credential and the state's data key come through (a sandbox
+// made before is still driven after a restart with the new key), the old key opens nothing any more (a server
+// still running with it, a new serve, auth status: each names the file), and every wrong rotation is refused
+// without changing the store.
+func TestHeadlessMasterKeyRotation(t *testing.T) {
+	x := newH(t)
+	x.headless = true
+	owner := x.owner("rotate")
+	state := x.path("state")
+	oldKey, oldHex := x.masterKeyFile("old.key")
+	newKey, newHex := x.masterKeyFile("new.key")
+	x.noMasterKeyLeak(oldHex)
+	x.noMasterKeyLeak(newHex)
+	inStore := func(mk string) []string { return []string{"--master-key-file", mk, "--state-dir", state} }
+
+	key := newAPIKey()
+	the.noteKey(key)
+	x.mustRun(strings.NewReader(key+"\n"), append([]string{"auth", "login", "--owner", owner, "--api-url", the.emu.URL()}, inStore(oldKey)...)...)
+	x.mustRun(strings.NewReader("ghp_rotationtestcredential\n"), append([]string{"credentials", "add", "gh", "--domain", "github.com",
+		"--github", "--owner", owner}, inStore(oldKey)...)...)
+	before := x.startStdio(clientOpts{}, x.serveArgs(owner, "rotate", "--master-key-file", oldKey)...)
+	id := create(t, before.Client, map[string]any{"title": "made under the old key"}) // the data key is made and stored now
+
+	rotate := func(args ...string) result { return x.run(nil, append([]string{"keys", "rotate-master"}, args...)...) }
+	r := rotate("--master-key-file", oldKey, "--new-master-key-file", newKey, "--state-dir", state)
+	if r.err != nil || !strings.Contains(r.stdout, "Sealed the 4 entries of the key store "+state+"/keys.json again under the master key in "+newKey) {
+		t.Fatalf("keys rotate-master (want the API key, the credential's list and value, and the data key):\n%s", r)
+	}
+
+	// The server still running with the old key cannot read the store any more, and says why.
+	msg := fails(t, before.Client, "e2b_create_sandbox", map[string]any{"title": "after rotation"})
+	if !strings.Contains(msg, "the master key in "+oldKey+" does not open the key store") {
+		t.Errorf("a call to the server still using the old key: %q", msg)
+	}
+	before.Close()
+	for _, args := range [][]string{
+		x.serveArgs(owner, "rotate", "--master-key-file", oldKey),
+		append([]string{"auth", "status", "--owner", owner}, inStore(oldKey)...),
+	} {
+		if r := x.run(nil, args...); r.err == nil || !strings.Contains(r.stderr, "the master key in "+oldKey+" does not open the key store") {
+			t.Errorf("e2b-mcp %s with the old master key:\n%s", args[0], r)
+		}
+	}
+
+	status := x.mustRun(nil, append([]string{"auth", "status", "--owner", owner}, inStore(newKey)...)...)
+	if !strings.Contains(status.stdout, "E2B API key ending in "+key[len(key)-4:]) {
+		t.Errorf("auth status with the new master key:\n%s", status)
+	}
+	if list := x.mustRun(nil, append([]string{"credentials", "list", "--owner", owner}, inStore(newKey)...)...); !strings.Contains(list.stdout, "github.com") {
+		t.Errorf("credentials list with the new master key:\n%s", list)
+	}
+	after := x.startStdio(clientOpts{}, x.serveArgs(owner, "rotate", "--master-key-file", newKey)...)
+	// The sandbox's envd token, sealed under the data key before the rotation, still opens.
+	ok(t, after.Client, "e2b_exec", map[string]any{"sandbox_id": id, "command": "true"})
+	after.Close()
+
+	// Refusals leave the store as it is.
+	storeFile := x.path("state", "keys.json")
+	rotated, err := os.ReadFile(storeFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	open, _ := x.masterKeyFile("open.key")
+	if err := os.Chmod(open, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	third, _ := x.masterKeyFile("third.key")
+	inState := x.path("state", "in-state.key")
+	if err := os.WriteFile(inState, []byte(randomHex(32)+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--master-key-file", oldKey, "--new-master-key-file", newKey}, "is sealed under the master key in " + newKey + " already"},
+		{[]string{"--master-key-file", newKey, "--new-master-key-file", newKey}, newKey + " holds the same key as " + newKey},
+		{[]string{"--master-key-file", newKey, "--new-master-key-file", open}, open + " has mode 0644"},
+		{[]string{"--master-key-file", newKey, "--new-master-key-file", x.path("secrets", "none.key")}, "master key file " + x.path("secrets", "none.key") + " does not exist"},
+		{[]string{"--master-key-file", third, "--new-master-key-file", oldKey}, "the master key in " + third + " does not open the key store"},
+		{[]string{"--master-key-file", newKey, "--new-master-key-file", inState}, inState + " is kept beside the key store"},
+	} {
+		r := rotate(append(tc.args, "--state-dir", state)...)
+		if r.err == nil || !strings.Contains(r.stderr, tc.want) {
+			t.Errorf("keys rotate-master %s:\n%s\nwant an error saying %q", strings.Join(tc.args, " "), r, tc.want)
+		}
+		if now, _ := os.ReadFile(storeFile); !bytes.Equal(now, rotated) {
+			t.Fatalf("keys rotate-master %s changed the store", strings.Join(tc.args, " "))
+		}
+	}
 }

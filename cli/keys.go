@@ -1,0 +1,82 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+
+	"github.com/e2b-mcp/e2b-mcp/credentials"
+)
+
+const keysUsage = `Usage: e2b-mcp keys rotate-master --master-key-file OLD --new-master-key-file NEW [--key-store FILE | --state-dir DIR]
+
+The encrypted key store (serve --master-key-file, for hosts without an OS keyring) holds the members' E2B API
+keys, their credentials and the state's data key, sealed under the master key.
+
+  rotate-master    seal the whole key store again under a new master key (when the old one may have leaked)
+
+Run ` + "`e2b-mcp keys SUBCOMMAND --help`" + ` for its flags.
+`
+
+func runKeys(ctx context.Context, a *app, args []string) error {
+	sub := ""
+	if len(args) > 0 {
+		sub, args = args[0], args[1:]
+	}
+	switch sub {
+	case "rotate-master":
+		return runKeysRotateMaster(ctx, a, args)
+	case "-h", "-help", "--help", "help":
+		fmt.Fprint(a.stdout, keysUsage)
+		return nil
+	case "":
+		return usageError{msg: "keys needs a subcommand", usage: keysUsage}
+	}
+	return usageError{msg: fmt.Sprintf("unknown keys subcommand %q", sub), usage: keysUsage}
+}
+
+func runKeysRotateMaster(_ context.Context, a *app, args []string) error {
+	f := newFlags("keys rotate-master", "--master-key-file OLD --new-master-key-file NEW [--key-store FILE | --state-dir DIR]",
+		"Seal every entry of the encrypted key store again under the master key in NEW, in one atomic step: if it\n"+
+			"fails or is stopped, the store is whole under OLD or whole under NEW. Nothing is written in the clear.\n"+
+			"NEW must be a new key (`umask 077; openssl rand -hex 32 > NEW`), private, and kept outside the state\n"+
+			"directory. Then restart `serve` (and run every other command) with --master-key-file NEW: a server still\n"+
+			"using OLD fails each call that needs a key, saying that OLD does not open the store.")
+	oldFile := f.String("master-key-file", "", "the master key the store is sealed under now (OLD)")
+	newFile := f.String("new-master-key-file", "", "the master key to seal it under from now on (NEW)")
+	keyStore := f.String("key-store", "", "the encrypted key store's file (default STATE_DIR/"+DefaultKeyStoreFile+")")
+	stateDirOpt := f.String("state-dir", "", "state directory, where the encrypted key store is by default")
+	rest, err := a.parse(f, args)
+	if err != nil {
+		return err
+	}
+	if err := f.wantArgs(rest, 0, 0); err != nil {
+		return err
+	}
+	if *oldFile == "" || *newFile == "" {
+		return f.usageErrorf("give the master key in use (--master-key-file) and the new one (--new-master-key-file)")
+	}
+	path := *keyStore
+	if path == "" {
+		dir, err := a.stateDir(*stateDirOpt)
+		if err != nil {
+			return err
+		}
+		path = filepath.Join(dir, DefaultKeyStoreFile)
+	}
+	n, err := credentials.RotateFileStore(path, *oldFile, *newFile)
+	if err != nil {
+		if _, nerr := credentials.OpenFileStore(path, *newFile); nerr == nil {
+			return err // it says that the store is sealed under NEW
+		}
+		return fmt.Errorf("%w; the key store was not changed", err)
+	}
+	path, _ = filepath.Abs(path)
+	newAbs, _ := filepath.Abs(*newFile)
+	fmt.Fprintf(a.stdout, "Sealed the %d entries of the key store %s again under the master key in %s.\n"+
+		"Now restart serve, and run every other command, with --master-key-file %s; the old master key no longer\n"+
+		"opens the store. Destroy the old key file. Copies of the store made before now (backups) still open under\n"+
+		"the old key: if the old key may have leaked with such a copy, have members replace their E2B keys too.\n",
+		n, path, newAbs, newAbs)
+	return nil
+}
