@@ -273,7 +273,12 @@ func (s *FileStore) locked(f func() error) error {
 		return fmt.Errorf("key store: %w", err)
 	}
 	defer lock.Close()
-	if err := filelock.Lock(lock); err != nil && !errors.Is(err, filelock.ErrUnsupported) {
+	switch err := filelock.Lock(lock); {
+	case err == nil:
+		// Every writer holds the lock while its temporary file exists, so one found now was left by a writer
+		// that died: its content (sealed, perhaps under a master key being rotated away from) goes.
+		removeTempFiles(s.path)
+	case !errors.Is(err, filelock.ErrUnsupported):
 		return fmt.Errorf("key store: locking %s: %w", lock.Name(), err)
 	}
 	return f()

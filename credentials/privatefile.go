@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"strings"
 )
 
 // readPrivateFile reads a regular file of at most limit bytes that must not be accessible to group or others.
@@ -64,7 +65,7 @@ func writePrivateFile(path, what string, data []byte, afterStep func(step string
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return fmt.Errorf("%s: %w", what, err)
 	}
-	tmp, err := os.CreateTemp(dir, "."+filepath.Base(path)+"-*")
+	tmp, err := os.CreateTemp(dir, tempPrefix(path)+"*")
 	if err != nil {
 		return fmt.Errorf("%s: %w", what, err)
 	}
@@ -95,4 +96,21 @@ func writePrivateFile(path, what string, data []byte, afterStep func(step string
 		return fmt.Errorf("%s: %w", what, err)
 	}
 	return step("renamed")
+}
+
+// tempPrefix begins the name of every temporary file writePrivateFile makes for path.
+func tempPrefix(path string) string { return "." + filepath.Base(path) + "-" }
+
+// removeTempFiles removes the temporary files that writes of path left when their process died. Only a caller
+// that holds a lock every writer of path takes may call it.
+func removeTempFiles(path string) {
+	entries, err := os.ReadDir(filepath.Dir(path))
+	if err != nil {
+		return
+	}
+	for _, e := range entries {
+		if strings.HasPrefix(e.Name(), tempPrefix(path)) && e.Type().IsRegular() {
+			_ = os.Remove(filepath.Join(filepath.Dir(path), e.Name()))
+		}
+	}
 }

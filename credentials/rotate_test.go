@@ -299,6 +299,9 @@ func TestRotateMasterKeyCrashBetweenSteps(t *testing.T) {
 			}
 			wantWhole(t, path, now, other)
 			noSecretInDir(t, filepath.Dir(path), oldRaw, newRaw)
+			if left := len(tempFiles(t, path)); left != 1 && !sealedUnderNew(step) {
+				t.Fatalf("%d temporary files after a crash before the rename, want the one it was writing", left)
+			}
 
 			n, err := RotateFileStore(path, oldKey, newKey)
 			if sealedUnderNew(step) {
@@ -310,8 +313,72 @@ func TestRotateMasterKeyCrashBetweenSteps(t *testing.T) {
 			if err := s.SetSecret("carol", testKey); err != nil {
 				t.Fatal(err)
 			}
+			// The next writer clears what the crash left.
+			if left := tempFiles(t, path); len(left) != 0 {
+				t.Errorf("temporary files still beside the store: %v", left)
+			}
 		})
 	}
+}
+
+// tempFiles are the temporary files of writes of the store at path found beside it.
+func tempFiles(t *testing.T, path string) []string {
+	t.Helper()
+	entries, err := os.ReadDir(filepath.Dir(path))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, e := range entries {
+		if strings.HasPrefix(e.Name(), "."+filepath.Base(path)+"-") {
+			out = append(out, e.Name())
+		}
+	}
+	return out
+}
+
+// A process still using the old master key after the rotation (a server not yet restarted) can neither read
+// nor write the store, says which key file is at fault, and changes nothing; of two rotations at once, one wins
+// and the other finds the store sealed under a key it does not hold.
+func TestRotateMasterKeyWhileOthersUseTheStore(t *testing.T) {
+	path, oldKey := filledStore(t)
+	running, err := OpenFileStore(path, oldKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := running.Secret("alice"); err != nil { // cached as it was before the rotation
+		t.Fatal(err)
+	}
+	first, _ := newMasterKeyFile(t)
+	third, _ := newMasterKeyFile(t)
+	a, errA := OpenFileStore(path, oldKey)
+	b, errB := OpenFileStore(path, oldKey)
+	if errA != nil || errB != nil {
+		t.Fatal(errA, errB)
+	}
+	errs := make(chan error, 2)
+	go func() { _, err := RotateMasterKey(a, first); errs <- err }()
+	go func() { _, err := RotateMasterKey(b, third); errs <- err }()
+	err1, err2 := <-errs, <-errs
+	if (err1 == nil) == (err2 == nil) {
+		t.Fatalf("two rotations at once: %v and %v; want exactly one to succeed", err1, err2)
+	}
+	loser := err1
+	if loser == nil {
+		loser = err2
+	}
+	wantErr(t, loser, ErrMasterKey, "the master key in "+oldKey+" does not open the key store")
+	winner, refused := first, third
+	if a.MasterKey().File() != first {
+		winner, refused = third, first
+	}
+	wantWhole(t, path, winner, refused)
+
+	_, err = running.Secret("alice")
+	wantErr(t, err, ErrMasterKey, "the master key in "+oldKey+" does not open the key store "+path)
+	err = running.SetSecret("dave", testKey)
+	wantErr(t, err, ErrMasterKey, "the master key in "+oldKey+" does not open the key store "+path)
+	wantWhole(t, path, winner, oldKey)
 }
 
 // crashingRotation is the process TestRotateMasterKeyCrashBetweenSteps starts: it rotates the store named in its
