@@ -191,6 +191,8 @@ func checkAccessToken(raw string, claims map[string]any, requireAT bool) error {
 	switch {
 	case oneOf(typ, accessTokenTypes):
 		return nil
+	case requireAT && typ == "":
+		return fmt.Errorf("%w: the token has no type, and this server accepts only tokens typed at+jwt (RFC 9068)", errTokenRefused)
 	case requireAT:
 		return fmt.Errorf("%w: the token's type is %q, and this server accepts only tokens typed at+jwt (RFC 9068)",
 			errTokenRefused, typ)
