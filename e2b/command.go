@@ -185,8 +185,27 @@ func (e *Envd) RunCommand(ctx context.Context, command string, opts CommandOptio
 		stdout   = markerScanner{marker: []byte(newMarker())}
 		stderr   = markerScanner{marker: stdout.marker}
 	)
-	streamCtx, stopStream := context.WithCancel(ctx)
+	if err := ctx.Err(); err != nil {
+		return res, fmt.Errorf("e2b: envd Start: %w", err)
+	}
+	// The stream does not end with ctx. Once the request may have reached envd, the command may be running (envd
+	// runs it whatever becomes of the stream) while the start event that carries its pid is still on the way, and
+	// without the pid it could not be killed. So when ctx ends, the stream is cut only once the pid is known (at
+	// once if it is already), or after killGrace if no start event comes; the command's tree is killed after.
+	streamCtx, stopStream := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopStream()
+	started := make(chan struct{}) // closed at the start event, when res.PID is set
+	stopCutting := context.AfterFunc(ctx, func() {
+		wait := time.NewTimer(killGrace)
+		defer wait.Stop()
+		select {
+		case <-started:
+		case <-wait.C:
+		case <-streamCtx.Done():
+		}
+		stopStream()
+	})
+	defer stopCutting()
 	output := func(kind EventKind, data []byte) {
 		if len(data) > 0 && opts.OnOutput != nil {
 			opts.OnOutput(kind, data)
@@ -204,7 +223,11 @@ func (e *Envd) RunCommand(ctx context.Context, command string, opts CommandOptio
 	end, err := e.start(streamCtx, start, func(ev ProcessEvent) error {
 		switch ev.Kind {
 		case EventStart:
+			if res.PID != 0 {
+				return fmt.Errorf("e2b: envd Start: a second start event (pid %d after %d)", ev.PID, res.PID)
+			}
 			res.PID = ev.PID
+			close(started)
 			if opts.OnStart != nil {
 				opts.OnStart(ev.PID)
 			}
@@ -257,7 +280,7 @@ func (e *Envd) RunCommand(ctx context.Context, command string, opts CommandOptio
 			// The stream is gone but the command is not: envd keeps processes whose stream closes.
 			e.killTree(ctx, res.PID)
 		}
-		return res, err
+		return res, fmt.Errorf("e2b: envd Start: %w", ctx.Err())
 	case res.TimedOut || (opts.Timeout > 0 && errors.As(err, &apiErr) && apiErr.Code == "deadline_exceeded"):
 		// Killed by the timer, or by envd's own deadline if the kill could not be made.
 		res.ProcessEnd = ProcessEnd{ExitCode: -1, Status: "signal: killed", Error: "signal: killed"}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"os"
 	"strings"
 	"sync"
@@ -87,9 +88,41 @@ func sh(t *testing.T, e *Envd, command string) string {
 // running lists the processes whose command line contains s.
 func running(t *testing.T, e *Envd, s string) string {
 	t.Helper()
+	list, err := matching(emuCtx(t), e, s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return list
+}
+
+// matching lists the processes whose command line contains s; unlike running, it may be called from any goroutine.
+func matching(ctx context.Context, e *Envd, s string) (string, error) {
 	// The pattern is built in the shell, so that this command's own line does not contain s.
 	half := len(s) / 2
-	return sh(t, e, fmt.Sprintf("ps -eo pid=,args= | grep -F -- \"%s\"\"%s\" | grep -v grep || true", s[:half], s[half:]))
+	command := fmt.Sprintf("ps -eo pid=,args= | grep -F -- \"%s\"\"%s\" | grep -v grep || true", s[:half], s[half:])
+	var out strings.Builder
+	res, err := e.RunCommand(ctx, command, CommandOptions{Timeout: 20 * time.Second, OnOutput: func(k EventKind, d []byte) {
+		if k == EventStdout {
+			out.Write(d)
+		}
+	}})
+	if err == nil && res.ExitCode != 0 {
+		err = fmt.Errorf("%s: %+v", command, res)
+	}
+	return out.String(), err
+}
+
+// whenRunning calls f once a process whose command line contains s runs, or once ctx ends.
+func whenRunning(ctx context.Context, e *Envd, s string, f func()) {
+	go func() {
+		defer f()
+		for ctx.Err() == nil {
+			if list, err := matching(ctx, e, s); err != nil || list != "" {
+				return
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}()
 }
 
 // killAll kills the processes whose command line contains s.
@@ -148,7 +181,10 @@ func TestConformanceCancelStopsTheWholeTree(t *testing.T) {
 			t.Run(tc.name, func(t *testing.T) {
 				dur := fmt.Sprintf("30.%d%d", i, time.Now().UnixNano()%1e6)
 				ctx, cancel := context.WithCancel(emuCtx(t))
-				time.AfterFunc(500*time.Millisecond, cancel)
+				defer cancel()
+				// The cancel comes once the whole tree runs: a timer could fire before a loaded machine has even
+				// started it.
+				whenRunning(emuCtx(t), e, "sleep "+dur, cancel)
 				res, err := e.RunCommand(ctx, fmt.Sprintf(tc.command, dur), CommandOptions{})
 				if !errors.Is(err, context.Canceled) || res.PID == 0 {
 					t.Fatalf("res %+v err %v", res, err)
@@ -157,6 +193,80 @@ func TestConformanceCancelStopsTheWholeTree(t *testing.T) {
 			})
 		}
 	})
+}
+
+// A call given up while envd's answer to Start is on its way (the command runs, its pid is not known yet) still
+// kills the command: the start event is awaited for its pid. The answer is held back until the cancel, as a slow
+// network or a busy proxy holds it.
+func TestConformanceCancelBeforeTheStartEvent(t *testing.T) {
+	conformance(t, func(t *testing.T, e *Envd) {
+		dur := fmt.Sprintf("30.8%d", time.Now().UnixNano()%1e6)
+		hold := &holdFirstStart{next: http.DefaultTransport, release: make(chan struct{})}
+		cfg := e.client.cfg
+		cfg.HTTPClient = &http.Client{Transport: hold}
+		c, err := NewClient(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		held := c.Envd(e.conn)
+
+		ctx, cancel := context.WithCancel(emuCtx(t))
+		defer cancel()
+		type result struct {
+			res CommandResult
+			err error
+		}
+		done := make(chan result, 1)
+		go func() {
+			res, err := held.RunCommand(ctx, "sleep "+dur, CommandOptions{})
+			done <- result{res, err}
+		}()
+		deadline := time.Now().Add(20 * time.Second)
+		for running(t, e, "sleep "+dur) == "" {
+			if time.Now().After(deadline) {
+				t.Fatal("the command did not start")
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+		cancel()
+		close(hold.release)
+		select {
+		case r := <-done:
+			if !errors.Is(r.err, context.Canceled) || r.res.PID == 0 {
+				t.Fatalf("res %+v err %v", r.res, r.err)
+			}
+		case <-time.After(30 * time.Second):
+			t.Fatal("the cancelled call did not return")
+		}
+		waitGone(t, e, "sleep "+dur)
+	})
+}
+
+// holdFirstStart is a transport that holds the first answer to Process/Start (its headers are in, its events
+// not yet read) until release is closed. A request whose context has ended by then fails as it would have
+// without the hold.
+type holdFirstStart struct {
+	next    http.RoundTripper
+	release chan struct{}
+	once    sync.Once
+}
+
+func (h *holdFirstStart) RoundTrip(req *http.Request) (*http.Response, error) {
+	resp, err := h.next.RoundTrip(req)
+	if err != nil || !strings.HasSuffix(req.URL.Path, "/process.Process/Start") {
+		return resp, err
+	}
+	first := false
+	h.once.Do(func() { first = true })
+	if !first {
+		return resp, nil
+	}
+	<-h.release
+	if err := req.Context().Err(); err != nil {
+		resp.Body.Close()
+		return nil, err
+	}
+	return resp, nil
 }
 
 func TestConformanceBackgroundJobDoesNotHoldTheCall(t *testing.T) {
