@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -18,6 +19,37 @@ import (
 )
 
 var tokenRE = regexp.MustCompile(credentials.TokenPrefix + `[A-Za-z0-9_-]{20,}`)
+
+// `tokens add` run several times at once (an operator's script adding a team) keeps every token it printed.
+func TestConcurrentTokensAddKeepsEveryToken(t *testing.T) {
+	e := newEnv(t)
+	file := filepath.Join(t.TempDir(), "tokens.json")
+	const members = 8
+	printed := make(chan string, members)
+	var wg sync.WaitGroup
+	for i := range members {
+		wg.Go(func() {
+			r := e.run(t, "", "tokens", "add", fmt.Sprintf("member%d", i), "--tokens-file", file)
+			printed <- tokenRE.FindString(r.stdout)
+		})
+	}
+	wg.Wait()
+	close(printed)
+	toks, err := credentials.OpenTokens(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for tok := range printed {
+		if _, ok := toks.Owner(tok); !ok {
+			t.Errorf("a printed token was lost from the tokens file")
+		}
+		n++
+	}
+	if n != members {
+		t.Fatalf("%d tokens printed, want %d", n, members)
+	}
+}
 
 func TestTokensCommands(t *testing.T) {
 	e := newEnv(t)

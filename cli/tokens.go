@@ -104,15 +104,14 @@ func runTokensAdd(_ context.Context, a *app, args []string) error {
 	if err != nil {
 		return err
 	}
-	entries, err := readTokensOrEmpty(path)
-	if err != nil {
-		return err
-	}
 	token, entry, err := credentials.NewTokenEntry(owner, a.now())
 	if err != nil {
 		return err
 	}
-	if err := credentials.WriteTokenFile(path, append(entries, entry)); err != nil {
+	add := func(entries []credentials.TokenEntry) ([]credentials.TokenEntry, error) {
+		return append(entries, entry), nil
+	}
+	if err := credentials.UpdateTokenFile(path, add); err != nil {
 		return err
 	}
 	fmt.Fprintf(a.stdout, "New bearer token for %s (id %s):\n\n    %s\n\n", owner, entry.ID, token)
@@ -165,15 +164,16 @@ func runTokensRevoke(_ context.Context, a *app, args []string) error {
 	if err != nil {
 		return err
 	}
-	entries, err := credentials.ReadTokenFile(path)
+	var removed []credentials.TokenEntry
+	err = credentials.UpdateTokenFile(path, func(entries []credentials.TokenEntry) ([]credentials.TokenEntry, error) {
+		var kept []credentials.TokenEntry
+		kept, removed = credentials.RevokeTokens(entries, rest[0])
+		if len(removed) == 0 {
+			return nil, fmt.Errorf("no token in %s has that ID, owner or value", path)
+		}
+		return kept, nil
+	})
 	if err != nil {
-		return err
-	}
-	kept, removed := credentials.RevokeTokens(entries, rest[0])
-	if len(removed) == 0 {
-		return fmt.Errorf("no token in %s has that ID, owner or value", path)
-	}
-	if err := credentials.WriteTokenFile(path, kept); err != nil {
 		return err
 	}
 	for _, e := range removed {

@@ -264,25 +264,7 @@ func (s *FileStore) update(change func(secrets map[string][]byte, key *MasterKey
 }
 
 // locked runs f holding the store's lock file, which every process writing the store takes.
-func (s *FileStore) locked(f func() error) error {
-	if err := os.MkdirAll(filepath.Dir(s.path), 0o700); err != nil {
-		return fmt.Errorf("key store: %w", err)
-	}
-	lock, err := os.OpenFile(s.path+".lock", os.O_RDWR|os.O_CREATE, 0o600)
-	if err != nil {
-		return fmt.Errorf("key store: %w", err)
-	}
-	defer lock.Close()
-	switch err := filelock.Lock(lock); {
-	case err == nil:
-		// Every writer holds the lock while its temporary file exists, so one found now was left by a writer
-		// that died: its content (sealed, perhaps under a master key being rotated away from) goes.
-		removeTempFiles(s.path)
-	case !errors.Is(err, filelock.ErrUnsupported):
-		return fmt.Errorf("key store: locking %s: %w", lock.Name(), err)
-	}
-	return f()
-}
+func (s *FileStore) locked(f func() error) error { return lockedUpdate(s.path, "key store", f) }
 
 // write replaces the file with secrets, sealed under key, and a check value sealed under key.
 func (s *FileStore) write(secrets map[string][]byte, key *MasterKey) error {

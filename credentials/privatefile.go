@@ -1,12 +1,15 @@
 package credentials
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
 	"runtime"
 	"strings"
+
+	"github.com/e2b-mcp/e2b-mcp/internal/filelock"
 )
 
 // readPrivateFile reads a regular file of at most limit bytes that must not be accessible to group or others.
@@ -96,6 +99,28 @@ func writePrivateFile(path, what string, data []byte, afterStep func(step string
 		return fmt.Errorf("%s: %w", what, err)
 	}
 	return step("renamed")
+}
+
+// lockedUpdate runs f, which rewrites path, holding path's lock file (path + ".lock"), which every process
+// rewriting path takes. Every such writer holds the lock while its temporary file exists, so one found once the
+// lock is taken was left by a writer that died, and goes (its content may be sealed under a master key being
+// rotated away from). what names the file in messages. Where the platform has no file locks, f runs unlocked.
+func lockedUpdate(path, what string, f func() error) error {
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return fmt.Errorf("%s: %w", what, err)
+	}
+	lock, err := os.OpenFile(path+".lock", os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return fmt.Errorf("%s: %w", what, err)
+	}
+	defer lock.Close()
+	switch err := filelock.Lock(lock); {
+	case err == nil:
+		removeTempFiles(path)
+	case !errors.Is(err, filelock.ErrUnsupported):
+		return fmt.Errorf("%s: locking %s: %w", what, lock.Name(), err)
+	}
+	return f()
 }
 
 // tempPrefix begins the name of every temporary file writePrivateFile makes for path.

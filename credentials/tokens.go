@@ -199,6 +199,26 @@ func WriteTokenFile(path string, entries []TokenEntry) error {
 	return writePrivateFile(path, "tokens file", append(data, '\n'), nil)
 }
 
+// UpdateTokenFile changes the tokens file: change gets the entries it holds (none when there is no file yet) and
+// returns those to keep; an error from change leaves the file as it was. The whole change holds the file's lock,
+// so two processes changing it at once (two `e2b-mcp tokens add`) both keep their change.
+func UpdateTokenFile(path string, change func([]TokenEntry) ([]TokenEntry, error)) error {
+	return lockedUpdate(path, "tokens file", func() error {
+		entries, err := ReadTokenFile(path)
+		if errors.Is(err, os.ErrNotExist) {
+			entries, err = nil, nil
+		}
+		if err != nil {
+			return err
+		}
+		next, err := change(entries)
+		if err != nil {
+			return err
+		}
+		return WriteTokenFile(path, next)
+	})
+}
+
 // RevokeTokens removes the entries matching what: an entry ID, an owner name (all of that owner's tokens) or
 // a token itself. It returns the remaining entries and the removed ones.
 func RevokeTokens(entries []TokenEntry, what string) (kept, removed []TokenEntry) {

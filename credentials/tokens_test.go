@@ -3,10 +3,12 @@ package credentials
 import (
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"runtime"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -263,5 +265,73 @@ func BenchmarkTokensOwner(b *testing.B) {
 		if _, ok := toks.Owner(last); !ok {
 			b.Fatal("not found")
 		}
+	}
+}
+
+// Tokens added by processes at the same time (each `e2b-mcp tokens add` is one; here goroutines with their own
+// lock handles, which exclude each other as processes do) are all kept: none reads the file, then writes it back
+// over another's addition.
+func TestConcurrentTokenAddsAreAllKept(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "tokens.json")
+	const adders = 16
+	want := map[string]bool{}
+	entries := make([]TokenEntry, adders)
+	for i := range entries {
+		_, e, err := NewTokenEntry(fmt.Sprintf("owner%d", i), time.Now())
+		if err != nil {
+			t.Fatal(err)
+		}
+		entries[i], want[e.ID] = e, true
+	}
+	var wg sync.WaitGroup
+	errs := make(chan error, adders)
+	for _, e := range entries {
+		wg.Go(func() {
+			errs <- UpdateTokenFile(path, func(cur []TokenEntry) ([]TokenEntry, error) { return append(cur, e), nil })
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, err := ReadTokenFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range got {
+		delete(want, e.ID)
+	}
+	if len(got) != adders || len(want) != 0 {
+		t.Fatalf("%d of %d tokens kept; lost %v", len(got), adders, want)
+	}
+}
+
+// A change that fails writes nothing, and a temporary file a writer that died left beside the tokens file is
+// removed by the next update.
+func TestUpdateTokenFileFailsWholeAndSweepsLeftovers(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "tokens.json")
+	_, a, err := NewTokenEntry("alice", time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := WriteTokenFile(path, []TokenEntry{a}); err != nil {
+		t.Fatal(err)
+	}
+	before, _ := os.ReadFile(path)
+	leftover := filepath.Join(dir, tempPrefix(path)+"123")
+	writeFile(t, leftover, "half a tokens file", 0o600)
+	refused := errors.New("no such token")
+	if err := UpdateTokenFile(path, func([]TokenEntry) ([]TokenEntry, error) { return nil, refused }); !errors.Is(err, refused) {
+		t.Fatalf("a failing change: %v", err)
+	}
+	if after, _ := os.ReadFile(path); string(after) != string(before) {
+		t.Fatalf("a failing change rewrote the file:\n%s", after)
+	}
+	if _, err := os.Stat(leftover); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the dead writer's temporary file is still there: %v", err)
 	}
 }
