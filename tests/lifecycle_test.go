@@ -8,7 +8,8 @@ import (
 )
 
 // When a session's lease lapses, its sandboxes get the orphan action from whichever server sweeps next; sandboxes
-// of live sessions and sandboxes without e2b-mcp's tags are left alone.
+// of live sessions (whatever lease the sweeping server has itself) and sandboxes without e2b-mcp's tags are left
+// alone.
 func TestOrphanedSessionSandboxes(t *testing.T) {
 	for _, tc := range []struct {
 		action string
@@ -21,11 +22,18 @@ func TestOrphanedSessionSandboxes(t *testing.T) {
 			x := newH(t)
 			owner := x.owner("orphans")
 			key := x.login(owner)
-			// A short lease, so the first session lapses soon after its server stops; not so short that a call of
-			// a live session on a loaded machine (a race-built binary, creates taking hundreds of ms) outlasts it.
-			flags := []string{"--lease", "2s", "--sweep-interval", "50ms", "--orphan-action", tc.action}
+			// The sandboxes are made under an hour's lease, so that no call has to finish within a short one
+			// (a race-built binary on a loaded machine takes its time); the short lease is given afterwards.
+			long := []string{"--lease", "1h", "--orphan-action", tc.action}
+			const short = "500ms"
 
-			old := x.startStdio(clientOpts{}, x.serveArgs(owner, "old", "--lease", "1h", "--orphan-action", tc.action)...)
+			// A live session (its server stopped, its lease an hour): its sandbox must be left alone.
+			kept := x.startStdio(clientOpts{}, x.serveArgs(owner, "current", long...)...)
+			live := create(t, kept.Client, map[string]any{"title": "in use"})
+			ok(t, kept.Client, "e2b_exec", map[string]any{"sandbox_id": live, "command": "true"})
+			kept.Close()
+
+			old := x.startStdio(clientOpts{}, x.serveArgs(owner, "old", long...)...)
 			orphan := create(t, old.Client, map[string]any{"title": "left behind"})
 			old.Close()
 
@@ -40,26 +48,23 @@ func TestOrphanedSessionSandboxes(t *testing.T) {
 			}
 			the.noteSandbox(foreign.SandboxID)
 
-			// The old session's lease was an hour when it was last renewed, so it has not lapsed: a new server
-			// with a short lease of its own must not touch the old session's sandbox because of its own flag.
-			cur := x.startStdio(clientOpts{}, x.serveArgs(owner, "current", flags...)...)
-			live := create(t, cur.Client, map[string]any{"title": "in use"})
-			ok(t, cur.Client, "e2b_exec", map[string]any{"sandbox_id": live, "command": "true"})
-			if sb, found := the.emu.Sandbox(orphan); !found || sb.State != "running" {
-				t.Fatalf("a sandbox of a session whose lease has not lapsed got the orphan action (found %v, %q)", found, sb.State)
-			}
-			cur.Close()
-
-			// Now the old session is started again with the short lease and left idle: it lapses, and the next
-			// sweep (of a server in yet another session) applies the orphan action to its sandboxes only.
-			again := x.startStdio(clientOpts{}, x.serveArgs(owner, "old", flags...)...)
+			// The old session is used again under the short lease and left idle: it lapses.
+			again := x.startStdio(clientOpts{}, x.serveArgs(owner, "old", "--lease", short, "--orphan-action", tc.action)...)
 			ok(t, again.Client, "e2b_list_sandboxes", map[string]any{})
 			again.Close()
-			x.startStdio(clientOpts{}, x.serveArgs(owner, "sweeper", "--lease", "1h", "--sweep-interval", "50ms", "--orphan-action", tc.action)...)
+
+			// A server in yet another session, with the short lease as its own flag, sweeps. By the time the old
+			// session has lapsed, the current session was last renewed longer ago than that short lease: a sweeper
+			// that judged other sessions by its own lease would take it too, and no later than the old one (a
+			// sweep goes through the sessions in name order, "current" before "old").
+			x.startStdio(clientOpts{}, x.serveArgs(owner, "sweeper", "--lease", short, "--sweep-interval", "50ms", "--orphan-action", tc.action)...)
 			waitFor(t, 30*time.Second, "the lapsed session's sandbox gets the orphan action "+tc.action, func() bool {
 				sb, found := the.emu.Sandbox(orphan)
 				return tc.check(found, sb.State)
 			})
+			if sb, found := the.emu.Sandbox(live); !found || sb.State != "running" {
+				t.Errorf("a sandbox of a session whose lease has not lapsed got the orphan action (found %v, %q)", found, sb.State)
+			}
 			if sb, found := the.emu.Sandbox(foreign.SandboxID); !found || sb.State != "running" {
 				t.Errorf("a sandbox without e2b-mcp's tags was touched (found %v, %q)", found, sb.State)
 			}
