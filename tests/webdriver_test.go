@@ -151,7 +151,7 @@ func (c *chromium) submit(css string) {
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		code, out := c.do(http.MethodGet, c.s("/element/"+root+"/name"), nil)
-		if code == http.StatusNotFound {
+		if code == http.StatusNotFound || nodeOfAnotherDocument(code, out) {
 			return // stale element reference (or no such element): a new document is loaded
 		}
 		if code != http.StatusOK {
@@ -162,6 +162,15 @@ func (c *chromium) submit(css string) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+}
+
+// nodeOfAnotherDocument reports chromedriver's other answers for a stale element: asked about an element of a
+// document the browser is just replacing, it may pass on DevTools' complaint that the node is not in the (new)
+// document as an "unknown error" (500) instead of "stale element reference" (404). Selenium's staleness waits
+// meet the same answers (SeleniumHQ/selenium#15401, #12221).
+func nodeOfAnotherDocument(code int, out []byte) bool {
+	return code == http.StatusInternalServerError && (bytes.Contains(out, []byte("Node with given id does not belong to the document")) ||
+		bytes.Contains(out, []byte("No node with given id found")))
 }
 
 // page is the current page's HTML.
