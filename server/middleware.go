@@ -79,6 +79,7 @@ func (s *Server) governCall(next mcpserver.ToolHandlerFunc) mcpserver.ToolHandle
 				"wait for one's lease to run out; nothing was done.", display.Prefix(caller.Session, maxEcho),
 				state.DefaultMaxLiveSessions, SessionHeader)), nil
 		}
+		defer s.holdLease(caller)()
 
 		args, decoded := callArgs(req)
 		if decoded != nil {
@@ -192,6 +193,35 @@ func (s *Server) renewLease(c tools.Caller) error {
 		s.log.Warn("renewing the session lease", "owner", c.Owner, "session", c.Session, "error", err)
 	}
 	return nil
+}
+
+// holdLease keeps the caller's session live while a call of it runs, and returns the function that ends the
+// hold when the call does. The session is in use all that time, so its lease is renewed every half lease while the
+// call lasts and once more when it ends: the lease counts from the end of the session's last call, and a call
+// longer than the lease does not see its own session lapse (and its sandboxes swept) under it. A call shorter than
+// a tenth of the lease costs no second write (see renewLease).
+func (s *Server) holdLease(c tools.Caller) (release func()) {
+	every := max(s.cfg.Lease/2, 10*time.Millisecond)
+	var mu sync.Mutex
+	ended := false
+	var timer *time.Timer
+	mu.Lock() // the first renewal waits until timer is set
+	timer = time.AfterFunc(every, func() {
+		_ = s.renewLease(c) // the session exists: only its creation can be refused
+		mu.Lock()
+		defer mu.Unlock()
+		if !ended {
+			timer.Reset(every)
+		}
+	})
+	mu.Unlock()
+	return func() {
+		mu.Lock()
+		ended = true
+		mu.Unlock()
+		timer.Stop()
+		_ = s.renewLease(c)
+	}
 }
 
 // localCause names what went wrong on this machine's disk (the system's words, such as "no space left on device")

@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mark3labs/mcp-go/mcp"
+
 	"github.com/e2b-mcp/e2b-mcp/audit"
 	"github.com/e2b-mcp/e2b-mcp/e2b/e2btest"
 	"github.com/e2b-mcp/e2b-mcp/lifecycle"
@@ -428,5 +430,83 @@ rules:
 	}
 	if reqs := f.emu.Requests()[mark:]; len(reqs) != 0 {
 		t.Errorf("denied calls reached E2B: %d requests", len(reqs))
+	}
+}
+
+// A session is in use while a call of it runs: the lease is renewed during a call that outlasts it, and once more
+// when the call ends, so the lease counts from the end of the last call and no sweep takes a session's sandboxes
+// under a running call.
+func TestLeaseHeldWhileACallRuns(t *testing.T) {
+	start := time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)
+	var mu sync.Mutex
+	now := start
+	setClock := func(d time.Duration) {
+		mu.Lock()
+		now = start.Add(d)
+		mu.Unlock()
+	}
+	const lease = time.Second // renewed every half second (real time) while a call runs
+	f := newFixture(t, fixtureOpts{mutate: func(c *Config, _ *e2btest.Server) {
+		c.Lease = lease
+		c.Now = func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	}})
+	c := connect(t, f.srv, eras[0], nil)
+	expiry := func() time.Time {
+		sessions, err := f.srv.Store().Sessions()
+		if err != nil || len(sessions) != 1 {
+			t.Fatalf("sessions %v %v", sessions, err)
+		}
+		return sessions[0].LeaseExpires
+	}
+	id := createSandbox(t, c)
+	sb, _ := f.emu.Sandbox(id)
+
+	// The command says it runs by a file in the sandbox's /tmp, and runs until the test makes another one.
+	type answer struct {
+		res *mcp.CallToolResult
+		err error
+	}
+	done := make(chan answer, 1)
+	go func() {
+		var req mcp.CallToolRequest
+		req.Params.Name = "e2b_exec"
+		req.Params.Arguments = map[string]any{"sandbox_id": id, "command": "touch /tmp/running; while [ ! -e /tmp/go ]; do sleep 0.02; done"}
+		res, err := c.CallTool(t.Context(), req)
+		done <- answer{res, err}
+	}()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		if _, err := os.Stat(filepath.Join(sb.Dir, "tmp", "running")); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the command did not start")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if got := expiry(); !got.Equal(start.Add(lease)) {
+		t.Fatalf("the lease at the call's start expires at %v, want %v", got, start.Add(lease))
+	}
+	setClock(10 * time.Second) // the lease taken at the call's start has run out meanwhile
+	for !expiry().Equal(start.Add(10*time.Second + lease)) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the lease was not renewed while the call ran: it expires at %v", expiry())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	setClock(20 * time.Second)
+	if err := os.WriteFile(filepath.Join(sb.Dir, "tmp", "go"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case a := <-done:
+		if a.err != nil || a.res.IsError {
+			t.Fatalf("exec: %v %v", a.err, a.res)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the command did not end after its file was made")
+	}
+	if got := expiry(); !got.Equal(start.Add(20*time.Second + lease)) {
+		t.Errorf("the lease after the call ended expires at %v, want %v (a lease from the call's end)", got, start.Add(20*time.Second+lease))
 	}
 }
