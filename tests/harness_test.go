@@ -164,6 +164,21 @@ func (c *capture) String() string {
 	return c.buf.String()
 }
 
+// shows waits until the process's output holds want, for at most d, and reports whether it did. A child's
+// output reaches its capture through a pipe that a goroutine of the test copies from, so a line the process wrote
+// before it answered a request may still be on its way when the answer is in: a check of a running process's
+// output waits for it.
+func (c *capture) shows(want string, d time.Duration) bool {
+	deadline := time.Now().Add(d)
+	for !strings.Contains(c.String(), want) {
+		if time.Now().After(deadline) {
+			return false
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	return true
+}
+
 func (s *suite) newCapture(name string) *capture {
 	c := &capture{name: name}
 	s.mu.Lock()

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 )
 
 // masterKeyFile writes a fresh master key (64 hex digits, mode 0600) outside the state directory, as an
@@ -61,7 +62,7 @@ func TestHeadlessEncryptedKeyStore(t *testing.T) {
 		t.Error("the sandbox was not made with the key from the encrypted key store")
 	}
 	ok(t, s.Client, "e2b_exec", map[string]any{"sandbox_id": id, "command": "true"})
-	if !strings.Contains(s.stderr.String(), "kept in the encrypted key store "+state) {
+	if !s.stderr.shows("kept in the encrypted key store "+state, 30*time.Second) {
 		t.Errorf("serve does not say which key store it uses:\n%s", s.stderr)
 	}
 	s.Close()

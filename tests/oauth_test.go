@@ -151,7 +151,7 @@ func TestOAuthSignInThroughOIDCProvider(t *testing.T) {
 			t.Errorf("%s lists %v, want only their own sandbox %s", owner, ids, id)
 		}
 	}
-	if !strings.Contains(srv.stderr.String(), "OAuth access tokens of "+issuer) {
+	if !srv.stderr.shows("OAuth access tokens of "+issuer, 30*time.Second) {
 		t.Errorf("serve does not say it accepts the provider's tokens:\n%s", srv.stderr)
 	}
 
@@ -174,7 +174,7 @@ func TestOAuthSignInThroughOIDCProvider(t *testing.T) {
 	// refuses them.
 	strictPort := freePort(t)
 	strict := x.startHTTPOn(strictPort, append(oauthArgs(public, issuer), "--oauth-require-at-jwt")...)
-	if !strings.Contains(strict.stderr.String(), "OAuth access tokens typed at+jwt of "+issuer) {
+	if !strict.stderr.shows("OAuth access tokens typed at+jwt of "+issuer, 30*time.Second) {
 		t.Errorf("serve --oauth-require-at-jwt does not say it accepts only at+jwt:\n%s", strict.stderr)
 	}
 	if code := postMCP(t, "http://"+strictPort, token1); code != http.StatusUnauthorized {

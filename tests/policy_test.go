@@ -45,9 +45,9 @@ func TestPolicyReload(t *testing.T) {
 	if err := s.cmd.Process.Signal(syscall.SIGHUP); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 30*time.Second, "the server logs that the broken policy was not loaded", func() bool {
-		return strings.Contains(s.stderr.String(), "not reloaded")
-	})
+	if !s.stderr.shows("not reloaded", 30*time.Second) {
+		t.Fatalf("the server does not log that the broken policy was not loaded:\n%s", s.stderr)
+	}
 	if msg := fails(t, s.Client, "e2b_exec", echo); !strings.Contains(msg, "frozen") {
 		t.Errorf("after a broken edit: %q, want the previous policy (rule frozen) still in force", msg)
 	}

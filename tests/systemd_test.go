@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 )
 
 // The example systemd unit's command line starts a server on a host without a keyring: every flag exists, the
@@ -40,7 +41,7 @@ func TestExampleSystemdUnit(t *testing.T) {
 	srv := x.startHTTPOn(freePort(t), args...)
 	for _, want := range []string{"kept in the encrypted key store " + x.path("var-lib", "e2b-mcp", "keys.json"),
 		"OAuth access tokens of https://login.example.com for https://mcp.example.com/mcp"} {
-		if !strings.Contains(srv.stderr.String(), want) {
+		if !srv.stderr.shows(want, 30*time.Second) {
 			t.Errorf("serve with the unit's flags does not say %q:\n%s", want, srv.stderr)
 		}
 	}
