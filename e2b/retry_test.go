@@ -278,7 +278,11 @@ func TestRequestTimeout(t *testing.T) {
 func TestContextCancellation(t *testing.T) {
 	srv := cpEmulator(t)
 	rec, _ := srv.CreateSandbox(cpKey, e2btest.SandboxOptions{})
-	c := cpClient(t, srv.URL(), func(cfg *Config) { cfg.RetryWaitMax = time.Hour })
+	answered := make(chan struct{}, 1)
+	c := cpClient(t, srv.URL(), func(cfg *Config) {
+		cfg.RetryWaitMax = time.Hour
+		cfg.HTTPClient = &http.Client{Transport: answerSignal{next: http.DefaultTransport, answered: answered}}
+	})
 
 	// Cancelled while waiting out a Retry-After: no further attempt. The cancel comes once the first attempt
 	// has been answered (a timer could fire before a loaded machine even sends it).
@@ -287,8 +291,9 @@ func TestContextCancellation(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	go func() {
-		for len(srv.Requests()) == 0 && ctx.Err() == nil {
-			time.Sleep(5 * time.Millisecond)
+		select {
+		case <-answered:
+		case <-ctx.Done():
 		}
 		cancel()
 	}()
@@ -314,13 +319,31 @@ func TestContextCancellation(t *testing.T) {
 		t.Fatalf("%d requests with a cancelled context", n)
 	}
 
-	// Cancelled while the request is in flight.
-	srv.SetFaults(e2btest.Faults{Latency: 5 * time.Second})
+	// Cancelled while the request is in flight: the emulator would answer long after the deadline, however
+	// slowly a loaded machine gets to it.
+	srv.SetFaults(e2btest.Faults{Latency: time.Hour})
 	ctx3, cancel3 := context.WithTimeout(context.Background(), 50*time.Millisecond)
 	defer cancel3()
 	if _, err := c.GetSandbox(ctx3, rec.ID); !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("in flight: %v", err)
 	}
+}
+
+// answerSignal is a transport that signals on answered (without blocking) each time an answer's headers are in.
+type answerSignal struct {
+	next     http.RoundTripper
+	answered chan<- struct{}
+}
+
+func (a answerSignal) RoundTrip(req *http.Request) (*http.Response, error) {
+	resp, err := a.next.RoundTrip(req)
+	if err == nil {
+		select {
+		case a.answered <- struct{}{}:
+		default:
+		}
+	}
+	return resp, err
 }
 
 // cpCreateRequestIDs returns the request ID of every create the emulator received.
