@@ -87,6 +87,7 @@ type authTarget struct {
 func (a *app) authFlags(f *flags, ownerWhat string, nargs int) func(args []string) (authTarget, error) {
 	ownerOpt := ownerFlag(f, ownerWhat)
 	stateDirOpt := f.String("state-dir", "", "state directory, where the encrypted key store is by default")
+	storeOpt := f.String("store", "", "postgres:// URL of the database replicas share (serve's --store): with --master-key-file, the key store is there")
 	keys := addKeyStoreFlags(f)
 	return func(args []string) (authTarget, error) {
 		rest, err := a.parse(f, args)
@@ -100,13 +101,16 @@ func (a *app) authFlags(f *flags, ownerWhat string, nargs int) func(args []strin
 		if err != nil {
 			return authTarget{}, err
 		}
+		if *storeOpt != "" && keys.masterKeyFile == "" {
+			return authTarget{}, f.usageErrorf("--store needs --master-key-file: the key store in the database is sealed under the master key")
+		}
 		var stateDir string
-		if keys.masterKeyFile != "" && keys.keyStore == "" {
+		if keys.masterKeyFile != "" && keys.keyStore == "" && *storeOpt == "" {
 			if stateDir, err = a.stateDir(*stateDirOpt); err != nil {
 				return authTarget{}, err
 			}
 		}
-		store, err := keys.open(f, stateDir)
+		store, err := keys.open(f, stateDir, *storeOpt)
 		if err != nil {
 			return authTarget{}, err
 		}

@@ -15,6 +15,12 @@ func TestKeyStoreAndOAuthFlagMistakes(t *testing.T) {
 	}{
 		{[]string{"auth", "status", "--key-store", "/tmp/keys.json"}, "--key-store needs --master-key-file"},
 		{[]string{"serve", "--key-store", "/tmp/keys.json"}, "--key-store needs --master-key-file"},
+		{[]string{"auth", "status", "--store", "postgres://db.internal/e2b_mcp"}, "--store needs --master-key-file"},
+		{[]string{"auth", "login", "--store", "/var/lib/e2b-mcp", "--master-key-file", "/etc/e2b-mcp/master.key"}, "--store: want a postgres:// URL"},
+		{[]string{"auth", "logout", "--store", "postgres://db.internal/e2b_mcp", "--master-key-file", "/etc/e2b-mcp/master.key",
+			"--key-store", "/tmp/keys.json"}, "--key-store and --store do not go together"},
+		{[]string{"serve", "--store", "postgres://db.internal/e2b_mcp", "--master-key-file", "/etc/e2b-mcp/master.key",
+			"--key-store", "/tmp/keys.json"}, "--key-store and --store do not go together"},
 		{[]string{"serve", "--transport", "http", "--oauth-issuer", "https://login.example.com"}, "--oauth-issuer needs --public-url"},
 		{[]string{"serve", "--oauth-issuer", "https://login.example.com", "--public-url", "https://mcp.example.com"}, "--oauth-issuer is for --transport http or sse"},
 		{[]string{"serve", "--transport", "http", "--oauth-client-id", "x"}, "need --oauth-issuer"},

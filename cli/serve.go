@@ -4,13 +4,16 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"time"
 
+	"github.com/e2b-mcp/e2b-mcp/credentials"
 	"github.com/e2b-mcp/e2b-mcp/egress"
 	"github.com/e2b-mcp/e2b-mcp/lifecycle"
 	"github.com/e2b-mcp/e2b-mcp/server"
@@ -124,6 +127,9 @@ func runServe(ctx context.Context, a *app, args []string) error {
 	ctx, stop := a.signalContext(ctx)
 	defer stop()
 
+	if c, ok := cfg.Secrets.(io.Closer); ok {
+		defer c.Close() // after the server's Close: the key store in the database
+	}
 	srv, err := server.New(cfg)
 	if err != nil {
 		return err
@@ -197,9 +203,14 @@ func (a *app) serveConfig(f *flags, o *serveOptions) (server.Config, error) {
 	if err != nil {
 		return cfg, err
 	}
-	secrets, err := o.keys.open(f, stateDir)
+	secrets, err := o.keys.open(f, stateDir, o.store)
 	if err != nil {
 		return cfg, err
+	}
+	if db, ok := secrets.(*credentials.DatabaseStore); ok {
+		if err := a.importKeyStoreFile(db, filepath.Join(stateDir, DefaultKeyStoreFile)); err != nil {
+			return cfg, err
+		}
 	}
 	// Where `e2b-mcp approve` looks without --state-dir; an error just means it needs the flag.
 	defaultDir, _ := a.defaultStateDir()
@@ -244,6 +255,24 @@ func (a *app) serveConfig(f *flags, o *serveOptions) (server.Config, error) {
 		},
 		Now: a.now,
 	}, nil
+}
+
+// importKeyStoreFile moves a key store file left in the state directory (by a version that kept the keys of
+// replicas in a file on each host) into the key store in the database: entries the database lacks are copied as
+// they are sealed, and the operator is told that the file is read no more.
+func (a *app) importKeyStoreFile(db *credentials.DatabaseStore, path string) error {
+	if _, err := os.Stat(path); errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	added, err := db.ImportFile(path)
+	if err != nil {
+		return fmt.Errorf("moving the key store file %s into the database: %w", path, err)
+	}
+	if len(added) > 0 {
+		fmt.Fprintf(a.stderr, "e2b-mcp: copied the entries %s of the key store file %s into the database; the file is "+
+			"not read any more (remove it once every replica runs this version)\n", strings.Join(added, ", "), path)
+	}
+	return nil
 }
 
 // oauthConfig is the OAuth resource server's configuration, nil without --oauth-issuer.

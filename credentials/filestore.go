@@ -150,7 +150,7 @@ func (s *FileStore) Secret(account string) (string, error) {
 // SetSecret seals secret under account and writes the store.
 func (s *FileStore) SetSecret(account, secret string) error {
 	return s.update(func(secrets map[string][]byte, key *MasterKey) error {
-		box, err := sealed.Seal(key.aead, []byte(secret), secretAD(account))
+		box, err := sealEntry(key, account, []byte(secret))
 		if err != nil {
 			return err
 		}
@@ -208,7 +208,7 @@ func (s *FileStore) Reseal(next *MasterKey) (int, error) {
 				return fmt.Errorf("%w: the entry %q of %s does not open under the master key in %s, so nothing "+
 					"was re-sealed (remove that entry, or restore the store from a backup)", ErrKeyStore, account, s.path, key.File())
 			}
-			resealed[account], err = sealed.Seal(next.aead, plain, secretAD(account))
+			resealed[account], err = sealEntry(next, account, plain)
 			clear(plain)
 			if err != nil {
 				return err
@@ -268,7 +268,7 @@ func (s *FileStore) locked(f func() error) error { return lockedUpdate(s.path, "
 
 // write replaces the file with secrets, sealed under key, and a check value sealed under key.
 func (s *FileStore) write(secrets map[string][]byte, key *MasterKey) error {
-	check, err := sealed.Seal(key.aead, []byte(checkText), []byte(adCheck))
+	check, err := newCheck(key)
 	if err != nil {
 		return err
 	}
@@ -332,7 +332,7 @@ func parseKeyStore(path string, data []byte, key *MasterKey) (map[string][]byte,
 	if err != nil {
 		return nil, fmt.Errorf("%w: %s has a damaged check value", ErrKeyStore, path)
 	}
-	if plain, err := sealed.Open(key.aead, check, []byte(adCheck)); err != nil || string(plain) != checkText {
+	if !opensCheck(key, check) {
 		return nil, fmt.Errorf("%w: the master key in %s does not open the key store %s (it was sealed under "+
 			"another master key, or the file was damaged)", ErrMasterKey, key.File(), path)
 	}
@@ -347,8 +347,27 @@ func parseKeyStore(path string, data []byte, key *MasterKey) (map[string][]byte,
 	return secrets, nil
 }
 
+// Every store sealed under a master key (the key store file, the key store in a database) seals alike: each
+// entry bound to its account (GCM's additional data), so that an entry copied under another account does not
+// open, beside a check value that tells a wrong master key from a damaged entry.
+
+func sealEntry(key *MasterKey, account string, plain []byte) ([]byte, error) {
+	return sealed.Seal(key.aead, plain, secretAD(account))
+}
+
 func openEntry(key *MasterKey, account string, box []byte) ([]byte, error) {
 	return sealed.Open(key.aead, box, secretAD(account))
+}
+
+// newCheck seals a new check value under key.
+func newCheck(key *MasterKey) ([]byte, error) {
+	return sealed.Seal(key.aead, []byte(checkText), []byte(adCheck))
+}
+
+// opensCheck reports whether check was sealed under key.
+func opensCheck(key *MasterKey, check []byte) bool {
+	plain, err := sealed.Open(key.aead, check, []byte(adCheck))
+	return err == nil && string(plain) == checkText
 }
 
 func secretAD(account string) []byte { return []byte(adSecret + account) }

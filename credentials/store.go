@@ -11,7 +11,8 @@ import (
 
 // SecretStore keeps e2b-mcp's secrets by account name: each owner's E2B API key (the account is the owner's
 // name), the state store's data key (DataKeyAccount), and any other secret the server must hold. There are two:
-// the OS keyring (Keyring) for a desktop, and the encrypted key store (FileStore) for a host without one.
+// the OS keyring (Keyring) for a desktop, and the encrypted key store for a host without one: in a file
+// (FileStore), or in the database that replicas on several hosts share (DatabaseStore).
 // Implementations never put a secret in an error message.
 type SecretStore interface {
 	// Secret returns the secret stored under account, or an error wrapping ErrNotFound.

@@ -49,7 +49,7 @@ func OpenApprovals(stateDir, store string, now func() time.Time) (*policy.Approv
 	if !state.IsPostgresURL(store) {
 		return nil, nil, errStoreURL
 	}
-	pg, err := state.OpenPostgres(store, state.Options{Keys: noSecrets{}})
+	pg, err := state.OpenPostgres(store, state.Options{Keys: state.NoDataKey("this command reads no sealed secrets")})
 	if err != nil {
 		return nil, nil, err
 	}
@@ -62,10 +62,3 @@ func OpenApprovals(stateDir, store string, now func() time.Time) (*policy.Approv
 }
 
 var errStoreURL = errors.New("the store must be a postgres:// or postgresql:// URL (or empty for the embedded store)")
-
-// noSecrets is the key source of a store opened for its approvals only, which never seal or open a secret.
-type noSecrets struct{}
-
-func (noSecrets) DataKey() ([]byte, error) {
-	return nil, errors.New("this command reads no sealed secrets")
-}

@@ -3,6 +3,7 @@ package state
 import (
 	"crypto/aes"
 	"crypto/cipher"
+	"errors"
 	"fmt"
 
 	bolt "go.etcd.io/bbolt"
@@ -120,3 +121,11 @@ func sandboxTokenAD(owner, id string) []byte {
 	ad = append(ad, 0)
 	return append(ad, id...)
 }
+
+// NoDataKey is the key source of a store opened for what the data key does not seal (the approvals, the
+// encrypted key store's entries): asked for the key, it refuses with the error why.
+func NoDataKey(why string) KeySource { return noDataKey(why) }
+
+type noDataKey string
+
+func (n noDataKey) DataKey() ([]byte, error) { return nil, errors.New(string(n)) }

@@ -45,10 +45,36 @@ CREATE TABLE e2b_mcp_documents (
 );
 `
 
+// pgSchemaV2 adds what replicas on several hosts must share beyond the records (see postgres_secrets.go and
+// postgres_connect.go): the encrypted key store's entries, sealed under the operator's master key exactly as in
+// the key store file, and the connect page's links and browser sessions, each keyed by the SHA-256 of its ID or
+// cookie so that the database never holds a value that opens the page.
+const pgSchemaV2 = `
+CREATE TABLE e2b_mcp_secrets (
+	account text COLLATE "C" PRIMARY KEY,
+	sealed  bytea NOT NULL
+);
+CREATE TABLE e2b_mcp_connect_links (
+	id_hash bytea PRIMARY KEY,
+	owner   text COLLATE "C" NOT NULL,
+	expires timestamptz NOT NULL
+);
+CREATE INDEX e2b_mcp_connect_links_expires ON e2b_mcp_connect_links (expires);
+CREATE TABLE e2b_mcp_connect_sessions (
+	id_hash    bytea PRIMARY KEY,
+	link_hash  bytea NOT NULL REFERENCES e2b_mcp_connect_links (id_hash) ON DELETE CASCADE,
+	owner      text COLLATE "C" NOT NULL,
+	signing_in boolean NOT NULL,
+	expires    timestamptz NOT NULL
+);
+CREATE INDEX e2b_mcp_connect_sessions_link ON e2b_mcp_connect_sessions (link_hash);
+CREATE INDEX e2b_mcp_connect_sessions_expires ON e2b_mcp_connect_sessions (expires);
+`
+
 // pgMigrations is the list OpenPostgres applies: entry i is the SQL that takes the database from schema version
 // i+1 to i+2, as schemaMigrations does for the bbolt file. The current version is len(pgMigrations())+1. Append
 // only; never edit an entry once released.
-func pgMigrations() []string { return nil }
+func pgMigrations() []string { return []string{pgSchemaV2} }
 
 func (s *Postgres) currentVersion() int { return len(s.migrations) + 1 }
 

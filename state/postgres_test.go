@@ -100,14 +100,14 @@ func TestPostgresForeignAndFutureDatabasesRefusedAndUntouched(t *testing.T) {
 	}
 	// A newer e2b-mcp migrates the database while this one runs: this one stops writing, and a fresh open
 	// refuses it.
-	if err := pgServer.Exec(s.where, "UPDATE e2b_mcp_meta SET value = '2' WHERE key = 'schema'"); err != nil {
+	if err := pgServer.Exec(s.where, "UPDATE e2b_mcp_meta SET value = '3' WHERE key = 'schema'"); err != nil {
 		t.Fatal(err)
 	}
 	before := queryValue[string](t, s.where, "SELECT record::text FROM e2b_mcp_sandboxes")
 	err = s.PutSandbox(sampleSandbox("alice", "sbx1", "other", clock.Now()))
 	wantErr(t, err, "schema version", "reopen")
 	_, err = OpenPostgres(s.where, Options{Keys: StaticKeySource(testKey(1))})
-	wantErr(t, err, "schema version 2, newer than the 1", "upgrade e2b-mcp")
+	wantErr(t, err, "schema version 3, newer than the 2", "upgrade e2b-mcp")
 	if after := queryValue[string](t, s.where, "SELECT record::text FROM e2b_mcp_sandboxes"); after != before {
 		t.Fatalf("a refused database was written to:\n%s\n%s", before, after)
 	}
@@ -254,4 +254,93 @@ func TestPostgresDocumentUpdatesFollowOneAnother(t *testing.T) {
 		t.Fatalf("counter = %q, want %s", got, want)
 	}
 	wantErr(t, docs[0].Update(true, func([]byte) ([]byte, error) { return nil, errors.New("no thanks") }), "no thanks")
+}
+
+// A database of schema version 1, made by an e2b-mcp of that version, is migrated in place to version 2 by the
+// first store of this version that opens it, its records kept; a version 1 store still running then stops
+// writing, and one started later refuses the database.
+func TestPostgresMigratesVersion1InPlace(t *testing.T) {
+	where := freshDatabase(t)
+	opts := Options{Keys: StaticKeySource(testKey(1))}
+	v1, err := openPostgres(where, opts, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer v1.Close()
+	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	if err := v1.PutSandbox(sampleSandbox("alice", "sbx1", "main", now)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := v1.TouchSession("alice", "main", time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	if n := queryValue[int64](t, where, "SELECT count(*) FROM pg_tables WHERE tablename IN ('e2b_mcp_secrets', 'e2b_mcp_connect_links')"); n != 0 {
+		t.Fatalf("a version 1 database has %d of version 2's tables", n)
+	}
+
+	v2 := pgKind().open(t, where, Options{})
+	if got := queryValue[string](t, where, "SELECT convert_from(value, 'UTF8') FROM e2b_mcp_meta WHERE key = 'schema'"); got != "2" {
+		t.Fatalf("schema version after the migration: %q", got)
+	}
+	if r, err := v2.Sandbox("alice", "sbx1"); err != nil || r.AccessToken != "envd-token-sbx1" {
+		t.Fatalf("the version 1 record after the migration: %+v, %v", r, err)
+	}
+	if sessions, err := v2.Sessions(); err != nil || len(sessions) != 1 || sessions[0].Name != "main" {
+		t.Fatalf("the version 1 sessions after the migration: %+v, %v", sessions, err)
+	}
+	pg := v2.Store.(*Postgres)
+	if err := pg.PutSealedSecret("alice", []byte("sealed")); err != nil {
+		t.Fatalf("version 2's secrets: %v", err)
+	}
+	if err := pg.Connects(10).AddConnectLink(ConnectKeyOf("l"), ConnectLink{Owner: "alice", Expires: time.Now().Add(time.Minute)}, time.Now()); err != nil {
+		t.Fatalf("version 2's connect links: %v", err)
+	}
+
+	before := queryValue[string](t, where, "SELECT record::text FROM e2b_mcp_sandboxes")
+	wantErr(t, v1.PutSandbox(sampleSandbox("alice", "sbx1", "other", now)), "schema version \"2\"", "opened at version 1")
+	_, err = openPostgres(where, opts, nil)
+	wantErr(t, err, "schema version 2, newer than the 1", "upgrade e2b-mcp")
+	if after := queryValue[string](t, where, "SELECT record::text FROM e2b_mcp_sandboxes"); after != before {
+		t.Fatalf("a version 1 store wrote to the version 2 database:\n%s\n%s", before, after)
+	}
+	// Opening it again migrates nothing more.
+	if _, err := OpenPostgres(where, opts); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// The sealed secrets: kept as given, listed, removed; the first check value stays.
+func TestPostgresSealedSecrets(t *testing.T) {
+	s, _ := pgKind().newTestStore(t)
+	pg := s.Store.(*Postgres)
+	if check, err := pg.SealedSecretsCheck([]byte("first")); err != nil || string(check) != "first" {
+		t.Fatalf("the first check value: %q, %v", check, err)
+	}
+	other := pgKind().reopen(t, s, Options{}).Store.(*Postgres)
+	if check, err := other.SealedSecretsCheck([]byte("second")); err != nil || string(check) != "first" {
+		t.Fatalf("a second process's check value: %q, %v, want the first's", check, err)
+	}
+	_, err := pg.SealedSecret("alice")
+	wantNotFound(t, err, "no secret yet")
+	for _, a := range []string{"bob", "alice"} {
+		if err := pg.PutSealedSecret(a, []byte("box of "+a)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := other.PutSealedSecret("alice", []byte("new box")); err != nil {
+		t.Fatal(err)
+	}
+	if box, err := pg.SealedSecret("alice"); err != nil || string(box) != "new box" {
+		t.Fatalf("alice's secret: %q, %v", box, err)
+	}
+	if box, err := other.SealedSecret("bob"); err != nil || string(box) != "box of bob" {
+		t.Fatalf("bob's secret: %q, %v", box, err)
+	}
+	if err := pg.DeleteSealedSecret("bob"); err != nil {
+		t.Fatal(err)
+	}
+	wantNotFound(t, pg.DeleteSealedSecret("bob"), "deleting twice")
+	wantNotFound(t, pg.DeleteSealedSecret("bad\x00name"), "deleting a name the database cannot hold")
+	_, err = pg.SealedSecret("bob")
+	wantNotFound(t, err, "a deleted secret")
 }
