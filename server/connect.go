@@ -2,11 +2,14 @@ package server
 
 import (
 	"context"
+	"crypto/hmac"
 	"crypto/rand"
+	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"net/url"
 	"strings"
@@ -15,6 +18,7 @@ import (
 
 	"github.com/e2b-mcp/e2b-mcp/credentials"
 	"github.com/e2b-mcp/e2b-mcp/e2b"
+	"github.com/e2b-mcp/e2b-mcp/state"
 )
 
 // The connect page is where a member pastes their own E2B API key, so that nobody else ever holds it: the
@@ -38,7 +42,7 @@ const (
 	connectCookie       = "e2bmcp_connect"
 	// maxConnectForm bounds a form POST: a key, a token and a CSRF token.
 	maxConnectForm = 16 << 10
-	// maxPendingConnects bounds the links and browser sessions held in memory.
+	// maxPendingConnects bounds the unexpired links, and the browser sessions, a store holds.
 	maxPendingConnects = 10000
 )
 
@@ -49,24 +53,12 @@ const (
 	proveSignIn = "signin" // the member signs in with the identity provider (OpenID Connect, PKCE)
 )
 
-// connectLink is one link to the page.
-type connectLink struct {
-	owner   string
-	expires time.Time
-}
-
-// connectSession is one browser's visit, after its owner was established: the cookie holds its ID, the form its
-// CSRF token.
-type connectSession struct {
-	link    string
-	owner   string // "" until proven (proveToken proves it at submit)
-	csrf    string
-	expires time.Time
-	// Sign-in in progress (proveSignIn): the PKCE verifier and the nonce of the authorization request.
-	verifier, nonce string
-}
-
-// connector runs the connect page and the links to it.
+// connector runs the connect page and the links to it. The links and the browsers' sessions are in a
+// state.ConnectStore: this process's memory, or the database that replicas share, so that a link made by one
+// replica works on every replica behind a load balancer (and is spent on all of them at once). The store keeps
+// hashes of link IDs and cookies only; what else a session needs that must stay secret (the form's CSRF token,
+// the sign-in's OAuth state, PKCE verifier and nonce) is derived from its cookie (fromCookie), which only the
+// member's browser holds.
 type connector struct {
 	prove   string
 	secrets credentials.SecretStore
@@ -74,20 +66,21 @@ type connector struct {
 	tokens  *credentials.Tokens // proveToken
 	signIn  *signIn             // proveSignIn
 	now     func() time.Time
+	store   state.ConnectStore
+	log     *slog.Logger
 
 	mu   sync.Mutex
 	base string // the page's origin, e.g. https://mcp.example.com; "" until known
 	// secureCookie marks the cookie Secure (the page is served over https).
 	secureCookie bool
-	links        map[string]connectLink
-	sessions     map[string]*connectSession // cookie value → session; sign-ins in progress are keyed by state too
-	waiters      map[string]chan struct{}   // owner → closed when a key is stored for them
+	waiters      map[string]chan struct{} // owner → closed when a key is stored for them through this process
 }
 
-func newConnector(prove string, secrets credentials.SecretStore, verify func(context.Context, string) error, now func() time.Time) *connector {
+func newConnector(prove string, secrets credentials.SecretStore, verify func(context.Context, string) error,
+	now func() time.Time, store state.ConnectStore, log *slog.Logger) *connector {
 	return &connector{
-		prove: prove, secrets: secrets, verify: verify, now: now,
-		links: map[string]connectLink{}, sessions: map[string]*connectSession{}, waiters: map[string]chan struct{}{},
+		prove: prove, secrets: secrets, verify: verify, now: now, store: store, log: log,
+		waiters: map[string]chan struct{}{},
 	}
 }
 
@@ -105,50 +98,41 @@ func randomID() string {
 	return base64.RawURLEncoding.EncodeToString(b)
 }
 
+// Purposes of the values derived from a session's cookie.
+const (
+	forCSRF     = "csrf"
+	forState    = "oauth-state"
+	forVerifier = "pkce-verifier"
+	forNonce    = "oidc-nonce"
+)
+
+// fromCookie derives a value of the browser's session from its cookie, one per purpose: whoever lacks the cookie
+// (another site, someone who reads the store, the identity provider that sees the state and the nonce) cannot
+// compute it, nor one value from another.
+func fromCookie(cookie, purpose string) string {
+	m := hmac.New(sha256.New, []byte(cookie))
+	m.Write([]byte("e2b-mcp/connect/" + purpose))
+	return base64.RawURLEncoding.EncodeToString(m.Sum(nil))
+}
+
 // newLink makes a link for owner and returns its URL.
 func (c *connector) newLink(owner string) (string, error) {
 	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.base == "" {
+	base := c.base
+	c.mu.Unlock()
+	if base == "" {
 		return "", errors.New("the connect page is not being served")
 	}
-	c.sweepLocked()
-	if len(c.links) >= maxPendingConnects {
-		return "", errors.New("too many connect links are waiting; try again in a few minutes")
+	id, now := randomID(), c.now()
+	if err := c.store.AddConnectLink(state.ConnectKeyOf(id), state.ConnectLink{Owner: owner, Expires: now.Add(ConnectLinkTTL)}, now); err != nil {
+		return "", err
 	}
-	id := randomID()
-	c.links[id] = connectLink{owner: owner, expires: c.now().Add(ConnectLinkTTL)}
-	return c.base + PathConnect + id, nil
+	return base + PathConnect + id, nil
 }
 
-// sweepLocked forgets expired links and sessions.
-func (c *connector) sweepLocked() {
-	now := c.now()
-	for id, l := range c.links {
-		if !now.Before(l.expires) {
-			delete(c.links, id)
-		}
-	}
-	for id, s := range c.sessions {
-		if !now.Before(s.expires) {
-			delete(c.sessions, id)
-		}
-	}
-}
-
-// link returns an unexpired, unused link.
-func (c *connector) link(id string) (connectLink, bool) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	l, ok := c.links[id]
-	if !ok || !c.now().Before(l.expires) {
-		return connectLink{}, false
-	}
-	return l, true
-}
-
-// waitForKey waits until a key is stored for owner through the page (or, checked every few seconds, by any
-// other means, such as `e2b-mcp auth login`), ctx ends, or limit passes. It reports whether a key is there.
+// waitForKey waits until a key is stored for owner through this process's page (or, checked every two seconds,
+// by any other means: another replica's page, `e2b-mcp auth login`), ctx ends, or limit passes. It reports
+// whether a key is there.
 func (c *connector) waitForKey(ctx context.Context, owner string, limit time.Duration) bool {
 	ctx, cancel := context.WithTimeout(ctx, limit)
 	defer cancel()
@@ -209,112 +193,139 @@ func (c *connector) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-var errLinkGone = pageMessage{Title: "This link cannot be used",
-	Text: "The link has expired or was already used. Call the tool again from your assistant to get a new one."}
+var (
+	errLinkGone = pageMessage{Title: "This link cannot be used",
+		Text: "The link has expired or was already used. Call the tool again from your assistant to get a new one."}
+	errStale = pageMessage{Title: "Refused",
+		Text: "The form is stale or did not come from this page. Open the link from your assistant again."}
+	errSignInUnknown = pageMessage{Title: "Sign-in not recognised",
+		Text: "This sign-in was not started from this browser, or took too long. Open the link from your assistant again."}
+)
+
+// storeFailed answers a request the connect store could not serve: a link or session that is not there (or
+// expired, or was spent) gets gone, anything else (the database out of reach, too many visits) a page asking to
+// try again, and the log says why.
+func (c *connector) storeFailed(w http.ResponseWriter, err error, gone pageMessage, goneStatus int) {
+	switch {
+	case errors.Is(err, state.ErrNotFound):
+		c.page(w, goneStatus, gone)
+	case errors.Is(err, state.ErrTooManyConnects):
+		c.page(w, http.StatusServiceUnavailable, pageMessage{Title: "Busy", Text: "Too many members are connecting at the moment; try again in a few minutes."})
+	default:
+		c.log.Error("connect page: the store of links and sessions failed", "error", err)
+		c.page(w, http.StatusServiceUnavailable, pageMessage{Title: "Try again", Text: "The server could not reach its store; try again in a moment."})
+	}
+}
 
 // open answers a link: straight to the form when this machine vouches for the owner or the form asks for the
 // member's token, else first to the identity provider.
 func (c *connector) open(w http.ResponseWriter, r *http.Request, id string) {
-	l, ok := c.link(id)
-	if !ok {
-		c.page(w, http.StatusNotFound, errLinkGone)
+	now := c.now()
+	link := state.ConnectKeyOf(id)
+	l, err := c.store.ConnectLink(link, now)
+	if err != nil {
+		c.storeFailed(w, err, errLinkGone, http.StatusNotFound)
 		return
 	}
-	sess := &connectSession{link: id, csrf: randomID(), expires: c.now().Add(ConnectLinkTTL)}
+	cookie := randomID()
+	sess := state.ConnectSession{Link: link, Expires: now.Add(ConnectLinkTTL)}
 	if c.prove == proveLocal {
-		sess.owner = l.owner
+		sess.Owner = l.Owner
 	}
 	if c.prove == proveSignIn {
-		sess.verifier, sess.nonce = randomID(), randomID()
-		state := randomID()
-		to, err := c.signIn.authURL(r.Context(), state, sess.nonce, sess.verifier)
+		sess.SigningIn = true
+		to, err := c.signIn.authURL(r.Context(), fromCookie(cookie, forState), fromCookie(cookie, forNonce), fromCookie(cookie, forVerifier))
 		if err != nil {
 			c.page(w, http.StatusBadGateway, pageMessage{Title: "Sign-in unavailable",
 				Text: "The team's identity provider cannot be reached; try again in a moment."})
 			return
 		}
-		c.keep(state, sess, w)
-		http.Redirect(w, r, to, http.StatusFound)
+		if c.keep(w, cookie, sess) {
+			http.Redirect(w, r, to, http.StatusFound)
+		}
 		return
 	}
-	c.keep(randomID(), sess, w)
-	c.form(w, l.owner, sess)
+	if c.keep(w, cookie, sess) {
+		c.form(w, l.Owner, cookie)
+	}
 }
 
-// keep stores a browser session under id and sets the cookie that names it. For a sign-in in progress, id is
-// also the OAuth state, and the cookie ties the callback to this browser (no login CSRF).
-func (c *connector) keep(id string, sess *connectSession, w http.ResponseWriter) {
-	c.mu.Lock()
-	c.sweepLocked()
-	if len(c.sessions) < maxPendingConnects {
-		c.sessions[id] = sess
+// keep stores a browser session under its cookie and sets the cookie; false (with the answer written) when the
+// store refused it. For a sign-in in progress, the cookie ties the way back from the identity provider to this
+// browser (no login CSRF).
+func (c *connector) keep(w http.ResponseWriter, cookie string, sess state.ConnectSession) bool {
+	if err := c.store.AddConnectSession(state.ConnectKeyOf(cookie), sess, c.now()); err != nil {
+		c.storeFailed(w, err, errLinkGone, http.StatusNotFound)
+		return false
 	}
+	c.mu.Lock()
 	secure := c.secureCookie
 	c.mu.Unlock()
 	http.SetCookie(w, &http.Cookie{
-		Name: connectCookie, Value: id, Path: PathConnect, MaxAge: int(ConnectLinkTTL / time.Second),
+		Name: connectCookie, Value: cookie, Path: PathConnect, MaxAge: int(ConnectLinkTTL / time.Second),
 		HttpOnly: true, Secure: secure,
 		// Lax, not Strict: the way back from the identity provider is a navigation from another site. Lax still
 		// keeps the cookie off every cross-site POST.
 		SameSite: http.SameSiteLaxMode,
 	})
+	return true
 }
 
-// session is the browser's session, by its cookie.
-func (c *connector) session(r *http.Request) (string, *connectSession, bool) {
+// session is the browser's session, by its cookie; an error wrapping state.ErrNotFound when it has none.
+func (c *connector) session(r *http.Request) (string, state.ConnectSession, error) {
 	ck, err := r.Cookie(connectCookie)
 	if err != nil {
-		return "", nil, false
+		return "", state.ConnectSession{}, fmt.Errorf("no connect cookie: %w", state.ErrNotFound)
 	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	s, ok := c.sessions[ck.Value]
-	if !ok || !c.now().Before(s.expires) {
-		return "", nil, false
-	}
-	return ck.Value, s, true
+	sess, err := c.store.ConnectSession(state.ConnectKeyOf(ck.Value), c.now())
+	return ck.Value, sess, err
 }
 
-// callback completes the sign-in: the state must be the one this browser's cookie holds, the ID token must be
+// callback completes the sign-in: the state must be the one this browser's cookie gives, the ID token must be
 // the provider's, for this page, with the nonce of this sign-in, and name the link's owner.
 func (c *connector) callback(w http.ResponseWriter, r *http.Request) {
-	id, sess, ok := c.session(r)
-	state := r.URL.Query().Get("state")
-	if !ok || state == "" || subtle.ConstantTimeCompare([]byte(state), []byte(id)) != 1 || sess.verifier == "" {
-		c.page(w, http.StatusBadRequest, pageMessage{Title: "Sign-in not recognised",
-			Text: "This sign-in was not started from this browser, or took too long. Open the link from your assistant again."})
+	cookie, sess, err := c.session(r)
+	if err != nil {
+		c.storeFailed(w, err, errSignInUnknown, http.StatusBadRequest)
 		return
 	}
-	l, ok := c.link(sess.link)
-	if !ok {
-		c.page(w, http.StatusNotFound, errLinkGone)
+	got := r.URL.Query().Get("state")
+	if !sess.SigningIn || got == "" || subtle.ConstantTimeCompare([]byte(got), []byte(fromCookie(cookie, forState))) != 1 {
+		c.page(w, http.StatusBadRequest, errSignInUnknown)
+		return
+	}
+	l, err := c.store.ConnectLink(sess.Link, c.now())
+	if err != nil {
+		c.storeFailed(w, err, errLinkGone, http.StatusNotFound)
 		return
 	}
 	if e := r.URL.Query().Get("error"); e != "" {
 		c.page(w, http.StatusForbidden, pageMessage{Title: "Sign-in failed", Text: "The identity provider said: " + e})
 		return
 	}
-	owner, err := c.signIn.owner(r.Context(), r.URL.Query().Get("code"), sess.verifier, sess.nonce)
+	owner, err := c.signIn.owner(r.Context(), r.URL.Query().Get("code"), fromCookie(cookie, forVerifier), fromCookie(cookie, forNonce))
 	if err != nil {
 		c.page(w, http.StatusForbidden, pageMessage{Title: "Sign-in failed", Text: "The sign-in could not be checked. Open the link from your assistant again."})
 		return
 	}
-	if owner != l.owner {
+	if owner != l.Owner {
 		c.page(w, http.StatusForbidden, pageMessage{Title: "This link is not yours",
 			Text: "You signed in as " + owner + ", but this link was made for another member. Ask your own assistant for a link."})
 		return
 	}
-	// A new session for the form: the sign-in's state is spent.
-	c.mu.Lock()
-	delete(c.sessions, id)
-	c.mu.Unlock()
-	form := &connectSession{link: sess.link, owner: owner, csrf: randomID(), expires: c.now().Add(ConnectLinkTTL)}
-	c.keep(randomID(), form, w)
-	c.form(w, owner, form)
+	// A new session for the form: the sign-in's is spent.
+	if err := c.store.DeleteConnectSession(state.ConnectKeyOf(cookie)); err != nil {
+		c.storeFailed(w, err, errSignInUnknown, http.StatusBadRequest)
+		return
+	}
+	form := randomID()
+	if c.keep(w, form, state.ConnectSession{Link: sess.Link, Owner: owner, Expires: c.now().Add(ConnectLinkTTL)}) {
+		c.form(w, owner, form)
+	}
 }
 
 // submit takes the form: same origin, the cookie's session, its CSRF token, the member proven, the key of E2B's
-// form and accepted by E2B; then the key is stored under the link's owner and the link is spent.
+// form and accepted by E2B; then the link is spent and the key stored under the link's owner.
 func (c *connector) submit(w http.ResponseWriter, r *http.Request) {
 	if !c.sameOrigin(r) {
 		c.page(w, http.StatusForbidden, pageMessage{Title: "Refused", Text: "The form was sent from another site."})
@@ -325,32 +336,36 @@ func (c *connector) submit(w http.ResponseWriter, r *http.Request) {
 		c.page(w, http.StatusBadRequest, pageMessage{Title: "Refused", Text: "The form could not be read."})
 		return
 	}
-	_, sess, ok := c.session(r)
-	if !ok || subtle.ConstantTimeCompare([]byte(r.PostForm.Get("csrf")), []byte(sess.csrf)) != 1 {
-		c.page(w, http.StatusForbidden, pageMessage{Title: "Refused",
-			Text: "The form is stale or did not come from this page. Open the link from your assistant again."})
+	cookie, sess, err := c.session(r)
+	if err != nil {
+		c.storeFailed(w, err, errStale, http.StatusForbidden)
 		return
 	}
-	l, ok := c.link(sess.link)
-	if !ok {
-		c.page(w, http.StatusNotFound, errLinkGone)
+	if sess.SigningIn || subtle.ConstantTimeCompare([]byte(r.PostForm.Get("csrf")), []byte(fromCookie(cookie, forCSRF))) != 1 {
+		c.page(w, http.StatusForbidden, errStale)
 		return
 	}
-	owner := sess.owner
+	l, err := c.store.ConnectLink(sess.Link, c.now())
+	if err != nil {
+		c.storeFailed(w, err, errLinkGone, http.StatusNotFound)
+		return
+	}
+	owner := sess.Owner
 	if c.prove == proveToken {
+		var ok bool
 		owner, ok = c.tokens.Owner(strings.TrimSpace(r.PostForm.Get("token")))
-		if !ok || owner != l.owner {
-			c.formError(w, l.owner, sess, "That is not the e2b-mcp token of "+l.owner+".")
+		if !ok || owner != l.Owner {
+			c.formError(w, l.Owner, cookie, "That is not the e2b-mcp token of "+l.Owner+".")
 			return
 		}
 	}
-	if owner == "" || owner != l.owner {
+	if owner == "" || owner != l.Owner {
 		c.page(w, http.StatusForbidden, pageMessage{Title: "This link is not yours", Text: "This link was made for another member."})
 		return
 	}
 	key := strings.TrimSpace(r.PostForm.Get("key"))
 	if err := credentials.CheckAPIKeyForm(key); err != nil {
-		c.formError(w, owner, sess, "That is not an E2B API key: it starts with e2b_ followed by letters and digits.")
+		c.formError(w, owner, cookie, "That is not an E2B API key: it starts with e2b_ followed by letters and digits.")
 		return
 	}
 	if err := c.verify(r.Context(), key); err != nil {
@@ -358,24 +373,16 @@ func (c *connector) submit(w http.ResponseWriter, r *http.Request) {
 		if errors.Is(err, e2b.ErrUnauthorized) {
 			msg = "E2B does not accept that key. Copy it again from the E2B dashboard."
 		}
-		c.formError(w, owner, sess, msg)
+		c.formError(w, owner, cookie, msg)
 		return
 	}
-	// Spend the link before storing, so that two submits at once cannot both store.
-	c.mu.Lock()
-	_, unused := c.links[sess.link]
-	delete(c.links, sess.link)
-	for id, s := range c.sessions {
-		if s.link == sess.link {
-			delete(c.sessions, id)
-		}
-	}
-	c.mu.Unlock()
-	if !unused {
-		c.page(w, http.StatusNotFound, errLinkGone)
+	// Spend the link before storing, so that two submits at once (on any replicas) cannot both store.
+	if _, err := c.store.SpendConnectLink(sess.Link, c.now()); err != nil {
+		c.storeFailed(w, err, errLinkGone, http.StatusNotFound)
 		return
 	}
 	if err := credentials.SetAPIKey(c.secrets, owner, key); err != nil {
+		c.log.Error("connect page: storing a member's key", "owner", owner, "error", err)
 		c.page(w, http.StatusInternalServerError, pageMessage{Title: "Not stored",
 			Text: "The key is valid but could not be stored; the server's log says why. Ask the operator."})
 		return

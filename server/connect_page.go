@@ -50,16 +50,17 @@ func (c *connector) page(w http.ResponseWriter, status int, m pageMessage) {
 	c.render(w, status, pageData{Title: m.Title, Text: m.Text})
 }
 
-func (c *connector) form(w http.ResponseWriter, owner string, s *connectSession) {
-	c.formError(w, owner, s, "")
+// form shows the form to the browser whose session cookie is cookie.
+func (c *connector) form(w http.ResponseWriter, owner, cookie string) {
+	c.formError(w, owner, cookie, "")
 }
 
 // formError shows the form again with a message. The key the member typed is never put back into the page.
-func (c *connector) formError(w http.ResponseWriter, owner string, s *connectSession, msg string) {
+func (c *connector) formError(w http.ResponseWriter, owner, cookie, msg string) {
 	status := http.StatusOK
 	if msg != "" {
 		status = http.StatusBadRequest
 	}
 	c.render(w, status, pageData{Title: "Connect your E2B account", Form: true, AskToken: c.prove == proveToken,
-		Owner: owner, Action: pathConnectSubmit, CSRF: s.csrf, Error: msg})
+		Owner: owner, Action: pathConnectSubmit, CSRF: fromCookie(cookie, forCSRF), Error: msg})
 }

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/e2b-mcp/e2b-mcp/credentials"
+	"github.com/e2b-mcp/e2b-mcp/state"
 )
 
 // setUpConnectPage decides whether there is a connect page and how it knows its members (see connector). There
@@ -36,7 +37,13 @@ func (s *Server) setUpConnectPage() error {
 		cfg.HTTPClient = newSharedHTTPClient(s.metrics)
 		return credentials.VerifyAPIKey(ctx, cfg)
 	}
-	c := newConnector(prove, s.cfg.Secrets, verify, s.cfg.Now)
+	// Replicas share the links and sessions through their database, so that the page works whichever replica
+	// the member's browser reaches; a stdio server's page on 127.0.0.1 is its own.
+	var connects state.ConnectStore = state.NewMemoryConnects(maxPendingConnects)
+	if pg, ok := s.store.(*state.Postgres); ok && s.cfg.Transport != TransportStdio {
+		connects = pg.Connects(maxPendingConnects)
+	}
+	c := newConnector(prove, s.cfg.Secrets, verify, s.cfg.Now, connects, s.log)
 	c.tokens = s.tokens
 	if prove == proveSignIn {
 		if s.cfg.PublicURL == "" {

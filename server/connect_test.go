@@ -364,17 +364,32 @@ func TestConnectTicketIsNoApproval(t *testing.T) {
 }
 
 // The way back from the identity provider counts only in the browser that started the sign-in: a callback
-// without that browser's cookie, or with another state, is refused (no login CSRF, no session fixation).
+// without that browser's cookie, or with another state, is refused (no login CSRF, no session fixation). The
+// state is derived from the cookie, not the cookie itself, which never leaves the browser.
 func TestConnectCallbackNeedsTheBrowsersState(t *testing.T) {
-	c := newConnector(proveSignIn, nil, nil, time.Now)
+	now := time.Now()
+	store := state.NewMemoryConnects(10)
+	c := newConnector(proveSignIn, nil, nil, time.Now, store, testLogger(t))
 	c.signIn = &signIn{}
 	c.setBase("http://127.0.0.1:1")
-	sess := &connectSession{link: "l", csrf: "c", verifier: "v", nonce: "n", expires: time.Now().Add(time.Minute)}
-	c.sessions["state-1"] = sess
+	link := state.ConnectKeyOf("link")
+	if err := store.AddConnectLink(link, state.ConnectLink{Owner: "alice", Expires: now.Add(time.Minute)}, now); err != nil {
+		t.Fatal(err)
+	}
+	for cookie, signingIn := range map[string]bool{"cookie-1": true, "form-cookie": false} {
+		if err := store.AddConnectSession(state.ConnectKeyOf(cookie), state.ConnectSession{Link: link, Owner: "", SigningIn: signingIn,
+			Expires: now.Add(time.Minute)}, now); err != nil {
+			t.Fatal(err)
+		}
+	}
+	callback := func(state string) string { return pathConnectCallback + "?code=x&state=" + url.QueryEscape(state) }
 	for name, req := range map[string]*http.Request{
-		"no cookie":      httptest.NewRequest(http.MethodGet, pathConnectCallback+"?state=state-1&code=x", nil),
-		"another state":  withCookie(httptest.NewRequest(http.MethodGet, pathConnectCallback+"?state=state-2&code=x", nil), "state-1"),
-		"another cookie": withCookie(httptest.NewRequest(http.MethodGet, pathConnectCallback+"?state=state-1&code=x", nil), "state-2"),
+		"no cookie":                   httptest.NewRequest(http.MethodGet, callback(fromCookie("cookie-1", forState)), nil),
+		"another state":               withCookie(httptest.NewRequest(http.MethodGet, callback(fromCookie("cookie-2", forState)), nil), "cookie-1"),
+		"another cookie":              withCookie(httptest.NewRequest(http.MethodGet, callback(fromCookie("cookie-1", forState)), nil), "cookie-2"),
+		"the cookie as the state":     withCookie(httptest.NewRequest(http.MethodGet, callback("cookie-1"), nil), "cookie-1"),
+		"another value of the cookie": withCookie(httptest.NewRequest(http.MethodGet, callback(fromCookie("cookie-1", forCSRF)), nil), "cookie-1"),
+		"a form's session":            withCookie(httptest.NewRequest(http.MethodGet, callback(fromCookie("form-cookie", forState)), nil), "form-cookie"),
 	} {
 		w := httptest.NewRecorder()
 		c.ServeHTTP(w, req)
