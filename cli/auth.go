@@ -119,7 +119,7 @@ func (a *app) authFlags(f *flags, ownerWhat string, nargs int) func(args []strin
 }
 
 func runAuthLogin(ctx context.Context, a *app, args []string) error {
-	f := newFlags("auth login", "[--owner NAME] [--master-key-file FILE] [--domain D | --api-url URL] [--no-verify]",
+	f := newFlags("auth login", "[--owner NAME] [--master-key-file FILE [--store URL]] [--domain D | --api-url URL] [--no-verify]",
 		"Store an E2B API key (e2b_...) for an owner, in the OS keyring or, with --master-key-file, in the\n"+
 			"encrypted key store. The key is read from the terminal without echo, or from the first line of\n"+
 			"standard input when it is piped. It is checked with E2B first: a key E2B refuses is not stored.")
@@ -214,7 +214,7 @@ func (a *app) readSecret(prompt, what, command string) (string, error) {
 }
 
 func runAuthStatus(_ context.Context, a *app, args []string) error {
-	f := newFlags("auth status", "[--owner NAME] [--master-key-file FILE]", "Say whether an E2B API key is stored for an owner. Exit status 1 when none is.")
+	f := newFlags("auth status", "[--owner NAME] [--master-key-file FILE [--store URL]]", "Say whether an E2B API key is stored for an owner. Exit status 1 when none is.")
 	target := a.authFlags(f, "owner", 0)
 	t, err := target(args)
 	if err != nil {
@@ -233,7 +233,7 @@ func runAuthStatus(_ context.Context, a *app, args []string) error {
 }
 
 func runAuthLogout(_ context.Context, a *app, args []string) error {
-	f := newFlags("auth logout", "[--owner NAME] [--master-key-file FILE]", "Remove an owner's E2B API key.")
+	f := newFlags("auth logout", "[--owner NAME] [--master-key-file FILE [--store URL]]", "Remove an owner's E2B API key.")
 	target := a.authFlags(f, "owner", 0)
 	t, err := target(args)
 	if err != nil {

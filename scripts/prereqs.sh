@@ -71,6 +71,7 @@ chromium              chromium          chromium
 curl                  curl              curl
 chromedriver          chromium-driver   chromedriver
 pg_lsclusters         postgresql        postgresql-server
+pg_dump               postgresql-client postgresql
 haproxy               haproxy           haproxy
 '
 eval "needs=\$needs_$target"

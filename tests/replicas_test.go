@@ -75,7 +75,7 @@ func (x *h) startReplicas(n int, extra ...string) *replicaSet {
 		rs.dirs = append(rs.dirs, dir)
 		addrs = append(addrs, strings.TrimPrefix(r.base, "http://"))
 	}
-	rs.lb = x.startHAProxy(addrs)
+	rs.lb = x.startHAProxy(freePort(t), addrs)
 	return rs
 }
 
@@ -85,9 +85,9 @@ var (
 	haproxyServer = regexp.MustCompile(`(?m)^\s*server replica\d+ \S+ (.*)\n`)
 )
 
-// startHAProxy runs HAProxy with the README's configuration, its addresses replaced by the test's, until the
-// test ends, and waits until it passes requests on.
-func (x *h) startHAProxy(replicas []string) string {
+// startHAProxy runs HAProxy with the README's configuration, its addresses replaced by the test's (listening on
+// listen, host:port), until the test ends, and waits until it passes requests on.
+func (x *h) startHAProxy(listen string, replicas []string) string {
 	x.t.Helper()
 	readme, err := os.ReadFile(filepath.Join("..", "README.md"))
 	if err != nil {
@@ -102,7 +102,6 @@ func (x *h) startHAProxy(replicas []string) string {
 	if len(servers) == 0 || len(haproxyBind.FindAllString(cfg, -1)) != 1 {
 		x.t.Fatalf("the README's HAProxy configuration lacks its bind line or server lines:\n%s", cfg)
 	}
-	listen := freePort(x.t)
 	cfg = haproxyBind.ReplaceAllString(cfg, "${1}"+listen)
 	var lines strings.Builder
 	for i, addr := range replicas {

@@ -215,4 +215,12 @@ func (c *chromium) connectKey(key string) string {
 	return c.waitFor("</h1>")
 }
 
+// cookie is the value of the cookie name of the current page's site, HttpOnly ones included.
+func (c *chromium) cookie(name string) string {
+	c.t.Helper()
+	var ck struct{ Value string }
+	c.call(http.MethodGet, c.s("/cookie/"+name), nil, &ck)
+	return ck.Value
+}
+
 func (c *chromium) String() string { return fmt.Sprintf("chromium session %s", c.session) }

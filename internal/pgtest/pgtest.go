@@ -5,6 +5,7 @@
 package pgtest
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -246,4 +247,22 @@ func randomHex(n int) string {
 	b := make([]byte, n)
 	_, _ = rand.Read(b)
 	return hex.EncodeToString(b)
+}
+
+// Dump is pg_dump's plain-text dump of the database at dbURL: all that a copy of the database gives away.
+func (s *Server) Dump(dbURL string) ([]byte, error) {
+	bin, err := binDir()
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	var stderr bytes.Buffer
+	cmd := exec.CommandContext(ctx, filepath.Join(bin, "pg_dump"), "--no-owner", "--dbname", dbURL)
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return nil, fmt.Errorf("pg_dump: %w: %s", err, stderr.String())
+	}
+	return out, nil
 }
