@@ -6,9 +6,10 @@ import (
 	"path/filepath"
 
 	"github.com/e2b-mcp/e2b-mcp/credentials"
+	"github.com/e2b-mcp/e2b-mcp/state"
 )
 
-const keysUsage = `Usage: e2b-mcp keys rotate-master --master-key-file OLD --new-master-key-file NEW [--key-store FILE | --state-dir DIR]
+const keysUsage = `Usage: e2b-mcp keys rotate-master --master-key-file OLD --new-master-key-file NEW [--key-store FILE | --state-dir DIR | --store URL]
 
 The encrypted key store (serve --master-key-file, for hosts without an OS keyring) holds the members' E2B API
 keys, their credentials and the state's data key, sealed under the master key.
@@ -36,7 +37,7 @@ func runKeys(ctx context.Context, a *app, args []string) error {
 }
 
 func runKeysRotateMaster(_ context.Context, a *app, args []string) error {
-	f := newFlags("keys rotate-master", "--master-key-file OLD --new-master-key-file NEW [--key-store FILE | --state-dir DIR]",
+	f := newFlags("keys rotate-master", "--master-key-file OLD --new-master-key-file NEW [--key-store FILE | --state-dir DIR | --store URL]",
 		"Seal every entry of the encrypted key store again under the master key in NEW, in one atomic step: if it\n"+
 			"fails or is stopped, the store is whole under OLD or whole under NEW. Nothing is written in the clear.\n"+
 			"NEW must be a new key (`umask 077; openssl rand -hex 32 > NEW`), private, and kept outside the state\n"+
@@ -46,6 +47,7 @@ func runKeysRotateMaster(_ context.Context, a *app, args []string) error {
 	newFile := f.String("new-master-key-file", "", "the master key to seal it under from now on (NEW)")
 	keyStore := f.String("key-store", "", "the encrypted key store's file (default STATE_DIR/"+DefaultKeyStoreFile+")")
 	stateDirOpt := f.String("state-dir", "", "state directory, where the encrypted key store is by default")
+	storeURL := f.String("store", "", "postgres:// URL of the database whose key store replicas share (serve's --store)")
 	rest, err := a.parse(f, args)
 	if err != nil {
 		return err
@@ -55,6 +57,12 @@ func runKeysRotateMaster(_ context.Context, a *app, args []string) error {
 	}
 	if *oldFile == "" || *newFile == "" {
 		return f.usageErrorf("give the master key in use (--master-key-file) and the new one (--new-master-key-file)")
+	}
+	if *storeURL != "" {
+		if *keyStore != "" {
+			return f.usageErrorf("--key-store and --store do not go together: with --store the key store is in the database")
+		}
+		return a.rotateDatabaseStore(f, *storeURL, *oldFile, *newFile)
 	}
 	path := *keyStore
 	if path == "" {
@@ -72,11 +80,41 @@ func runKeysRotateMaster(_ context.Context, a *app, args []string) error {
 		return fmt.Errorf("%w; the key store was not changed", err)
 	}
 	path, _ = filepath.Abs(path)
-	newAbs, _ := filepath.Abs(*newFile)
-	fmt.Fprintf(a.stdout, "Sealed the %d entries of the key store %s again under the master key in %s.\n"+
+	a.rotated(n, "the key store "+path, *newFile)
+	return nil
+}
+
+// rotateDatabaseStore is rotate-master for the key store in the database at storeURL.
+func (a *app) rotateDatabaseStore(f *flags, storeURL, oldFile, newFile string) error {
+	if !state.IsPostgresURL(storeURL) {
+		// Not quoted back: a URL may carry a password.
+		return f.usageErrorf("--store: want a postgres:// URL (postgres://user@host:port/database)")
+	}
+	where := "the key store in " + state.URLWithoutPassword(storeURL)
+	store, err := credentials.OpenDatabaseStore(storeURL, oldFile)
+	if err != nil {
+		if done, nerr := credentials.OpenDatabaseStore(storeURL, newFile); nerr == nil {
+			done.Close()
+			return fmt.Errorf("%w: %s is sealed under the master key in %s already (an earlier rotation); nothing "+
+				"was changed: use that file from now on", credentials.ErrMasterKey, where, newFile)
+		}
+		return fmt.Errorf("%w; the key store was not changed", err)
+	}
+	defer store.Close()
+	n, err := credentials.RotateMasterKey(store, newFile)
+	if err != nil {
+		return fmt.Errorf("%w; the key store was not changed", err)
+	}
+	a.rotated(n, where, newFile)
+	return nil
+}
+
+// rotated tells the operator what a rotation did and what to do next.
+func (a *app) rotated(n int, where, newFile string) {
+	newAbs, _ := filepath.Abs(newFile)
+	fmt.Fprintf(a.stdout, "Sealed the %d entries of %s again under the master key in %s.\n"+
 		"Now restart serve, and run every other command, with --master-key-file %s; the old master key no longer\n"+
 		"opens the store. Destroy the old key file. Copies of the store made before now (backups) still open under\n"+
 		"the old key: if the old key may have leaked with such a copy, have members replace their E2B keys too.\n",
-		n, path, newAbs, newAbs)
-	return nil
+		n, where, newAbs, newAbs)
 }

@@ -164,3 +164,56 @@ func TestDatabaseStoreWrongMasterKey(t *testing.T) {
 		t.Fatalf("after a wrong key was tried: %q, %v", got, err)
 	}
 }
+
+// Rotating the master key of the key store in the database: every entry sealed again under the new key in one
+// transaction; a replica still holding the old key then fails, naming it, and writes nothing; an entry that
+// does not open stops the rotation with nothing changed.
+func TestDatabaseStoreRotation(t *testing.T) {
+	pg, db := newDatabase(t)
+	oldKey, _ := masterKey(t, hexForm)
+	s := openDatabaseStore(t, db, oldKey)
+	stale := openDatabaseStore(t, db, oldKey) // another replica, not restarted
+	for _, a := range []string{"alice", "bob"} {
+		if err := s.SetSecret(a, a+"'s secret"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	newKey := filepath.Join(t.TempDir(), "new.key")
+	if err := os.WriteFile(newKey, []byte(strings.Repeat("cd", MasterKeySize)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, err := RotateMasterKey(s, oldKey)
+	wantErr(t, err, ErrMasterKey, "same key")
+
+	// bob's entry is damaged (alice's sealed value copied over it): nothing is re-sealed.
+	if err := pg.Exec(db, `UPDATE e2b_mcp_secrets SET sealed = (SELECT sealed FROM e2b_mcp_secrets WHERE account = 'alice')
+		WHERE account = 'bob'`); err != nil {
+		t.Fatal(err)
+	}
+	_, err = RotateMasterKey(s, newKey)
+	wantErr(t, err, ErrKeyStore, `entry "bob"`, "nothing was re-sealed")
+	if got, err := stale.Secret("alice"); err != nil || got != "alice's secret" {
+		t.Fatalf("after a refused rotation, under the old key: %q, %v", got, err)
+	}
+	if err := s.SetSecret("bob", "bob's secret"); err != nil {
+		t.Fatal(err)
+	}
+
+	if n, err := RotateMasterKey(s, newKey); err != nil || n != 2 {
+		t.Fatalf("rotating: %d, %v", n, err)
+	}
+	if got, err := s.Secret("bob"); err != nil || got != "bob's secret" {
+		t.Fatalf("after the rotation: %q, %v", got, err)
+	}
+	if got, err := openDatabaseStore(t, db, newKey).Secret("alice"); err != nil || got != "alice's secret" {
+		t.Fatalf("a replica started with the new key: %q, %v", got, err)
+	}
+	_, err = stale.Secret("alice")
+	wantErr(t, err, ErrMasterKey, oldKey, "rotate-master")
+	wantErr(t, stale.SetSecret("carol", "written under the old key"), ErrMasterKey, oldKey)
+	if _, err := s.Secret("carol"); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("a replica with the old key wrote an entry: %v", err)
+	}
+	_, err = OpenDatabaseStore(db, oldKey)
+	wantErr(t, err, ErrMasterKey, oldKey, "does not open")
+}

@@ -289,7 +289,7 @@ func TestPostgresMigratesVersion1InPlace(t *testing.T) {
 		t.Fatalf("the version 1 sessions after the migration: %+v, %v", sessions, err)
 	}
 	pg := v2.Store.(*Postgres)
-	if err := pg.PutSealedSecret("alice", []byte("sealed")); err != nil {
+	if _, err := pg.PutSealedSecret("alice", []byte("sealed"), false, anyCheck); err != nil {
 		t.Fatalf("version 2's secrets: %v", err)
 	}
 	if err := pg.Connects(10).AddConnectLink(ConnectKeyOf("l"), ConnectLink{Owner: "alice", Expires: time.Now().Add(time.Minute)}, time.Now()); err != nil {
@@ -309,7 +309,11 @@ func TestPostgresMigratesVersion1InPlace(t *testing.T) {
 	}
 }
 
-// The sealed secrets: kept as given, listed, removed; the first check value stays.
+// anyCheck accepts every check value.
+func anyCheck([]byte) error { return nil }
+
+// The sealed secrets: kept as given, listed, removed; the first check value stays; each operation checks it in
+// its own transaction; a reseal replaces all of them and the check value, or nothing.
 func TestPostgresSealedSecrets(t *testing.T) {
 	s, _ := pgKind().newTestStore(t)
 	pg := s.Store.(*Postgres)
@@ -320,27 +324,68 @@ func TestPostgresSealedSecrets(t *testing.T) {
 	if check, err := other.SealedSecretsCheck([]byte("second")); err != nil || string(check) != "first" {
 		t.Fatalf("a second process's check value: %q, %v, want the first's", check, err)
 	}
-	_, err := pg.SealedSecret("alice")
+	_, err := pg.SealedSecret("alice", anyCheck)
 	wantNotFound(t, err, "no secret yet")
 	for _, a := range []string{"bob", "alice"} {
-		if err := pg.PutSealedSecret(a, []byte("box of "+a)); err != nil {
+		if _, err := pg.PutSealedSecret(a, []byte("box of "+a), false, anyCheck); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if err := other.PutSealedSecret("alice", []byte("new box")); err != nil {
+	if _, err := other.PutSealedSecret("alice", []byte("new box"), false, anyCheck); err != nil {
 		t.Fatal(err)
 	}
-	if box, err := pg.SealedSecret("alice"); err != nil || string(box) != "new box" {
+	if stored, err := other.PutSealedSecret("alice", []byte("not stored"), true, anyCheck); stored || err != nil {
+		t.Fatalf("adding where there is a secret: %v, %v", stored, err)
+	}
+	if box, err := pg.SealedSecret("alice", anyCheck); err != nil || string(box) != "new box" {
 		t.Fatalf("alice's secret: %q, %v", box, err)
 	}
-	if box, err := other.SealedSecret("bob"); err != nil || string(box) != "box of bob" {
+	if box, err := other.SealedSecret("bob", anyCheck); err != nil || string(box) != "box of bob" {
 		t.Fatalf("bob's secret: %q, %v", box, err)
 	}
+
+	refuse := func(check []byte) error { return errors.New("not my key: " + string(check)) }
+	if _, err := pg.SealedSecret("alice", refuse); err == nil || err.Error() != "not my key: first" {
+		t.Fatalf("reading under a check that refuses: %v", err)
+	}
+	if _, err := pg.PutSealedSecret("carol", []byte("x"), false, refuse); err == nil {
+		t.Fatal("writing under a check that refuses worked")
+	}
+
+	// A reseal that fails half-way changes nothing; one that succeeds changes every secret and the check value.
+	upper := func(account string, box []byte) ([]byte, error) {
+		if account == "bob" && string(box) == "box of bob" {
+			return nil, errors.New("bob's does not open")
+		}
+		return []byte(strings.ToUpper(string(box))), nil
+	}
+	if _, err := pg.ResealSecrets(anyCheck, upper, []byte("next")); err == nil || !strings.Contains(err.Error(), "bob's") {
+		t.Fatalf("a failing reseal: %v", err)
+	}
+	if box, _ := pg.SealedSecret("alice", anyCheck); string(box) != "new box" {
+		t.Fatalf("after a failed reseal alice's secret is %q", box)
+	}
+	if _, err := pg.ResealSecrets(refuse, upper, []byte("next")); err == nil {
+		t.Fatal("a reseal under a check that refuses worked")
+	}
+	if _, err := pg.PutSealedSecret("bob", []byte("bob again"), false, anyCheck); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := other.ResealSecrets(anyCheck, upper, []byte("next")); err != nil || n != 2 {
+		t.Fatalf("the reseal: %d, %v", n, err)
+	}
+	if box, _ := pg.SealedSecret("bob", anyCheck); string(box) != "BOB AGAIN" {
+		t.Fatalf("bob's secret after the reseal: %q", box)
+	}
+	if check, _ := pg.SealedSecretsCheck([]byte("ignored")); string(check) != "next" {
+		t.Fatalf("the check value after the reseal: %q", check)
+	}
+
 	if err := pg.DeleteSealedSecret("bob"); err != nil {
 		t.Fatal(err)
 	}
 	wantNotFound(t, pg.DeleteSealedSecret("bob"), "deleting twice")
 	wantNotFound(t, pg.DeleteSealedSecret("bad\x00name"), "deleting a name the database cannot hold")
-	_, err = pg.SealedSecret("bob")
+	_, err = pg.SealedSecret("bob", anyCheck)
 	wantNotFound(t, err, "a deleted secret")
 }

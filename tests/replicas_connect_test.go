@@ -160,6 +160,22 @@ func TestReplicasShareKeysAndConnectLinks(t *testing.T) {
 		}
 	}
 
+	// The master key is rotated in the database from host 1; host 2's commands need the new key from then on.
+	_, newHex := x.masterKeyFile("new.key")
+	rotated := x.mustRun(nil, "keys", "rotate-master", "--store", db, "--master-key-file", keyFiles[0],
+		"--new-master-key-file", x.path("secrets", "new.key"))
+	if !strings.Contains(rotated.stdout, "Sealed the 3 entries of the key store in postgres://") {
+		t.Errorf("rotating the key store in the database: %s", rotated)
+	}
+	if r := x.run(nil, "auth", "status", "--owner", "id1", "--store", db, "--master-key-file", keyFiles[1]); r.err == nil ||
+		!strings.Contains(r.stderr, keyFiles[1]+" does not open the key store in postgres://") {
+		t.Errorf("auth status with the old master key after the rotation: %s", r)
+	}
+	status = x.mustRun(nil, "auth", "status", "--owner", "id1", "--store", db, "--master-key-file", x.path("secrets", "new.key"))
+	if !strings.Contains(status.stdout, "ending in "+key1[len(key1)-4:]) {
+		t.Errorf("auth status with the new master key: %s", status)
+	}
+
 	// A copy of the database gives away no key, no master key, no link and no cookie.
 	dump, err := pg.Dump(db)
 	if err != nil {
@@ -172,10 +188,10 @@ func TestReplicasShareKeysAndConnectLinks(t *testing.T) {
 		t.Fatalf("the dump lacks the key store:\n%s", dump)
 	}
 	// (The audit log records the answers that named the links: a link opens nothing without its member's sign-in.)
-	for _, leak := range findLeaks(map[string]string{masterHex: "the master key"}, nil, stateDirs...) {
+	for _, leak := range findLeaks(map[string]string{masterHex: "the master key", newHex: "the new master key"}, nil, stateDirs...) {
 		t.Errorf("secret leaked: %s", leak)
 	}
-	for _, leak := range findLeaks(map[string]string{masterHex: "the master key", linkID(link1): "member 1's link",
+	for _, leak := range findLeaks(map[string]string{masterHex: "the master key", newHex: "the new master key", linkID(link1): "member 1's link",
 		linkID(link2): "member 2's link", cookie2: "member 2's connect cookie"}, nil, x.path("pgdump.sql")) {
 		t.Errorf("secret leaked: %s", leak)
 	}
