@@ -231,7 +231,8 @@ type Server struct {
 	// with a key of their own so that they never pass for approvals.
 	connector      *connector
 	connectTickets *elicitations
-	localPage      *localPage // stdio: the connect page on 127.0.0.1, started when first needed
+	dataKeys       state.KeySource // the state store's: replicas derive the connect tickets' key from it
+	localPage      *localPage      // stdio: the connect page on 127.0.0.1, started when first needed
 	localPageMu    sync.Mutex
 	local          *localBackend // nil unless Backend is local
 	elicit         *elicitations
@@ -288,6 +289,7 @@ func New(cfg Config) (*Server, error) {
 	if s.store, err = state.OpenAt(storeAt, state.Options{Keys: keys, Now: cfg.Now}); err != nil {
 		return nil, err
 	}
+	s.dataKeys = keys
 
 	switch {
 	case cfg.Clients != nil:

@@ -89,9 +89,9 @@ func TestReplicasShareKeysAndConnectLinks(t *testing.T) {
 	b2.waitFor(`name="key"`)
 	cookie2 := b2.cookie("e2bmcp_connect")
 
-	// Member 1's client opens the page (URL elicitation, a 2025-era session kept on its replica by HAProxy), so
-	// the call waits on one replica while the browser's requests go to both. Member 2's signed-in session is
-	// worth nothing on member 1's link, on either replica: it is sent to sign in.
+	// Member 1's client opens the page (URL elicitation in protocol 2026-07-28: the call that answers the request
+	// is a request of its own, which HAProxy may send to either replica) while the browser's requests go to both.
+	// Member 2's signed-in session is worth nothing on member 1's link, on either replica: it is sent to sign in.
 	var link1 string
 	var mu sync.Mutex
 	opener := &openInBrowser{member: func(link string) {
@@ -115,7 +115,7 @@ func TestReplicasShareKeysAndConnectLinks(t *testing.T) {
 			t.Errorf("member 1's used link:\n%s", p)
 		}
 	}}
-	c1 := x.connectURLClient(public, token1, mcp.ProtocolVersion20251125, opener)
+	c1 := x.connectURLClient(public, token1, mcp.ProtocolVersion20260728, opener)
 	id1 := create(t, c1, map[string]any{"title": "member 1"})
 	opener.wg.Wait()
 	if sb, _ := the.emu.Sandbox(id1); sb.Team != key1 {
@@ -164,7 +164,7 @@ func TestReplicasShareKeysAndConnectLinks(t *testing.T) {
 	_, newHex := x.masterKeyFile("new.key")
 	rotated := x.mustRun(nil, "keys", "rotate-master", "--store", db, "--master-key-file", keyFiles[0],
 		"--new-master-key-file", x.path("secrets", "new.key"))
-	if !strings.Contains(rotated.stdout, "Sealed the 3 entries of the key store in postgres://") {
+	if !strings.Contains(rotated.stdout, "Sealed the 2 entries of the key store in postgres://") { // member 1's key, the data key
 		t.Errorf("rotating the key store in the database: %s", rotated)
 	}
 	if r := x.run(nil, "auth", "status", "--owner", "id1", "--store", db, "--master-key-file", keyFiles[1]); r.err == nil ||
