@@ -115,6 +115,7 @@ func TestReplicasShareKeysAndConnectLinks(t *testing.T) {
 			t.Errorf("member 1's used link:\n%s", p)
 		}
 	}}
+	defer opener.wg.Wait() // a failing call must not end the test while the browser is still at work
 	c1 := x.connectURLClient(public, token1, mcp.ProtocolVersion20260728, opener)
 	id1 := create(t, c1, map[string]any{"title": "member 1"})
 	opener.wg.Wait()

@@ -41,6 +41,8 @@ func (x *h) startChromium() *chromium {
 	cmd := exec.CommandContext(ctx, driverBin, "--port="+strings.Split(port, ":")[1])
 	cmd.Env = x.env() // a test's own HOME; for a headless test, no D-Bus session either
 	cmd.Stdout, cmd.Stderr = x.capture("chromedriver stdout"), x.capture("chromedriver stderr")
+	// Chromium, chromedriver's child, may outlive it holding the output pipes: Wait gives up on them after a while.
+	cmd.WaitDelay = 5 * time.Second
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
