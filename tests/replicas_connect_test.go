@@ -53,7 +53,7 @@ func TestReplicasShareKeysAndConnectLinks(t *testing.T) {
 		r := x.startHTTP(x.serveArgs("operator", "team", "--transport", "http", "--store", db, "--state-dir", dir,
 			"--master-key-file", keyFile, "--public-url", public, "--oauth-issuer", issuer, "--oauth-client-id", pageClient,
 			"--oauth-scope", "openid")...)
-		if !strings.Contains(r.stderr.String(), "encrypted key store in postgres://") {
+		if !r.stderr.shows("encrypted key store in postgres://", 10*time.Second) {
 			t.Errorf("replica %d does not say that the keys are in the database:\n%s", i+1, r.stderr)
 		}
 		replicas, addrs = append(replicas, r), append(addrs, strings.TrimPrefix(r.base, "http://"))
