@@ -14,25 +14,6 @@ import (
 	"github.com/e2b-mcp/e2b-mcp/internal/pgtest"
 )
 
-// newDatabase starts a PostgreSQL server for the test (skipping when it is not installed) and returns a new
-// database on it.
-func newDatabase(t *testing.T) (*pgtest.Server, string) {
-	t.Helper()
-	pg, err := pgtest.Start()
-	if errors.Is(err, pgtest.ErrNotInstalled) {
-		t.Skipf("no key store tests on PostgreSQL: %v", err)
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = pg.Stop() })
-	db, err := pg.NewDatabase()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return pg, db
-}
-
 func openDatabaseStore(t *testing.T, db, mk string) *DatabaseStore {
 	t.Helper()
 	s, err := OpenDatabaseStore(db, mk)
@@ -65,7 +46,7 @@ func dumpSecrets(t *testing.T, db string) string {
 // reads; sealed in the database, and sealed exactly as the key store file seals, so that the file's entries
 // open from the database.
 func TestDatabaseStoreSharedSealedAndBoundToItsOwner(t *testing.T) {
-	pg, db := newDatabase(t)
+	pg, db := pgtest.Database(t)
 	mk, key := masterKey(t, hexForm)
 	hostA := openDatabaseStore(t, db, mk)
 	mk2 := filepath.Join(t.TempDir(), "master.key")
@@ -146,7 +127,7 @@ func TestDatabaseStoreSharedSealedAndBoundToItsOwner(t *testing.T) {
 // A master key that is not the one the database's store was sealed under is refused at open, naming its file,
 // before anything is read or written.
 func TestDatabaseStoreWrongMasterKey(t *testing.T) {
-	_, db := newDatabase(t)
+	_, db := pgtest.Database(t)
 	mk, _ := masterKey(t, hexForm)
 	s := openDatabaseStore(t, db, mk)
 	if err := s.SetSecret("alice", "secret"); err != nil {
@@ -169,7 +150,7 @@ func TestDatabaseStoreWrongMasterKey(t *testing.T) {
 // transaction; a replica still holding the old key then fails, naming it, and writes nothing; an entry that
 // does not open stops the rotation with nothing changed.
 func TestDatabaseStoreRotation(t *testing.T) {
-	pg, db := newDatabase(t)
+	pg, db := pgtest.Database(t)
 	oldKey, _ := masterKey(t, hexForm)
 	s := openDatabaseStore(t, db, oldKey)
 	stale := openDatabaseStore(t, db, oldKey) // another replica, not restarted

@@ -3,7 +3,6 @@ package server
 import (
 	"bytes"
 	"context"
-	"errors"
 	"io"
 	"net/http"
 	"net/http/cookiejar"
@@ -411,18 +410,7 @@ func withCookie(r *http.Request, v string) *http.Request {
 // connect request (a request of its own in protocol 2026-07-28) may reach any of them; servers that share no
 // data key, or no database, do not.
 func TestConnectTicketsOfReplicasAreShared(t *testing.T) {
-	pg, err := pgtest.Start()
-	if errors.Is(err, pgtest.ErrNotInstalled) {
-		t.Skipf("no replicas without PostgreSQL: %v", err)
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = pg.Stop() })
-	db, err := pg.NewDatabase()
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, db := pgtest.Database(t)
 	replica := func(dataKey byte, store string) *connectFixture {
 		return newConnectFixture(t, func(c *Config) {
 			c.Transport, c.Store = TransportHTTP, store

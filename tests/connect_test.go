@@ -38,6 +38,17 @@ func (x *h) connectURLClient(base, token, version string, e client.ElicitationHa
 	return c
 }
 
+// The clients of a team server at the identity provider: the members' MCP clients, and the connect page's sign-in.
+const mcpClient, pageClient = "e2b-mcp-test", "e2b-mcp-connect"
+
+// startTeamProvider starts the OpenID Connect provider of a team server at public (http://host:port), with both
+// clients, and returns its issuer and the MCP clients' redirect URI.
+func (x *h) startTeamProvider(public string) (issuer, redirect string) {
+	x.t.Helper()
+	redirect = "http://127.0.0.1:" + strings.Split(freePort(x.t), ":")[1] + "/callback"
+	return x.startOIDCProvider(public+"/mcp", mcpClient+"="+redirect, pageClient+"="+public+"/connect/callback"), redirect
+}
+
 // openInBrowser is a client's URL-mode elicitation handler: it says yes at once (as a client does once the user
 // agreed to open the page) and hands the URL to the member, who acts in a browser meanwhile.
 type openInBrowser struct {
@@ -70,11 +81,9 @@ func TestConnectPageInChromium(t *testing.T) {
 	x.headless = true
 	requireChromedriver(t)
 
-	const mcpClient, pageClient = "e2b-mcp-test", "e2b-mcp-connect"
-	redirect := "http://127.0.0.1:" + strings.Split(freePort(t), ":")[1] + "/callback"
 	port := freePort(t)
 	public := "http://" + port
-	issuer := x.startOIDCProvider(public+"/mcp", mcpClient+"="+redirect, pageClient+"="+public+"/connect/callback")
+	issuer, redirect := x.startTeamProvider(public)
 	mk, masterHex := x.masterKeyFile("master.key")
 	x.noMasterKeyLeak(masterHex)
 	x.startHTTPOn(port, x.serveArgs("operator", "team", "--transport", "http", "--master-key-file", mk,

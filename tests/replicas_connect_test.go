@@ -31,11 +31,9 @@ func TestReplicasShareKeysAndConnectLinks(t *testing.T) {
 	}
 	pg, db := startPostgres(t)
 
-	const mcpClient, pageClient = "e2b-mcp-test", "e2b-mcp-connect"
-	redirect := "http://127.0.0.1:" + strings.Split(freePort(t), ":")[1] + "/callback"
 	lbAddr := freePort(t)
 	public := "http://" + lbAddr
-	issuer := x.startOIDCProvider(public+"/mcp", mcpClient+"="+redirect, pageClient+"="+public+"/connect/callback")
+	issuer, redirect := x.startTeamProvider(public)
 
 	_, masterHex := x.masterKeyFile("master.key")
 	var replicas []*httpServer

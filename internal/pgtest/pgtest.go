@@ -20,9 +20,12 @@ import (
 	"strconv"
 	"sync/atomic"
 	"syscall"
+	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/e2b-mcp/e2b-mcp/internal/optional"
 )
 
 // User is the database superuser the server is made with.
@@ -265,4 +268,23 @@ func (s *Server) Dump(dbURL string) ([]byte, error) {
 		return nil, fmt.Errorf("pg_dump: %w: %s", err, stderr.String())
 	}
 	return out, nil
+}
+
+// Database starts a server for the test t, stopped when t ends, and returns it with a new database on it. Where
+// PostgreSQL is not installed, t is skipped (and the skip recorded, see internal/optional).
+func Database(t testing.TB) (*Server, string) {
+	t.Helper()
+	s, err := Start()
+	if errors.Is(err, ErrNotInstalled) {
+		optional.Skip(t, err.Error())
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Stop() })
+	db, err := s.NewDatabase()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s, db
 }
