@@ -146,8 +146,8 @@ func TestReplicasShareKeysAndConnectLinks(t *testing.T) {
 		}
 	}
 
-	// The operator's commands on either host read and revoke the keys in the database; a revoked member is
-	// sent to the connect page again by every replica.
+	// The operator's commands on either host read, revoke and store the keys in the database; a revoked member
+	// is sent to the connect page again by every replica.
 	status := x.mustRun(nil, "auth", "status", "--owner", "id1", "--store", db, "--master-key-file", keyFiles[1])
 	if !strings.Contains(status.stdout, "ending in "+key1[len(key1)-4:]) {
 		t.Errorf("auth status on host 2: %s", status)
@@ -158,12 +158,20 @@ func TestReplicasShareKeysAndConnectLinks(t *testing.T) {
 			t.Errorf("a call after logout: %q", msg)
 		}
 	}
+	// The operator stores member 2's key again from host 2; both replicas use it.
+	x.mustRun(strings.NewReader(key2+"\n"), "auth", "login", "--owner", "id2", "--store", db, "--master-key-file", keyFiles[1],
+		"--api-url", the.emu.URL())
+	for range 2 {
+		if ids := sandboxIDs(t, plain); len(ids) != 1 || ids[0] != id2 {
+			t.Errorf("member 2 lists %v after auth login, want %s", ids, id2)
+		}
+	}
 
 	// The master key is rotated in the database from host 1; host 2's commands need the new key from then on.
 	_, newHex := x.masterKeyFile("new.key")
 	rotated := x.mustRun(nil, "keys", "rotate-master", "--store", db, "--master-key-file", keyFiles[0],
 		"--new-master-key-file", x.path("secrets", "new.key"))
-	if !strings.Contains(rotated.stdout, "Sealed the 2 entries of the key store in postgres://") { // member 1's key, the data key
+	if !strings.Contains(rotated.stdout, "Sealed the 3 entries of the key store in postgres://") { // the members' keys, the data key
 		t.Errorf("rotating the key store in the database: %s", rotated)
 	}
 	if r := x.run(nil, "auth", "status", "--owner", "id1", "--store", db, "--master-key-file", keyFiles[1]); r.err == nil ||
