@@ -19,6 +19,7 @@ func TestOrphanedSessionSandboxes(t *testing.T) {
 		{"kill", func(found bool, _ string) bool { return !found }},
 	} {
 		t.Run(tc.action, func(t *testing.T) {
+			t.Parallel() // each has its own owner and state directory; their waits overlap
 			x := newH(t)
 			owner := x.owner("orphans")
 			key := x.login(owner)
