@@ -36,6 +36,10 @@ func TestReplicasShareKeysAndConnectLinks(t *testing.T) {
 	issuer, redirect := x.startTeamProvider(public)
 
 	_, masterHex := x.masterKeyFile("master.key")
+	key1, key2, key3 := newAPIKey(), newAPIKey(), newAPIKey()
+	for _, k := range []string{key1, key2, key3} {
+		the.noteKey(k)
+	}
 	var replicas []*httpServer
 	var addrs, stateDirs, keyFiles []string
 	for i := range 2 {
@@ -48,11 +52,19 @@ func TestReplicasShareKeysAndConnectLinks(t *testing.T) {
 			t.Fatal(err)
 		}
 		dir := filepath.Join(host, "state")
+		if i == 0 {
+			// Host 1 kept a key store file, as every host did before the key store moved into the database.
+			x.mustRun(strings.NewReader(key3+"\n"), "auth", "login", "--owner", "id3", "--master-key-file", keyFile,
+				"--state-dir", dir, "--api-url", the.emu.URL())
+		}
 		r := x.startHTTP(x.serveArgs("operator", "team", "--transport", "http", "--store", db, "--state-dir", dir,
 			"--master-key-file", keyFile, "--public-url", public, "--oauth-issuer", issuer, "--oauth-client-id", pageClient,
 			"--oauth-scope", "openid")...)
 		if !r.stderr.shows("encrypted key store in postgres://", 10*time.Second) {
 			t.Errorf("replica %d does not say that the keys are in the database:\n%s", i+1, r.stderr)
+		}
+		if i == 0 && !r.stderr.shows("copied the entries id3 of the key store file "+filepath.Join(dir, "keys.json")+" into the database", 10*time.Second) {
+			t.Errorf("replica 1 does not say that it moved the key store file into the database:\n%s", r.stderr)
 		}
 		replicas, addrs = append(replicas, r), append(addrs, strings.TrimPrefix(r.base, "http://"))
 		stateDirs, keyFiles = append(stateDirs, dir), append(keyFiles, keyFile)
@@ -61,9 +73,6 @@ func TestReplicasShareKeysAndConnectLinks(t *testing.T) {
 
 	_, token1 := x.runOAuthFlow(node, public+"/mcp", mcpClient, redirect, "test-user@127.0.0.1", "token-only")
 	_, token2 := x.runOAuthFlow(node, public+"/mcp", mcpClient, redirect, "test-user2", "token-only")
-	key1, key2 := newAPIKey(), newAPIKey()
-	the.noteKey(key1)
-	the.noteKey(key2)
 
 	// Member 2's client cannot open URLs: the answer names a link, which every replica knows; a link ID one
 	// character off is known to none.
@@ -148,9 +157,11 @@ func TestReplicasShareKeysAndConnectLinks(t *testing.T) {
 
 	// The operator's commands on either host read, revoke and store the keys in the database; a revoked member
 	// is sent to the connect page again by every replica.
-	status := x.mustRun(nil, "auth", "status", "--owner", "id1", "--store", db, "--master-key-file", keyFiles[1])
-	if !strings.Contains(status.stdout, "ending in "+key1[len(key1)-4:]) {
-		t.Errorf("auth status on host 2: %s", status)
+	for owner, key := range map[string]string{"id1": key1, "id3": key3} {
+		status := x.mustRun(nil, "auth", "status", "--owner", owner, "--store", db, "--master-key-file", keyFiles[1])
+		if !strings.Contains(status.stdout, "ending in "+key[len(key)-4:]) {
+			t.Errorf("auth status of %s on host 2: %s", owner, status)
+		}
 	}
 	x.mustRun(nil, "auth", "logout", "--owner", "id2", "--store", db, "--master-key-file", keyFiles[0])
 	for range 2 {
@@ -171,14 +182,14 @@ func TestReplicasShareKeysAndConnectLinks(t *testing.T) {
 	_, newHex := x.masterKeyFile("new.key")
 	rotated := x.mustRun(nil, "keys", "rotate-master", "--store", db, "--master-key-file", keyFiles[0],
 		"--new-master-key-file", x.path("secrets", "new.key"))
-	if !strings.Contains(rotated.stdout, "Sealed the 3 entries of the key store in postgres://") { // the members' keys, the data key
+	if !strings.Contains(rotated.stdout, "Sealed the 4 entries of the key store in postgres://") { // the members' keys, the data key
 		t.Errorf("rotating the key store in the database: %s", rotated)
 	}
 	if r := x.run(nil, "auth", "status", "--owner", "id1", "--store", db, "--master-key-file", keyFiles[1]); r.err == nil ||
 		!strings.Contains(r.stderr, keyFiles[1]+" does not open the key store in postgres://") {
 		t.Errorf("auth status with the old master key after the rotation: %s", r)
 	}
-	status = x.mustRun(nil, "auth", "status", "--owner", "id1", "--store", db, "--master-key-file", x.path("secrets", "new.key"))
+	status := x.mustRun(nil, "auth", "status", "--owner", "id1", "--store", db, "--master-key-file", x.path("secrets", "new.key"))
 	if !strings.Contains(status.stdout, "ending in "+key1[len(key1)-4:]) {
 		t.Errorf("auth status with the new master key: %s", status)
 	}
