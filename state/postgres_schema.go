@@ -71,10 +71,20 @@ CREATE INDEX e2b_mcp_connect_sessions_link ON e2b_mcp_connect_sessions (link_has
 CREATE INDEX e2b_mcp_connect_sessions_expires ON e2b_mcp_connect_sessions (expires);
 `
 
+// pgSchemaV3 adds the used nonces of the server's single-use tickets (see tickets.go), so that replicas honour
+// a ticket once between them.
+const pgSchemaV3 = `
+CREATE TABLE e2b_mcp_ticket_nonces (
+	nonce   text COLLATE "C" PRIMARY KEY,
+	expires timestamptz NOT NULL
+);
+CREATE INDEX e2b_mcp_ticket_nonces_expires ON e2b_mcp_ticket_nonces (expires);
+`
+
 // pgMigrations is the list OpenPostgres applies: entry i is the SQL that takes the database from schema version
 // i+1 to i+2, as schemaMigrations does for the bbolt file. The current version is len(pgMigrations())+1. Append
 // only; never edit an entry once released.
-func pgMigrations() []string { return []string{pgSchemaV2} }
+func pgMigrations() []string { return []string{pgSchemaV2, pgSchemaV3} }
 
 func (s *Postgres) currentVersion() int { return len(s.migrations) + 1 }
 

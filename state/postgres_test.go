@@ -3,9 +3,11 @@ package state
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -100,14 +102,14 @@ func TestPostgresForeignAndFutureDatabasesRefusedAndUntouched(t *testing.T) {
 	}
 	// A newer e2b-mcp migrates the database while this one runs: this one stops writing, and a fresh open
 	// refuses it.
-	if err := pgServer.Exec(s.where, "UPDATE e2b_mcp_meta SET value = '3' WHERE key = 'schema'"); err != nil {
+	if err := pgServer.Exec(s.where, "UPDATE e2b_mcp_meta SET value = '4' WHERE key = 'schema'"); err != nil {
 		t.Fatal(err)
 	}
 	before := queryValue[string](t, s.where, "SELECT record::text FROM e2b_mcp_sandboxes")
 	err = s.PutSandbox(sampleSandbox("alice", "sbx1", "other", clock.Now()))
 	wantErr(t, err, "schema version", "reopen")
 	_, err = OpenPostgres(s.where, Options{Keys: StaticKeySource(testKey(1))})
-	wantErr(t, err, "schema version 3, newer than the 2", "upgrade e2b-mcp")
+	wantErr(t, err, "schema version 4, newer than the 3", "upgrade e2b-mcp")
 	if after := queryValue[string](t, s.where, "SELECT record::text FROM e2b_mcp_sandboxes"); after != before {
 		t.Fatalf("a refused database was written to:\n%s\n%s", before, after)
 	}
@@ -256,56 +258,120 @@ func TestPostgresDocumentUpdatesFollowOneAnother(t *testing.T) {
 	wantErr(t, docs[0].Update(true, func([]byte) ([]byte, error) { return nil, errors.New("no thanks") }), "no thanks")
 }
 
-// A database of schema version 1, made by an e2b-mcp of that version, is migrated in place to version 2 by the
-// first store of this version that opens it, its records kept; a version 1 store still running then stops
-// writing, and one started later refuses the database.
-func TestPostgresMigratesVersion1InPlace(t *testing.T) {
-	where := freshDatabase(t)
-	opts := Options{Keys: StaticKeySource(testKey(1))}
-	v1, err := openPostgres(where, opts, nil)
-	if err != nil {
-		t.Fatal(err)
+// A database of each older schema version, made by an e2b-mcp of that version, is migrated in place to the
+// current version by the first store of this version that opens it, its records kept; an older store still
+// running then stops writing, and one started later refuses the database.
+func TestPostgresMigratesOlderVersionsInPlace(t *testing.T) {
+	current := len(pgMigrations()) + 1
+	// laterTables are the tables each version adds to its predecessor's.
+	laterTables := map[int]string{2: "'e2b_mcp_secrets', 'e2b_mcp_connect_links'", 3: "'e2b_mcp_ticket_nonces'"}
+	for old := 1; old < current; old++ {
+		t.Run(fmt.Sprintf("version %d", old), func(t *testing.T) {
+			where := freshDatabase(t)
+			opts := Options{Keys: StaticKeySource(testKey(1))}
+			older, err := openPostgres(where, opts, pgMigrations()[:old-1])
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer older.Close()
+			now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+			if err := older.PutSandbox(sampleSandbox("alice", "sbx1", "main", now)); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := older.TouchSession("alice", "main", time.Hour); err != nil {
+				t.Fatal(err)
+			}
+			for v := old + 1; v <= current; v++ {
+				if n := queryValue[int64](t, where, "SELECT count(*) FROM pg_tables WHERE tablename IN ("+laterTables[v]+")"); n != 0 {
+					t.Fatalf("a version %d database has %d of version %d's tables", old, n, v)
+				}
+			}
+
+			migrated := pgKind().open(t, where, Options{})
+			if got := queryValue[string](t, where, "SELECT convert_from(value, 'UTF8') FROM e2b_mcp_meta WHERE key = 'schema'"); got != strconv.Itoa(current) {
+				t.Fatalf("schema version after the migration: %q", got)
+			}
+			if r, err := migrated.Sandbox("alice", "sbx1"); err != nil || r.AccessToken != "envd-token-sbx1" {
+				t.Fatalf("the version %d record after the migration: %+v, %v", old, r, err)
+			}
+			if sessions, err := migrated.Sessions(); err != nil || len(sessions) != 1 || sessions[0].Name != "main" {
+				t.Fatalf("the version %d sessions after the migration: %+v, %v", old, sessions, err)
+			}
+			pg := migrated.Store.(*Postgres)
+			if _, err := pg.PutSealedSecret("alice", []byte("sealed"), false, anyCheck); err != nil {
+				t.Fatalf("version 2's secrets: %v", err)
+			}
+			if err := pg.Connects(10).AddConnectLink(ConnectKeyOf("l"), ConnectLink{Owner: "alice", Expires: time.Now().Add(time.Minute)}, time.Now()); err != nil {
+				t.Fatalf("version 2's connect links: %v", err)
+			}
+			if spent, err := pg.TicketNonces().Spend("n", time.Now().Add(time.Minute), time.Now()); err != nil || !spent {
+				t.Fatalf("version 3's ticket nonces: %v, %v", spent, err)
+			}
+
+			before := queryValue[string](t, where, "SELECT record::text FROM e2b_mcp_sandboxes")
+			wantErr(t, older.PutSandbox(sampleSandbox("alice", "sbx1", "other", now)),
+				fmt.Sprintf("schema version \"%d\"", current), fmt.Sprintf("opened at version %d", old))
+			_, err = openPostgres(where, opts, pgMigrations()[:old-1])
+			wantErr(t, err, fmt.Sprintf("schema version %d, newer than the %d", current, old), "upgrade e2b-mcp")
+			if after := queryValue[string](t, where, "SELECT record::text FROM e2b_mcp_sandboxes"); after != before {
+				t.Fatalf("a version %d store wrote to the version %d database:\n%s\n%s", old, current, before, after)
+			}
+			// Opening it again migrates nothing more.
+			if _, err := OpenPostgres(where, opts); err != nil {
+				t.Fatal(err)
+			}
+		})
 	}
-	defer v1.Close()
+}
+
+// Two handles on one database (two replicas) honour a ticket's nonce exactly once between them, even when they
+// try at the same moment; an expired nonce is swept only well past its expiry.
+func TestPostgresTicketNoncesSpentOnce(t *testing.T) {
+	s, _ := pgKind().newTestStore(t)
+	handles := []TicketNonces{s.Store.(*Postgres).TicketNonces(), pgKind().reopen(t, s, Options{}).Store.(*Postgres).TicketNonces()}
 	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
-	if err := v1.PutSandbox(sampleSandbox("alice", "sbx1", "main", now)); err != nil {
+	expires := now.Add(10 * time.Minute)
+	var wins atomic.Int32
+	var wg sync.WaitGroup
+	for i := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			spent, err := handles[i%2].Spend("nonce-1", expires, now)
+			if err != nil {
+				t.Error(err)
+			}
+			if spent {
+				wins.Add(1)
+			}
+		}()
+	}
+	wg.Wait()
+	if wins.Load() != 1 {
+		t.Fatalf("a nonce was spent %d times on two handles, want once", wins.Load())
+	}
+	if spent, err := handles[1].Spend("nonce-2", expires, now); err != nil || !spent {
+		t.Fatalf("another nonce: %v, %v", spent, err)
+	}
+	// Past the nonce's expiry, but within the sweep's grace (a replica whose clock runs ahead), it stays used.
+	if spent, err := handles[0].Spend("nonce-3", expires, expires.Add(time.Minute)); err != nil || !spent {
+		t.Fatal(spent, err)
+	}
+	if spent, _ := handles[1].Spend("nonce-1", expires, now); spent {
+		t.Fatal("a nonce was spent again after a sweep within its grace")
+	}
+	if _, err := handles[0].Spend("nonce-4", expires, expires.Add(ticketSweepGrace+time.Second)); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := v1.TouchSession("alice", "main", time.Hour); err != nil {
-		t.Fatal(err)
-	}
-	if n := queryValue[int64](t, where, "SELECT count(*) FROM pg_tables WHERE tablename IN ('e2b_mcp_secrets', 'e2b_mcp_connect_links')"); n != 0 {
-		t.Fatalf("a version 1 database has %d of version 2's tables", n)
+	if n := queryValue[int64](t, s.where, "SELECT count(*) FROM e2b_mcp_ticket_nonces"); n != 1 {
+		t.Fatalf("%d nonces left after a sweep past the grace, want the newest alone", n)
 	}
 
-	v2 := pgKind().open(t, where, Options{})
-	if got := queryValue[string](t, where, "SELECT convert_from(value, 'UTF8') FROM e2b_mcp_meta WHERE key = 'schema'"); got != "2" {
-		t.Fatalf("schema version after the migration: %q", got)
-	}
-	if r, err := v2.Sandbox("alice", "sbx1"); err != nil || r.AccessToken != "envd-token-sbx1" {
-		t.Fatalf("the version 1 record after the migration: %+v, %v", r, err)
-	}
-	if sessions, err := v2.Sessions(); err != nil || len(sessions) != 1 || sessions[0].Name != "main" {
-		t.Fatalf("the version 1 sessions after the migration: %+v, %v", sessions, err)
-	}
-	pg := v2.Store.(*Postgres)
-	if _, err := pg.PutSealedSecret("alice", []byte("sealed"), false, anyCheck); err != nil {
-		t.Fatalf("version 2's secrets: %v", err)
-	}
-	if err := pg.Connects(10).AddConnectLink(ConnectKeyOf("l"), ConnectLink{Owner: "alice", Expires: time.Now().Add(time.Minute)}, time.Now()); err != nil {
-		t.Fatalf("version 2's connect links: %v", err)
-	}
-
-	before := queryValue[string](t, where, "SELECT record::text FROM e2b_mcp_sandboxes")
-	wantErr(t, v1.PutSandbox(sampleSandbox("alice", "sbx1", "other", now)), "schema version \"2\"", "opened at version 1")
-	_, err = openPostgres(where, opts, nil)
-	wantErr(t, err, "schema version 2, newer than the 1", "upgrade e2b-mcp")
-	if after := queryValue[string](t, where, "SELECT record::text FROM e2b_mcp_sandboxes"); after != before {
-		t.Fatalf("a version 1 store wrote to the version 2 database:\n%s\n%s", before, after)
-	}
-	// Opening it again migrates nothing more.
-	if _, err := OpenPostgres(where, opts); err != nil {
-		t.Fatal(err)
+	// The store closed: the nonce is not honoured, and the caller is told why.
+	handles[0].(pgTicketNonces).s.Close()
+	spent, err := handles[0].Spend("nonce-5", expires, now)
+	if spent || !errors.Is(err, ErrClosed) {
+		t.Fatalf("a closed store: %v, %v", spent, err)
 	}
 }
 
