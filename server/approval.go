@@ -2,14 +2,10 @@ package server
 
 import (
 	"context"
-	"crypto/hmac"
-	"crypto/rand"
-	"crypto/sha256"
-	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/mark3labs/mcp-go/mcp"
@@ -73,12 +69,16 @@ func clientCanElicit(ctx context.Context) bool {
 
 func (s *Server) approveByElicitation(req mcp.CallToolRequest, b policy.Binding, judged policy.Call, dec policy.Decision) verdict {
 	if answer := mcpserver.ElicitationResponse(req.Params.InputResponses, approvalInputID); answer != nil {
-		if !s.elicit.redeem(req.Params.RequestState, b) {
+		if err := s.elicit.redeem(req.Params.RequestState, b); errors.Is(err, errNotThisCallsTicket) {
 			return verdict{
 				result: mcp.NewToolResultError("The approval answer does not belong to this call: it was given for " +
 					"other arguments, was already used, or has expired. Call the tool again to be asked anew."),
 				outcome: audit.OutcomeDeclined,
 			}
+		} else if err != nil {
+			// Whether the answer was used before is unknown: it is not honoured (it might run the call twice).
+			return verdict{result: mcp.NewToolResultError("The approval answer could not be checked, so the call did not run: " +
+				err.Error() + ". Call the tool again to be asked anew."), outcome: audit.OutcomeError}
 		}
 		if approved(answer) {
 			return verdict{proceed: true}
@@ -192,86 +192,4 @@ func displayArgs(args map[string]any, n int) string {
 		return "(arguments cannot be shown)"
 	}
 	return clip(strings.TrimSpace(b.String()), n)
-}
-
-// elicitations issues and redeems the opaque request state of approval questions. The state is an HMAC-signed,
-// expiring, single-use ticket bound to the exact call (owner, session, tool, argument digest): an answer counts
-// only for the call it was asked about, and only once, even from a client that makes up its own answers.
-type elicitations struct {
-	key []byte
-	now func() time.Time
-
-	mu   sync.Mutex
-	used map[string]time.Time // nonce → expiry, until expired
-}
-
-type ticket struct {
-	Nonce   string         `json:"n"`
-	Binding policy.Binding `json:"b"`
-	Expires int64          `json:"e"`
-}
-
-func newElicitations(now func() time.Time) (*elicitations, error) {
-	key := make([]byte, 32)
-	if _, err := rand.Read(key); err != nil {
-		return nil, fmt.Errorf("approval tickets: %w", err)
-	}
-	return &elicitations{key: key, now: now, used: map[string]time.Time{}}, nil
-}
-
-func (e *elicitations) issue(b policy.Binding) (string, error) {
-	nonce := make([]byte, 16)
-	if _, err := rand.Read(nonce); err != nil {
-		return "", err
-	}
-	payload, err := json.Marshal(ticket{
-		Nonce:   base64.RawURLEncoding.EncodeToString(nonce),
-		Binding: b,
-		Expires: e.now().Add(elicitationTTL).Unix(),
-	})
-	if err != nil {
-		return "", err
-	}
-	return base64.RawURLEncoding.EncodeToString(payload) + "." + base64.RawURLEncoding.EncodeToString(e.sign(payload)), nil
-}
-
-func (e *elicitations) sign(payload []byte) []byte {
-	m := hmac.New(sha256.New, e.key)
-	m.Write(payload)
-	return m.Sum(nil)
-}
-
-// redeem reports whether state is a ticket this server issued for binding b, unexpired and not used before; a
-// valid ticket is used up.
-func (e *elicitations) redeem(state string, b policy.Binding) bool {
-	p64, s64, ok := strings.Cut(state, ".")
-	if !ok {
-		return false
-	}
-	payload, err1 := base64.RawURLEncoding.DecodeString(p64)
-	sig, err2 := base64.RawURLEncoding.DecodeString(s64)
-	if err1 != nil || err2 != nil || !hmac.Equal(sig, e.sign(payload)) {
-		return false
-	}
-	var t ticket
-	if err := json.Unmarshal(payload, &t); err != nil || t.Binding != b {
-		return false
-	}
-	now := e.now()
-	expires := time.Unix(t.Expires, 0)
-	if !now.Before(expires) {
-		return false
-	}
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	for n, exp := range e.used {
-		if !now.Before(exp) {
-			delete(e.used, n)
-		}
-	}
-	if _, seen := e.used[t.Nonce]; seen {
-		return false
-	}
-	e.used[t.Nonce] = expires
-	return true
 }

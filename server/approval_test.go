@@ -271,29 +271,29 @@ func TestElicitationTickets(t *testing.T) {
 	bob := policy.BindingFor("bob", "s1", "e2b_exec", map[string]any{"command": "ls"})
 
 	ta, _ := e.issue(a)
-	if e.redeem(ta, b) || e.redeem(ta, bob) {
+	if e.redeem(ta, b) == nil || e.redeem(ta, bob) == nil {
 		t.Fatal("a ticket redeemed for another call")
 	}
-	if !e.redeem(ta, a) {
+	if e.redeem(ta, a) != nil {
 		t.Fatal("a fresh ticket was refused")
 	}
-	if e.redeem(ta, a) {
+	if e.redeem(ta, a) == nil {
 		t.Fatal("a ticket redeemed twice")
 	}
 
 	other, _ := newElicitations(func() time.Time { return now })
 	tOther, _ := other.issue(a)
-	if e.redeem(tOther, a) {
+	if e.redeem(tOther, a) == nil {
 		t.Fatal("a ticket of another server instance was accepted")
 	}
 
 	late, _ := e.issue(a)
 	now = now.Add(elicitationTTL)
-	if e.redeem(late, a) {
+	if e.redeem(late, a) == nil {
 		t.Fatal("an expired ticket was accepted")
 	}
 	for _, junk := range []string{"", ".", "x.y", "e30.", late[:len(late)-2]} {
-		if e.redeem(junk, a) {
+		if e.redeem(junk, a) == nil {
 			t.Errorf("junk ticket %q accepted", junk)
 		}
 	}

@@ -79,8 +79,10 @@ func (s *Server) resumeConnect(ctx context.Context, req mcp.CallToolRequest, cal
 		return nil, false
 	}
 	binding := policy.BindingFor(caller.Owner, caller.Session, req.Params.Name, args)
-	if !s.connectTickets.redeem(req.Params.RequestState, binding) {
+	if err := s.connectTickets.redeem(req.Params.RequestState, binding); errors.Is(err, errNotThisCallsTicket) {
 		return mcp.NewToolResultError("The answer to the connect request does not belong to this call. Call the tool again."), true
+	} else if err != nil {
+		return mcp.NewToolResultError("The answer to the connect request could not be checked: " + err.Error() + ". Call the tool again."), true
 	}
 	if answer.Action == mcp.ElicitationResponseActionAccept && s.connector.waitForKey(ctx, caller.Owner, ConnectLinkTTL) {
 		return nil, false // the key is there: run the call

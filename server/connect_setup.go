@@ -2,8 +2,6 @@ package server
 
 import (
 	"context"
-	"crypto/hkdf"
-	"crypto/sha256"
 	"errors"
 	"fmt"
 	"net"
@@ -42,8 +40,7 @@ func (s *Server) setUpConnectPage() error {
 	// Replicas share the links and sessions through their database, so that the page works whichever replica
 	// the member's browser reaches; a stdio server's page on 127.0.0.1 is its own.
 	var connects state.ConnectStore = state.NewMemoryConnects(maxPendingConnects)
-	pg, shared := s.store.(*state.Postgres)
-	if shared = shared && s.cfg.Transport != TransportStdio; shared {
+	if pg, shared := s.sharedStore(); shared {
 		connects = pg.Connects(maxPendingConnects)
 	}
 	c := newConnector(prove, s.cfg.Secrets, verify, s.cfg.Now, connects, s.log)
@@ -62,31 +59,9 @@ func (s *Server) setUpConnectPage() error {
 		c.setBase(s.cfg.PublicURL)
 	}
 	s.connector = c
-	if s.connectTickets, _ = newElicitations(s.cfg.Now); s.connectTickets == nil {
-		return errors.New("connect tickets: no random key")
-	}
-	if shared {
-		key, err := sharedTicketKey(s.dataKeys)
-		if err != nil {
-			return err
-		}
-		s.connectTickets.key = key
-	}
-	return nil
-}
-
-// sharedTicketKey is the key that signs the connect page's input requests when replicas share a database: it is
-// derived from the data key they share, so that the repeated call answering a request (which a client of
-// protocol 2026-07-28 sends as a request of its own) may reach any replica. A ticket grants only a wait for the
-// member's key before the call it is bound to runs, which the call would do anyway once the key is there; a
-// server alone signs with a random key.
-func sharedTicketKey(keys state.KeySource) ([]byte, error) {
-	dataKey, err := keys.DataKey()
-	if err != nil {
-		return nil, fmt.Errorf("the connect page's tickets: %w", err)
-	}
-	defer clear(dataKey)
-	return hkdf.Key(sha256.New, dataKey, nil, "e2b-mcp connect tickets", 32)
+	var err error
+	s.connectTickets, err = s.newTickets("e2b-mcp connect tickets")
+	return err
 }
 
 // connectLink makes a link to the connect page for owner; over stdio it starts the local page first.

@@ -228,10 +228,10 @@ type Server struct {
 	oauth      *oauthVerifier      // nil: no OAuth
 	authServer *authServer         // nil: no OAuth
 	// connector is the connect page (nil: none); connectTickets sign the request states of its input requests,
-	// with a key of their own so that they never pass for approvals.
+	// with a key of their own so that they never pass for approvals (elicit's).
 	connector      *connector
 	connectTickets *elicitations
-	dataKeys       state.KeySource // the state store's: replicas derive the connect tickets' key from it
+	dataKeys       state.KeySource // the state store's: replicas derive their tickets' keys from it
 	localPage      *localPage      // stdio: the connect page on 127.0.0.1, started when first needed
 	localPageMu    sync.Mutex
 	local          *localBackend // nil unless Backend is local
@@ -324,7 +324,7 @@ func New(cfg Config) (*Server, error) {
 		s.authServer = &authServer{issuer: cfg.OAuth.Issuer, client: e2b.NewHTTPClient()} // not E2B: not counted as E2B's
 		s.oauth = newOAuthVerifier(*cfg.OAuth, s.authServer)
 	}
-	if s.elicit, err = newElicitations(cfg.Now); err != nil {
+	if s.elicit, err = s.newTickets("e2b-mcp approval tickets"); err != nil {
 		return nil, err
 	}
 	if err := s.setUpConnectPage(); err != nil {
