@@ -19,6 +19,7 @@ import (
 	"github.com/mark3labs/mcp-go/client/transport"
 	"github.com/mark3labs/mcp-go/mcp"
 
+	"github.com/e2b-mcp/e2b-mcp/e2b/e2btest"
 	"github.com/e2b-mcp/e2b-mcp/internal/pgtest"
 	"github.com/e2b-mcp/e2b-mcp/internal/shellquote"
 	"github.com/e2b-mcp/e2b-mcp/state"
@@ -150,6 +151,12 @@ func (x *h) startHAProxy(listen string, replicas []string) string {
 // connectVersion connects an mcp-go client over streamable HTTP speaking protocol version (the newest when "").
 func (x *h) connectVersion(base, token, session, version string) *client.Client {
 	x.t.Helper()
+	return x.connectEliciting(base, token, session, version, nil)
+}
+
+// connectEliciting is connectVersion for a client that answers form elicitations with e (none when nil).
+func (x *h) connectEliciting(base, token, session, version string, e client.ElicitationHandler) *client.Client {
+	x.t.Helper()
 	tr, err := transport.NewStreamableHTTP(base+"/mcp", transport.WithHTTPHeaders(map[string]string{
 		"Authorization": "Bearer " + token, "X-E2B-MCP-Session": session}))
 	if err != nil {
@@ -159,6 +166,11 @@ func (x *h) connectVersion(base, token, session, version string) *client.Client 
 	if version != "" {
 		opts = append(opts, client.WithProtocolVersion(version))
 	}
+	req := initRequest(version)
+	if e != nil {
+		opts = append(opts, client.WithElicitationHandler(e))
+		req.Params.Capabilities.Elicitation = &mcp.ElicitationCapability{Form: &struct{}{}}
+	}
 	c := client.NewClient(tr, opts...)
 	x.t.Cleanup(func() { c.Close() })
 	ctx, cancel := context.WithTimeout(x.t.Context(), 30*time.Second)
@@ -166,7 +178,7 @@ func (x *h) connectVersion(base, token, session, version string) *client.Client 
 	if err := c.Start(ctx); err != nil {
 		x.t.Fatal(err)
 	}
-	if _, err := c.Initialize(ctx, initRequest(version)); err != nil {
+	if _, err := c.Initialize(ctx, req); err != nil {
 		x.t.Fatalf("initialize: %v", err)
 	}
 	return c
@@ -186,12 +198,29 @@ func (x *h) callsIn(dir, session string) int {
 
 var approvalID = regexp.MustCompile("e2b-mcp approve ([0-9a-z]{10})")
 
+// replicasPolicy is the built-in policy's delete rule (an operator approves), and a pause that the user
+// approves in their client.
+const replicasPolicy = `default_action: allow
+rules:
+  - id: delete-sandbox-needs-approval
+    when: { target: e2b_manage_sandbox, action: delete }
+    then: { decision: require_approval, reason: deleting a sandbox destroys its files and processes }
+  - id: the-user-approves-pauses
+    when: { target: e2b_manage_sandbox, action: pause }
+    then: { decision: require_approval, reason: pausing stops its processes, approver: client }
+`
+
 // Two replicas on one PostgreSQL behind HAProxy serve one team as one server: calls alternate between them, a
 // sandbox made through one is used through the other, an approval granted once is honoured by the replica the
-// retried call reaches, the lease is renewed wherever calls land, and a 2025-era session sticks to its replica.
+// retried call reaches, as is the answer to an approval question, the lease is renewed wherever calls land, and
+// a 2025-era session sticks to its replica.
 func TestReplicasBehindHAProxy(t *testing.T) {
 	x := newH(t)
-	rs := x.startReplicas(2, "--lease", "1h")
+	policyFile := x.path("replicas-policy.yaml")
+	if err := os.WriteFile(policyFile, []byte(replicasPolicy), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	rs := x.startReplicas(2, "--lease", "1h", "--policy", policyFile)
 	r1, r2 := rs.replicas[0].base, rs.replicas[1].base
 
 	// Calls of a 2026-07-28 client through the load balancer alternate between the replicas.
@@ -264,6 +293,21 @@ func TestReplicasBehindHAProxy(t *testing.T) {
 	}
 	if _, found := the.emu.Sandbox(made); found {
 		t.Fatal("the approved delete did not reach E2B")
+	}
+
+	// A 2026-07-28 client asked to approve a pause answers with a request of its own, which round robin sends
+	// to the other replica: it honours the question the first one asked, and the pause runs once.
+	yes := &yesNo{accept: true}
+	asker := x.connectEliciting(rs.lb, rs.token, "asked", "", yes)
+	paused := create(t, asker, map[string]any{"title": "paused on approval"})
+	if out := ok(t, asker, "e2b_manage_sandbox", map[string]any{"sandbox_id": paused, "action": "pause"}); out["success"] != true {
+		t.Fatalf("the approved pause through the load balancer: %v", out)
+	}
+	if yes.asked.Load() != 1 {
+		t.Fatalf("the user was asked %d times, want once", yes.asked.Load())
+	}
+	if sb, _ := the.emu.Sandbox(paused); sb.State != e2btest.StatePaused {
+		t.Fatalf("the approved pause left the sandbox %q", sb.State)
 	}
 
 	// A 2025-era client keeps an Mcp-Session-Id: HAProxy's stick table keeps its requests on one replica.
