@@ -46,7 +46,7 @@ type APIError struct {
 }
 
 func (e *APIError) Error() string {
-	msg := e.Message
+	msg := clipMiddle(e.Message, maxMessage)
 	if msg == "" {
 		msg = http.StatusText(e.Status)
 	}
@@ -57,6 +57,26 @@ func (e *APIError) Error() string {
 		return fmt.Sprintf("E2B API error (%s: %d %s): %s", e.Op, e.Status, e.Code, msg)
 	}
 	return fmt.Sprintf("E2B API error (%s: %d): %s", e.Op, e.Status, msg)
+}
+
+// maxMessage bounds the E2B message an error's text carries: envd repeats a command it could not start, however
+// long, and the reason comes last ("argument list too long"), so the middle of a longer message is left out.
+const maxMessage = 2048
+
+// clipMiddle shortens s to about max bytes, keeping its head and tail (whole UTF-8 characters) around a note of
+// how much was left out.
+func clipMiddle(s string, max int) string {
+	if len(s) <= max {
+		return s
+	}
+	head, tail := max*3/4, len(s)-max/4
+	for head > 0 && !utf8Start(s[head]) {
+		head--
+	}
+	for tail < len(s) && !utf8Start(s[tail]) {
+		tail++
+	}
+	return fmt.Sprintf("%s … [%d bytes left out] … %s", s[:head], tail-head, s[tail:])
 }
 
 // Is lets callers test the kind of failure with errors.Is(err, ErrNotFound) and friends.

@@ -271,3 +271,20 @@ func TestCheckpointPolicyEverySteps(t *testing.T) {
 		}
 	}, func(c *Config) { c.Checkpoints = state.CheckpointPolicy{EverySteps: 2} })
 }
+
+// A command too long for the sandbox's kernel (E2BIG) fails with an error the model can read, not with envd's
+// message that repeats the whole command: a 2 MiB command must not come back as a 2 MiB error.
+func TestExecHugeCommandErrorIsBounded(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, e *env, s *session) {
+		id := s.createSandbox(t, nil)
+		command := "echo " + strings.Repeat("a", 2<<20) + " | wc -c"
+		res := s.call(t, "e2b_exec", map[string]any{"sandbox_id": id, "command": command})
+		text := resultText(res)
+		if !res.IsError && !strings.Contains(text, "2097153") {
+			t.Fatalf("neither an error nor the command's output: %.300s", text)
+		}
+		if res.IsError && (len(text) > 8<<10 || !strings.Contains(text, "E2B API error")) {
+			t.Fatalf("error of %d bytes: %.300s", len(text), text)
+		}
+	})
+}
