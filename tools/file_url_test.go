@@ -129,3 +129,20 @@ func TestFileURLOtherOwner(t *testing.T) {
 		wantContains(t, bob.fail(t, tool, map[string]any{"sandbox_id": id, "path": "a.txt"}), "Sandbox '"+id+"' not found")
 	}
 }
+
+// The links work against E2B's own envd too: it checks their signatures with the sandbox's access token.
+func TestFileURLsAgainstEachBackend(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, e *env, s *session) {
+		id := s.createSandbox(t, nil)
+		path := "/tmp/" + strings.ToLower(strings.NewReplacer("/", "-").Replace(t.Name())) + "/data.bin"
+		blob := bytes.Repeat([]byte{0, 1, 2, 0xfe}, 1000)
+		up := s.ok(t, "e2b_upload_url", map[string]any{"sandbox_id": id, "path": path})
+		if status, body := fetch(t, http.MethodPost, up["url"].(string), blob); status != 200 {
+			t.Fatalf("upload link: HTTP %d %s", status, body)
+		}
+		down := s.ok(t, "e2b_download_url", map[string]any{"sandbox_id": id, "path": path})
+		if status, got := fetch(t, http.MethodGet, down["url"].(string), nil); status != 200 || !bytes.Equal(got, blob) {
+			t.Fatalf("download link: HTTP %d, %d bytes %.100s", status, len(got), got)
+		}
+	})
+}

@@ -77,6 +77,11 @@ func RealEnvdAvailable() (string, error) {
 // workdir /home/user, and envVars). The error matches ErrNoRealEnvd when the daemon is absent or this process
 // may not start it (it needs root).
 func StartRealEnvd(ctx context.Context, envVars map[string]string) (*RealEnvd, error) {
+	return startRealEnvd(ctx, "", envVars)
+}
+
+// startRealEnvd is StartRealEnvd booting envd with accessToken (a random one when empty).
+func startRealEnvd(ctx context.Context, accessToken string, envVars map[string]string) (*RealEnvd, error) {
 	dir, err := RealEnvdAvailable()
 	if err != nil {
 		return nil, err
@@ -100,9 +105,12 @@ func StartRealEnvd(ctx context.Context, envVars map[string]string) (*RealEnvd, e
 	if r.URL == "" || r.run == "" {
 		return nil, fmt.Errorf("e2btest: %s printed no ENVD_URL/ENVD_RUN: %q", start, out)
 	}
-	var tok [16]byte
-	_, _ = rand.Read(tok[:])
-	r.AccessToken = hex.EncodeToString(tok[:])
+	r.AccessToken = accessToken
+	if r.AccessToken == "" {
+		var tok [16]byte
+		_, _ = rand.Read(tok[:])
+		r.AccessToken = hex.EncodeToString(tok[:])
+	}
 	if err := r.init(ctx, envVars); err != nil {
 		r.Stop()
 		return nil, err
@@ -158,7 +166,8 @@ type realBox struct {
 
 // serve forwards an envd request for sb to its real envd, starting it first if need be. The request's
 // X-Access-Token is checked against the sandbox's own here (a sandbox without one is open), and the real envd
-// gets its own token.
+// gets its own token. A secure sandbox's envd is booted with the sandbox's token, as E2B boots it, so that
+// envd checks the signatures of signed /files URLs with the key they were made with.
 func (re *realEnvds) serve(w http.ResponseWriter, r *http.Request, sb *Sandbox, token string, envVars map[string]string) {
 	re.mu.Lock()
 	if re.boxes == nil {
@@ -173,7 +182,7 @@ func (re *realEnvds) serve(w http.ResponseWriter, r *http.Request, sb *Sandbox, 
 	b.once.Do(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
-		if b.envd, b.err = StartRealEnvd(ctx, envVars); b.err != nil {
+		if b.envd, b.err = startRealEnvd(ctx, token, envVars); b.err != nil {
 			return
 		}
 		target, err := url.Parse(b.envd.URL)
