@@ -3,6 +3,7 @@ package tools
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/mark3labs/mcp-go/server"
 
@@ -91,12 +92,19 @@ func (t createSandbox) run(ctx context.Context, call Caller, a *createArgs) (any
 		SandboxID: sb.SandboxID, Status: state.StateRunning, Title: a.Title, Template: template,
 		WorkspacePath: WorkspacePath, TimeoutSeconds: timeout, Egress: net.Summary,
 	}
-	var warnings []string
 	if err := t.store.PutSandbox(rec); err != nil {
-		// The sandbox carries this session's tags, so the next e2b_list_sandboxes adopts it.
+		// No call can reach a sandbox without its record, and adopting it writes to the same store: delete it
+		// rather than leave it running, and billed, until its timeout.
 		t.log.Error("recording a new sandbox", "sandbox", sb.SandboxID, "err", err)
-		warnings = append(warnings, fmt.Sprintf("The sandbox could not be recorded (%v); call e2b_list_sandboxes to adopt it before using it.", err))
+		kctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+		defer cancel()
+		if kerr := c.KillSandbox(kctx, sb.SandboxID); kerr != nil {
+			return nil, userErrorf("The sandbox %s was created but could not be recorded (%v), and deleting it failed too (%s): "+
+				"it runs until its timeout of %d seconds.", sb.SandboxID, err, t.errorText(ctx, call, "e2b_create_sandbox", kerr), timeout)
+		}
+		return nil, userErrorf("The sandbox was created but could not be recorded (%v), so it was deleted again; nothing is left running.", err)
 	}
+	var warnings []string
 	if len(plan.files) > 0 {
 		n, err := plan.upload(ctx, envd(c, rec))
 		res.FilesUploaded = n

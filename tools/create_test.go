@@ -1,11 +1,13 @@
 package tools
 
 import (
+	"bytes"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/e2b-mcp/e2b-mcp/e2b"
 	"github.com/e2b-mcp/e2b-mcp/lifecycle"
 	"github.com/e2b-mcp/e2b-mcp/state"
 )
@@ -186,5 +188,37 @@ func TestUploadPlanRelativeRoot(t *testing.T) {
 	}
 	if _, err := b.planUploads([]uploadFile{{SessionPath: filepath.Join(outside, "secret.txt")}}); err == nil {
 		t.Fatal("a file outside the root was planned")
+	}
+}
+
+// A sandbox the store cannot record (here its data key was replaced, as when the keyring entry is lost) is of no
+// use: no later call can reach it and adopting it fails the same way. The create fails, naming the cause, and
+// deletes the sandbox again instead of leaving it running, and billed, until its timeout.
+func TestCreateThatCannotBeRecordedLeavesNoSandbox(t *testing.T) {
+	e := newEnv(t)
+	dir := t.TempDir()
+	old, err := state.Open(dir, state.Options{Keys: state.StaticKeySource(bytes.Repeat([]byte{1}, state.DataKeySize))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := old.PutSandbox(state.SandboxRecord{ID: "earlier", Owner: "alice", Session: "main", AccessToken: "t", State: state.StateRunning}); err != nil {
+		t.Fatal(err)
+	}
+	old.Close()
+	st, err := state.Open(dir, state.Options{Keys: state.StaticKeySource(bytes.Repeat([]byte{2}, state.DataKeySize))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	e.store, e.deps.Store = st, st
+	s := e.connect(t, eras[0], Caller{Owner: "alice", Session: "main"})
+
+	wantContains(t, s.fail(t, "e2b_create_sandbox", map[string]any{"title": "unrecordable"}), "could not be recorded", "data key", "deleted")
+	list, err := e.e2bClient(t, aliceKey).ListSandboxes(t.Context(), e2b.ListQuery{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(list) != 0 {
+		t.Fatalf("the unrecorded sandbox was left at E2B: %+v", list)
 	}
 }
