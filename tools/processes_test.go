@@ -121,3 +121,23 @@ func TestExecStopsTheWholeTree(t *testing.T) {
 		}
 	})
 }
+
+// A server left running with & answers curl from the next e2b_exec, at 127.0.0.1 and at localhost, as on E2B: the
+// sandbox's own loopback is not sent through the egress proxy (which refuses this machine's addresses).
+func TestServerStartedWithAmpersandAnswersCurl(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, e *env, s *session) {
+		id := s.createSandbox(t, nil)
+		if out := s.exec(t, id, "command -v python3 curl || true"); strings.Count(out["stdout"].(string), "\n") != 2 {
+			t.Skip("python3 or curl (the web server and client of this test) is not installed")
+		}
+		port := 20000 + time.Now().UnixNano()%20000
+		s.exec(t, id, fmt.Sprintf("echo hello > hello.txt; python3 -m http.server %d --bind 127.0.0.1 >/dev/null 2>&1 &", port))
+		for _, host := range []string{"127.0.0.1", "localhost"} {
+			fetch := fmt.Sprintf("for i in $(seq 100); do curl -sf http://%s:%d/hello.txt && exit 0; sleep 0.1; done; curl -sS http://%s:%d/hello.txt", host, port, host, port)
+			if out := s.exec(t, id, fetch); out["stdout"] != "hello\n" {
+				t.Errorf("curl %s: %v", host, out)
+			}
+		}
+		s.exec(t, id, fmt.Sprintf("pkill -f 'http.serve[r] %d' || true", port))
+	})
+}

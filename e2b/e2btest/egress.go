@@ -43,6 +43,10 @@ const (
 // egressProxyURL is the ALL_PROXY value of every process.
 const egressProxyURL = "socks5h://localhost" + egressSocket
 
+// loopbackHosts is the NO_PROXY value of every process: the sandbox's own loopback, which the proxy (outside the
+// sandbox) could not reach.
+const loopbackHosts = "localhost,127.0.0.1,::1"
+
 // allTraffic is E2B's CIDR for every destination.
 const allTraffic = "0.0.0.0/0"
 

@@ -459,10 +459,11 @@ func keepaliveInterval(h string) time.Duration {
 }
 
 // processEnv is envd's environment of a process: PATH, HOME, USER, LOGNAME, the way out through the emulated
-// egress proxy, then the sandbox's variables, then the request's (a later value of a name wins).
+// egress proxy (but not for the sandbox's own loopback, which on E2B is reached directly: a server started in the
+// sandbox answers curl localhost), then the sandbox's variables, then the request's (a later value of a name wins).
 func processEnv(u sandboxUser, sandboxVars, requestVars map[string]string) []string {
 	env := []string{"PATH=" + sandboxPATH, "HOME=" + u.Home, "USER=" + u.Name, "LOGNAME=" + u.Name,
-		"ALL_PROXY=" + egressProxyURL, "all_proxy=" + egressProxyURL}
+		"ALL_PROXY=" + egressProxyURL, "all_proxy=" + egressProxyURL, "NO_PROXY=" + loopbackHosts, "no_proxy=" + loopbackHosts}
 	for _, k := range slices.Sorted(maps.Keys(sandboxVars)) {
 		env = append(env, k+"="+sandboxVars[k])
 	}
