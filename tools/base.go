@@ -262,7 +262,16 @@ func envd(c *e2b.Client, rec state.SandboxRecord) *e2b.Envd {
 // sandboxFailure explains an envd failure that means the sandbox is not running: it asks E2B whether the sandbox
 // is paused or gone, brings the record up to date and says so. Other errors pass through.
 func (b *base) sandboxFailure(ctx context.Context, c *e2b.Client, call Caller, rec state.SandboxRecord, err error) error {
-	if !errors.Is(err, e2b.ErrSandboxGone) || ctx.Err() != nil {
+	if !errors.Is(err, e2b.ErrSandboxGone) {
+		return err
+	}
+	return b.notRunning(ctx, c, call, rec, err)
+}
+
+// notRunning asks E2B whether a sandbox that a call found not running is paused or gone, brings the record up to
+// date and says so; otherwise (E2B says it runs, or cannot be asked) err stands.
+func (b *base) notRunning(ctx context.Context, c *e2b.Client, call Caller, rec state.SandboxRecord, err error) error {
+	if ctx.Err() != nil {
 		return err
 	}
 	detail, gerr := c.GetSandbox(ctx, rec.ID)
@@ -313,6 +322,10 @@ func (b *base) policy(rec state.SandboxRecord) state.CheckpointPolicy {
 // capture snapshots the sandbox at E2B and records the snapshot as a checkpoint of this session.
 func (b *base) capture(ctx context.Context, c *e2b.Client, call Caller, rec state.SandboxRecord, name string) (state.Checkpoint, error) {
 	info, err := c.CreateSnapshot(ctx, rec.ID, "")
+	if errors.Is(err, e2b.ErrNotFound) {
+		// E2B snapshots running sandboxes only: a paused one is "not found" too.
+		return state.Checkpoint{}, b.notRunning(ctx, c, call, rec, err)
+	}
 	if err != nil {
 		return state.Checkpoint{}, b.sandboxFailure(ctx, c, call, rec, err)
 	}

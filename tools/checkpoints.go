@@ -76,7 +76,7 @@ func (t checkpointSandbox) run(ctx context.Context, call Caller, a *checkpointAr
 	if err := checkName("name", a.Name); err != nil {
 		return nil, err
 	}
-	rec, c, err := t.sandbox(ctx, call, a.SandboxID, false)
+	rec, c, err := t.sandbox(ctx, call, a.SandboxID, true)
 	if err != nil {
 		return nil, err
 	}

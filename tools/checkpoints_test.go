@@ -118,3 +118,28 @@ func TestCheckpointListAndDelete(t *testing.T) {
 		}
 	})
 }
+
+// E2B checkpoints running sandboxes only, and answers 404 ("doesn't exist or you don't have access") for a paused
+// one. The model is told the sandbox is paused and how to resume it, whether the server paused it or E2B did.
+func TestCheckpointOfAPausedSandbox(t *testing.T) {
+	e := newEnv(t)
+	s := e.connect(t, eras[0], Caller{Owner: "alice", Session: "main"})
+	id := s.createSandbox(t, nil)
+	s.ok(t, "e2b_manage_sandbox", map[string]any{"sandbox_id": id, "action": "pause"})
+	want := "Sandbox '" + id + "' is paused; resume it with e2b_manage_sandbox action resume"
+	if got := s.fail(t, "e2b_checkpoint_sandbox", map[string]any{"sandbox_id": id}); got != want {
+		t.Errorf("checkpoint of a paused sandbox: %q, want %q", got, want)
+	}
+
+	other := s.createSandbox(t, nil)
+	if _, err := e.e2bClient(t, aliceKey).PauseSandbox(t.Context(), other); err != nil {
+		t.Fatal(err)
+	}
+	want = "Sandbox '" + other + "' is paused; resume it with e2b_manage_sandbox action resume"
+	if got := s.fail(t, "e2b_checkpoint_sandbox", map[string]any{"sandbox_id": other}); got != want {
+		t.Errorf("checkpoint of a sandbox E2B paused: %q, want %q", got, want)
+	}
+	if cps := s.ok(t, "e2b_list_checkpoints", nil); num(cps["count"]) != 0 {
+		t.Errorf("checkpoints recorded: %v", cps)
+	}
+}
