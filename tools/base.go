@@ -287,6 +287,20 @@ func (b *base) notRunning(ctx context.Context, c *e2b.Client, call Caller, rec s
 	return err
 }
 
+// unrecorded deletes a sandbox just started that the store could not record, and says so: no call could reach it,
+// and adopting it writes to the same store (a replaced data key fails both), so it would run, billed, until its
+// timeout.
+func (b *base) unrecorded(ctx context.Context, c *e2b.Client, call Caller, tool, id string, timeout int, err error) string {
+	b.log.Error("recording a new sandbox", "tool", tool, "sandbox", id, "err", err)
+	kctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+	defer cancel()
+	if kerr := c.KillSandbox(kctx, id); kerr != nil {
+		return fmt.Sprintf("The sandbox %s was started but could not be recorded (%v), and deleting it failed too (%s): it runs "+
+			"until its timeout of %d seconds.", id, err, b.errorText(ctx, call, tool, kerr), timeout)
+	}
+	return fmt.Sprintf("The sandbox %s was started but could not be recorded (%v), so it was deleted again.", id, err)
+}
+
 // setState records what E2B said about a sandbox; the answer to the model does not depend on it, so a store
 // failure is only logged.
 func (b *base) setState(call Caller, id, st, reason string) {

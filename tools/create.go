@@ -3,7 +3,6 @@ package tools
 import (
 	"context"
 	"fmt"
-	"time"
 
 	"github.com/mark3labs/mcp-go/server"
 
@@ -93,16 +92,7 @@ func (t createSandbox) run(ctx context.Context, call Caller, a *createArgs) (any
 		WorkspacePath: WorkspacePath, TimeoutSeconds: timeout, Egress: net.Summary,
 	}
 	if err := t.store.PutSandbox(rec); err != nil {
-		// No call can reach a sandbox without its record, and adopting it writes to the same store: delete it
-		// rather than leave it running, and billed, until its timeout.
-		t.log.Error("recording a new sandbox", "sandbox", sb.SandboxID, "err", err)
-		kctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
-		defer cancel()
-		if kerr := c.KillSandbox(kctx, sb.SandboxID); kerr != nil {
-			return nil, userErrorf("The sandbox %s was created but could not be recorded (%v), and deleting it failed too (%s): "+
-				"it runs until its timeout of %d seconds.", sb.SandboxID, err, t.errorText(ctx, call, "e2b_create_sandbox", kerr), timeout)
-		}
-		return nil, userErrorf("The sandbox was created but could not be recorded (%v), so it was deleted again; nothing is left running.", err)
+		return nil, &toolError{text: t.unrecorded(ctx, c, call, "e2b_create_sandbox", sb.SandboxID, timeout, err)}
 	}
 	var warnings []string
 	if len(plan.files) > 0 {

@@ -192,33 +192,35 @@ func TestUploadPlanRelativeRoot(t *testing.T) {
 }
 
 // A sandbox the store cannot record (here its data key was replaced, as when the keyring entry is lost) is of no
-// use: no later call can reach it and adopting it fails the same way. The create fails, naming the cause, and
-// deletes the sandbox again instead of leaving it running, and billed, until its timeout.
-func TestCreateThatCannotBeRecordedLeavesNoSandbox(t *testing.T) {
+// use: no later call can reach it and adopting it fails the same way. A create, or a fork, fails naming the cause,
+// and deletes the new sandbox instead of leaving it running, and billed, until its timeout.
+func TestSandboxesThatCannotBeRecordedAreDeleted(t *testing.T) {
 	e := newEnv(t)
 	dir := t.TempDir()
-	old, err := state.Open(dir, state.Options{Keys: state.StaticKeySource(bytes.Repeat([]byte{1}, state.DataKeySize))})
-	if err != nil {
-		t.Fatal(err)
+	openWith := func(key byte) {
+		st, err := state.Open(dir, state.Options{Keys: state.StaticKeySource(bytes.Repeat([]byte{key}, state.DataKeySize))})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { st.Close() })
+		e.store, e.deps.Store = st, st
 	}
-	if err := old.PutSandbox(state.SandboxRecord{ID: "earlier", Owner: "alice", Session: "main", AccessToken: "t", State: state.StateRunning}); err != nil {
-		t.Fatal(err)
-	}
-	old.Close()
-	st, err := state.Open(dir, state.Options{Keys: state.StaticKeySource(bytes.Repeat([]byte{2}, state.DataKeySize))})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
-	e.store, e.deps.Store = st, st
+	openWith(1)
 	s := e.connect(t, eras[0], Caller{Owner: "alice", Session: "main"})
+	id := s.createSandbox(t, nil)
+	cp := s.ok(t, "e2b_checkpoint_sandbox", map[string]any{"sandbox_id": id})
+	s.ok(t, "e2b_manage_sandbox", map[string]any{"sandbox_id": id, "action": "delete"})
+	e.store.Close()
+	openWith(2)
+	s = e.connect(t, eras[0], Caller{Owner: "alice", Session: "main"})
 
-	wantContains(t, s.fail(t, "e2b_create_sandbox", map[string]any{"title": "unrecordable"}), "could not be recorded", "data key", "deleted")
+	wantContains(t, s.fail(t, "e2b_create_sandbox", map[string]any{"title": "unrecordable"}), "could not be recorded", "data key", "deleted again")
+	wantContains(t, s.fail(t, "e2b_fork_sandbox", map[string]any{"checkpoint_id": cp["checkpoint_id"], "count": 2}), "could not be recorded", "data key", "deleted again")
 	list, err := e.e2bClient(t, aliceKey).ListSandboxes(t.Context(), e2b.ListQuery{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(list) != 0 {
-		t.Fatalf("the unrecorded sandbox was left at E2B: %+v", list)
+		t.Fatalf("unrecorded sandboxes were left at E2B: %+v", list)
 	}
 }

@@ -99,7 +99,7 @@ func (t forkSandbox) fromSandbox(ctx context.Context, call Caller, a *forkArgs, 
 		}
 		fs, err := t.record(call, c, r.Sandbox, src.Template, forkTitle(a.Title, src, i, count), src)
 		if err != nil {
-			failures = append(failures, fmt.Sprintf("%s was started but could not be recorded: %v", r.Sandbox.SandboxID, err))
+			failures = append(failures, t.unrecorded(ctx, c, call, "e2b_fork_sandbox", r.Sandbox.SandboxID, t.cfg.DefaultTimeoutSeconds, err))
 			continue
 		}
 		res.Sandboxes = append(res.Sandboxes, fs)
@@ -146,7 +146,7 @@ func (t forkSandbox) fromCheckpoint(ctx context.Context, call Caller, a *forkArg
 		}
 		fs, err := t.record(call, c, sb, src.Template, title, src)
 		if err != nil {
-			failures = append(failures, fmt.Sprintf("%s was started but could not be recorded: %v", sb.SandboxID, err))
+			failures = append(failures, t.unrecorded(ctx, c, call, "e2b_fork_sandbox", sb.SandboxID, t.cfg.DefaultTimeoutSeconds, err))
 			continue
 		}
 		res.Sandboxes = append(res.Sandboxes, fs)
