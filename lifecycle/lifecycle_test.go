@@ -382,3 +382,39 @@ func TestFailedSweepIsRetried(t *testing.T) {
 		t.Fatalf("retry = %+v, %v; want %s paused", rep, err, orphan)
 	}
 }
+
+// A call that renews a session while it is being swept (the user came back just as the lease ran out) leaves it
+// live: what that call makes is swept once the new lease runs out, not passed over as if the session were done.
+func TestSessionRenewedMidSweepIsSweptAgain(t *testing.T) {
+	f := newFixture(t)
+	if _, err := f.st.TouchSession("dan", "back", time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	first := f.create(t, "dan", "back", true, true)
+	f.clock.Advance(2 * time.Hour)
+	renewed := false
+	sw := &Sweeper{Store: f.st, Action: OrphanKill, Now: f.clock.Now,
+		Client: func(context.Context, string) (*e2b.Client, error) {
+			if !renewed { // the session is claimed: a call comes in and renews it
+				renewed = true
+				if _, err := f.st.TouchSession("dan", "back", time.Hour); err != nil {
+					t.Error(err)
+				}
+			}
+			return f.c, nil
+		}}
+	if rep, err := sw.Sweep(context.Background()); err != nil || len(rep.Errors) > 0 || !slices.Equal(rep.Killed, []string{first}) {
+		t.Fatalf("sweep: %+v %v; want %s killed", rep, err, first)
+	}
+	made := f.create(t, "dan", "back", true, true) // the renewing call makes a sandbox after the sweep listed them
+	f.clock.Advance(2 * time.Hour)                 // the renewed lease has run out too
+	rep, err := sw.Sweep(context.Background())
+	if err != nil || len(rep.Errors) > 0 || !slices.Contains(rep.Killed, made) {
+		t.Fatalf("the sweep after the renewed lease ran out = %+v, %v; want %s (made by the renewing call) killed", rep, err, made)
+	}
+	for _, id := range []string{first, made} {
+		if _, found := f.srv.Sandbox(id); found {
+			t.Errorf("sandbox %s of the lapsed session is still there", id)
+		}
+	}
+}

@@ -124,9 +124,14 @@ func (s *records) sessions(keep func(Session) bool) ([]Session, error) {
 	return out, nil
 }
 
-// MarkSessionLapsed records that the orphan action has been applied; the next TouchSession clears it.
+// MarkSessionLapsed records that the orphan action has been applied; the next TouchSession clears it. A session
+// renewed while it was swept (its lease runs past now) is in use again and stays live: marked, it would be passed
+// over by every later sweep until its next renewal, and what its renewing call made would never be swept.
 func (s *records) MarkSessionLapsed(owner, name string) error {
 	return s.updateSession(owner, name, func(rec *sessionV1) bool {
+		if rec.LeaseExpires.After(storedTime(s.now())) {
+			return false
+		}
 		rec.Lapsed, rec.SweepClaimUntil = true, time.Time{}
 		return true
 	})

@@ -82,7 +82,7 @@ func TestSessionsSortedAndLapsed(t *testing.T) {
 		mustTouch("bob", "b", time.Hour)       // expires t0+1h
 		mustTouch("alice", "z", time.Minute)   // expires t0+1m
 		mustTouch("alice", "a", 2*time.Minute) // expires t0+2m
-		mustTouch("alice", "done", time.Minute)
+		mustTouch("alice", "done", 0)          // lapsed at once
 		if err := s.MarkSessionLapsed("alice", "done"); err != nil {
 			t.Fatal(err)
 		}
@@ -114,12 +114,41 @@ func TestSessionsSortedAndLapsed(t *testing.T) {
 			}
 		}
 
+		clock.Advance(3 * time.Minute)
 		if err := s.MarkSessionLapsed("alice", "z"); err != nil {
 			t.Fatal(err)
 		}
 		got, err := s.LapsedSessions(t0.Add(3 * time.Minute))
 		if err != nil || sessionNames(got) != "alice/a" {
 			t.Fatalf("after marking alice/z: %q, %v", sessionNames(got), err)
+		}
+	})
+}
+
+// A session renewed while it was swept is in use again: marking it lapsed leaves it live, so the next sweep
+// after its new lease runs out handles it (and what its renewing call made).
+func TestMarkSessionLapsedSparesARenewedSession(t *testing.T) {
+	forEachStore(t, func(t *testing.T, k storeKind) {
+		s, clock := k.newTestStore(t)
+		if _, err := s.TouchSession("alice", "main", time.Minute); err != nil {
+			t.Fatal(err)
+		}
+		clock.Advance(2 * time.Minute)
+		if claimed, err := s.ClaimLapsedSession("alice", "main", clock.Now(), time.Minute); err != nil || !claimed {
+			t.Fatalf("claim: %v %v", claimed, err)
+		}
+		if _, err := s.TouchSession("alice", "main", time.Minute); err != nil { // a call, mid-sweep
+			t.Fatal(err)
+		}
+		if err := s.MarkSessionLapsed("alice", "main"); err != nil {
+			t.Fatal(err)
+		}
+		all, err := s.Sessions()
+		if err != nil || len(all) != 1 || all[0].Lapsed {
+			t.Fatalf("after a renewal mid-sweep: %+v, %v; want the session live", all, err)
+		}
+		if got, err := s.LapsedSessions(clock.Now().Add(2 * time.Minute)); err != nil || sessionNames(got) != "alice/main" {
+			t.Fatalf("once the new lease ran out: %q, %v; want it swept again", sessionNames(got), err)
 		}
 	})
 }

@@ -38,7 +38,8 @@ type Store interface {
 	// ReleaseSessionClaim gives up a claim (after a failed sweep), so that the next sweep tries again at once.
 	ReleaseSessionClaim(owner, name string) error
 	// MarkSessionLapsed records that the orphan action has been applied (and ends any claim); the next
-	// TouchSession clears it. ErrNotFound if there is no such session.
+	// TouchSession clears it. A session whose lease runs past Now() (renewed while it was swept) is left as it
+	// is. ErrNotFound if there is no such session.
 	MarkSessionLapsed(owner, name string) error
 
 	// PutSandbox inserts or replaces the record keyed by (Owner, ID), recording the owner if new. A zero Created
