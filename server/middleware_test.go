@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mark3labs/mcp-go/client"
 	"github.com/mark3labs/mcp-go/mcp"
 
 	"github.com/e2b-mcp/e2b-mcp/audit"
@@ -275,28 +276,52 @@ func TestRunSweepsAtStart(t *testing.T) {
 	}
 }
 
+// leaseTest is a server with the given lease on a clock the test sets, a client of it, and its one session.
+type leaseTest struct {
+	t     *testing.T
+	f     *fixture
+	c     *client.Client
+	start time.Time
+
+	mu  sync.Mutex
+	now time.Time
+}
+
+func newLeaseTest(t *testing.T, lease time.Duration) *leaseTest {
+	start := time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)
+	l := &leaseTest{t: t, start: start, now: start}
+	l.f = newFixture(t, fixtureOpts{mutate: func(c *Config, _ *e2btest.Server) {
+		c.Lease = lease
+		c.Now = func() time.Time { l.mu.Lock(); defer l.mu.Unlock(); return l.now }
+	}})
+	l.c = connect(t, l.f.srv, eras[0], nil)
+	return l
+}
+
+// setClock sets the server's clock to d after the start.
+func (l *leaseTest) setClock(d time.Duration) {
+	l.mu.Lock()
+	l.now = l.start.Add(d)
+	l.mu.Unlock()
+}
+
+// expiry is when the session's lease runs out, as stored.
+func (l *leaseTest) expiry() time.Time {
+	l.t.Helper()
+	sessions, err := l.f.srv.Store().Sessions()
+	if err != nil || len(sessions) != 1 {
+		l.t.Fatalf("sessions %v %v", sessions, err)
+	}
+	return sessions[0].LeaseExpires
+}
+
 // Renewing the lease is a durable write, so it happens at most once per tenth of the lease (a minute at most);
 // the lease is never further than that from its full length.
 func TestLeaseRenewalThrottled(t *testing.T) {
-	start := time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)
-	var mu sync.Mutex
-	now := start
-	f := newFixture(t, fixtureOpts{mutate: func(c *Config, _ *e2btest.Server) {
-		c.Lease = time.Hour
-		c.Now = func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
-	}})
-	c := connect(t, f.srv, eras[0], nil)
-	expiry := func() time.Time {
-		sessions, err := f.srv.Store().Sessions()
-		if err != nil || len(sessions) != 1 {
-			t.Fatalf("sessions %v %v", sessions, err)
-		}
-		return sessions[0].LeaseExpires
-	}
+	l := newLeaseTest(t, time.Hour)
+	c, start, expiry := l.c, l.start, l.expiry
 	at := func(d time.Duration) {
-		mu.Lock()
-		now = start.Add(d)
-		mu.Unlock()
+		l.setClock(d)
 		mustOK(t, c, "e2b_list_sandboxes", map[string]any{})
 	}
 	at(0)
@@ -437,27 +462,9 @@ rules:
 // when the call ends, so the lease counts from the end of the last call and no sweep takes a session's sandboxes
 // under a running call.
 func TestLeaseHeldWhileACallRuns(t *testing.T) {
-	start := time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)
-	var mu sync.Mutex
-	now := start
-	setClock := func(d time.Duration) {
-		mu.Lock()
-		now = start.Add(d)
-		mu.Unlock()
-	}
 	const lease = time.Second // renewed every half second (real time) while a call runs
-	f := newFixture(t, fixtureOpts{mutate: func(c *Config, _ *e2btest.Server) {
-		c.Lease = lease
-		c.Now = func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
-	}})
-	c := connect(t, f.srv, eras[0], nil)
-	expiry := func() time.Time {
-		sessions, err := f.srv.Store().Sessions()
-		if err != nil || len(sessions) != 1 {
-			t.Fatalf("sessions %v %v", sessions, err)
-		}
-		return sessions[0].LeaseExpires
-	}
+	l := newLeaseTest(t, lease)
+	f, c, start, setClock, expiry := l.f, l.c, l.start, l.setClock, l.expiry
 	id := createSandbox(t, c)
 	sb, _ := f.emu.Sandbox(id)
 
