@@ -112,6 +112,9 @@ func (t boltTx) ensureOwner(owner string, now time.Time) error {
 	return b.Put([]byte(owner), v)
 }
 
+// holdOwner has nothing to do: a write transaction of the file holds all of it.
+func (t boltTx) holdOwner(string) error { return nil }
+
 func (t boltTx) owners() ([]string, error) {
 	b, err := t.s.bucket(t.tx, bucketOwners)
 	if err != nil {

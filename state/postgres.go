@@ -19,7 +19,8 @@ import (
 // Postgres is the store that replicas share: the same records as Bolt's, one table per kind of record, in a
 // PostgreSQL database. Every operation is one transaction: reads see one snapshot, and a read-modify-write
 // (UpdateSandbox, a session's claim) locks its row with SELECT ... FOR UPDATE, so replicas never lose each
-// other's updates. Each operation, connection included, must finish within Options.LockTimeout; past it the
+// other's updates; a decision over all of an owner's records (a new session within the owner's bound) locks
+// the owner's row the same way. Each operation, connection included, must finish within Options.LockTimeout; past it the
 // error wraps ErrBusy and names the database.
 //
 // The tables (see pgMigrations) are created in the connection's search_path, so one database can hold several
@@ -254,6 +255,13 @@ func (t pgTx) ensureOwner(owner string, now time.Time) error {
 	}
 	_, err = t.tx.Exec(t.ctx, "INSERT INTO e2b_mcp_owners (owner, record) VALUES ($1, $2) ON CONFLICT (owner) DO NOTHING",
 		owner, string(v))
+	return t.s.dbError(err)
+}
+
+// holdOwner locks the owner's row. The ensureOwner before it does not: INSERT ... ON CONFLICT DO NOTHING leaves
+// an existing row unlocked.
+func (t pgTx) holdOwner(owner string) error {
+	_, err := t.tx.Exec(t.ctx, "SELECT 1 FROM e2b_mcp_owners WHERE owner = $1 FOR UPDATE", owner)
 	return t.s.dbError(err)
 }
 

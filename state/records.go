@@ -48,6 +48,9 @@ type recordTx interface {
 	each(table, owner string, fn func(owner, id string, v []byte) error) error
 	// ensureOwner records owner, created at now, unless it is known.
 	ensureOwner(owner string, now time.Time) error
+	// holdOwner holds the record of owner (which ensureOwner has made) until the transaction ends, so that
+	// decisions over all of an owner's records, by any process, are taken one at a time.
+	holdOwner(owner string) error
 	owners() ([]string, error)
 	// cipher is the AEAD of the data key, checked against the store's key-check value (which a write
 	// transaction creates when the store has none yet).

@@ -33,8 +33,9 @@ const DefaultMaxLiveSessions = 100
 
 // TouchSession creates the owner and session if needed and renews the lease to Now()+lease; clears Lapsed. A
 // session it would create while its owner has MaxLiveSessions live ones is refused (ErrTooManySessions); an
-// existing one, live or lapsed, is always renewed. (Replicas creating sessions of one owner at the same moment
-// may each count the others' as not yet there: the bound can be passed by as many as race.)
+// existing one, live or lapsed, is always renewed. A creation counts and inserts holding the owner's record, so
+// replicas creating sessions of one owner at the same moment take turns and together stay within the bound;
+// renewals, the common case, hold only their own session's record.
 func (s *records) TouchSession(owner, name string, lease time.Duration) (Session, error) {
 	if err := checkName("owner", owner); err != nil {
 		return Session{}, err
@@ -55,6 +56,15 @@ func (s *records) TouchSession(owner, name string, lease time.Duration) (Session
 		v, err := tx.get(tableSessions, owner, name)
 		if err != nil {
 			return err
+		}
+		if v == nil {
+			if err := tx.holdOwner(owner); err != nil {
+				return err
+			}
+			// The session may have been made while this waited for the owner.
+			if v, err = tx.get(tableSessions, owner, name); err != nil {
+				return err
+			}
 		}
 		if v != nil {
 			if err := s.decode(tableSessions, owner, name, v, &rec); err != nil {

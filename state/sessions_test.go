@@ -2,6 +2,9 @@ package state
 
 import (
 	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -217,6 +220,72 @@ func TestTouchSessionBoundsLiveSessionsPerOwner(t *testing.T) {
 		}
 		if _, err := s.TouchSession("alice", "a", time.Hour); err != nil {
 			t.Fatalf("renewing a session whose lease ran out: %v", err)
+		}
+	})
+}
+
+// The bound holds against replicas: sessions of one owner created at the same moment through two Stores on one
+// database (or state directory) are counted one decision at a time, so no more than MaxLiveSessions of them are
+// made however the creations interleave, and each refusal says why. Several owners race at once, each a chance
+// for an unserialized count to let one too many through.
+func TestTouchSessionBoundHoldsAcrossStores(t *testing.T) {
+	forEachStore(t, func(t *testing.T, k storeKind) {
+		const bound, creators = 3, 10
+		var owners []string
+		for i := range 12 {
+			owners = append(owners, fmt.Sprintf("owner%02d", i))
+		}
+		// LockTimeout is the test's deadline: a creation that waits longer (a deadlock) fails instead of hanging.
+		opts := Options{MaxLiveSessions: bound, LockTimeout: 30 * time.Second}
+		first := k.open(t, k.fresh(t), opts)
+		stores := []*testStore{first, k.reopen(t, first, opts)}
+		// The owners are known already, as they are once they have made anything: creating an owner's record
+		// serializes nothing.
+		for _, owner := range owners {
+			if err := first.PutSandbox(sampleSandbox(owner, "sbx1", "", time.Now())); err != nil {
+				t.Fatal(err)
+			}
+		}
+		start := make(chan struct{})
+		var (
+			wg      sync.WaitGroup
+			created = map[string]*atomic.Int32{}
+			errs    = make(chan error, len(owners)*creators)
+		)
+		for _, owner := range owners {
+			created[owner] = new(atomic.Int32)
+			for i := range creators {
+				wg.Go(func() {
+					<-start
+					_, err := stores[i%2].TouchSession(owner, fmt.Sprintf("s%02d", i), time.Hour)
+					switch {
+					case err == nil:
+						created[owner].Add(1)
+					case !errors.Is(err, ErrTooManySessions):
+						errs <- err
+					}
+				})
+			}
+		}
+		close(start)
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			t.Errorf("a creation failed otherwise than on the bound: %v", err)
+		}
+		all, err := first.Sessions()
+		if err != nil {
+			t.Fatal(err)
+		}
+		stored := map[string]int{}
+		for _, x := range all {
+			stored[x.Owner]++
+		}
+		for _, owner := range owners {
+			if n := created[owner].Load(); n != bound || stored[owner] != bound {
+				t.Errorf("%s: %d creations at once through two stores with a bound of %d: %d succeeded, %d stored",
+					owner, creators, bound, n, stored[owner])
+			}
 		}
 	})
 }

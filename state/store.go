@@ -24,7 +24,7 @@ import (
 type Store interface {
 	// TouchSession creates the owner and session if needed and renews the lease to Now()+lease; clears Lapsed. A
 	// session it would create while its owner has MaxLiveSessions live ones is refused (ErrTooManySessions); an
-	// existing one, live or lapsed, is always renewed.
+	// existing one, live or lapsed, is always renewed. The bound holds across processes sharing the store.
 	TouchSession(owner, name string, lease time.Duration) (Session, error)
 	// Sessions lists every session of every owner, sorted by owner then name.
 	Sessions() ([]Session, error)
