@@ -19,7 +19,8 @@ const PathMetrics = "/metrics"
 // metrics are what /metrics shows. They live in a registry of the Server's own (no global state), so servers in
 // one process (tests) do not mix their counts. Counters and histograms count this process's calls; the gauges
 // of sandboxes and approvals read the store at scrape time, so every replica on one database shows the same
-// values (aggregate them with max, not sum).
+// values (aggregate them with max, not sum). A scrape counts the sandboxes' records without opening any of
+// their envd tokens.
 type metrics struct {
 	registry  *prometheus.Registry
 	calls     *prometheus.CounterVec
@@ -116,13 +117,14 @@ func (c *storeCollector) Describe(ch chan<- *prometheus.Desc) {
 }
 
 func (c *storeCollector) Collect(ch chan<- prometheus.Metric) {
-	if recs, err := c.store.AllSandboxes(); err != nil {
+	if counts, err := c.store.SandboxesByState(); err != nil {
 		c.onError(err)
 		ch <- prometheus.NewInvalidMetric(sandboxesDesc, err)
 	} else {
-		counts := map[string]int{state.StateRunning: 0, state.StatePaused: 0, state.StateGone: 0}
-		for _, r := range recs {
-			counts[r.State]++
+		for _, st := range []string{state.StateRunning, state.StatePaused, state.StateGone} {
+			if _, ok := counts[st]; !ok {
+				counts[st] = 0 // every state is shown, at zero too
+			}
 		}
 		for st, n := range counts {
 			ch <- prometheus.MustNewConstMetric(sandboxesDesc, prometheus.GaugeValue, float64(n), st)

@@ -1,13 +1,21 @@
 package server
 
 import (
+	"bytes"
+	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"regexp"
 	"strings"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/mark3labs/mcp-go/mcp"
+
+	"github.com/e2b-mcp/e2b-mcp/internal/pgtest"
+	"github.com/e2b-mcp/e2b-mcp/state"
 )
 
 const metricsPolicy = `default_action: allow
@@ -106,5 +114,106 @@ func TestE2BErrorsCounted(t *testing.T) {
 	}
 	if strings.Contains(body, `status="200"`) {
 		t.Error("a successful answer was counted as an error")
+	}
+}
+
+// refusingKeys is a data key source that counts the times it is asked and gives no key.
+type refusingKeys struct{ asked atomic.Int32 }
+
+func (k *refusingKeys) DataKey() ([]byte, error) {
+	k.asked.Add(1)
+	return nil, errors.New("the data key was asked for")
+}
+
+// storeKinds are where the gauges' tests keep records: the state directory's bbolt file and a PostgreSQL
+// database (skipped where PostgreSQL is not installed).
+var storeKinds = map[string]func(testing.TB) string{
+	"bolt":     func(t testing.TB) string { return t.TempDir() },
+	"postgres": func(t testing.TB) string { _, db := pgtest.Database(t); return db },
+}
+
+// storeWithSandboxes records n sandboxes with envd tokens at where (states in turn running, paused, running,
+// gone) and returns how many it recorded of each state.
+func storeWithSandboxes(t testing.TB, where string, n int) map[string]int {
+	t.Helper()
+	st, err := state.OpenAt(where, state.Options{Keys: state.StaticKeySource(bytes.Repeat([]byte{7}, state.DataKeySize))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	states := []string{state.StateRunning, state.StatePaused, state.StateRunning, state.StateGone}
+	counts := map[string]int{}
+	for i := range n {
+		r := state.SandboxRecord{ID: fmt.Sprintf("sbx%05d", i), Owner: fmt.Sprintf("owner%d", i%3), Session: "main",
+			AccessToken: fmt.Sprintf("envd-token-%05d", i), State: states[i%len(states)]}
+		if err := st.PutSandbox(r); err != nil {
+			t.Fatal(err)
+		}
+		counts[r.State]++
+	}
+	return counts
+}
+
+// storeMetrics opens the store at where with keys and serves the metrics that read it.
+func storeMetrics(t testing.TB, where string, keys state.KeySource, onError func(error)) http.Handler {
+	t.Helper()
+	st, err := state.OpenAt(where, state.Options{Keys: keys})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	approvals, err := approvalsOf(st, where, time.Now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := newMetrics()
+	m.watchStore(st, approvals, onError)
+	return m.handler()
+}
+
+func scrape(t testing.TB, h http.Handler) string {
+	t.Helper()
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, PathMetrics, nil))
+	if rec.Code != http.StatusOK {
+		t.Fatalf("/metrics: %d %s", rec.Code, rec.Body)
+	}
+	return rec.Body.String()
+}
+
+// A scrape opens no secret: the sandboxes by state are counted from the records as stored, so a store whose
+// data key is refused still shows them, and the key is never asked for.
+func TestMetricsScrapeOpensNoToken(t *testing.T) {
+	for name, fresh := range storeKinds {
+		t.Run(name, func(t *testing.T) {
+			where := fresh(t)
+			counts := storeWithSandboxes(t, where, 7)
+			keys := &refusingKeys{}
+			body := scrape(t, storeMetrics(t, where, keys, func(err error) { t.Errorf("reading a metric: %v", err) }))
+			for _, st := range []string{state.StateRunning, state.StatePaused, state.StateGone} {
+				if want := fmt.Sprintf("e2b_mcp_sandboxes{state=%q} %d\n", st, counts[st]); !strings.Contains(body, want) {
+					t.Errorf("/metrics lacks %s", want)
+				}
+			}
+			if n := keys.asked.Load(); n != 0 {
+				t.Errorf("a scrape asked for the data key %d times", n)
+			}
+		})
+	}
+}
+
+// BenchmarkMetricsScrape is one scrape of /metrics with 1000 sandboxes recorded.
+func BenchmarkMetricsScrape(b *testing.B) {
+	for _, name := range []string{"bolt", "postgres"} {
+		b.Run(name, func(b *testing.B) {
+			where := storeKinds[name](b)
+			storeWithSandboxes(b, where, 1000)
+			h := storeMetrics(b, where, state.StaticKeySource(bytes.Repeat([]byte{7}, state.DataKeySize)),
+				func(err error) { b.Fatal(err) })
+			b.ReportAllocs()
+			for b.Loop() {
+				scrape(b, h)
+			}
+		})
 	}
 }

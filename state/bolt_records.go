@@ -5,6 +5,7 @@ import (
 	"crypto/cipher"
 	"encoding/json"
 	"fmt"
+	"reflect"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
@@ -95,6 +96,26 @@ func (t boltTx) each(table, owner string, fn func(owner, id string, v []byte) er
 		}
 	}
 	return nil
+}
+
+// countBy decodes each record into a struct of the one field (made once, with the field's JSON name as its
+// tag): encoding/json matches the name as it does when the record is read, and skips the rest of the record
+// without keeping any of it.
+func (t boltTx) countBy(table, field string) (map[string]int, error) {
+	only := reflect.New(reflect.StructOf([]reflect.StructField{{
+		Name: "Value", Type: reflect.TypeFor[string](), Tag: reflect.StructTag(`json:"` + field + `"`),
+	}}))
+	value := only.Elem().Field(0)
+	counts := map[string]int{}
+	err := t.each(table, "", func(owner, id string, v []byte) error {
+		value.SetString("")
+		if err := json.Unmarshal(v, only.Interface()); err != nil {
+			return damaged(t.s.path, table, owner, id, err)
+		}
+		counts[value.String()]++
+		return nil
+	})
+	return counts, err
 }
 
 func (t boltTx) ensureOwner(owner string, now time.Time) error {

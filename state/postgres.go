@@ -248,6 +248,24 @@ func (t pgTx) each(table, owner string, fn func(owner, id string, v []byte) erro
 	return nil
 }
 
+// countBy has the database count: the records never leave it.
+func (t pgTx) countBy(table, field string) (map[string]int, error) {
+	rows, err := t.tx.Query(t.ctx, "SELECT COALESCE(record->>$1, ''), count(*) FROM "+pgTable(table)+" GROUP BY 1", field)
+	if err != nil {
+		return nil, t.s.dbError(err)
+	}
+	counts := map[string]int{}
+	var (
+		value string
+		n     int
+	)
+	_, err = pgx.ForEachRow(rows, []any{&value, &n}, func() error {
+		counts[value] = n
+		return nil
+	})
+	return counts, t.s.dbError(err)
+}
+
 func (t pgTx) ensureOwner(owner string, now time.Time) error {
 	v, err := json.Marshal(ownerV1{Created: now})
 	if err != nil {

@@ -46,6 +46,9 @@ type recordTx interface {
 	del(table, owner, id string) (bool, error)
 	// each calls fn for every record of owner ("" for every owner) in (owner, id) order, bytewise.
 	each(table, owner string, fn func(owner, id string, v []byte) error) error
+	// countBy counts the records of table by the value of their top-level string field ("" where it is
+	// absent), reading nothing else of them: no sealed value is opened.
+	countBy(table, field string) (map[string]int, error)
 	// ensureOwner records owner, created at now, unless it is known.
 	ensureOwner(owner string, now time.Time) error
 	// holdOwner holds the record of owner (which ensureOwner has made) until the transaction ends, so that
@@ -87,9 +90,14 @@ func storedTime(t time.Time) time.Time { return t.Round(0).UTC() }
 
 func (s *records) decode(table, owner, id string, v []byte, into any) error {
 	if err := json.Unmarshal(v, into); err != nil {
-		return fmt.Errorf("%w: %s: record %q of owner %q in %s is damaged: %v", ErrUnusable, s.where, id, owner, table, err)
+		return damaged(s.where, table, owner, id, err)
 	}
 	return nil
+}
+
+// damaged is the error of a record of the store at where that does not decode.
+func damaged(where, table, owner, id string, err error) error {
+	return fmt.Errorf("%w: %s: record %q of owner %q in %s is damaged: %v", ErrUnusable, where, id, owner, table, err)
 }
 
 func put(tx recordTx, table, owner, id string, rec any) error {

@@ -45,7 +45,7 @@ type sandboxV1 struct {
 	Domain         string            `json:"domain,omitempty"`
 	EnvdVersion    string            `json:"envd_version,omitempty"`
 	SealedToken    []byte            `json:"access_token_sealed,omitempty"`
-	State          string            `json:"state"`
+	State          string            `json:"state"` // its name is sandboxStateField
 	GoneReason     string            `json:"gone_reason,omitempty"`
 	Created        time.Time         `json:"created"`
 	TimeoutSeconds int               `json:"timeout_seconds,omitempty"`
@@ -178,6 +178,20 @@ func (s *records) SessionSandboxes(owner, session string) ([]SandboxRecord, erro
 func (s *records) AllSandboxes() ([]SandboxRecord, error) {
 	return s.sandboxes("", func(sandboxV1) bool { return true })
 }
+
+// SandboxesByState counts every owner's sandboxes by state, without opening their envd tokens.
+func (s *records) SandboxesByState() (map[string]int, error) {
+	var out map[string]int
+	err := s.db.view(func(tx recordTx) error {
+		var err error
+		out, err = tx.countBy(tableSandboxes, sandboxStateField)
+		return err
+	})
+	return out, err
+}
+
+// sandboxStateField is the name of sandboxV1.State in the stored document.
+const sandboxStateField = "state"
 
 // sandboxes reads the records of owner ("" for all) that keep accepts, sorted by owner, then Created, then ID.
 // keep sees a record before its envd token is decrypted: the tokens of records it skips are never needed.

@@ -6,6 +6,7 @@ import (
 	"reflect"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -150,6 +151,53 @@ func TestSessionAndAllSandboxes(t *testing.T) {
 			t.Fatalf("AllSandboxes = %s", ids)
 		}
 	})
+}
+
+// SandboxesByState counts every owner's sandboxes as they are now, and needs no data key: a Store whose key
+// source refuses counts them all the same, without asking it.
+func TestSandboxesByState(t *testing.T) {
+	forEachStore(t, func(t *testing.T, k storeKind) {
+		s, clock := k.newTestStore(t)
+		keys := &countingKeys{}
+		counter := k.reopen(t, s, Options{Keys: keys})
+		count := func(want map[string]int) {
+			t.Helper()
+			got, err := counter.SandboxesByState()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(got, want) {
+				t.Fatalf("SandboxesByState = %v, want %v", got, want)
+			}
+		}
+		count(map[string]int{})
+		for i, st := range []string{StateRunning, StatePaused, StateRunning, StateGone, StateRunning} {
+			r := sampleSandbox([]string{"alice", "bob"}[i%2], fmt.Sprintf("sbx%d", i), "main", clock.Now())
+			r.State = st
+			if err := s.PutSandbox(r); err != nil {
+				t.Fatal(err)
+			}
+		}
+		count(map[string]int{StateRunning: 3, StatePaused: 1, StateGone: 1})
+		if _, err := s.UpdateSandbox("alice", "sbx0", func(r *SandboxRecord) error { r.State = StatePaused; return nil }); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.DeleteSandbox("bob", "sbx3"); err != nil {
+			t.Fatal(err)
+		}
+		count(map[string]int{StateRunning: 2, StatePaused: 2})
+		if n := keys.asked.Load(); n != 0 {
+			t.Fatalf("counting asked for the data key %d times", n)
+		}
+	})
+}
+
+// countingKeys is a data key source that counts the times it is asked and gives no key.
+type countingKeys struct{ asked atomic.Int32 }
+
+func (k *countingKeys) DataKey() ([]byte, error) {
+	k.asked.Add(1)
+	return nil, errors.New("the data key was asked for")
 }
 
 func TestUpdateSandbox(t *testing.T) {

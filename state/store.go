@@ -51,6 +51,9 @@ type Store interface {
 	SessionSandboxes(owner, session string) ([]SandboxRecord, error)
 	// AllSandboxes returns every owner's records, sorted by owner, then Created, then ID.
 	AllSandboxes() ([]SandboxRecord, error)
+	// SandboxesByState counts every owner's sandboxes by state. It opens no envd token (the data key is not
+	// needed), so a metrics scrape may call it.
+	SandboxesByState() (map[string]int, error)
 	// UpdateSandbox runs fn on the record as one atomic read-modify-write (across processes too). If fn returns
 	// an error nothing is written and that error is returned; a panic in fn is re-raised after nothing was
 	// written. fn must not change Owner or ID.
