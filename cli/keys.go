@@ -10,11 +10,15 @@ import (
 )
 
 const keysUsage = `Usage: e2b-mcp keys rotate-master --master-key-file OLD --new-master-key-file NEW [--key-store FILE | --state-dir DIR | --store URL]
+       e2b-mcp keys rotate-data [--master-key-file FILE [--key-store FILE]] [--state-dir DIR | --store URL]
 
 The encrypted key store (serve --master-key-file, for hosts without an OS keyring) holds the members' E2B API
-keys, their credentials and the state's data key, sealed under the master key.
+keys, their credentials and the state's data key, sealed under the master key. The state's data key (in the OS
+keyring, or in the encrypted key store) seals the envd access token of every sandbox in the state store.
 
   rotate-master    seal the whole key store again under a new master key (when the old one may have leaked)
+  rotate-data      seal every envd token of the state store again under a new data key (when the state store
+                   and its data key may have leaked)
 
 Run ` + "`e2b-mcp keys SUBCOMMAND --help`" + ` for its flags.
 `
@@ -27,6 +31,8 @@ func runKeys(ctx context.Context, a *app, args []string) error {
 	switch sub {
 	case "rotate-master":
 		return runKeysRotateMaster(ctx, a, args)
+	case "rotate-data":
+		return runKeysRotateData(ctx, a, args)
 	case "-h", "-help", "--help", "help":
 		fmt.Fprint(a.stdout, keysUsage)
 		return nil
@@ -117,4 +123,72 @@ func (a *app) rotated(n int, where, newFile string) {
 		"opens the store. Destroy the old key file. Copies of the store made before now (backups) still open under\n"+
 		"the old key: if the old key may have leaked with such a copy, have members replace their E2B keys too.\n",
 		n, where, newAbs, newAbs)
+}
+
+func runKeysRotateData(_ context.Context, a *app, args []string) error {
+	f := newFlags("keys rotate-data", "[--master-key-file FILE [--key-store FILE]] [--state-dir DIR | --store URL]",
+		"Make a new random data key and seal the envd access token of every sandbox in the state store again under\n"+
+			"it, in one transaction, then replace the data key in the key store (the OS keyring, or with\n"+
+			"--master-key-file the encrypted key store). Stopped between the two steps, servers still read every\n"+
+			"token, and running it again finishes. Choose the stores as serve does. With the embedded store, stop every\n"+
+			"server using the state directory first; with --store, replicas may run on, but each one refuses calls on\n"+
+			"sandboxes until it is restarted.")
+	keys := addKeyStoreFlags(f)
+	stateDirOpt := f.String("state-dir", "", "state directory (serve's --state-dir)")
+	storeURL := f.String("store", "", "postgres:// URL of the database replicas share (serve's --store)")
+	rest, err := a.parse(f, args)
+	if err != nil {
+		return err
+	}
+	if err := f.wantArgs(rest, 0, 0); err != nil {
+		return err
+	}
+	if *storeURL != "" && !state.IsPostgresURL(*storeURL) {
+		// Not quoted back: a URL may carry a password.
+		return f.usageErrorf("--store: want a postgres:// URL (postgres://user@host:port/database)")
+	}
+	stateDir, err := a.stateDir(*stateDirOpt)
+	if err != nil {
+		return err
+	}
+	secrets, err := keys.open(f, stateDir, *storeURL)
+	if err != nil {
+		return err
+	}
+	if c, ok := secrets.(interface{ Close() error }); ok {
+		defer c.Close()
+	}
+	opts := state.Options{Keys: credentials.StateKeys(secrets), Exclusive: true}
+	var (
+		st    state.Rekeyer
+		where string
+	)
+	if *storeURL != "" {
+		pg, err := state.OpenPostgres(*storeURL, opts)
+		if err != nil {
+			return err
+		}
+		defer pg.Close()
+		st, where = pg, "the state store in "+state.URLWithoutPassword(*storeURL)
+	} else {
+		b, err := state.Open(stateDir, opts)
+		if err != nil {
+			return err
+		}
+		defer b.Close()
+		st, where = b, "the state store "+b.Path()
+	}
+	done, err := credentials.RotateDataKey(secrets, st)
+	if err != nil {
+		return err
+	}
+	if done.Finished {
+		fmt.Fprintf(a.stdout, "Finished an earlier rotation of the data key: %s was sealed under the new data key "+
+			"already, and %s now holds it. Run `e2b-mcp keys rotate-data` again for another new key.\n", where, secrets)
+		return nil
+	}
+	fmt.Fprintf(a.stdout, "Sealed the %d envd access tokens of %s again under a new data key, now held in %s.\n"+
+		"Restart every server using it: one still holding the old key refuses calls on sandboxes. Copies of the\n"+
+		"state store made before now (backups) still open under the old key.\n", done.Resealed, where, secrets)
+	return nil
 }

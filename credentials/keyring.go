@@ -21,6 +21,10 @@ const Service = "e2b-mcp"
 // owner's API key can never overwrite it.
 const DataKeyAccount = "state-data-key"
 
+// NextDataKeyAccount holds the new data key while a rotation is under way (see RotateDataKey). It is reserved
+// as DataKeyAccount is.
+const NextDataKeyAccount = "state-data-key-next"
+
 var (
 	// ErrNoKey means no E2B API key is stored for the owner.
 	ErrNoKey = errors.New("no E2B API key is stored")
@@ -57,7 +61,7 @@ func CheckOwner(owner string) error {
 		return fmt.Errorf("%w: the owner name is empty", ErrOwnerName)
 	case len(owner) > 256:
 		return fmt.Errorf("%w: the owner name is longer than 256 bytes", ErrOwnerName)
-	case owner == DataKeyAccount:
+	case owner == DataKeyAccount || owner == NextDataKeyAccount:
 		return fmt.Errorf("%w: %q is reserved for the state store's data key", ErrOwnerName, owner)
 	}
 	for _, r := range owner {

@@ -102,10 +102,26 @@ func (d dataKeySource) DataKey() ([]byte, error) {
 	if err != nil {
 		return nil, fmt.Errorf("reading the data key (account %q): %w", DataKeyAccount, err)
 	}
+	return decodeDataKey(d.store, DataKeyAccount, encoded)
+}
+
+// PendingDataKey is the new key of a rotation stopped before it replaced DataKeyAccount; nil when there is none.
+func (d dataKeySource) PendingDataKey() ([]byte, error) {
+	encoded, err := d.store.Secret(NextDataKeyAccount)
+	if errors.Is(err, ErrNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("reading the pending data key (account %q): %w", NextDataKeyAccount, err)
+	}
+	return decodeDataKey(d.store, NextDataKeyAccount, encoded)
+}
+
+func decodeDataKey(store SecretStore, account, encoded string) ([]byte, error) {
 	key, err := base64.StdEncoding.DecodeString(encoded)
 	if err != nil || len(key) != state.DataKeySize {
 		return nil, fmt.Errorf("the entry %q of %s does not hold a %d-byte base64 data key",
-			DataKeyAccount, d.store, state.DataKeySize)
+			account, store, state.DataKeySize)
 	}
 	return key, nil
 }

@@ -1,7 +1,6 @@
 package state
 
 import (
-	"crypto/cipher"
 	"errors"
 	"fmt"
 	"os"
@@ -20,6 +19,10 @@ const FileName = "state.db"
 
 // lockFileName is the turnstile beside it; it holds no data.
 const lockFileName = "state.lock"
+
+// usersFileName is locked shared by every process that has the store open, and exclusively by one that must be
+// alone with it (Options.Exclusive); it holds no data.
+const usersFileName = "state.users"
 
 // DefaultLockTimeout is how long an operation waits for another process to release the file.
 const DefaultLockTimeout = 10 * time.Second
@@ -73,8 +76,9 @@ type Bolt struct {
 
 	turnMu sync.Mutex // one goroutine of this Store in the turnstile at a time, so they never poll against each other
 
-	keyMu sync.Mutex
-	aead  cipher.AEAD // nil until the data key has been fetched and checked against the file
+	key keyCache // the data key's AEAD once checked against the file
+
+	users *os.File // holds the lock on state.users until Close; nil where locks are not supported
 }
 
 // Open opens the store in dir, creating dir (0700) and the file (0600) if missing. It validates the file and
@@ -103,13 +107,58 @@ func open(dir string, opts Options, migrations []migration) (*Bolt, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("state store: creating directory %s: %w", dir, err)
 	}
+	if err := s.lockUsers(opts.Exclusive); err != nil {
+		return nil, err
+	}
 	if err := s.createIfMissing(); err != nil {
+		s.unlockUsers()
 		return nil, err
 	}
 	if err := s.prepare(); err != nil {
+		s.unlockUsers()
 		return nil, err
 	}
 	return s, nil
+}
+
+// lockUsers takes the lock on state.users: shared, waiting while an exclusive holder (a rotation, which takes
+// seconds at most) has it, or exclusive, failing at once with ErrInUse when any other process has the store open.
+func (s *Bolt) lockUsers(exclusive bool) error {
+	path := filepath.Join(filepath.Dir(s.path), usersFileName)
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		if exclusive {
+			return fmt.Errorf("state store %s: opening %s: %w", s.path, path, err)
+		}
+		return nil // a read-only directory, say: nothing can rotate its key either
+	}
+	if exclusive {
+		ok, err := filelock.TryLock(f)
+		switch {
+		case err != nil:
+			_ = f.Close()
+			return fmt.Errorf("state store %s: locking %s: %w", s.path, path, err)
+		case !ok:
+			_ = f.Close()
+			return fmt.Errorf("%w: %s is open in another e2b-mcp process (a server, or a command under way); stop "+
+				"every server using the state directory %s, then try again", ErrInUse, s.path, filepath.Dir(s.path))
+		}
+	} else if err := filelock.RLock(f); err != nil {
+		_ = f.Close()
+		if errors.Is(err, filelock.ErrUnsupported) {
+			return nil
+		}
+		return fmt.Errorf("state store %s: locking %s: %w", s.path, path, err)
+	}
+	s.users = f
+	return nil
+}
+
+func (s *Bolt) unlockUsers() {
+	if s.users != nil {
+		_ = s.users.Close() // releases the lock
+		s.users = nil
+	}
 }
 
 // createIfMissing creates an empty file when none exists. O_EXCL makes the creation race between processes
@@ -164,9 +213,8 @@ func (s *Bolt) Close() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.closed = true
-	s.keyMu.Lock()
-	s.aead = nil
-	s.keyMu.Unlock()
+	s.key.reset()
+	s.unlockUsers()
 	return nil
 }
 

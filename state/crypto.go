@@ -1,10 +1,12 @@
 package state
 
 import (
+	"bytes"
 	"crypto/aes"
 	"crypto/cipher"
 	"errors"
 	"fmt"
+	"sync"
 
 	bolt "go.etcd.io/bbolt"
 
@@ -43,6 +45,11 @@ func dataCipher(keys KeySource, where string) (cipher.AEAD, error) {
 		return nil, fmt.Errorf("state store %s: getting the data key: %w", where, err)
 	}
 	defer clear(key)
+	return aeadOf(key, where)
+}
+
+// aeadOf makes the AES-256-GCM AEAD of a data key.
+func aeadOf(key []byte, where string) (cipher.AEAD, error) {
 	if len(key) != DataKeySize {
 		return nil, fmt.Errorf("state store %s: the data key is %d bytes, want %d", where, len(key), DataKeySize)
 	}
@@ -55,6 +62,94 @@ func dataCipher(keys KeySource, where string) (cipher.AEAD, error) {
 		return nil, fmt.Errorf("state store %s: %w", where, err)
 	}
 	return aead, nil
+}
+
+// PendingKeySource is a KeySource that may also hold the data key of a rotation stopped between its two steps
+// (see credentials.RotateDataKey): the store's secrets are then sealed under the pending key while DataKey still
+// returns the old one, and the store uses whichever of the two its check value names.
+type PendingKeySource interface {
+	KeySource
+	// PendingDataKey returns the pending data key, or nil when there is none.
+	PendingDataKey() ([]byte, error)
+}
+
+// ErrDataKeyChanged is wrapped when the store's secrets were sealed again under another data key (a rotation)
+// after this process fetched its key: the process must not seal a token under a key that no longer opens the
+// store, so it refuses every operation on sealed values until it is restarted.
+var ErrDataKeyChanged = errors.New("the state store's data key was rotated")
+
+// keyCache is a store's AEAD for its data key, kept once a committed check value has confirmed it, with that
+// check value: every later use compares the check value the transaction sees with it, so a process holding a
+// key that a rotation replaced stops instead of writing a token nothing will open.
+type keyCache struct {
+	mu    sync.Mutex
+	aead  cipher.AEAD
+	check []byte
+}
+
+// cipher returns the AEAD for the store whose check value (as the current transaction sees it) is check, nil
+// when there is none. create, nil in a read-only transaction, stores a first check value and returns the value
+// the store holds afterwards (another process's may have won).
+func (c *keyCache) cipher(keys KeySource, where string, check []byte, create func(box []byte) ([]byte, error)) (cipher.AEAD, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.aead != nil {
+		if bytes.Equal(check, c.check) {
+			return c.aead, nil
+		}
+		return nil, fmt.Errorf("%w: state store %s: its secrets were sealed again under a new data key (e2b-mcp keys "+
+			"rotate-data) after this process read the old one; restart it", ErrDataKeyChanged, where)
+	}
+	aead, err := dataCipher(keys, where)
+	if err != nil {
+		return nil, err
+	}
+	committed := check != nil
+	if check == nil {
+		if create == nil {
+			return nil, fmt.Errorf("%w: %s holds sealed secrets but no data key check value", ErrUnusable, where)
+		}
+		box, err := newKeyCheck(aead, where)
+		if err != nil {
+			return nil, err
+		}
+		if check, err = create(box); err != nil {
+			return nil, err
+		}
+	}
+	if aead, err = checkedCipher(keys, aead, check, where); err != nil {
+		return nil, err
+	}
+	if committed {
+		c.aead, c.check = aead, bytes.Clone(check)
+	}
+	return aead, nil
+}
+
+// checkedCipher returns aead when check is its check value, else the pending key's AEAD when check is that
+// one's.
+func checkedCipher(keys KeySource, aead cipher.AEAD, check []byte, where string) (cipher.AEAD, error) {
+	err := verifyKeyCheck(aead, check, where)
+	pks, ok := keys.(PendingKeySource)
+	if err == nil || !ok {
+		return aead, err
+	}
+	pending, perr := pks.PendingDataKey()
+	if perr != nil || pending == nil {
+		return nil, err
+	}
+	next, perr := aeadOf(pending, where)
+	if perr != nil || verifyKeyCheck(next, check, where) != nil {
+		return nil, err
+	}
+	return next, nil
+}
+
+// reset forgets the AEAD (a closed store, or one whose key this process has just replaced).
+func (c *keyCache) reset() {
+	c.mu.Lock()
+	c.aead, c.check = nil, nil
+	c.mu.Unlock()
 }
 
 // newKeyCheck seals the key-check value a store keeps beside the secrets it seals under aead.
@@ -75,42 +170,23 @@ func verifyKeyCheck(aead cipher.AEAD, check []byte, where string) error {
 	return nil
 }
 
-// cipherFor returns the AEAD for the data key, fetching the key on first use and checking it against the key-check
-// value in the file. In a write transaction without a key-check value it writes one; the AEAD is only cached once
-// a committed check value has confirmed it.
+// cipherFor is the bbolt file's keyCache.cipher: the check value is in the meta bucket, and a write transaction
+// adds one when there is none.
 func (s *Bolt) cipherFor(tx *bolt.Tx) (cipher.AEAD, error) {
-	s.keyMu.Lock()
-	defer s.keyMu.Unlock()
-	if s.aead != nil {
-		return s.aead, nil
-	}
-	aead, err := dataCipher(s.keys, s.path)
-	if err != nil {
-		return nil, err
-	}
 	meta, err := s.bucket(tx, bucketMeta)
 	if err != nil {
 		return nil, err
 	}
-	check := meta.Get([]byte(metaKeyCheck))
-	if check == nil {
-		if !tx.Writable() {
-			return nil, fmt.Errorf("%w: %s holds sealed secrets but no data key check value", ErrUnusable, s.path)
+	var create func(box []byte) ([]byte, error)
+	if tx.Writable() {
+		create = func(box []byte) ([]byte, error) {
+			if err := meta.Put([]byte(metaKeyCheck), box); err != nil {
+				return nil, fmt.Errorf("state store %s: %w", s.path, err)
+			}
+			return box, nil
 		}
-		box, err := newKeyCheck(aead, s.path)
-		if err != nil {
-			return nil, err
-		}
-		if err := meta.Put([]byte(metaKeyCheck), box); err != nil {
-			return nil, fmt.Errorf("state store %s: %w", s.path, err)
-		}
-		return aead, nil
 	}
-	if err := verifyKeyCheck(aead, check, s.path); err != nil {
-		return nil, err
-	}
-	s.aead = aead
-	return aead, nil
+	return s.key.cipher(s.keys, s.path, meta.Get([]byte(metaKeyCheck)), create)
 }
 
 // sandboxTokenAD binds a sealed envd token to its record: "owner\x00id" (the record's key in the bbolt file).

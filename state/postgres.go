@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"net/url"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -36,8 +35,7 @@ type Postgres struct {
 	migrations []string
 	closed     atomic.Bool
 
-	keyMu sync.Mutex
-	aead  cipher.AEAD // nil until the data key has been fetched and checked against the database
+	key keyCache // the data key's AEAD once checked against the database
 }
 
 // OpenPostgres connects to the database at dbURL (postgres://user:password@host:port/db?options), creates the
@@ -78,9 +76,7 @@ func (s *Postgres) Close() error {
 		return nil
 	}
 	s.pool.Close()
-	s.keyMu.Lock()
-	s.aead = nil
-	s.keyMu.Unlock()
+	s.key.reset()
 	return nil
 }
 
@@ -121,7 +117,16 @@ func (s *Postgres) run(write bool, fn func(recordTx) error) error {
 		if err := s.checkSchema(ctx, tx, write); err != nil {
 			return err
 		}
-		return fn(pgTx{s: s, ctx: ctx, tx: tx, write: write})
+		t := pgTx{s: s, ctx: ctx, tx: tx, write: write}
+		if write {
+			// Held FOR SHARE from the start, before any row lock, so that a data key rotation (which takes it
+			// FOR UPDATE, then the sandboxes) neither deadlocks with this transaction nor commits between its
+			// key check and the token it seals; see RotateDataKey.
+			if _, err := t.meta(metaKeyCheck, " FOR SHARE"); err != nil {
+				return err
+			}
+		}
+		return fn(t)
 	})
 }
 
@@ -292,55 +297,34 @@ func (t pgTx) owners() ([]string, error) {
 	return out, t.s.dbError(err)
 }
 
-// cipher returns the AEAD for the data key, fetching the key on first use and checking it against the key-check
-// value in e2b_mcp_meta. A write transaction adds the check value when there is none (the first of several
-// replicas to do so wins; the others check their key against it). The AEAD is only cached once a committed
-// check value has confirmed it.
+// cipher is the database's keyCache.cipher: the check value is in e2b_mcp_meta, which a write transaction holds
+// FOR SHARE from its start (see run), so a rotation cannot commit between this check and the token the
+// transaction seals. A write transaction adds the check value when there is none (the first of several replicas
+// to do so wins; the others check their key against it).
 func (t pgTx) cipher() (cipher.AEAD, error) {
 	s := t.s
-	s.keyMu.Lock()
-	defer s.keyMu.Unlock()
-	if s.aead != nil {
-		return s.aead, nil
+	var create func(box []byte) ([]byte, error)
+	if t.write {
+		create = func(box []byte) ([]byte, error) {
+			if _, err := t.tx.Exec(t.ctx, "INSERT INTO e2b_mcp_meta (key, value) VALUES ($1, $2) ON CONFLICT (key) DO NOTHING",
+				metaKeyCheck, box); err != nil {
+				return nil, s.dbError(err)
+			}
+			return t.meta(metaKeyCheck, "")
+		}
 	}
-	aead, err := dataCipher(s.keys, s.where)
+	check, err := t.meta(metaKeyCheck, "")
 	if err != nil {
 		return nil, err
 	}
-	check, err := t.meta(metaKeyCheck)
-	if err != nil {
-		return nil, err
-	}
-	committed := check != nil
-	if check == nil {
-		if !t.write {
-			return nil, fmt.Errorf("%w: %s holds sealed secrets but no data key check value", ErrUnusable, s.where)
-		}
-		sealed, err := newKeyCheck(aead, s.where)
-		if err != nil {
-			return nil, err
-		}
-		if _, err := t.tx.Exec(t.ctx, "INSERT INTO e2b_mcp_meta (key, value) VALUES ($1, $2) ON CONFLICT (key) DO NOTHING",
-			metaKeyCheck, sealed); err != nil {
-			return nil, s.dbError(err)
-		}
-		if check, err = t.meta(metaKeyCheck); err != nil {
-			return nil, err
-		}
-	}
-	if err := verifyKeyCheck(aead, check, s.where); err != nil {
-		return nil, err
-	}
-	if committed {
-		s.aead = aead
-	}
-	return aead, nil
+	return s.key.cipher(s.keys, s.where, check, create)
 }
 
-// meta reads a value of e2b_mcp_meta; nil when it is absent.
-func (t pgTx) meta(key string) ([]byte, error) {
+// meta reads a value of e2b_mcp_meta, locked as lock says (" FOR SHARE", " FOR UPDATE" or ""); nil when it is
+// absent.
+func (t pgTx) meta(key, lock string) ([]byte, error) {
 	var v []byte
-	err := t.tx.QueryRow(t.ctx, "SELECT value FROM e2b_mcp_meta WHERE key = $1", key).Scan(&v)
+	err := t.tx.QueryRow(t.ctx, "SELECT value FROM e2b_mcp_meta WHERE key = $1"+lock, key).Scan(&v)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, nil
 	}

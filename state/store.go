@@ -91,6 +91,8 @@ var (
 	ErrBusy = errors.New("state store is busy")
 	// ErrUnusable is wrapped when the store is damaged, foreign or from a newer e2b-mcp. It is left as it is.
 	ErrUnusable = errors.New("unusable state store")
+	// ErrInUse is wrapped when an exclusive open (Options.Exclusive) finds the store open in another process.
+	ErrInUse = errors.New("state store is in use by another process")
 	// ErrClosed is returned by operations on a closed Store.
 	ErrClosed = errors.New("state store is closed")
 	// ErrTooManySessions is wrapped by TouchSession when a new session would take its owner past MaxLiveSessions.
@@ -114,6 +116,10 @@ type Options struct {
 	// MaxLiveSessions bounds the sessions one owner may have live (lease running) at once; default
 	// DefaultMaxLiveSessions. A caller may name any session, and each is a durable record.
 	MaxLiveSessions int
+	// Exclusive opens the embedded store only when no other process has it open (ErrInUse otherwise), and keeps
+	// every other process from opening it until Close: for a data key rotation (every process that has the
+	// file open holds a shared lock on state.users beside it until it closes the store). Not for Postgres.
+	Exclusive bool
 }
 
 // IsPostgresURL reports whether where names a PostgreSQL database rather than a directory.
