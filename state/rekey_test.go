@@ -3,7 +3,9 @@ package state
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"strings"
+	"sync"
 	"testing"
 )
 
@@ -152,4 +154,49 @@ func TestExclusiveOpenRefusedWhileTheStoreIsOpen(t *testing.T) {
 	if _, err := Open(dir, Options{Keys: StaticKeySource(testKey(1)), Exclusive: true}); !errors.Is(err, ErrInUse) {
 		t.Fatalf("a second exclusive open: %v", err)
 	}
+}
+
+// Writers racing a rotation either land before it (and are sealed again) or are refused: no token is left
+// sealed under the old key.
+func TestRotationRacingWriters(t *testing.T) {
+	forEachStore(t, func(t *testing.T, k storeKind) {
+		s, clock := k.newTestStore(t)
+		if err := s.PutSandbox(sampleSandbox("alice", "sbx0", "main", clock.Now())); err != nil {
+			t.Fatal(err)
+		}
+		const writers, each = 3, 15
+		var wg sync.WaitGroup
+		for w := range writers {
+			stale := k.reopen(t, s, Options{Now: clock.Now})
+			if _, err := stale.Sandbox("alice", "sbx0"); err != nil {
+				t.Fatal(err)
+			}
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for i := range each {
+					err := stale.PutSandbox(sampleSandbox("alice", fmt.Sprintf("w%d-%d", w, i), "main", clock.Now()))
+					if err != nil && !errors.Is(err, ErrDataKeyChanged) {
+						t.Errorf("a racing write: %v", err)
+						return
+					}
+				}
+			}()
+		}
+		rotator := k.reopen(t, s, Options{})
+		if _, err := rotator.Store.(Rekeyer).RotateDataKey(testKey(2)); err != nil {
+			t.Fatal(err)
+		}
+		wg.Wait()
+		fresh := k.reopen(t, s, Options{Keys: StaticKeySource(testKey(2))})
+		all, err := fresh.AllSandboxes()
+		if err != nil {
+			t.Fatalf("reading every record under the new key: %v", err)
+		}
+		for _, r := range all {
+			if r.AccessToken != "envd-token-"+r.ID {
+				t.Fatalf("sandbox %s: token %q", r.ID, r.AccessToken)
+			}
+		}
+	})
 }

@@ -3,6 +3,7 @@ package tests
 import (
 	"bytes"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -198,4 +199,58 @@ func TestHeadlessMasterKeyRotation(t *testing.T) {
 			t.Fatalf("keys rotate-master %s changed the store", strings.Join(tc.args, " "))
 		}
 	}
+}
+
+// An operator whose state store and data key may have leaked seals the envd tokens again under a new data key
+// with `keys rotate-data`: refused while a server has the state directory open, then a sandbox made before is
+// still driven after a restart, and a copy of the key store made before the rotation (with the master key that
+// opened it) no longer opens the tokens.
+func TestHeadlessDataKeyRotation(t *testing.T) {
+	x := newH(t)
+	x.headless = true
+	owner := x.owner("rotdata")
+	state := x.path("state")
+	masterKey, masterHex := x.masterKeyFile("master.key")
+	x.noMasterKeyLeak(masterHex)
+	inStore := []string{"--master-key-file", masterKey, "--state-dir", state}
+
+	key := newAPIKey()
+	the.noteKey(key)
+	x.mustRun(strings.NewReader(key+"\n"), append([]string{"auth", "login", "--owner", owner, "--api-url", the.emu.URL()}, inStore...)...)
+	before := x.startStdio(clientOpts{}, x.serveArgs(owner, "rotdata", "--master-key-file", masterKey)...)
+	id := create(t, before.Client, map[string]any{"title": "made under the old data key"})
+
+	rotate := append([]string{"keys", "rotate-data"}, inStore...)
+	if r := x.run(nil, rotate...); r.err == nil || !strings.Contains(r.stderr, "stop every server using the state directory "+state) {
+		t.Fatalf("keys rotate-data beside a running server:\n%s", r)
+	}
+	ok(t, before.Client, "e2b_exec", map[string]any{"sandbox_id": id, "command": "true"}) // the refusal changed nothing
+	before.Close()
+
+	backup := x.path("backup", "keys.json")
+	if err := os.MkdirAll(filepath.Dir(backup), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	stored, err := os.ReadFile(filepath.Join(state, "keys.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(backup, stored, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	r := x.mustRun(nil, rotate...)
+	if !strings.Contains(r.stdout, "Sealed the 1 envd access tokens of the state store "+filepath.Join(state, "state.db")) {
+		t.Fatalf("keys rotate-data:\n%s", r)
+	}
+
+	after := x.startStdio(clientOpts{}, x.serveArgs(owner, "rotdata", "--master-key-file", masterKey)...)
+	ok(t, after.Client, "e2b_exec", map[string]any{"sandbox_id": id, "command": "true"})
+	after.Close()
+
+	// The old data key, from the key store's backup, opens no token of the rotated state store.
+	old := x.startStdio(clientOpts{}, x.serveArgs(owner, "rotdata", "--master-key-file", masterKey, "--key-store", backup)...)
+	if msg := fails(t, old.Client, "e2b_exec", map[string]any{"sandbox_id": id, "command": "true"}); !strings.Contains(msg, "data key") {
+		t.Errorf("exec with the data key of the backup: %q", msg)
+	}
+	old.Close()
 }
