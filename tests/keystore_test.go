@@ -254,3 +254,45 @@ func TestHeadlessDataKeyRotation(t *testing.T) {
 	}
 	old.Close()
 }
+
+// With replicas on PostgreSQL the rotation runs beside a running replica: that replica then refuses calls on
+// sandboxes, saying to restart it, and a restarted one drives the sandbox made before. A dump of the database
+// holds no token (the harness scans it).
+func TestHeadlessDataKeyRotationInTheDatabase(t *testing.T) {
+	x := newH(t)
+	x.headless = true
+	pg, db := startPostgres(t)
+	owner := x.owner("rotdb")
+	masterKey, masterHex := x.masterKeyFile("master.key")
+	x.noMasterKeyLeak(masterHex)
+	inDB := []string{"--master-key-file", masterKey, "--store", db}
+
+	key := newAPIKey()
+	the.noteKey(key)
+	x.mustRun(strings.NewReader(key+"\n"), append([]string{"auth", "login", "--owner", owner, "--api-url", the.emu.URL()}, inDB...)...)
+	running := x.startStdio(clientOpts{}, x.serveArgs(owner, "rotdb", inDB...)...)
+	id := create(t, running.Client, map[string]any{"title": "made under the old data key"})
+	// The replica holds the old data key from its first use of a token on (one that has not used one yet reads
+	// the new key from the key store when it first needs it).
+	ok(t, running.Client, "e2b_exec", map[string]any{"sandbox_id": id, "command": "true"})
+
+	r := x.mustRun(nil, append([]string{"keys", "rotate-data"}, inDB...)...)
+	if !strings.Contains(r.stdout, "Sealed the 1 envd access tokens of the state store in postgres://") {
+		t.Fatalf("keys rotate-data --store:\n%s", r)
+	}
+	if msg := fails(t, running.Client, "e2b_exec", map[string]any{"sandbox_id": id, "command": "true"}); !strings.Contains(msg, "restart") {
+		t.Errorf("exec on the replica still holding the old data key: %q", msg)
+	}
+	running.Close()
+	restarted := x.startStdio(clientOpts{}, x.serveArgs(owner, "rotdb", inDB...)...)
+	ok(t, restarted.Client, "e2b_exec", map[string]any{"sandbox_id": id, "command": "true"})
+	restarted.Close()
+
+	dump, err := pg.Dump(db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(x.path("pgdump.sql"), dump, 0o600); err != nil { // the harness scans it for the tokens
+		t.Fatal(err)
+	}
+}
