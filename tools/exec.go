@@ -3,6 +3,7 @@ package tools
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/mark3labs/mcp-go/mcp"
@@ -78,6 +79,8 @@ func (t execTool) run(ctx context.Context, call Caller, a *execArgs) (any, error
 		return nil, missing("sandbox_id")
 	case a.Command == "":
 		return nil, missing("command")
+	case strings.ContainsRune(a.Command, 0) || strings.ContainsRune(a.Cwd, 0):
+		return nil, userErrorf("Invalid command or cwd: it contains a NUL byte, which no command line or path can hold. Nothing was run.")
 	case a.TimeoutMs < 0 || a.TimeoutMs > maxExecTimeoutMs:
 		return nil, userErrorf("Invalid timeout_ms %d: it must be between 1 and %d (default %d).", a.TimeoutMs, maxExecTimeoutMs, t.cfg.ExecTimeout.Milliseconds())
 	}

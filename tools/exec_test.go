@@ -288,3 +288,21 @@ func TestExecHugeCommandErrorIsBounded(t *testing.T) {
 		}
 	})
 }
+
+// A NUL byte cannot be part of a command line: the call is refused as bad input, before envd, instead of with
+// envd's error that repeats the server's wrapper script around the command.
+func TestExecRefusesNUL(t *testing.T) {
+	e := newEnv(t)
+	s := e.connect(t, eras[0], Caller{Owner: "alice", Session: "main"})
+	id := s.createSandbox(t, nil)
+	for _, args := range []map[string]any{
+		{"sandbox_id": id, "command": "echo a\x00b"},
+		{"sandbox_id": id, "command": "pwd", "cwd": "/tmp\x00x"},
+	} {
+		got := s.fail(t, "e2b_exec", args)
+		wantContains(t, got, "NUL byte", "Nothing was run")
+		if strings.Contains(got, "bash") {
+			t.Errorf("the error shows the wrapper: %q", got)
+		}
+	}
+}
