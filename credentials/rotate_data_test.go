@@ -32,12 +32,20 @@ func (d *dyingStore) DeleteSecret(account string) error {
 	return d.SecretStore.DeleteSecret(account)
 }
 
-func putTokens(t *testing.T, dir string, keys SecretStore, ids ...string) {
+// openState opens the state store in dir with the data key in keys, as a server does, until the test ends.
+func openState(t *testing.T, dir string, keys SecretStore, exclusive bool) *state.Bolt {
 	t.Helper()
-	st, err := state.Open(dir, state.Options{Keys: StateKeys(keys)})
+	st, err := state.Open(dir, state.Options{Keys: StateKeys(keys), Exclusive: exclusive})
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { _ = st.Close() })
+	return st
+}
+
+func putTokens(t *testing.T, dir string, keys SecretStore, ids ...string) {
+	t.Helper()
+	st := openState(t, dir, keys, false)
 	defer st.Close()
 	for _, id := range ids {
 		err := st.PutSandbox(state.SandboxRecord{ID: id, Owner: "alice", AccessToken: "envd-token-" + id,
@@ -51,10 +59,7 @@ func putTokens(t *testing.T, dir string, keys SecretStore, ids ...string) {
 // wantTokens fails unless a server opening dir with keys (as a restarted one would) reads every token.
 func wantTokens(t *testing.T, dir string, keys SecretStore, ids ...string) {
 	t.Helper()
-	st, err := state.Open(dir, state.Options{Keys: StateKeys(keys)})
-	if err != nil {
-		t.Fatal(err)
-	}
+	st := openState(t, dir, keys, false)
 	defer st.Close()
 	for _, id := range ids {
 		if got, err := st.Sandbox("alice", id); err != nil || got.AccessToken != "envd-token-"+id {
@@ -65,10 +70,7 @@ func wantTokens(t *testing.T, dir string, keys SecretStore, ids ...string) {
 
 func rotateData(t *testing.T, dir string, keys SecretStore) (DataKeyRotation, error) {
 	t.Helper()
-	st, err := state.Open(dir, state.Options{Keys: StateKeys(keys), Exclusive: true})
-	if err != nil {
-		t.Fatal(err)
-	}
+	st := openState(t, dir, keys, true)
 	defer st.Close()
 	return RotateDataKey(keys, st)
 }
