@@ -121,8 +121,8 @@ func open(dir string, opts Options, migrations []migration) (*Bolt, error) {
 	return s, nil
 }
 
-// lockUsers takes the lock on state.users: shared, waiting while an exclusive holder (a rotation, which takes
-// seconds at most) has it, or exclusive, failing at once with ErrInUse when any other process has the store open.
+// lockUsers takes the lock on state.users: shared, waiting up to the lock timeout while an exclusive holder (a
+// rotation) has it, or exclusive, failing at once with ErrInUse when any other process has the store open.
 func (s *Bolt) lockUsers(exclusive bool) error {
 	path := filepath.Join(filepath.Dir(s.path), usersFileName)
 	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
@@ -143,15 +143,39 @@ func (s *Bolt) lockUsers(exclusive bool) error {
 			return fmt.Errorf("%w: %s is open in another e2b-mcp process (a server, or a command under way); stop "+
 				"every server using the state directory %s, then try again", ErrInUse, s.path, filepath.Dir(s.path))
 		}
-	} else if err := filelock.RLock(f); err != nil {
+	} else if err := s.waitShared(f, path); err != nil {
 		_ = f.Close()
 		if errors.Is(err, filelock.ErrUnsupported) {
 			return nil
 		}
-		return fmt.Errorf("state store %s: locking %s: %w", s.path, path, err)
+		return err
 	}
 	s.users = f
 	return nil
+}
+
+// waitShared takes the shared lock on state.users, polling until the lock timeout: an exclusive holder (a data
+// key rotation) that takes longer, say one stuck on a keyring prompt, gives an error wrapping ErrBusy that says
+// so rather than a wait without end.
+func (s *Bolt) waitShared(f *os.File, path string) error {
+	deadline := time.Now().Add(s.lockTimeout)
+	wait := time.Millisecond
+	for {
+		ok, err := filelock.TryRLock(f)
+		switch {
+		case errors.Is(err, filelock.ErrUnsupported):
+			return err
+		case err != nil:
+			return fmt.Errorf("state store %s: locking %s: %w", s.path, path, err)
+		case ok:
+			return nil
+		case !time.Now().Before(deadline):
+			return fmt.Errorf("%w: %s: another e2b-mcp process has it to itself (keys rotate-data) for longer than %s; "+
+				"try again when it is done", ErrBusy, s.path, s.lockTimeout)
+		}
+		time.Sleep(wait)
+		wait = min(2*wait, 50*time.Millisecond)
+	}
 }
 
 func (s *Bolt) unlockUsers() {

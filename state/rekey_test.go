@@ -7,6 +7,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 )
 
 // rotatedDump is what lies at rest in the store: the bbolt file's bytes, or the sandboxes table as pg_dump
@@ -154,6 +155,15 @@ func TestExclusiveOpenRefusedWhileTheStoreIsOpen(t *testing.T) {
 	if _, err := Open(dir, Options{Keys: StaticKeySource(testKey(1)), Exclusive: true}); !errors.Is(err, ErrInUse) {
 		t.Fatalf("a second exclusive open: %v", err)
 	}
+	// A process starting meanwhile waits for the lock timeout, no longer, and says why.
+	_, err = Open(dir, Options{Keys: StaticKeySource(testKey(1)), LockTimeout: 100 * time.Millisecond})
+	if !errors.Is(err, ErrBusy) || !strings.Contains(err.Error(), "rotate-data") {
+		t.Fatalf("an open beside an exclusive one: %v, want ErrBusy", err)
+	}
+	if err := ex.Close(); err != nil {
+		t.Fatal(err)
+	}
+	openTestStore(t, dir, Options{LockTimeout: 100 * time.Millisecond})
 }
 
 // Writers racing a rotation either land before it (and are sealed again) or are refused: no token is left

@@ -44,7 +44,11 @@ func RLock(f *os.File) error { return lock(f, shared) }
 // TryLock takes an exclusive lock on f without waiting. It reports false, and no error, when another open file
 // holds a lock on the same file. Lock calls that wait cannot be given a deadline, so a caller that must give up
 // after one polls TryLock instead.
-func TryLock(f *os.File) (bool, error) { return tryLock(f) }
+func TryLock(f *os.File) (bool, error) { return tryLock(f, exclusive) }
+
+// TryRLock takes a shared lock on f without waiting. It reports false, and no error, when another open file holds
+// an exclusive lock on the same file.
+func TryRLock(f *os.File) (bool, error) { return tryLock(f, shared) }
 
 // Unlock releases the lock taken through f.
 func Unlock(f *os.File) error { return unlock(f) }

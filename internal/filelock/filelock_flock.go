@@ -17,8 +17,12 @@ func lock(f *os.File, m mode) error {
 	return flock(f, how)
 }
 
-func tryLock(f *os.File) (bool, error) {
-	err := flock(f, unix.LOCK_EX|unix.LOCK_NB)
+func tryLock(f *os.File, m mode) (bool, error) {
+	how := unix.LOCK_SH
+	if m == exclusive {
+		how = unix.LOCK_EX
+	}
+	err := flock(f, how|unix.LOCK_NB)
 	if errors.Is(err, unix.EWOULDBLOCK) {
 		return false, nil
 	}

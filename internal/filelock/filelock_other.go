@@ -9,6 +9,6 @@ import "os"
 
 func lock(*os.File, mode) error { return ErrUnsupported }
 
-func tryLock(*os.File) (bool, error) { return false, ErrUnsupported }
+func tryLock(*os.File, mode) (bool, error) { return false, ErrUnsupported }
 
 func unlock(*os.File) error { return ErrUnsupported }

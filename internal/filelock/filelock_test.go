@@ -371,3 +371,23 @@ func TestSyncDir(t *testing.T) {
 		t.Fatalf("SyncDir(%s): %v", dir, err)
 	}
 }
+
+func TestTryRLock(t *testing.T) {
+	path := lockPath(t)
+	a, b, c := openFile(t, path), openFile(t, path), openFile(t, path)
+	for _, f := range []*os.File{a, b} {
+		if ok, err := TryRLock(f); err != nil || !ok {
+			t.Fatalf("TryRLock beside shared locks = %v, %v; want true", ok, err)
+		}
+	}
+	expectTry(t, c, false) // no exclusive lock beside shared ones
+	for _, f := range []*os.File{a, b} {
+		if err := Unlock(f); err != nil {
+			t.Fatal(err)
+		}
+	}
+	expectTry(t, c, true)
+	if ok, err := TryRLock(a); err != nil || ok {
+		t.Fatalf("TryRLock beside an exclusive lock = %v, %v; want false", ok, err)
+	}
+}

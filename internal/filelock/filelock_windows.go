@@ -24,8 +24,12 @@ func lock(f *os.File, m mode) error {
 	return lockFileEx(f, flags)
 }
 
-func tryLock(f *os.File) (bool, error) {
-	err := lockFileEx(f, windows.LOCKFILE_EXCLUSIVE_LOCK|windows.LOCKFILE_FAIL_IMMEDIATELY)
+func tryLock(f *os.File, m mode) (bool, error) {
+	var flags uint32 = windows.LOCKFILE_FAIL_IMMEDIATELY
+	if m == exclusive {
+		flags |= windows.LOCKFILE_EXCLUSIVE_LOCK
+	}
+	err := lockFileEx(f, flags)
 	if errors.Is(err, windows.ERROR_LOCK_VIOLATION) {
 		return false, nil
 	}
