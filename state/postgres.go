@@ -114,19 +114,14 @@ func (s *Postgres) run(write bool, fn func(recordTx) error) error {
 		opts = pgx.TxOptions{IsoLevel: pgx.ReadCommitted}
 	}
 	return s.inTx(opts, func(ctx context.Context, tx pgx.Tx) error {
-		if err := s.checkSchema(ctx, tx, write); err != nil {
+		// A write transaction holds the key check value FOR SHARE from its start, before any row lock, so that a
+		// data key rotation (which takes it FOR UPDATE, then the sandboxes) neither deadlocks with it nor commits
+		// between its key check and the token it seals; see RotateDataKey.
+		check, err := s.checkSchemaKey(ctx, tx, write)
+		if err != nil {
 			return err
 		}
-		t := pgTx{s: s, ctx: ctx, tx: tx, write: write}
-		if write {
-			// Held FOR SHARE from the start, before any row lock, so that a data key rotation (which takes it
-			// FOR UPDATE, then the sandboxes) neither deadlocks with this transaction nor commits between its
-			// key check and the token it seals; see RotateDataKey.
-			if _, err := t.meta(metaKeyCheck, " FOR SHARE"); err != nil {
-				return err
-			}
-		}
-		return fn(t)
+		return fn(pgTx{s: s, ctx: ctx, tx: tx, write: write, check: check})
 	})
 }
 
@@ -174,6 +169,7 @@ type pgTx struct {
 	ctx   context.Context
 	tx    pgx.Tx
 	write bool
+	check []byte // the data key's check value as the transaction began (held FOR SHARE in a write one)
 }
 
 // storable: PostgreSQL's text holds neither NUL bytes nor invalid UTF-8, and no record has such a name, so a
@@ -313,11 +309,7 @@ func (t pgTx) cipher() (cipher.AEAD, error) {
 			return t.meta(metaKeyCheck, "")
 		}
 	}
-	check, err := t.meta(metaKeyCheck, "")
-	if err != nil {
-		return nil, err
-	}
-	return s.key.cipher(s.keys, s.where, check, create)
+	return s.key.cipher(s.keys, s.where, t.check, create)
 }
 
 // meta reads a value of e2b_mcp_meta, locked as lock says (" FOR SHARE", " FOR UPDATE" or ""); nil when it is

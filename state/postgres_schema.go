@@ -1,6 +1,7 @@
 package state
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -166,20 +167,41 @@ func (s *Postgres) readSchema(ctx context.Context, tx pgx.Tx, lock bool) (int, e
 // checkSchema runs at the start of every transaction: the database must still be at exactly the version this
 // store writes.
 func (s *Postgres) checkSchema(ctx context.Context, tx pgx.Tx, write bool) error {
-	q := "SELECT value FROM e2b_mcp_meta WHERE key = $1"
+	_, err := s.checkSchemaKey(ctx, tx, write)
+	return err
+}
+
+// checkSchemaKey is checkSchema that also returns the data key's check value (nil when there is none), read in
+// the same query; a write transaction holds both rows FOR SHARE until it ends (see Postgres.run).
+func (s *Postgres) checkSchemaKey(ctx context.Context, tx pgx.Tx, write bool) ([]byte, error) {
+	q := "SELECT key, value FROM e2b_mcp_meta WHERE key IN ($1, $2)"
 	if write {
 		q += " FOR SHARE"
 	}
-	var raw []byte
-	if err := tx.QueryRow(ctx, q, metaSchema).Scan(&raw); err != nil {
-		if errors.Is(err, pgx.ErrNoRows) {
-			return fmt.Errorf("%w: %s has lost its schema version; it was left untouched", ErrUnusable, s.where)
+	rows, err := tx.Query(ctx, q, metaSchema, metaKeyCheck)
+	if err != nil {
+		return nil, s.dbError(err)
+	}
+	var (
+		key             string
+		value, raw, chk []byte
+	)
+	if _, err := pgx.ForEachRow(rows, []any{&key, &value}, func() error {
+		if key == metaSchema {
+			raw = bytes.Clone(value)
+		} else {
+			chk = bytes.Clone(value)
 		}
-		return s.dbError(err)
+		return nil
+	}); err != nil {
+		return nil, s.dbError(err)
+	}
+	if raw == nil {
+		return nil, fmt.Errorf("%w: %s has lost its schema version; it was left untouched", ErrUnusable, s.where)
 	}
 	if version, err := strconv.Atoi(string(raw)); err != nil || version != s.currentVersion() {
-		return fmt.Errorf("%w: %s has schema version %q but this store was opened at version %d; reopen it",
+		return nil, fmt.Errorf("%w: %s has schema version %q but this store was opened at version %d; reopen it",
 			ErrUnusable, s.where, raw, s.currentVersion())
 	}
-	return nil
+	return chk, nil
 }
