@@ -92,9 +92,8 @@ func runKeysRotateMaster(_ context.Context, a *app, args []string) error {
 
 // rotateDatabaseStore is rotate-master for the key store in the database at storeURL.
 func (a *app) rotateDatabaseStore(f *flags, storeURL, oldFile, newFile string) error {
-	if !state.IsPostgresURL(storeURL) {
-		// Not quoted back: a URL may carry a password.
-		return f.usageErrorf("--store: want a postgres:// URL (postgres://user@host:port/database)")
+	if err := checkStoreURL(f, storeURL); err != nil {
+		return err
 	}
 	where := "the key store in " + state.URLWithoutPassword(storeURL)
 	store, err := credentials.OpenDatabaseStore(storeURL, oldFile)
@@ -143,9 +142,8 @@ func runKeysRotateData(_ context.Context, a *app, args []string) error {
 	if err := f.wantArgs(rest, 0, 0); err != nil {
 		return err
 	}
-	if *storeURL != "" && !state.IsPostgresURL(*storeURL) {
-		// Not quoted back: a URL may carry a password.
-		return f.usageErrorf("--store: want a postgres:// URL (postgres://user@host:port/database)")
+	if err := checkStoreURL(f, *storeURL); err != nil {
+		return err
 	}
 	stateDir, err := a.stateDir(*stateDirOpt)
 	if err != nil {

@@ -34,10 +34,10 @@ func (k *keyStoreFlags) open(f *flags, stateDir, storeURL string) (credentials.S
 		return credentials.Keyring{}, nil
 	case storeURL != "" && k.keyStore != "":
 		return nil, f.usageErrorf("--key-store and --store do not go together: with --store the key store is in the database")
-	case storeURL != "" && !state.IsPostgresURL(storeURL):
-		// Not quoted back: a URL may carry a password.
-		return nil, f.usageErrorf("--store: want a postgres:// URL (postgres://user@host:port/database)")
 	case storeURL != "":
+		if err := checkStoreURL(f, storeURL); err != nil {
+			return nil, err
+		}
 		return credentials.OpenDatabaseStore(storeURL, k.masterKeyFile)
 	}
 	path := k.keyStore
@@ -45,4 +45,13 @@ func (k *keyStoreFlags) open(f *flags, stateDir, storeURL string) (credentials.S
 		path = filepath.Join(stateDir, DefaultKeyStoreFile)
 	}
 	return credentials.OpenFileStore(path, k.masterKeyFile)
+}
+
+// checkStoreURL refuses a --store that is not a postgres:// URL; "" (no --store) is fine. The value is not quoted
+// back: a URL may carry a password.
+func checkStoreURL(f *flags, storeURL string) error {
+	if storeURL == "" || state.IsPostgresURL(storeURL) {
+		return nil
+	}
+	return f.usageErrorf("--store: want a postgres:// URL (postgres://user@host:port/database)")
 }

@@ -155,6 +155,9 @@ func (a *app) serveConfig(f *flags, o *serveOptions) (server.Config, error) {
 	if err != nil {
 		return cfg, f.usageErrorf("--orphan-action: %v", err)
 	}
+	if err := checkStoreURL(f, o.store); err != nil {
+		return cfg, err
+	}
 	switch {
 	case o.lease <= 0:
 		return cfg, f.usageErrorf("--lease must be positive")
@@ -166,9 +169,6 @@ func (a *app) serveConfig(f *flags, o *serveOptions) (server.Config, error) {
 		return cfg, f.usageErrorf("--checkpoint-every must not be negative")
 	case o.session == "":
 		return cfg, f.usageErrorf("--session must not be empty")
-	case o.store != "" && !state.IsPostgresURL(o.store):
-		// Not quoted back: a URL may carry a password.
-		return cfg, f.usageErrorf("--store: want a postgres:// URL (postgres://user@host:port/database)")
 	case o.store != "" && o.backend == server.BackendLocal:
 		return cfg, f.usageErrorf("--store and --backend local do not go together: the local backend keeps its records in a temporary store of its own")
 	}
