@@ -94,6 +94,10 @@ type Log struct {
 	mu     sync.Mutex // the flock is per open file: goroutines need their own exclusion
 	lock   *os.File
 	closed bool
+
+	// syncFile makes an appended entry durable: (*os.File).Sync, which a test replaces to see that every entry
+	// is on disk before Record returns.
+	syncFile func(*os.File) error
 }
 
 // Open opens (creating) the audit log in dir.
@@ -118,7 +122,7 @@ func Open(dir string, opts Options) (*Log, error) {
 		return nil, fmt.Errorf("audit: %w", err)
 	}
 	f.Close()
-	return &Log{dir: dir, opts: opts, lock: lock}, nil
+	return &Log{dir: dir, opts: opts, lock: lock, syncFile: (*os.File).Sync}, nil
 }
 
 // reserveBytes is the disk kept allocated past the end of the active file: room for the entries of every call
@@ -195,7 +199,7 @@ func (l *Log) appendLocked(line []byte) error {
 	}
 	_, werr := f.Write(line)
 	if werr == nil {
-		werr = f.Sync()
+		werr = l.syncFile(f)
 	}
 	if werr != nil {
 		// Never leave part of a line: the next entry would be glued onto it and both be lost to readers.
