@@ -418,3 +418,41 @@ func TestSessionRenewedMidSweepIsSweptAgain(t *testing.T) {
 		}
 	}
 }
+
+// A paused sandbox that E2B lists with a lapsed session's tags but the store never recorded (a server that crashed
+// between create and record, a pause done elsewhere) is killed by the kill action: a paused sandbox still costs its
+// storage. The pause action leaves it as it is.
+func TestSweepKillsPausedOrphansTheStoreDoesNotKnow(t *testing.T) {
+	for _, action := range []OrphanAction{OrphanKill, OrphanPause} {
+		t.Run(string(action), func(t *testing.T) {
+			f := newFixture(t)
+			ctx := context.Background()
+			if _, err := f.st.TouchSession("fay", "old", time.Hour); err != nil {
+				t.Fatal(err)
+			}
+			orphan := f.create(t, "fay", "old", true, false)
+			if _, err := f.c.PauseSandbox(ctx, orphan); err != nil {
+				t.Fatal(err)
+			}
+			f.clock.Advance(2 * time.Hour)
+
+			sw := &Sweeper{Store: f.st, Action: action, Now: f.clock.Now,
+				Client: func(context.Context, string) (*e2b.Client, error) { return f.c, nil }}
+			rep, err := sw.Sweep(ctx)
+			if err != nil || len(rep.Errors) != 0 {
+				t.Fatalf("sweep: %v %v", err, rep.Errors)
+			}
+			sb, exists := f.srv.Sandbox(orphan)
+			switch action {
+			case OrphanKill:
+				if exists || !slices.Equal(rep.Killed, []string{orphan}) {
+					t.Fatalf("the paused orphan %s was not killed: at E2B %v (state %q), report %+v", orphan, exists, sb.State, rep)
+				}
+			case OrphanPause:
+				if !exists || sb.State != e2b.StatePaused || len(rep.Paused) != 0 {
+					t.Fatalf("the paused orphan %s: at E2B %v (state %q), report %+v; want it left paused", orphan, exists, sb.State, rep)
+				}
+			}
+		})
+	}
+}
