@@ -68,6 +68,20 @@ func TestExecTimeout(t *testing.T) {
 	})
 }
 
+// timeout_ms is at most an hour: one millisecond more is refused as bad input, before envd, and runs nothing;
+// the hour itself is taken.
+func TestExecTimeoutIsAtMostAnHour(t *testing.T) {
+	forEachEra(t, func(t *testing.T, e *env, s *session) {
+		id := s.createSandbox(t, nil)
+		msg := s.fail(t, "e2b_exec", map[string]any{"sandbox_id": id, "command": "touch over-the-hour", "timeout_ms": 3_600_001})
+		wantContains(t, msg, "Invalid timeout_ms 3600001", "between 1 and 3600000")
+		res := s.ok(t, "e2b_exec", map[string]any{"sandbox_id": id, "command": "test ! -e over-the-hour && echo ran", "timeout_ms": 3_600_000})
+		if res["success"] != true || res["stdout"] != "ran\n" {
+			t.Fatalf("exec with timeout_ms 3600000: %v", res)
+		}
+	})
+}
+
 // seqOutput is what `seq 1 n` prints.
 func seqOutput(n int) string {
 	var sb strings.Builder
