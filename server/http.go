@@ -33,9 +33,11 @@ const (
 // httpSessionIdleTTL is how long an idle streamable HTTP session (protocol 2025-11-25 and earlier) is kept.
 const httpSessionIdleTTL = time.Hour
 
-// httpTransport is the HTTP side of a Server: the handler and the two mcp-go transports it routes to.
+// httpTransport is the HTTP side of a Server: the handler, the patterns of its mux and the two mcp-go
+// transports it routes to.
 type httpTransport struct {
 	handler    http.Handler
+	patterns   []string
 	streamable *mcpserver.StreamableHTTPServer
 	sse        *mcpserver.SSEServer
 }
@@ -47,6 +49,7 @@ func (s *Server) newHTTPTransport() *httpTransport {
 			mcpserver.WithSessionIdManagerResolver(s.sessions),
 			mcpserver.WithSessionIdleTTL(httpSessionIdleTTL),
 			mcpserver.WithStreamableHTTPLogger(s.log),
+			mcpserver.WithDisableLocalhostProtection(true), // guardHost checks Host on every path, not only here
 		),
 		sse: mcpserver.NewSSEServer(s.mcp,
 			mcpserver.WithSSEEndpoint(PathSSE),
@@ -55,11 +58,17 @@ func (s *Server) newHTTPTransport() *httpTransport {
 			mcpserver.WithKeepAlive(true),
 			mcpserver.WithKeepAliveInterval(30*time.Second),
 			mcpserver.WithSSECORS(mcpserver.WithCORSAllowedOrigins(noCORSOrigin)),
+			mcpserver.WithSSEDisableLocalhostProtection(true),
 		),
 	}
 	s.sessions.setEnd(func(id string) { endStreamableSession(t.streamable, id) })
+	browsers := s.browserRules()
 	mux := http.NewServeMux()
-	mux.HandleFunc(PathHealth, func(w http.ResponseWriter, r *http.Request) {
+	handle := func(pattern string, h http.Handler) { // every path through here, so that tests find them all
+		mux.Handle(pattern, h)
+		t.patterns = append(t.patterns, pattern)
+	}
+	handle(PathHealth, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method != http.MethodGet && r.Method != http.MethodHead {
 			http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
 			return
@@ -67,21 +76,21 @@ func (s *Server) newHTTPTransport() *httpTransport {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		w.WriteHeader(http.StatusOK)
 		_, _ = w.Write([]byte("ok"))
-	})
+	}))
 	if o := s.cfg.OAuth; o != nil {
 		meta := o.metadataHandler()
-		mux.Handle(mcpserver.WellKnownProtectedResourcePath, meta)
-		mux.Handle(mcpserver.ProtectedResourceMetadataPath(o.Resource), meta)
+		handle(mcpserver.WellKnownProtectedResourcePath, meta)
+		handle(mcpserver.ProtectedResourceMetadataPath(o.Resource), meta)
 	}
 	if s.connector != nil {
-		mux.Handle(PathConnect, s.connector) // members' browsers carry no bearer token: the page checks who they are
+		handle(PathConnect, s.connector) // members' browsers carry no bearer token: the page checks who they are
 	}
 	// Outermost first: the page's origin, the body's type and size, then the caller.
-	mux.Handle(PathMCP, s.guardOrigin(s.limits.limitBody(s.authenticate(t.streamable))))
-	mux.Handle(PathSSE, s.guardOrigin(s.limits.limitBody(s.authenticate(s.sessions.guardSSEStreams(t.sse)))))
-	mux.Handle(PathMessage, s.guardOrigin(requireJSON(s.limits.limitBody(s.authenticate(s.sessions.guardSSEMessages(t.sse))))))
-	mux.Handle(PathMetrics, s.guardOrigin(s.authenticate(s.metrics.handler())))
-	t.handler = mux
+	handle(PathMCP, browsers.guardOrigin(s.limits.limitBody(s.authenticate(t.streamable))))
+	handle(PathSSE, browsers.guardOrigin(s.limits.limitBody(s.authenticate(s.sessions.guardSSEStreams(t.sse)))))
+	handle(PathMessage, browsers.guardOrigin(requireJSON(s.limits.limitBody(s.authenticate(s.sessions.guardSSEMessages(t.sse))))))
+	handle(PathMetrics, browsers.guardOrigin(s.authenticate(s.metrics.handler())))
+	t.handler = browsers.guardHost(mux)
 	return t
 }
 

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"mime"
+	"net"
 	"net/http"
 	"net/url"
 	"slices"
@@ -18,9 +19,11 @@ import (
 // without asking the server first (a "simple" request: GET, or a POST of text/plain). The MCP specification has
 // servers validate Origin for that reason. A request is refused (403) when it carries an Origin that is not
 // allowed, or, carrying none, says through Sec-Fetch-Site that a page of another site made it (an <img> or a
-// <script> that asks for /sse). Allowed are the server's own origin (a page it serves: the Origin names the
-// host the request was sent to) and those given with --allow-origin, for browser-based MCP clients, which alone
-// get CORS answers. There is no wildcard. Clients that are not browsers send no Origin and are not affected.
+// <script> that asks for /sse; "same-site" is a page on another port of localhost). Allowed are the server's own
+// origin (its public URL's, or a page it serves: the Origin names the host and port the request was sent to, a
+// trusted one; see DNS rebinding below) and those given with --allow-origin, for browser-based MCP clients,
+// which alone get CORS answers. There is no wildcard. Clients that are not browsers send no Origin and are not
+// affected.
 
 // noCORSOrigin is given to mcp-go's SSE transport as its only CORS origin. Without a CORS configuration it
 // answers every stream with "Access-Control-Allow-Origin: *"; configured with an origin no browser sends, it adds
@@ -59,30 +62,106 @@ func ParseOrigin(s string) (string, error) {
 	return u.Scheme + "://" + host, nil
 }
 
-// ownOrigin reports whether origin is the server's own for r: a page served from the host r was sent to.
-// (On a loopback listener mcp-go refuses a Host that is not a loopback name, so a page of a domain rebound to
-// 127.0.0.1 is not taken for the server's own.)
-func ownOrigin(origin string, r *http.Request) bool {
+// DNS rebinding.
+//
+// A page of any domain can have its name resolve to 127.0.0.1 once it is loaded; its scripts then reach a
+// loopback server as the page's own origin (a GET of its own origin carries no Origin header at all) and read the
+// answers. Such a request still names the page's domain in Host. So a request that arrives over loopback (on a
+// listener of a loopback address, or one of 0.0.0.0 reached at 127.0.0.1) is served, on every path, only when
+// its Host is localhost, a loopback address, or the host of the server's public URL (a proxy on the same machine
+// may pass that on). A request from the network is not checked: a listener others reach authenticates its
+// callers with bearer tokens, which pages of other domains do not hold, and it is reached by names (addresses,
+// proxies' names) the server cannot know. Such a request's Origin is the server's own only when it is that of
+// the public URL.
+
+// browserRules say which requests of browsers the server serves: the Host a request over loopback may name,
+// and the origins that are its own or allowed.
+type browserRules struct {
+	// public are the origins of the URLs clients reach the server at (Config.PublicURL, the OAuth resource)
+	// as ParseOrigin writes them, which a proxy in front may not pass on as the Host.
+	public []string
+	// allowed are the origins of --allow-origin, which alone get CORS answers.
+	allowed []string
+}
+
+func (s *Server) browserRules() browserRules {
+	b := browserRules{allowed: s.cfg.AllowOrigins}
+	urls := []string{s.cfg.PublicURL}
+	if s.cfg.OAuth != nil {
+		urls = append(urls, s.cfg.OAuth.Resource)
+	}
+	for _, raw := range urls {
+		if u, err := url.Parse(raw); err == nil && u.Host != "" {
+			if origin, err := ParseOrigin(u.Scheme + "://" + u.Host); err == nil {
+				b.public = append(b.public, origin)
+			}
+		}
+	}
+	return b
+}
+
+// overLoopback reports whether r arrived on a connection to a loopback address.
+func overLoopback(r *http.Request) bool {
+	addr, ok := r.Context().Value(http.LocalAddrContextKey).(*net.TCPAddr)
+	return ok && addr.IP.IsLoopback()
+}
+
+// hostName is the name of a Host header value, without its port.
+func hostName(host string) string {
+	if name, _, err := net.SplitHostPort(host); err == nil {
+		return name
+	}
+	return strings.Trim(host, "[]")
+}
+
+// publicHost reports whether host (a Host header value) names the host of a public URL. The port is not
+// compared: a proxy passes on the name clients used, with or without the port it listens on.
+func (b browserRules) publicHost(host string) bool {
+	name := hostName(host)
+	for _, origin := range b.public {
+		if u, err := url.Parse(origin); err == nil && strings.EqualFold(u.Hostname(), name) {
+			return true
+		}
+	}
+	return false
+}
+
+// trustedHost reports whether r's Host names the server as it is meant to be reached: on a loopback
+// connection a loopback name, and everywhere the public URL's host.
+func (b browserRules) trustedHost(r *http.Request) bool {
+	return (overLoopback(r) && isLoopback(hostName(r.Host))) || b.publicHost(r.Host)
+}
+
+// guardHost refuses (403) a request over loopback whose Host is not trusted, whatever its path: it wraps the
+// whole mux, so a path added later is covered without a word of its own.
+func (b browserRules) guardHost(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if overLoopback(r) && !b.trustedHost(r) {
+			http.Error(w, fmt.Sprintf("forbidden: Host '%s' is not this server's (a loopback name or the public URL's host)",
+				display.Prefix(r.Host, maxEcho)), http.StatusForbidden)
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// ownOrigin reports whether origin is the server's own for r: that of the public URL, or a page served from the
+// host and port r was sent to, when that is a trusted host. (A DNS-rebound name is never one, although the
+// rebound page's Origin and Host agree.)
+func (b browserRules) ownOrigin(origin string, r *http.Request) bool {
+	if slices.Contains(b.public, strings.ToLower(origin)) {
+		return true
+	}
 	u, err := url.Parse(origin)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Path != "" || u.User != nil {
 		return false
 	}
-	return strings.EqualFold(u.Host, r.Host)
-}
-
-// publicOrigin reports whether origin is that of the URL clients reach the server at (--public-url), which a
-// proxy in front may not pass on as the Host.
-func (s *Server) publicOrigin(origin string) bool {
-	if s.cfg.OAuth == nil {
-		return false
-	}
-	u, err := url.Parse(s.cfg.OAuth.Resource)
-	return err == nil && strings.EqualFold(origin, u.Scheme+"://"+u.Host)
+	return strings.EqualFold(u.Host, r.Host) && b.trustedHost(r)
 }
 
 // guardOrigin refuses requests from pages of origins that are not allowed, answers CORS preflights of allowed
 // ones (before authentication: a preflight carries no credentials) and adds CORS headers to their answers.
-func (s *Server) guardOrigin(next http.Handler) http.Handler {
+func (b browserRules) guardOrigin(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		origin := r.Header.Get("Origin")
 		if origin == "" {
@@ -93,11 +172,11 @@ func (s *Server) guardOrigin(next http.Handler) http.Handler {
 			next.ServeHTTP(w, r)
 			return
 		}
-		if ownOrigin(origin, r) || s.publicOrigin(origin) {
+		if b.ownOrigin(origin, r) {
 			next.ServeHTTP(w, r)
 			return
 		}
-		if !slices.Contains(s.cfg.AllowOrigins, strings.ToLower(origin)) {
+		if !slices.Contains(b.allowed, strings.ToLower(origin)) {
 			http.Error(w, fmt.Sprintf("forbidden: origin '%s' is not allowed (see `e2b-mcp serve --allow-origin`)",
 				display.Prefix(origin, maxEcho)), http.StatusForbidden)
 			return

@@ -2,7 +2,12 @@ package server
 
 import (
 	"context"
+	"net"
 	"net/http"
+	"net/http/httptest"
+	"regexp"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -17,15 +22,24 @@ const initializeBody = `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{
 // openStream sends a GET and returns the answer's status and headers without waiting for a stream to end.
 func openStream(t *testing.T, url string, hdr map[string]string) (int, http.Header) {
 	t.Helper()
+	return send(t, http.MethodGet, url, merge(map[string]string{"Accept": "text/event-stream"}, hdr))
+}
+
+// send sends a request without a body (hdr["Host"] is sent as the Host) and returns the answer's status and
+// headers, leaving its body unread, so that a stream's answer does not hold the test.
+func send(t *testing.T, method, url string, hdr map[string]string) (int, http.Header) {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	req, err := http.NewRequestWithContext(ctx, method, url, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	req.Header.Set("Accept", "text/event-stream")
 	for k, v := range hdr {
 		req.Header.Set(k, v)
+	}
+	if h := hdr["Host"]; h != "" {
+		req.Host = h
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
@@ -175,6 +189,190 @@ func TestParseOrigin(t *testing.T) {
 	for _, bad := range []string{"*", "https://*.example", "null", "app.example", "ftp://x", "https://x/path", "https://u@x", "https://x?q", ""} {
 		if got, err := ParseOrigin(bad); err == nil {
 			t.Errorf("ParseOrigin(%q) = %q, want an error", bad, got)
+		}
+	}
+}
+
+// serveTransport serves the server's HTTP handler on a loopback port until the test ends, and returns its base URL
+// and the patterns of its mux.
+func serveTransport(t *testing.T, srv *Server) (string, []string) {
+	t.Helper()
+	tr := srv.newHTTPTransport()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := &http.Server{Handler: tr.handler, ReadHeaderTimeout: 10 * time.Second}
+	go func() { _ = hs.Serve(ln) }()
+	t.Cleanup(func() {
+		tr.sse.CloseSessions()
+		_ = hs.Close()
+	})
+	return "http://" + ln.Addr().String(), tr.patterns
+}
+
+// pathOf is a path that a mux pattern matches: its wildcards, and what follows a trailing slash, filled in.
+func pathOf(pattern string) string {
+	if _, path, ok := strings.Cut(pattern, " "); ok { // "GET /path"
+		pattern = path
+	}
+	pattern = regexp.MustCompile(`\{[^}]*\}`).ReplaceAllString(pattern, "x")
+	if strings.HasSuffix(pattern, "/") {
+		pattern += "x"
+	}
+	return pattern
+}
+
+// DNS rebinding: a page of rebind.evil.example, whose name the attacker has made resolve to 127.0.0.1, sends
+// requests that name it in Host, with its own Origin or (a GET of its own origin) none. Every path the server
+// registers, and one it does not, answers them 403, on a loopback server without tokens (where being on
+// loopback is the only authentication) and on one with OAuth and a public URL; the same requests naming a
+// loopback host (or the public URL's host, as a proxy on the machine passes it on) are not refused.
+func TestDNSRebindingRefusedOnEveryPath(t *testing.T) {
+	iss := newTestIssuer(t)
+	for _, tc := range []struct {
+		name   string
+		mutate func(*Config)
+		public string // the public URL's host, "" for none
+		want   []string
+	}{
+		{"loopback without tokens", func(c *Config) { c.Transport = TransportHTTP }, "",
+			[]string{PathHealth, PathMetrics, PathConnect, PathMCP, PathSSE, PathMessage}},
+		{"OAuth and a public URL", func(c *Config) {
+			c.Transport, c.PublicURL = TransportHTTP, "https://mcp.example.test"
+			c.OAuth = &OAuthConfig{Issuer: iss.url, Resource: testResource, OwnerClaim: "sub", ClientID: "e2b-mcp"}
+		}, "mcp.example.test", []string{PathHealth, PathMetrics, PathConnect, PathMCP, PathSSE, PathMessage,
+			"/.well-known/oauth-protected-resource", "/.well-known/oauth-protected-resource/mcp"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			base, patterns := serveTransport(t, newConnectFixture(t, tc.mutate).srv)
+			for _, p := range tc.want {
+				if !slices.Contains(patterns, p) {
+					t.Fatalf("the mux has no %s: %v", p, patterns)
+				}
+			}
+			port := base[strings.LastIndex(base, ":")+1:]
+			rebound := "rebind.evil.example:" + port
+			refused := []map[string]string{
+				{"Host": rebound, "Origin": "http://" + rebound, "Sec-Fetch-Site": "same-origin"},
+				{"Host": rebound, "Sec-Fetch-Site": "same-origin"},
+				{"Host": "127.0.0.1.rebind.evil.example:" + port},
+			}
+			served := []map[string]string{{}, {"Host": "localhost:" + port}, {"Host": "[::1]:" + port},
+				{"Origin": base, "Sec-Fetch-Site": "same-origin"}}
+			if tc.public != "" {
+				served = append(served, map[string]string{"Host": tc.public}, map[string]string{"Host": tc.public,
+					"Origin": "https://" + tc.public, "Sec-Fetch-Site": "same-origin"})
+			}
+			for _, path := range append(mapPaths(patterns), "/no-such-path") {
+				for _, method := range []string{http.MethodGet, http.MethodPost, http.MethodOptions} {
+					for _, hdr := range refused {
+						if code, _ := send(t, method, base+path, hdr); code != http.StatusForbidden {
+							t.Errorf("%s %s with %v: %d, want 403", method, path, hdr, code)
+						}
+					}
+					for _, hdr := range served {
+						if code, _ := send(t, method, base+path, hdr); code == http.StatusForbidden {
+							t.Errorf("%s %s with %v: 403, want it served", method, path, hdr)
+						}
+					}
+				}
+			}
+		})
+	}
+}
+
+func mapPaths(patterns []string) []string {
+	var paths []string
+	for _, p := range patterns {
+		paths = append(paths, pathOf(p))
+	}
+	return paths
+}
+
+// guardedRequests are a request of each endpoint that answers only callers, as a page's browser would send them.
+var guardedRequests = []struct{ method, path string }{
+	{http.MethodPost, PathMCP}, {http.MethodGet, PathSSE}, {http.MethodPost, PathMessage + "?sessionId=x"},
+	{http.MethodGet, PathMetrics},
+}
+
+// A page on another port of localhost is of the same site, not the same origin: the GET of its <img> or
+// <script> carries no Origin, only Sec-Fetch-Site: same-site, and is refused as a cross-site one is. The same
+// request marked same-origin, or not marked (a client that is no browser), is served.
+func TestHTTPRefusesSameSitePages(t *testing.T) {
+	base := serveHTTP(t, newFixture(t, fixtureOpts{transport: TransportHTTP}))
+	for _, r := range guardedRequests {
+		for site, refused := range map[string]bool{"same-site": true, "cross-site": true, "same-origin": false, "none": false, "": false} {
+			code, _ := send(t, r.method, base+r.path, map[string]string{"Sec-Fetch-Site": site})
+			if (code == http.StatusForbidden) != refused {
+				t.Errorf("%s %s with Sec-Fetch-Site %q and no Origin: %d, want refused %v", r.method, r.path, site, code, refused)
+			}
+		}
+	}
+}
+
+// The server's own origin is its host and port: a page of another port of 127.0.0.1, or of localhost on the
+// same port, is another origin, although a browser counts it as the same site.
+func TestOwnOriginComparesPorts(t *testing.T) {
+	base := serveHTTP(t, newFixture(t, fixtureOpts{transport: TransportHTTP}))
+	port, err := strconv.Atoi(base[strings.LastIndex(base, ":")+1:])
+	if err != nil {
+		t.Fatal(err)
+	}
+	other := strconv.Itoa(port%65535 + 1)
+	for _, r := range guardedRequests {
+		for origin, refused := range map[string]bool{
+			"http://127.0.0.1:" + other:              true,
+			"http://127.0.0.1":                       true,
+			"http://localhost:" + strconv.Itoa(port): true,
+			base:                                     false,
+		} {
+			code, _ := send(t, r.method, base+r.path, map[string]string{"Origin": origin, "Sec-Fetch-Site": "same-site"})
+			if (code == http.StatusForbidden) != refused {
+				t.Errorf("%s %s from %s: %d, want refused %v", r.method, r.path, origin, code, refused)
+			}
+		}
+	}
+}
+
+// From the network (a team server on 0.0.0.0, behind a proxy or not) Host is not checked: the server is reached
+// by names it cannot know, and callers hold tokens. But an Origin that repeats the Host is the server's own only
+// for the public URL's host; a name the caller chose (a rebound one too) makes no origin trusted. Over loopback
+// the public URL's host is a trusted Host, as a proxy on the same machine passes it on.
+func TestBrowserRulesOffLoopback(t *testing.T) {
+	f := newFixture(t, fixtureOpts{transport: TransportHTTP, mutate: func(c *Config, _ *e2btest.Server) {
+		c.PublicURL = "https://MCP.example.test/"
+	}})
+	b := f.srv.browserRules()
+	h := b.guardHost(b.guardOrigin(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusNoContent) })))
+	network := &net.TCPAddr{IP: net.ParseIP("192.0.2.2"), Port: 8931}
+	loopback := &net.TCPAddr{IP: net.ParseIP("127.0.0.1"), Port: 8931}
+	for _, tc := range []struct {
+		local        *net.TCPAddr
+		host, origin string
+		want         int
+	}{
+		{network, "team.internal:8931", "", http.StatusNoContent},
+		{network, "team.internal:8931", "http://team.internal:8931", http.StatusForbidden},
+		{network, "192.0.2.2:8931", "http://192.0.2.2:8931", http.StatusForbidden},
+		{network, "127.0.0.1:8931", "http://127.0.0.1:8931", http.StatusForbidden},
+		{network, "rebind.evil.example:8931", "http://rebind.evil.example:8931", http.StatusForbidden},
+		{network, "mcp.example.test", "https://mcp.example.test", http.StatusNoContent},
+		{network, "mcp.example.test:8931", "http://mcp.example.test:8931", http.StatusNoContent},
+		{network, "backend:8931", "https://mcp.example.test", http.StatusNoContent}, // a proxy that sets its own Host
+		{loopback, "mcp.example.test", "", http.StatusNoContent},
+		{loopback, "mcp.example.test", "https://mcp.example.test", http.StatusNoContent},
+		{loopback, "team.internal:8931", "", http.StatusForbidden},
+	} {
+		r := httptest.NewRequest(http.MethodPost, "http://"+tc.host+PathMCP, nil)
+		r = r.WithContext(context.WithValue(r.Context(), http.LocalAddrContextKey, net.Addr(tc.local)))
+		if tc.origin != "" {
+			r.Header.Set("Origin", tc.origin)
+		}
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, r)
+		if w.Code != tc.want {
+			t.Errorf("over %s, Host %s, Origin %q: %d, want %d", tc.local, tc.host, tc.origin, w.Code, tc.want)
 		}
 	}
 }
