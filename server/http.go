@@ -7,9 +7,11 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"net"
 	"net/http"
 	"net/netip"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -145,10 +147,19 @@ func (s *Server) tokenOwner(ctx context.Context, token string) (string, error) {
 	return "", errTokenRefused
 }
 
-// refuse answers 401, telling an OAuth client where to find the authorization server. The reason is logged, not
-// sent: it may say which checks a forged token passed.
+// refuse answers 401, telling an OAuth client where to find the authorization server, or 429 to an address past its
+// budget of refused tokens (see refusals). The reason is logged, not sent: it may say which checks a forged
+// token passed.
 func (s *Server) refuse(w http.ResponseWriter, r *http.Request, err error) {
 	sent := !errors.Is(err, errNoToken)
+	if errors.Is(err, errTokenRefused) {
+		if wait := s.refusals.refuse(r.RemoteAddr); wait > 0 {
+			s.log.Debug("HTTP request refused past its address's budget of refusals", "remote", r.RemoteAddr, "reason", err)
+			w.Header().Set("Retry-After", strconv.Itoa(int(math.Ceil(wait.Seconds()))))
+			http.Error(w, "too many refused tokens from this address: retry later", http.StatusTooManyRequests)
+			return
+		}
+	}
 	if sent {
 		level := slog.LevelInfo
 		if !errors.Is(err, errTokenRefused) {

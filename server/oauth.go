@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/coreos/go-oidc/v3/oidc"
+	"github.com/go-jose/go-jose/v4"
 	mcpserver "github.com/mark3labs/mcp-go/server"
 
 	"github.com/e2b-mcp/e2b-mcp/credentials"
@@ -89,9 +90,12 @@ func checkPublicURL(what, raw string) error {
 type authServer struct {
 	issuer string
 	client *http.Client
+	now    func() time.Time // the key set's clock; nil: time.Now
 
 	mu       sync.Mutex
 	provider *oidc.Provider
+	keys     *providerKeys
+	algs     []string // the signing algorithms the provider publishes that the verifier knows
 }
 
 func (a *authServer) discover(ctx context.Context) (*oidc.Provider, error) {
@@ -103,21 +107,37 @@ func (a *authServer) discover(ctx context.Context) (*oidc.Provider, error) {
 	ctx, cancel := context.WithTimeout(oidc.ClientContext(context.WithoutCancel(ctx), a.client), discoveryTimeout)
 	defer cancel()
 	p, err := oidc.NewProvider(ctx, a.issuer)
+	var meta struct {
+		KeysURL string   `json:"jwks_uri"`
+		Algs    []string `json:"id_token_signing_alg_values_supported"`
+	}
+	if err == nil {
+		err = p.Claims(&meta)
+	}
+	if err == nil && meta.KeysURL == "" {
+		err = errors.New("its metadata names no jwks_uri")
+	}
 	if err != nil {
 		return nil, fmt.Errorf("discovering the authorization server %s: %w", a.issuer, err)
 	}
-	a.provider = p
+	now := a.now
+	if now == nil {
+		now = time.Now
+	}
+	a.provider, a.keys = p, &providerKeys{url: meta.KeysURL, client: a.client, now: now}
+	a.algs = slices.DeleteFunc(meta.Algs, func(alg string) bool { return !slices.Contains(signingAlgs, jose.SignatureAlgorithm(alg)) })
 	return p, nil
 }
 
-// verifier checks JWTs of the authorization server meant for audience. Its key set fetches (and refetches, when
-// a token names a key it does not know) with the server's HTTP client.
+// verifier checks JWTs of the authorization server meant for audience, with its signing algorithms (RS256 when
+// it publishes none the verifier knows) and its one key set, which every verifier shares.
 func (a *authServer) verifier(ctx context.Context, audience string) (*oidc.IDTokenVerifier, error) {
-	p, err := a.discover(ctx)
-	if err != nil {
+	if _, err := a.discover(ctx); err != nil {
 		return nil, err
 	}
-	return p.VerifierContext(oidc.ClientContext(context.Background(), a.client), &oidc.Config{ClientID: audience}), nil
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return oidc.NewVerifier(a.issuer, a.keys, &oidc.Config{ClientID: audience, SupportedSigningAlgs: a.algs}), nil
 }
 
 // oauthVerifier checks access tokens.

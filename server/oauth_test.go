@@ -8,6 +8,8 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -28,6 +30,24 @@ type testIssuer struct {
 	url string
 	key *rsa.PrivateKey
 	kid string
+
+	fetches  atomic.Int64 // requests for the key set
+	mu       sync.Mutex
+	extra    []jose.JSONWebKey // published beside key (a rotation's next key)
+	keysDown bool              // the key set answers 500
+}
+
+// publish adds key to the key set under kid, as a provider rotating its keys does.
+func (iss *testIssuer) publish(kid string, key *rsa.PrivateKey) {
+	iss.mu.Lock()
+	defer iss.mu.Unlock()
+	iss.extra = append(iss.extra, jose.JSONWebKey{Key: &key.PublicKey, KeyID: kid, Algorithm: "RS256", Use: "sig"})
+}
+
+func (iss *testIssuer) setKeysDown(down bool) {
+	iss.mu.Lock()
+	defer iss.mu.Unlock()
+	iss.keysDown = down
 }
 
 func newTestIssuer(t testing.TB) *testIssuer {
@@ -45,7 +65,16 @@ func newTestIssuer(t testing.TB) *testIssuer {
 		})
 	})
 	mux.HandleFunc("/keys", func(w http.ResponseWriter, _ *http.Request) {
-		_ = json.NewEncoder(w).Encode(jose.JSONWebKeySet{Keys: []jose.JSONWebKey{{Key: &key.PublicKey, KeyID: iss.kid, Algorithm: "RS256", Use: "sig"}}})
+		iss.fetches.Add(1)
+		iss.mu.Lock()
+		down := iss.keysDown
+		keys := append([]jose.JSONWebKey{{Key: &key.PublicKey, KeyID: iss.kid, Algorithm: "RS256", Use: "sig"}}, iss.extra...)
+		iss.mu.Unlock()
+		if down {
+			http.Error(w, "unavailable", http.StatusInternalServerError)
+			return
+		}
+		_ = json.NewEncoder(w).Encode(jose.JSONWebKeySet{Keys: keys})
 	})
 	srv := httptest.NewServer(mux)
 	t.Cleanup(srv.Close)
@@ -66,11 +95,17 @@ func (iss *testIssuer) token(t testing.TB, claims map[string]any, key *rsa.Priva
 // typed signs claims with key under the header typ (none when typ is "").
 func (iss *testIssuer) typed(t testing.TB, typ string, claims map[string]any, key *rsa.PrivateKey) string {
 	t.Helper()
+	return iss.signed(t, typ, iss.kid, claims, key)
+}
+
+// signed signs claims with key under the header typ (none when typ is "") and kid.
+func (iss *testIssuer) signed(t testing.TB, typ, kid string, claims map[string]any, key *rsa.PrivateKey) string {
+	t.Helper()
 	opts := &jose.SignerOptions{}
 	if typ != "" {
 		opts = opts.WithType(jose.ContentType(typ))
 	}
-	signer, err := jose.NewSigner(jose.SigningKey{Algorithm: jose.RS256, Key: jose.JSONWebKey{Key: key, KeyID: iss.kid}}, opts)
+	signer, err := jose.NewSigner(jose.SigningKey{Algorithm: jose.RS256, Key: jose.JSONWebKey{Key: key, KeyID: kid}}, opts)
 	if err != nil {
 		t.Fatal(err)
 	}

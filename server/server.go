@@ -226,6 +226,7 @@ type Server struct {
 	audit      *audit.Log
 	tokens     *credentials.Tokens // nil: no bearer tokens file
 	oauth      *oauthVerifier      // nil: no OAuth
+	refusals   *refusals           // refused bearer tokens per remote address
 	authServer *authServer         // nil: no OAuth
 	// connector is the connect page (nil: none); connectTickets sign the request states of its input requests,
 	// with a key of their own so that they never pass for approvals (elicit's).
@@ -314,6 +315,7 @@ func New(cfg Config) (*Server, error) {
 	if s.audit, err = openAudit(cfg); err != nil {
 		return nil, err
 	}
+	s.refusals = newRefusals(cfg.Now)
 	if cfg.TokensFile != "" {
 		if s.tokens, err = credentials.OpenTokens(cfg.TokensFile); err != nil {
 			return nil, err
@@ -321,7 +323,7 @@ func New(cfg Config) (*Server, error) {
 		s.tokens.OnReloadError = func(err error) { s.log.Error("tokens file", "error", err) }
 	}
 	if cfg.OAuth != nil {
-		s.authServer = &authServer{issuer: cfg.OAuth.Issuer, client: e2b.NewHTTPClient()} // not E2B: not counted as E2B's
+		s.authServer = &authServer{issuer: cfg.OAuth.Issuer, client: e2b.NewHTTPClient(), now: cfg.Now} // not E2B: not counted as E2B's
 		s.oauth = newOAuthVerifier(*cfg.OAuth, s.authServer)
 	}
 	if s.elicit, err = s.newTickets("e2b-mcp approval tickets"); err != nil {
