@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -22,12 +23,13 @@ const initializeBody = `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{
 // openStream sends a GET and returns the answer's status and headers without waiting for a stream to end.
 func openStream(t *testing.T, url string, hdr map[string]string) (int, http.Header) {
 	t.Helper()
-	return send(t, http.MethodGet, url, merge(map[string]string{"Accept": "text/event-stream"}, hdr))
+	code, h, _ := send(t, http.MethodGet, url, merge(map[string]string{"Accept": "text/event-stream"}, hdr))
+	return code, h
 }
 
-// send sends a request without a body (hdr["Host"] is sent as the Host) and returns the answer's status and
-// headers, leaving its body unread, so that a stream's answer does not hold the test.
-func send(t *testing.T, method, url string, hdr map[string]string) (int, http.Header) {
+// send sends a request without a body (hdr["Host"] is sent as the Host) and returns the answer's status, headers
+// and, for an error, body. Other bodies are left unread, so that a stream's answer does not hold the test.
+func send(t *testing.T, method, url string, hdr map[string]string) (int, http.Header, string) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
 	defer cancel()
@@ -45,8 +47,12 @@ func send(t *testing.T, method, url string, hdr map[string]string) (int, http.He
 	if err != nil {
 		t.Fatal(err)
 	}
-	resp.Body.Close()
-	return resp.StatusCode, resp.Header
+	defer resp.Body.Close()
+	var body []byte
+	if resp.StatusCode >= http.StatusBadRequest {
+		body, _ = io.ReadAll(resp.Body)
+	}
+	return resp.StatusCode, resp.Header, string(body)
 }
 
 // A page of another origin gets nothing from any endpoint, with or without tokens: the requests a browser makes
@@ -267,13 +273,14 @@ func TestDNSRebindingRefusedOnEveryPath(t *testing.T) {
 			for _, path := range append(mapPaths(patterns), "/no-such-path") {
 				for _, method := range []string{http.MethodGet, http.MethodPost, http.MethodOptions} {
 					for _, hdr := range refused {
-						if code, _ := send(t, method, base+path, hdr); code != http.StatusForbidden {
-							t.Errorf("%s %s with %v: %d, want 403", method, path, hdr, code)
+						if code, _, body := send(t, method, base+path, hdr); code != http.StatusForbidden || !strings.Contains(body, hostRefused) {
+							t.Errorf("%s %s with %v: %d %q, want 403 for the Host", method, path, hdr, code, body)
 						}
 					}
 					for _, hdr := range served {
-						if code, _ := send(t, method, base+path, hdr); code == http.StatusForbidden {
-							t.Errorf("%s %s with %v: 403, want it served", method, path, hdr)
+						// The path's own answer, whatever it is (a page may refuse for reasons of its own).
+						if code, _, body := send(t, method, base+path, hdr); strings.Contains(body, hostRefused) {
+							t.Errorf("%s %s with %v: %d %q, want it let through", method, path, hdr, code, body)
 						}
 					}
 				}
@@ -281,6 +288,9 @@ func TestDNSRebindingRefusedOnEveryPath(t *testing.T) {
 		})
 	}
 }
+
+// hostRefused is what guardHost's refusal says.
+const hostRefused = "is not this server's"
 
 func mapPaths(patterns []string) []string {
 	var paths []string
@@ -303,7 +313,7 @@ func TestHTTPRefusesSameSitePages(t *testing.T) {
 	base := serveHTTP(t, newFixture(t, fixtureOpts{transport: TransportHTTP}))
 	for _, r := range guardedRequests {
 		for site, refused := range map[string]bool{"same-site": true, "cross-site": true, "same-origin": false, "none": false, "": false} {
-			code, _ := send(t, r.method, base+r.path, map[string]string{"Sec-Fetch-Site": site})
+			code, _, _ := send(t, r.method, base+r.path, map[string]string{"Sec-Fetch-Site": site})
 			if (code == http.StatusForbidden) != refused {
 				t.Errorf("%s %s with Sec-Fetch-Site %q and no Origin: %d, want refused %v", r.method, r.path, site, code, refused)
 			}
@@ -327,7 +337,7 @@ func TestOwnOriginComparesPorts(t *testing.T) {
 			"http://localhost:" + strconv.Itoa(port): true,
 			base:                                     false,
 		} {
-			code, _ := send(t, r.method, base+r.path, map[string]string{"Origin": origin, "Sec-Fetch-Site": "same-site"})
+			code, _, _ := send(t, r.method, base+r.path, map[string]string{"Origin": origin, "Sec-Fetch-Site": "same-site"})
 			if (code == http.StatusForbidden) != refused {
 				t.Errorf("%s %s from %s: %d, want refused %v", r.method, r.path, origin, code, refused)
 			}
