@@ -11,6 +11,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/e2b-mcp/e2b-mcp/internal/optional"
 )
 
 func writeFile(t *testing.T, path, content string, mode os.FileMode) {
@@ -88,7 +90,7 @@ func TestTokenFileKeepsOnlyHashes(t *testing.T) {
 
 func TestTokensReloadAndFailClosed(t *testing.T) {
 	if runtime.GOOS == "windows" {
-		t.Skip("mode bits")
+		optional.Skip(t, "Windows has no mode bits")
 	}
 	path := filepath.Join(t.TempDir(), "tokens.json")
 	tokA, a, _ := NewTokenEntry("alice", time.Now())
@@ -140,7 +142,7 @@ func TestTokensReloadAndFailClosed(t *testing.T) {
 
 func TestReadTokenFileRefusesSharedFile(t *testing.T) {
 	if runtime.GOOS == "windows" {
-		t.Skip("mode bits")
+		optional.Skip(t, "Windows has no mode bits")
 	}
 	dir := t.TempDir()
 	for _, mode := range []os.FileMode{0o640, 0o604, 0o620, 0o602} {

@@ -50,7 +50,11 @@ func conformance(t *testing.T, f func(t *testing.T, e *Envd)) {
 			realEnvd.envd, realEnvd.err = e2btest.StartRealEnvd(ctx, nil)
 		})
 		if errors.Is(realEnvd.err, e2btest.ErrNoRealEnvd) {
-			optional.Skip(t, "not run against the real envd: "+realEnvd.err.Error())
+			why := "not run against the real envd: " + realEnvd.err.Error()
+			if e2btest.RealEnvdExpected() {
+				optional.Missing(t, why)
+			}
+			optional.Skip(t, why)
 		}
 		if realEnvd.err != nil {
 			t.Fatal(realEnvd.err)
@@ -336,7 +340,7 @@ func TestConformanceExitCodesAndOutput(t *testing.T) {
 func TestConformanceBackgroundServer(t *testing.T) {
 	conformance(t, func(t *testing.T, e *Envd) {
 		if sh(t, e, "command -v python3 || true") == "" {
-			t.Skip("python3 (the web server of this test) is not installed")
+			optional.Missing(t, "python3 (the web server of this test) is not installed")
 		}
 		name := unique(t)
 		port := 20000 + time.Now().UnixNano()%20000

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/e2b-mcp/e2b-mcp/internal/optional"
 	"github.com/e2b-mcp/e2b-mcp/internal/pgtest"
 )
 
@@ -157,7 +158,7 @@ func freshDatabase(t testing.TB) string {
 	t.Helper()
 	pgOnce.Do(func() { pgServer, pgErr = pgtest.Start() })
 	if errors.Is(pgErr, pgtest.ErrNotInstalled) {
-		t.Skipf("no PostgreSQL store tests: %v", pgErr)
+		optional.Missing(t, "no PostgreSQL store tests: "+pgErr.Error())
 	}
 	if pgErr != nil {
 		t.Fatalf("starting PostgreSQL: %v", pgErr)

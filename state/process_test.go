@@ -13,6 +13,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/e2b-mcp/e2b-mcp/internal/optional"
 )
 
 func runHelper(mode, dir, arg string) error {
@@ -84,7 +86,7 @@ func helperCmd(t testing.TB, mode, dir, arg string) *exec.Cmd {
 // same file, and checks that every record it acknowledged is there and the file still opens cleanly.
 func TestCrashKeepsAcknowledgedWrites(t *testing.T) {
 	if testing.Short() {
-		t.Skip("spawns processes")
+		optional.Skip(t, "-short: spawns processes")
 	}
 	dir := t.TempDir()
 	openTestStore(t, dir, Options{}).Close()
@@ -152,7 +154,7 @@ func TestCrashKeepsAcknowledgedWrites(t *testing.T) {
 // TestProcessesAndGoroutinesLoseNoUpdate increments one counter from two processes and two goroutines at once.
 func TestProcessesAndGoroutinesLoseNoUpdate(t *testing.T) {
 	if testing.Short() {
-		t.Skip("spawns processes")
+		optional.Skip(t, "-short: spawns processes")
 	}
 	dir := t.TempDir()
 	s := openTestStore(t, dir, Options{})
@@ -206,7 +208,7 @@ func TestProcessesAndGoroutinesLoseNoUpdate(t *testing.T) {
 // (lock calls that fail instead of waiting would let it, see turnstile).
 func TestBusyWriterDoesNotStarveOthers(t *testing.T) {
 	if testing.Short() {
-		t.Skip("spawns processes")
+		optional.Skip(t, "-short: spawns processes")
 	}
 	dir := t.TempDir()
 	s := openTestStore(t, dir, Options{LockTimeout: 3 * time.Second})

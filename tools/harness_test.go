@@ -272,7 +272,11 @@ func forEachBackend(t *testing.T, f func(t *testing.T, e *env, s *session)) {
 		t.Run(name, func(t *testing.T) {
 			if real {
 				if _, err := e2btest.RealEnvdAvailable(); err != nil {
-					optional.Skip(t, "not run against the real envd: "+err.Error())
+					why := "not run against the real envd: " + err.Error()
+					if e2btest.RealEnvdExpected() {
+						optional.Missing(t, why)
+					}
+					optional.Skip(t, why)
 				}
 			}
 			e := newEnvWith(t, e2btest.Options{RealEnvd: real})

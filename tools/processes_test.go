@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/mark3labs/mcp-go/mcp"
+
+	"github.com/e2b-mcp/e2b-mcp/internal/optional"
 )
 
 // A server started with background true answers the next e2b_exec at 127.0.0.1, shows in e2b_list_processes,
@@ -16,7 +18,7 @@ func TestBackgroundProcesses(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, e *env, s *session) {
 		id := s.createSandbox(t, nil)
 		if out := s.exec(t, id, "command -v python3 || true"); out["stdout"] == "" {
-			t.Skip("python3 (the web server of this test) is not installed")
+			optional.Missing(t, "python3 (the web server of this test) is not installed")
 		}
 		port := 20000 + time.Now().UnixNano()%20000
 		server := fmt.Sprintf("echo hello > hello.txt; python3 -m http.server %d --bind 127.0.0.1 & sleep 300", port)
@@ -128,7 +130,7 @@ func TestServerStartedWithAmpersandAnswersCurl(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, e *env, s *session) {
 		id := s.createSandbox(t, nil)
 		if out := s.exec(t, id, "command -v python3 curl || true"); strings.Count(out["stdout"].(string), "\n") != 2 {
-			t.Skip("python3 or curl (the web server and client of this test) is not installed")
+			optional.Missing(t, "python3 or curl (the web server and client of this test) is not installed")
 		}
 		port := 20000 + time.Now().UnixNano()%20000
 		s.exec(t, id, fmt.Sprintf("echo hello > hello.txt; python3 -m http.server %d --bind 127.0.0.1 >/dev/null 2>&1 &", port))

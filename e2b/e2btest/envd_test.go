@@ -24,6 +24,7 @@ import (
 	"time"
 
 	"github.com/e2b-mcp/e2b-mcp/internal/connectframe"
+	"github.com/e2b-mcp/e2b-mcp/internal/optional"
 )
 
 // Tests of the emulated envd on the wire: the exact answers of e2b-protocol.md §5, byte for byte.
@@ -644,7 +645,7 @@ func TestEnvdPathsStayInTheSandbox(t *testing.T) {
 	// Outside /tmp, /home/user and /root: a host path there is no sandbox path.
 	dir, err := os.MkdirTemp("/var/tmp", "e2btest-victim-")
 	if err != nil {
-		t.Skip("no /var/tmp:", err)
+		optional.Skip(t, "no /var/tmp: "+err.Error())
 	}
 	t.Cleanup(func() { os.RemoveAll(dir) })
 	victim := filepath.Join(dir, "victim.txt")

@@ -56,6 +56,18 @@ func FindRealEnvd() (string, error) {
 	}
 }
 
+// RealEnvdExpected reports whether the real envd is where FindRealEnvd looks. Where it is, a test that cannot run
+// against it lacks what the suite provides (root), which CI must not pass as a skip (internal/optional's Missing);
+// where it is not, the real half is a skip everywhere.
+func RealEnvdExpected() bool {
+	dir, err := FindRealEnvd()
+	if err != nil {
+		return false
+	}
+	_, err = os.Stat(filepath.Join(dir, "start.sh"))
+	return err == nil
+}
+
 // RealEnvdAvailable returns the real envd's directory, or an error matching ErrNoRealEnvd that says why it
 // cannot run here.
 func RealEnvdAvailable() (string, error) {

@@ -7,12 +7,14 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/e2b-mcp/e2b-mcp/internal/optional"
 )
 
 // The demo runs a whole session against the local backend of a freshly built binary and prints every call.
 func TestDemoRunsWholeSession(t *testing.T) {
 	if testing.Short() {
-		t.Skip("builds the binary and runs a session")
+		optional.Skip(t, "-short: builds the binary and runs a session")
 	}
 	bin := filepath.Join(t.TempDir(), "e2b-mcp")
 	if out, err := exec.Command("go", "build", "-o", bin, "../..").CombinedOutput(); err != nil {

@@ -12,6 +12,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/e2b-mcp/e2b-mcp/internal/optional"
 )
 
 // Helper processes: the test binary re-executes itself with helperEnv set to a mode, and TestMain runs that mode
@@ -79,7 +81,7 @@ func lockPath(t *testing.T) string {
 	}
 	defer f.Close()
 	if _, err := TryLock(f); errors.Is(err, ErrUnsupported) {
-		t.Skip(err)
+		optional.Skip(t, err.Error())
 	} else if err != nil {
 		t.Fatal(err)
 	}

@@ -8,12 +8,14 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/e2b-mcp/e2b-mcp/internal/optional"
 )
 
 func TestServerServesDatabasesWithPasswordsOnly(t *testing.T) {
 	s, err := Start()
 	if errors.Is(err, ErrNotInstalled) {
-		t.Skip(err)
+		optional.Missing(t, err.Error())
 	}
 	if err != nil {
 		t.Fatal(err)

@@ -1,8 +1,10 @@
 // Package smalldisk gives tests a real file system that fills up: a tmpfs of a given size, mounted in the
-// test's temporary folder. Mounting needs root (as in CI); elsewhere the test is skipped with the reason.
+// test's temporary folder. Mounting needs root (as in CI); elsewhere the test is skipped with the reason, and in CI
+// it fails (internal/optional).
 package smalldisk
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"os"
@@ -10,19 +12,21 @@ import (
 	"path/filepath"
 	"syscall"
 	"testing"
+
+	"github.com/e2b-mcp/e2b-mcp/internal/optional"
 )
 
 // Mount mounts a tmpfs of size bytes on dir (created if missing) and unmounts it when the test ends.
 func Mount(t testing.TB, dir string, size int64) {
 	t.Helper()
 	if os.Getuid() != 0 {
-		t.Skip("mounting a small tmpfs needs root")
+		optional.Missing(t, "mounting a small tmpfs needs root")
 	}
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		t.Fatal(err)
 	}
 	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", fmt.Sprintf("size=%d,mode=0700", size), "tmpfs", dir).CombinedOutput(); err != nil {
-		t.Skipf("cannot mount a tmpfs here: %v: %s", err, out)
+		optional.Missing(t, fmt.Sprintf("cannot mount a tmpfs here: %v: %s", err, bytes.TrimSpace(out)))
 	}
 	t.Cleanup(func() {
 		if out, err := exec.Command("umount", "-l", dir).CombinedOutput(); err != nil {
