@@ -4,8 +4,8 @@
 # `make demo`, `make test` and CI (.ci/run) all go through here, so CI proves the path a newcomer takes.
 #
 #   scripts/prereqs.sh demo    Go, and bubblewrap for the local backend's sandboxes
-#   scripts/prereqs.sh test    the above, plus Node.js and npm, a D-Bus session bus, gnome-keyring, secret-tool
-#                              and the servers and the browser (headless Chromium) the end-to-end tests start
+#   scripts/prereqs.sh test    the above, plus Node.js and npm, a D-Bus session bus, gnome-keyring, secret-tool,
+#                              python3 and the servers and the browser (headless Chromium) the end-to-end tests start
 set -eu
 
 target=${1:-}
@@ -56,6 +56,8 @@ setsid                util-linux        util-linux
 # The store and replica tests start PostgreSQL (initdb and postgres from /usr/lib/postgresql/*/bin, or PATH) and
 # HAProxy; pg_lsclusters is the one program of Debian's postgresql package on PATH.
 # (ip and setpriv, with curl, are what ../shared/envd/start.sh needs to run E2B's real envd for the conformance tests.)
+# The sandboxes of the background-process and file tests run python3 (a web server, a chart), as E2B's base
+# template has it.
 needs_test="$needs_demo"'
 node                  nodejs            nodejs
 npm                   npm               npm
@@ -69,6 +71,7 @@ ip                    iproute2          iproute
 setpriv               util-linux        util-linux
 chromium              chromium          chromium
 curl                  curl              curl
+python3               python3           python3
 chromedriver          chromium-driver   chromedriver
 pg_lsclusters         postgresql        postgresql-server
 pg_dump               postgresql-client postgresql

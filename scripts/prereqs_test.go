@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/e2b-mcp/e2b-mcp/internal/optional"
 )
 
 // pathWithout makes a folder of links to every program on this machine's PATH except the named ones, and
@@ -29,6 +31,9 @@ func pathWithout(t *testing.T, drop []string, extra map[string]string) string {
 		}
 	}
 	for _, from := range filepath.SplitList(os.Getenv("PATH") + ":/usr/local/go/bin:/usr/bin:/bin:/usr/sbin:/sbin") {
+		if !searchableByAll(from) {
+			continue // root's own folders (~/.pyenv/shims): the user nobody, who runs the script, finds nothing there
+		}
 		entries, _ := os.ReadDir(from)
 		for _, e := range entries {
 			if skip[e.Name()] {
@@ -44,17 +49,31 @@ func pathWithout(t *testing.T, drop []string, extra map[string]string) string {
 	return dir
 }
 
+// searchableByAll reports whether every user may look up names in dir: it and each folder above it let others
+// search them.
+func searchableByAll(dir string) bool {
+	for d := filepath.Clean(dir); ; d = filepath.Dir(d) {
+		fi, err := os.Stat(d)
+		if err != nil || fi.Mode().Perm()&0o001 == 0 {
+			return false
+		}
+		if d == filepath.Dir(d) {
+			return true
+		}
+	}
+}
+
 // runPrereqs runs scripts/prereqs.sh TARGET with the given PATH as an unprivileged user without sudo, and returns
 // its exit code and what it printed. It fails the test if the script takes more than a few seconds: a newcomer
 // without rights must be told at once what to run.
 func runPrereqs(t *testing.T, target, path string) (int, string) {
 	t.Helper()
 	if os.Getuid() != 0 {
-		t.Skip("runs the script as the user nobody, which needs root")
+		optional.Missing(t, "runs the script as the user nobody, which needs root")
 	}
 	nobody, err := user.Lookup("nobody")
 	if err != nil {
-		t.Skip("no user nobody on this machine")
+		optional.Skip(t, "no user nobody on this machine")
 	}
 	script, err := filepath.Abs("prereqs.sh")
 	if err != nil {
@@ -101,7 +120,7 @@ func openTempDir(t *testing.T) string {
 
 func requireApt(t *testing.T) {
 	if _, err := exec.LookPath("apt-get"); err != nil {
-		t.Skip("the commands checked here are apt-get's; this machine has none")
+		optional.Skip(t, "the commands checked here are apt-get's; this machine has none")
 	}
 }
 
@@ -118,9 +137,9 @@ func TestPrereqsDemoWithoutBubblewrapNamesTheCommand(t *testing.T) {
 // The tests need more than the demo; every missing package is in the one command, each once.
 func TestPrereqsTestNamesEveryMissingPackageOnce(t *testing.T) {
 	requireApt(t)
-	drop := []string{"sudo", "bwrap", "gnome-keyring-daemon", "secret-tool", "dbus-run-session", "dbus-send"}
+	drop := []string{"sudo", "bwrap", "gnome-keyring-daemon", "secret-tool", "dbus-run-session", "dbus-send", "python3"}
 	code, out := runPrereqs(t, "test", pathWithout(t, drop, nil))
-	want := "sudo apt-get install -y --no-install-recommends bubblewrap dbus gnome-keyring libsecret-tools\n"
+	want := "sudo apt-get install -y --no-install-recommends bubblewrap dbus gnome-keyring libsecret-tools python3\n"
 	if code == 0 || !strings.Contains(out, want) {
 		t.Fatalf("exit %d, output:\n%s\nwant it to fail and contain %q", code, out, want)
 	}
@@ -130,7 +149,7 @@ func TestPrereqsTestNamesEveryMissingPackageOnce(t *testing.T) {
 func TestPrereqsPassWhenAllIsInstalled(t *testing.T) {
 	for _, program := range []string{"bwrap", "node", "npm", "dbus-run-session", "gnome-keyring-daemon", "secret-tool"} {
 		if _, err := exec.LookPath(program); err != nil {
-			t.Skipf("%s is not installed here", program)
+			optional.Missing(t, program+" is not installed here")
 		}
 	}
 	if code, out := runPrereqs(t, "test", pathWithout(t, []string{"sudo"}, nil)); code != 0 {
