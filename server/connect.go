@@ -23,8 +23,8 @@ import (
 
 // The connect page is where a member pastes their own E2B API key, so that nobody else ever holds it: the
 // server verifies it with E2B and stores it under the member's identity, in the server's secret store. A call
-// that finds no key for its owner makes a link to the page; the link is single-use, expires after ConnectLinkTTL
-// and is bound to that owner: whoever opens it must prove to be that owner before the form is shown, by signing
+// that finds no key for its owner gives a link to the page (the owner's live one, if they have one); the link is
+// single-use, expires after ConnectLinkTTL and is bound to that owner: whoever opens it must prove to be that owner before the form is shown, by signing
 // in with the team's identity provider (with OAuth), by pasting their bearer token (with a tokens file only), or
 // by being on this machine (stdio, and HTTP on loopback without authentication). The page is plain HTML forms,
 // with no JavaScript; the key and every token travel in POST bodies, never in a URL; the form carries a CSRF
@@ -42,9 +42,21 @@ const (
 	connectCookie       = "e2bmcp_connect"
 	// maxConnectForm bounds a form POST: a key, a token and a CSRF token.
 	maxConnectForm = 16 << 10
-	// maxPendingConnects bounds the unexpired links, and the browser sessions, a store holds.
+	// maxPendingConnects bounds the unexpired links a store holds: with maxLinksPerOwner, it takes 2,500 members
+	// connecting at once to reach it.
 	maxPendingConnects = 10000
+	// maxLinksPerOwner is an owner's live links (one per replica, as a rule); a new one takes the oldest's place.
+	maxLinksPerOwner = 4
+	// maxSessionsPerLink is the browsers that can have a link open at once; a new one takes the place of the
+	// oldest, one that has not signed in first. A browser that opens the link again keeps its own.
+	maxSessionsPerLink = 4
+	// minLinkLife is how long an owner's live link must still work to be given again, rather than a new one: an
+	// owner whose every call finds no key makes a link per ConnectLinkTTL-minLinkLife at most, on each replica.
+	minLinkLife = ConnectLinkTTL / 2
 )
+
+// connectLimits are the bounds of the connect store.
+var connectLimits = state.ConnectLimits{Links: maxPendingConnects, LinksPerOwner: maxLinksPerOwner, SessionsPerLink: maxSessionsPerLink}
 
 // How the page knows that the person at the browser is the link's owner.
 const (
@@ -74,13 +86,21 @@ type connector struct {
 	// secureCookie marks the cookie Secure (the page is served over https).
 	secureCookie bool
 	waiters      map[string]chan struct{} // owner → closed when a key is stored for them through this process
+	// live is each owner's newest link made by this process, given again while it has minLinkLife to live. Only
+	// this process knows a link's ID: the store keeps its hash.
+	live map[string]liveLink
+}
+
+type liveLink struct {
+	id      string
+	expires time.Time
 }
 
 func newConnector(prove string, secrets credentials.SecretStore, verify func(context.Context, string) error,
 	now func() time.Time, store state.ConnectStore, log *slog.Logger) *connector {
 	return &connector{
 		prove: prove, secrets: secrets, verify: verify, now: now, store: store, log: log,
-		waiters: map[string]chan struct{}{},
+		waiters: map[string]chan struct{}{}, live: map[string]liveLink{},
 	}
 }
 
@@ -115,19 +135,40 @@ func fromCookie(cookie, purpose string) string {
 	return base64.RawURLEncoding.EncodeToString(m.Sum(nil))
 }
 
-// newLink makes a link for owner and returns its URL.
-func (c *connector) newLink(owner string) (string, error) {
+// link returns the URL of a link for owner, and when it expires: the owner's live link if it still works for
+// minLinkLife, else a new one.
+func (c *connector) link(owner string) (string, time.Time, error) {
 	c.mu.Lock()
 	base := c.base
+	live, ok := c.live[owner]
 	c.mu.Unlock()
 	if base == "" {
-		return "", errors.New("the connect page is not being served")
+		return "", time.Time{}, errors.New("the connect page is not being served")
 	}
-	id, now := randomID(), c.now()
-	if err := c.store.AddConnectLink(state.ConnectKeyOf(id), state.ConnectLink{Owner: owner, Expires: now.Add(ConnectLinkTTL)}, now); err != nil {
-		return "", err
+	now := c.now()
+	if ok && live.expires.Sub(now) >= minLinkLife {
+		// Still there unless it was spent or made room for another of the owner's, on any replica.
+		_, err := c.store.ConnectLink(state.ConnectKeyOf(live.id), now)
+		if err == nil {
+			return base + PathConnect + live.id, live.expires, nil
+		}
+		if !errors.Is(err, state.ErrNotFound) {
+			return "", time.Time{}, err
+		}
 	}
-	return base + PathConnect + id, nil
+	id, expires := randomID(), now.Add(ConnectLinkTTL)
+	if err := c.store.AddConnectLink(state.ConnectKeyOf(id), state.ConnectLink{Owner: owner, Expires: expires}, now); err != nil {
+		return "", time.Time{}, err
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for o, l := range c.live {
+		if !now.Before(l.expires) {
+			delete(c.live, o)
+		}
+	}
+	c.live[owner] = liveLink{id: id, expires: expires}
+	return base + PathConnect + id, expires, nil
 }
 
 // waitForKey waits until a key is stored for owner through this process's page (or, checked every two seconds,
@@ -218,7 +259,9 @@ func (c *connector) storeFailed(w http.ResponseWriter, err error, gone pageMessa
 }
 
 // open answers a link: straight to the form when this machine vouches for the owner or the form asks for the
-// member's token, else first to the identity provider.
+// member's token, else first to the identity provider. A browser that already has a session of this link (its
+// cookie names one) carries on with it, so that opening the link again takes no room of the link's; any other
+// browser gets a session of its own, under a cookie of its own.
 func (c *connector) open(w http.ResponseWriter, r *http.Request, id string) {
 	now := c.now()
 	link := state.ConnectKeyOf(id)
@@ -227,25 +270,28 @@ func (c *connector) open(w http.ResponseWriter, r *http.Request, id string) {
 		c.storeFailed(w, err, errLinkGone, http.StatusNotFound)
 		return
 	}
-	cookie := randomID()
-	sess := state.ConnectSession{Link: link, Expires: now.Add(ConnectLinkTTL)}
-	if c.prove == proveLocal {
-		sess.Owner = l.Owner
+	cookie, sess, err := c.session(r)
+	had := err == nil && sess.Link == link
+	if !had {
+		cookie = randomID()
+		sess = state.ConnectSession{Link: link, SigningIn: c.prove == proveSignIn, Expires: now.Add(ConnectLinkTTL)}
+		if c.prove == proveLocal {
+			sess.Owner = l.Owner
+		}
 	}
-	if c.prove == proveSignIn {
-		sess.SigningIn = true
+	if sess.SigningIn {
 		to, err := c.signIn.authURL(r.Context(), fromCookie(cookie, forState), fromCookie(cookie, forNonce), fromCookie(cookie, forVerifier))
 		if err != nil {
 			c.page(w, http.StatusBadGateway, pageMessage{Title: "Sign-in unavailable",
 				Text: "The team's identity provider cannot be reached; try again in a moment."})
 			return
 		}
-		if c.keep(w, cookie, sess) {
+		if had || c.keep(w, cookie, sess) {
 			http.Redirect(w, r, to, http.StatusFound)
 		}
 		return
 	}
-	if c.keep(w, cookie, sess) {
+	if had || c.keep(w, cookie, sess) {
 		c.form(w, l.Owner, cookie)
 	}
 }

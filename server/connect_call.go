@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync/atomic"
+	"time"
 
 	"github.com/mark3labs/mcp-go/mcp"
 	mcpserver "github.com/mark3labs/mcp-go/server"
@@ -51,20 +52,20 @@ func (s *Server) connect(ctx context.Context, req mcp.CallToolRequest, caller to
 	if s.connector == nil {
 		return res, err
 	}
-	link, lerr := s.connectLink(caller.Owner)
+	link, expires, lerr := s.connectLink(caller.Owner)
 	if lerr != nil {
 		s.log.Warn("no connect link", "owner", caller.Owner, "error", lerr)
 		return res, err
 	}
 	if caps := clientElicitation(ctx); caps == nil || caps.URL == nil {
-		return s.connectionRequired(caller.Owner, link), nil
+		return s.connectionRequired(caller.Owner, link, expires), nil
 	}
 	state, err := s.connectTickets.issue(policy.BindingFor(caller.Owner, caller.Session, req.Params.Name, args))
 	if err != nil {
-		return s.connectionRequired(caller.Owner, link), nil
+		return s.connectionRequired(caller.Owner, link, expires), nil
 	}
 	msg := fmt.Sprintf("e2b-mcp needs your E2B API key to run %s. Open this page to connect your E2B account "+
-		"(the link works once, for %d minutes); your assistant carries on once you have.", req.Params.Name, int(ConnectLinkTTL.Minutes()))
+		"(the link works once, for %s); your assistant carries on once you have.", req.Params.Name, s.minutesLeft(expires))
 	return mcpserver.NewInputRequestBuilder(state).Elicit(connectInputID, mcp.ElicitationParams{
 		Mode: mcp.ElicitationModeURL, Message: msg, ElicitationID: randomID(), URL: link,
 	}).ToolResult(), nil
@@ -87,23 +88,31 @@ func (s *Server) resumeConnect(ctx context.Context, req mcp.CallToolRequest, cal
 	if answer.Action == mcp.ElicitationResponseActionAccept && s.connector.waitForKey(ctx, caller.Owner, ConnectLinkTTL) {
 		return nil, false // the key is there: run the call
 	}
-	link, err := s.connectLink(caller.Owner)
+	link, expires, err := s.connectLink(caller.Owner)
 	if err != nil {
 		return mcp.NewToolResultError(tools.ConnectionRequired(caller.Owner)), true
 	}
-	return s.connectionRequired(caller.Owner, link), true
+	return s.connectionRequired(caller.Owner, link, expires), true
 }
 
 // connectionRequired is the ConnectionRequired answer that names the connect page (and, to the local user of a
 // stdio server, `e2b-mcp auth login`).
-func (s *Server) connectionRequired(owner, link string) *mcp.CallToolResult {
+func (s *Server) connectionRequired(owner, link string, expires time.Time) *mcp.CallToolResult {
 	alternative := ""
 	if s.cfg.Transport == TransportStdio {
 		alternative = ", or run `e2b-mcp auth login` in a terminal"
 	}
 	return mcp.NewToolResultError(fmt.Sprintf("No E2B API key is connected for %s. Open %s in a browser to connect "+
-		"your E2B account (the link works once, for %d minutes)%s, then call this tool again.",
-		owner, link, int(ConnectLinkTTL.Minutes()), alternative))
+		"your E2B account (the link works once, for %s)%s, then call this tool again.",
+		owner, link, s.minutesLeft(expires), alternative))
+}
+
+// minutesLeft says how long a link that expires then still works, to the nearest minute: "15 minutes".
+func (s *Server) minutesLeft(expires time.Time) string {
+	if m := int(expires.Sub(s.cfg.Now()).Round(time.Minute) / time.Minute); m != 1 {
+		return fmt.Sprintf("%d minutes", m)
+	}
+	return "1 minute"
 }
 
 // clientElicitation is the elicitation capability the client declared (per request in protocol 2026-07-28 and

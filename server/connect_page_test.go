@@ -16,7 +16,7 @@ import (
 func TestConnectPageEscapes(t *testing.T) {
 	const markup = `<script>alert("x")</script><img src=x onerror=alert(1)>`
 	now := time.Now()
-	store := state.NewMemoryConnects(maxPendingConnects)
+	store := state.NewMemoryConnects(connectLimits)
 	link := state.ConnectKeyOf("link")
 	if err := store.AddConnectLink(link, state.ConnectLink{Owner: markup, Expires: now.Add(time.Minute)}, now); err != nil {
 		t.Fatal(err)

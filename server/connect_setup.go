@@ -39,9 +39,9 @@ func (s *Server) setUpConnectPage() error {
 	}
 	// Replicas share the links and sessions through their database, so that the page works whichever replica
 	// the member's browser reaches; a stdio server's page on 127.0.0.1 is its own.
-	var connects state.ConnectStore = state.NewMemoryConnects(maxPendingConnects)
+	var connects state.ConnectStore = state.NewMemoryConnects(connectLimits)
 	if pg, shared := s.sharedStore(); shared {
-		connects = pg.Connects(maxPendingConnects)
+		connects = pg.Connects(connectLimits)
 	}
 	c := newConnector(prove, s.cfg.Secrets, verify, s.cfg.Now, connects, s.log)
 	c.tokens = s.tokens
@@ -64,14 +64,15 @@ func (s *Server) setUpConnectPage() error {
 	return err
 }
 
-// connectLink makes a link to the connect page for owner; over stdio it starts the local page first.
-func (s *Server) connectLink(owner string) (string, error) {
+// connectLink gives a link to the connect page for owner, and when it expires (see connector.link); over stdio
+// it starts the local page first.
+func (s *Server) connectLink(owner string) (string, time.Time, error) {
 	if s.cfg.Transport == TransportStdio {
 		if err := s.startLocalPage(); err != nil {
-			return "", err
+			return "", time.Time{}, err
 		}
 	}
-	return s.connector.newLink(owner)
+	return s.connector.link(owner)
 }
 
 // localPage is the connect page of a stdio server: an HTTP listener on 127.0.0.1 serving nothing else.

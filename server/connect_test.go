@@ -232,7 +232,7 @@ func TestConnectionRequiredNamesThePage(t *testing.T) {
 // Every way to misuse the page is refused, leaves nothing stored, and no page ever shows the key.
 func TestConnectPageRefusals(t *testing.T) {
 	f := newConnectFixture(t, nil)
-	link, err := f.srv.connectLink("alice")
+	link, _, err := f.srv.connectLink("alice")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -307,7 +307,7 @@ func TestConnectLinkExpires(t *testing.T) {
 	var mu sync.Mutex
 	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
 	f := newConnectFixture(t, func(c *Config) { c.Now = clock })
-	link, err := f.srv.connectLink("alice")
+	link, _, err := f.srv.connectLink("alice")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -368,7 +368,7 @@ func TestConnectTicketIsNoApproval(t *testing.T) {
 // state is derived from the cookie, not the cookie itself, which never leaves the browser.
 func TestConnectCallbackNeedsTheBrowsersState(t *testing.T) {
 	now := time.Now()
-	store := state.NewMemoryConnects(10)
+	store := state.NewMemoryConnects(connectLimits)
 	c := newConnector(proveSignIn, nil, nil, time.Now, store, testLogger(t))
 	c.signIn = &signIn{}
 	c.setBase("http://127.0.0.1:1")

@@ -39,19 +39,34 @@ type ConnectSession struct {
 }
 
 var (
-	// ErrTooManyConnects is wrapped when a store already holds its limit of unexpired links, or of sessions.
+	// ErrTooManyConnects is wrapped when a store already holds its limit of unexpired links.
 	ErrTooManyConnects = errors.New("too many connect links are waiting; try again in a few minutes")
 )
+
+// ConnectLimits bound what a ConnectStore holds so that nobody fills it for everyone: past the bound of one
+// owner's links, or of one link's sessions, a new one takes the place of the oldest of its own (the one that
+// expires first), so that an owner who keeps asking for links, or a script that keeps opening one, only ever
+// drops their own. Only the bound of all links refuses (ErrTooManyConnects): it takes Links/LinksPerOwner
+// owners connecting at once to reach it.
+type ConnectLimits struct {
+	Links         int // unexpired links in all
+	LinksPerOwner int // one owner's unexpired links
+	// SessionsPerLink is one link's sessions; of the oldest, one whose browser has not yet proven to be the
+	// owner (Owner "") is dropped first, so that visits by someone who only has the link cannot end the
+	// owner's signed-in session.
+	SessionsPerLink int
+}
 
 // ConnectStore keeps the connect page's links and sessions. Nothing expired is ever returned; expired entries
 // are dropped as new ones come. Lookups of what is not there (or expired) return an error wrapping ErrNotFound.
 type ConnectStore interface {
-	// AddConnectLink stores a new link; ErrTooManyConnects when the limit of unexpired links is reached.
+	// AddConnectLink stores a new link, in place of the owner's oldest when they have LinksPerOwner;
+	// ErrTooManyConnects when the store holds Links.
 	AddConnectLink(k ConnectKey, l ConnectLink, now time.Time) error
 	// ConnectLink returns an unexpired, unspent link.
 	ConnectLink(k ConnectKey, now time.Time) (ConnectLink, error)
-	// AddConnectSession stores a new session of an unexpired, unspent link (ErrNotFound otherwise);
-	// ErrTooManyConnects when the limit of unexpired sessions is reached.
+	// AddConnectSession stores a new session of an unexpired, unspent link (ErrNotFound otherwise), in place
+	// of one of the link's when it has SessionsPerLink.
 	AddConnectSession(k ConnectKey, s ConnectSession, now time.Time) error
 	// ConnectSession returns an unexpired session of an unspent link.
 	ConnectSession(k ConnectKey, now time.Time) (ConnectSession, error)
@@ -69,31 +84,52 @@ var (
 
 // MemoryConnects is the ConnectStore of a server alone: its process's memory.
 type MemoryConnects struct {
-	limit int
+	limits ConnectLimits
 
 	mu       sync.Mutex
-	links    map[ConnectKey]ConnectLink
+	links    map[ConnectKey]*memoryLink
 	sessions map[ConnectKey]ConnectSession
+	owners   map[string]map[ConnectKey]struct{} // each owner's links
 }
 
-// NewMemoryConnects holds up to limit unexpired links, and as many sessions.
-func NewMemoryConnects(limit int) *MemoryConnects {
-	return &MemoryConnects{limit: limit, links: map[ConnectKey]ConnectLink{}, sessions: map[ConnectKey]ConnectSession{}}
+type memoryLink struct {
+	ConnectLink
+	sessions map[ConnectKey]struct{}
+}
+
+// NewMemoryConnects holds links and sessions within limits.
+func NewMemoryConnects(limits ConnectLimits) *MemoryConnects {
+	return &MemoryConnects{limits: limits, links: map[ConnectKey]*memoryLink{},
+		sessions: map[ConnectKey]ConnectSession{}, owners: map[string]map[ConnectKey]struct{}{}}
 }
 
 func errConnectNotFound(what string) error {
 	return fmt.Errorf("no such connect %s (or it expired, or was used): %w", what, ErrNotFound)
 }
 
+// dropLinkLocked forgets a link and its sessions.
+func (m *MemoryConnects) dropLinkLocked(k ConnectKey) {
+	l, ok := m.links[k]
+	if !ok {
+		return
+	}
+	for s := range l.sessions {
+		delete(m.sessions, s)
+	}
+	delete(m.links, k)
+	own := m.owners[l.Owner]
+	delete(own, k)
+	if len(own) == 0 {
+		delete(m.owners, l.Owner)
+	}
+}
+
+// sweepLocked drops every expired link, with its sessions. It runs only when the store is full: until then,
+// lookups pass over what expired, and the bounds per owner and per link sweep their own.
 func (m *MemoryConnects) sweepLocked(now time.Time) {
 	for k, l := range m.links {
 		if !now.Before(l.Expires) {
-			delete(m.links, k)
-		}
-	}
-	for k, s := range m.sessions {
-		if _, ok := m.links[s.Link]; !ok || !now.Before(s.Expires) {
-			delete(m.sessions, k)
+			m.dropLinkLocked(k)
 		}
 	}
 }
@@ -101,12 +137,56 @@ func (m *MemoryConnects) sweepLocked(now time.Time) {
 func (m *MemoryConnects) AddConnectLink(k ConnectKey, l ConnectLink, now time.Time) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	m.sweepLocked(now)
-	if len(m.links) >= m.limit {
-		return ErrTooManyConnects
+	for lk := range m.owners[l.Owner] {
+		if !now.Before(m.links[lk].Expires) {
+			m.dropLinkLocked(lk)
+		}
 	}
-	m.links[k] = l
+	if len(m.owners[l.Owner]) >= m.limits.LinksPerOwner {
+		m.dropLinkLocked(m.oldestLinkLocked(l.Owner))
+	}
+	if len(m.links) >= m.limits.Links {
+		m.sweepLocked(now)
+		if len(m.links) >= m.limits.Links {
+			return ErrTooManyConnects
+		}
+	}
+	m.links[k] = &memoryLink{ConnectLink: l, sessions: map[ConnectKey]struct{}{}}
+	if m.owners[l.Owner] == nil {
+		m.owners[l.Owner] = map[ConnectKey]struct{}{}
+	}
+	m.owners[l.Owner][k] = struct{}{}
 	return nil
+}
+
+// oldestLinkLocked is the owner's link that expires first.
+func (m *MemoryConnects) oldestLinkLocked(owner string) ConnectKey {
+	var oldest ConnectKey
+	var at time.Time
+	found := false
+	for k := range m.owners[owner] {
+		if e := m.links[k].Expires; !found || e.Before(at) {
+			oldest, at, found = k, e, true
+		}
+	}
+	return oldest
+}
+
+// sessionToDropLocked is the session of l that makes room for a new one: of those whose browser has not proven
+// to be the owner, if any, else of all, the one that expires first.
+func (m *MemoryConnects) sessionToDropLocked(l *memoryLink) ConnectKey {
+	var drop ConnectKey
+	var dropProven bool
+	var at time.Time
+	found := false
+	for k := range l.sessions {
+		s := m.sessions[k]
+		proven := s.Owner != ""
+		if !found || (dropProven && !proven) || (proven == dropProven && s.Expires.Before(at)) {
+			drop, dropProven, at, found = k, proven, s.Expires, true
+		}
+	}
+	return drop
 }
 
 func (m *MemoryConnects) ConnectLink(k ConnectKey, now time.Time) (ConnectLink, error) {
@@ -116,20 +196,26 @@ func (m *MemoryConnects) ConnectLink(k ConnectKey, now time.Time) (ConnectLink, 
 	if !ok || !now.Before(l.Expires) {
 		return ConnectLink{}, errConnectNotFound("link")
 	}
-	return l, nil
+	return l.ConnectLink, nil
 }
 
 func (m *MemoryConnects) AddConnectSession(k ConnectKey, s ConnectSession, now time.Time) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	m.sweepLocked(now)
-	if _, ok := m.links[s.Link]; !ok {
+	l, ok := m.links[s.Link]
+	if !ok || !now.Before(l.Expires) {
 		return errConnectNotFound("link")
 	}
-	if len(m.sessions) >= m.limit {
-		return ErrTooManyConnects
+	for sk := range l.sessions {
+		if !now.Before(m.sessions[sk].Expires) {
+			m.deleteSessionLocked(sk)
+		}
+	}
+	if len(l.sessions) >= m.limits.SessionsPerLink {
+		m.deleteSessionLocked(m.sessionToDropLocked(l))
 	}
 	m.sessions[k] = s
+	l.sessions[k] = struct{}{}
 	return nil
 }
 
@@ -146,10 +232,19 @@ func (m *MemoryConnects) ConnectSession(k ConnectKey, now time.Time) (ConnectSes
 	return s, nil
 }
 
+func (m *MemoryConnects) deleteSessionLocked(k ConnectKey) {
+	if s, ok := m.sessions[k]; ok {
+		delete(m.sessions, k)
+		if l, ok := m.links[s.Link]; ok {
+			delete(l.sessions, k)
+		}
+	}
+}
+
 func (m *MemoryConnects) DeleteConnectSession(k ConnectKey) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	delete(m.sessions, k)
+	m.deleteSessionLocked(k)
 	return nil
 }
 
@@ -157,14 +252,9 @@ func (m *MemoryConnects) SpendConnectLink(k ConnectKey, now time.Time) (ConnectL
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	l, ok := m.links[k]
-	delete(m.links, k)
-	for sk, s := range m.sessions {
-		if s.Link == k {
-			delete(m.sessions, sk)
-		}
-	}
+	m.dropLinkLocked(k)
 	if !ok || !now.Before(l.Expires) {
 		return ConnectLink{}, errConnectNotFound("link")
 	}
-	return l, nil
+	return l.ConnectLink, nil
 }

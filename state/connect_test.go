@@ -2,6 +2,7 @@ package state
 
 import (
 	"errors"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -9,19 +10,22 @@ import (
 )
 
 // The connect page's links and sessions, against the memory of a server alone and the database of replicas.
-func forEachConnectStore(t *testing.T, limit int, test func(t *testing.T, c ConnectStore, other func() ConnectStore)) {
+func forEachConnectStore(t *testing.T, limits ConnectLimits, test func(t *testing.T, c ConnectStore, other func() ConnectStore)) {
 	t.Run("memory", func(t *testing.T) {
-		m := NewMemoryConnects(limit)
+		m := NewMemoryConnects(limits)
 		test(t, m, func() ConnectStore { return m })
 	})
 	t.Run("postgres", func(t *testing.T) {
 		k := pgKind()
 		s, _ := k.newTestStore(t)
-		test(t, s.Store.(*Postgres).Connects(limit), func() ConnectStore {
-			return k.reopen(t, s, Options{}).Store.(*Postgres).Connects(limit)
+		test(t, s.Store.(*Postgres).Connects(limits), func() ConnectStore {
+			return k.reopen(t, s, Options{}).Store.(*Postgres).Connects(limits)
 		})
 	})
 }
+
+// roomy are limits the tests of other things never reach.
+var roomy = ConnectLimits{Links: 100, LinksPerOwner: 10, SessionsPerLink: 10}
 
 func wantNotFound(t *testing.T, err error, what string) {
 	t.Helper()
@@ -31,7 +35,7 @@ func wantNotFound(t *testing.T, err error, what string) {
 }
 
 func TestConnectLinkIsSpentOnceEverywhere(t *testing.T) {
-	forEachConnectStore(t, 100, func(t *testing.T, c ConnectStore, other func() ConnectStore) {
+	forEachConnectStore(t, roomy, func(t *testing.T, c ConnectStore, other func() ConnectStore) {
 		now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 		link, cookie := ConnectKeyOf("link-id"), ConnectKeyOf("cookie")
 		if err := c.AddConnectLink(link, ConnectLink{Owner: "alice", Expires: now.Add(time.Minute)}, now); err != nil {
@@ -87,7 +91,7 @@ func TestConnectLinkIsSpentOnceEverywhere(t *testing.T) {
 }
 
 func TestConnectExpiryAndDeletion(t *testing.T) {
-	forEachConnectStore(t, 100, func(t *testing.T, c ConnectStore, _ func() ConnectStore) {
+	forEachConnectStore(t, roomy, func(t *testing.T, c ConnectStore, _ func() ConnectStore) {
 		now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 		link, cookie, signIn := ConnectKeyOf("l"), ConnectKeyOf("c"), ConnectKeyOf("s")
 		if err := c.AddConnectLink(link, ConnectLink{Owner: "bob", Expires: now.Add(10 * time.Minute)}, now); err != nil {
@@ -126,38 +130,105 @@ func TestConnectExpiryAndDeletion(t *testing.T) {
 	})
 }
 
-// A store holds a bounded number of links and of sessions: a flood of calls without a key, or of visits to one
-// link, cannot grow it without end; expired ones make room again.
+// A store holds a bounded number of links: an owner past their bound, or a script opening one link again and
+// again, drops their own oldest, never another owner's; only many owners at once fill the store, and expired
+// links make room again.
 func TestConnectStoresAreBounded(t *testing.T) {
-	forEachConnectStore(t, 3, func(t *testing.T, c ConnectStore, other func() ConnectStore) {
+	forEachConnectStore(t, ConnectLimits{Links: 5, LinksPerOwner: 2, SessionsPerLink: 3}, func(t *testing.T, c ConnectStore, other func() ConnectStore) {
 		now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
-		keys := []string{"a", "b", "c", "d"}
-		for i, k := range keys {
-			err := c.AddConnectLink(ConnectKeyOf(k), ConnectLink{Owner: "alice", Expires: now.Add(time.Duration(i+1) * time.Minute)}, now)
-			if i < 3 && err != nil {
-				t.Fatal(err)
-			}
-			if i == 3 && !errors.Is(err, ErrTooManyConnects) {
-				t.Fatalf("a fourth link with a limit of 3: %v", err)
+		link := func(owner string, i int) ConnectKey { return ConnectKeyOf(owner + strconv.Itoa(i)) }
+		addLink := func(s ConnectStore, owner string, i int) error {
+			return s.AddConnectLink(link(owner, i), ConnectLink{Owner: owner, Expires: now.Add(time.Duration(i+1) * time.Minute)}, now)
+		}
+		if err := addLink(c, "bob", 0); err != nil {
+			t.Fatal(err)
+		}
+		// Alice asks for a hundred links: she keeps her last two, bob his.
+		for i := range 100 {
+			if err := addLink(other(), "alice", i); err != nil {
+				t.Fatalf("alice's link %d: %v", i, err)
 			}
 		}
-		link := ConnectKeyOf("c")
-		for i := range 4 {
-			err := other().AddConnectSession(ConnectKeyOf(strings.Repeat("s", i+1)), ConnectSession{Link: link, Expires: now.Add(time.Minute)}, now)
-			if i < 3 && err != nil {
-				t.Fatal(err)
-			}
-			if i == 3 && !errors.Is(err, ErrTooManyConnects) {
-				t.Fatalf("a fourth session with a limit of 3: %v", err)
+		for i := range 98 {
+			_, err := c.ConnectLink(link("alice", i), now)
+			wantNotFound(t, err, "one of alice's older links")
+		}
+		for _, k := range []ConnectKey{link("alice", 98), link("alice", 99), link("bob", 0)} {
+			if _, err := c.ConnectLink(k, now); err != nil {
+				t.Fatalf("a link within the bounds: %v", err)
 			}
 		}
-		// Once the first link and the sessions expired, there is room again.
+		if err := addLink(c, "bob", 1); err != nil {
+			t.Fatalf("bob's second link: %v", err)
+		}
+		if err := addLink(c, "carol", 0); err != nil {
+			t.Fatalf("carol's link: %v", err)
+		}
+		if err := addLink(c, "dave", 0); !errors.Is(err, ErrTooManyConnects) {
+			t.Fatalf("a sixth link with a limit of 5: %v", err)
+		}
+		// Once bob's first link and carol's expired, there is room again.
 		later := now.Add(time.Minute)
-		if err := c.AddConnectLink(ConnectKeyOf("d"), ConnectLink{Owner: "alice", Expires: later.Add(time.Minute)}, later); err != nil {
-			t.Fatalf("a link once one expired: %v", err)
+		if err := other().AddConnectLink(link("dave", 0), ConnectLink{Owner: "dave", Expires: later.Add(time.Minute)}, later); err != nil {
+			t.Fatalf("a link once some expired: %v", err)
 		}
-		if err := c.AddConnectSession(ConnectKeyOf("t"), ConnectSession{Link: link, Expires: later.Add(time.Minute)}, later); err != nil {
-			t.Fatalf("a session once the others expired: %v", err)
+	})
+}
+
+// A link holds a few sessions: a script opening it again and again drops the oldest of them, never the
+// session of a browser that proved to be the owner while there are others; expired ones make room first.
+func TestConnectSessionsPerLinkAreBounded(t *testing.T) {
+	forEachConnectStore(t, ConnectLimits{Links: 5, LinksPerOwner: 2, SessionsPerLink: 3}, func(t *testing.T, c ConnectStore, other func() ConnectStore) {
+		now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+		link, others := ConnectKeyOf("link"), ConnectKeyOf("other link")
+		for _, k := range []ConnectKey{link, others} {
+			if err := c.AddConnectLink(k, ConnectLink{Owner: "alice", Expires: now.Add(time.Hour)}, now); err != nil {
+				t.Fatal(err)
+			}
+		}
+		addSession := func(s ConnectStore, name string, l ConnectKey, owner string, at time.Time) {
+			t.Helper()
+			if err := s.AddConnectSession(ConnectKeyOf(name), ConnectSession{Link: l, Owner: owner, Expires: at.Add(15 * time.Minute)}, at); err != nil {
+				t.Fatalf("session %s: %v", name, err)
+			}
+		}
+		addSession(c, "other link's", others, "", now)
+		addSession(c, "signed in", link, "alice", now)
+		for i := range 50 {
+			addSession(other(), "script"+strconv.Itoa(i), link, "", now.Add(time.Duration(i)*time.Second))
+		}
+		kept := []string{"other link's", "signed in", "script48", "script49"}
+		for _, name := range kept {
+			if _, err := c.ConnectSession(ConnectKeyOf(name), now.Add(time.Minute)); err != nil {
+				t.Errorf("session %s after the script: %v", name, err)
+			}
+		}
+		for i := range 48 {
+			_, err := c.ConnectSession(ConnectKeyOf("script"+strconv.Itoa(i)), now.Add(time.Minute))
+			wantNotFound(t, err, "an older session of the script")
+		}
+		// Of proven sessions alone, the oldest goes.
+		addSession(c, "signed in again", link, "alice", now.Add(time.Minute))
+		addSession(c, "and again", link, "alice", now.Add(time.Minute))
+		addSession(c, "and once more", link, "alice", now.Add(time.Minute))
+		_, err := c.ConnectSession(ConnectKeyOf("signed in"), now.Add(time.Minute))
+		wantNotFound(t, err, "the oldest proven session past the bound")
+		// Expired sessions make room before any live one goes, proven or not.
+		bobs := ConnectKeyOf("bob's link")
+		if err := c.AddConnectLink(bobs, ConnectLink{Owner: "bob", Expires: now.Add(time.Hour)}, now); err != nil {
+			t.Fatal(err)
+		}
+		for name, expires := range map[string]time.Duration{"expiring": time.Minute, "live 1": time.Hour, "live 2": time.Hour} {
+			if err := c.AddConnectSession(ConnectKeyOf(name), ConnectSession{Link: bobs, Owner: "bob", Expires: now.Add(expires)}, now); err != nil {
+				t.Fatal(err)
+			}
+		}
+		later := now.Add(2 * time.Minute)
+		addSession(other(), "new", bobs, "", later)
+		for _, name := range []string{"live 1", "live 2", "new"} {
+			if _, err := c.ConnectSession(ConnectKeyOf(name), later); err != nil {
+				t.Errorf("session %s: %v", name, err)
+			}
 		}
 	})
 }
@@ -165,7 +236,7 @@ func TestConnectStoresAreBounded(t *testing.T) {
 // The database keeps the hashes of link IDs and cookies, never the values that open the page.
 func TestPostgresConnectKeepsNoLinkOrCookie(t *testing.T) {
 	s, _ := pgKind().newTestStore(t)
-	c := s.Store.(*Postgres).Connects(10)
+	c := s.Store.(*Postgres).Connects(roomy)
 	now := time.Now()
 	const id, cookie = "Lnk7s3cr3tLinkIdentifier", "C00kie5ecretValueOfTheBrowser"
 	if err := c.AddConnectLink(ConnectKeyOf(id), ConnectLink{Owner: "alice", Expires: now.Add(time.Minute)}, now); err != nil {

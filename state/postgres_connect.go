@@ -8,36 +8,20 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
-// connectLockKey is the advisory lock under which a replica counts the unexpired links or sessions before it
-// adds one, so that replicas adding at once cannot pass the limit together.
+// connectLockKey is the advisory lock under which a replica counts the unexpired links before it adds one, so
+// that replicas adding at once cannot pass the bounds together.
 const connectLockKey = schemaLockKey + 1
 
 // Connects is the ConnectStore of replicas: the tables e2b_mcp_connect_links and e2b_mcp_connect_sessions,
-// holding up to limit unexpired links and as many sessions. A session's row goes with its link's (ON DELETE
-// CASCADE), and spending a link is one DELETE ... RETURNING, which only one transaction can win.
-func (s *Postgres) Connects(limit int) ConnectStore { return pgConnects{s: s, limit: limit} }
-
-type pgConnects struct {
-	s     *Postgres
-	limit int
+// holding links and sessions within limits. A session's row goes with its link's (ON DELETE CASCADE), and
+// spending a link is one DELETE ... RETURNING, which only one transaction can win.
+func (s *Postgres) Connects(limits ConnectLimits) ConnectStore {
+	return pgConnects{s: s, limits: limits}
 }
 
-// addUnder adds a row with insert once the rows of table still unexpired at now number fewer than the limit.
-func (c pgConnects) addUnder(ctx context.Context, tx pgx.Tx, table string, now time.Time, insert func() error) error {
-	if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock($1)", int64(connectLockKey)); err != nil {
-		return c.s.dbError(err)
-	}
-	if _, err := tx.Exec(ctx, "DELETE FROM "+table+" WHERE expires <= $1", now); err != nil {
-		return c.s.dbError(err)
-	}
-	var n int
-	if err := tx.QueryRow(ctx, "SELECT count(*) FROM "+table).Scan(&n); err != nil {
-		return c.s.dbError(err)
-	}
-	if n >= c.limit {
-		return ErrTooManyConnects
-	}
-	return insert()
+type pgConnects struct {
+	s      *Postgres
+	limits ConnectLimits
 }
 
 func (c pgConnects) AddConnectLink(k ConnectKey, l ConnectLink, now time.Time) error {
@@ -45,11 +29,30 @@ func (c pgConnects) AddConnectLink(k ConnectKey, l ConnectLink, now time.Time) e
 		return err
 	}
 	return c.s.write(func(ctx context.Context, tx pgx.Tx) error {
-		return c.addUnder(ctx, tx, "e2b_mcp_connect_links", now, func() error {
-			_, err := tx.Exec(ctx, "INSERT INTO e2b_mcp_connect_links (id_hash, owner, expires) VALUES ($1, $2, $3)",
-				k[:], l.Owner, l.Expires)
+		if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock($1)", int64(connectLockKey)); err != nil {
 			return c.s.dbError(err)
-		})
+		}
+		if _, err := tx.Exec(ctx, "DELETE FROM e2b_mcp_connect_links WHERE expires <= $1", now); err != nil {
+			return c.s.dbError(err)
+		}
+		var owners, all int
+		if err := tx.QueryRow(ctx, "SELECT count(*) FILTER (WHERE owner = $1), count(*) FROM e2b_mcp_connect_links",
+			l.Owner).Scan(&owners, &all); err != nil {
+			return c.s.dbError(err)
+		}
+		switch {
+		case owners >= c.limits.LinksPerOwner:
+			if _, err := tx.Exec(ctx, "DELETE FROM e2b_mcp_connect_links WHERE id_hash IN "+
+				"(SELECT id_hash FROM e2b_mcp_connect_links WHERE owner = $1 ORDER BY expires LIMIT $2)",
+				l.Owner, owners-c.limits.LinksPerOwner+1); err != nil {
+				return c.s.dbError(err)
+			}
+		case all >= c.limits.Links:
+			return ErrTooManyConnects
+		}
+		_, err := tx.Exec(ctx, "INSERT INTO e2b_mcp_connect_links (id_hash, owner, expires) VALUES ($1, $2, $3)",
+			k[:], l.Owner, l.Expires)
+		return c.s.dbError(err)
 	})
 }
 
@@ -71,10 +74,10 @@ func (c pgConnects) AddConnectSession(k ConnectKey, sess ConnectSession, now tim
 		return checkName("owner", sess.Owner)
 	}
 	return c.s.write(func(ctx context.Context, tx pgx.Tx) error {
-		// The link's row is held (FOR SHARE) until the session is in, so that it cannot be spent meanwhile and
-		// leave a session behind.
+		// The link's row is held (FOR UPDATE) until the session is in: it cannot be spent meanwhile and leave a
+		// session behind, and the link's sessions are counted and added one transaction at a time.
 		var one int
-		err := tx.QueryRow(ctx, "SELECT 1 FROM e2b_mcp_connect_links WHERE id_hash = $1 AND expires > $2 FOR SHARE",
+		err := tx.QueryRow(ctx, "SELECT 1 FROM e2b_mcp_connect_links WHERE id_hash = $1 AND expires > $2 FOR UPDATE",
 			sess.Link[:], now).Scan(&one)
 		if errors.Is(err, pgx.ErrNoRows) {
 			return errConnectNotFound("link")
@@ -82,11 +85,26 @@ func (c pgConnects) AddConnectSession(k ConnectKey, sess ConnectSession, now tim
 		if err != nil {
 			return c.s.dbError(err)
 		}
-		return c.addUnder(ctx, tx, "e2b_mcp_connect_sessions", now, func() error {
-			_, err := tx.Exec(ctx, "INSERT INTO e2b_mcp_connect_sessions (id_hash, link_hash, owner, signing_in, expires) "+
-				"VALUES ($1, $2, $3, $4, $5)", k[:], sess.Link[:], sess.Owner, sess.SigningIn, sess.Expires)
+		if _, err := tx.Exec(ctx, "DELETE FROM e2b_mcp_connect_sessions WHERE link_hash = $1 AND expires <= $2",
+			sess.Link[:], now); err != nil {
 			return c.s.dbError(err)
-		})
+		}
+		var n int
+		if err := tx.QueryRow(ctx, "SELECT count(*) FROM e2b_mcp_connect_sessions WHERE link_hash = $1",
+			sess.Link[:]).Scan(&n); err != nil {
+			return c.s.dbError(err)
+		}
+		if n >= c.limits.SessionsPerLink {
+			// The sessions not yet proven to be the owner's (owner '') go first, each lot by expiry.
+			if _, err := tx.Exec(ctx, "DELETE FROM e2b_mcp_connect_sessions WHERE id_hash IN "+
+				"(SELECT id_hash FROM e2b_mcp_connect_sessions WHERE link_hash = $1 ORDER BY owner <> '', expires LIMIT $2)",
+				sess.Link[:], n-c.limits.SessionsPerLink+1); err != nil {
+				return c.s.dbError(err)
+			}
+		}
+		_, err = tx.Exec(ctx, "INSERT INTO e2b_mcp_connect_sessions (id_hash, link_hash, owner, signing_in, expires) "+
+			"VALUES ($1, $2, $3, $4, $5)", k[:], sess.Link[:], sess.Owner, sess.SigningIn, sess.Expires)
+		return c.s.dbError(err)
 	})
 }
 

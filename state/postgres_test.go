@@ -301,7 +301,7 @@ func TestPostgresMigratesOlderVersionsInPlace(t *testing.T) {
 			if _, err := pg.PutSealedSecret("alice", []byte("sealed"), false, anyCheck); err != nil {
 				t.Fatalf("version 2's secrets: %v", err)
 			}
-			if err := pg.Connects(10).AddConnectLink(ConnectKeyOf("l"), ConnectLink{Owner: "alice", Expires: time.Now().Add(time.Minute)}, time.Now()); err != nil {
+			if err := pg.Connects(ConnectLimits{Links: 10, LinksPerOwner: 1, SessionsPerLink: 1}).AddConnectLink(ConnectKeyOf("l"), ConnectLink{Owner: "alice", Expires: time.Now().Add(time.Minute)}, time.Now()); err != nil {
 				t.Fatalf("version 2's connect links: %v", err)
 			}
 			if spent, err := pg.TicketNonces().Spend("n", time.Now().Add(time.Minute), time.Now()); err != nil || !spent {

@@ -1,0 +1,173 @@
+package server
+
+import (
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/mark3labs/mcp-go/mcp"
+
+	"github.com/e2b-mcp/e2b-mcp/state"
+)
+
+// hammer GETs link n times as a script does: no cookies kept, so that every request asks for a new session.
+func hammer(t *testing.T, link string, n int) {
+	t.Helper()
+	c := &http.Client{Timeout: 30 * time.Second, CheckRedirect: func(*http.Request, []*http.Request) error {
+		return http.ErrUseLastResponse
+	}}
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	codes := map[int]int{}
+	const workers = 4
+	for w := range workers {
+		wg.Go(func() {
+			for i := w; i < n; i += workers {
+				resp, err := c.Get(link)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				_, _ = io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+				mu.Lock()
+				codes[resp.StatusCode]++
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	t.Logf("%d GETs of one link: %v", n, codes)
+}
+
+// A script hammering one leaked link holds no more than a few sessions of it: another member's new link opens,
+// and so does the hammered link in its owner's browser.
+func TestConnectLinkHammeredLeavesOtherLinksWorking(t *testing.T) {
+	f := newConnectFixture(t, nil)
+	link, _, err := f.srv.connectLink("alice")
+	if err != nil {
+		t.Fatal(err)
+	}
+	hammer(t, link, maxPendingConnects)
+	bobs, _, err := f.srv.connectLink("bob")
+	if err != nil {
+		t.Fatalf("bob's link after alice's was hammered: %v", err)
+	}
+	if code, page := newBrowser(t).get(bobs); code != http.StatusOK || !csrfRE.MatchString(page) {
+		t.Fatalf("bob's new link after alice's was hammered: %d\n%s", code, page)
+	}
+	if code, page := newBrowser(t).connectAt(link, connectKey, nil); code != http.StatusOK || !strings.Contains(page, "Connected") {
+		t.Fatalf("alice's hammered link in her browser: %d\n%s", code, page)
+	}
+}
+
+// A member without a key who loops tool calls gets the same live link each time, not a new one per call: their
+// calls cannot fill the store for the other members.
+func TestRepeatedCallsGetTheOwnersLiveLink(t *testing.T) {
+	f := newConnectFixture(t, nil)
+	c := connect(t, f.srv, mcp.ProtocolVersion20260728, nil)
+	first := linkRE.FindString(mustFail(t, c, "e2b_create_sandbox", map[string]any{}))
+	second := linkRE.FindString(mustFail(t, c, "e2b_create_sandbox", map[string]any{}))
+	if first == "" || first != second {
+		t.Fatalf("two calls without a key named %q and %q, want one live link", first, second)
+	}
+	for range maxPendingConnects {
+		if _, _, err := f.srv.connectLink("alice"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	bobs, _, err := f.srv.connectLink("bob")
+	if err != nil {
+		t.Fatalf("bob's link after alice's calls: %v", err)
+	}
+	if code, _ := newBrowser(t).get(bobs); code != http.StatusOK {
+		t.Fatalf("bob's link after alice's calls: %d", code)
+	}
+}
+
+// A browser that opens its link again keeps its session (the same form, the same CSRF token); another browser
+// opening the same link gets a session of its own, which does not stand for the first one's.
+func TestConnectLinkReopenedKeepsTheBrowsersSession(t *testing.T) {
+	f := newConnectFixture(t, nil)
+	link, _, err := f.srv.connectLink("alice")
+	if err != nil {
+		t.Fatal(err)
+	}
+	u, _ := url.Parse(link)
+	origin := u.Scheme + "://" + u.Host
+	csrfOf := func(b *browser) string {
+		t.Helper()
+		code, page := b.get(link)
+		m := csrfRE.FindStringSubmatch(page)
+		if code != http.StatusOK || m == nil {
+			t.Fatalf("GET %s: %d\n%s", link, code, page)
+		}
+		return m[1]
+	}
+	first := newBrowser(t)
+	csrf := csrfOf(first)
+	if again := csrfOf(first); again != csrf {
+		t.Error("the browser that opened the link again got another session")
+	}
+	second := newBrowser(t)
+	if other := csrfOf(second); other == csrf {
+		t.Fatal("a second browser got the first one's session")
+	}
+	if code, _ := second.post(link, origin, url.Values{"csrf": {csrf}, "key": {connectKey}}); code != http.StatusForbidden {
+		t.Errorf("the second browser posting the first one's CSRF token: %d, want 403", code)
+	}
+	if code, page := first.post(link, origin, url.Values{"csrf": {csrf}, "key": {connectKey}}); code != http.StatusOK {
+		t.Fatalf("the first browser's form after a second browser opened the link: %d\n%s", code, page)
+	}
+}
+
+// On its way to the identity provider, a browser that opens its link again is sent with the same sign-in (the
+// same state); another browser gets one of its own.
+func TestConnectSignInReopenedKeepsTheBrowsersSignIn(t *testing.T) {
+	iss := newTestIssuer(t)
+	store := state.NewMemoryConnects(connectLimits)
+	c := newConnector(proveSignIn, nil, nil, time.Now, store, testLogger(t))
+	c.signIn = &signIn{as: &authServer{issuer: iss.url, client: http.DefaultClient}, clientID: "page",
+		redirect: "http://127.0.0.1:1" + pathConnectCallback, ownerClaim: "sub"}
+	c.setBase("http://127.0.0.1:1")
+	link, _, err := c.link("alice")
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := strings.TrimPrefix(link, "http://127.0.0.1:1")
+	open := func(cookie string) (string, string) {
+		t.Helper()
+		req := httptest.NewRequest(http.MethodGet, path, nil)
+		if cookie != "" {
+			req = withCookie(req, cookie)
+		}
+		w := httptest.NewRecorder()
+		c.ServeHTTP(w, req)
+		to, _ := url.Parse(w.Header().Get("Location"))
+		if w.Code != http.StatusFound || !strings.HasPrefix(to.String(), iss.url+"/auth") {
+			t.Fatalf("GET %s: %d to %q", path, w.Code, to)
+		}
+		set := ""
+		for _, ck := range w.Result().Cookies() {
+			if ck.Name == connectCookie {
+				set = ck.Value
+			}
+		}
+		return to.Query().Get("state"), set
+	}
+	state1, cookie := open("")
+	if cookie == "" {
+		t.Fatal("no cookie for the sign-in")
+	}
+	if again, set := open(cookie); again != state1 || (set != "" && set != cookie) {
+		t.Error("the browser that opened the link again was sent with another sign-in")
+	}
+	if other, set := open(""); other == state1 || set == cookie {
+		t.Error("a second browser was sent with the first one's sign-in")
+	}
+}
