@@ -932,8 +932,8 @@ func TestEnvdCutStreamFault(t *testing.T) {
 	}
 	data, err := io.ReadAll(resp.Body)
 	resp.Body.Close()
-	if err == nil || !errors.Is(err, io.ErrUnexpectedEOF) {
-		t.Logf("read error %v", err)
+	if !errors.Is(err, io.ErrUnexpectedEOF) {
+		t.Fatalf("reading the cut stream: %v, want %v (a cut ends the response mid-stream, with no end-of-stream message)", err, io.ErrUnexpectedEOF)
 	}
 	frames, _ := parseFrames(data)
 	if len(frames) != 2 {
