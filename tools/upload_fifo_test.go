@@ -11,13 +11,18 @@ import (
 	"testing"
 	"time"
 
+	"github.com/e2b-mcp/e2b-mcp/e2b"
 	"github.com/e2b-mcp/e2b-mcp/internal/optional"
 )
 
 // A storage-root file swapped for a FIFO after the plan checked it must not hang the upload (opening a FIFO for
 // reading waits for a writer, and no context can interrupt that): it is opened without blocking, found not to be
-// a regular file, and refused at once. A cancelled call uploads nothing more.
+// a regular file, and refused at once, with nothing written in the sandbox. A cancelled call uploads nothing more.
+// The upload goes to a real (emulated) sandbox, so that a regression fails this test instead of panicking the run.
 func TestUploadRefusesFileSwappedForFIFO(t *testing.T) {
+	e := newEnv(t)
+	id := e.connect(t, eras[0], Caller{Owner: "alice", Session: "main"}).createSandbox(t, nil)
+	envd := e.envdOf(t, "alice", id)
 	root := t.TempDir()
 	file := filepath.Join(root, "data.csv")
 	if err := os.WriteFile(file, []byte("a,b\n"), 0o600); err != nil {
@@ -43,7 +48,7 @@ func TestUploadRefusesFileSwappedForFIFO(t *testing.T) {
 
 	done := make(chan error, 1)
 	go func() {
-		_, err := plan.upload(context.Background(), nil) // refused before the sandbox is reached
+		_, err := plan.upload(context.Background(), envd)
 		done <- err
 	}()
 	select {
@@ -54,10 +59,14 @@ func TestUploadRefusesFileSwappedForFIFO(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("the upload hangs on a FIFO")
 	}
+	target := plan.files[0].sandboxPath
+	if _, err := envd.Stat(context.Background(), target); !errors.Is(err, e2b.ErrNotFound) {
+		t.Errorf("%s in the sandbox after the refused upload: %v, want it absent", target, err)
+	}
 
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	if n, err := plan.upload(ctx, nil); n != 0 || !errors.Is(err, context.Canceled) {
+	if n, err := plan.upload(ctx, envd); n != 0 || !errors.Is(err, context.Canceled) {
 		t.Errorf("upload after cancellation: %d files, %v", n, err)
 	}
 }
