@@ -40,6 +40,9 @@ type Entry struct {
 	Error      string         `json:"error,omitempty"`
 	DurationMS int64          `json:"duration_ms"`
 	SandboxID  string         `json:"sandbox_id,omitempty"`
+	// Approval is how a human answered a call that needed approval: "client" (asked in the chat), "page" (the
+	// approval page), "command" (`e2b-mcp approve`); empty while nobody has.
+	Approval string `json:"approval,omitempty"`
 	// Clipped is set when the entry was over MaxEntryBytes and its arguments were cut to fit.
 	Clipped *Clipped `json:"clipped,omitempty"`
 }

@@ -55,7 +55,20 @@ type Pending struct {
 	Created  time.Time `json:"created"`
 	Expires  time.Time `json:"expires"`
 	Approved bool      `json:"approved"`
+	// Denied: a human refused the call; the next identical call is refused, once, instead of asking again.
+	Denied bool `json:"denied,omitempty"`
+	// Via is how the human answered (ViaCommand, ViaPage); "" while nobody has.
+	Via string `json:"via,omitempty"`
 }
+
+// How a human answered a request.
+const (
+	ViaCommand = "command" // `e2b-mcp approve`, run by whoever can write the server's state
+	ViaPage    = "page"    // the server's approval page, in a browser
+)
+
+// Answered reports whether a human approved or denied the request.
+func (p Pending) Answered() bool { return p.Approved || p.Denied }
 
 var (
 	// ErrUnknownApproval: no request has this ID (never issued, already used, or
@@ -64,6 +77,8 @@ var (
 	// ErrApprovalExpired: the request exists but its time is up; the call must be
 	// made again to get a new one.
 	ErrApprovalExpired = errors.New("approval request expired")
+	// ErrAlreadyAnswered: Answer found the request approved or denied already.
+	ErrAlreadyAnswered = errors.New("approval request already answered")
 )
 
 const (
@@ -262,9 +277,24 @@ func (a *Approvals) loadCall(id string) (Call, bool) {
 	return c, true
 }
 
-// Approve grants a request: the human action. The approval is then good for one call
-// within ttl. Approving an approved request again is harmless.
+// Approve grants a request: the human action, by `e2b-mcp approve`. The approval is then good for one call
+// within ttl. Approving an approved request again is harmless, and it overrides a denial.
 func (a *Approvals) Approve(id string) (Pending, error) {
+	return a.answer(id, true, ViaCommand, false)
+}
+
+// Deny refuses a request, by `e2b-mcp approve deny`: the next identical call within ttl is refused, once.
+func (a *Approvals) Deny(id string) (Pending, error) {
+	return a.answer(id, false, ViaCommand, false)
+}
+
+// Answer approves or denies a request that nobody has answered yet (ErrAlreadyAnswered otherwise): the approval
+// page's answer, which counts once.
+func (a *Approvals) Answer(id string, approve bool, via string) (Pending, error) {
+	return a.answer(id, approve, via, true)
+}
+
+func (a *Approvals) answer(id string, approve bool, via string, once bool) (Pending, error) {
 	want, ok := normalizeID(id)
 	if !ok {
 		return Pending{}, fmt.Errorf("%w: %q is not an approval ID (%d letters and digits)", ErrUnknownApproval, clipForDisplay(id), idLength)
@@ -277,12 +307,16 @@ func (a *Approvals) Approve(id string) (Pending, error) {
 			if subtle.ConstantTimeCompare([]byte(p.ID), []byte(want)) != 1 {
 				continue
 			}
-			if !now.Before(p.Expires) {
+			switch {
+			case !now.Before(p.Expires):
 				err = fmt.Errorf("%w: %s expired at %s; make the call again to get a new request",
 					ErrApprovalExpired, p.ID, p.Expires.Format(time.RFC3339))
 				return false
+			case once && p.Answered():
+				err = fmt.Errorf("%w: %s", ErrAlreadyAnswered, p.ID)
+				return false
 			}
-			p.Approved = true
+			p.Approved, p.Denied, p.Via = approve, !approve, via
 			p.Expires = now.Add(a.ttl)
 			out = *p
 			return true
@@ -314,24 +348,24 @@ func (a *Approvals) List() ([]Pending, error) {
 	return out, err
 }
 
-// Consume reports whether an approved, unexpired request matches the binding, and
-// deletes it: an approval runs exactly one call.
-func (a *Approvals) Consume(b Binding) (bool, error) {
-	found := false
-	err := a.with(true, func(s *approvalStore, now time.Time) bool {
-		for i, p := range s.Requests {
-			if p.Approved && now.Before(p.Expires) && p.Binding == b {
+// Consume returns the answered (approved or denied), unexpired request that matches the binding, and deletes
+// it: an approval runs exactly one call, and a denial refuses one. found is false when no human has answered a
+// request for the call.
+func (a *Approvals) Consume(b Binding) (p Pending, found bool, err error) {
+	err = a.with(true, func(s *approvalStore, now time.Time) bool {
+		for i, r := range s.Requests {
+			if r.Answered() && now.Before(r.Expires) && r.Binding == b {
 				s.Requests = slices.Delete(s.Requests, i, i+1)
-				found = true
+				p, found = r, true
 				return true
 			}
 		}
 		return false
 	})
 	if err != nil {
-		return false, err
+		return Pending{}, false, err
 	}
-	return found, nil
+	return p, found, nil
 }
 
 // with runs fn on the store while the storage holds it. With write set the hold is

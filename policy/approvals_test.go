@@ -44,7 +44,7 @@ func runHelper(mode string) int {
 			fmt.Fprintln(os.Stderr, err)
 			return 2
 		}
-		ok, err := a.Consume(b)
+		_, ok, err := a.Consume(b)
 		if err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			return 1
@@ -99,7 +99,7 @@ func TestApprovalLifecycle(t *testing.T) {
 		!p.Created.Equal(clock.now()) || !p.Expires.Equal(clock.now().Add(ttl)) {
 		t.Fatalf("Request = %+v", p)
 	}
-	if ok, err := a.Consume(b); err != nil || ok {
+	if _, ok, err := a.Consume(b); err != nil || ok {
 		t.Fatalf("Consume before approval = %v, %v", ok, err)
 	}
 
@@ -123,11 +123,11 @@ func TestApprovalLifecycle(t *testing.T) {
 		t.Errorf("approving twice: %v", err)
 	}
 
-	if ok, err := a.Consume(b); err != nil || !ok {
+	if _, ok, err := a.Consume(b); err != nil || !ok {
 		t.Fatalf("Consume after approval = %v, %v", ok, err)
 	}
 	// Single use: the replay is refused, and the request is gone.
-	if ok, err := a.Consume(b); err != nil || ok {
+	if _, ok, err := a.Consume(b); err != nil || ok {
 		t.Fatalf("replayed Consume = %v, %v", ok, err)
 	}
 	if list, _ := a.List(); len(list) != 0 {
@@ -161,12 +161,12 @@ func TestApprovalBoundToCall(t *testing.T) {
 		"other tool":    BindingFor("alice", "s1", toolDeleteCheckpoint, deleteArgs),
 	}
 	for name, o := range others {
-		if ok, err := a.Consume(o); err != nil || ok {
+		if _, ok, err := a.Consume(o); err != nil || ok {
 			t.Errorf("%s: Consume = %v, %v", name, ok, err)
 		}
 	}
 	// None of the attempts used up the real approval.
-	if ok, err := a.Consume(b); err != nil || !ok {
+	if _, ok, err := a.Consume(b); err != nil || !ok {
 		t.Errorf("Consume of the approved call = %v, %v", ok, err)
 	}
 }
@@ -209,7 +209,7 @@ func TestApprovalExpiry(t *testing.T) {
 		t.Fatal(err)
 	}
 	clock.advance(ttl - time.Second)
-	if ok, err := a.Consume(b2); err != nil || !ok {
+	if _, ok, err := a.Consume(b2); err != nil || !ok {
 		t.Errorf("Consume within ttl of approval = %v, %v", ok, err)
 	}
 
@@ -223,7 +223,7 @@ func TestApprovalExpiry(t *testing.T) {
 		t.Fatal(err)
 	}
 	clock.advance(ttl)
-	if ok, err := a.Consume(b3); err != nil || ok {
+	if _, ok, err := a.Consume(b3); err != nil || ok {
 		t.Errorf("Consume of an expired approval = %v, %v", ok, err)
 	}
 }
@@ -334,7 +334,7 @@ func TestApprovalsTwoInstancesOneDir(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			ok, err := inst.Consume(b)
+			_, ok, err := inst.Consume(b)
 			if err != nil {
 				t.Error(err)
 			}
@@ -383,7 +383,7 @@ func TestApprovalsAcrossProcesses(t *testing.T) {
 		cmds, outs = append(cmds, cmd), append(outs, out)
 	}
 	wins := 0
-	if ok, err := a.Consume(b); err != nil {
+	if _, ok, err := a.Consume(b); err != nil {
 		t.Fatal(err)
 	} else if ok {
 		wins++
@@ -524,7 +524,7 @@ func TestApprovalShowsWholeCall(t *testing.T) {
 	if _, _, _, err := a.Show(p.ID); err != nil {
 		t.Errorf("Show of an approved request: %v", err)
 	}
-	if ok, err := a.Consume(b); !ok || err != nil {
+	if _, ok, err := a.Consume(b); !ok || err != nil {
 		t.Fatalf("Consume = %v, %v", ok, err)
 	}
 	if _, _, _, err := a.Show(p.ID); !errors.Is(err, ErrUnknownApproval) {
@@ -543,5 +543,52 @@ func TestApprovalShowsWholeCall(t *testing.T) {
 	}
 	if calls, _ := os.ReadDir(filepath.Join(dir, callsDir)); len(calls) != 1 {
 		t.Errorf("after expiry %d call files are kept, want the new one", len(calls))
+	}
+}
+
+// A denial is an answer too: the next identical call consumes it (and is refused), once; the page's Answer
+// counts once, and the operator's command can still overrule it.
+func TestApprovalDenied(t *testing.T) {
+	clock := newClock()
+	a := openTest(t, t.TempDir(), clock)
+	b := BindingFor("alice", "s1", toolManageSandbox, deleteArgs)
+	call := Call{Tool: toolManageSandbox, Args: deleteArgs}
+
+	p, err := a.Request(b, call)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := a.Answer(p.ID, false, ViaPage)
+	if err != nil || got.Approved || !got.Denied || got.Via != ViaPage {
+		t.Fatalf("Answer(deny) = %+v, %v", got, err)
+	}
+	if _, err := a.Answer(p.ID, true, ViaPage); !errors.Is(err, ErrAlreadyAnswered) {
+		t.Fatalf("a second answer on the page: %v, want ErrAlreadyAnswered", err)
+	}
+	if c, found, err := a.Consume(b); err != nil || !found || c.Approved || !c.Denied {
+		t.Fatalf("Consume of a denied request = %+v, %v, %v", c, found, err)
+	}
+	if _, found, _ := a.Consume(b); found {
+		t.Fatal("a denial refused two calls")
+	}
+
+	p, _ = a.Request(b, call)
+	if _, err := a.Answer(p.ID, false, ViaPage); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := a.Approve(p.ID); err != nil || !got.Approved || got.Denied || got.Via != ViaCommand {
+		t.Fatalf("the operator's Approve after a denial = %+v, %v", got, err)
+	}
+	if c, found, _ := a.Consume(b); !found || !c.Approved {
+		t.Fatalf("Consume after the operator's approval = %+v, %v", c, found)
+	}
+
+	p, _ = a.Request(b, call)
+	if got, err := a.Deny(p.ID); err != nil || !got.Denied {
+		t.Fatalf("Deny = %+v, %v", got, err)
+	}
+	clock.advance(ttl)
+	if _, found, _ := a.Consume(b); found {
+		t.Fatal("an expired denial refused a call")
 	}
 }

@@ -33,22 +33,79 @@ type verdict struct {
 	// outcome is the audit outcome when the call ends here; "" while a question to the human is outstanding
 	// (the call is recorded once, when it is answered).
 	outcome string
+	// via is how a human answered (policy.ViaPage, policy.ViaCommand, viaClient); "" when nobody has yet.
+	via string
 }
+
+// viaClient: the human answered the question their client put to them (MCP elicitation).
+const viaClient = "client"
 
 // approve applies require_approval. Who approves is the policy's choice (Decision.Approver); left to the server,
 // it is the client when the caller is the local user, and an operator when the server authenticates its callers
-// over HTTP (bearer tokens or OAuth), since a caller's own client answering for its own calls is no approval. A client that approves and declared the
-// elicitation capability is asked in the call itself (MCP elicitation: an input request in protocol 2026-07-28,
-// which mcp-go turns into an elicitation/create request for older clients). Otherwise the call gets an approval
-// ID that an operator approves with `e2b-mcp approve ID`; the next identical call then runs, once. args are the
-// arguments as sent, which the approval is bound to; judged is the call as the policy judged it (defaults filled
-// in, uploads planned), which is what the human is shown.
-func (s *Server) approve(ctx context.Context, req mcp.CallToolRequest, caller tools.Caller, args map[string]any, judged policy.Call, dec policy.Decision) verdict {
+// over HTTP (bearer tokens or OAuth), since a caller's own client answering for its own calls is no approval.
+//
+// An answer a human gave outside the chat comes first: an approval (on the approval page, or with `e2b-mcp
+// approve ID`) lets the call run once, a denial refuses it once. Otherwise an operator is asked through an
+// approval ID. A client that approves and declared the elicitation capability is asked in the call itself (an
+// input request in protocol 2026-07-28, an elicitation/create request before it); its decline, or an unticked
+// box, refuses the call. When the client cannot ask, answers cancel (Claude Code does so at once in -p mode,
+// and so do SDK hosts with no handler) or asking fails, the human is asked outside the chat: the model is given
+// the approval page's link and the approval ID to hand on. args are the arguments as sent, which the approval
+// is bound to and which the human is shown (uploads planned: where each file lands), never defaults the caller
+// did not send.
+func (s *Server) approve(ctx context.Context, req mcp.CallToolRequest, caller tools.Caller, args map[string]any, dec policy.Decision) verdict {
 	binding := policy.BindingFor(caller.Owner, caller.Session, req.Params.Name, args)
-	if s.approver(dec) == policy.ApproverClient && clientCanElicit(ctx) {
-		return s.approveByElicitation(req, binding, judged, dec)
+	shown := policy.Call{Tool: req.Params.Name, Args: withUploadTargets(s.cfg.Tools, req.Params.Name, args)}
+	if v, answered := s.answeredElsewhere(binding); answered {
+		return v
 	}
-	return s.approveByID(binding, judged, dec)
+	if s.approver(dec) == policy.ApproverOperator {
+		return s.askOperator(binding, shown, dec)
+	}
+	return s.approveByElicitation(ctx, req, binding, shown, dec)
+}
+
+// approveByElicitation asks the client's user in the chat, or reads their answer to the question (see approve).
+func (s *Server) approveByElicitation(ctx context.Context, req mcp.CallToolRequest, binding policy.Binding, shown policy.Call, dec policy.Decision) verdict {
+	if answer := mcpserver.ElicitationResponse(req.Params.InputResponses, approvalInputID); answer != nil {
+		if err := s.elicit.redeem(req.Params.RequestState, binding); errors.Is(err, errNotThisCallsTicket) {
+			return verdict{
+				result: mcp.NewToolResultError("The approval answer does not belong to this call: it was given for " +
+					"other arguments, was already used, or has expired. Call the tool again to be asked anew."),
+				outcome: audit.OutcomeDeclined,
+			}
+		} else if err != nil {
+			// Whether the answer was used before is unknown: it is not honoured (it might run the call twice).
+			return verdict{result: mcp.NewToolResultError("The approval answer could not be checked, so the call did not run: " +
+				err.Error() + ". Call the tool again to be asked anew."), outcome: audit.OutcomeError}
+		}
+		return s.fromAnswer(answer, binding, shown, dec)
+	}
+	if !clientCanElicit(ctx) {
+		return s.askOutside(binding, shown, dec, "the client cannot put questions to them")
+	}
+	params := mcp.ElicitationParams{Message: approvalMessage(shown, dec), RequestedSchema: approvalSchema()}
+	if info := mcpserver.RequestProtocolInfoFromContext(ctx); info != nil && info.Modern {
+		state, err := s.elicit.issue(binding)
+		if err != nil {
+			return verdict{result: mcp.NewToolResultError("Could not ask for approval: " + err.Error()), outcome: audit.OutcomeError}
+		}
+		return verdict{result: mcpserver.NewInputRequestBuilder(state).Elicit(approvalInputID, params).ToolResult()}
+	}
+	// Before 2026-07-28 the question is a request to the client, made here rather than by mcp-go's bridge for
+	// input requests, so that a failure to ask is this call's to handle, not an error that ends it.
+	askCtx, cancel := context.WithTimeout(ctx, elicitationTTL)
+	defer cancel()
+	answer, err := mcpserver.ServerFromContext(ctx).RequestElicitation(askCtx, mcp.ElicitationRequest{
+		Request: mcp.Request{Method: string(mcp.MethodElicitationCreate)}, Params: params})
+	switch {
+	case ctx.Err() != nil:
+		return verdict{result: mcp.NewToolResultError("The call was cancelled while waiting for approval; it did not run."), outcome: audit.OutcomeError}
+	case err != nil:
+		s.log.Info("asking for approval through the client failed", "tool", req.Params.Name, "error", err)
+		return s.askOutside(binding, shown, dec, "asking through the client failed")
+	}
+	return s.fromAnswer(answer, binding, shown, dec)
 }
 
 // approver resolves who approves a decision: the policy's choice, else the server's default.
@@ -67,33 +124,80 @@ func clientCanElicit(ctx context.Context) bool {
 	return clientElicitation(ctx) != nil
 }
 
-func (s *Server) approveByElicitation(req mcp.CallToolRequest, b policy.Binding, judged policy.Call, dec policy.Decision) verdict {
-	if answer := mcpserver.ElicitationResponse(req.Params.InputResponses, approvalInputID); answer != nil {
-		if err := s.elicit.redeem(req.Params.RequestState, b); errors.Is(err, errNotThisCallsTicket) {
-			return verdict{
-				result: mcp.NewToolResultError("The approval answer does not belong to this call: it was given for " +
-					"other arguments, was already used, or has expired. Call the tool again to be asked anew."),
-				outcome: audit.OutcomeDeclined,
-			}
-		} else if err != nil {
-			// Whether the answer was used before is unknown: it is not honoured (it might run the call twice).
-			return verdict{result: mcp.NewToolResultError("The approval answer could not be checked, so the call did not run: " +
-				err.Error() + ". Call the tool again to be asked anew."), outcome: audit.OutcomeError}
-		}
-		if approved(answer) {
-			return verdict{proceed: true}
-		}
-		return verdict{result: mcp.NewToolResultError("Declined by the user."), outcome: audit.OutcomeDeclined}
+// fromAnswer reads the human's answer to the question in the chat: accept (with the box ticked) approves,
+// decline or an unticked box refuses, and cancel, which says nothing of the call (Claude Code in -p mode sends
+// it without showing the question), falls back to asking outside the chat.
+func (s *Server) fromAnswer(answer *mcp.ElicitationResult, b policy.Binding, shown policy.Call, dec policy.Decision) verdict {
+	switch {
+	case approved(answer):
+		return verdict{proceed: true, via: viaClient}
+	case answer.Action == mcp.ElicitationResponseActionAccept || answer.Action == mcp.ElicitationResponseActionDecline:
+		return verdict{result: mcp.NewToolResultError("Declined by the user."), outcome: audit.OutcomeDeclined, via: viaClient}
 	}
-	state, err := s.elicit.issue(b)
+	return s.askOutside(b, shown, dec, "the client answered the question with cancel")
+}
+
+// answeredElsewhere consumes the answer a human gave to this call's approval request outside the chat, if any.
+func (s *Server) answeredElsewhere(b policy.Binding) (verdict, bool) {
+	p, found, err := s.approvals.Consume(b)
+	switch {
+	case err != nil:
+		return verdict{result: mcp.NewToolResultError("Could not check approvals: " + err.Error()), outcome: audit.OutcomeError}, true
+	case !found:
+		return verdict{}, false
+	case p.Approved:
+		return verdict{proceed: true, via: p.Via}, true
+	}
+	who := "The user denied this call on the approval page"
+	if p.Via == policy.ViaCommand {
+		who = "The operator denied this call (`e2b-mcp approve deny " + p.ID + "`)"
+	}
+	return verdict{result: mcp.NewToolResultError(who + "; it did not run. Do not make it again unless the user asks for it."),
+		outcome: audit.OutcomeDeclined, via: p.Via}, true
+}
+
+// askOperator records the request and names its ID, for an operator to approve with `e2b-mcp approve ID`.
+func (s *Server) askOperator(b policy.Binding, shown policy.Call, dec policy.Decision) verdict {
+	p, v, ok := s.request(b, shown)
+	if !ok {
+		return v
+	}
+	return approvalPending(fmt.Sprintf("Approval needed (rule '%s': %s). Ask the human to run "+
+		"`%s` in a terminal (`%s` shows the whole call first), then call this tool again with the same arguments.",
+		dec.Rule(), dec.Reason, s.approveCommand(p.ID), s.approveCommand("show "+p.ID)))
+}
+
+// askOutside records the request and gives the model what the user needs to answer it outside the chat: the
+// approval page's link and the approval ID. why says why the user was not asked in the chat.
+func (s *Server) askOutside(b policy.Binding, shown policy.Call, dec policy.Decision, why string) verdict {
+	p, v, ok := s.request(b, shown)
+	if !ok {
+		return v
+	}
+	command := fmt.Sprintf("`%s` in a terminal (`%s` shows the whole call first)", s.approveCommand(p.ID), s.approveCommand("show "+p.ID))
+	link := s.approvalLink(p.ID)
+	if link == "" {
+		return approvalPending(fmt.Sprintf("Approval needed (rule '%s': %s), and the user was not asked in the chat: %s. "+
+			"Ask the user to run %s, then call this tool again with the same arguments.", dec.Rule(), dec.Reason, why, command))
+	}
+	return approvalPending(fmt.Sprintf("Approval needed (rule '%s': %s), and the user was not asked in the chat: %s. "+
+		"Give the user this link to the approval page of approval %s, where they see the whole call and press Approve "+
+		"or Deny: %s (it works once, until %s). Or they run %s. Then call this tool again with the same arguments.",
+		dec.Rule(), dec.Reason, why, p.ID, link, p.Expires.Local().Format(time.TimeOnly), command))
+}
+
+// request records that the call waits for a human (reusing a waiting request for the same call); ok is false,
+// with the verdict to answer, when it could not be recorded.
+func (s *Server) request(b policy.Binding, shown policy.Call) (p policy.Pending, v verdict, ok bool) {
+	p, err := s.approvals.Request(b, shown)
 	if err != nil {
-		return verdict{result: mcp.NewToolResultError("Could not ask for approval: " + err.Error()), outcome: audit.OutcomeError}
+		return p, verdict{result: mcp.NewToolResultError("Could not record the approval request: " + err.Error()), outcome: audit.OutcomeError}, false
 	}
-	params := mcp.ElicitationParams{
-		Message:         approvalMessage(judged, dec),
-		RequestedSchema: approvalSchema(),
-	}
-	return verdict{result: mcpserver.NewInputRequestBuilder(state).Elicit(approvalInputID, params).ToolResult()}
+	return p, verdict{}, true
+}
+
+func approvalPending(text string) verdict {
+	return verdict{result: mcp.NewToolResultError(text), outcome: audit.OutcomeApprovalPending}
 }
 
 // Bounds of what the approval question shows: each deciding field (its head and tail, with the size of what is
@@ -145,26 +249,6 @@ func approved(r *mcp.ElicitationResult) bool {
 		}
 	}
 	return true
-}
-
-func (s *Server) approveByID(b policy.Binding, judged policy.Call, dec policy.Decision) verdict {
-	ok, err := s.approvals.Consume(b)
-	if err != nil {
-		return verdict{result: mcp.NewToolResultError("Could not check approvals: " + err.Error()), outcome: audit.OutcomeError}
-	}
-	if ok {
-		return verdict{proceed: true}
-	}
-	p, err := s.approvals.Request(b, judged)
-	if err != nil {
-		return verdict{result: mcp.NewToolResultError("Could not record the approval request: " + err.Error()), outcome: audit.OutcomeError}
-	}
-	return verdict{
-		result: mcp.NewToolResultError(fmt.Sprintf("Approval needed (rule '%s': %s). Ask the human to run "+
-			"`%s` in a terminal (`%s` shows the whole call first), then call this tool again with the same arguments.",
-			dec.Rule(), dec.Reason, s.approveCommand(p.ID), s.approveCommand("show "+p.ID))),
-		outcome: audit.OutcomeApprovalPending,
-	}
 }
 
 // approveCommand is the `e2b-mcp approve` command line that reaches this server's approvals: it names the shared

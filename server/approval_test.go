@@ -116,25 +116,20 @@ func TestApprovalByID(t *testing.T) {
 			delA := map[string]any{"sandbox_id": a, "action": "delete"}
 			delB := map[string]any{"action": "delete", "sandbox_id": b}
 
-			m := approveRE.FindStringSubmatch(mustFail(t, c, "e2b_manage_sandbox", delA))
-			if m == nil {
-				t.Fatalf("refused delete does not say how to approve: %q", mustFail(t, c, "e2b_manage_sandbox", delA))
-			}
+			const why = "the client cannot put questions to them"
+			idA, _ := askedOutside(t, mustFail(t, c, "e2b_manage_sandbox", delA), why)
 			// Asking again before the human acts gives the same ID.
-			if again := approveRE.FindStringSubmatch(mustFail(t, c, "e2b_manage_sandbox", delA)); again == nil || again[1] != m[1] {
-				t.Errorf("a repeated call got another request: %v vs %v", again, m)
+			if again, _ := askedOutside(t, mustFail(t, c, "e2b_manage_sandbox", delA), why); again != idA {
+				t.Errorf("a repeated call got another request: %s vs %s", again, idA)
 			}
-			mB := approveRE.FindStringSubmatch(mustFail(t, c, "e2b_manage_sandbox", delB))
-			if mB == nil || mB[1] == m[1] {
-				t.Fatalf("the delete of another sandbox shares the approval request: %v", mB)
+			if idB, _ := askedOutside(t, mustFail(t, c, "e2b_manage_sandbox", delB), why); idB == idA {
+				t.Fatalf("the delete of another sandbox shares the approval request %s", idA)
 			}
 
-			if _, err := f.srv.Approvals().Approve(m[1]); err != nil {
+			if _, err := f.srv.Approvals().Approve(idA); err != nil {
 				t.Fatal(err)
 			}
-			if msg := mustFail(t, c, "e2b_manage_sandbox", delB); !approveRE.MatchString(msg) {
-				t.Errorf("approving A let B's delete through: %q", msg)
-			}
+			askedOutside(t, mustFail(t, c, "e2b_manage_sandbox", delB), why) // approving A does not let B's delete through
 			if !sandboxExists(f, b) {
 				t.Fatal("B was deleted on A's approval")
 			}
@@ -400,7 +395,8 @@ rules:
 	local := newFixture(t, fixtureOpts{policy: approvalPolicy, mutate: func(c *Config, _ *e2btest.Server) { c.DefaultStateDir = c.StateDir }})
 	c3 := connect(t, local.srv, eras[0], nil)
 	sb := createSandbox(t, c3)
-	if msg := mustFail(t, c3, "e2b_manage_sandbox", map[string]any{"sandbox_id": sb, "action": "delete"}); strings.Contains(msg, "--state-dir") || !approveRE.MatchString(msg) {
+	msg = mustFail(t, c3, "e2b_manage_sandbox", map[string]any{"sandbox_id": sb, "action": "delete"})
+	if askedOutside(t, msg, "the client cannot put questions to them"); strings.Contains(msg, "--state-dir") {
 		t.Errorf("the hint for the default state directory: %q", msg)
 	}
 }

@@ -11,7 +11,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
-	"net/url"
 	"strings"
 	"sync"
 	"time"
@@ -212,12 +211,7 @@ func (c *connector) stored(owner string) {
 // ServeHTTP serves the page: GET PathConnect+ID (the link), GET pathConnectCallback (back from the identity
 // provider), POST pathConnectSubmit (the form).
 func (c *connector) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	h := w.Header()
-	h.Set("Cache-Control", "no-store")
-	h.Set("Content-Security-Policy", "default-src 'none'; style-src 'unsafe-inline'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'")
-	h.Set("X-Frame-Options", "DENY")
-	h.Set("Referrer-Policy", "same-origin") // not no-referrer: that makes the form's Origin "null"
-	h.Set("X-Content-Type-Options", "nosniff")
+	setPageHeaders(w.Header())
 	switch {
 	case r.URL.Path == pathConnectSubmit:
 		if r.Method != http.MethodPost {
@@ -444,11 +438,6 @@ func (c *connector) sameOrigin(r *http.Request) bool {
 	c.mu.Lock()
 	base := c.base
 	c.mu.Unlock()
-	o := r.Header.Get("Origin")
-	if o == "" {
-		if ref, err := url.Parse(r.Header.Get("Referer")); err == nil && ref.Host != "" {
-			o = ref.Scheme + "://" + ref.Host
-		}
-	}
+	o := postOrigin(r)
 	return o == "" || o == base
 }

@@ -75,7 +75,8 @@ func (s *Server) connectLink(owner string) (string, time.Time, error) {
 	return s.connector.link(owner)
 }
 
-// localPage is the connect page of a stdio server: an HTTP listener on 127.0.0.1 serving nothing else.
+// localPage serves a stdio server's browser pages, the connect page and the approval page: an HTTP listener on
+// 127.0.0.1 serving nothing else.
 type localPage struct {
 	srv *http.Server
 }
@@ -86,7 +87,7 @@ func (p *localPage) close() {
 	_ = p.srv.Shutdown(ctx)
 }
 
-// startLocalPage starts the stdio server's connect page on a free loopback port, once.
+// startLocalPage starts the stdio server's pages on a free loopback port, once.
 func (s *Server) startLocalPage() error {
 	s.localPageMu.Lock()
 	defer s.localPageMu.Unlock()
@@ -95,14 +96,19 @@ func (s *Server) startLocalPage() error {
 	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
-		return fmt.Errorf("starting the connect page on 127.0.0.1: %w", err)
+		return fmt.Errorf("starting the browser pages on 127.0.0.1: %w", err)
 	}
+	base := "http://" + ln.Addr().String()
 	mux := http.NewServeMux()
-	mux.Handle(PathConnect, s.connector)
+	if s.connector != nil {
+		mux.Handle(PathConnect, s.connector)
+		s.connector.setBase(base)
+	}
+	mux.Handle(PathApprove, s.approvalPage)
+	s.approvalPage.setBase(base)
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 15 * time.Second}
 	go func() { _ = srv.Serve(ln) }()
-	s.connector.setBase("http://" + ln.Addr().String())
 	s.localPage = &localPage{srv: srv}
-	s.log.Info("serving the connect page", "url", "http://"+ln.Addr().String()+PathConnect)
+	s.log.Info("serving the connect and approval pages", "url", base)
 	return nil
 }

@@ -87,6 +87,7 @@ func (s *Server) newHTTPTransport() *httpTransport {
 	if s.connector != nil {
 		handle(PathConnect, s.connector) // members' browsers carry no bearer token: the page checks who they are
 	}
+	handle(PathApprove, s.approvalPage) // a human's browser: the page checks its link, the POST's origin and CSRF token
 	// Outermost first: the page's origin, the body's type and size, then the caller.
 	handle(PathMCP, browsers.guardOrigin(s.limits.limitBody(s.authenticate(t.streamable))))
 	handle(PathSSE, browsers.guardOrigin(s.limits.limitBody(s.authenticate(s.sessions.guardSSEStreams(t.sse)))))

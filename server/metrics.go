@@ -136,7 +136,7 @@ func (c *storeCollector) Collect(ch chan<- prometheus.Metric) {
 	} else {
 		waiting := 0
 		for _, p := range pending {
-			if !p.Approved {
+			if !p.Answered() {
 				waiting++
 			}
 		}

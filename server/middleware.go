@@ -116,7 +116,8 @@ func (s *Server) governCall(next mcpserver.ToolHandlerFunc) mcpserver.ToolHandle
 				s.record(entry, audit.OutcomeError, res, nil)
 				return res, nil
 			}
-			verdict := s.approve(ctx, req, caller, args, judged, dec)
+			verdict := s.approve(ctx, req, caller, args, dec)
+			entry.Approval = verdict.via
 			if !verdict.proceed {
 				if verdict.outcome != "" {
 					s.record(entry, verdict.outcome, verdict.result, nil)

@@ -186,11 +186,14 @@ func (s *Server) ServeHTTP(ctx context.Context, ln net.Listener) error {
 	s.log.Info("serving MCP over HTTP", "url", "http://"+ln.Addr().String()+PathMCP,
 		"sse", "http://"+ln.Addr().String()+PathSSE, "auth", auth, "backend", s.cfg.Backend, "egress", s.egressLine())
 
-	if s.connector != nil && s.cfg.PublicURL == "" {
+	if s.cfg.PublicURL == "" {
 		if host, _, _ := net.SplitHostPort(ln.Addr().String()); isLoopback(host) {
-			s.connector.setBase("http://" + ln.Addr().String())
+			if s.connector != nil {
+				s.connector.setBase("http://" + ln.Addr().String())
+			}
+			s.approvalPage.setBase("http://" + ln.Addr().String())
 		} else {
-			s.log.Warn("the connect page has no address to give members: set --public-url")
+			s.log.Warn("the connect and approval pages have no address to give members: set --public-url")
 		}
 	}
 

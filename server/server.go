@@ -233,7 +233,8 @@ type Server struct {
 	connector      *connector
 	connectTickets *elicitations
 	dataKeys       state.KeySource // the state store's: replicas derive their tickets' keys from it
-	localPage      *localPage      // stdio: the connect page on 127.0.0.1, started when first needed
+	approvalPage   *approvalPage   // where a human answers an approval the client did not ask about
+	localPage      *localPage      // stdio: the connect and approval pages on 127.0.0.1, started when first needed
 	localPageMu    sync.Mutex
 	local          *localBackend // nil unless Backend is local
 	elicit         *elicitations
@@ -330,6 +331,9 @@ func New(cfg Config) (*Server, error) {
 		return nil, err
 	}
 	if err := s.setUpConnectPage(); err != nil {
+		return nil, err
+	}
+	if err := s.setUpApprovalPage(); err != nil {
 		return nil, err
 	}
 	s.sweeper = &lifecycle.Sweeper{

@@ -75,7 +75,7 @@ func TestTicketsOfReplicasAreShared(t *testing.T) {
 	r2.store.Close()
 	var req mcp.CallToolRequest
 	req.Params.InputResponses, req.Params.RequestState = acceptAnswer(), ticket
-	v := r2.approveByElicitation(req, b, policy.Call{}, policy.Decision{})
+	v := r2.approveByElicitation(t.Context(), req, b, policy.Call{}, policy.Decision{})
 	if v.result == nil {
 		t.Fatalf("an answer a replica could not check: %+v", v)
 	}

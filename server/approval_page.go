@@ -1,0 +1,301 @@
+package server
+
+import (
+	"bytes"
+	"crypto/hmac"
+	"crypto/rand"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"html/template"
+	"log/slog"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/e2b-mcp/e2b-mcp/audit"
+	"github.com/e2b-mcp/e2b-mcp/internal/display"
+	"github.com/e2b-mcp/e2b-mcp/policy"
+)
+
+// The approval page is where a human answers a require_approval call that the client did not put to them (it
+// answered the question with cancel, cannot ask, or asking failed). The model is given a link to hand to the
+// user; the page shows the whole call, and the user presses Approve or Deny. The link is the request's ID with
+// a MAC of it under a key only this server (and its replicas) holds, so that it cannot be made from the ID, nor
+// read from any file: the approvals store holds no link. It works while the request waits and until it is
+// answered, once. Opening it (GET) approves nothing; the answer is a POST that must come from the page itself
+// (its Origin is the page's) carrying a CSRF token derived from a cookie set when the page was shown. An answer
+// is bound to the request, and so to the owner, session, tool and exact arguments of its call.
+//
+// Whoever holds the link can answer: the link is given to the model so that it gives it to the user, and a
+// model with a browser or shell on the user's machine could open it itself (the README says so). A policy that
+// wants an approver the model cannot reach says approver: operator, and then no page is offered.
+
+// PathApprove is the approval page's path prefix: PathApprove + request ID + "." + MAC.
+const PathApprove = "/approve/"
+
+const (
+	approveCookie = "e2bmcp_approve"
+	// maxApproveForm bounds the answer's POST: a CSRF token and a choice.
+	maxApproveForm = 4 << 10
+	// forApprovalCSRF is the purpose of the page's CSRF token, derived from its cookie (fromCookie) per request.
+	forApprovalCSRF = "approval-csrf/"
+	// approvalPageLabel derives the key of the links from the data key that replicas share (sharedTicketKey).
+	approvalPageLabel = "e2b-mcp approval page"
+)
+
+// approvalPage serves the page and makes the links to it.
+type approvalPage struct {
+	approvals *policy.Approvals
+	key       []byte
+	log       *slog.Logger
+
+	mu     sync.Mutex
+	base   string // the page's origin, e.g. http://127.0.0.1:41234; "" until known
+	secure bool   // the page is served over https: the cookie is Secure
+}
+
+// setUpApprovalPage makes the page: its links are signed with a key of this process, or, for replicas that
+// share a database, one derived from their data key, so that a link made by one works on all of them (the
+// approvals are in the database too). A team server's page is at the public URL; an HTTP server on loopback
+// serves it on its listener, a stdio server on a listener of its own on 127.0.0.1 (see startLocalPage).
+func (s *Server) setUpApprovalPage() error {
+	key := make([]byte, 32)
+	if _, shared := s.sharedStore(); shared {
+		var err error
+		if key, err = sharedTicketKey(s.dataKeys, approvalPageLabel); err != nil {
+			return err
+		}
+	} else if _, err := rand.Read(key); err != nil {
+		return err
+	}
+	s.approvalPage = &approvalPage{approvals: s.approvals, key: key, log: s.log}
+	if s.cfg.PublicURL != "" && s.cfg.Transport != TransportStdio {
+		if err := checkPublicURL("the public URL", s.cfg.PublicURL); err != nil {
+			return err
+		}
+		s.approvalPage.setBase(s.cfg.PublicURL)
+	}
+	return nil
+}
+
+// approvalLink is the link to the page for request id; "" when the page has no address (an HTTP server on a
+// public interface without --public-url). Over stdio it starts the local page first.
+func (s *Server) approvalLink(id string) string {
+	if s.cfg.Transport == TransportStdio {
+		if err := s.startLocalPage(); err != nil {
+			s.log.Warn("no approval page", "error", err)
+			return ""
+		}
+	}
+	return s.approvalPage.link(id)
+}
+
+func (p *approvalPage) setBase(base string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.base = strings.TrimSuffix(base, "/")
+	p.secure = strings.HasPrefix(base, "https://")
+}
+
+func (p *approvalPage) origin() (base string, secure bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.base, p.secure
+}
+
+func (p *approvalPage) link(id string) string {
+	base, _ := p.origin()
+	if base == "" {
+		return ""
+	}
+	return base + PathApprove + id + "." + p.mac(id)
+}
+
+func (p *approvalPage) mac(id string) string {
+	m := hmac.New(sha256.New, p.key)
+	m.Write([]byte("e2b-mcp/approval-page\x00" + id))
+	return base64.RawURLEncoding.EncodeToString(m.Sum(nil))
+}
+
+var (
+	errApprovalLinkGone = pageMessage{Title: "This link cannot be used",
+		Text: "The call is no longer waiting: it was answered and made, or its time ran out. Ask your assistant to make the call again for a new link."}
+	errApprovalStale = pageMessage{Title: "Refused",
+		Text: "The answer did not come from this page as it was shown in this browser. Open the link again and press the button there."}
+)
+
+// ServeHTTP shows the page (GET) and takes its answer (POST).
+func (p *approvalPage) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	setPageHeaders(w.Header())
+	id, mac, _ := strings.Cut(strings.TrimPrefix(r.URL.Path, PathApprove), ".")
+	if id == "" || subtle.ConstantTimeCompare([]byte(mac), []byte(p.mac(id))) != 1 {
+		p.page(w, http.StatusNotFound, pageMessage{Title: "Not an approval link", Text: "Open the link exactly as your assistant gave it."})
+		return
+	}
+	switch r.Method {
+	case http.MethodGet, http.MethodHead:
+		p.show(w, r, id)
+	case http.MethodPost:
+		p.answer(w, r, id)
+	default:
+		p.page(w, http.StatusMethodNotAllowed, pageMessage{Title: "Not here", Text: "Open the link you were given."})
+	}
+}
+
+// show shows the call and the form; it changes nothing but the browser's cookie. A browser that has the cookie
+// keeps it, so that the page open in two of its tabs works in both.
+func (p *approvalPage) show(w http.ResponseWriter, r *http.Request, id string) {
+	req, call, ok, err := p.approvals.Show(id)
+	if err != nil {
+		p.failed(w, err)
+		return
+	}
+	if req.Answered() {
+		p.page(w, http.StatusConflict, answeredMessage(req))
+		return
+	}
+	cookie := randomID()
+	if ck, err := r.Cookie(approveCookie); err == nil && len(ck.Value) == len(cookie) {
+		cookie = ck.Value
+	}
+	_, secure := p.origin()
+	http.SetCookie(w, &http.Cookie{
+		Name: approveCookie, Value: cookie, Path: PathApprove, MaxAge: int(ApprovalTTL / time.Second),
+		HttpOnly: true, Secure: secure,
+		SameSite: http.SameSiteStrictMode, // no way here goes through another site
+	})
+	d := approvalPageData{Title: "Approve this call?", Form: true, Request: req, CSRF: fromCookie(cookie, forApprovalCSRF+req.ID),
+		Expires: req.Expires.Local().Format(time.TimeOnly)}
+	if ok {
+		d.Tool = call.Tool
+		for _, f := range policy.DecidingFields(call) {
+			d.Fields = append(d.Fields, policy.Field{Name: f.Name, Value: display.Readable(f.Value, 0)})
+		}
+		d.Args = allArgsJSON(call.Args)
+	} else {
+		d.Tool = req.Summary
+	}
+	p.render(w, http.StatusOK, d)
+}
+
+// answer takes the human's Approve or Deny: from this page's origin, in the browser the page was shown in, for
+// a request nobody has answered yet.
+func (p *approvalPage) answer(w http.ResponseWriter, r *http.Request, id string) {
+	if base, _ := p.origin(); base == "" || postOrigin(r) != base {
+		p.page(w, http.StatusForbidden, pageMessage{Title: "Refused", Text: "The answer was not sent from the approval page."})
+		return
+	}
+	r.Body = http.MaxBytesReader(w, r.Body, maxApproveForm)
+	if err := r.ParseForm(); err != nil {
+		p.page(w, http.StatusBadRequest, pageMessage{Title: "Refused", Text: "The form could not be read."})
+		return
+	}
+	ck, err := r.Cookie(approveCookie)
+	if err != nil || subtle.ConstantTimeCompare([]byte(r.PostForm.Get("csrf")), []byte(fromCookie(ck.Value, forApprovalCSRF+id))) != 1 {
+		p.page(w, http.StatusForbidden, errApprovalStale)
+		return
+	}
+	var approve bool
+	switch r.PostForm.Get("choice") {
+	case "approve":
+		approve = true
+	case "deny":
+	default:
+		p.page(w, http.StatusBadRequest, pageMessage{Title: "Refused", Text: "Press Approve or Deny."})
+		return
+	}
+	req, err := p.approvals.Answer(id, approve, policy.ViaPage)
+	if errors.Is(err, policy.ErrAlreadyAnswered) {
+		if req, _, _, err := p.approvals.Show(id); err == nil {
+			p.page(w, http.StatusConflict, answeredMessage(req))
+			return
+		}
+	}
+	if err != nil {
+		p.failed(w, err)
+		return
+	}
+	p.log.Info("approval page answered", "id", req.ID, "approved", req.Approved, "owner", req.Binding.Owner, "tool", req.Binding.Tool)
+	p.page(w, http.StatusOK, answeredMessage(req))
+}
+
+// answeredMessage says what became of a request a human answered.
+func answeredMessage(req policy.Pending) pageMessage {
+	if req.Approved {
+		return pageMessage{Title: "Approved", Text: "Your assistant can now make the call, once: tell it to go on. You can close this page."}
+	}
+	return pageMessage{Title: "Denied", Text: "The call will not run: your assistant is told you denied it when it tries again. You can close this page."}
+}
+
+// failed answers a request the approvals could not serve: a request that is not waiting (used, expired) is gone;
+// anything else (the store out of reach) is logged, and the page asks to try again.
+func (p *approvalPage) failed(w http.ResponseWriter, err error) {
+	if errors.Is(err, policy.ErrUnknownApproval) || errors.Is(err, policy.ErrApprovalExpired) {
+		p.page(w, http.StatusNotFound, errApprovalLinkGone)
+		return
+	}
+	p.log.Error("approval page: the approvals store failed", "error", err)
+	p.page(w, http.StatusServiceUnavailable, pageMessage{Title: "Try again", Text: "The server could not reach its approvals; try again in a moment."})
+}
+
+// allArgsJSON is every argument of the call, indented, secrets redacted, safe to show: the page is the whole
+// call, and what a model could hide in a value (control and format characters) is escaped.
+func allArgsJSON(args map[string]any) string {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false) // html/template escapes for the page
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(audit.Redact(args)); err != nil {
+		return "(the arguments cannot be shown)"
+	}
+	return string(display.JSONLine(bytes.TrimSpace(b.Bytes())))
+}
+
+var approvalTemplate = template.Must(template.New("approve").Parse(`<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">
+<title>{{.Title}} · e2b-mcp</title>
+<style>body{font:16px/1.5 system-ui,sans-serif;max-width:46rem;margin:3rem auto;padding:0 1rem;color:#222}
+dt{font-weight:600;margin-top:.5rem}dd{margin:0;font-family:ui-monospace,monospace;white-space:pre-wrap;word-break:break-all}
+pre{background:#f4f4f4;padding:.75rem;white-space:pre-wrap;word-break:break-all}
+button{font:inherit;padding:.5rem 1.5rem;margin-right:1rem}.note{color:#555;font-size:.9em}</style>
+</head><body><h1>{{.Title}}</h1>
+{{if .Form}}
+<p>The policy of e2b-mcp asks a human before this call runs. It was made by <strong>{{.Request.Binding.Owner}}</strong>,
+session <strong>{{.Request.Binding.Session}}</strong>. Approve only if you asked your assistant for it.</p>
+<dl><dt>tool</dt><dd>{{.Tool}}</dd>{{range .Fields}}<dt>{{.Name}}</dt><dd>{{.Value}}</dd>{{end}}</dl>
+{{if .Args}}<p>All arguments (secrets redacted):</p><pre>{{.Args}}</pre>{{end}}
+<form method="post" autocomplete="off">
+<input type="hidden" name="csrf" value="{{.CSRF}}">
+<button type="submit" name="choice" value="approve">Approve</button>
+<button type="submit" name="choice" value="deny">Deny</button>
+</form>
+<p class="note">Approval {{.Request.ID}}. Approving lets this exact call run once, if it is made before {{.Expires}}.
+Denying refuses it. Either answer can be given once.</p>
+{{else}}<p>{{.Text}}</p>{{end}}
+</body></html>
+`))
+
+type approvalPageData struct {
+	Title, Text string
+	Form        bool
+	Request     policy.Pending
+	Tool        string
+	Fields      []policy.Field
+	Args        string
+	CSRF        string
+	Expires     string
+}
+
+func (p *approvalPage) render(w http.ResponseWriter, status int, d approvalPageData) {
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	w.WriteHeader(status)
+	_ = approvalTemplate.Execute(w, d)
+}
+
+func (p *approvalPage) page(w http.ResponseWriter, status int, m pageMessage) {
+	p.render(w, status, approvalPageData{Title: m.Title, Text: m.Text})
+}

@@ -1,0 +1,331 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net/http"
+	"net/url"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/mark3labs/mcp-go/client"
+	"github.com/mark3labs/mcp-go/mcp"
+
+	"github.com/e2b-mcp/e2b-mcp/e2b/e2btest"
+	"github.com/e2b-mcp/e2b-mcp/policy"
+)
+
+// outsideRE reads the answer to a call whose approval the user was not asked about in the chat: the approval ID
+// and the link to the approval page.
+var outsideRE = regexp.MustCompile("^Approval needed \\(rule '[^']+': [^)]+\\), and the user was not asked in the chat: ([^.]+)\\. " +
+	"Give the user this link to the approval page of approval ([0-9a-z]{10}), where they see the whole call and press Approve or Deny: " +
+	"(http://127\\.0\\.0\\.1:[0-9]+/approve/[0-9a-z]{10}\\.[A-Za-z0-9_-]{43}) \\(it works once, until [0-9:]+\\)\\. " +
+	"Or they run `e2b-mcp approve ([0-9a-z]{10})[^`]*` in a terminal")
+
+// askedOutside checks that msg asks for approval outside the chat, for the reason why, and returns the ID and link.
+func askedOutside(t *testing.T, msg, why string) (id, link string) {
+	t.Helper()
+	m := outsideRE.FindStringSubmatch(msg)
+	if m == nil {
+		t.Fatalf("the answer does not give the approval page and ID: %q", msg)
+	}
+	if m[1] != why || m[2] != m[4] {
+		t.Fatalf("the answer gives the reason %q (want %q) and IDs %s, %s: %q", m[1], why, m[2], m[4], msg)
+	}
+	return m[2], m[3]
+}
+
+// failingElicitor fails every question, as a host whose elicitation handler throws.
+type failingElicitor struct{}
+
+func (failingElicitor) Elicit(context.Context, mcp.ElicitationRequest) (*mcp.ElicitationResult, error) {
+	return nil, errors.New("no handler for elicitation")
+}
+
+// openApproval opens the approval page in b and returns the page and its CSRF token ("" without a form).
+func openApproval(b *browser, link string) (int, string, string) {
+	b.t.Helper()
+	status, page := b.get(link)
+	csrf := ""
+	if m := csrfRE.FindStringSubmatch(page); m != nil {
+		csrf = m[1]
+	}
+	return status, page, csrf
+}
+
+// answerApproval posts the approval page's form with choice and csrf, with origin as its Origin ("": none).
+func (b *browser) answerApproval(link, csrf, choice, origin string) (int, string) {
+	b.t.Helper()
+	req, err := http.NewRequestWithContext(b.t.Context(), http.MethodPost, link, strings.NewReader(url.Values{"csrf": {csrf}, "choice": {choice}}.Encode()))
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	if origin != "" {
+		req.Header.Set("Origin", origin)
+	}
+	resp, err := b.c.Do(req)
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(body)
+}
+
+// pressApproval opens the page in a fresh browser and presses choice on it, as a human does.
+func pressApproval(t *testing.T, link, choice string) (int, string) {
+	t.Helper()
+	b := newBrowser(t)
+	if status, page, csrf := openApproval(b, link); status != http.StatusOK || csrf == "" {
+		t.Fatalf("the approval page answered %d, with no form:\n%s", status, page)
+	} else {
+		return b.answerApproval(link, csrf, choice, originOf(link))
+	}
+	return 0, ""
+}
+
+func originOf(link string) string {
+	u, _ := url.Parse(link)
+	return u.Scheme + "://" + u.Host
+}
+
+// approvalAudit is the audit entries of the calls that needed approval, as "outcome/via".
+func approvalAudit(t *testing.T, f *fixture) string {
+	t.Helper()
+	var out []string
+	for _, e := range f.auditEntries(t) {
+		if e.Decision == string(policy.RequireApproval) {
+			out = append(out, e.Outcome+"/"+e.Approval)
+		}
+	}
+	return strings.Join(out, ",")
+}
+
+// A client that answers cancel (as Claude Code does in -p mode), one without elicitation, and one whose
+// elicitation fails are all told the approval ID and the approval page; opening the page approves nothing,
+// its Approve lets the repeated call run, once.
+func TestApprovalOutsideTheChat(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		elicit client.ElicitationHandler
+		eras   []string
+		why    string
+	}{
+		{"cancel", &elicitor{action: mcp.ElicitationResponseActionCancel}, eras, "the client answered the question with cancel"},
+		{"no elicitation", nil, eras, "the client cannot put questions to them"},
+		// Over 2026-07-28 a failed question is the client's to report: the server never hears of it.
+		{"elicitation fails", failingElicitor{}, []string{mcp.ProtocolVersion20251125}, "asking through the client failed"},
+	} {
+		for _, version := range tc.eras {
+			t.Run(tc.name+"/"+version, func(t *testing.T) {
+				f := newFixture(t, fixtureOpts{policy: approvalPolicy})
+				c := connect(t, f.srv, version, tc.elicit)
+				sb := createSandbox(t, c)
+				del := map[string]any{"sandbox_id": sb, "action": "delete"}
+
+				id, link := askedOutside(t, mustFail(t, c, "e2b_manage_sandbox", del), tc.why)
+				if !sandboxExists(f, sb) {
+					t.Fatal("the sandbox was deleted before anyone approved")
+				}
+				status, page := newBrowser(t).get(link)
+				if status != http.StatusOK || !strings.Contains(page, "e2b_manage_sandbox") || !strings.Contains(page, sb) ||
+					!strings.Contains(page, "delete") || !strings.Contains(page, id) {
+					t.Fatalf("the page (%d) does not show the call:\n%s", status, page)
+				}
+				if strings.Contains(page, "timeout_seconds") {
+					t.Errorf("the page shows an argument the caller did not send:\n%s", page)
+				}
+				// Opening the page approved nothing: the same call is asked about again, under the same ID.
+				if again, _ := askedOutside(t, mustFail(t, c, "e2b_manage_sandbox", del), tc.why); again != id {
+					t.Errorf("the repeated call got approval %s, want %s", again, id)
+				}
+				if status, page := pressApproval(t, link, "approve"); status != http.StatusOK || !strings.Contains(page, "Approved") {
+					t.Fatalf("Approve answered %d:\n%s", status, page)
+				}
+				if out := mustOK(t, c, "e2b_manage_sandbox", del); out["success"] != true {
+					t.Fatalf("the approved delete: %v", out)
+				}
+				if sandboxExists(f, sb) {
+					t.Fatal("the approved delete left the sandbox")
+				}
+				if got, want := approvalAudit(t, f), "approval_pending/,approval_pending/,ok/page"; got != want {
+					t.Errorf("audit of the approval calls: %s, want %s", got, want)
+				}
+			})
+		}
+	}
+}
+
+// Deny on the page refuses the repeated call, once, saying so; the call after that asks anew.
+func TestApprovalPageDeny(t *testing.T) {
+	for _, version := range eras {
+		t.Run(version, func(t *testing.T) {
+			f := newFixture(t, fixtureOpts{policy: approvalPolicy})
+			c := connect(t, f.srv, version, &elicitor{action: mcp.ElicitationResponseActionCancel})
+			sb := createSandbox(t, c)
+			del := map[string]any{"sandbox_id": sb, "action": "delete"}
+			const why = "the client answered the question with cancel"
+
+			id, link := askedOutside(t, mustFail(t, c, "e2b_manage_sandbox", del), why)
+			if status, page := pressApproval(t, link, "deny"); status != http.StatusOK || !strings.Contains(page, "Denied") {
+				t.Fatalf("Deny answered %d:\n%s", status, page)
+			}
+			if msg := mustFail(t, c, "e2b_manage_sandbox", del); !strings.HasPrefix(msg, "The user denied this call on the approval page; it did not run.") {
+				t.Errorf("the denied call: %q", msg)
+			}
+			if !sandboxExists(f, sb) {
+				t.Fatal("a denied delete deleted the sandbox")
+			}
+			if again, _ := askedOutside(t, mustFail(t, c, "e2b_manage_sandbox", del), why); again == id {
+				t.Error("the call after the denied one reuses the denied request")
+			}
+			if got, want := approvalAudit(t, f), "approval_pending/,declined/page,approval_pending/"; got != want {
+				t.Errorf("audit of the approval calls: %s, want %s", got, want)
+			}
+		})
+	}
+}
+
+// A decline, or an accept with the box unticked, stays a refusal: no page, no approval ID.
+func TestApprovalDeclineIsNoFallback(t *testing.T) {
+	for _, version := range eras {
+		t.Run(version, func(t *testing.T) {
+			f := newFixture(t, fixtureOpts{policy: approvalPolicy})
+			for _, e := range []*elicitor{
+				{action: mcp.ElicitationResponseActionDecline},
+				{action: mcp.ElicitationResponseActionAccept, content: map[string]any{"approve": false}},
+			} {
+				c := connect(t, f.srv, version, e)
+				sb := createSandbox(t, c)
+				if msg := mustFail(t, c, "e2b_manage_sandbox", map[string]any{"sandbox_id": sb, "action": "delete"}); msg != "Declined by the user." {
+					t.Errorf("%s: %q", e.action, msg)
+				}
+				// The question shows the arguments the caller sent, not the defaults the tool would fill in.
+				if q := e.asked(); len(q) != 1 || strings.Contains(q[0], "timeout_seconds") {
+					t.Errorf("the question: %q", q)
+				}
+			}
+			if pending, err := f.srv.Approvals().List(); err != nil || len(pending) != 0 {
+				t.Errorf("a declined call left %d approval requests (%v)", len(pending), err)
+			}
+		})
+	}
+}
+
+// testClock is a clock the test moves.
+type testClock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func (c *testClock) now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.t
+}
+
+func (c *testClock) advance(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.t = c.t.Add(d)
+}
+
+// The page is a capability that only a human's press on it uses: a GET approves nothing, a POST without the
+// page's CSRF token, from another origin or naming none is refused, a link without its MAC is not a link, the
+// call is shown escaped, an answer counts once, and a link dies with its request.
+func TestApprovalPageRefusesForgery(t *testing.T) {
+	clock := &testClock{t: time.Now()}
+	f := newFixture(t, fixtureOpts{policy: approvalPolicy, mutate: func(c *Config, _ *e2btest.Server) { c.Now = clock.now }})
+	c := connect(t, f.srv, eras[0], nil)
+	sb := createSandbox(t, c)
+	write := map[string]any{"sandbox_id": sb, "path": "<b>notes</b>.txt", "content": "<script>alert(1)</script>\u202eevil"}
+	id, link := askedOutside(t, mustFail(t, c, "e2b_write_file", write), "the client cannot put questions to them")
+	waiting := func() bool {
+		t.Helper()
+		p, _, _, err := f.srv.Approvals().Show(id)
+		return err == nil && !p.Answered()
+	}
+
+	b := newBrowser(t)
+	status, page, csrf := openApproval(b, link+"?choice=approve")
+	if status != http.StatusOK || csrf == "" || !waiting() {
+		t.Fatalf("a GET (%d) answered the request, or showed no form", status)
+	}
+	if strings.Contains(page, "<script>") || strings.Contains(page, "<b>notes") || strings.Contains(page, "\u202e") ||
+		!strings.Contains(page, "&lt;script&gt;") || !strings.Contains(page, `\u202e`) {
+		t.Errorf("the page does not show the call escaped:\n%s", page)
+	}
+	if resp, err := b.c.Head(link); err != nil || resp.Header.Get("Content-Security-Policy") == "" || resp.Header.Get("X-Frame-Options") != "DENY" {
+		t.Errorf("the page lacks its headers (%v)", err)
+	}
+
+	other := newBrowser(t) // never opened the page: it has no cookie
+	own := originOf(link)
+	for name, try := range map[string]func() (int, string){
+		"no CSRF token":           func() (int, string) { return b.answerApproval(link, "", "approve", own) },
+		"another browser's token": func() (int, string) { return other.answerApproval(link, csrf, "approve", own) },
+		"another site":            func() (int, string) { return b.answerApproval(link, csrf, "approve", "http://evil.example") },
+		"no origin":               func() (int, string) { return b.answerApproval(link, csrf, "approve", "") },
+		"no choice":               func() (int, string) { return b.answerApproval(link, csrf, "", own) },
+		"made-up MAC": func() (int, string) {
+			return b.answerApproval(link[:strings.LastIndex(link, ".")]+"."+strings.Repeat("A", 43), csrf, "approve", own)
+		},
+	} {
+		if status, _ := try(); status < 400 {
+			t.Errorf("%s: answered %d", name, status)
+		}
+		if !waiting() {
+			t.Fatalf("%s: the request was answered", name)
+		}
+	}
+
+	if status, _ := b.answerApproval(link, csrf, "approve", own); status != http.StatusOK {
+		t.Fatalf("Approve answered %d", status)
+	}
+	if status, page := b.answerApproval(link, csrf, "deny", own); status != http.StatusConflict || !strings.Contains(page, "Approved") {
+		t.Errorf("a second answer: %d\n%s", status, page)
+	}
+	if p, _, _, _ := f.srv.Approvals().Show(id); !p.Approved {
+		t.Error("the second answer overturned the first")
+	}
+
+	// A link dies with its request: past the approvals' time, the page is gone.
+	_, link2 := askedOutside(t, mustFail(t, c, "e2b_write_file", map[string]any{"sandbox_id": sb, "path": "b.txt", "content": "b"}),
+		"the client cannot put questions to them")
+	b2 := newBrowser(t)
+	status, _, csrf2 := openApproval(b2, link2)
+	if status != http.StatusOK {
+		t.Fatalf("the second link answered %d", status)
+	}
+	clock.advance(ApprovalTTL)
+	if status, _ := b2.get(link2); status != http.StatusNotFound {
+		t.Errorf("an expired link answered %d", status)
+	}
+	if status, _ := b2.answerApproval(link2, csrf2, "approve", own); status != http.StatusNotFound {
+		t.Errorf("Approve on an expired link answered %d", status)
+	}
+}
+
+// Over HTTP on loopback the page is served on the server's own listener.
+func TestApprovalPageOverHTTP(t *testing.T) {
+	f := newFixture(t, fixtureOpts{policy: approvalPolicy, transport: TransportHTTP})
+	base := serveHTTP(t, f)
+	c := streamableClient(t, base, "", "", eras[0], client.WithElicitationHandler(&elicitor{action: mcp.ElicitationResponseActionCancel}))
+	sb := createSandbox(t, c)
+	del := map[string]any{"sandbox_id": sb, "action": "delete"}
+	_, link := askedOutside(t, mustFail(t, c, "e2b_manage_sandbox", del), "the client answered the question with cancel")
+	if !strings.HasPrefix(link, base+PathApprove) {
+		t.Fatalf("the link %s is not on the server's listener %s", link, base)
+	}
+	if status, _ := pressApproval(t, link, "approve"); status != http.StatusOK {
+		t.Fatalf("Approve answered %d", status)
+	}
+	if out := mustOK(t, c, "e2b_manage_sandbox", del); out["success"] != true || sandboxExists(f, sb) {
+		t.Fatalf("the approved delete: %v", out)
+	}
+}
