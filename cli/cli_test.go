@@ -100,6 +100,7 @@ func TestCommandDispatchAndExitCodes(t *testing.T) {
 		{[]string{"serve", "--backend", "cloud"}, exitUsage, "", "--backend"},
 		{[]string{"serve", "--orphan-action", "explode"}, exitUsage, "", "--orphan-action"},
 		{[]string{"serve", "--lease", "0s"}, exitUsage, "", "--lease must be positive"},
+		{[]string{"serve", "--result-limit", "4095"}, exitUsage, "", "--result-limit must be at least 4096 bytes"},
 		{[]string{"serve", "--store", "mysql://u:hunter2@db/x"}, exitUsage, "", "--store: want a postgres:// URL"},
 		{[]string{"serve", "--store", "postgres://db/x", "--backend", "local"}, exitUsage, "", "--store and --backend local"},
 		{[]string{"approve", "--store", "/var/lib/db"}, exitFailure, "", "must be a postgres://"},
@@ -148,7 +149,7 @@ func TestServeFlags(t *testing.T) {
 	}
 	if cfg.Transport != "stdio" || cfg.Listen != "127.0.0.1:8931" || cfg.Session != "default" || cfg.Owner != "tester" ||
 		cfg.Backend != "e2b" || cfg.Lease != 4*time.Hour || cfg.OrphanAction != lifecycle.OrphanPause ||
-		cfg.SweepInterval != 5*time.Minute || cfg.Tools.OutputBudget != 65536 || cfg.TokensFile != "" || cfg.PolicyFile != "" {
+		cfg.SweepInterval != 5*time.Minute || cfg.Tools.ResultLimit != 40000 || cfg.TokensFile != "" || cfg.PolicyFile != "" {
 		t.Errorf("defaults: %+v", cfg)
 	}
 	if cfg.E2B.Domain != "e2b.example" || cfg.E2B.APIURL != "http://api.example" || cfg.E2B.SandboxURL != "" {
@@ -161,7 +162,7 @@ func TestServeFlags(t *testing.T) {
 	r1, r2 := t.TempDir(), t.TempDir()
 	cfg, err = parseServe(t, e, "--transport", "sse", "--listen", "[::1]:9000", "--session", "proj", "--owner", "bob",
 		"--domain", "d.example", "--api-url", "http://a", "--sandbox-url", "http://s", "--state-dir", "rel/state",
-		"--storage-root", r1, "--storage-root", r2, "--output-budget", "1000", "--policy", "p.yaml", "--lease", "30m",
+		"--storage-root", r1, "--storage-root", r2, "--result-limit", "5000", "--policy", "p.yaml", "--lease", "30m",
 		"--orphan-action", "kill", "--sweep-interval", "1m", "--checkpoint-every", "5", "--checkpoint-on-pause",
 		"--backend", "local", "--tokens-file", "t.json", "--log-level", "debug",
 		"--allow-origin", "http://localhost:6274", "--allow-origin", "https://app.example")
@@ -171,7 +172,7 @@ func TestServeFlags(t *testing.T) {
 	abs, _ := filepath.Abs("rel/state")
 	if cfg.Transport != "sse" || cfg.Listen != "[::1]:9000" || cfg.Session != "proj" || cfg.Owner != "bob" ||
 		cfg.E2B.Domain != "d.example" || cfg.E2B.APIURL != "http://a" || cfg.E2B.SandboxURL != "http://s" ||
-		cfg.StateDir != abs || !slices.Equal(cfg.Tools.StorageRoots, []string{r1, r2}) || cfg.Tools.OutputBudget != 1000 ||
+		cfg.StateDir != abs || !slices.Equal(cfg.Tools.StorageRoots, []string{r1, r2}) || cfg.Tools.ResultLimit != 5000 ||
 		cfg.PolicyFile != "p.yaml" || cfg.Lease != 30*time.Minute || cfg.OrphanAction != lifecycle.OrphanKill ||
 		cfg.SweepInterval != time.Minute || cfg.Tools.Checkpoints.EverySteps != 5 || !cfg.Tools.Checkpoints.OnPause ||
 		cfg.Backend != "local" || cfg.TokensFile != "t.json" ||

@@ -40,7 +40,7 @@ type serveOptions struct {
 	stateDir                          string
 	store                             string
 	storageRoots                      stringList
-	outputBudget                      int
+	resultLimit                       int
 	policyFile                        string
 	lease                             time.Duration
 	orphanAction                      string
@@ -79,7 +79,7 @@ func (a *app) serveFlags() (*flags, *serveOptions) {
 	f.StringVar(&o.stateDir, "state-dir", "", "state directory (sessions, sandbox records, approvals, audit log) (default $XDG_STATE_HOME/e2b-mcp or the OS's place)")
 	f.StringVar(&o.store, "store", "", "postgres:// URL of a PostgreSQL database for the records and approvals that replicas share (default: the embedded store in the state directory; the audit log stays there)")
 	f.Var(&o.storageRoots, "storage-root", "host directory that upload_files may read from (repeatable; none: uploads are off)")
-	f.IntVar(&o.outputBudget, "output-budget", tools.DefaultOutputBudget, "bytes of stdout and of stderr an e2b_exec result carries; longer output is cut to head and tail")
+	f.IntVar(&o.resultLimit, "result-limit", tools.DefaultResultLimit, fmt.Sprintf("bytes a tool result takes as the client receives it, JSON escaping counted (at least %d); longer command output is cut to head and tail and saved whole in the sandbox, longer files are read in parts", tools.MinResultLimit))
 	f.StringVar(&o.policyFile, "policy", "", "policy file (YAML; default: the built-in policy, shown by 'e2b-mcp policy explain builtin TOOL')")
 	f.DurationVar(&o.lease, "lease", server.DefaultLease, "how long a session lives without calls before its sandboxes get the orphan action")
 	f.StringVar(&o.orphanAction, "orphan-action", string(lifecycle.OrphanPause), "what happens to sandboxes of lapsed sessions: pause, kill or keep")
@@ -163,8 +163,8 @@ func (a *app) serveConfig(f *flags, o *serveOptions) (server.Config, error) {
 		return cfg, f.usageErrorf("--lease must be positive")
 	case o.sweepInterval <= 0:
 		return cfg, f.usageErrorf("--sweep-interval must be positive")
-	case o.outputBudget <= 0:
-		return cfg, f.usageErrorf("--output-budget must be positive")
+	case o.resultLimit < tools.MinResultLimit:
+		return cfg, f.usageErrorf("--result-limit must be at least %d bytes: a result needs room for its fields and for a useful part of the output", tools.MinResultLimit)
 	case o.checkpointEvery < 0:
 		return cfg, f.usageErrorf("--checkpoint-every must not be negative")
 	case o.session == "":
@@ -249,7 +249,7 @@ func (a *app) serveConfig(f *flags, o *serveOptions) (server.Config, error) {
 		NoConnectPage:   o.noConnectPage,
 		EgressScopes:    scopes,
 		Tools: tools.Config{
-			OutputBudget: o.outputBudget,
+			ResultLimit:  o.resultLimit,
 			StorageRoots: o.storageRoots,
 			Checkpoints:  state.CheckpointPolicy{EverySteps: o.checkpointEvery, OnPause: o.checkpointOnPause},
 		},

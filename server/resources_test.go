@@ -166,21 +166,22 @@ func TestDownloadLinksFollowReadPolicy(t *testing.T) {
 	}
 }
 
-// A file over the resource size cap is refused with the way to get it, never sent cut short.
+// A file over the result limit is refused with the way to get it, never sent cut short.
 func TestResourceSizeCap(t *testing.T) {
-	f := newFixture(t, fixtureOpts{mutate: func(c *Config, _ *e2btest.Server) { c.Tools.ResourceLimitBytes = 1000 }})
+	f := newFixture(t, fixtureOpts{mutate: func(c *Config, _ *e2btest.Server) { c.Tools.ResultLimit = tools.MinResultLimit }})
 	c := connect(t, f.srv, eras[0], nil)
 	id := createSandbox(t, c)
-	mustOK(t, c, "e2b_exec", map[string]any{"sandbox_id": id, "command": "head -c 1000 /dev/zero > fits.bin; head -c 1001 /dev/zero > big.bin"})
+	mustOK(t, c, "e2b_exec", map[string]any{"sandbox_id": id, "command": "head -c 2000 /dev/zero > fits.bin; head -c 3500 /dev/zero > big.bin"})
 	got, err := readResource(t, c, "e2b://sandbox/"+id+"/home/user/fits.bin")
 	if err != nil || len(got.Contents) != 1 {
-		t.Fatalf("a file at the cap: %v", err)
+		t.Fatalf("a file within the limit: %v", err)
 	}
-	if bc, ok := got.Contents[0].(mcp.BlobResourceContents); !ok || bc.Blob != base64.StdEncoding.EncodeToString(make([]byte, 1000)) {
-		t.Fatalf("a file at the cap: %+v", got.Contents)
+	if bc, ok := got.Contents[0].(mcp.BlobResourceContents); !ok || bc.Blob != base64.StdEncoding.EncodeToString(make([]byte, 2000)) {
+		t.Fatalf("a file within the limit: %+v", got.Contents)
 	}
 	_, err = readResource(t, c, "e2b://sandbox/"+id+"/home/user/big.bin")
-	if err == nil || !strings.Contains(err.Error(), "is 1001 bytes, over the 1000-byte limit") || !strings.Contains(err.Error(), "e2b_download_url") {
-		t.Fatalf("a file over the cap: %v", err)
+	if err == nil || !strings.Contains(err.Error(), "is 3500 bytes (") || !strings.Contains(err.Error(), "result limit is 4096 bytes") ||
+		!strings.Contains(err.Error(), "e2b_download_url") {
+		t.Fatalf("a file over the limit: %v", err)
 	}
 }

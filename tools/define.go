@@ -116,9 +116,9 @@ func adapt[A any](b *base, name string, h handlerFunc[A]) server.ToolHandlerFunc
 		}
 		out, err := h(ctx, call, &args)
 		if err != nil {
-			return mcp.NewToolResultError(b.errorText(ctx, call, name, err)), nil
+			return b.failure(b.errorText(ctx, call, name, err)), nil
 		}
-		return success(out), nil
+		return b.success(name, out), nil
 	}
 }
 
@@ -183,24 +183,4 @@ func jsonTypeName(goType string) string {
 type withContent struct {
 	result any
 	extra  []mcp.Content
-}
-
-// success answers with the result both as structuredContent and, for clients that read only text, as its JSON,
-// followed by any extra content.
-func success(v any) *mcp.CallToolResult {
-	var extra []mcp.Content
-	if wc, ok := v.(withContent); ok {
-		v, extra = wc.result, wc.extra
-	}
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	// Command output is full of <, > and &; escaping them would only make the text harder to read.
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(v); err != nil {
-		return mcp.NewToolResultError("Internal error: encoding the result: " + err.Error())
-	}
-	return &mcp.CallToolResult{
-		Content:           append([]mcp.Content{mcp.NewTextContent(strings.TrimSuffix(buf.String(), "\n"))}, extra...),
-		StructuredContent: v,
-	}
 }

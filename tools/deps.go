@@ -32,11 +32,10 @@ type Config struct {
 	DefaultTimeoutSeconds int
 	// ExecTimeout bounds a command of e2b_exec when the call gives no timeout_ms (60 s).
 	ExecTimeout time.Duration
-	// OutputBudget bounds each of stdout and stderr in an e2b_exec result, in bytes (64 KiB); longer output is
-	// cut to its head and tail and saved whole in the sandbox.
-	OutputBudget int
-	// ReadLimitBytes bounds the content of one e2b_read_file result (256 KiB).
-	ReadLimitBytes int
+	// ResultLimit bounds every result as the client receives it, in bytes (DefaultResultLimit, at least
+	// MinResultLimit; see resultSize): e2b_exec cuts its output to head and tail and saves it whole in the
+	// sandbox, e2b_read_file and resource reads return what fits.
+	ResultLimit int
 	// WriteLimitBytes bounds the content of one e2b_write_file call (10 MiB).
 	WriteLimitBytes int
 	// ImageLimitBytes bounds an image e2b_read_file shows the model (768 KiB, about 1 MiB in base64: what
@@ -46,8 +45,6 @@ type Config struct {
 	// ImageSourceLimitBytes bounds the image files e2b_read_file fetches to scale down (16 MiB); larger ones are
 	// refused with advice on shrinking them in the sandbox.
 	ImageSourceLimitBytes int
-	// ResourceLimitBytes bounds a sandbox file read as an MCP resource (8 MiB).
-	ResourceLimitBytes int
 	// StorageRoots are the host directories upload_files of e2b_create_sandbox may read from; none means
 	// uploads are off. A relative session_path is resolved against the first root.
 	StorageRoots []string
@@ -62,13 +59,10 @@ const (
 	DefaultTemplate         = "base"
 	DefaultTimeoutSeconds   = 3600
 	DefaultExecTimeout      = 60 * time.Second
-	DefaultOutputBudget     = 64 << 10
-	DefaultReadLimitBytes   = 256 << 10
 	DefaultWriteLimitBytes  = 10 << 20
 	DefaultImageLimitBytes  = 768 << 10
 	DefaultImageMaxEdge     = 1568
 	DefaultImageSourceLimit = 16 << 20
-	DefaultResourceLimit    = 8 << 20
 	DefaultProgressInterval = 200 * time.Millisecond
 )
 
@@ -85,14 +79,10 @@ func (c Config) withDefaults() Config {
 	if c.ExecTimeout <= 0 {
 		c.ExecTimeout = DefaultExecTimeout
 	}
-	if c.OutputBudget <= 0 {
-		c.OutputBudget = DefaultOutputBudget
+	if c.ResultLimit <= 0 {
+		c.ResultLimit = DefaultResultLimit
 	}
-	// The head and the tail need room besides the marker line.
-	c.OutputBudget = max(c.OutputBudget, 1024)
-	if c.ReadLimitBytes <= 0 {
-		c.ReadLimitBytes = DefaultReadLimitBytes
-	}
+	c.ResultLimit = max(c.ResultLimit, MinResultLimit)
 	if c.WriteLimitBytes <= 0 {
 		c.WriteLimitBytes = DefaultWriteLimitBytes
 	}
@@ -104,9 +94,6 @@ func (c Config) withDefaults() Config {
 	}
 	if c.ImageSourceLimitBytes <= 0 {
 		c.ImageSourceLimitBytes = DefaultImageSourceLimit
-	}
-	if c.ResourceLimitBytes <= 0 {
-		c.ResourceLimitBytes = DefaultResourceLimit
 	}
 	if c.ProgressInterval <= 0 {
 		c.ProgressInterval = DefaultProgressInterval

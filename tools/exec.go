@@ -32,22 +32,24 @@ type execArgs struct {
 	Background bool   `json:"background,omitempty" jsonschema_description:"Start the command and return at once with its pid and log_file (its stdout and stderr); it runs until it ends or e2b_stop_process stops it, with no timeout. For servers and long jobs."`
 }
 
+// execResult puts what happened first and the output last: a client that keeps only the start of a long result
+// still shows the exit code, whether output was cut, and where the whole of it is.
 type execResult struct {
-	SandboxID    string `json:"sandbox_id"`
-	Cwd          string `json:"cwd"`
-	Stdout       string `json:"stdout"`
-	Stderr       string `json:"stderr"`
 	ExitCode     int    `json:"exit_code" jsonschema_description:"The command's exit code; -1 when it was killed."`
 	Success      bool   `json:"success" jsonschema_description:"True when the command exited with code 0."`
+	Error        string `json:"error" jsonschema_description:"Why the command failed (exit status, or killed by the timeout); empty on success."`
 	Truncated    bool   `json:"truncated" jsonschema_description:"True when stdout or stderr was cut to its head and tail; the whole stream is in stdout_file / stderr_file."`
 	TotalLines   int64  `json:"total_lines" jsonschema_description:"Lines of stdout plus lines of stderr, before any cut."`
-	Error        string `json:"error" jsonschema_description:"Why the command failed (exit status, or killed by the timeout); empty on success."`
 	StdoutFile   string `json:"stdout_file,omitempty" jsonschema_description:"Path in the sandbox of the whole stdout, when it was truncated; read it with e2b_read_file."`
 	StderrFile   string `json:"stderr_file,omitempty" jsonschema_description:"Path in the sandbox of the whole stderr, when it was truncated."`
-	CheckpointID string `json:"checkpoint_id,omitempty" jsonschema_description:"The checkpoint taken automatically after this step, by the checkpoint policy."`
-	Warning      string `json:"warning,omitempty"`
+	SandboxID    string `json:"sandbox_id"`
+	Cwd          string `json:"cwd"`
 	PID          uint32 `json:"pid,omitempty" jsonschema_description:"For background: the process's pid, for e2b_stop_process."`
 	LogFile      string `json:"log_file,omitempty" jsonschema_description:"For background: the file in the sandbox that receives its stdout and stderr; read it with e2b_read_file."`
+	CheckpointID string `json:"checkpoint_id,omitempty" jsonschema_description:"The checkpoint taken automatically after this step, by the checkpoint policy."`
+	Warning      string `json:"warning,omitempty"`
+	Stdout       string `json:"stdout"`
+	Stderr       string `json:"stderr"`
 }
 
 // execTool is e2b_exec.
@@ -59,12 +61,12 @@ func (t execTool) serverTool() server.ServerTool {
 		"(default %s). The command and everything it started are killed after timeout_ms (default %d ms, max %d). "+
 		"Jobs a command leaves in the background (cmd &) keep running after it returns, their later output "+
 		"discarded; for servers and long jobs use background true instead, which returns at once with a pid and a "+
-		"log_file, and see them with e2b_list_processes, stop them with e2b_stop_process. stdout and stderr are each kept within %d bytes: longer "+
+		"log_file, and see them with e2b_list_processes, stop them with e2b_stop_process. The result is kept within %d bytes: longer "+
 		"output keeps its head and tail around a line '... [N bytes / M lines omitted] ...', truncated is true and "+
 		"the whole stream is saved in the sandbox (stdout_file / stderr_file) for e2b_read_file. Output is streamed as "+
 		"progress notifications when the client asks for progress; cancelling the call kills the command and "+
 		"everything it started.",
-		WorkspacePath, t.cfg.ExecTimeout.Milliseconds(), maxExecTimeoutMs, t.cfg.OutputBudget)
+		WorkspacePath, t.cfg.ExecTimeout.Milliseconds(), maxExecTimeoutMs, t.cfg.ResultLimit)
 	return server.ServerTool{
 		Tool: newTool("e2b_exec", desc, execArgs{}, execResult{},
 			hints{readOnly: false, destructive: true, idempotent: false, openWorld: true},
@@ -104,7 +106,7 @@ func (t execTool) run(ctx context.Context, call Caller, a *execArgs) (any, error
 	if a.Background {
 		return t.background(ctx, c, call, rec, a.Command, cwd)
 	}
-	stdout, stderr := newCapture(t.cfg.OutputBudget, ""), newCapture(t.cfg.OutputBudget, "")
+	stdout, stderr := newCapture(t.cfg.ResultLimit, ""), newCapture(t.cfg.ResultLimit, "")
 	defer stdout.close()
 	defer stderr.close()
 	prog := startProgress(ctx, t.cfg.ProgressInterval, t.log)
@@ -131,11 +133,8 @@ func (t execTool) run(ctx context.Context, call Caller, a *execArgs) (any, error
 	res := execResult{
 		SandboxID:  rec.ID,
 		Cwd:        cwd,
-		Stdout:     stdout.text(),
-		Stderr:     stderr.text(),
 		ExitCode:   out.ExitCode,
 		Success:    out.ExitCode == 0 && !out.TimedOut,
-		Truncated:  stdout.truncated() || stderr.truncated(),
 		TotalLines: stdout.lines() + stderr.lines(),
 	}
 	switch {
@@ -151,31 +150,96 @@ func (t execTool) run(ctx context.Context, call Caller, a *execArgs) (any, error
 			res.Error = fmt.Sprintf("exit status %d", out.ExitCode)
 		}
 	}
+	streams := [2]stream{
+		{c: stdout, name: "stdout", text: &res.Stdout, file: &res.StdoutFile},
+		{c: stderr, name: "stderr", text: &res.Stderr, file: &res.StderrFile},
+	}
+	// Which streams the result cannot hold whole is known before they are saved, from the result with both files
+	// named; what is shown of them is decided last, once every other field is known.
+	probe := res
+	probe.Truncated, probe.StdoutFile, probe.StderrFile = true, t.outputPath(rec, "stdout"), t.outputPath(rec, "stderr")
+	rooms := splitRoom(t.room()-sizeOf(withContent{result: probe, extra: t.outputLinks(rec, "stdout", "stderr")}), stdout, stderr)
 	var warnings []string
 	var links []mcp.Content
-	for _, s := range []struct {
-		c    *capture
-		ext  string
-		into *string
-	}{{stdout, "stdout", &res.StdoutFile}, {stderr, "stderr", &res.StderrFile}} {
-		if !s.c.truncated() {
+	for i, s := range streams {
+		if s.c.fits(rooms[i]) {
 			continue
 		}
-		p := fmt.Sprintf("%s/exec-%d.%s", execOutputDir, rec.Steps, s.ext)
+		p := t.outputPath(rec, s.name)
 		if err := t.save(ctx, c, rec, s.c, p); err != nil {
-			warnings = append(warnings, fmt.Sprintf("The whole %s could not be saved in the sandbox: %s", s.ext, t.errorText(ctx, call, "e2b_exec", err)))
+			warnings = append(warnings, fmt.Sprintf("The whole %s could not be saved in the sandbox: %s", s.name, t.errorText(ctx, call, "e2b_exec", err)))
 			continue
 		}
-		*s.into = p
-		links = append(links, fileLink(rec.ID, p, "the whole "+s.ext+" of the command"))
+		*s.file = p
+		links = append(links, t.outputLinks(rec, s.name)...)
 	}
 	var warn string
 	res.CheckpointID, warn = t.afterStep(ctx, c, call, rec, "e2b_exec")
 	res.Warning = joinWarnings(append(warnings, warn)...)
-	if len(links) > 0 {
-		return withContent{result: res, extra: links}, nil
+	return fitOutput(t.room(), &res, links, streams), nil
+}
+
+// stream is one output stream of a command and the fields of the result that show it.
+type stream struct {
+	c          *capture
+	name       string
+	text, file *string
+}
+
+// outputPath is where the whole of a command's stream is saved in the sandbox.
+func (t execTool) outputPath(rec state.SandboxRecord, name string) string {
+	return fmt.Sprintf("%s/exec-%d.%s", execOutputDir, rec.Steps, name)
+}
+
+// outputLinks link the saved streams as resources.
+func (t execTool) outputLinks(rec state.SandboxRecord, names ...string) []mcp.Content {
+	var links []mcp.Content
+	for _, name := range names {
+		links = append(links, fileLink(rec.ID, t.outputPath(rec, name), "the whole "+name+" of the command"))
 	}
-	return res, nil
+	return links
+}
+
+// splitRoom shares the room of a result between stdout and stderr: a stream that needs less than half keeps all
+// of it, and leaves the rest to the other.
+func splitRoom(room int, stdout, stderr *capture) [2]int {
+	room = max(room, 0)
+	half := room / 2
+	switch o, e := stdout.cost(), stderr.cost(); {
+	case o >= 0 && o <= half:
+		return [2]int{o, room - o}
+	case e >= 0 && e <= half:
+		return [2]int{room - e, e}
+	}
+	return [2]int{half, room - half}
+}
+
+// fitOutput fills in the streams' text (fields of res) within what the result's other fields leave of room. The
+// cost model (fieldCost) is exact, so the first try fits; the check after it keeps the limit a guarantee should
+// the encoding ever change.
+func fitOutput(room int, res *execResult, links []mcp.Content, streams [2]stream) any {
+	answer := func() any {
+		if len(links) > 0 {
+			return withContent{result: *res, extra: links}
+		}
+		return *res
+	}
+	free := room - sizeOf(answer())
+	for range 3 {
+		res.Truncated = false
+		rooms := splitRoom(free, streams[0].c, streams[1].c)
+		for i, s := range streams {
+			var cut bool
+			*s.text, cut = s.c.text(rooms[i])
+			res.Truncated = res.Truncated || cut
+		}
+		over := sizeOf(answer()) - room
+		if over <= 0 {
+			break
+		}
+		free -= over
+	}
+	return answer()
 }
 
 // save uploads a truncated stream's spool file to p in the sandbox.

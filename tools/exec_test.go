@@ -95,10 +95,14 @@ func seqOutput(n int) string {
 var markerRE = regexp.MustCompile(`\n\.\.\. \[(\d+) bytes / (\d+) lines omitted\] \.\.\.\n`)
 
 func TestExecTruncation(t *testing.T) {
-	const budget = 2048
+	const limit = MinResultLimit
 	forEachEra(t, func(t *testing.T, e *env, s *session) {
 		id := s.createSandbox(t, nil)
-		res := s.exec(t, id, "seq 1 5000; seq 1 3000 >&2")
+		raw := s.call(t, "e2b_exec", map[string]any{"sandbox_id": id, "command": "seq 1 5000; seq 1 3000 >&2"})
+		if n := sentSize(t, raw); n > limit {
+			t.Fatalf("the result is %d bytes as sent, over the %d limit", n, limit)
+		}
+		res := mustOK(t, "e2b_exec", raw)
 		full, fullErr := seqOutput(5000), seqOutput(3000)
 		if res["truncated"] != true || num(res["total_lines"]) != 8000 {
 			t.Fatalf("truncated %v, total_lines %v", res["truncated"], res["total_lines"])
@@ -107,9 +111,6 @@ func TestExecTruncation(t *testing.T) {
 			field, file, full string
 		}{{"stdout", "stdout_file", full}, {"stderr", "stderr_file", fullErr}} {
 			got := res[c.field].(string)
-			if len(got) > budget {
-				t.Errorf("%s is %d bytes, over the %d budget", c.field, len(got), budget)
-			}
 			m := markerRE.FindStringSubmatchIndex(got)
 			if m == nil {
 				t.Fatalf("%s has no marker line: %q", c.field, got)
@@ -132,9 +133,8 @@ func TestExecTruncation(t *testing.T) {
 			if path != fmt.Sprintf("/tmp/e2b-mcp/exec-1.%s", c.field) {
 				t.Fatalf("%s = %q", c.file, path)
 			}
-			read := s.ok(t, "e2b_read_file", map[string]any{"sandbox_id": id, "path": path, "limit": 10000})
-			if read["content"] != c.full {
-				t.Fatalf("%s holds %d bytes, want the whole %d", path, len(read["content"].(string)), len(c.full))
+			if got := s.readPages(t, id, path); got != c.full {
+				t.Fatalf("%s holds %d bytes, want the whole %d", path, len(got), len(c.full))
 			}
 		}
 		// Output within the budget is whole and names no file.
@@ -142,7 +142,7 @@ func TestExecTruncation(t *testing.T) {
 		if res["truncated"] != false || res["stdout"] != seqOutput(100) || res["stdout_file"] != nil {
 			t.Fatalf("small output: %v", res)
 		}
-	}, func(c *Config) { c.OutputBudget = budget })
+	}, func(c *Config) { c.ResultLimit = limit })
 }
 
 func TestExecProgress(t *testing.T) {

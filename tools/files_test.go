@@ -97,21 +97,25 @@ func TestReadBinary(t *testing.T) {
 			t.Fatalf("explicit range of a binary file: %v", res)
 		}
 		// UTF-8 text whose multi-byte characters straddle the sniffed head is text.
-		s.exec(t, id, `printf 'é%.0s' $(seq 1 10000) > utf.txt; echo >> utf.txt`)
+		s.exec(t, id, `printf 'é%.0s' $(seq 1 5000) > utf.txt; echo >> utf.txt`)
 		res = s.ok(t, "e2b_read_file", map[string]any{"sandbox_id": id, "path": "utf.txt"})
-		if res["binary"] != nil || res["content"] != strings.Repeat("é", 10000)+"\n" {
+		if res["binary"] != nil || res["content"] != strings.Repeat("é", 5000)+"\n" {
 			t.Fatalf("utf-8 text read as binary: binary=%v, %d bytes", res["binary"], len(res["content"].(string)))
 		}
 	})
 }
 
-// TestReadHugeFile: a file far bigger than the read limit is read only as far as needed.
+// TestReadHugeFile: a file far bigger than the result limit is read only as far as needed.
 func TestReadHugeFile(t *testing.T) {
-	const limit = 4096
+	const limit = MinResultLimit
 	forEachEra(t, func(t *testing.T, e *env, s *session) {
 		id := s.createSandbox(t, nil)
 		s.exec(t, id, "seq 1 200000 > huge.txt")
-		res := s.ok(t, "e2b_read_file", map[string]any{"sandbox_id": id, "path": "huge.txt"})
+		raw := s.call(t, "e2b_read_file", map[string]any{"sandbox_id": id, "path": "huge.txt"})
+		if n := sentSize(t, raw); n > limit {
+			t.Fatalf("%d bytes as sent, over the %d limit", n, limit)
+		}
+		res := mustOK(t, "e2b_read_file", raw)
 		content := res["content"].(string)
 		if len(content) > limit || !strings.HasPrefix(seqOutput(200000), content) || !strings.HasSuffix(content, "\n") {
 			t.Fatalf("content is %d bytes: %q...", len(content), content[:min(40, len(content))])
@@ -127,14 +131,19 @@ func TestReadHugeFile(t *testing.T) {
 		}
 		// One line longer than the limit comes back cut, with a note.
 		s.exec(t, id, "head -c 10000 /dev/zero | tr '\\0' 'x' > long.txt; echo >> long.txt; echo after >> long.txt")
-		res = s.ok(t, "e2b_read_file", map[string]any{"sandbox_id": id, "path": "long.txt"})
-		if res["content"] != strings.Repeat("x", limit) || res["truncated"] != true || num(res["next_offset"]) != 2 {
-			t.Fatalf("long line: %d bytes, %v", len(res["content"].(string)), res["next_offset"])
+		raw = s.call(t, "e2b_read_file", map[string]any{"sandbox_id": id, "path": "long.txt"})
+		if n := sentSize(t, raw); n > limit {
+			t.Fatalf("a long line: %d bytes as sent, over the %d limit", n, limit)
 		}
-		wantContains(t, res["note"].(string), "line 1 is longer than the 4096-byte read limit")
+		res = mustOK(t, "e2b_read_file", raw)
+		long := res["content"].(string)
+		if len(long) < limit/4 || strings.Trim(long, "x") != "" || res["truncated"] != true || num(res["next_offset"]) != 2 {
+			t.Fatalf("long line: %d bytes, %v", len(long), res["next_offset"])
+		}
+		wantContains(t, res["note"].(string), "line 1 is longer than one result holds (the server's result limit is 4096 bytes)")
 		res = s.ok(t, "e2b_read_file", map[string]any{"sandbox_id": id, "path": "long.txt", "offset": 2})
 		if res["content"] != "after\n" {
 			t.Fatalf("after the long line: %v", res)
 		}
-	}, func(c *Config) { c.ReadLimitBytes = limit })
+	}, func(c *Config) { c.ResultLimit = limit })
 }

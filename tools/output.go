@@ -2,19 +2,15 @@ package tools
 
 import (
 	"bytes"
-	"fmt"
 	"io"
 	"os"
-	"strings"
 	"unicode/utf8"
 )
 
-// markerRoom is what an output budget keeps free for the marker line between head and tail.
-const markerRoom = 128
-
 // capture keeps one output stream of a command within a byte budget. While the stream fits it is kept whole;
 // beyond that only its head and its tail stay in memory, and the whole stream goes to a host spool file so that
-// it can be saved in the sandbox for the model to read. Memory stays bounded by about twice the budget.
+// it can be saved in the sandbox for the model to read. Memory stays bounded by about twice the budget. A budget
+// of the result limit keeps all the result can show: every byte of output costs at least two of the result.
 type capture struct {
 	budget, headMax, tailMax int
 
@@ -25,6 +21,7 @@ type capture struct {
 	newlines int64
 	last     byte
 	overflow bool
+	costMemo int // the cost of mem, plus one; 0 when not known since the last write
 
 	spoolDir string
 	spool    *os.File
@@ -32,14 +29,15 @@ type capture struct {
 }
 
 func newCapture(budget int, spoolDir string) *capture {
-	room := max(budget-markerRoom, 2)
-	return &capture{budget: budget, headMax: room / 2, tailMax: room - room/2, spoolDir: spoolDir}
+	budget = max(budget, 2)
+	return &capture{budget: budget, headMax: budget / 2, tailMax: budget - budget/2, spoolDir: spoolDir}
 }
 
 func (c *capture) write(p []byte) {
 	if len(p) == 0 {
 		return
 	}
+	c.costMemo = 0
 	c.total += int64(len(p))
 	c.newlines += int64(bytes.Count(p, []byte{'\n'}))
 	c.last = p[len(p)-1]
@@ -83,8 +81,8 @@ func (c *capture) toSpool(p []byte) {
 	}
 }
 
-// truncated reports whether the stream outgrew the budget.
-func (c *capture) truncated() bool { return c.overflow }
+// overflowed reports whether the stream outgrew the budget: only its head and tail are in memory.
+func (c *capture) overflowed() bool { return c.overflow }
 
 // lines counts the stream's lines; a last line without a newline counts too.
 func (c *capture) lines() int64 {
@@ -94,35 +92,33 @@ func (c *capture) lines() int64 {
 	return c.newlines
 }
 
-// text is the stream as the result shows it: whole, or head and tail around a marker line saying what is left
-// out. Cuts fall on line ends where a line end is near, and never inside a UTF-8 sequence.
-func (c *capture) text() string {
+// cost is what the whole stream costs in the result; -1 when it is no longer all in memory.
+func (c *capture) cost() int {
+	if c.overflow {
+		return -1
+	}
+	if c.costMemo == 0 {
+		c.costMemo = fieldCost(c.mem) + 1
+	}
+	return c.costMemo - 1
+}
+
+// fits reports whether the whole stream fits room bytes of the result.
+func (c *capture) fits(room int) bool {
+	n := c.cost()
+	return n >= 0 && n <= room
+}
+
+// text is the stream as the result shows it within room bytes of the result (see fieldCost): whole, or head and
+// tail around a marker line saying what is left out. cut says which.
+func (c *capture) text(room int) (s string, cut bool) {
+	if c.fits(room) {
+		return string(c.mem), false
+	}
 	if !c.overflow {
-		return string(c.mem)
+		return headAndTail(c.mem, c.mem, c.total, c.newlines, room)
 	}
-	head := c.head
-	if i := bytes.LastIndexByte(head, '\n'); i >= len(head)/2 {
-		head = head[:i+1]
-	} else {
-		head = trimPartialRuneEnd(head)
-	}
-	tail := c.tail[max(0, len(c.tail)-c.tailMax):]
-	if j := bytes.IndexByte(tail, '\n'); j >= 0 && j < len(tail)/2 {
-		tail = tail[j+1:]
-	} else {
-		tail = trimPartialRuneStart(tail)
-	}
-	omittedBytes := c.total - int64(len(head)) - int64(len(tail))
-	omittedLines := c.newlines - int64(bytes.Count(head, []byte{'\n'})) - int64(bytes.Count(tail, []byte{'\n'}))
-	var sb strings.Builder
-	sb.Grow(len(head) + len(tail) + markerRoom)
-	sb.Write(head)
-	if len(head) > 0 && head[len(head)-1] != '\n' {
-		sb.WriteByte('\n')
-	}
-	fmt.Fprintf(&sb, "... [%d bytes / %d lines omitted] ...\n", omittedBytes, omittedLines)
-	sb.Write(tail)
-	return sb.String()
+	return headAndTail(c.head, c.tail[max(0, len(c.tail)-c.tailMax):], c.total, c.newlines, room)
 }
 
 // spooled returns the whole stream from the start, for saving; the caller must not write afterwards.

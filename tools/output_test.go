@@ -27,8 +27,8 @@ func TestCaptureWithinBudget(t *testing.T) {
 	for _, s := range []string{"", "x", "one\ntwo\n", "no newline at end", strings.Repeat("a", 4096)} {
 		c := newCapture(4096, t.TempDir())
 		feed(c, s, 1)
-		if c.truncated() || c.text() != s {
-			t.Fatalf("%q came back as %q (truncated %v)", s, c.text(), c.truncated())
+		if got, cut := c.text(fieldCost([]byte(s))); c.overflowed() || cut || got != s {
+			t.Fatalf("%q came back as %q (overflowed %v, cut %v)", s, got, c.overflowed(), cut)
 		}
 		wantLines := strings.Count(s, "\n")
 		if s != "" && !strings.HasSuffix(s, "\n") {
@@ -60,12 +60,12 @@ func TestCaptureHeadAndTail(t *testing.T) {
 			dir := t.TempDir()
 			c := newCapture(2048, dir)
 			feed(c, s, seed)
-			got := c.text()
-			if !c.truncated() {
-				t.Fatalf("%s: not truncated", name)
+			got, cut := c.text(4096)
+			if !c.overflowed() || !cut {
+				t.Fatalf("%s: not cut", name)
 			}
-			if len(got) > 2048 {
-				t.Errorf("%s: %d bytes, over budget", name, len(got))
+			if n := fieldCost([]byte(got)); n > 4096 {
+				t.Errorf("%s: costs %d bytes of the result, over the room of 4096", name, n)
 			}
 			if !utf8.ValidString(got) {
 				t.Errorf("%s: a cut split a UTF-8 sequence", name)
@@ -131,11 +131,11 @@ func BenchmarkCapture(b *testing.B) {
 			b.ReportAllocs()
 			b.SetBytes(int64(len(chunk) * chunks))
 			for b.Loop() {
-				c := newCapture(DefaultOutputBudget, dir)
+				c := newCapture(DefaultResultLimit, dir)
 				for range chunks {
 					c.write(chunk)
 				}
-				_ = c.text()
+				_, _ = c.text(DefaultResultLimit)
 				c.close()
 			}
 		})
@@ -156,14 +156,14 @@ func TestCaptureMemoryBoundedOnLongStream(t *testing.T) {
 		last = line
 		peak = max(peak, cap(c.mem)+cap(c.head)+cap(c.tail))
 	}
-	if !c.truncated() || c.total != 256*budget {
-		t.Fatalf("truncated %v, total %d", c.truncated(), c.total)
+	if !c.overflowed() || c.total != 256*budget {
+		t.Fatalf("overflowed %v, total %d", c.overflowed(), c.total)
 	}
 	if peak > 3*budget {
 		t.Fatalf("a stream of %d bytes held up to %d bytes in memory, want at most %d (about twice the budget of %d)", c.total, peak, 3*budget, budget)
 	}
-	text := c.text()
-	if !strings.HasPrefix(text, fmt.Sprintf("%063d\n", 0)) || !strings.HasSuffix(text, string(last)) || len(text) > budget {
+	text, _ := c.text(2 * budget)
+	if !strings.HasPrefix(text, fmt.Sprintf("%063d\n", 0)) || !strings.HasSuffix(text, string(last)) || fieldCost([]byte(text)) > 2*budget {
 		t.Fatalf("head and tail of the long stream: %d bytes, starts %q, ends %q", len(text), text[:64], text[len(text)-64:])
 	}
 }

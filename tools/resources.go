@@ -1,9 +1,9 @@
 package tools
 
 import (
-	"bufio"
 	"context"
 	"encoding/base64"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -79,8 +79,9 @@ func ResourceTemplates(d Deps) []server.ServerResourceTemplate {
 	return []server.ServerResourceTemplate{{
 		Template: mcp.NewResourceTemplate(SandboxFileTemplate, "sandbox-file",
 			mcp.WithTemplateDescription(fmt.Sprintf("A file of one of this session's sandboxes, by absolute path: text "+
-				"as text, other files as base64 blobs, at most %d bytes. A directory reads as the URIs of its entries "+
-				"(text/uri-list), e.g. e2b://sandbox/ID/home/user/.", r.cfg.ResourceLimitBytes))),
+				"as text, other files as base64 blobs, within the server's result limit of %d bytes as sent (images: "+
+				"up to %d bytes). A directory reads as the URIs of its entries (text/uri-list), e.g. "+
+				"e2b://sandbox/ID/home/user/.", r.cfg.ResultLimit, r.cfg.ImageLimitBytes))),
 		Handler: r.read,
 	}}
 }
@@ -118,29 +119,46 @@ func (r sandboxFiles) contents(ctx context.Context, call Caller, req mcp.ReadRes
 		return nil, r.sandboxFailure(ctx, c, call, rec, err)
 	case info.Type == e2b.FileTypeDirectory:
 		return r.listing(ctx, c, call, rec, req.Params.URI, p)
-	case info.Size > int64(r.cfg.ResourceLimitBytes):
-		return nil, userErrorf("'%s' is %d bytes, over the %d-byte limit of a resource read; read it in parts with "+
-			"e2b_read_file, or get a download link with e2b_download_url.", p, info.Size, r.cfg.ResourceLimitBytes)
+	}
+	// Text and blobs are sent once (there is no structuredContent copy), escaped or in base64; an image is the
+	// exception, with the image limit of e2b_read_file, since clients show it as an image.
+	fetch := max(r.room(), r.cfg.ImageLimitBytes)
+	tooLarge := func(size string) error {
+		return userErrorf("'%s' is %s, more than one result holds (the server's result limit is %d bytes, %d for an "+
+			"image); read it in parts with e2b_read_file, or get a download link with e2b_download_url.", p, size,
+			r.cfg.ResultLimit, r.cfg.ImageLimitBytes)
+	}
+	if info.Size > int64(fetch) {
+		return nil, tooLarge(fmt.Sprintf("%d bytes", info.Size))
 	}
 	body, _, err := e.Download(ctx, p, e2b.DownloadOptions{})
 	if err != nil {
 		return nil, r.sandboxFailure(ctx, c, call, rec, err)
 	}
 	defer body.Close()
-	data, err := io.ReadAll(io.LimitReader(body, int64(r.cfg.ResourceLimitBytes)+1))
+	data, err := io.ReadAll(io.LimitReader(body, int64(fetch)+1))
 	if err != nil {
 		return nil, r.sandboxFailure(ctx, c, call, rec, err)
 	}
-	if len(data) > r.cfg.ResourceLimitBytes {
-		return nil, userErrorf("'%s' grew past the %d-byte limit of a resource read while it was read.", p, r.cfg.ResourceLimitBytes)
+	if len(data) > fetch {
+		return nil, tooLarge(fmt.Sprintf("more than %d bytes (it grew while it was read)", fetch))
 	}
 	uri := SandboxFileURI(rec.ID, p)
 	sniff := data[:min(len(data), binarySniff)]
+	var contents mcp.ResourceContents
 	if !isBinary(sniff, len(data) > binarySniff) {
-		return []mcp.ResourceContents{mcp.TextResourceContents{URI: uri, MIMEType: textMIME(p), Text: string(data)}}, nil
+		contents = mcp.TextResourceContents{URI: uri, MIMEType: textMIME(p), Text: string(data)}
+	} else {
+		contents = mcp.BlobResourceContents{URI: uri, MIMEType: binaryMIME(p, data), Blob: base64.StdEncoding.EncodeToString(data)}
 	}
-	return []mcp.ResourceContents{mcp.BlobResourceContents{URI: uri, MIMEType: binaryMIME(p, data),
-		Blob: base64.StdEncoding.EncodeToString(data)}}, nil
+	if imageMIME(sniff) != "" {
+		if len(data) > r.cfg.ImageLimitBytes {
+			return nil, tooLarge(fmt.Sprintf("an image of %d bytes", len(data)))
+		}
+	} else if sent, _ := json.Marshal(mcp.ReadResourceResult{Contents: []mcp.ResourceContents{contents}}); len(sent) > r.room() {
+		return nil, tooLarge(fmt.Sprintf("%d bytes (%d as sent)", len(data), len(sent)))
+	}
+	return []mcp.ResourceContents{contents}, nil
 }
 
 // listing answers a directory read: the URIs of its entries, one per line (text/uri-list), directories with a
@@ -150,20 +168,26 @@ func (r sandboxFiles) listing(ctx context.Context, c *e2b.Client, call Caller, r
 	if err != nil {
 		return nil, r.sandboxFailure(ctx, c, call, rec, err)
 	}
+	// The listing stops where the result limit would be passed, with room left for the line saying so (a
+	// line costs at most half its fieldCost sent once, plus the quotes and names around the text).
+	moreLine := func(n int) string {
+		return fmt.Sprintf("# ... and %d more entries; list them with e2b_exec (ls -la %s)\r\n", n, shellquote.Quote(dir))
+	}
+	room := r.room() - fieldCost([]byte(uri+moreLine(len(entries)))) - 256
 	var b strings.Builder
-	w := bufio.NewWriter(&b)
 	for i, en := range entries {
-		if i == maxDirEntries {
-			fmt.Fprintf(w, "# ... and %d more entries; list them with e2b_exec (ls -la %s)\r\n", len(entries)-i, shellquote.Quote(dir))
-			break
-		}
 		p := en.Path
 		if en.Type == e2b.FileTypeDirectory {
 			p += "/"
 		}
-		fmt.Fprintf(w, "%s\r\n", SandboxFileURI(rec.ID, p))
+		line := SandboxFileURI(rec.ID, p) + "\r\n"
+		room -= (fieldCost([]byte(line)) + 1) / 2
+		if i == maxDirEntries || room < 0 {
+			b.WriteString(moreLine(len(entries) - i))
+			break
+		}
+		b.WriteString(line)
 	}
-	_ = w.Flush()
 	return []mcp.ResourceContents{mcp.TextResourceContents{URI: uri, MIMEType: "text/uri-list", Text: b.String()}}, nil
 }
 

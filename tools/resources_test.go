@@ -46,7 +46,7 @@ func TestResultLinks(t *testing.T) {
 			t.Fatalf("process list links %+v, want %s", ls, logURI)
 		}
 		s.ok(t, "e2b_stop_process", map[string]any{"sandbox_id": id, "pid": fields["pid"]})
-	}, func(c *Config) { c.OutputBudget = 1024 })
+	}, func(c *Config) { c.ResultLimit = MinResultLimit })
 }
 
 func TestSandboxFileURIRoundTrip(t *testing.T) {
