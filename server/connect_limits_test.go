@@ -12,6 +12,7 @@ import (
 
 	"github.com/mark3labs/mcp-go/mcp"
 
+	"github.com/e2b-mcp/e2b-mcp/credentials"
 	"github.com/e2b-mcp/e2b-mcp/state"
 )
 
@@ -169,5 +170,65 @@ func TestConnectSignInReopenedKeepsTheBrowsersSignIn(t *testing.T) {
 	}
 	if other, set := open(""); other == state1 || set == cookie {
 		t.Error("a second browser was sent with the first one's sign-in")
+	}
+}
+
+// The live link is given again while it has at least minLinkLife to live, and each answer says how long it
+// still works; then a new one. A link that was used is never given again.
+func TestLiveLinkLifetime(t *testing.T) {
+	now := time.Now()
+	var mu sync.Mutex
+	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	advance := func(d time.Duration) { mu.Lock(); now = now.Add(d); mu.Unlock() }
+	f := newConnectFixture(t, func(c *Config) { c.Now = clock })
+	c := connect(t, f.srv, mcp.ProtocolVersion20260728, nil)
+	call := func(wantMinutes string) string {
+		t.Helper()
+		msg := mustFail(t, c, "e2b_create_sandbox", map[string]any{})
+		if !strings.Contains(msg, "(the link works once, for "+wantMinutes+")") {
+			t.Errorf("want %s in %q", wantMinutes, msg)
+		}
+		return linkRE.FindString(msg)
+	}
+	first := call("15 minutes")
+	advance(ConnectLinkTTL - minLinkLife)
+	if again := call("8 minutes"); again != first {
+		t.Errorf("with %s left, a new link %q instead of %q", minLinkLife, again, first)
+	}
+	advance(time.Minute)
+	second := call("15 minutes")
+	if second == first {
+		t.Fatal("a link with less than minLinkLife left was given again")
+	}
+	if code, _ := newBrowser(t).get(first); code != http.StatusOK {
+		t.Errorf("the older link, still live: %d", code)
+	}
+	if code, page := newBrowser(t).connectAt(second, connectKey, nil); code != http.StatusOK {
+		t.Fatalf("connect: %d\n%s", code, page)
+	}
+	if err := credentials.DeleteAPIKey(f.secrets, "alice"); err != nil {
+		t.Fatal(err)
+	}
+	if third := call("15 minutes"); third == second || third == first {
+		t.Errorf("after the key was removed, a used or older link %q", third)
+	}
+}
+
+// A GET of a link by a browser without a session of it (a script hammering the link), once the link holds its
+// bound of sessions: each makes one and drops one.
+func BenchmarkConnectOpenHammered(b *testing.B) {
+	c := newConnector(proveLocal, nil, nil, time.Now, state.NewMemoryConnects(connectLimits), testLogger(b))
+	c.setBase("http://127.0.0.1:1")
+	link, _, err := c.link("alice")
+	if err != nil {
+		b.Fatal(err)
+	}
+	path := strings.TrimPrefix(link, "http://127.0.0.1:1")
+	for b.Loop() {
+		w := httptest.NewRecorder()
+		c.ServeHTTP(w, httptest.NewRequest(http.MethodGet, path, nil))
+		if w.Code != http.StatusOK {
+			b.Fatalf("GET: %d", w.Code)
+		}
 	}
 }
