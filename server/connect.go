@@ -23,11 +23,11 @@ import (
 // The connect page is where a member pastes their own E2B API key, so that nobody else ever holds it: the
 // server verifies it with E2B and stores it under the member's identity, in the server's secret store. A call
 // that finds no key for its owner gives a link to the page (the owner's live one, if they have one); the link is
-// single-use, expires after ConnectLinkTTL and is bound to that owner: whoever opens it must prove to be that owner before the form is shown, by signing
-// in with the team's identity provider (with OAuth), by pasting their bearer token (with a tokens file only), or
-// by being on this machine (stdio, and HTTP on loopback without authentication). The page is plain HTML forms,
-// with no JavaScript; the key and every token travel in POST bodies, never in a URL; the form carries a CSRF
-// token tied to a SameSite=Lax cookie.
+// single-use, expires after ConnectLinkTTL and is bound to that owner: whoever opens it must prove to be that
+// owner before the form is shown, by signing in with the team's identity provider (with OAuth), by pasting their
+// bearer token (with a tokens file only), or by being on this machine (stdio, and HTTP on loopback without
+// authentication). The page is plain HTML forms, with no JavaScript; the key and every token travel in POST
+// bodies, never in a URL; the form carries a CSRF token tied to a SameSite=Lax cookie.
 
 // ConnectLinkTTL is how long a connect link can be used.
 const ConnectLinkTTL = 15 * time.Minute
