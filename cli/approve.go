@@ -17,12 +17,13 @@ import (
 const listFieldBytes = 300
 
 func runApprove(_ context.Context, a *app, args []string) error {
-	f := newFlags("approve", "[ID | show ID] [--state-dir DIR]",
+	f := newFlags("approve", "[ID | show ID | deny ID] [--state-dir DIR]",
 		"Without an ID, list the tool calls waiting for a human's approval, each with what decides it first:\n"+
 			"command, path, action, sandbox. `approve show ID` shows one call whole, every argument in full.\n"+
 			"With an ID, approve that call: the assistant's next identical call (same tool and arguments) then\n"+
-			"runs, once. Values are shown escaped, runs of whitespace counted, and a long value by its head and\n"+
-			"its tail, so that nothing in a call can hide part of it.")
+			"runs, once. `approve deny ID` refuses it: the next identical call is told so, and does not run.\n"+
+			"Values are shown escaped, runs of whitespace counted, and a long value by its head and its tail,\n"+
+			"so that nothing in a call can hide part of it.")
 	stateFlag := f.String("state-dir", "", "state directory of the server (default: as for serve)")
 	storeFlag := f.String("store", "", "the server's --store: a postgres:// URL of the database its replicas share")
 	rest, err := a.parse(f, args)
@@ -32,9 +33,9 @@ func runApprove(_ context.Context, a *app, args []string) error {
 	if err := f.wantArgs(rest, 0, 2); err != nil {
 		return err
 	}
-	show := len(rest) == 2
-	if show && rest[0] != "show" {
-		return f.usageErrorf("want ID, or show ID")
+	show, deny := len(rest) == 2 && rest[0] == "show", len(rest) == 2 && rest[0] == "deny"
+	if len(rest) == 2 && !show && !deny {
+		return f.usageErrorf("want ID, show ID or deny ID")
 	}
 	dir, err := a.stateDir(*stateFlag)
 	if err != nil {
@@ -55,6 +56,16 @@ func runApprove(_ context.Context, a *app, args []string) error {
 		if ok {
 			printAllArgs(a.stdout, call)
 		}
+		return nil
+	case deny:
+		p, err := approvals.Deny(rest[1])
+		if err != nil {
+			return err
+		}
+		_, call, ok, _ := approvals.Show(p.ID)
+		fmt.Fprintf(a.stdout, "Denied %s. The same call by %s (session %s) is refused if it is made before %s:\n",
+			p.ID, cell(p.Binding.Owner), cell(p.Binding.Session), p.Expires.Local().Format(time.TimeOnly))
+		printFields(a.stdout, p, call, ok, 0)
 		return nil
 	case len(rest) == 1:
 		p, err := approvals.Approve(rest[0])
@@ -93,8 +104,11 @@ func runApprove(_ context.Context, a *app, args []string) error {
 // bytes (0: whole).
 func printRequest(w io.Writer, p policy.Pending, call policy.Call, ok bool, max int) {
 	status := "waiting"
-	if p.Approved {
+	switch {
+	case p.Approved:
 		status = "approved"
+	case p.Denied:
+		status = "denied"
 	}
 	fmt.Fprintf(w, "%s  %s  owner %s, session %s, expires %s\n", p.ID, status, cell(p.Binding.Owner), cell(p.Binding.Session),
 		p.Expires.Local().Format(time.TimeOnly))

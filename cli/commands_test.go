@@ -216,8 +216,16 @@ func TestApproveCommand(t *testing.T) {
 	if r.code != exitOK || !strings.Contains(r.stdout, "Approved "+p.ID) {
 		t.Errorf("approve ID: %d\n%s%s", r.code, r.stdout, r.stderr)
 	}
-	if ok, err := ap.Consume(b); err != nil || !ok {
+	if got, ok, err := ap.Consume(b); err != nil || !ok || !got.Approved {
 		t.Errorf("the approval is not usable by the call: %v %v", ok, err)
+	}
+	p, _ = ap.Request(b, policy.Call{Tool: "e2b_manage_sandbox", Args: map[string]any{"sandbox_id": "x", "action": "delete"}})
+	r = e.run(t, "", "approve", "deny", p.ID, "--state-dir", dir)
+	if r.code != exitOK || !strings.Contains(r.stdout, "Denied "+p.ID) {
+		t.Errorf("approve deny ID: %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	if got, ok, err := ap.Consume(b); err != nil || !ok || !got.Denied {
+		t.Errorf("the denial does not refuse the call: %+v %v %v", got, ok, err)
 	}
 	if r = e.run(t, "", "approve", "nosuchid00", "--state-dir", dir); r.code != exitFailure {
 		t.Errorf("approve unknown: %d %s", r.code, r.stderr)
