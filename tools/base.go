@@ -29,14 +29,14 @@ type base struct {
 	cfg     Config
 	log     *slog.Logger
 	now     func() time.Time
-	// scaling holds one slot per image being scaled down: decoding takes 4 bytes per pixel, so concurrent calls
-	// take turns rather than multiply the server's memory.
-	scaling chan struct{}
+	// scaling shares out the decoding of images being scaled down: each takes up to a core and maxImageDecodeBytes
+	// of memory, so calls take turns, each owner's behind its own.
+	scaling *scalingSlots
 }
 
 func newBase(d Deps) *base {
 	b := &base{clients: d.Clients, egress: d.Egress, store: d.Store, cfg: d.Config.withDefaults(), log: d.Logger, now: d.Now,
-		scaling: make(chan struct{}, 1)}
+		scaling: newScalingSlots(scalingSlotsTotal, scalingWait)}
 	if b.log == nil {
 		b.log = slog.New(slog.DiscardHandler)
 	}

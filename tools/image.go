@@ -2,6 +2,7 @@ package tools
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"image"
 	_ "image/gif" // registered with image.Decode, as are the others
@@ -56,9 +57,16 @@ type imageLimits struct {
 	// maxBytes bounds the bytes sent (before base64); maxEdge the longest side in pixels.
 	maxBytes, maxEdge int
 	// maxPixels bounds the images decoded for scaling: a small file can claim a huge canvas (a decompression
-	// bomb), and decoding costs 4 bytes of memory per pixel.
+	// bomb), and decoding costs time with every pixel. A JPEG's scans are passes over the image, each costing
+	// about a decode: the bound holds for the pixels of all of them together, times maxPasses.
 	maxPixels int
+	// maxDecodeBytes bounds the memory one decode takes, which depends on the format as much as on the pixels
+	// (a 16-bit PNG takes 8 bytes a pixel, a progressive JPEG up to 17).
+	maxDecodeBytes int64
 }
+
+// maxPasses is how many decodes' worth of work a JPEG's scans may take: common progressive encoders write 10.
+const maxPasses = 16
 
 // imageInfo describes the image an answer carries.
 type imageInfo struct {
@@ -77,21 +85,47 @@ type errImageTooLarge struct{ reason string }
 func (e *errImageTooLarge) Error() string { return e.reason }
 
 // fitImage returns data as the model should see it: the file itself when it is within the limits, else a copy
-// scaled down to fit them (PNG for lossless sources when it fits, else JPEG). An image that cannot be decoded
-// or would need too much memory to scale is refused with an *errImageTooLarge or a decode error.
-func fitImage(data []byte, mime string, lim imageLimits) ([]byte, imageInfo, error) {
+// scaled down to fit them (PNG for lossless sources when it fits, else JPEG). An image that is not valid, or whose
+// structure hides more than its header shows (see readImageHeader), is refused with an error before anything is
+// decoded; one that would cost too much to scale with an *errImageTooLarge. The decode waits for owner's turn
+// in slots, and fails with errScalingBusy or ctx's error when it does not come.
+func fitImage(ctx context.Context, data []byte, mime string, lim imageLimits, slots *scalingSlots, owner string) ([]byte, imageInfo, error) {
+	notValid := func(err error) error {
+		return fmt.Errorf("the file starts like a %s image but is not a valid one: %w", imageFormatName(mime), err)
+	}
 	cfg, _, err := image.DecodeConfig(bytes.NewReader(data))
 	if err != nil {
-		return nil, imageInfo{}, fmt.Errorf("the file starts like a %s image but is not a valid one: %w", imageFormatName(mime), err)
-	}
-	info := imageInfo{MIMEType: mime, Width: cfg.Width, Height: cfg.Height, Bytes: len(data)}
-	if len(data) <= lim.maxBytes && max(cfg.Width, cfg.Height) <= lim.maxEdge {
-		return data, info, nil
+		return nil, imageInfo{}, notValid(err)
 	}
 	if cfg.Width <= 0 || cfg.Height <= 0 || cfg.Width > lim.maxPixels/max(cfg.Height, 1) {
 		return nil, imageInfo{}, &errImageTooLarge{fmt.Sprintf("the image is %d×%d pixels, more than the %d megapixels "+
 			"e2b_read_file scales down", cfg.Width, cfg.Height, lim.maxPixels/1_000_000)}
 	}
+	hdr, err := readImageHeader(data, mime)
+	if err != nil {
+		return nil, imageInfo{}, notValid(err)
+	}
+	if hdr.width != cfg.Width || hdr.height != cfg.Height {
+		return nil, imageInfo{}, notValid(fmt.Errorf("its structure declares %d×%d pixels where its header says %d×%d",
+			hdr.width, hdr.height, cfg.Width, cfg.Height))
+	}
+	info := imageInfo{MIMEType: mime, Width: cfg.Width, Height: cfg.Height, Bytes: len(data)}
+	if len(data) <= lim.maxBytes && max(cfg.Width, cfg.Height) <= lim.maxEdge {
+		return data, info, nil
+	}
+	switch pixels := int64(cfg.Width) * int64(cfg.Height); {
+	case hdr.decodeBytes > lim.maxDecodeBytes:
+		return nil, imageInfo{}, &errImageTooLarge{fmt.Sprintf("the %d×%d image takes %d MiB of memory to decode, more than "+
+			"the %d MiB e2b_read_file gives one image", cfg.Width, cfg.Height, hdr.decodeBytes>>20, lim.maxDecodeBytes>>20)}
+	case int64(hdr.passes)*pixels > maxPasses*int64(lim.maxPixels):
+		return nil, imageInfo{}, &errImageTooLarge{fmt.Sprintf("the %d×%d image is written in %d scans, each a pass over "+
+			"all of it: more work than e2b_read_file gives one image", cfg.Width, cfg.Height, hdr.passes)}
+	}
+	release, err := slots.acquire(ctx, owner)
+	if err != nil {
+		return nil, imageInfo{}, err
+	}
+	defer release()
 	src, _, err := image.Decode(bytes.NewReader(data)) // the first frame of an animated GIF
 	if err != nil {
 		return nil, imageInfo{}, fmt.Errorf("the %s image could not be decoded: %w", imageFormatName(mime), err)

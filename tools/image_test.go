@@ -12,8 +12,11 @@ import (
 	"image/jpeg"
 	"image/png"
 	"math/rand/v2"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/mark3labs/mcp-go/mcp"
 )
@@ -41,6 +44,48 @@ func testPNG(t testing.TB, w, h int, noise bool) []byte {
 		t.Fatal(err)
 	}
 	return buf.Bytes()
+}
+
+// defaultImageLimits are the limits e2b_read_file applies with the default configuration.
+func defaultImageLimits() imageLimits {
+	return imageLimits{maxBytes: DefaultImageLimitBytes, maxEdge: DefaultImageMaxEdge, maxPixels: maxImagePixels, maxDecodeBytes: maxImageDecodeBytes}
+}
+
+// testJPEG is testPNG's picture as a JPEG, testGIF as a GIF.
+func testJPEG(t testing.TB, w, h int) []byte {
+	t.Helper()
+	img, err := png.Decode(bytes.NewReader(testPNG(t, w, h, false)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var buf bytes.Buffer
+	if err := jpeg.Encode(&buf, img, nil); err != nil {
+		t.Fatal(err)
+	}
+	return buf.Bytes()
+}
+
+func testGIF(t testing.TB, w, h int) []byte {
+	t.Helper()
+	img, err := png.Decode(bytes.NewReader(testPNG(t, w, h, false)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var buf bytes.Buffer
+	if err := gif.Encode(&buf, img, nil); err != nil {
+		t.Fatal(err)
+	}
+	return buf.Bytes()
+}
+
+// testWebP is a WebP file of testdata (from golang.org/x/image's tests: Go has no WebP encoder).
+func testWebP(t testing.TB, name string) []byte {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join("testdata", name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return data
 }
 
 // pngHeaderOnly is the start of a PNG that claims w×h pixels: enough for DecodeConfig, nothing to decode.
@@ -87,15 +132,19 @@ func TestImageMIME(t *testing.T) {
 }
 
 func TestFitImage(t *testing.T) {
-	lim := imageLimits{maxBytes: 64 << 10, maxEdge: 200, maxPixels: 4_000_000}
+	lim := imageLimits{maxBytes: 64 << 10, maxEdge: 200, maxPixels: 4_000_000, maxDecodeBytes: 64 << 20}
+	slots := newScalingSlots(1, time.Second)
+	fit := func(data []byte, mime string, lim imageLimits) ([]byte, imageInfo, error) {
+		return fitImage(t.Context(), data, mime, lim, slots, "alice")
+	}
 	small := testPNG(t, 120, 80, false)
-	out, info, err := fitImage(small, mimePNG, lim)
+	out, info, err := fit(small, mimePNG, lim)
 	if err != nil || !bytes.Equal(out, small) || info.Scaled || info.Width != 120 || info.Height != 80 || info.Bytes != len(small) {
 		t.Fatalf("an image within the limits must come back as it is: %+v %v", info, err)
 	}
 
 	// Too wide: scaled to the edge, aspect kept, still PNG.
-	out, info, err = fitImage(testPNG(t, 800, 400, false), mimePNG, lim)
+	out, info, err = fit(testPNG(t, 800, 400, false), mimePNG, lim)
 	if err != nil || !info.Scaled || info.Width != 200 || info.Height != 100 || info.SourceWidth != 800 || info.MIMEType != mimePNG {
 		t.Fatalf("wide image: %+v %v", info, err)
 	}
@@ -105,8 +154,8 @@ func TestFitImage(t *testing.T) {
 
 	// Within the edge but over the bytes: noise does not compress, so it ends up smaller, as a JPEG if need be.
 	noisy := testPNG(t, 200, 200, true)
-	tight := imageLimits{maxBytes: len(noisy) / 4, maxEdge: 200, maxPixels: 4_000_000}
-	out, info, err = fitImage(noisy, mimePNG, tight)
+	tight := imageLimits{maxBytes: len(noisy) / 4, maxEdge: 200, maxPixels: 4_000_000, maxDecodeBytes: 64 << 20}
+	out, info, err = fit(noisy, mimePNG, tight)
 	if err != nil || !info.Scaled || len(out) > tight.maxBytes || len(out) != info.Bytes {
 		t.Fatalf("noisy image: %d bytes, %+v %v", len(out), info, err)
 	}
@@ -115,18 +164,18 @@ func TestFitImage(t *testing.T) {
 	}
 
 	// A header claiming a huge canvas is refused before anything is decoded.
-	_, _, err = fitImage(pngHeaderOnly(100_000, 100_000), mimePNG, lim)
+	_, _, err = fit(pngHeaderOnly(100_000, 100_000), mimePNG, lim)
 	var tooLarge *errImageTooLarge
 	if !errors.As(err, &tooLarge) || !strings.Contains(err.Error(), "100000×100000 pixels") {
 		t.Fatalf("decompression bomb: %v", err)
 	}
 	// Magic bytes and nothing valid after them.
-	if _, _, err := fitImage([]byte("\x89PNG\r\n\x1a\ngarbage"), mimePNG, lim); err == nil || !strings.Contains(err.Error(), "not a valid one") {
+	if _, _, err := fit([]byte("\x89PNG\r\n\x1a\ngarbage"), mimePNG, lim); err == nil || !strings.Contains(err.Error(), "not a valid one") {
 		t.Fatalf("broken PNG: %v", err)
 	}
-	// A valid header over broken pixel data: the decode fails cleanly.
+	// A valid header and nothing after it: refused before the decode.
 	broken := pngHeaderOnly(400, 400)
-	if _, _, err := fitImage(broken, mimePNG, lim); err == nil || errors.As(err, &tooLarge) {
+	if _, _, err := fit(broken, mimePNG, lim); err == nil || errors.As(err, &tooLarge) {
 		t.Fatalf("PNG without pixel data: %v", err)
 	}
 }
@@ -200,6 +249,10 @@ func TestReadImage(t *testing.T) {
 		if fields = mustOK(t, "e2b_read_file", res); fields["image"] != nil || len(res.Content) != 1 {
 			t.Fatalf("explicit range of an image: %v", fields)
 		}
+		// A frame larger than its canvas is refused before it is decoded.
+		up("bomb.webp", webpFile(webpCanvas(0, 1600, 1), vp8Frame(16383, 16383)))
+		wantContains(t, s.fail(t, "e2b_read_file", map[string]any{"sandbox_id": id, "path": "bomb.webp"}),
+			"'/home/user/bomb.webp' cannot be shown", "its frame is 16383×16383 pixels, not the 1600×1 of its canvas")
 		// A file that only starts like a PNG gets a clear refusal.
 		up("fake.png", []byte("\x89PNG\r\n\x1a\nnot really"))
 		wantContains(t, s.fail(t, "e2b_read_file", map[string]any{"sandbox_id": id, "path": "fake.png"}),
@@ -210,11 +263,12 @@ func TestReadImage(t *testing.T) {
 // BenchmarkFitImage measures what scaling costs a call: a 3000×2000 chart-like PNG brought down to the defaults.
 func BenchmarkFitImage(b *testing.B) {
 	src := testPNG(b, 3000, 2000, false)
-	lim := imageLimits{maxBytes: DefaultImageLimitBytes, maxEdge: DefaultImageMaxEdge, maxPixels: maxImagePixels}
+	lim := defaultImageLimits()
+	slots := newScalingSlots(1, time.Second)
 	b.SetBytes(int64(len(src)))
 	b.ReportAllocs()
 	for b.Loop() {
-		if _, info, err := fitImage(src, mimePNG, lim); err != nil || !info.Scaled {
+		if _, info, err := fitImage(b.Context(), src, mimePNG, lim, slots, "alice"); err != nil || !info.Scaled {
 			b.Fatal(info, err)
 		}
 	}
