@@ -32,18 +32,20 @@ type readArgs struct {
 	Limit     int    `json:"limit,omitempty" jsonschema:"minimum=1" jsonschema_description:"How many lines to return at most."`
 }
 
+// readResult puts what happened first and the content last: a client that keeps only the start of a long result
+// still shows whether the file goes on and where the next read starts.
 type readResult struct {
 	SandboxID  string     `json:"sandbox_id"`
 	Path       string     `json:"path"`
-	Content    string     `json:"content" jsonschema_description:"The lines read, as they are in the file (empty for a binary file read without offset/limit)."`
+	Truncated  bool       `json:"truncated" jsonschema_description:"True when the file goes on after content."`
+	NextOffset int        `json:"next_offset,omitempty" jsonschema_description:"The offset that continues the read, when truncated."`
 	Size       int64      `json:"size" jsonschema_description:"The whole file's size in bytes."`
 	StartLine  int        `json:"start_line" jsonschema_description:"Line number of the first line of content."`
 	Lines      int        `json:"lines" jsonschema_description:"How many lines content holds."`
-	Truncated  bool       `json:"truncated" jsonschema_description:"True when the file goes on after content."`
-	NextOffset int        `json:"next_offset,omitempty" jsonschema_description:"The offset that continues the read, when truncated."`
 	Binary     bool       `json:"binary,omitempty" jsonschema_description:"True when the file is not UTF-8 text."`
 	Image      *imageInfo `json:"image,omitempty" jsonschema_description:"Set when the file is a PNG, JPEG, GIF or WebP image: it follows as image content (scaled down when it is over the limits), and content is empty."`
 	Note       string     `json:"note,omitempty"`
+	Content    string     `json:"content" jsonschema_description:"The lines read, as they are in the file (empty for a binary file read without offset/limit)."`
 }
 
 // readFile is e2b_read_file.
@@ -51,13 +53,13 @@ type readFile struct{ *base }
 
 func (t readFile) serverTool() server.ServerTool {
 	desc := fmt.Sprintf("Read a text file from a sandbox by lines. offset is the line to start at (default 1), limit the "+
-		"number of lines (default %d); at most %d bytes come back per call, and truncated/next_offset say when the "+
-		"file goes on. A PNG, JPEG, GIF or WebP image (known by its content, not its name) comes back as image "+
+		"number of lines (default %d); a result is kept within %d bytes as sent (JSON escaping counted), so a long "+
+		"file comes back in parts: truncated/next_offset say when it goes on and where. A PNG, JPEG, GIF or WebP image (known by its content, not its name) comes back as image "+
 		"content you can see, scaled down to at most %d pixels on its longer side and %d bytes; image files over %d "+
 		"bytes are refused. SVG is text and is read as text. Any other binary file is not dumped: the answer gives "+
 		"its size and how to inspect it (xxd or base64 via e2b_exec, or an explicit offset/limit). Directories are "+
 		"refused: list them with e2b_exec (ls -la).",
-		DefaultReadLines, t.cfg.ReadLimitBytes, t.cfg.ImageMaxEdge, t.cfg.ImageLimitBytes, t.cfg.ImageSourceLimitBytes)
+		DefaultReadLines, t.cfg.ResultLimit, t.cfg.ImageMaxEdge, t.cfg.ImageLimitBytes, t.cfg.ImageSourceLimitBytes)
 	return server.ServerTool{
 		Tool: newTool("e2b_read_file", desc, readArgs{}, readResult{},
 			hints{readOnly: true, destructive: false, idempotent: true, openWorld: true},
@@ -131,23 +133,31 @@ func (t readFile) run(ctx context.Context, call Caller, a *readArgs) (any, error
 		}
 		return nil, t.sandboxFailure(ctx, c, call, rec, err)
 	}
-	content, lines, more, cut, err := readLines(br, limit, t.cfg.ReadLimitBytes)
+	var binaryNote string
+	if res.Binary {
+		binaryNote = "binary file: bytes that are not UTF-8 are shown as \uFFFD"
+	}
+	cutNote := fmt.Sprintf("line %d is longer than one result holds (the server's result limit is %d bytes) and was "+
+		"cut; see it with e2b_exec (e.g. sed -n '%dp' %s | cut -c 1-2000).", offset, t.cfg.ResultLimit, offset, shellquote.Quote(res.Path))
+	// The content gets what the other fields leave of the limit, at their largest.
+	probe := res
+	probe.Truncated, probe.NextOffset, probe.Note = true, offset+limit, joinWarnings(binaryNote, cutNote)
+	content, lines, more, cut, err := readLines(br, limit, t.room()-sizeOf(probe))
 	if err != nil {
 		return nil, t.sandboxFailure(ctx, c, call, rec, err)
 	}
 	res.Lines = lines
 	res.Content = content
+	res.Note = binaryNote
 	if res.Binary {
 		res.Content = strings.ToValidUTF8(content, "\uFFFD")
-		res.Note = "binary file: bytes that are not UTF-8 are shown as \uFFFD"
 	}
 	if more {
 		res.Truncated = true
 		res.NextOffset = offset + lines
 	}
 	if cut {
-		res.Note = joinWarnings(res.Note, fmt.Sprintf("line %d is longer than the %d-byte read limit and was cut; "+
-			"see it with e2b_exec (e.g. sed -n '%dp' %s | cut -c 1-2000).", offset, t.cfg.ReadLimitBytes, offset, shellquote.Quote(res.Path)))
+		res.Note = joinWarnings(res.Note, cutNote)
 	}
 	return res, nil
 }
@@ -241,25 +251,29 @@ func skipLines(br *bufio.Reader, n int) error {
 	return nil
 }
 
-// readLines reads up to limit lines and at most maxBytes bytes; more says whether the file goes on after them. A
-// line that does not fit is left for the next read, unless it is the first: then its start is returned and cut is
-// true.
-func readLines(br *bufio.Reader, limit, maxBytes int) (content string, lines int, more, cut bool, err error) {
+// readLines reads up to limit lines that cost at most room in the result (see fieldCost); more says whether the
+// file goes on after them. A line that does not fit is left for the next read, unless it is the first: then its
+// start is returned and cut is true.
+func readLines(br *bufio.Reader, limit, room int) (content string, lines int, more, cut bool, err error) {
 	var out []byte
-	for lines < limit && len(out) < maxBytes {
+	used := 0
+	for lines < limit && used < room {
 		start := len(out)
 		for {
 			chunk, rerr := br.ReadSlice('\n')
 			if len(chunk) == 0 && errors.Is(rerr, io.EOF) {
 				return string(out), lines, false, false, nil
 			}
-			if len(out)+len(chunk) > maxBytes {
+			// A chunk that ends inside a character (a full buffer) overstates its cost a little: never too much.
+			cost := fieldCost(chunk)
+			if used+cost > room {
 				if lines > 0 {
 					return string(out[:start]), lines, true, false, nil
 				}
-				out = append(out, chunk[:maxBytes-len(out)]...)
+				out = append(out, chunk[:headWithin(chunk, room-used)]...)
 				return string(trimPartialRuneEnd(out)), 1, true, true, nil
 			}
+			used += cost
 			out = append(out, chunk...)
 			switch {
 			case rerr == nil:
