@@ -143,8 +143,8 @@ func withProtocolMeta(version string, params map[string]any) map[string]any {
 }
 
 // No notification of a call is written after the call's response, nor on a stream that does not carry its
-// response: over stdio (one stream) and streamable HTTP in both eras (a POST's stream per call, and in 2025-11-25
-// the session's GET stream beside them), read raw as the server wrote them, over many concurrent calls.
+// response: over stdio and SSE (one stream each) and streamable HTTP in both eras (a POST's stream per call, and in
+// 2025-11-25 the session's GET stream beside them), read raw as the server wrote them, over many concurrent calls.
 func TestProgressBeforeResponse(t *testing.T) {
 	t.Run("stdio", func(t *testing.T) {
 		f := newFixture(t, fixtureOpts{mutate: func(c *Config, _ *e2btest.Server) { c.Tools.ProgressInterval = time.Millisecond }})
@@ -217,6 +217,33 @@ func TestProgressBeforeResponse(t *testing.T) {
 			check.check(t, *orderCalls)
 		})
 	}
+
+	t.Run("sse", func(t *testing.T) {
+		f := newFixture(t, fixtureOpts{transport: TransportSSE, mutate: func(c *Config, _ *e2btest.Server) { c.Tools.ProgressInterval = time.Millisecond }})
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, stop := context.WithCancel(context.Background())
+		served := make(chan error, 1)
+		go func() { served <- f.srv.ServeHTTP(ctx, ln) }()
+		t.Cleanup(func() {
+			stop()
+			<-served
+		})
+		check := newOrderCheck()
+		rec := &rawStreams{next: http.DefaultTransport, check: check}
+		c, err := client.NewSSEMCPClient("http://"+ln.Addr().String()+PathSSE, transport.WithHTTPClient(&http.Client{Transport: rec}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		initialize(t, c, mcp.ProtocolVersion20251125)
+		id := createSandbox(t, c)
+		callsWithProgress(t, c, mcp.ProtocolVersion20251125, id, *orderCalls)
+		c.Close()
+		rec.wait()
+		check.check(t, *orderCalls)
+	})
 }
 
 // rawStreams is an HTTP client transport that hands every response body, as the server wrote it, to an
@@ -245,7 +272,7 @@ func (r *rawStreams) RoundTrip(req *http.Request) (*http.Response, error) {
 		ID json.RawMessage `json:"id"`
 	}
 	want, stream := "", req.Method+" "+req.URL.Path
-	if req.Method == http.MethodPost && json.Unmarshal(body, &sent) == nil {
+	if req.Method == http.MethodPost && req.URL.Path == PathMCP && json.Unmarshal(body, &sent) == nil {
 		var id string
 		if json.Unmarshal(sent.ID, &id) == nil && strings.HasPrefix(id, "call-") {
 			want, stream = "p-"+id, "POST of "+id
