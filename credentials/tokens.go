@@ -237,7 +237,8 @@ func RevokeTokens(entries []TokenEntry, what string) (kept, removed []TokenEntry
 // added or revoked with `e2b-mcp tokens` take effect without a restart. If the file becomes unusable (wrong
 // mode, bad content, deleted), every token is refused until it is fixed. Safe for concurrent use.
 type Tokens struct {
-	path string
+	path  string
+	rules []OwnerRule
 	// OnReloadError, when set, hears why a changed file could not be used.
 	OnReloadError func(error)
 
@@ -247,9 +248,15 @@ type Tokens struct {
 	broken  bool
 }
 
-// OpenTokens loads the tokens file at path. The file must exist, be private and hold at least one token.
-func OpenTokens(path string) (*Tokens, error) {
-	entries, fi, err := loadTokens(path)
+// OwnerRule refuses owners that a tokens file may not name where it is used (beside OAuth, names that an
+// identity provider could give too).
+type OwnerRule func(owner string) error
+
+// OpenTokens loads the tokens file at path. The file must exist, be private and hold at least one token, and
+// every owner it names must pass the rules, now and whenever it changes.
+func OpenTokens(path string, rules ...OwnerRule) (*Tokens, error) {
+	t := &Tokens{path: path, rules: rules}
+	entries, fi, err := t.load()
 	if err != nil {
 		return nil, err
 	}
@@ -257,17 +264,25 @@ func OpenTokens(path string) (*Tokens, error) {
 		return nil, fmt.Errorf("%w: %s holds no tokens; add one with `e2b-mcp tokens add OWNER --tokens-file %s`",
 			ErrTokenFile, path, path)
 	}
-	return &Tokens{path: path, info: fi, entries: entries}, nil
+	t.info, t.entries = fi, entries
+	return t, nil
 }
 
-func loadTokens(path string) ([]TokenEntry, os.FileInfo, error) {
-	data, fi, err := readPrivateFile(path, "tokens file", maxTokenFileBytes, ErrTokenFile)
+func (t *Tokens) load() ([]TokenEntry, os.FileInfo, error) {
+	data, fi, err := readPrivateFile(t.path, "tokens file", maxTokenFileBytes, ErrTokenFile)
 	if err != nil {
 		return nil, nil, err
 	}
-	entries, err := ParseTokens(path, data)
+	entries, err := ParseTokens(t.path, data)
 	if err != nil {
 		return nil, nil, err
+	}
+	for _, e := range entries {
+		for _, rule := range t.rules {
+			if err := rule(e.Owner); err != nil {
+				return nil, nil, fmt.Errorf("%w: %s: token %s: %v", ErrTokenFile, t.path, e.ID, err)
+			}
+		}
 	}
 	return entries, fi, nil
 }
@@ -302,7 +317,7 @@ func (t *Tokens) current() []TokenEntry {
 	}
 	if err == nil {
 		var entries []TokenEntry
-		entries, fi, err = loadTokens(t.path)
+		entries, fi, err = t.load()
 		if err == nil {
 			t.entries, t.info, t.broken = entries, fi, false
 			return t.entries

@@ -279,11 +279,42 @@ func ownerClaim(claims map[string]any, claim string) (string, error) {
 		if verified, _ := claims["email_verified"].(bool); !verified {
 			return "", fmt.Errorf("%w: the token's email is not verified", errTokenRefused)
 		}
+		if !isEmailAddress(owner) {
+			return "", fmt.Errorf("%w: the token's email is not an address", errTokenRefused)
+		}
 	}
 	if err := credentials.CheckOwner(owner); err != nil {
 		return "", fmt.Errorf("%w: the %q claim cannot name an owner: %v", errTokenRefused, claim, err)
 	}
 	return owner, nil
+}
+
+// isEmailAddress reports whether owner has the form of an email address (something, @, something): with the email
+// owner claim every OAuth owner has it, and no tokens-file owner beside OAuth may (tokensFileRule).
+func isEmailAddress(owner string) bool {
+	local, domain, ok := strings.Cut(owner, "@")
+	return ok && local != "" && domain != ""
+}
+
+// tokensFileRule is the rule for the owners of a tokens file beside OAuth. Tokens-file owners and OAuth owners
+// must never name each other: an account of the identity provider whose owner claim is a tokens-file owner's
+// name would act as that owner, with their E2B key and sandboxes. With the email owner claim every OAuth owner
+// is a verified email address, so a tokens-file owner must not be one; any other claim (sub,
+// preferred_username, ...) can be any name the provider gives or lets its users choose, so a tokens file
+// beside it is refused.
+func (c OAuthConfig) tokensFileRule() (credentials.OwnerRule, error) {
+	if c.OwnerClaim != "email" {
+		return nil, fmt.Errorf("a tokens file beside OAuth needs --oauth-owner-claim email: the owner claim %q can "+
+			"carry any name, a tokens-file owner's too, and the identity provider's account of that name would act "+
+			"as that owner", c.OwnerClaim)
+	}
+	return func(owner string) error {
+		if isEmailAddress(owner) {
+			return fmt.Errorf("the owner %q has the form of an email address, which beside OAuth (owner claim email) "+
+				"only the identity provider's accounts may have: name the tokens' owners otherwise", owner)
+		}
+		return nil
+	}, nil
 }
 
 // metadataURL is where the Protected Resource Metadata of the resource is published (RFC 9728 §3.1: the

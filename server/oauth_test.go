@@ -17,7 +17,9 @@ import (
 	"github.com/go-jose/go-jose/v4/jwt"
 	"github.com/mark3labs/mcp-go/mcp"
 
+	"github.com/e2b-mcp/e2b-mcp/credentials"
 	"github.com/e2b-mcp/e2b-mcp/e2b/e2btest"
+	"github.com/e2b-mcp/e2b-mcp/state"
 )
 
 // The tests of this file mint their own tokens, to reach every refusal; tests/oauth_test.go signs in through a
@@ -297,28 +299,88 @@ func TestOAuthTokenType(t *testing.T) {
 	}
 }
 
-// The owner can be named by another claim; an unverified email names nobody.
+// The owner can be named by another claim. An email names an owner only when the token says it is verified
+// (email_verified true, not false, not missing, not the string "true") and it is an address.
 func TestOAuthOwnerClaim(t *testing.T) {
 	iss := newTestIssuer(t)
 	base := oauthFixture(t, iss, "email", "")
-	unverified := iss.token(t, iss.claims("erin", func(c map[string]any) { c["email_verified"] = false }), nil)
-	if code, _, _ := do(t, http.MethodPost, base+PathMCP, "Bearer "+unverified, toolsList, nil); code != http.StatusUnauthorized {
-		t.Errorf("unverified email: %d, want 401", code)
+	for name, edit := range map[string]func(map[string]any){
+		"unverified email":            func(c map[string]any) { c["email_verified"] = false },
+		"no email_verified claim":     func(c map[string]any) { delete(c, "email_verified") },
+		"email_verified a string":     func(c map[string]any) { c["email_verified"] = "true" },
+		"an email that is no address": func(c map[string]any) { c["email"] = "erin" },
+	} {
+		tok := iss.token(t, iss.claims("erin", edit), nil)
+		if code, _, _ := do(t, http.MethodPost, base+PathMCP, "Bearer "+tok, toolsList, nil); code != http.StatusUnauthorized {
+			t.Errorf("%s: %d, want 401", name, code)
+		}
 	}
 	c := streamableClient(t, base, iss.token(t, iss.claims("erin", nil), nil), "", mcp.ProtocolVersion20260728)
 	createSandbox(t, c)
 }
 
-// The tokens file and OAuth work side by side: each kind of token names its owner.
-func TestOAuthBesideTokensFile(t *testing.T) {
+// Tokens-file owners and OAuth owners cannot name each other, so a server whose tokens file holds a name an
+// access token could carry does not start: with any owner claim but email the identity provider may give any
+// name, a tokens-file owner's too; with email, every address.
+func TestOAuthRefusesTokensFileOwnersItCouldName(t *testing.T) {
 	iss := newTestIssuer(t)
-	tokens, toks := tokensFor(t, "frank")
-	base := oauthFixture(t, iss, "", tokens)
-	a := streamableClient(t, base, toks["frank"], "", mcp.ProtocolVersion20260728)
-	id := createSandbox(t, a)
-	b := streamableClient(t, base, iss.token(t, iss.claims("frank", nil), nil), "", mcp.ProtocolVersion20260728)
-	if ids := listIDs(t, b); len(ids) != 1 || ids[0] != id {
-		t.Errorf("the same owner through OAuth lists %v, want [%s]", ids, id)
+	carol, _ := tokensFor(t, "carol")
+	dora, _ := tokensFor(t, "dora@example.test")
+	for _, tc := range []struct{ claim, tokens, want string }{
+		{"", carol, "--oauth-owner-claim email"},
+		{"sub", carol, "--oauth-owner-claim email"},
+		{"preferred_username", carol, "--oauth-owner-claim email"},
+		{"upn", carol, "--oauth-owner-claim email"},
+		{"email", dora, `"dora@example.test" has the form of an email address`},
+	} {
+		_, err := New(Config{Owner: "alice", Session: "s1", StateDir: t.TempDir(), Transport: TransportHTTP,
+			TokensFile: tc.tokens, DataKeys: state.StaticKeySource(make([]byte, state.DataKeySize)),
+			Clients: StaticClients("http://127.0.0.1:1", nil, testKey), Logger: testLogger(t),
+			OAuth: &OAuthConfig{Issuer: iss.url, Resource: testResource, OwnerClaim: tc.claim}})
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("owner claim %q beside %s: %v, want a refusal saying %s", tc.claim, tc.tokens, err, tc.want)
+		}
+	}
+}
+
+// With the email owner claim every OAuth owner is a verified address, so the tokens file beside it holds owners
+// that are not (a script's or a service's name) and each kind of token names its own owner: an identity provider
+// account whose email claim is a tokens-file owner's name gets nothing, and a tokens file that comes to name an
+// address is unusable until fixed.
+func TestOAuthEmailOwnersApartFromTokensFile(t *testing.T) {
+	iss := newTestIssuer(t)
+	tokens, toks := tokensFor(t, "carol")
+	base := oauthFixture(t, iss, "email", tokens)
+	carol := streamableClient(t, base, toks["carol"], "", mcp.ProtocolVersion20260728)
+	id := createSandbox(t, carol)
+
+	posing := iss.token(t, iss.claims("x", func(c map[string]any) { c["email"] = "carol" }), nil)
+	if code, _, _ := do(t, http.MethodPost, base+PathMCP, "Bearer "+posing, toolsList, nil); code != http.StatusUnauthorized {
+		t.Errorf("an account whose email claim is carol: %d, want 401", code)
+	}
+	member := streamableClient(t, base, iss.token(t, iss.claims("carol", nil), nil), "", mcp.ProtocolVersion20260728)
+	if ids := listIDs(t, member); len(ids) != 0 {
+		t.Errorf("carol@example.test through OAuth lists %v, want none of the tokens file's carol", ids)
+	}
+	if msg := mustFail(t, member, "e2b_exec", map[string]any{"sandbox_id": id, "command": "true"}); !strings.Contains(msg, "not found") {
+		t.Errorf("the tokens file's carol's sandbox through OAuth: %q", msg)
+	}
+
+	var address string
+	if err := credentials.UpdateTokenFile(tokens, func(es []credentials.TokenEntry) ([]credentials.TokenEntry, error) {
+		tok, e, err := credentials.NewTokenEntry("carol@example.test", time.Now())
+		address = tok
+		return append(es, e), err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	for name, tok := range map[string]string{"the address's token": address, "carol's token": toks["carol"]} {
+		if code, _, _ := do(t, http.MethodPost, base+PathMCP, "Bearer "+tok, toolsList, nil); code != http.StatusUnauthorized {
+			t.Errorf("%s once the tokens file names an address: %d, want 401", name, code)
+		}
+	}
+	if ids := listIDs(t, member); len(ids) != 0 {
+		t.Errorf("OAuth after the change lists %v", ids)
 	}
 }
 

@@ -318,7 +318,15 @@ func New(cfg Config) (*Server, error) {
 	}
 	s.refusals = newRefusals(cfg.Now)
 	if cfg.TokensFile != "" {
-		if s.tokens, err = credentials.OpenTokens(cfg.TokensFile); err != nil {
+		var rules []credentials.OwnerRule
+		if cfg.OAuth != nil {
+			rule, err := cfg.OAuth.tokensFileRule()
+			if err != nil {
+				return nil, err
+			}
+			rules = append(rules, rule)
+		}
+		if s.tokens, err = credentials.OpenTokens(cfg.TokensFile, rules...); err != nil {
 			return nil, err
 		}
 		s.tokens.OnReloadError = func(err error) { s.log.Error("tokens file", "error", err) }

@@ -19,6 +19,7 @@ const maxProgressMessage = 4 << 10
 // so that at most one notification goes out per interval. A nil *progress (no progress token) does nothing.
 type progress struct {
 	ctx   context.Context
+	srv   *server.MCPServer
 	token mcp.ProgressToken
 	log   *slog.Logger
 
@@ -35,10 +36,11 @@ type progress struct {
 // startProgress starts a progress stream when the request asked for one.
 func startProgress(ctx context.Context, interval time.Duration, log *slog.Logger) *progress {
 	token := ctx.Value(progressTokenKey{})
-	if token == nil || server.ServerFromContext(ctx) == nil {
+	srv := server.ServerFromContext(ctx)
+	if token == nil || srv == nil {
 		return nil
 	}
-	p := &progress{ctx: ctx, token: token, log: log, stop: make(chan struct{}), done: make(chan struct{})}
+	p := &progress{ctx: ctx, srv: srv, token: token, log: log, stop: make(chan struct{}), done: make(chan struct{})}
 	go p.loop(interval)
 	return p
 }
@@ -96,8 +98,7 @@ func (p *progress) flush() {
 	seen := p.seen
 	p.mu.Unlock()
 
-	// Sent before flush returns, so that finish (which the call's handler waits for) leaves none on the way.
-	err := notify(p.ctx, string(mcp.MethodNotificationProgress), map[string]any{
+	err := p.srv.SendNotificationToClient(p.ctx, string(mcp.MethodNotificationProgress), map[string]any{
 		"progressToken": p.token,
 		"progress":      seen,
 		"message":       msg,
