@@ -214,9 +214,8 @@ func splitRoom(room int, stdout, stderr *capture) [2]int {
 	return [2]int{half, room - half}
 }
 
-// fitOutput fills in the streams' text (fields of res) within what the result's other fields leave of room. The
-// cost model (fieldCost) is exact, so the first try fits; the check after it keeps the limit a guarantee should
-// the encoding ever change.
+// fitOutput fills in the streams' text (fields of res) within what the result's other fields leave of room.
+// The cost model (fieldCost) is exact, so this needs no second measure; success checks the whole answer anyway.
 func fitOutput(room int, res *execResult, links []mcp.Content, streams [2]stream) any {
 	answer := func() any {
 		if len(links) > 0 {
@@ -224,20 +223,12 @@ func fitOutput(room int, res *execResult, links []mcp.Content, streams [2]stream
 		}
 		return *res
 	}
-	free := room - sizeOf(answer())
-	for range 3 {
-		res.Truncated = false
-		rooms := splitRoom(free, streams[0].c, streams[1].c)
-		for i, s := range streams {
-			var cut bool
-			*s.text, cut = s.c.text(rooms[i])
-			res.Truncated = res.Truncated || cut
-		}
-		over := sizeOf(answer()) - room
-		if over <= 0 {
-			break
-		}
-		free -= over
+	res.Truncated = false // sized with its longer value
+	rooms := splitRoom(room-sizeOf(answer()), streams[0].c, streams[1].c)
+	for i, s := range streams {
+		var cut bool
+		*s.text, cut = s.c.text(rooms[i])
+		res.Truncated = res.Truncated || cut
 	}
 	return answer()
 }

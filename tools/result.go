@@ -41,8 +41,10 @@ func resultSize(res *mcp.CallToolResult) int {
 }
 
 // encodeResult is the answer with v both as structuredContent and, for clients that read only text, as its JSON,
-// followed by any extra content (withContent).
-func encodeResult(v any) *mcp.CallToolResult {
+// followed by any extra content (withContent), and its size as resultSize measures it. The size is worked out
+// from the JSON at hand rather than by encoding the answer a second time: what the wire's encoder makes of the
+// text and of structuredContent (the same JSON with <, > and & escaped) is known character by character.
+func encodeResult(v any) (*mcp.CallToolResult, int) {
 	var extra []mcp.Content
 	if wc, ok := v.(withContent); ok {
 		v, extra = wc.result, wc.extra
@@ -52,25 +54,59 @@ func encodeResult(v any) *mcp.CallToolResult {
 	// Command output is full of <, > and &; escaping them would only make the text harder to read.
 	enc.SetEscapeHTML(false)
 	if err := enc.Encode(v); err != nil {
-		return mcp.NewToolResultError("Internal error: encoding the result: " + err.Error())
+		res := mcp.NewToolResultError("Internal error: encoding the result: " + err.Error())
+		return res, resultSize(res)
 	}
+	text := bytes.TrimSuffix(buf.Bytes(), []byte{'\n'})
+	// The answer with an empty text and a one-byte structuredContent, whose size the JSON's sizes complete.
+	skeleton := &mcp.CallToolResult{Content: append([]mcp.Content{mcp.NewTextContent("")}, extra...), StructuredContent: json.RawMessage("0")}
+	textLen, html := wireLen(text)
+	size := resultSize(skeleton) - len(`""`) - len("0") + textLen + len(text) + 5*html
 	return &mcp.CallToolResult{
-		Content:           append([]mcp.Content{mcp.NewTextContent(strings.TrimSuffix(buf.String(), "\n"))}, extra...),
+		Content:           append([]mcp.Content{mcp.NewTextContent(string(text))}, extra...),
 		StructuredContent: v,
+	}, size
+}
+
+// wireLen is the length of s as a JSON string from encoding/json, quotes included, and how many of its
+// characters that encoder escapes for HTML's sake (\u003c for <, and so on).
+func wireLen(s []byte) (n, html int) {
+	n = 2
+	for i := 0; i < len(s); {
+		if c := s[i]; c < utf8.RuneSelf {
+			n += costs.wire[c]
+			if c == '<' || c == '>' || c == '&' {
+				html++
+			}
+			i++
+			continue
+		}
+		r, size := utf8.DecodeRune(s[i:])
+		switch {
+		case r == utf8.RuneError && size == 1, r == '\u2028', r == '\u2029':
+			n += len(`\ufffd`)
+		default:
+			n += size
+		}
+		i += size
 	}
+	return n, html
 }
 
 // room is what a result may take of the limit.
 func (b *base) room() int { return b.cfg.ResultLimit - envelopeRoom }
 
 // sizeOf is the size v's answer takes of the limit.
-func sizeOf(v any) int { return resultSize(encodeResult(v)) }
+func sizeOf(v any) int {
+	_, n := encodeResult(v)
+	return n
+}
 
 // success answers with v, within the result limit: a result the tool could not bring within it (one that has no
 // output to cut, like a list far too long) is refused with a note saying so rather than sent to be lost.
 func (b *base) success(tool string, v any) *mcp.CallToolResult {
-	res := encodeResult(v)
-	if n := resultSize(res); n > b.room() {
+	res, n := encodeResult(v)
+	if n > b.room() {
 		b.log.Warn("a result over the result limit", "tool", tool, "bytes", n, "limit", b.cfg.ResultLimit)
 		return b.failure(fmt.Sprintf("The result of %s is %d bytes, over this server's result limit of %d bytes "+
 			"(--result-limit), so it was not sent: assistants cannot read a result that long. Ask for less at a time.",
@@ -100,6 +136,7 @@ var costs = measureCosts()
 
 type costTable struct {
 	ascii     [utf8.RuneSelf]int
+	wire      [utf8.RuneSelf]int // an ASCII character in a JSON string from encoding/json
 	invalid   int // a byte that is not UTF-8, sent as \ufffd
 	separator int // U+2028 and U+2029, which JSON encoders escape for JavaScript's sake
 }
@@ -119,6 +156,8 @@ func measureCosts() costTable {
 	var t costTable
 	for c := range utf8.RuneSelf {
 		t.ascii[c] = unit(string(rune(c)))
+		wire, _ := json.Marshal(string(rune(c)))
+		t.wire[c] = len(wire) - 2
 	}
 	t.invalid = unit("\xff")
 	t.separator = unit("\u2028")
@@ -144,6 +183,11 @@ func runeCost(b []byte) (cost, size int) {
 func fieldCost(b []byte) int {
 	n := 0
 	for i := 0; i < len(b); {
+		if b[i] < utf8.RuneSelf {
+			n += costs.ascii[b[i]]
+			i++
+			continue
+		}
 		c, size := runeCost(b[i:])
 		n += c
 		i += size

@@ -253,3 +253,42 @@ func TestResourceWithinLimit(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkExecAnswer: building the answer of an e2b_exec whose output fits (seq 1 2000 and a line of stderr), as
+// run does it: the room of each stream, the output within it, and the check of the whole against the limit.
+func BenchmarkExecAnswer(b *testing.B) {
+	t := execTool{newBase(Deps{})}
+	out, errOut := []byte(seqOutput(2000)), []byte("warning: x <y> & z\n")
+	b.ReportAllocs()
+	for b.Loop() {
+		stdout, stderr := newCapture(t.cfg.ResultLimit, ""), newCapture(t.cfg.ResultLimit, "")
+		stdout.write(out)
+		stderr.write(errOut)
+		res := execResult{SandboxID: "sbx", Cwd: "/home/user", Success: true, TotalLines: stdout.lines() + stderr.lines()}
+		streams := [2]stream{{c: stdout, name: "stdout", text: &res.Stdout, file: &res.StdoutFile},
+			{c: stderr, name: "stderr", text: &res.Stderr, file: &res.StderrFile}}
+		probe := res
+		probe.Truncated, probe.StdoutFile, probe.StderrFile = true, "/tmp/e2b-mcp/exec-1.stdout", "/tmp/e2b-mcp/exec-1.stderr"
+		rooms := splitRoom(t.room()-sizeOf(probe), stdout, stderr)
+		if !stdout.fits(rooms[0]) || !stderr.fits(rooms[1]) {
+			b.Fatal("the output does not fit")
+		}
+		t.success("e2b_exec", fitOutput(t.room(), &res, nil, streams))
+	}
+}
+
+// encodeResult's size, worked out from the JSON, is what encoding the whole answer measures.
+func TestEncodeResultSize(t *testing.T) {
+	link := fileLink("sbx", "/tmp/a <b>.txt", "a file & more")
+	for _, v := range []any{
+		execResult{Stdout: seqOutput(100), Stderr: "<x> & \"y\"\t\u2028 żółw \xff", Error: "exit status 1"},
+		withContent{result: readResult{Path: "/a&b", Content: strings.Repeat("\\\"\x01", 50)}, extra: []mcp.Content{link}},
+		withContent{result: readResult{Path: "x.png"}, extra: []mcp.Content{mcp.NewImageContent("aGVsbG8=", "image/png"), link}},
+		map[string]any{"nested": map[string]any{"list": []string{"<", ">", "&"}}},
+	} {
+		res, got := encodeResult(v)
+		if want := resultSize(res); got != want {
+			t.Errorf("%T: size %d, encoding the answer measures %d", v, got, want)
+		}
+	}
+}
