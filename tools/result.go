@@ -137,8 +137,8 @@ var costs = measureCosts()
 type costTable struct {
 	ascii     [utf8.RuneSelf]int
 	wire      [utf8.RuneSelf]int // an ASCII character in a JSON string from encoding/json
-	invalid   int // a byte that is not UTF-8, sent as \ufffd
-	separator int // U+2028 and U+2029, which JSON encoders escape for JavaScript's sake
+	invalid   int                // a byte that is not UTF-8, sent as \ufffd
+	separator int                // U+2028 and U+2029, which JSON encoders escape for JavaScript's sake
 }
 
 func measureCosts() costTable {
