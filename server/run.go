@@ -18,6 +18,7 @@ import (
 
 	"github.com/e2b-mcp/e2b-mcp/egress"
 	"github.com/e2b-mcp/e2b-mcp/lifecycle"
+	"github.com/e2b-mcp/e2b-mcp/tools"
 )
 
 // Run serves the configured transport until ctx ends (or, over stdio, until the client closes stdin), with the
@@ -149,9 +150,11 @@ func (s *Server) reloadOn(ctx context.Context, ch <-chan os.Signal) {
 func (s *Server) ServeStdio(ctx context.Context, in io.Reader, out io.Writer) error {
 	ss := mcpserver.NewStdioServer(s.mcp)
 	ss.SetErrorLogger(slog.NewLogLogger(s.log.Handler(), slog.LevelError))
+	stdout := &stdioOut{w: out}
+	ss.SetContextFunc(func(ctx context.Context) context.Context { return tools.WithNotifier(ctx, stdout.notify) })
 	s.log.Info("serving MCP over stdio", "owner", s.cfg.Owner, "session", s.cfg.Session, "backend", s.cfg.Backend,
 		"egress", s.egressLine())
-	err := ss.Listen(ctx, in, out)
+	err := ss.Listen(ctx, in, stdout)
 	if ctx.Err() != nil || errors.Is(err, io.EOF) || errors.Is(err, context.Canceled) {
 		return nil
 	}

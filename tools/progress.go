@@ -19,7 +19,6 @@ const maxProgressMessage = 4 << 10
 // so that at most one notification goes out per interval. A nil *progress (no progress token) does nothing.
 type progress struct {
 	ctx   context.Context
-	srv   *server.MCPServer
 	token mcp.ProgressToken
 	log   *slog.Logger
 
@@ -36,11 +35,10 @@ type progress struct {
 // startProgress starts a progress stream when the request asked for one.
 func startProgress(ctx context.Context, interval time.Duration, log *slog.Logger) *progress {
 	token := ctx.Value(progressTokenKey{})
-	srv := server.ServerFromContext(ctx)
-	if token == nil || srv == nil {
+	if token == nil || server.ServerFromContext(ctx) == nil {
 		return nil
 	}
-	p := &progress{ctx: ctx, srv: srv, token: token, log: log, stop: make(chan struct{}), done: make(chan struct{})}
+	p := &progress{ctx: ctx, token: token, log: log, stop: make(chan struct{}), done: make(chan struct{})}
 	go p.loop(interval)
 	return p
 }
@@ -98,7 +96,8 @@ func (p *progress) flush() {
 	seen := p.seen
 	p.mu.Unlock()
 
-	err := p.srv.SendNotificationToClient(p.ctx, string(mcp.MethodNotificationProgress), map[string]any{
+	// Sent before flush returns, so that finish (which the call's handler waits for) leaves none on the way.
+	err := notify(p.ctx, string(mcp.MethodNotificationProgress), map[string]any{
 		"progressToken": p.token,
 		"progress":      seen,
 		"message":       msg,
