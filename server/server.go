@@ -239,6 +239,7 @@ type Server struct {
 	local          *localBackend // nil unless Backend is local
 	elicit         *elicitations
 	sessions       *sessionOwners
+	modern         *modernCalls // calls of protocol 2026-07-28 over streamable HTTP, for their cancels
 	limits         httpLimits
 	sweeper        *lifecycle.Sweeper
 	shapes         map[string]*argShape // tool name → the argument names its schema declares
@@ -256,7 +257,7 @@ func New(cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{cfg: cfg, log: cfg.Logger, sessions: newSessionOwners(), limits: newHTTPLimits(cfg.Tools), leases: leaseCache{last: map[tools.Caller]time.Time{}}}
+	s := &Server{cfg: cfg, log: cfg.Logger, sessions: newSessionOwners(), modern: newModernCalls(), limits: newHTTPLimits(cfg.Tools), leases: leaseCache{last: map[tools.Caller]time.Time{}}}
 	ok := false
 	defer func() {
 		if !ok {

@@ -1,0 +1,146 @@
+package server
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/mark3labs/mcp-go/mcp"
+
+	"github.com/e2b-mcp/e2b-mcp/tools"
+)
+
+// Protocol 2026-07-28 has no protocol session, and mcp-go keys the calls that notifications/cancelled may cancel
+// on the session and the request ID: over streamable HTTP every such call has the same empty session, so a
+// cancel for ID 3 cancelled whichever client's call 3 was registered last (another owner's too), and a call whose
+// ID another started meanwhile could not be cancelled at all. So the server keeps those calls itself, by owner,
+// session (X-E2B-MCP-Session) and request ID, and answers their notifications/cancelled without mcp-go. A cancel
+// that comes before its call (the two are separate POSTs, which may arrive in either order) is remembered a while,
+// and the call is cancelled as it starts.
+
+// errCancelledByClient is why a call ends when its client sent notifications/cancelled for it.
+var errCancelledByClient = errors.New("the client cancelled the call (notifications/cancelled)")
+
+// earlyCancelTTL is how long a cancel is kept for a call that has not arrived yet.
+const earlyCancelTTL = time.Minute
+
+// maxEarlyCancels bounds the remembered cancels (clients may send any number of them).
+const maxEarlyCancels = 4096
+
+// callKey names a call of protocol 2026-07-28 over streamable HTTP.
+type callKey struct {
+	caller tools.Caller
+	id     string // the JSON of the request ID
+}
+
+// modernCalls are the calls of protocol 2026-07-28 in flight over streamable HTTP, and the cancels that came
+// before their calls.
+type modernCalls struct {
+	mu    sync.Mutex
+	calls map[callKey]context.CancelCauseFunc
+	early map[callKey]time.Time
+}
+
+func newModernCalls() *modernCalls {
+	return &modernCalls{calls: map[callKey]context.CancelCauseFunc{}, early: map[callKey]time.Time{}}
+}
+
+// start registers a call and returns its context, cancelled at once if its cancel came first; done unregisters it.
+func (m *modernCalls) start(ctx context.Context, k callKey) (_ context.Context, done func()) {
+	ctx, cancel := context.WithCancelCause(ctx)
+	m.mu.Lock()
+	_, early := m.early[k]
+	delete(m.early, k)
+	if !early {
+		m.calls[k] = cancel
+	}
+	m.mu.Unlock()
+	if early {
+		cancel(errCancelledByClient)
+		return ctx, func() {}
+	}
+	return ctx, func() {
+		m.mu.Lock()
+		delete(m.calls, k)
+		m.mu.Unlock()
+		cancel(nil)
+	}
+}
+
+// cancel cancels the call k, or remembers the cancel until the call comes.
+func (m *modernCalls) cancel(k callKey, now time.Time) {
+	m.mu.Lock()
+	cancel, ok := m.calls[k]
+	if ok {
+		delete(m.calls, k)
+	} else {
+		if len(m.early) >= maxEarlyCancels {
+			for key, at := range m.early {
+				if now.Sub(at) > earlyCancelTTL {
+					delete(m.early, key)
+				}
+			}
+			if len(m.early) >= maxEarlyCancels {
+				clear(m.early)
+			}
+		}
+		m.early[k] = now
+	}
+	m.mu.Unlock()
+	if ok {
+		cancel(errCancelledByClient)
+	}
+}
+
+// rpcMessage is what cancelModernCalls reads of a POSTed JSON-RPC message.
+type rpcMessage struct {
+	ID     json.RawMessage `json:"id"`
+	Method string          `json:"method"`
+	Params struct {
+		RequestID json.RawMessage `json:"requestId"`
+		Meta      *mcp.Meta       `json:"_meta"`
+	} `json:"params"`
+}
+
+// cancelModernCalls registers the tool calls of protocol 2026-07-28 POSTed to /mcp and answers their
+// notifications/cancelled itself (202), cancelling the caller's call of that ID. Messages of the earlier protocol
+// go to mcp-go as they are: their protocol session, bound to its owner, keys their cancels.
+func (s *Server) cancelModernCalls(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		caller, ok := identityFrom(r.Context())
+		if r.Method != http.MethodPost || r.Body == nil || !ok {
+			next.ServeHTTP(w, r)
+			return
+		}
+		body, err := io.ReadAll(r.Body)
+		if err != nil {
+			next.ServeHTTP(w, r) // mcp-go answers the unreadable body
+			return
+		}
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		var msg rpcMessage
+		if json.Unmarshal(body, &msg) != nil ||
+			!(mcp.IsModernProtocol(r.Header.Get(mcp.HeaderProtocolVersion)) || mcp.IsModernProtocol(msg.Params.Meta.ProtocolVersion())) {
+			next.ServeHTTP(w, r)
+			return
+		}
+		switch {
+		case msg.Method == string(mcp.MethodNotificationCancelled) && len(msg.ID) == 0:
+			if len(msg.Params.RequestID) > 0 {
+				s.modern.cancel(callKey{caller, string(bytes.TrimSpace(msg.Params.RequestID))}, s.cfg.Now())
+			}
+			w.WriteHeader(http.StatusAccepted)
+		case msg.Method == string(mcp.MethodToolsCall) && len(msg.ID) > 0:
+			ctx, done := s.modern.start(r.Context(), callKey{caller, string(bytes.TrimSpace(msg.ID))})
+			defer done()
+			next.ServeHTTP(w, r.WithContext(ctx))
+		default:
+			next.ServeHTTP(w, r)
+		}
+	})
+}
