@@ -87,7 +87,8 @@ func (a *app) serveFlags() (*flags, *serveOptions) {
 	f.IntVar(&o.checkpointEvery, "checkpoint-every", 0, "checkpoint a sandbox automatically every N steps (0: off)")
 	f.BoolVar(&o.checkpointOnPause, "checkpoint-on-pause", false, "checkpoint a sandbox before pausing it")
 	f.StringVar(&o.backend, "backend", server.BackendE2B, "e2b, or local: emulate sandboxes on this machine (no E2B account needed)")
-	f.StringVar(&o.tokensFile, "tokens-file", "", "bearer tokens of HTTP callers (see 'e2b-mcp tokens'); each token's owner is the caller")
+	f.StringVar(&o.tokensFile, "tokens-file", "", "bearer tokens of HTTP callers (see 'e2b-mcp tokens'); each token's owner is the caller. "+
+		"Beside --oauth-issuer it needs --oauth-owner-claim email, and its owners must not be email addresses")
 	o.keys = addKeyStoreFlags(f)
 	f.StringVar(&o.publicURL, "public-url", "", "the URL clients reach this server at, e.g. https://mcp.example.com (behind a TLS proxy); "+
 		"the OAuth resource is PUBLIC_URL"+server.PathMCP)
