@@ -329,3 +329,27 @@ func TestApprovalPageOverHTTP(t *testing.T) {
 		t.Fatalf("the approved delete: %v", out)
 	}
 }
+
+// The stdio server's own listener for its pages refuses a DNS-rebound Host as the HTTP listener does: a page of
+// a domain rebound to 127.0.0.1 must not read the approval page (or the connect page) through the user's browser.
+func TestLocalPagesRefuseRebinding(t *testing.T) {
+	f := newFixture(t, fixtureOpts{policy: approvalPolicy})
+	c := connect(t, f.srv, eras[0], nil)
+	sb := createSandbox(t, c)
+	_, link := askedOutside(t, mustFail(t, c, "e2b_manage_sandbox", map[string]any{"sandbox_id": sb, "action": "delete"}),
+		"the client cannot put questions to them")
+	u, err := url.Parse(link)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rebound := "rebind.evil.example:" + u.Port()
+	for _, path := range []string{u.Path, PathConnect, "/no-such-path"} {
+		hdr := map[string]string{"Host": rebound, "Origin": "http://" + rebound, "Sec-Fetch-Site": "same-origin"}
+		if code, _, body := send(t, http.MethodGet, "http://"+u.Host+path, hdr); code != http.StatusForbidden || !strings.Contains(body, hostRefused) {
+			t.Errorf("GET %s with Host %s: %d %q, want 403 for the Host", path, rebound, code, body)
+		}
+	}
+	if status, page := newBrowser(t).get(link); status != http.StatusOK || !strings.Contains(page, sb) {
+		t.Errorf("the page at its own loopback name answered %d:\n%s", status, page)
+	}
+}
