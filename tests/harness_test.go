@@ -445,11 +445,16 @@ func (x *h) login(owner string) string {
 
 // serveArgs are the flags that point `serve` at the emulator and at this test's scratch directory.
 func (x *h) serveArgs(owner, session string, extra ...string) []string {
+	return x.serveArgsAt(the.emu, owner, session, extra...)
+}
+
+// serveArgsAt is serveArgs with the control plane and the sandboxes of emu.
+func (x *h) serveArgsAt(emu *e2btest.Server, owner, session string, extra ...string) []string {
 	args := []string{"serve",
 		"--owner", owner,
 		"--session", session,
-		"--api-url", the.emu.URL(),
-		"--sandbox-url", the.emu.URL(),
+		"--api-url", emu.URL(),
+		"--sandbox-url", emu.URL(),
 		"--state-dir", x.path("state"),
 		"--storage-root", x.path("storage"),
 	}

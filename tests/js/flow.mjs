@@ -7,67 +7,13 @@
 // Each step is checked here; a JSON line is printed per step, and the last line is {"ok":true,...} on success.
 // Any failed check exits 1 with the reason on stderr. tests/js_test.go runs this and checks the outcome.
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
-import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js";
-import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
-import { SSEClientTransport } from "@modelcontextprotocol/sdk/client/sse.js";
+import { check, fail, fields, makeTransport, step, textOf } from "./client.mjs";
 
 const EXPECTED_TOOLS = [
   "e2b_create_sandbox", "e2b_exec", "e2b_read_file", "e2b_write_file", "e2b_list_sandboxes",
   "e2b_manage_sandbox", "e2b_checkpoint_sandbox", "e2b_list_checkpoints", "e2b_fork_sandbox",
   "e2b_delete_checkpoint",
 ];
-
-function fail(message) {
-  process.stderr.write(`flow.mjs: ${message}\n`);
-  process.exit(1);
-}
-
-function check(cond, message) {
-  if (!cond) fail(message);
-}
-
-function makeTransport(argv) {
-  const [kind, target, ...rest] = argv;
-  switch (kind) {
-    case "stdio":
-      check(target, "stdio needs the binary path");
-      // The whole environment: the server needs the D-Bus session address to reach the keyring.
-      return { kind, transport: new StdioClientTransport({ command: target, args: rest, env: { ...process.env }, stderr: "inherit" }) };
-    case "http":
-    case "sse": {
-      const [token, session] = rest;
-      check(target && token, `${kind} needs a base URL and a token`);
-      const headers = { Authorization: `Bearer ${token}` };
-      if (session) headers["X-E2B-MCP-Session"] = session;
-      const requestInit = { headers };
-      const transport = kind === "http"
-        ? new StreamableHTTPClientTransport(new URL("/mcp", target), { requestInit })
-        : new SSEClientTransport(new URL("/sse", target), { requestInit });
-      return { kind, transport };
-    }
-    default:
-      fail(`unknown transport ${kind}`);
-  }
-}
-
-// fields returns a tool result's structured content, or its text parsed as JSON.
-function fields(result) {
-  if (result.structuredContent && typeof result.structuredContent === "object") return result.structuredContent;
-  const text = (result.content ?? []).filter((c) => c.type === "text").map((c) => c.text).join("\n");
-  try {
-    return JSON.parse(text);
-  } catch {
-    fail(`result is neither structured nor JSON: ${text}`);
-  }
-}
-
-function textOf(result) {
-  return (result.content ?? []).filter((c) => c.type === "text").map((c) => c.text).join("\n");
-}
-
-function step(name, data) {
-  process.stdout.write(JSON.stringify({ step: name, ...data }) + "\n");
-}
 
 async function main() {
   const { kind, transport } = makeTransport(process.argv.slice(2));
