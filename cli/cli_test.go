@@ -114,7 +114,7 @@ func TestCommandDispatchAndExitCodes(t *testing.T) {
 		{[]string{"tokens", "add"}, exitUsage, "", "missing argument"},
 		{[]string{"policy", "check"}, exitUsage, "", "missing argument"},
 		{[]string{"policy", "explain", "builtin", "e2b_exec", "{not json"}, exitUsage, "", "ARGS_JSON"},
-		{[]string{"approve", "a", "b"}, exitUsage, "", "want ID, or show ID"},
+		{[]string{"approve", "a", "b"}, exitUsage, "", "want ID, show ID or deny ID"},
 		{[]string{"approve", "show", "a", "b"}, exitUsage, "", `unexpected argument "b"`},
 		{[]string{"audit", "--since", "yesterday-ish"}, exitUsage, "", "--since"},
 		{[]string{"audit", "--decision", "maybe"}, exitUsage, "", "--decision"},
