@@ -155,7 +155,7 @@ func NewClient(cfg Config) (*Client, error) {
 	cfg = cfg.withDefaults()
 	for name, u := range map[string]string{"API URL": cfg.APIURL, "sandbox URL": cfg.SandboxURL} {
 		if u != "" && !strings.HasPrefix(u, "http://") && !strings.HasPrefix(u, "https://") {
-			return nil, fmt.Errorf("e2b: %s %q must start with http:// or https://", name, u)
+			return nil, errorf("", ErrInvalidArgument, "%s %q must start with http:// or https://", name, u)
 		}
 	}
 	c := &Client{cfg: cfg, now: time.Now}

@@ -186,7 +186,7 @@ func (e *Envd) RunCommand(ctx context.Context, command string, opts CommandOptio
 		stderr   = markerScanner{marker: stdout.marker}
 	)
 	if err := ctx.Err(); err != nil {
-		return res, fmt.Errorf("e2b: envd Start: %w", err)
+		return res, contextError("envd Start", err)
 	}
 	// The stream does not end with ctx. Once the request may have reached envd, the command may be running (envd
 	// runs it whatever becomes of the stream) while the start event that carries its pid is still on the way, and
@@ -224,7 +224,7 @@ func (e *Envd) RunCommand(ctx context.Context, command string, opts CommandOptio
 		switch ev.Kind {
 		case EventStart:
 			if res.PID != 0 {
-				return fmt.Errorf("e2b: envd Start: a second start event (pid %d after %d)", ev.PID, res.PID)
+				return errorf("envd Start", ErrBadAnswer, "a second start event (pid %d after %d)", ev.PID, res.PID)
 			}
 			res.PID = ev.PID
 			close(started)
@@ -280,7 +280,7 @@ func (e *Envd) RunCommand(ctx context.Context, command string, opts CommandOptio
 			// The stream is gone but the command is not: envd keeps processes whose stream closes.
 			e.killTree(ctx, res.PID)
 		}
-		return res, fmt.Errorf("e2b: envd Start: %w", ctx.Err())
+		return res, contextError("envd Start", ctx.Err())
 	case res.TimedOut || (opts.Timeout > 0 && errors.As(err, &apiErr) && apiErr.Code == "deadline_exceeded"):
 		// Killed by the timer, or by envd's own deadline if the kill could not be made.
 		res.ProcessEnd = ProcessEnd{ExitCode: -1, Status: "signal: killed", Error: "signal: killed"}
@@ -347,7 +347,7 @@ func (e *Envd) SignalTree(ctx context.Context, pid uint32, grace time.Duration) 
 	case "KILL":
 		return TreeKilled, nil
 	}
-	return "", fmt.Errorf("e2b: stopping process group %d: unexpected answer %q (%s)", pid, out.String(), end.Status)
+	return "", errorf(fmt.Sprintf("stopping process group %d", pid), ErrBadAnswer, "unexpected answer %q (%s)", out.String(), end.Status)
 }
 
 // BackgroundOptions are the options of StartBackground.
@@ -375,7 +375,7 @@ type BackgroundProcess struct {
 // output already going to the log); stop it with SignalTree.
 func (e *Envd) StartBackground(ctx context.Context, command string, opts BackgroundOptions) (uint32, error) {
 	if opts.LogPath == "" {
-		return 0, errors.New("e2b: StartBackground: no log path")
+		return 0, errorf("StartBackground", ErrInvalidArgument, "no log path")
 	}
 	ready := []byte(newMarker())
 	streamCtx, stop := context.WithCancel(ctx)
@@ -417,7 +417,7 @@ func (e *Envd) StartBackground(ctx context.Context, command string, opts Backgro
 	if msg == "" {
 		msg = "it exited before it could start"
 	}
-	return pid, fmt.Errorf("e2b: the background command could not start: %s", msg)
+	return pid, errorf("", ErrInvalidArgument, "the background command could not start: %s", msg)
 }
 
 // ListBackground lists the running processes of StartBackground whose tag begins with tagPrefix, by pid.

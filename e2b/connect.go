@@ -30,7 +30,7 @@ func protocolErrorf(format string, args ...any) error {
 
 // errStreamCut is a stream that ended (the connection closed) without its end-of-stream envelope: the answer is
 // incomplete, whatever the HTTP status said.
-var errStreamCut = errors.New("stream cut: the connection ended before the end-of-stream message")
+var errStreamCut = fmt.Errorf("%w: the connection ended before the end-of-stream message", ErrStreamCut)
 
 // readConnectStream reads a server stream's envelopes, giving each message to onMessage (the bytes are valid only
 // during the call), until the end-of-stream message, which it returns. A stream without one is errStreamCut.

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"regexp"
 	"slices"
@@ -43,13 +44,13 @@ type apiAnswer struct {
 // named and the API key never in the text.
 func (c *Client) do(ctx context.Context, call apiCall, ok ...int) (*apiAnswer, error) {
 	if c.cfg.APIKey == "" {
-		return nil, fmt.Errorf("e2b: %s: no E2B API key is configured: %w", call.op, ErrUnauthorized)
+		return nil, errorf(call.op, ErrUnauthorized, "no E2B API key is configured: %v", ErrUnauthorized)
 	}
 	var body []byte
 	if call.body != nil {
 		b, err := json.Marshal(call.body)
 		if err != nil {
-			return nil, fmt.Errorf("e2b: %s: encode request: %w", call.op, err)
+			return nil, errorf(call.op, ErrInvalidArgument, "encode request: %w", err)
 		}
 		body = b
 	}
@@ -66,7 +67,7 @@ func (c *Client) do(ctx context.Context, call apiCall, ok ...int) (*apiAnswer, e
 	}
 	req, err := retryablehttp.NewRequestWithContext(ctx, call.method, u, rawBody)
 	if err != nil {
-		return nil, fmt.Errorf("e2b: %s: %s", call.op, c.redact(err.Error(), call.secrets...))
+		return nil, &Error{Op: call.op, Kind: ErrInvalidArgument, msg: c.redact(err.Error(), call.secrets...), err: err}
 	}
 	req.Header.Set("X-API-Key", c.cfg.APIKey)
 	req.Header.Set("User-Agent", c.cfg.UserAgent)
@@ -89,24 +90,24 @@ func (c *Client) do(ctx context.Context, call apiCall, ok ...int) (*apiAnswer, e
 	return nil, c.apiError(call, resp, data)
 }
 
-// transportError wraps a failure to get an answer, without the API key or secrets in its text. A cancelled or expired context is reported as such.
+// transportError is a failure to get an answer (ErrNoAnswer, or ErrTimeout when the transport timed out), without
+// the API key or secrets in its text. A cancelled or expired context is reported as such.
 func (c *Client) transportError(ctx context.Context, op string, err error, secrets ...string) error {
 	if ctxErr := ctx.Err(); ctxErr != nil && errors.Is(err, ctxErr) {
-		return fmt.Errorf("e2b: %s: %w", op, ctxErr)
+		return contextError(op, ctxErr)
 	}
-	return &TransportError{Op: op, err: err, text: c.redact(err.Error(), secrets...)}
+	kind := ErrNoAnswer
+	var ne net.Error
+	if errors.As(err, &ne) && ne.Timeout() {
+		kind = ErrTimeout
+	}
+	return c.noAnswer(op, kind, err, secrets...)
 }
 
-// TransportError is a control-plane call that got no answer from E2B: the connection failed, was cut, or timed out.
-type TransportError struct {
-	Op   string
-	err  error
-	text string
+// noAnswer is a call of kind ErrNoAnswer, ErrTimeout or ErrStreamCut that got no complete answer because of err.
+func (c *Client) noAnswer(op string, kind, err error, secrets ...string) *Error {
+	return &Error{Op: op, Kind: kind, msg: "no answer from E2B: " + c.redact(err.Error(), secrets...), err: err}
 }
-
-func (e *TransportError) Error() string { return "e2b: " + e.Op + ": no answer from E2B: " + e.text }
-
-func (e *TransportError) Unwrap() error { return e.err }
 
 // apiError turns an unexpected answer into an *APIError: E2B's JSON {code, message, error_code} when the body is
 // one, else the start of whatever a proxy sent (an HTML error page, say).
@@ -172,7 +173,7 @@ func (c *Client) redact(s string, secrets ...string) string {
 func decode[T any](op string, ans *apiAnswer) (T, error) {
 	var v T
 	if err := json.Unmarshal(ans.body, &v); err != nil {
-		return v, fmt.Errorf("e2b: %s: unexpected answer from E2B (HTTP %d): %w", op, ans.status, err)
+		return v, errorf(op, ErrBadAnswer, "unexpected answer from E2B (HTTP %d): %w", ans.status, err)
 	}
 	return v, nil
 }
@@ -191,7 +192,7 @@ func (c *Client) checkSandboxID(op, id string) (string, error) {
 		if len(shown) > 64 {
 			shown = shown[:64] + "…"
 		}
-		return "", fmt.Errorf("e2b: %s: invalid sandbox ID %q: %w", op, shown, ErrInvalidArgument)
+		return "", errorf(op, ErrInvalidArgument, "invalid sandbox ID %q: %v", shown, ErrInvalidArgument)
 	}
 	return short, nil
 }

@@ -164,7 +164,7 @@ func (e *Envd) send(op string, req *http.Request, retry bool) (*http.Response, e
 		if req.GetBody != nil {
 			body, err := req.GetBody()
 			if err != nil {
-				return nil, fmt.Errorf("e2b: %s: %w", op, err)
+				return nil, errorf(op, ErrInvalidArgument, "%w", err)
 			}
 			req.Body = body
 		}
@@ -228,13 +228,13 @@ func (e *Envd) wireError(op string, w *connectframe.Error) *APIError {
 func (e *Envd) unary(ctx context.Context, op, procedure string, in, out any, retry bool) error {
 	body, err := json.Marshal(in)
 	if err != nil {
-		return fmt.Errorf("e2b: %s: encode request: %w", op, err)
+		return errorf(op, ErrInvalidArgument, "encode request: %w", err)
 	}
 	ctx, cancel := context.WithTimeout(ctx, e.client.cfg.RequestTimeout)
 	defer cancel()
 	req, err := e.newRequest(ctx, http.MethodPost, "/"+procedure, bytes.NewReader(body))
 	if err != nil {
-		return fmt.Errorf("e2b: %s: %w", op, err)
+		return errorf(op, ErrInvalidArgument, "%w", err)
 	}
 	req.Header.Set("Content-Type", connectframe.ContentTypeUnary)
 	req.Header.Set("Connect-Protocol-Version", "1")
@@ -252,13 +252,13 @@ func (e *Envd) unary(ctx context.Context, op, procedure string, in, out any, ret
 		return e.client.transportError(ctx, op, err)
 	}
 	if len(data) > connectMaxMessage {
-		return fmt.Errorf("e2b: %s: answer exceeds %d bytes", op, connectMaxMessage)
+		return errorf(op, ErrBadAnswer, "answer exceeds %d bytes", connectMaxMessage)
 	}
 	if out == nil {
 		return nil
 	}
 	if err := json.Unmarshal(data, out); err != nil {
-		return fmt.Errorf("e2b: %s: unexpected answer from envd: %w", op, err)
+		return errorf(op, ErrBadAnswer, "unexpected answer from envd: %w", err)
 	}
 	return nil
 }
@@ -275,12 +275,12 @@ type streamOptions struct {
 func (e *Envd) serverStream(ctx context.Context, op, procedure string, in any, so streamOptions, onMessage func([]byte) error) error {
 	payload, err := json.Marshal(in)
 	if err != nil {
-		return fmt.Errorf("e2b: %s: encode request: %w", op, err)
+		return errorf(op, ErrInvalidArgument, "encode request: %w", err)
 	}
 	body := connectframe.Append(make([]byte, 0, connectframe.HeaderLen+len(payload)), 0, payload)
 	req, err := e.newRequest(ctx, http.MethodPost, "/"+procedure, bytes.NewReader(body))
 	if err != nil {
-		return fmt.Errorf("e2b: %s: %w", op, err)
+		return errorf(op, ErrInvalidArgument, "%w", err)
 	}
 	req.Header.Set("Content-Type", connectframe.ContentTypeStream)
 	req.Header.Set("Connect-Protocol-Version", "1")
@@ -301,7 +301,7 @@ func (e *Envd) serverStream(ctx context.Context, op, procedure string, in any, s
 		return e.responseError(op, resp)
 	}
 	if ct := resp.Header.Get("Content-Type"); !strings.HasPrefix(ct, connectframe.ContentTypeStream) {
-		return fmt.Errorf("e2b: %s: unexpected answer from envd: content type %q", op, ct)
+		return errorf(op, ErrBadAnswer, "unexpected answer from envd: content type %q", ct)
 	}
 	var callbackErr error
 	end, err := readConnectStream(resp.Body, connectMaxMessage, func(msg []byte) error {
@@ -314,11 +314,11 @@ func (e *Envd) serverStream(ctx context.Context, op, procedure string, in any, s
 	case err == callbackErr:
 		return err
 	case ctx.Err() != nil:
-		return fmt.Errorf("e2b: %s: %w", op, ctx.Err())
+		return contextError(op, ctx.Err())
 	case errors.As(err, &perr):
-		return fmt.Errorf("e2b: %s: unexpected answer from envd: %w", op, err)
+		return errorf(op, ErrBadAnswer, "unexpected answer from envd: %w", err)
 	case errors.Is(err, errStreamCut):
-		return &TransportError{Op: op, err: err, text: err.Error()}
+		return e.client.noAnswer(op, ErrStreamCut, err)
 	default:
 		return e.client.transportError(ctx, op, err)
 	}
@@ -335,7 +335,7 @@ func (e *Envd) Health(ctx context.Context) error {
 	defer cancel()
 	req, err := e.newRequest(ctx, http.MethodGet, "/health", nil)
 	if err != nil {
-		return fmt.Errorf("e2b: %s: %w", op, err)
+		return errorf(op, ErrInvalidArgument, "%w", err)
 	}
 	resp, err := e.send(op, req, true)
 	if err != nil {

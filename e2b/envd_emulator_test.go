@@ -493,8 +493,7 @@ func TestEmulatorSandboxGone(t *testing.T) {
 	if _, err := m.client.PauseSandbox(ctx, m.sb.SandboxID); err != nil {
 		t.Fatal(err)
 	}
-	var te *TransportError
-	if err := <-streamErr; !errors.As(err, &te) || !errors.Is(err, errStreamCut) {
+	if err := <-streamErr; !errors.Is(err, ErrStreamCut) || !errors.Is(err, errStreamCut) {
 		t.Fatalf("the stream of a paused sandbox: %v (%T), want it cut", err, err)
 	}
 	err := m.envd.Health(ctx)
@@ -523,8 +522,7 @@ func TestEmulatorStreamCutFault(t *testing.T) {
 	m := newEnvdEmu(t, e2btest.Options{}, NewSandbox{})
 	m.srv.SetFaults(e2btest.Faults{CutStreamAfterFrames: 2})
 	_, _, _, err := m.run(t, m.envd, "echo a; echo b; echo c", CommandOptions{})
-	var te *TransportError
-	if !errors.As(err, &te) || !errors.Is(err, errStreamCut) {
+	if !errors.Is(err, ErrStreamCut) || !errors.Is(err, errStreamCut) {
 		t.Fatalf("err = %v (%T), want the cut reported", err, err)
 	}
 }

@@ -1,6 +1,7 @@
 package e2b
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net/http"
@@ -19,6 +20,76 @@ var (
 	// ErrInvalidArgument matches HTTP 400 and Connect's invalid_argument.
 	ErrInvalidArgument = errors.New("invalid argument")
 )
+
+// Kinds of the client's own failures (an *Error), for errors.Is. A call that its context ended keeps the
+// context's kind: context.Canceled, or context.DeadlineExceeded, which matches ErrTimeout too.
+var (
+	// ErrNoAnswer: no answer came from E2B or envd: the connection could not be made or failed before an answer,
+	// or the answer did not start within Config.RequestTimeout.
+	ErrNoAnswer = errors.New("no answer")
+	// ErrTimeout: the call ran out of time: no answer within Config.RequestTimeout (which is ErrNoAnswer as
+	// well), or its context's deadline passed.
+	ErrTimeout = errors.New("timed out")
+	// ErrStreamCut: a stream that had started ended early: the connection closed before Connect's end-of-stream
+	// message, or the process stream ended without the process's end event.
+	ErrStreamCut = errors.New("stream cut")
+	// ErrBadAnswer: E2B or envd answered, but not as the protocol says (malformed or oversized, of the wrong
+	// content type, a page token repeated).
+	ErrBadAnswer = errors.New("unexpected answer")
+)
+
+// Error is a failure of a call other than an error answer of E2B's (that is an *APIError): the request could not
+// be made (ErrInvalidArgument, or ErrUnauthorized without a key), no usable answer came (ErrNoAnswer, ErrTimeout,
+// ErrStreamCut, ErrBadAnswer), or the call's context ended. Its text never holds the API key or a token.
+type Error struct {
+	// Op names the call in words, as APIError.Op does; empty for a failure that is not of one call.
+	Op string
+	// Kind is one of the kinds above, ErrInvalidArgument, ErrUnauthorized, context.Canceled or
+	// context.DeadlineExceeded; errors.Is matches it.
+	Kind error
+
+	msg string // the failure in words, secrets removed
+	err error  // what caused it, when something did
+}
+
+func (e *Error) Error() string {
+	if e.Op == "" {
+		return "e2b: " + e.msg
+	}
+	return "e2b: " + e.Op + ": " + e.msg
+}
+
+// Unwrap gives errors.Is and errors.As the kind and the cause.
+func (e *Error) Unwrap() []error {
+	if e.err == nil {
+		return []error{e.Kind}
+	}
+	return []error{e.Kind, e.err}
+}
+
+// Is matches the kinds that another kind implies: a request timeout is no answer, and a context's deadline a
+// timeout.
+func (e *Error) Is(target error) bool {
+	switch target {
+	case ErrNoAnswer:
+		return e.Kind == ErrTimeout
+	case ErrTimeout:
+		return e.Kind == context.DeadlineExceeded
+	}
+	return false
+}
+
+// errorf makes an *Error of op and kind, its message formatted as by fmt.Errorf, whose %w (one at most) becomes
+// the cause.
+func errorf(op string, kind error, format string, args ...any) *Error {
+	w := fmt.Errorf(format, args...)
+	return &Error{Op: op, Kind: kind, msg: w.Error(), err: errors.Unwrap(w)}
+}
+
+// contextError is a call that its context ended, with err (context.Canceled or context.DeadlineExceeded).
+func contextError(op string, err error) *Error {
+	return &Error{Op: op, Kind: err, msg: err.Error()}
+}
 
 // APIError is every error E2B answers with, from either plane.
 type APIError struct {

@@ -36,7 +36,7 @@ func (e *Envd) filesQuery(path string) string {
 func (e *Envd) Download(ctx context.Context, path string, opts DownloadOptions) (r io.ReadCloser, size int64, err error) {
 	const op = "envd download"
 	if opts.Offset < 0 || opts.Length < 0 {
-		return nil, 0, fmt.Errorf("e2b: %s: negative offset or length", op)
+		return nil, 0, errorf(op, ErrInvalidArgument, "negative offset or length")
 	}
 	parent := ctx
 	ctx, cancelCause := context.WithCancelCause(ctx)
@@ -44,7 +44,7 @@ func (e *Envd) Download(ctx context.Context, path string, opts DownloadOptions) 
 	req, err := e.newRequest(ctx, http.MethodGet, "/files?"+e.filesQuery(path), nil)
 	if err != nil {
 		cancel()
-		return nil, 0, fmt.Errorf("e2b: %s: %w", op, err)
+		return nil, 0, errorf(op, ErrInvalidArgument, "%w", err)
 	}
 	// Raw bytes: without this, Go's transport would ask for gzip, hide the length and decompress on the fly.
 	req.Header.Set("Accept-Encoding", "identity")
@@ -63,7 +63,7 @@ func (e *Envd) Download(ctx context.Context, path string, opts DownloadOptions) 
 		if err == nil {
 			resp.Body.Close()
 		}
-		err = &TransportError{Op: op, err: errNoAnswerInTime, text: errNoAnswerInTime.Error()}
+		err = e.client.noAnswer(op, ErrTimeout, errNoAnswerInTime)
 	}
 	if err != nil {
 		cancel()
@@ -175,7 +175,7 @@ func (e *Envd) Upload(ctx context.Context, path string, r io.Reader) (WriteInfo,
 	}
 	req, err := e.newRequest(ctx, http.MethodPost, "/files?"+e.filesQuery(path), body)
 	if err != nil {
-		return WriteInfo{}, fmt.Errorf("e2b: %s: %w", op, err)
+		return WriteInfo{}, errorf(op, ErrInvalidArgument, "%w", err)
 	}
 	req.Header.Set("Content-Type", contentType)
 	resp, err := e.send(op, req, false)
@@ -188,10 +188,10 @@ func (e *Envd) Upload(ctx context.Context, path string, r io.Reader) (WriteInfo,
 	}
 	var infos []WriteInfo
 	if err := json.NewDecoder(io.LimitReader(resp.Body, maxErrorBody)).Decode(&infos); err != nil {
-		return WriteInfo{}, fmt.Errorf("e2b: %s: unexpected answer from envd: %w", op, err)
+		return WriteInfo{}, errorf(op, ErrBadAnswer, "unexpected answer from envd: %w", err)
 	}
 	if len(infos) == 0 {
-		return WriteInfo{}, fmt.Errorf("e2b: %s: envd reported no file written", op)
+		return WriteInfo{}, errorf(op, ErrBadAnswer, "envd reported no file written")
 	}
 	return infos[0], nil
 }
@@ -233,10 +233,10 @@ const (
 // ends); a sandbox without an access token needs no signature.
 func (e *Envd) SignedURL(path string, op FileOp, expiry time.Duration) (string, error) {
 	if op != FileRead && op != FileWrite {
-		return "", fmt.Errorf("e2b: signed URL: operation %q is neither read nor write", op)
+		return "", errorf("signed URL", ErrInvalidArgument, "operation %q is neither read nor write", op)
 	}
 	if expiry < 0 {
-		return "", errors.New("e2b: signed URL: negative expiry")
+		return "", errorf("signed URL", ErrInvalidArgument, "negative expiry")
 	}
 	user := e.effectiveUser()
 	q := "path=" + url.QueryEscape(path)

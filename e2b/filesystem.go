@@ -102,11 +102,11 @@ type pbEntryAnswer struct {
 
 func (a *pbEntryAnswer) entry(op string) (EntryInfo, error) {
 	if a.Entry == nil {
-		return EntryInfo{}, fmt.Errorf("e2b: %s: unexpected answer from envd: no entry", op)
+		return EntryInfo{}, errorf(op, ErrBadAnswer, "unexpected answer from envd: no entry")
 	}
 	e, err := a.Entry.entry()
 	if err != nil {
-		return EntryInfo{}, fmt.Errorf("e2b: %s: unexpected answer from envd: %w", op, err)
+		return EntryInfo{}, errorf(op, ErrBadAnswer, "unexpected answer from envd: %w", err)
 	}
 	return e, nil
 }
@@ -130,7 +130,7 @@ func (e *Envd) Stat(ctx context.Context, path string) (EntryInfo, error) {
 func (e *Envd) ListDir(ctx context.Context, path string, depth int) ([]EntryInfo, error) {
 	const op = "envd ListDir"
 	if depth < 0 || depth > 1<<31 {
-		return nil, fmt.Errorf("e2b: %s: invalid depth %d", op, depth)
+		return nil, errorf(op, ErrInvalidArgument, "invalid depth %d", depth)
 	}
 	if depth == 0 {
 		depth = 1
@@ -149,7 +149,7 @@ func (e *Envd) ListDir(ctx context.Context, path string, depth int) ([]EntryInfo
 	for i := range out.Entries {
 		entry, err := out.Entries[i].entry()
 		if err != nil {
-			return nil, fmt.Errorf("e2b: %s: unexpected answer from envd: %w", op, err)
+			return nil, errorf(op, ErrBadAnswer, "unexpected answer from envd: %w", err)
 		}
 		switch entry.Type {
 		case FileTypeFile, FileTypeDirectory, FileTypeSymlink:

@@ -237,7 +237,7 @@ func (e *Envd) processStream(ctx context.Context, op, procedure string, in any, 
 	err := e.serverStream(ctx, op, procedure, in, so, func(msg []byte) error {
 		ev, ok, err := dec.decode(msg)
 		if err != nil {
-			return fmt.Errorf("e2b: %s: %w", op, err)
+			return errorf(op, ErrBadAnswer, "%w", err)
 		}
 		if !ok {
 			return nil
@@ -254,7 +254,7 @@ func (e *Envd) processStream(ctx context.Context, op, procedure string, in any, 
 		return ProcessEnd{}, err
 	}
 	if end == nil {
-		return ProcessEnd{}, fmt.Errorf("e2b: %s: the stream ended without the process's end event", op)
+		return ProcessEnd{}, errorf(op, ErrStreamCut, "the stream ended without the process's end event")
 	}
 	return *end, nil
 }

@@ -169,8 +169,7 @@ func TestStartStreamFailures(t *testing.T) {
 			name:   "cut before the end-of-stream message",
 			frames: [][]byte{frame(0, `{"event":{"start":{"pid":1}}}`)},
 			check: func(t *testing.T, err error) {
-				var te *TransportError
-				if !errors.As(err, &te) || !errors.Is(err, errStreamCut) {
+				if !errors.Is(err, ErrStreamCut) || !errors.Is(err, errStreamCut) || errors.Is(err, ErrNoAnswer) {
 					t.Fatalf("err = %v (%T), want a transport error for the cut stream", err, err)
 				}
 			},
@@ -179,7 +178,7 @@ func TestStartStreamFailures(t *testing.T) {
 			name:   "end of stream without the end event",
 			frames: [][]byte{frame(0, `{"event":{"start":{"pid":1}}}`), frame(2, `{}`)},
 			check: func(t *testing.T, err error) {
-				if err == nil || !strings.Contains(err.Error(), "without the process's end event") {
+				if !errors.Is(err, ErrStreamCut) || !strings.Contains(err.Error(), "without the process's end event") {
 					t.Fatalf("err = %v", err)
 				}
 			},
@@ -188,8 +187,7 @@ func TestStartStreamFailures(t *testing.T) {
 			name:   "malformed event",
 			frames: [][]byte{frame(0, `{"event":{"data":{"stdout":"*"}}}`), frame(2, `{}`)},
 			check: func(t *testing.T, err error) {
-				var te *TransportError
-				if err == nil || !strings.Contains(err.Error(), "malformed process event") || errors.As(err, &te) {
+				if !errors.Is(err, ErrBadAnswer) || !strings.Contains(err.Error(), "malformed process event") || errors.Is(err, ErrNoAnswer) {
 					t.Fatalf("err = %v (%T)", err, err)
 				}
 			},
@@ -198,8 +196,7 @@ func TestStartStreamFailures(t *testing.T) {
 			name:   "compressed message",
 			frames: [][]byte{frame(1, `xx`)},
 			check: func(t *testing.T, err error) {
-				var te *TransportError
-				if err == nil || err.Error() != "e2b: envd Start: unexpected answer from envd: connect: compressed message, but the request asked for identity encoding" || errors.As(err, &te) {
+				if !errors.Is(err, ErrBadAnswer) || err.Error() != "e2b: envd Start: unexpected answer from envd: connect: compressed message, but the request asked for identity encoding" || errors.Is(err, ErrNoAnswer) {
 					t.Fatalf("err = %v (%T)", err, err)
 				}
 			},

@@ -244,14 +244,14 @@ func TestDeadNetwork(t *testing.T) {
 	c := cpClient(t, cpDeadURL(t), func(cfg *Config) { cfg.MaxRetries = 2 })
 	ctx := cpCtx(t)
 	_, err := c.GetSandbox(ctx, "abc")
-	var te *TransportError
-	if !errors.As(err, &te) || te.Op != "get sandbox" || !strings.Contains(err.Error(), "connection refused") ||
+	var ce *Error
+	if !errors.As(err, &ce) || ce.Op != "get sandbox" || !errors.Is(err, ErrNoAnswer) || !strings.Contains(err.Error(), "connection refused") ||
 		!strings.Contains(err.Error(), "gave up after 3 attempts") {
 		t.Fatalf("%v", err)
 	}
 	// A create against a dead network fails the same way: nothing can have been created, nothing to reconcile.
 	_, err = c.CreateSandbox(ctx, NewSandbox{TemplateID: "base"})
-	if !errors.As(err, &te) || te.Op != "create sandbox" || strings.Contains(err.Error(), "looking for") {
+	if !errors.As(err, &ce) || ce.Op != "create sandbox" || !errors.Is(err, ErrNoAnswer) || strings.Contains(err.Error(), "looking for") {
 		t.Fatalf("create: %v", err)
 	}
 	if ctx.Err() != nil {
@@ -265,8 +265,7 @@ func TestRequestTimeout(t *testing.T) {
 	srv.SetFaults(e2btest.Faults{Latency: 2 * time.Second})
 	c := cpClient(t, srv.URL(), func(cfg *Config) { cfg.RequestTimeout = 50 * time.Millisecond; cfg.MaxRetries = 1 })
 	_, err := c.GetSandbox(cpCtx(t), rec.ID)
-	var te *TransportError
-	if !errors.As(err, &te) {
+	if !errors.Is(err, ErrTimeout) || !errors.Is(err, ErrNoAnswer) {
 		t.Fatalf("%v", err)
 	}
 	var ne net.Error

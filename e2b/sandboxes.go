@@ -42,12 +42,9 @@ const defaultSandboxTimeout = 15
 func (c *Client) CreateSandbox(ctx context.Context, req NewSandbox) (*Sandbox, error) {
 	const op = "create sandbox"
 	if err := ctx.Err(); err != nil {
-		return nil, fmt.Errorf("e2b: %s: %w", op, err)
+		return nil, contextError(op, err)
 	}
-	requestID, err := newRequestID()
-	if err != nil {
-		return nil, fmt.Errorf("e2b: %s: %w", op, err)
-	}
+	requestID := newRequestID()
 	body := req
 	body.Metadata = maps.Clone(req.Metadata)
 	if body.Metadata == nil {
@@ -59,7 +56,7 @@ func (c *Client) CreateSandbox(ctx context.Context, req NewSandbox) (*Sandbox, e
 	}
 	v2Body, err := newSandboxV2(body)
 	if err != nil {
-		return nil, fmt.Errorf("e2b: %s: %w", op, err)
+		return nil, errorf(op, ErrInvalidArgument, "%w", err)
 	}
 	log := c.cfg.Logger.With("op", op, "request_id", requestID)
 	for attempt := 1; ; attempt++ {
@@ -102,7 +99,7 @@ func (c *Client) CreateSandbox(ctx context.Context, req NewSandbox) (*Sandbox, e
 		wait := exponentialBackoff(c.cfg.RetryWaitMin, c.cfg.RetryWaitMax, attempt-1)
 		log.Debug("e2b: no sandbox was created, creating again", "attempt", attempt, "wait", wait)
 		if err := sleepCtx(ctx, wait); err != nil {
-			return nil, fmt.Errorf("e2b: %s: %w", op, err)
+			return nil, contextError(op, err)
 		}
 	}
 }
@@ -143,8 +140,7 @@ func outcomeUnknown(err error) bool {
 		}
 		return false
 	}
-	var te *TransportError
-	return errors.As(err, &te) && !notSent(err)
+	return errors.Is(err, ErrNoAnswer) && !notSent(err)
 }
 
 // mayHaveBeenSent is true for a create that ended without E2B's answer (a cancelled context included) other than a
@@ -208,12 +204,10 @@ func (c *Client) cleanupAbandoned(requestID string) {
 	}()
 }
 
-func newRequestID() (string, error) {
+func newRequestID() string {
 	b := make([]byte, 12)
-	if _, err := rand.Read(b); err != nil {
-		return "", err
-	}
-	return hex.EncodeToString(b), nil
+	_, _ = rand.Read(b) // crypto/rand.Read never fails
+	return hex.EncodeToString(b)
 }
 
 func sleepCtx(ctx context.Context, d time.Duration) error {
@@ -306,11 +300,11 @@ func listPages[T any](ctx context.Context, c *Client, op string, page func(token
 			return all, nil
 		}
 		if seen[token] {
-			return nil, fmt.Errorf("e2b: %s: E2B repeated a page token", op)
+			return nil, errorf(op, ErrBadAnswer, "E2B repeated a page token")
 		}
 		seen[token] = true
 	}
-	return nil, fmt.Errorf("e2b: %s: more than %d pages", op, maxPages)
+	return nil, errorf(op, ErrBadAnswer, "more than %d pages", maxPages)
 }
 
 // ListSandboxes follows X-Next-Token pages and returns every matching sandbox.
@@ -462,7 +456,7 @@ func (c *Client) ListSnapshots(ctx context.Context, sandboxID string) ([]Snapsho
 func (c *Client) DeleteSnapshot(ctx context.Context, snapshotID string) error {
 	const op = "delete snapshot"
 	if snapshotID == "" {
-		return fmt.Errorf("e2b: %s: empty snapshot ID: %w", op, ErrInvalidArgument)
+		return errorf(op, ErrInvalidArgument, "empty snapshot ID: %v", ErrInvalidArgument)
 	}
 	// Escaped as the SDK does (quote(id, safe="")): "team/name:tag" becomes one path segment.
 	_, err := c.do(ctx, apiCall{op: op, method: http.MethodDelete, path: "/templates/" + pyQuote(snapshotID, ""),
