@@ -116,6 +116,9 @@ func NewHTTPClient() *http.Client {
 // followed, because the request carries the API key or an envd access token, which must reach no one but E2B.
 var ErrForeignRedirect = errors.New("refusing a redirect to another host: the API key and envd tokens are sent to no one but E2B")
 
+// errRedirectLoop is net/http's limit of ten redirects, which a CheckRedirect of its own has to keep.
+var errRedirectLoop = errors.New("stopped after 10 redirects")
+
 // withSameOriginRedirects returns a copy of hc (sharing its transport and connection pool) that follows a
 // redirect only within the origin of the first request. net/http itself drops only Authorization and Cookie on a
 // redirect to another domain; X-API-Key and X-Access-Token would follow.
@@ -130,7 +133,7 @@ func withSameOriginRedirects(hc *http.Client) *http.Client {
 			return next(req, via)
 		}
 		if len(via) >= 10 {
-			return errors.New("stopped after 10 redirects")
+			return errRedirectLoop
 		}
 		return nil
 	}

@@ -97,3 +97,25 @@ func TestRedirectWithinTheOriginIsFollowed(t *testing.T) {
 		t.Fatalf("the redirected request carried X-API-Key %q", got)
 	}
 }
+
+// A redirect loop within the origin ends after ten redirects, and is not tried again: another attempt would loop
+// the same way.
+func TestRedirectLoopIsNotRetried(t *testing.T) {
+	var asked atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		asked.Add(1)
+		http.Redirect(w, r, r.URL.Path, http.StatusTemporaryRedirect)
+	}))
+	defer srv.Close()
+	c, err := NewClient(Config{APIKey: testAPIKey, APIURL: srv.URL, MaxRetries: 3, RetryWaitMin: time.Millisecond, RetryWaitMax: time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = c.GetSandbox(t.Context(), "abc")
+	if !errors.Is(err, ErrNoAnswer) || !strings.Contains(err.Error(), "stopped after 10 redirects") {
+		t.Fatalf("err = %v", err)
+	}
+	if n := asked.Load(); n != 10 {
+		t.Fatalf("the server was asked %d times, want 10 (one attempt, its redirects included)", n)
+	}
+}

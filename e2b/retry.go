@@ -61,14 +61,14 @@ func checkRetry(ctx context.Context, resp *http.Response, err error) (bool, erro
 // retryableTransportError is false for failures that another attempt would meet again: a bad URL scheme, a
 // certificate that is not trusted, a redirect loop or one to another host.
 func retryableTransportError(err error) bool {
-	if errors.Is(err, ErrForeignRedirect) {
+	if errors.Is(err, ErrForeignRedirect) || errors.Is(err, errRedirectLoop) {
 		return false
 	}
 	var ue *url.Error
 	if errors.As(err, &ue) {
+		// net/http has no types for these.
 		msg := ue.Err.Error()
-		if strings.Contains(msg, "unsupported protocol scheme") || strings.Contains(msg, "stopped after") ||
-			strings.Contains(msg, "invalid header") {
+		if strings.Contains(msg, "unsupported protocol scheme") || strings.Contains(msg, "invalid header") {
 			return false
 		}
 	}
