@@ -77,6 +77,7 @@ func (b *base) client(ctx context.Context, owner string) (*e2b.Client, error) {
 func (b *base) errorText(ctx context.Context, call Caller, tool string, err error) string {
 	var te *toolError
 	var ae *e2b.APIError
+	var ce *e2b.Error
 	var ue *url.Error
 	var ne net.Error
 	switch {
@@ -101,8 +102,9 @@ func (b *base) errorText(ctx context.Context, call Caller, tool string, err erro
 		return fmt.Sprintf("E2B API error (no answer from %s: %s): %v", ue.Op, u, ue.Err)
 	case errors.As(err, &ne):
 		return "E2B API error (no answer from E2B): " + err.Error()
-	case strings.HasPrefix(err.Error(), "e2b: "):
-		// The E2B client's own failures (no answer, a cut stream, an answer it cannot read) carry no status.
+	case errors.As(err, &ce):
+		// The E2B client's own failures (no answer, a cut stream, an answer it cannot read, a request it would not
+		// make) carry no status. The whole text is kept: what wraps the failure says what it was part of.
 		return "E2B API error (no usable answer from E2B): " + strings.TrimPrefix(err.Error(), "e2b: ")
 	}
 	b.log.Error("tool failed", "tool", tool, "owner", call.Owner, "session", call.Session, "err", err)

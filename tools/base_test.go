@@ -19,6 +19,11 @@ func TestErrorText(t *testing.T) {
 	call := Caller{Owner: "alice", Session: "main"}
 	cancelled, cancel := context.WithCancel(context.Background())
 	cancel()
+	client, err := e2b.NewClient(e2b.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, clientFailure := client.Envd(e2b.SandboxConn{ID: "sbx1"}).ListDir(context.Background(), "/", -1)
 	for _, c := range []struct {
 		name string
 		ctx  context.Context
@@ -32,8 +37,13 @@ func TestErrorText(t *testing.T) {
 		{"cancelled", cancelled, fmt.Errorf("e2b: envd Start: %w", context.Canceled), "The call was cancelled before it finished."},
 		{"no answer", context.Background(), &url.Error{Op: "Post", URL: "https://49983-x.e2b.app/files?path=a&signature=v1_secret", Err: errors.New("connection reset")},
 			"E2B API error (no answer from Post: https://49983-x.e2b.app/files): connection reset"},
-		{"client failure", context.Background(), errors.New("e2b: envd Start: the stream ended without the process's end event"),
-			"E2B API error (no usable answer from E2B): envd Start: the stream ended without the process's end event"},
+		{"client failure", context.Background(), clientFailure,
+			"E2B API error (no usable answer from E2B): envd ListDir: invalid depth -1"},
+		{"wrapped client failure", context.Background(), fmt.Errorf("listing at E2B: %w", clientFailure),
+			"E2B API error (no usable answer from E2B): listing at E2B: e2b: envd ListDir: invalid depth -1"},
+		// Only the E2B client's own errors are E2B's: one that merely reads like them is this server's.
+		{"text like a client failure", context.Background(), errors.New("e2b: envd Start: the stream ended without the process's end event"),
+			"Internal error in e2b_exec: e2b: envd Start: the stream ended without the process's end event"},
 		{"store", context.Background(), fmt.Errorf("x: %w", state.ErrBusy), "e2b-mcp's state store failed (on this server, not at E2B): x: state store is busy"},
 		{"full disk", context.Background(), &fs.PathError{Op: "write", Path: "state.db", Err: syscall.ENOSPC},
 			"e2b-mcp's state store failed (on this server, not at E2B): write state.db: no space left on device"},
