@@ -99,11 +99,11 @@ func TestCommandDispatchAndExitCodes(t *testing.T) {
 		{[]string{"serve", "--transport", "carrier-pigeon"}, exitUsage, "", "--transport"},
 		{[]string{"serve", "--backend", "cloud"}, exitUsage, "", "--backend"},
 		{[]string{"serve", "--orphan-action", "explode"}, exitUsage, "", "--orphan-action"},
-		{[]string{"serve", "--lease", "0s"}, exitUsage, "", "--lease must be positive"},
+		{[]string{"serve", "--lease", "0s"}, exitUsage, "", "-lease: must be positive"},
 		{[]string{"serve", "--result-limit", "4095"}, exitUsage, "", "--result-limit must be at least 4096 bytes"},
 		{[]string{"serve", "--store", "mysql://u:hunter2@db/x"}, exitUsage, "", "--store: want a postgres:// URL"},
-		{[]string{"serve", "--store", "postgres://db/x", "--backend", "local"}, exitUsage, "", "--store and --backend local"},
-		{[]string{"approve", "--store", "/var/lib/db"}, exitFailure, "", "must be a postgres://"},
+		{[]string{"serve", "--store", "postgres://db/x", "--backend", "local"}, exitUsage, "", "--store and --backend local do not go together"},
+		{[]string{"approve", "--store", "/var/lib/db"}, exitFailure, "", "--store: want a postgres:// URL"},
 		{[]string{"serve", "--lease", "soon"}, exitUsage, "", "invalid value"},
 		{[]string{"serve", "--log-level", "chatty"}, exitUsage, "", "log-level"},
 		{[]string{"auth"}, exitUsage, "", "auth needs a subcommand"},
@@ -190,6 +190,31 @@ func TestServeFlags(t *testing.T) {
 	}
 	if _, err := parseServe(t, e, "--owner", "state-data-key"); err == nil {
 		t.Error("the reserved keyring account was accepted as an owner")
+	}
+}
+
+// A saved client configuration that still passes --output-budget, which --result-limit replaced, starts: the flag
+// is ignored with a warning that names --result-limit, and --help does not offer it.
+func TestRetiredOutputBudget(t *testing.T) {
+	e := newEnv(t)
+	var stderr syncBuffer
+	a := e.app(strings.NewReader(""), io.Discard, &stderr)
+	f, o := a.serveFlags()
+	if _, err := a.parse(f, []string{"--output-budget", "20000", "--result-limit", "5000"}); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := a.serveConfig(f, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Tools.ResultLimit != 5000 {
+		t.Errorf("result limit %d, want the --result-limit given (5000)", cfg.Tools.ResultLimit)
+	}
+	if w := stderr.String(); !strings.Contains(w, "--output-budget") || !strings.Contains(w, "--result-limit") {
+		t.Errorf("no warning naming --output-budget and --result-limit: %q", w)
+	}
+	if r := e.run(t, "", "serve", "--help"); r.code != exitOK || strings.Contains(r.stdout, "output-budget") {
+		t.Errorf("serve --help (exit %d) shows the retired flag:\n%s", r.code, r.stdout)
 	}
 }
 

@@ -4,7 +4,7 @@ import (
 	"path/filepath"
 
 	"github.com/e2b-mcp/e2b-mcp/credentials"
-	"github.com/e2b-mcp/e2b-mcp/state"
+	"github.com/e2b-mcp/e2b-mcp/server"
 )
 
 // DefaultKeyStoreFile is the encrypted key store's file in the state directory.
@@ -47,11 +47,10 @@ func (k *keyStoreFlags) open(f *flags, stateDir, storeURL string) (credentials.S
 	return credentials.OpenFileStore(path, k.masterKeyFile)
 }
 
-// checkStoreURL refuses a --store that is not a postgres:// URL; "" (no --store) is fine. The value is not quoted
-// back: a URL may carry a password.
+// checkStoreURL refuses a --store that is not a postgres:// URL, as serve does; "" (no --store) is fine.
 func checkStoreURL(f *flags, storeURL string) error {
-	if storeURL == "" || state.IsPostgresURL(storeURL) {
-		return nil
+	if err := server.CheckStoreURL(storeURL); err != nil {
+		return f.usageErrorf("%v", err)
 	}
-	return f.usageErrorf("--store: want a postgres:// URL (postgres://user@host:port/database)")
+	return nil
 }

@@ -133,6 +133,7 @@ func (e usageError) Error() string { return e.msg }
 type flags struct {
 	*flag.FlagSet
 	synopsis, about string
+	retired         map[string]bool // flags that are accepted and ignored, not shown by --help
 }
 
 func newFlags(name, synopsis, about string) *flags {
@@ -140,7 +141,18 @@ func newFlags(name, synopsis, about string) *flags {
 	// Parse errors and --help are printed by parse, to the right stream.
 	fs.SetOutput(io.Discard)
 	fs.Usage = func() {}
-	return &flags{FlagSet: fs, synopsis: synopsis, about: about}
+	return &flags{FlagSet: fs, synopsis: synopsis, about: about, retired: map[string]bool{}}
+}
+
+// retire adds a flag that is no longer used, so that a saved client configuration that still passes it keeps
+// starting: its value is ignored, with a warning on stderr naming the flag that took its place (instead), and
+// --help does not show it.
+func (a *app) retire(f *flags, name, instead string) {
+	f.retired[name] = true
+	f.Func(name, "no longer used: see --"+instead, func(string) error {
+		fmt.Fprintf(a.stderr, "e2b-mcp: --%s is no longer used and is ignored; use --%s\n", name, instead)
+		return nil
+	})
 }
 
 func (f *flags) usage() string {
@@ -151,6 +163,9 @@ func (f *flags) usage() string {
 	}
 	first := true
 	f.VisitAll(func(fl *flag.Flag) {
+		if f.retired[fl.Name] {
+			return
+		}
 		if first {
 			b.WriteString("\nFlags:\n")
 			first = false

@@ -33,6 +33,29 @@ func (l *stringList) Set(v string) error {
 	return nil
 }
 
+// positiveDuration is a duration flag that refuses zero and negative values: a zero duration in a server.Config
+// means its default, which the flag already shows.
+type positiveDuration struct{ d *time.Duration }
+
+func (p positiveDuration) String() string {
+	if p.d == nil { // the flag package's zero value, for its own use
+		return ""
+	}
+	return p.d.String()
+}
+
+func (p positiveDuration) Set(v string) error {
+	d, err := time.ParseDuration(v)
+	switch {
+	case err != nil:
+		return errors.New("want a duration such as 30m or 4h")
+	case d <= 0:
+		return errors.New("must be positive")
+	}
+	*p.d = d
+	return nil
+}
+
 // serveOptions are serve's flags.
 type serveOptions struct {
 	transport, listen, session, owner string
@@ -80,10 +103,14 @@ func (a *app) serveFlags() (*flags, *serveOptions) {
 	f.StringVar(&o.store, "store", "", "postgres:// URL of a PostgreSQL database for the records and approvals that replicas share (default: the embedded store in the state directory; the audit log stays there)")
 	f.Var(&o.storageRoots, "storage-root", "host directory that upload_files may read from (repeatable; none: uploads are off)")
 	f.IntVar(&o.resultLimit, "result-limit", tools.DefaultResultLimit, fmt.Sprintf("bytes a tool result takes as the client receives it, JSON escaping counted (at least %d); longer command output is cut to head and tail and saved whole in the sandbox, longer files are read in parts", tools.MinResultLimit))
+	// --output-budget bounded e2b_exec's stdout and stderr alone; --result-limit bounds every whole result.
+	a.retire(f, "output-budget", "result-limit")
 	f.StringVar(&o.policyFile, "policy", "", "policy file (YAML; default: the built-in policy, shown by 'e2b-mcp policy explain builtin TOOL')")
-	f.DurationVar(&o.lease, "lease", server.DefaultLease, "how long a session lives without calls before its sandboxes get the orphan action")
+	o.lease = server.DefaultLease
+	f.Var(positiveDuration{&o.lease}, "lease", "how long a session lives without calls before its sandboxes get the orphan action")
 	f.StringVar(&o.orphanAction, "orphan-action", string(lifecycle.OrphanPause), "what happens to sandboxes of lapsed sessions: pause, kill or keep")
-	f.DurationVar(&o.sweepInterval, "sweep-interval", server.DefaultSweepInterval, "time between orphan sweeps (one runs at start)")
+	o.sweepInterval = server.DefaultSweepInterval
+	f.Var(positiveDuration{&o.sweepInterval}, "sweep-interval", "time between orphan sweeps (one runs at start)")
 	f.IntVar(&o.checkpointEvery, "checkpoint-every", 0, "checkpoint a sandbox automatically every N steps (0: off)")
 	f.BoolVar(&o.checkpointOnPause, "checkpoint-on-pause", false, "checkpoint a sandbox before pausing it")
 	f.StringVar(&o.backend, "backend", server.BackendE2B, "e2b, or local: emulate sandboxes on this machine (no E2B account needed)")
@@ -139,92 +166,46 @@ func runServe(ctx context.Context, a *app, args []string) error {
 	return srv.Run(ctx, a.stdin, a.stdout)
 }
 
-// serveConfig checks serve's flags and turns them into a server.Config.
+// serveConfig turns serve's flags into a server.Config, checked (by Config.Check, whose mistakes are usage errors
+// here) before anything is opened. Only what a Config cannot tell is checked here: an empty flag value, where an
+// empty Config field means its default, and the tools' settings.
 func (a *app) serveConfig(f *flags, o *serveOptions) (server.Config, error) {
-	var cfg server.Config
-	switch o.transport {
-	case server.TransportStdio, server.TransportHTTP, server.TransportSSE:
-	default:
-		return cfg, f.usageErrorf("--transport %q: want stdio, http or sse", o.transport)
-	}
-	switch o.backend {
-	case server.BackendE2B, server.BackendLocal:
-	default:
-		return cfg, f.usageErrorf("--backend %q: want e2b or local", o.backend)
-	}
-	action, err := lifecycle.ParseOrphanAction(o.orphanAction)
-	if err != nil {
-		return cfg, f.usageErrorf("--orphan-action: %v", err)
-	}
-	if err := checkStoreURL(f, o.store); err != nil {
-		return cfg, err
-	}
 	switch {
-	case o.lease <= 0:
-		return cfg, f.usageErrorf("--lease must be positive")
-	case o.sweepInterval <= 0:
-		return cfg, f.usageErrorf("--sweep-interval must be positive")
-	case o.resultLimit < tools.MinResultLimit:
-		return cfg, f.usageErrorf("--result-limit must be at least %d bytes: a result needs room for its fields and for a useful part of the output", tools.MinResultLimit)
-	case o.checkpointEvery < 0:
-		return cfg, f.usageErrorf("--checkpoint-every must not be negative")
 	case o.session == "":
-		return cfg, f.usageErrorf("--session must not be empty")
-	case o.store != "" && o.backend == server.BackendLocal:
-		return cfg, f.usageErrorf("--store and --backend local do not go together: the local backend keeps its records in a temporary store of its own")
+		return server.Config{}, f.usageErrorf("--session must not be empty")
+	case o.resultLimit < tools.MinResultLimit:
+		return server.Config{}, f.usageErrorf("--result-limit must be at least %d bytes: a result needs room for its fields and for a useful part of the output", tools.MinResultLimit)
+	case o.checkpointEvery < 0:
+		return server.Config{}, f.usageErrorf("--checkpoint-every must not be negative")
 	}
-	for _, origin := range o.allowOrigins {
-		if _, err := server.ParseOrigin(origin); err != nil {
-			return cfg, f.usageErrorf("--allow-origin: %v", err)
-		}
-	}
-	limits := egress.Limits{AllowOut: splitList(o.allowOut), DenyOut: splitList(o.denyOut), NoInternet: o.noInternet}
-	if err := limits.Check(); err != nil {
-		return cfg, f.usageErrorf("%v", err)
-	}
-	creds, err := credentialChoice(o.credentials)
-	if err != nil {
-		return cfg, f.usageErrorf("%v", err)
-	}
-	var scopes map[string]egress.OwnerScope
-	if o.egressFile != "" {
-		if scopes, err = egress.LoadScopes(o.egressFile); err != nil {
-			return cfg, err
-		}
-	}
-	owner, err := a.owner(o.owner)
-	if err != nil {
-		return cfg, err
-	}
-	stateDir, err := a.stateDir(o.stateDir)
-	if err != nil {
-		return cfg, err
-	}
-	oauth, err := o.oauthConfig(f)
-	if err != nil {
-		return cfg, err
-	}
-	secrets, err := o.keys.open(f, stateDir, o.store)
-	if err != nil {
-		return cfg, err
-	}
-	if db, ok := secrets.(*credentials.DatabaseStore); ok {
-		if err := a.importKeyStoreFile(db, filepath.Join(stateDir, DefaultKeyStoreFile)); err != nil {
-			return cfg, err
-		}
-	}
-	// Where `e2b-mcp approve` looks without --state-dir; an error just means it needs the flag.
-	defaultDir, _ := a.defaultStateDir()
 	for _, root := range o.storageRoots {
 		fi, err := os.Stat(root)
 		if err != nil {
-			return cfg, fmt.Errorf("--storage-root: %w", err)
+			return server.Config{}, fmt.Errorf("--storage-root: %w", err)
 		}
 		if !fi.IsDir() {
-			return cfg, fmt.Errorf("--storage-root %s is not a directory", root)
+			return server.Config{}, fmt.Errorf("--storage-root %s is not a directory", root)
 		}
 	}
-	return server.Config{
+	creds, err := credentialChoice(o.credentials)
+	if err != nil {
+		return server.Config{}, f.usageErrorf("%v", err)
+	}
+	owner, err := a.owner(o.owner)
+	if err != nil {
+		return server.Config{}, err
+	}
+	stateDir, err := a.stateDir(o.stateDir)
+	if err != nil {
+		return server.Config{}, err
+	}
+	oauth, err := o.oauthConfig(f)
+	if err != nil {
+		return server.Config{}, err
+	}
+	// Where `e2b-mcp approve` looks without --state-dir; an error just means it needs the flag.
+	defaultDir, _ := a.defaultStateDir()
+	cfg, err := server.Config{
 		Name:            "e2b-mcp",
 		Version:         Version(),
 		Owner:           owner,
@@ -238,24 +219,39 @@ func (a *app) serveConfig(f *flags, o *serveOptions) (server.Config, error) {
 		Store:           o.store,
 		PolicyFile:      o.policyFile,
 		Lease:           o.lease,
-		OrphanAction:    action,
+		OrphanAction:    lifecycle.OrphanAction(o.orphanAction),
 		SweepInterval:   o.sweepInterval,
 		TokensFile:      o.tokensFile,
-		Secrets:         secrets,
 		OAuth:           oauth,
 		AllowOrigins:    o.allowOrigins,
-		Egress:          limits,
+		Egress:          egress.Limits{AllowOut: splitList(o.allowOut), DenyOut: splitList(o.denyOut), NoInternet: o.noInternet},
 		Credentials:     creds,
 		PublicURL:       o.publicURL,
 		NoConnectPage:   o.noConnectPage,
-		EgressScopes:    scopes,
 		Tools: tools.Config{
 			ResultLimit:  o.resultLimit,
 			StorageRoots: o.storageRoots,
 			Checkpoints:  state.CheckpointPolicy{EverySteps: o.checkpointEvery, OnPause: o.checkpointOnPause},
 		},
 		Now: a.now,
-	}, nil
+	}.Check()
+	if err != nil {
+		return cfg, f.usageErrorf("%v", err)
+	}
+	if o.egressFile != "" {
+		if cfg.EgressScopes, err = egress.LoadScopes(o.egressFile); err != nil {
+			return cfg, err
+		}
+	}
+	if cfg.Secrets, err = o.keys.open(f, stateDir, o.store); err != nil {
+		return cfg, err
+	}
+	if db, ok := cfg.Secrets.(*credentials.DatabaseStore); ok {
+		if err := a.importKeyStoreFile(db, filepath.Join(stateDir, DefaultKeyStoreFile)); err != nil {
+			return cfg, err
+		}
+	}
+	return cfg, nil
 }
 
 // importKeyStoreFile moves a key store file left in the state directory (by a version that kept the keys of

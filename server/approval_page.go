@@ -74,10 +74,7 @@ func (s *Server) setUpApprovalPage() error {
 	}
 	s.approvalPage = &approvalPage{approvals: s.approvals, key: key, log: s.log}
 	if s.cfg.PublicURL != "" && s.cfg.Transport != TransportStdio {
-		if err := checkPublicURL("the public URL", s.cfg.PublicURL); err != nil {
-			return err
-		}
-		s.approvalPage.setBase(s.cfg.PublicURL)
+		s.approvalPage.setBase(s.cfg.PublicURL) // checked by Config.Check
 	}
 	return nil
 }

@@ -53,10 +53,7 @@ func (s *Server) setUpConnectPage() error {
 			redirect: strings.TrimSuffix(s.cfg.PublicURL, "/") + pathConnectCallback, ownerClaim: s.cfg.OAuth.OwnerClaim}
 	}
 	if s.cfg.PublicURL != "" && s.cfg.Transport != TransportStdio {
-		if err := checkPublicURL("the public URL", s.cfg.PublicURL); err != nil {
-			return err
-		}
-		c.setBase(s.cfg.PublicURL)
+		c.setBase(s.cfg.PublicURL) // checked by Config.Check
 	}
 	s.connector = c
 	var err error

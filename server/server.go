@@ -8,10 +8,8 @@ import (
 	"context"
 	"crypto/rand"
 	"errors"
-	"fmt"
 	"log/slog"
 	"net/http"
-	"slices"
 	"sync"
 	"time"
 
@@ -27,25 +25,7 @@ import (
 	"github.com/e2b-mcp/e2b-mcp/tools"
 )
 
-// Transports.
 const (
-	TransportStdio = "stdio"
-	TransportHTTP  = "http"
-	TransportSSE   = "sse"
-)
-
-// Backends.
-const (
-	BackendE2B   = "e2b"
-	BackendLocal = "local"
-)
-
-// Defaults of Config.
-const (
-	DefaultListen        = "127.0.0.1:8931"
-	DefaultSession       = "default"
-	DefaultLease         = 4 * time.Hour
-	DefaultSweepInterval = 5 * time.Minute
 	// ApprovalTTL is how long an approval request waits for a human, and how long a granted approval waits for
 	// the call it allows. `e2b-mcp approve` opens the approvals with the same value.
 	ApprovalTTL = 15 * time.Minute
@@ -54,164 +34,6 @@ const (
 	// shutdownGrace bounds a graceful shutdown: in-flight calls get this long to finish.
 	shutdownGrace = 10 * time.Second
 )
-
-// Config is everything `e2b-mcp serve` decides. Zero fields take the documented defaults.
-type Config struct {
-	// Name and Version identify the server to clients.
-	Name, Version string
-	// Owner is the principal over stdio, and over HTTP when no tokens file is given. Required.
-	Owner string
-	// Session names the sandboxes' group for stdio callers and for HTTP callers without an X-E2B-MCP-Session
-	// header (default "default").
-	Session string
-	// Transport is stdio (default), http or sse. http and sse serve the same endpoints on one listener.
-	Transport string
-	// Listen is the HTTP address (default 127.0.0.1:8931). Without TokensFile it must be a loopback address.
-	Listen string
-	// E2B locates E2B (Domain, APIURL, SandboxURL); its APIKey and HTTPClient are ignored.
-	E2B e2b.Config
-	// Backend is e2b (default) or local: the emulator in-process, for trying the server without an account.
-	Backend string
-	// StateDir holds the state store, approvals and audit log. Required.
-	StateDir string
-	// DefaultStateDir is the state directory `e2b-mcp approve` uses without --state-dir; when StateDir is another,
-	// the approval hints given to callers name it.
-	DefaultStateDir string
-	// Store is a PostgreSQL URL (postgres://...) for records and approvals that replicas share; empty means
-	// the embedded store in StateDir. The audit log stays in StateDir either way.
-	Store string
-	// Tools configures the tools (output budget, storage roots, checkpoint policy, ...).
-	Tools tools.Config
-	// PolicyFile is the policy; empty means the built-in policy.
-	PolicyFile string
-	// Lease is how long a session lives without calls before its sandboxes get the orphan action (default 4h).
-	Lease time.Duration
-	// OrphanAction is what happens to sandboxes of lapsed sessions (default pause).
-	OrphanAction lifecycle.OrphanAction
-	// SweepInterval is the time between orphan sweeps (default 5m). The first sweep runs at start.
-	SweepInterval time.Duration
-	// TokensFile holds the HTTP bearer tokens; empty means none.
-	TokensFile string
-	// PublicURL is the URL clients reach this server at (https://mcp.example.com), behind a proxy; the connect
-	// page's links start with it. Without it, an HTTP server on a loopback address uses its listener's address.
-	PublicURL string
-	// NoConnectPage turns the connect page off: members without a key are only told to run `e2b-mcp auth login`.
-	NoConnectPage bool
-	// OAuth, when set, accepts access tokens of the team's authorization server (MCP authorization). With
-	// neither TokensFile nor OAuth there is no authentication, and only a loopback address is served.
-	OAuth *OAuthConfig
-	// AllowOrigins are the web origins (scheme://host[:port]) besides the server's own whose pages may call the
-	// HTTP endpoints, for browser-based MCP clients; a request from any other page is refused.
-	AllowOrigins []string
-	// Logger receives the server's logs (stderr in the CLI); nil discards them.
-	Logger *slog.Logger
-
-	// Egress limits where every sandbox may connect (an allow-list, a deny-list, or no internet); the model
-	// cannot change it.
-	Egress egress.Limits
-	// Credentials names the owner's registered credentials that sandboxes get (see `e2b-mcp credentials`); nil
-	// means all of them, empty none.
-	Credentials []string
-	// EgressScopes are the egress file's owners and sessions whose limits or credentials differ from the above.
-	EgressScopes map[string]egress.OwnerScope
-	// CredentialStore overrides where credentials are read (tests); nil means Secrets for the e2b backend with
-	// its own clients, and none for the local backend or overridden Clients.
-	CredentialStore credentials.SecretStore
-
-	// Secrets is where owners' E2B keys and the state store's data key live: the OS keyring (nil means
-	// credentials.Keyring{}, service "e2b-mcp") or the encrypted key store of a host without one.
-	Secrets credentials.SecretStore
-	// DataKeys overrides the state store's data key source (tests); nil means the keyring entry.
-	DataKeys state.KeySource
-	// Clients overrides the source of E2B clients (tests); nil means the keyring, or the emulator for local.
-	Clients tools.ClientSource
-	// Now is the clock of leases, approvals and audit (nil: time.Now).
-	Now func() time.Time
-}
-
-func (c Config) withDefaults() (Config, error) {
-	if c.Name == "" {
-		c.Name = "e2b-mcp"
-	}
-	if c.Version == "" {
-		c.Version = "devel"
-	}
-	if c.Session == "" {
-		c.Session = DefaultSession
-	}
-	if c.Transport == "" {
-		c.Transport = TransportStdio
-	}
-	if c.Listen == "" {
-		c.Listen = DefaultListen
-	}
-	if c.Backend == "" {
-		c.Backend = BackendE2B
-	}
-	if c.Lease == 0 {
-		c.Lease = DefaultLease
-	}
-	if c.OrphanAction == "" {
-		c.OrphanAction = lifecycle.OrphanPause
-	}
-	if c.SweepInterval == 0 {
-		c.SweepInterval = DefaultSweepInterval
-	}
-	if c.Logger == nil {
-		c.Logger = slog.New(slog.DiscardHandler)
-	}
-	if c.Now == nil {
-		c.Now = time.Now
-	}
-	if c.Secrets == nil {
-		c.Secrets = credentials.Keyring{}
-	}
-	switch {
-	case !slices.Contains([]string{TransportStdio, TransportHTTP, TransportSSE}, c.Transport):
-		return c, fmt.Errorf("unknown transport %q (want stdio, http or sse)", c.Transport)
-	case c.Backend != BackendE2B && c.Backend != BackendLocal:
-		return c, fmt.Errorf("unknown backend %q (want e2b or local)", c.Backend)
-	case c.StateDir == "":
-		return c, errors.New("no state directory given")
-	case c.Store != "" && !state.IsPostgresURL(c.Store):
-		return c, errStoreURL
-	case c.Store != "" && c.Backend == BackendLocal:
-		return c, errors.New("the local backend keeps its records in a temporary store of its own; it takes no --store")
-	case c.Lease < 0:
-		return c, fmt.Errorf("the lease must be positive, got %s", c.Lease)
-	case c.SweepInterval < 0:
-		return c, fmt.Errorf("the sweep interval must be positive, got %s", c.SweepInterval)
-	}
-	if err := c.Egress.Check(); err != nil {
-		return c, err
-	}
-	if err := credentials.CheckOwner(c.Owner); err != nil {
-		return c, fmt.Errorf("owner: %w", err)
-	}
-	if c.OAuth != nil {
-		o, err := c.OAuth.check()
-		if err != nil {
-			return c, fmt.Errorf("OAuth: %w", err)
-		}
-		c.OAuth = &o
-	}
-	if err := checkSessionName(c.Session); err != nil {
-		return c, err
-	}
-	origins := make([]string, 0, len(c.AllowOrigins))
-	for _, o := range c.AllowOrigins {
-		norm, err := ParseOrigin(o)
-		if err != nil {
-			return c, fmt.Errorf("allowed origin: %w", err)
-		}
-		origins = append(origins, norm)
-	}
-	c.AllowOrigins = origins
-	if _, err := lifecycle.ParseOrphanAction(string(c.OrphanAction)); err != nil {
-		return c, err
-	}
-	return c, nil
-}
 
 // Server is a configured e2b-mcp server. Serve it with Run (or ServeStdio / Handler), then Close it.
 type Server struct {
@@ -253,7 +75,7 @@ type Server struct {
 // emulator of the local backend, and registers every tool behind the middleware chain. It starts nothing that
 // runs in the background; Run does.
 func New(cfg Config) (*Server, error) {
-	cfg, err := cfg.withDefaults()
+	cfg, err := cfg.Check()
 	if err != nil {
 		return nil, err
 	}

@@ -1,7 +1,6 @@
 package server
 
 import (
-	"errors"
 	"io"
 	"time"
 
@@ -46,8 +45,8 @@ func OpenApprovals(stateDir, store string, now func() time.Time) (*policy.Approv
 		a, err := policy.OpenApprovals(stateDir, ApprovalTTL, now)
 		return a, io.NopCloser(nil), err
 	}
-	if !state.IsPostgresURL(store) {
-		return nil, nil, errStoreURL
+	if err := CheckStoreURL(store); err != nil {
+		return nil, nil, err
 	}
 	pg, err := state.OpenPostgres(store, state.Options{Keys: state.NoDataKey("this command reads no sealed secrets")})
 	if err != nil {
@@ -60,5 +59,3 @@ func OpenApprovals(stateDir, store string, now func() time.Time) (*policy.Approv
 	}
 	return a, pg, nil
 }
-
-var errStoreURL = errors.New("the store must be a postgres:// or postgresql:// URL (or empty for the embedded store)")
