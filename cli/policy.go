@@ -43,9 +43,9 @@ func runPolicy(ctx context.Context, a *app, args []string) error {
 // loadPolicy loads a policy file, or the built-in policy for "-" and "builtin".
 func loadPolicy(path string) (*policy.Policy, error) {
 	if path == "-" || path == "builtin" {
-		return policy.Default(), nil
+		return tools.PolicyTools().Default(), nil
 	}
-	return policy.Load(path)
+	return tools.PolicyTools().Load(path)
 }
 
 func runPolicyCheck(_ context.Context, a *app, args []string) error {

@@ -10,35 +10,6 @@ import (
 	"strings"
 )
 
-// Tool names the policy knows the arguments of. A rule naming any other tool is
-// refused at parse time: a typo in a tool name would otherwise make a rule that never
-// matches, which in a deny rule is a silent hole.
-const (
-	toolCreateSandbox    = "e2b_create_sandbox"
-	toolExec             = "e2b_exec"
-	toolReadFile         = "e2b_read_file"
-	toolWriteFile        = "e2b_write_file"
-	toolListSandboxes    = "e2b_list_sandboxes"
-	toolManageSandbox    = "e2b_manage_sandbox"
-	toolCheckpoint       = "e2b_checkpoint_sandbox"
-	toolListCheckpoints  = "e2b_list_checkpoints"
-	toolForkSandbox      = "e2b_fork_sandbox"
-	toolDeleteCheckpoint = "e2b_delete_checkpoint"
-	toolCheckpointPolicy = "e2b_set_checkpoint_policy"
-	toolDownloadURL      = "e2b_download_url"
-	toolUploadURL        = "e2b_upload_url"
-	toolListProcesses    = "e2b_list_processes"
-	toolStopProcess      = "e2b_stop_process"
-)
-
-func toolNames() []string {
-	return []string{
-		toolCreateSandbox, toolExec, toolReadFile, toolWriteFile, toolListSandboxes,
-		toolManageSandbox, toolCheckpoint, toolListCheckpoints, toolForkSandbox, toolDeleteCheckpoint,
-		toolCheckpointPolicy, toolDownloadURL, toolUploadURL, toolListProcesses, toolStopProcess,
-	}
-}
-
 // Condition keys of a rule's "when".
 const (
 	keyTarget   = "target"
@@ -57,20 +28,20 @@ func conditionKeys() []string {
 
 // appliesTo lists the tools that carry the argument a condition looks at; nil means
 // every tool (the target condition).
-func appliesTo(key string) []string {
+func (ts Tools) appliesTo(key string) []string {
 	switch key {
 	case keyCommand:
-		return []string{toolExec}
+		return ts.With(ArgCommand)
 	case keyPath:
-		return []string{toolReadFile, toolWriteFile, toolCreateSandbox, toolDownloadURL, toolUploadURL}
+		return ts.With(ArgPath, ArgUploads)
 	case keyAction:
-		return []string{toolManageSandbox}
+		return ts.With(ArgAction)
 	case keyTemplate:
-		return []string{toolCreateSandbox}
+		return ts.With(ArgTemplate)
 	case keyCount:
-		return []string{toolForkSandbox}
+		return ts.With(ArgCount)
 	case keyTimeout:
-		return []string{toolCreateSandbox, toolManageSandbox, toolExec}
+		return ts.With(ArgTimeoutSeconds, ArgTimeoutMillis)
 	}
 	return nil
 }
@@ -79,14 +50,14 @@ func appliesTo(key string) []string {
 // it; when explain is set it also says why in words, for Explain.
 type condition interface {
 	key() string
-	match(c Call, explain bool) (bool, string)
+	match(ts Tools, c Call, explain bool) (bool, string)
 }
 
 type targetCond struct{ globs []glob }
 
 func (t targetCond) key() string { return keyTarget }
 
-func (t targetCond) match(c Call, explain bool) (bool, string) {
+func (t targetCond) match(_ Tools, c Call, explain bool) (bool, string) {
 	g, ok := firstMatch(t.globs, c.Tool)
 	switch {
 	case !explain:
@@ -101,8 +72,8 @@ type commandCond struct{ globs []glob }
 
 func (t commandCond) key() string { return keyCommand }
 
-func (t commandCond) match(c Call, explain bool) (bool, string) {
-	cmd, has := callCommand(c)
+func (t commandCond) match(ts Tools, c Call, explain bool) (bool, string) {
+	cmd, has := ts.stringArg(c, ArgCommand)
 	if !has {
 		return false, why(explain, "the call has no command")
 	}
@@ -120,8 +91,8 @@ type templateCond struct{ globs []glob }
 
 func (t templateCond) key() string { return keyTemplate }
 
-func (t templateCond) match(c Call, explain bool) (bool, string) {
-	tpl, has := stringArg(c, toolCreateSandbox, "template")
+func (t templateCond) match(ts Tools, c Call, explain bool) (bool, string) {
+	tpl, has := ts.stringArg(c, ArgTemplate)
 	if !has {
 		return false, why(explain, "the call has no template")
 	}
@@ -147,8 +118,8 @@ type pathCond struct {
 
 func (t pathCond) key() string { return keyPath }
 
-func (t pathCond) match(c Call, explain bool) (bool, string) {
-	paths := callPaths(c)
+func (t pathCond) match(ts Tools, c Call, explain bool) (bool, string) {
+	paths := ts.callPaths(c)
 	if len(paths) == 0 {
 		return false, why(explain, "the call has no path")
 	}
@@ -181,8 +152,8 @@ type actionCond struct{ actions []string }
 
 func (t actionCond) key() string { return keyAction }
 
-func (t actionCond) match(c Call, explain bool) (bool, string) {
-	a, has := stringArg(c, toolManageSandbox, "action")
+func (t actionCond) match(ts Tools, c Call, explain bool) (bool, string) {
+	a, has := ts.stringArg(c, ArgAction)
 	if !has {
 		return false, why(explain, "the call has no action")
 	}
@@ -244,13 +215,13 @@ type numberCond struct {
 
 func (t numberCond) key() string { return t.k }
 
-func (t numberCond) match(c Call, explain bool) (bool, string) {
+func (t numberCond) match(ts Tools, c Call, explain bool) (bool, string) {
 	var v float64
 	var has bool
 	if t.k == keyCount {
-		v, has = numberArg(c, toolForkSandbox, "count")
+		v, has = ts.numberArg(c, ArgCount)
 	} else {
-		v, has = callTimeoutSeconds(c)
+		v, has = ts.callTimeoutSeconds(c)
 	}
 	if !has {
 		return false, why(explain, "the call has no %s", t.k)
@@ -268,34 +239,25 @@ func (t numberCond) match(c Call, explain bool) (bool, string) {
 // Argument extraction. Each argument is read only from the tools that have it, so a
 // "path" argument some other tool might grow does not silently change what a rule does.
 
-func callCommand(c Call) (string, bool) { return stringArg(c, toolExec, "command") }
-
-func stringArg(c Call, tool, name string) (string, bool) {
-	if c.Tool != tool {
-		return "", false
-	}
-	s, ok := c.Args[name].(string)
+func (ts Tools) stringArg(c Call, kind Arg) (string, bool) {
+	v, _ := ts.arg(c, kind)
+	s, ok := v.(string)
 	return s, ok
 }
 
-func numberArg(c Call, tool, name string) (float64, bool) {
-	if c.Tool != tool {
-		return 0, false
-	}
-	return toNumber(c.Args[name])
+func (ts Tools) numberArg(c Call, kind Arg) (float64, bool) {
+	v, _ := ts.arg(c, kind)
+	return toNumber(v)
 }
 
-// callTimeoutSeconds reads timeout_seconds of create and manage, and timeout_ms of
-// exec converted to seconds, so that one condition bounds every timeout.
-func callTimeoutSeconds(c Call) (float64, bool) {
-	switch c.Tool {
-	case toolCreateSandbox, toolManageSandbox:
-		return toNumber(c.Args["timeout_seconds"])
-	case toolExec:
-		ms, ok := toNumber(c.Args["timeout_ms"])
-		return ms / 1000, ok
+// callTimeoutSeconds reads a timeout in seconds, or one in milliseconds converted to seconds, so that one
+// condition bounds every timeout.
+func (ts Tools) callTimeoutSeconds(c Call) (float64, bool) {
+	if s, ok := ts.numberArg(c, ArgTimeoutSeconds); ok {
+		return s, true
 	}
-	return 0, false
+	ms, ok := ts.numberArg(c, ArgTimeoutMillis)
+	return ms / 1000, ok
 }
 
 // SandboxHome is the home directory of the sandbox's user ("user"), against which envd resolves every path that
@@ -340,23 +302,19 @@ func uploadTarget(u any) (string, bool) {
 // callPaths returns the sandbox paths a call touches, each as the sandbox resolves it (SandboxPath): the policy
 // decides on the file the sandbox will open, so "/home/user/../../etc/passwd" and "../../etc/passwd" are both
 // "/etc/passwd", and an upload without a sandbox_path is judged at the place it lands.
-func callPaths(c Call) []string {
-	switch c.Tool {
-	case toolReadFile, toolWriteFile, toolDownloadURL, toolUploadURL:
-		if p, ok := c.Args["path"].(string); ok {
-			return []string{SandboxPath(p)}
-		}
-	case toolCreateSandbox:
-		uploads, _ := c.Args["upload_files"].([]any)
-		var out []string
-		for _, u := range uploads {
-			if p, ok := uploadTarget(u); ok {
-				out = append(out, p)
-			}
-		}
-		return out
+func (ts Tools) callPaths(c Call) []string {
+	var out []string
+	if p, ok := ts.stringArg(c, ArgPath); ok {
+		out = append(out, SandboxPath(p))
 	}
-	return nil
+	uploads, _ := ts.arg(c, ArgUploads)
+	list, _ := uploads.([]any)
+	for _, u := range list {
+		if p, ok := uploadTarget(u); ok {
+			out = append(out, p)
+		}
+	}
+	return out
 }
 
 // toNumber accepts what JSON decoding (and callers building calls by hand) produce.

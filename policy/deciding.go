@@ -12,6 +12,9 @@ type Field struct {
 	Value string `json:"value"`
 }
 
+// uploadsArg is the argument of uploads (session_path copied to sandbox_path) whose every file a human sees.
+const uploadsArg = "upload_files"
+
 // decidingArgs are the arguments that say what a call does, in the order a human approving it reads them: what
 // runs, where, what happens to which sandbox. The rest (a write's content, env_vars, a title) follows on request.
 var decidingArgs = []string{"command", "cwd", "path", "action", "sandbox_id", "checkpoint_id", "template", "count", "timeout_seconds", "timeout_ms"}
@@ -36,14 +39,13 @@ func DecidingFields(c Call) []Field {
 			s = string(raw)
 		}
 		out = append(out, Field{Name: name, Value: s})
-		if name == "path" && isString && (c.Tool == toolReadFile || c.Tool == toolWriteFile) {
+		if name == "path" && isString {
 			if abs := SandboxPath(s); abs != s {
 				out = append(out, Field{Name: "path in the sandbox", Value: abs})
 			}
 		}
 	}
-	if c.Tool == toolCreateSandbox {
-		uploads, _ := c.Args["upload_files"].([]any)
+	if uploads, ok := c.Args[uploadsArg].([]any); ok {
 		for _, u := range uploads {
 			m, _ := u.(map[string]any)
 			src, _ := m["session_path"].(string)
@@ -58,8 +60,9 @@ func DecidingFields(c Call) []Field {
 // OtherArgs returns the arguments DecidingFields does not show, for a display that lists them after it.
 func OtherArgs(c Call) map[string]any {
 	out := map[string]any{}
+	_, uploadsShown := c.Args[uploadsArg].([]any)
 	for k, v := range c.Args {
-		if slices.Contains(decidingArgs, k) || (k == "upload_files" && c.Tool == toolCreateSandbox) {
+		if slices.Contains(decidingArgs, k) || (k == uploadsArg && uploadsShown) {
 			continue
 		}
 		out[k] = v

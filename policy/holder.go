@@ -12,8 +12,9 @@ import (
 // version that does not parse is refused and the old one stays in force: a typo
 // while editing must never leave the server without a policy, nor with a laxer one.
 type Holder struct {
-	path string
-	cur  atomic.Pointer[Policy]
+	tools Tools
+	path  string
+	cur   atomic.Pointer[Policy]
 
 	mu sync.Mutex // serializes Reload and Watch's checks
 	// sum is the hash of the content in force; refused is the hash of the last
@@ -24,17 +25,17 @@ type Holder struct {
 
 // NewHolder loads the policy at path. With path "" it holds Default() and Reload and
 // Watch do nothing.
-func NewHolder(path string) (*Holder, error) {
-	h := &Holder{path: path}
+func (ts Tools) NewHolder(path string) (*Holder, error) {
+	h := &Holder{tools: ts, path: path}
 	if path == "" {
-		h.cur.Store(Default())
+		h.cur.Store(ts.Default())
 		return h, nil
 	}
 	data, err := readPolicyFile(path)
 	if err != nil {
 		return nil, err
 	}
-	p, err := Parse(path, data)
+	p, err := ts.Parse(path, data)
 	if err != nil {
 		return nil, err
 	}
@@ -76,7 +77,7 @@ func (h *Holder) reloadLocked(force bool) (changed bool, err error) {
 	if !force && sum == h.refused {
 		return false, nil
 	}
-	p, err := Parse(h.path, data)
+	p, err := h.tools.Parse(h.path, data)
 	if err != nil {
 		h.refused = sum
 		return false, err

@@ -42,7 +42,7 @@ const maxRuleIDBytes = 100
 
 // Parse parses and validates a policy. name is used in error messages (the file name).
 // Parse never panics; every problem found is reported with its line.
-func Parse(name string, data []byte) (pol *Policy, err error) {
+func (ts Tools) Parse(name string, data []byte) (pol *Policy, err error) {
 	if name == "" {
 		name = "policy"
 	}
@@ -58,7 +58,7 @@ func Parse(name string, data []byte) (pol *Policy, err error) {
 	if err != nil {
 		return nil, err
 	}
-	ps := &parser{file: name}
+	ps := &parser{file: name, tools: ts}
 	ps.noAliases(root, 0)
 	if len(ps.errs) > 0 {
 		return nil, errors.Join(ps.errs...)
@@ -72,7 +72,7 @@ func Parse(name string, data []byte) (pol *Policy, err error) {
 		})
 		return nil, errors.Join(ps.errs...)
 	}
-	pol.name = name
+	pol.name, pol.tools = name, ts
 	return pol, nil
 }
 
@@ -124,8 +124,9 @@ func lineOf(err error) int {
 }
 
 type parser struct {
-	file string
-	errs []error
+	file  string
+	tools Tools
+	errs  []error
 }
 
 func (ps *parser) errorf(n *yaml.Node, format string, args ...any) {
@@ -348,7 +349,8 @@ func (ps *parser) when(n *yaml.Node, decision Action, label string) []condition 
 
 	// candidates: the tools this rule can still match, narrowed condition by
 	// condition, so that a rule which can never match is refused rather than kept.
-	candidates := toolNames()
+	names := ps.tools.Names()
+	candidates := names
 	var conds []condition
 	for _, f := range fs {
 		var c condition
@@ -358,7 +360,7 @@ func (ps *parser) when(n *yaml.Node, decision Action, label string) []condition 
 			var matched []string
 			for _, g := range globs {
 				hit := false
-				for _, t := range toolNames() {
+				for _, t := range names {
 					if g.match(t) {
 						hit = true
 						if !slices.Contains(matched, t) {
@@ -367,10 +369,10 @@ func (ps *parser) when(n *yaml.Node, decision Action, label string) []condition 
 					}
 				}
 				if !hit {
-					if s := suggest(g.src, toolNames()); s != "" {
+					if s := suggest(g.src, names); s != "" {
 						ps.errorf(f.val, "%s %q matches no tool%s", k, g.src, s)
 					} else {
-						ps.errorf(f.val, "%s %q matches no tool (tools: %s)", k, g.src, strings.Join(toolNames(), ", "))
+						ps.errorf(f.val, "%s %q matches no tool (tools: %s)", k, g.src, strings.Join(names, ", "))
 					}
 				}
 			}
@@ -396,12 +398,12 @@ func (ps *parser) when(n *yaml.Node, decision Action, label string) []condition 
 			}
 		case keyAction:
 			var actions []string
+			known := ps.tools.actions()
 			for _, s := range ps.stringItems(f.val, k) {
-				switch s.Value {
-				case "pause", "resume", "delete":
+				if slices.Contains(known, s.Value) {
 					actions = append(actions, s.Value)
-				default:
-					ps.errorf(s, "unknown action %q (want pause, resume or delete)%s", s.Value, suggest(s.Value, []string{"pause", "resume", "delete"}))
+				} else {
+					ps.errorf(s, "unknown action %q (want %s)%s", s.Value, orList(known), suggest(s.Value, known))
 				}
 			}
 			if len(actions) > 0 {
@@ -415,7 +417,7 @@ func (ps *parser) when(n *yaml.Node, decision Action, label string) []condition 
 		if c == nil {
 			continue
 		}
-		if tools := appliesTo(f.key.Value); tools != nil {
+		if tools := ps.tools.appliesTo(f.key.Value); tools != nil {
 			narrowed := intersect(candidates, tools)
 			if len(narrowed) == 0 {
 				ps.errorf(f.key, "condition %q can never match in this rule: it applies only to %s, and the rule's other conditions allow only %s",
@@ -427,6 +429,14 @@ func (ps *parser) when(n *yaml.Node, decision Action, label string) []condition 
 		conds = append(conds, c)
 	}
 	return conds
+}
+
+// orList words a list of choices: "a", "a or b", "a, b or c".
+func orList(ss []string) string {
+	if len(ss) < 2 {
+		return strings.Join(ss, "")
+	}
+	return strings.Join(ss[:len(ss)-1], ", ") + " or " + ss[len(ss)-1]
 }
 
 func orNone(ss []string) string {

@@ -64,6 +64,7 @@ func (d Decision) Rule() string {
 
 // Policy is a parsed, validated policy. It is immutable and safe for concurrent use.
 type Policy struct {
+	tools         Tools
 	name          string
 	defaultAction Action
 	approver      Approver
@@ -79,6 +80,9 @@ type rule struct {
 	approver Approver
 }
 
+// Tools is the catalogue the policy was parsed against.
+func (p *Policy) Tools() Tools { return p.tools }
+
 // Name is the name the policy was parsed under (its file name, or "built-in").
 func (p *Policy) Name() string { return p.name }
 
@@ -89,7 +93,7 @@ func (p *Policy) Evaluate(c Call) Decision {
 		return Decision{Action: Deny, Reason: "no policy loaded"}
 	}
 	d := p.firstMatch(c)
-	if g, ok := granted(c); ok {
+	if g, ok := p.tools.granted(c); ok {
 		if gd := p.firstMatch(g); strictness(gd.Action) > strictness(d.Action) {
 			d = gd
 		}
@@ -97,26 +101,21 @@ func (p *Policy) Evaluate(c Call) Decision {
 	return d
 }
 
-// granted is the call a link stands for: a download link reads its file as e2b_read_file would, an upload link
-// writes it as e2b_write_file would. A link is decided as strictly as that call, so that a rule keeping reads
-// out of /etc keeps links out too, without every rule having to name the link tools.
-func granted(c Call) (Call, bool) {
-	tool := ""
-	switch c.Tool {
-	case toolDownloadURL:
-		tool = toolReadFile
-	case toolUploadURL:
-		tool = toolWriteFile
-	default:
+// granted is the call a link stands for (see Tool.Grants), with the link's sandbox_id and path.
+func (ts Tools) granted(c Call) (Call, bool) {
+	t := ts.byName[c.Tool]
+	if t == nil || t.Grants == "" {
 		return Call{}, false
 	}
+	g := ts.byName[t.Grants]
 	args := map[string]any{}
-	for _, k := range []string{"sandbox_id", "path"} {
-		if v, ok := c.Args[k]; ok {
-			args[k] = v
-		}
+	if v, ok := c.Args["sandbox_id"]; ok {
+		args["sandbox_id"] = v
 	}
-	return Call{Tool: tool, Args: args}, true
+	if v, ok := ts.arg(c, ArgPath); ok && g.Args[ArgPath] != "" {
+		args[g.Args[ArgPath]] = v
+	}
+	return Call{Tool: g.Name, Args: args}, true
 }
 
 // strictness orders decisions: deny over require_approval over allow.
@@ -134,7 +133,7 @@ func strictness(a Action) int {
 func (p *Policy) firstMatch(c Call) Decision {
 	for i := range p.rules {
 		r := &p.rules[i]
-		if r.matches(c) {
+		if r.matches(p.tools, c) {
 			return p.ruleDecision(r)
 		}
 	}
@@ -157,9 +156,9 @@ func (p *Policy) defaultDecision() Decision {
 	return d
 }
 
-func (r *rule) matches(c Call) bool {
+func (r *rule) matches(ts Tools, c Call) bool {
 	for _, cond := range r.conds {
-		if ok, _ := cond.match(c, false); !ok {
+		if ok, _ := cond.match(ts, c, false); !ok {
 			return false
 		}
 	}
@@ -175,7 +174,11 @@ func Explain(p *Policy, c Call) string {
 		args = []byte("{}")
 	}
 	fmt.Fprintf(&b, "call:     %s %s\n", c.Tool, clipForDisplay(string(args)))
-	if paths := callPaths(c); len(paths) > 0 {
+	var ts Tools
+	if p != nil {
+		ts = p.tools
+	}
+	if paths := ts.callPaths(c); len(paths) > 0 {
 		fmt.Fprintf(&b, "paths:    %s (as the sandbox resolves them; rules match these)\n", displayList(paths))
 	}
 	if p == nil {
@@ -189,7 +192,7 @@ func Explain(p *Policy, c Call) string {
 	var d Decision
 	for i := range p.rules {
 		r := &p.rules[i]
-		ok, why := r.explain(c)
+		ok, why := r.explain(p.tools, c)
 		if !ok {
 			trace = append(trace, fmt.Sprintf("  %d. %s (line %d): skipped, %s", i+1, r.id, r.line, why))
 			continue
@@ -202,7 +205,7 @@ func Explain(p *Policy, c Call) string {
 	if !decided {
 		d = p.defaultDecision()
 	}
-	if g, ok := granted(c); ok {
+	if g, ok := p.tools.granted(c); ok {
 		gd := p.firstMatch(g)
 		fmt.Fprintf(&b, "grants:   %s of the same path, which the policy decides %s (rule %s)\n", g.Tool, gd.Action, gd.Rule())
 		if strictness(gd.Action) > strictness(d.Action) {
@@ -237,10 +240,10 @@ func Explain(p *Policy, c Call) string {
 
 // explain reports whether the rule matches, with the first failing condition or
 // (on a match) every condition's account.
-func (r *rule) explain(c Call) (bool, string) {
+func (r *rule) explain(ts Tools, c Call) (bool, string) {
 	var parts []string
 	for _, cond := range r.conds {
-		ok, why := cond.match(c, true)
+		ok, why := cond.match(ts, c, true)
 		if !ok {
 			return false, why
 		}
@@ -253,12 +256,12 @@ func (r *rule) explain(c Call) (bool, string) {
 const maxPolicyBytes = 1 << 20
 
 // Load reads and parses a policy file.
-func Load(path string) (*Policy, error) {
+func (ts Tools) Load(path string) (*Policy, error) {
 	data, err := readPolicyFile(path)
 	if err != nil {
 		return nil, err
 	}
-	return Parse(path, data)
+	return ts.Parse(path, data)
 }
 
 func readPolicyFile(path string) ([]byte, error) {

@@ -55,7 +55,7 @@ const viaClient = "client"
 // did not send.
 func (s *Server) approve(ctx context.Context, req mcp.CallToolRequest, caller tools.Caller, args map[string]any, dec policy.Decision) verdict {
 	binding := policy.BindingFor(caller.Owner, caller.Session, req.Params.Name, args)
-	shown := policy.Call{Tool: req.Params.Name, Args: withUploadTargets(s.cfg.Tools, req.Params.Name, args)}
+	shown := policy.Call{Tool: req.Params.Name, Args: s.shapes[req.Params.Name].shown(args)}
 	if v, answered := s.answeredElsewhere(binding); answered {
 		return v
 	}

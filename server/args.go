@@ -6,8 +6,6 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/mark3labs/mcp-go/mcp"
-
 	"github.com/e2b-mcp/e2b-mcp/tools"
 )
 
@@ -21,30 +19,33 @@ type argShape struct {
 	props  map[string]*argShape
 	closed bool // additionalProperties: false
 	items  *argShape
-	// dflt is the schema's default for this value (nil when it declares none).
-	dflt any
+	// tool is the tool whose arguments these are, at the top level of its schema (nil below).
+	tool *tools.Tool
 }
 
 type rawSchema struct {
 	Properties           map[string]json.RawMessage `json:"properties"`
 	AdditionalProperties json.RawMessage            `json:"additionalProperties"`
 	Items                json.RawMessage            `json:"items"`
-	Default              any                        `json:"default"`
 }
 
 // maxSchemaDepth bounds the recursion over a schema and over arguments.
 const maxSchemaDepth = 16
 
-func shapeOfTool(t mcp.Tool) *argShape {
-	raw := t.RawInputSchema
+func shapeOfTool(t tools.Tool) *argShape {
+	raw := t.Tool.RawInputSchema
 	if len(raw) == 0 {
-		b, err := json.Marshal(t.InputSchema)
+		b, err := json.Marshal(t.Tool.InputSchema)
 		if err != nil {
 			return nil
 		}
 		raw = b
 	}
-	return parseShape(raw, 0)
+	sh := parseShape(raw, 0)
+	if sh != nil {
+		sh.tool = &t
+	}
+	return sh
 }
 
 func parseShape(raw json.RawMessage, depth int) *argShape {
@@ -52,7 +53,7 @@ func parseShape(raw json.RawMessage, depth int) *argShape {
 	if depth > maxSchemaDepth || json.Unmarshal(raw, &s) != nil {
 		return nil
 	}
-	sh := &argShape{closed: strings.TrimSpace(string(s.AdditionalProperties)) == "false", dflt: s.Default}
+	sh := &argShape{closed: strings.TrimSpace(string(s.AdditionalProperties)) == "false"}
 	if len(s.Properties) > 0 {
 		sh.props = make(map[string]*argShape, len(s.Properties))
 		for name, p := range s.Properties {
@@ -65,74 +66,32 @@ func parseShape(raw json.RawMessage, depth int) *argShape {
 	return sh
 }
 
-// withDefaults returns the arguments as the tool will act on them: a copy with every top-level parameter the call
-// leaves out set to the schema's default. The policy judges these, so that a rule on template "base" or on a
-// timeout also covers the call that relies on the default; the input map is not changed.
-func (sh *argShape) withDefaults(args map[string]any) map[string]any {
-	if sh == nil {
+// judged is what the policy judges of a call's arguments (tools.Tool.Judged: defaults filled in, uploads as the
+// files they write); the arguments as given for a tool the server does not know.
+func (sh *argShape) judged(args map[string]any) map[string]any {
+	if sh == nil || sh.tool == nil {
 		return args
 	}
-	var out map[string]any
-	for name, p := range sh.props {
-		if p == nil || p.dflt == nil {
-			continue
-		}
-		if _, given := args[name]; given {
-			continue
-		}
-		if out == nil {
-			out = make(map[string]any, len(args)+len(sh.props))
-			for k, v := range args {
-				out[k] = v
-			}
-		}
-		out[name] = p.dflt
-	}
-	if out == nil {
-		return args
-	}
-	return out
+	return sh.tool.Judged(args)
 }
 
-// EffectiveArgs is what the policy judges for a call of tool: args with the schema defaults of the tools as
-// configured by cfg filled in, and upload_files planned from cfg's storage roots (see withUploadTargets).
-// `e2b-mcp policy explain` uses it so that it decides as a running server does.
+// shown is how a human approving a call sees its arguments (tools.Tool.Shown).
+func (sh *argShape) shown(args map[string]any) map[string]any {
+	if sh == nil || sh.tool == nil {
+		return args
+	}
+	return sh.tool.Shown(args)
+}
+
+// EffectiveArgs is what the policy judges for a call of tool, with the tools configured by cfg (defaults, storage
+// roots): `e2b-mcp policy explain` uses it so that it decides as a running server does.
 func EffectiveArgs(cfg tools.Config, tool string, args map[string]any) map[string]any {
 	for _, t := range tools.All(tools.Deps{Config: cfg}) {
 		if t.Tool.Name == tool {
-			return effectiveArgs(shapeOfTool(t.Tool), cfg, tool, args)
+			return t.Judged(args)
 		}
 	}
 	return args
-}
-
-func effectiveArgs(sh *argShape, cfg tools.Config, tool string, args map[string]any) map[string]any {
-	return withUploadTargets(cfg, tool, sh.withDefaults(args))
-}
-
-// withUploadTargets replaces the upload_files of e2b_create_sandbox by one entry per file the uploads write, each
-// with the sandbox path it lands at, so that a path rule judges every file of a directory upload and the default
-// target of an entry without sandbox_path. Uploads that cannot be planned (the tool refuses them) are left as
-// given: the policy then judges each entry's own target. The input map is not changed.
-func withUploadTargets(cfg tools.Config, tool string, args map[string]any) map[string]any {
-	uploads, _ := args["upload_files"].([]any)
-	if tool != "e2b_create_sandbox" || len(uploads) == 0 || len(cfg.StorageRoots) == 0 {
-		return args
-	}
-	targets, err := tools.UploadTargets(cfg, uploads)
-	if err != nil {
-		return args
-	}
-	files := make([]any, len(targets))
-	for i, t := range targets {
-		files[i] = map[string]any{"session_path": t.SessionPath, "sandbox_path": t.SandboxPath}
-	}
-	out := make(map[string]any, len(args))
-	for k, v := range args {
-		out[k] = v
-	}
-	out["upload_files"] = files
-	return out
 }
 
 // check returns the first argument name the schema does not declare, with its path.

@@ -99,7 +99,7 @@ func (s *Server) governCall(next mcpserver.ToolHandlerFunc) mcpserver.ToolHandle
 			s.record(entry, audit.OutcomeError, res, nil)
 			return res, nil
 		}
-		judged := policy.Call{Tool: tool, Args: effectiveArgs(s.shapes[tool], s.cfg.Tools, tool, args)}
+		judged := policy.Call{Tool: tool, Args: s.shapes[tool].judged(args)}
 		dec := s.policies.Current().Evaluate(judged)
 		entry.Decision, entry.Rule = string(dec.Action), dec.Rule()
 

@@ -36,7 +36,7 @@ func (s *Server) governRead(next mcpserver.ResourceHandlerFunc) mcpserver.Resour
 			s.record(entry, audit.OutcomeError, nil, err)
 			return nil, err
 		}
-		dec := s.policies.Current().Evaluate(policy.Call{Tool: "e2b_read_file", Args: map[string]any{"sandbox_id": id, "path": p}})
+		dec := s.policies.Current().Evaluate(tools.ResourceCall(id, p))
 		entry.Decision, entry.Rule = string(dec.Action), dec.Rule()
 		switch dec.Action {
 		case policy.Allow:

@@ -129,7 +129,7 @@ func New(cfg Config) (*Server, error) {
 		s.egress.Store = cfg.Secrets
 	}
 
-	if s.policies, err = policy.NewHolder(cfg.PolicyFile); err != nil {
+	if s.policies, err = tools.PolicyTools().NewHolder(cfg.PolicyFile); err != nil {
 		return nil, err
 	}
 	if s.approvals, err = approvalsOf(s.store, cfg.StateDir, cfg.Now); err != nil {
@@ -206,9 +206,9 @@ func (s *Server) buildMCP() *mcpserver.MCPServer {
 	all := tools.All(deps)
 	s.shapes = make(map[string]*argShape, len(all))
 	for _, t := range all {
-		s.shapes[t.Tool.Name] = shapeOfTool(t.Tool)
+		s.shapes[t.Tool.Name] = shapeOfTool(t)
 	}
-	m.AddTools(all...)
+	m.AddTools(tools.ServerTools(all)...)
 	m.AddResourceTemplates(tools.ResourceTemplates(deps)...)
 	return m
 }

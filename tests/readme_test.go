@@ -86,7 +86,7 @@ func TestReadmePolicyExamplesParse(t *testing.T) {
 			}
 			continue
 		}
-		if _, err := policy.Parse(fmt.Sprintf("README yaml block %d", i+1), []byte(b[1])); err != nil {
+		if _, err := tools.PolicyTools().Parse(fmt.Sprintf("README yaml block %d", i+1), []byte(b[1])); err != nil {
 			t.Errorf("%v", err)
 		}
 	}

@@ -4,10 +4,10 @@ import (
 	"context"
 	"errors"
 
-	"github.com/mark3labs/mcp-go/server"
-
 	"github.com/e2b-mcp/e2b-mcp/state"
 )
+
+const setCheckpointPolicyName = "e2b_set_checkpoint_policy"
 
 // Where the checkpoint policy in force for a sandbox comes from.
 const (
@@ -34,18 +34,18 @@ type checkpointPolicyResult struct {
 // asks nothing of E2B (it works without a key) and is not one of the sandbox's steps.
 type setCheckpointPolicy struct{ *base }
 
-func (t setCheckpointPolicy) serverTool() server.ServerTool {
+func (t setCheckpointPolicy) tool() Tool {
 	const desc = "Show or change the automatic checkpoint policy of one sandbox. With every_steps N the server takes " +
 		"a checkpoint each time the sandbox's step count (its e2b_exec and e2b_write_file calls) reaches a multiple " +
 		"of N (0: never); with on_pause it takes one before each pause with e2b_manage_sandbox. The fields given " +
 		"change the sandbox's own policy, starting from the one in force, and the others keep their value; reset " +
 		"drops the sandbox's own policy so that the session's applies again; with no field the policy is only " +
 		"shown. source says whose policy is in force. Forks of the sandbox inherit its own policy."
-	return server.ServerTool{
-		Tool: newTool("e2b_set_checkpoint_policy", desc, checkpointPolicyArgs{}, checkpointPolicyResult{},
-			hints{readOnly: false, destructive: false, idempotent: true, openWorld: false}),
-		Handler: adapt(t.base, "e2b_set_checkpoint_policy", t.run),
-	}
+	return define(t.base, definition[checkpointPolicyArgs, checkpointPolicyResult]{
+		name: setCheckpointPolicyName, description: desc,
+		hints: hints{readOnly: false, destructive: false, idempotent: true, openWorld: false},
+		run:   t.run,
+	})
 }
 
 func (t setCheckpointPolicy) run(_ context.Context, call Caller, a *checkpointPolicyArgs) (any, error) {

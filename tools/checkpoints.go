@@ -6,11 +6,13 @@ import (
 	"strings"
 	"time"
 
-	"github.com/mark3labs/mcp-go/server"
-
 	"github.com/e2b-mcp/e2b-mcp/e2b"
 	"github.com/e2b-mcp/e2b-mcp/state"
 )
+
+const checkpointSandboxName = "e2b_checkpoint_sandbox"
+const listCheckpointsName = "e2b_list_checkpoints"
+const deleteCheckpointName = "e2b_delete_checkpoint"
 
 type checkpointInfo struct {
 	CheckpointID string    `json:"checkpoint_id"`
@@ -59,14 +61,14 @@ type checkpointArgs struct {
 // checkpointSandbox is e2b_checkpoint_sandbox.
 type checkpointSandbox struct{ *base }
 
-func (t checkpointSandbox) serverTool() server.ServerTool {
+func (t checkpointSandbox) tool() Tool {
 	const desc = "Save a checkpoint of a sandbox: a snapshot of its files and memory that e2b_fork_sandbox can start " +
 		"new sandboxes from later, to retry from a known good state or to try alternatives side by side. The sandbox pauses for a moment and then carries on. Returns the checkpoint_id."
-	return server.ServerTool{
-		Tool: newTool("e2b_checkpoint_sandbox", desc, checkpointArgs{}, checkpointInfo{},
-			hints{readOnly: false, destructive: false, idempotent: false, openWorld: true}),
-		Handler: adapt(t.base, "e2b_checkpoint_sandbox", t.run),
-	}
+	return define(t.base, definition[checkpointArgs, checkpointInfo]{
+		name: checkpointSandboxName, description: desc,
+		hints: hints{readOnly: false, destructive: false, idempotent: false, openWorld: true},
+		run:   t.run,
+	})
 }
 
 func (t checkpointSandbox) run(ctx context.Context, call Caller, a *checkpointArgs) (any, error) {
@@ -99,14 +101,14 @@ type listCheckpointsResult struct {
 // listCheckpoints is e2b_list_checkpoints.
 type listCheckpoints struct{ *base }
 
-func (t listCheckpoints) serverTool() server.ServerTool {
+func (t listCheckpoints) tool() Tool {
 	const desc = "List this session's checkpoints, oldest first. Optionally only those of one sandbox; each has its " +
 		"checkpoint_id, the sandbox it was taken of, its name, the step it was taken at and when."
-	return server.ServerTool{
-		Tool: newTool("e2b_list_checkpoints", desc, listCheckpointsArgs{}, listCheckpointsResult{},
-			hints{readOnly: true, destructive: false, idempotent: true, openWorld: false}),
-		Handler: adapt(t.base, "e2b_list_checkpoints", t.run),
-	}
+	return define(t.base, definition[listCheckpointsArgs, listCheckpointsResult]{
+		name: listCheckpointsName, description: desc,
+		hints: hints{readOnly: true, destructive: false, idempotent: true, openWorld: false},
+		run:   t.run,
+	})
 }
 
 func (t listCheckpoints) run(_ context.Context, call Caller, a *listCheckpointsArgs) (any, error) {
@@ -134,14 +136,14 @@ type deleteCheckpointResult struct {
 // deleteCheckpoint is e2b_delete_checkpoint.
 type deleteCheckpoint struct{ *base }
 
-func (t deleteCheckpoint) serverTool() server.ServerTool {
+func (t deleteCheckpoint) tool() Tool {
 	const desc = "Delete a checkpoint of this session and its snapshot at E2B. Sandboxes already forked from it are " +
 		"not affected; no new ones can be forked from it."
-	return server.ServerTool{
-		Tool: newTool("e2b_delete_checkpoint", desc, deleteCheckpointArgs{}, deleteCheckpointResult{},
-			hints{readOnly: false, destructive: true, idempotent: true, openWorld: true}),
-		Handler: adapt(t.base, "e2b_delete_checkpoint", t.run),
-	}
+	return define(t.base, definition[deleteCheckpointArgs, deleteCheckpointResult]{
+		name: deleteCheckpointName, description: desc,
+		hints: hints{readOnly: false, destructive: true, idempotent: true, openWorld: true},
+		run:   t.run,
+	})
 }
 
 func (t deleteCheckpoint) run(ctx context.Context, call Caller, a *deleteCheckpointArgs) (any, error) {

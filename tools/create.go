@@ -4,18 +4,18 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/mark3labs/mcp-go/server"
-
 	"github.com/e2b-mcp/e2b-mcp/egress"
 	"github.com/e2b-mcp/e2b-mcp/state"
 )
 
+const createSandboxName = "e2b_create_sandbox"
+
 type createArgs struct {
 	Title          string            `json:"title,omitempty" jsonschema_description:"A short name for the sandbox, shown in listings and on E2B's dashboard."`
-	Template       string            `json:"template,omitempty" jsonschema_description:"E2B template ID or alias to start from."`
-	TimeoutSeconds int               `json:"timeout_seconds,omitempty" jsonschema:"minimum=1" jsonschema_description:"Seconds until E2B stops the sandbox unless it is resumed (e2b_manage_sandbox action resume extends it)."`
+	Template       string            `json:"template,omitempty" policy:"template" jsonschema_description:"E2B template ID or alias to start from."`
+	TimeoutSeconds int               `json:"timeout_seconds,omitempty" policy:"timeout_seconds" jsonschema:"minimum=1" jsonschema_description:"Seconds until E2B stops the sandbox unless it is resumed (e2b_manage_sandbox action resume extends it)."`
 	EnvVars        map[string]string `json:"env_vars,omitempty" jsonschema_description:"Environment variables for every command in the sandbox."`
-	UploadFiles    []uploadFile      `json:"upload_files,omitempty" jsonschema_description:"Files from the server's storage root to copy into the sandbox (only when the server was started with --storage-root)."`
+	UploadFiles    []uploadFile      `json:"upload_files,omitempty" policy:"uploads" jsonschema_description:"Files from the server's storage root to copy into the sandbox (only when the server was started with --storage-root)."`
 }
 
 type createResult struct {
@@ -33,19 +33,45 @@ type createResult struct {
 // createSandbox is e2b_create_sandbox.
 type createSandbox struct{ *base }
 
-func (t createSandbox) serverTool() server.ServerTool {
+func (t createSandbox) tool() Tool {
 	desc := fmt.Sprintf("Create a new E2B cloud sandbox (an isolated Linux VM) for this session. Returns its sandbox_id, which "+
 		"the other e2b_ tools take. Defaults: template %q, timeout_seconds %d; commands run as 'user' in %s. "+
 		"env_vars are set for every command. upload_files copies files or directories from the server's storage root "+
 		"(only if the server was started with --storage-root). The sandbox keeps running, and costs money, until its "+
 		"timeout, a pause or a delete with e2b_manage_sandbox.",
 		t.cfg.DefaultTemplate, t.cfg.DefaultTimeoutSeconds, WorkspacePath)
-	return server.ServerTool{
-		Tool: newTool("e2b_create_sandbox", desc, createArgs{}, createResult{},
-			hints{readOnly: false, destructive: false, idempotent: false, openWorld: true},
-			setDefault("template", t.cfg.DefaultTemplate), setDefault("timeout_seconds", t.cfg.DefaultTimeoutSeconds)),
-		Handler: adapt(t.base, "e2b_create_sandbox", t.run),
+	return define(t.base, definition[createArgs, createResult]{
+		name: createSandboxName, description: desc,
+		hints:    hints{readOnly: false, destructive: false, idempotent: false, openWorld: true},
+		defaults: createArgs{Template: t.cfg.DefaultTemplate, TimeoutSeconds: t.cfg.DefaultTimeoutSeconds},
+		shown:    t.withUploadTargets,
+		run:      t.run,
+	})
+}
+
+// withUploadTargets replaces upload_files by one entry per file the uploads write, each with the sandbox path it
+// lands at, so that a path rule judges every file of a directory upload and the default target of an entry without
+// sandbox_path. Uploads that cannot be planned (the tool refuses them) are left as given: the policy then judges
+// each entry's own target.
+func (t createSandbox) withUploadTargets(args map[string]any) map[string]any {
+	uploads, _ := args["upload_files"].([]any)
+	if len(uploads) == 0 || len(t.cfg.StorageRoots) == 0 {
+		return args
 	}
+	targets, err := t.uploadTargets(uploads)
+	if err != nil {
+		return args
+	}
+	files := make([]any, len(targets))
+	for i, f := range targets {
+		files[i] = map[string]any{"session_path": f.sessionPath, "sandbox_path": f.sandboxPath}
+	}
+	out := make(map[string]any, len(args))
+	for k, v := range args {
+		out[k] = v
+	}
+	out["upload_files"] = files
+	return out
 }
 
 func (t createSandbox) run(ctx context.Context, call Caller, a *createArgs) (any, error) {
@@ -92,7 +118,7 @@ func (t createSandbox) run(ctx context.Context, call Caller, a *createArgs) (any
 		WorkspacePath: WorkspacePath, TimeoutSeconds: timeout, Egress: net.Summary,
 	}
 	if err := t.store.PutSandbox(rec); err != nil {
-		return nil, &toolError{text: t.unrecorded(ctx, c, call, "e2b_create_sandbox", sb.SandboxID, timeout, err)}
+		return nil, &toolError{text: t.unrecorded(ctx, c, call, createSandboxName, sb.SandboxID, timeout, err)}
 	}
 	var warnings []string
 	if len(plan.files) > 0 {
@@ -100,7 +126,7 @@ func (t createSandbox) run(ctx context.Context, call Caller, a *createArgs) (any
 		res.FilesUploaded = n
 		if err != nil {
 			warnings = append(warnings, fmt.Sprintf("Only %d of %d files were uploaded; %s failed: %s",
-				n, len(plan.files), plan.files[n].sandboxPath, t.errorText(ctx, call, "e2b_create_sandbox", err)))
+				n, len(plan.files), plan.files[n].sandboxPath, t.errorText(ctx, call, createSandboxName, err)))
 		}
 	}
 	res.Warning = joinWarnings(warnings...)

@@ -6,12 +6,15 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"reflect"
 	"runtime/debug"
 	"strings"
 
 	"github.com/invopop/jsonschema"
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/mark3labs/mcp-go/server"
+
+	"github.com/e2b-mcp/e2b-mcp/policy"
 )
 
 // hints are a tool's four MCP annotation hints; every tool states all four, since mcp-go's defaults (destructive,
@@ -20,32 +23,102 @@ type hints struct {
 	readOnly, destructive, idempotent, openWorld bool
 }
 
-// newTool describes a tool: input and output schemas reflected from its argument and result structs. tweak, when
-// given, edits the input schema before it is encoded (defaults that come from the configuration).
-func newTool(name, description string, args, result any, h hints, tweak ...func(*jsonschema.Schema)) mcp.Tool {
-	t := mcp.NewToolWithRawSchema(name, description, schemaOf(args, tweak...))
-	t.RawOutputSchema = schemaOf(result)
-	t.Annotations = mcp.ToolAnnotation{
-		ReadOnlyHint:    mcp.ToBoolPtr(h.readOnly),
-		DestructiveHint: mcp.ToBoolPtr(h.destructive),
-		IdempotentHint:  mcp.ToBoolPtr(h.idempotent),
-		OpenWorldHint:   mcp.ToBoolPtr(h.openWorld),
-	}
-	return t
+// definition is a tool, defined once. Everything else about it follows from this: the input and output schemas
+// reflected from A (its arguments) and R (its result), the defaults, what the policy knows of its arguments, the
+// README's row and the golden contract; adding a tool is its file and one line in All.
+type definition[A, R any] struct {
+	name, description string
+	hints             hints
+	// defaults are the values the tool takes for the arguments a call leaves out: each field that is not zero is
+	// its parameter's default in the schema, and what the policy judges a call without it by.
+	defaults A
+	// grants names the tool whose call a call of this one stands for (see policy.Tool.Grants).
+	grants string
+	// shown, when set, rewrites the arguments for the policy and for a human approving the call (see Tool.Shown).
+	shown func(args map[string]any) map[string]any
+	run   handlerFunc[A]
 }
 
-// schemaOf reflects v's type into a self-contained JSON Schema object (no $defs, no $id, no $schema: MCP's
+// Tool is one tool of e2b-mcp: what clients list and call, and what the server and the policy know of its
+// arguments.
+type Tool struct {
+	server.ServerTool
+	// Policy is the tool as policies see it: which of its arguments their conditions read.
+	Policy policy.Tool
+	// defaults are definition.defaults as JSON decoding gives them (numbers float64), by parameter name.
+	defaults map[string]any
+	shown    func(map[string]any) map[string]any
+}
+
+// Shown returns the arguments as the policy and a human approving the call must see them: for uploads, every file
+// they write. args is not changed.
+func (t Tool) Shown(args map[string]any) map[string]any {
+	if t.shown == nil {
+		return args
+	}
+	return t.shown(args)
+}
+
+// Judged returns the arguments as the tool will act on them, which is what the policy judges: Shown of a copy with
+// each parameter the call leaves out set to its default, so that a rule on the default template or timeout also
+// covers the call that relies on it. args is not changed.
+func (t Tool) Judged(args map[string]any) map[string]any {
+	out, copied := args, false
+	for name, v := range t.defaults {
+		if _, given := args[name]; given {
+			continue
+		}
+		if !copied {
+			out, copied = make(map[string]any, len(args)+len(t.defaults)), true
+			for k, e := range args {
+				out[k] = e
+			}
+		}
+		out[name] = v
+	}
+	return t.Shown(out)
+}
+
+// define makes d a Tool served by b.
+func define[A, R any](b *base, d definition[A, R]) Tool {
+	var args A
+	var result R
+	defaults := nonZeroFields(d.defaults)
+	in := reflectSchema(args)
+	for name, v := range defaults {
+		if p, ok := in.Properties.Get(name); ok && p != nil {
+			p.Default = v
+		}
+	}
+	t := mcp.NewToolWithRawSchema(d.name, d.description, encodeSchema(in))
+	t.RawOutputSchema = encodeSchema(reflectSchema(result))
+	t.Annotations = mcp.ToolAnnotation{
+		ReadOnlyHint:    mcp.ToBoolPtr(d.hints.readOnly),
+		DestructiveHint: mcp.ToBoolPtr(d.hints.destructive),
+		IdempotentHint:  mcp.ToBoolPtr(d.hints.idempotent),
+		OpenWorldHint:   mcp.ToBoolPtr(d.hints.openWorld),
+	}
+	return Tool{
+		ServerTool: server.ServerTool{Tool: t, Handler: adapt(b, d.name, d.run)},
+		Policy:     policyTool[A](d.name, d.grants, in),
+		defaults:   asDecoded(defaults),
+		shown:      d.shown,
+	}
+}
+
+// reflectSchema reflects v's type into a self-contained JSON Schema object (no $defs, no $id, no $schema: MCP's
 // default dialect applies) that always has "properties", which some clients insist on.
-func schemaOf(v any, tweak ...func(*jsonschema.Schema)) json.RawMessage {
+func reflectSchema(v any) *jsonschema.Schema {
 	r := jsonschema.Reflector{DoNotReference: true, ExpandedStruct: true, Anonymous: true}
 	s := r.Reflect(v)
 	s.Version = ""
 	if s.Properties == nil {
 		s.Properties = jsonschema.NewProperties()
 	}
-	for _, f := range tweak {
-		f(s)
-	}
+	return s
+}
+
+func encodeSchema(s *jsonschema.Schema) json.RawMessage {
 	b, err := json.Marshal(s)
 	if err != nil {
 		// Reflected schemas hold only strings, numbers and maps; this cannot happen, and an open object schema
@@ -55,13 +128,72 @@ func schemaOf(v any, tweak ...func(*jsonschema.Schema)) json.RawMessage {
 	return b
 }
 
-// setDefault records a parameter's default value in a schema; unknown names are ignored.
-func setDefault(name string, value any) func(*jsonschema.Schema) {
-	return func(s *jsonschema.Schema) {
-		if p, ok := s.Properties.Get(name); ok && p != nil {
-			p.Default = value
+// jsonName is the parameter name of an argument field, "" for a field that is not one.
+func jsonName(f reflect.StructField) string {
+	if !f.IsExported() {
+		return ""
+	}
+	name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+	switch name {
+	case "-":
+		return ""
+	case "":
+		return f.Name
+	}
+	return name
+}
+
+// nonZeroFields maps the parameter name of each field of the struct v that is not zero to its value.
+func nonZeroFields(v any) map[string]any {
+	rv := reflect.ValueOf(v)
+	out := map[string]any{}
+	for i := range rv.NumField() {
+		if name := jsonName(rv.Type().Field(i)); name != "" && !rv.Field(i).IsZero() {
+			out[name] = rv.Field(i).Interface()
 		}
 	}
+	return out
+}
+
+// asDecoded is m as JSON decoding gives it back (numbers float64), the form the policy and the audit see
+// arguments in.
+func asDecoded(m map[string]any) map[string]any {
+	raw, err := json.Marshal(m)
+	var out map[string]any
+	if err != nil || json.Unmarshal(raw, &out) != nil {
+		// Defaults are strings and numbers; this cannot happen.
+		return nil
+	}
+	return out
+}
+
+// policyTool reads what the policy needs of a tool from A's fields tagged `policy:"KIND"` (a policy.Arg): which
+// argument holds each kind, and for the action the values its schema allows.
+func policyTool[A any](name, grants string, in *jsonschema.Schema) policy.Tool {
+	pt := policy.Tool{Name: name, Grants: grants}
+	ty := reflect.TypeFor[A]()
+	for i := range ty.NumField() {
+		f := ty.Field(i)
+		kind, ok := f.Tag.Lookup("policy")
+		if !ok {
+			continue
+		}
+		if pt.Args == nil {
+			pt.Args = map[policy.Arg]string{}
+		}
+		param := jsonName(f)
+		pt.Args[policy.Arg(kind)] = param
+		if policy.Arg(kind) == policy.ArgAction {
+			if p, ok := in.Properties.Get(param); ok && p != nil {
+				for _, e := range p.Enum {
+					if s, ok := e.(string); ok {
+						pt.Actions = append(pt.Actions, s)
+					}
+				}
+			}
+		}
+	}
+	return pt
 }
 
 // toolError is a mistake or a refusal the model can read and correct: its text is the whole tool result.

@@ -7,11 +7,12 @@ import (
 	"time"
 
 	"github.com/mark3labs/mcp-go/mcp"
-	"github.com/mark3labs/mcp-go/server"
 
 	"github.com/e2b-mcp/e2b-mcp/e2b"
 	"github.com/e2b-mcp/e2b-mcp/state"
 )
+
+const execName = "e2b_exec"
 
 // maxExecTimeoutMs bounds timeout_ms; longer jobs belong in the background.
 const maxExecTimeoutMs = 3_600_000
@@ -26,9 +27,9 @@ const backgroundTagPrefix = "e2b-mcp.bg."
 
 type execArgs struct {
 	SandboxID  string `json:"sandbox_id" jsonschema_description:"The sandbox to run in, as returned by e2b_create_sandbox or e2b_list_sandboxes."`
-	Command    string `json:"command" jsonschema_description:"Shell command line, run with bash -l -c (pipes, &&, redirections and environment expansion work)."`
+	Command    string `json:"command" policy:"command" jsonschema_description:"Shell command line, run with bash -l -c (pipes, &&, redirections and environment expansion work)."`
 	Cwd        string `json:"cwd,omitempty" jsonschema_description:"Working directory; relative paths are under /home/user."`
-	TimeoutMs  int    `json:"timeout_ms,omitempty" jsonschema:"minimum=1,maximum=3600000" jsonschema_description:"Milliseconds before the command is killed (with everything it started)."`
+	TimeoutMs  int    `json:"timeout_ms,omitempty" policy:"timeout_ms" jsonschema:"minimum=1,maximum=3600000" jsonschema_description:"Milliseconds before the command is killed (with everything it started)."`
 	Background bool   `json:"background,omitempty" jsonschema_description:"Start the command and return at once with its pid and log_file (its stdout and stderr); it runs until it ends or e2b_stop_process stops it, with no timeout. For servers and long jobs."`
 }
 
@@ -55,7 +56,7 @@ type execResult struct {
 // execTool is e2b_exec.
 type execTool struct{ *base }
 
-func (t execTool) serverTool() server.ServerTool {
+func (t execTool) tool() Tool {
 	desc := fmt.Sprintf("Run a shell command in a sandbox and wait for it. Returns stdout, stderr, exit_code and success "+
 		"(a non-zero exit is a normal result with success false, not a tool error). Runs with bash -l -c in cwd "+
 		"(default %s). The command and everything it started are killed after timeout_ms (default %d ms, max %d). "+
@@ -67,12 +68,12 @@ func (t execTool) serverTool() server.ServerTool {
 		"progress notifications when the client asks for progress; cancelling the call kills the command and "+
 		"everything it started.",
 		WorkspacePath, t.cfg.ExecTimeout.Milliseconds(), maxExecTimeoutMs, t.cfg.ResultLimit)
-	return server.ServerTool{
-		Tool: newTool("e2b_exec", desc, execArgs{}, execResult{},
-			hints{readOnly: false, destructive: true, idempotent: false, openWorld: true},
-			setDefault("cwd", WorkspacePath), setDefault("timeout_ms", t.cfg.ExecTimeout.Milliseconds())),
-		Handler: adapt(t.base, "e2b_exec", t.run),
-	}
+	return define(t.base, definition[execArgs, execResult]{
+		name: execName, description: desc,
+		hints:    hints{readOnly: false, destructive: true, idempotent: false, openWorld: true},
+		defaults: execArgs{Cwd: WorkspacePath, TimeoutMs: int(t.cfg.ExecTimeout.Milliseconds())},
+		run:      t.run,
+	})
 }
 
 func (t execTool) run(ctx context.Context, call Caller, a *execArgs) (any, error) {
@@ -167,14 +168,14 @@ func (t execTool) run(ctx context.Context, call Caller, a *execArgs) (any, error
 		}
 		p := t.outputPath(rec, s.name)
 		if err := t.save(ctx, c, rec, s.c, p); err != nil {
-			warnings = append(warnings, fmt.Sprintf("The whole %s could not be saved in the sandbox: %s", s.name, t.errorText(ctx, call, "e2b_exec", err)))
+			warnings = append(warnings, fmt.Sprintf("The whole %s could not be saved in the sandbox: %s", s.name, t.errorText(ctx, call, execName, err)))
 			continue
 		}
 		*s.file = p
 		links = append(links, t.outputLinks(rec, s.name)...)
 	}
 	var warn string
-	res.CheckpointID, warn = t.afterStep(ctx, c, call, rec, "e2b_exec")
+	res.CheckpointID, warn = t.afterStep(ctx, c, call, rec, execName)
 	res.Warning = joinWarnings(append(warnings, warn)...)
 	return fitOutput(t.room(), &res, links, streams), nil
 }
@@ -252,6 +253,6 @@ func (t execTool) background(ctx context.Context, c *e2b.Client, call Caller, re
 		return nil, t.sandboxFailure(ctx, c, call, rec, err)
 	}
 	res := execResult{SandboxID: rec.ID, Cwd: cwd, Success: true, PID: pid, LogFile: logFile}
-	res.CheckpointID, res.Warning = t.afterStep(ctx, c, call, rec, "e2b_exec")
+	res.CheckpointID, res.Warning = t.afterStep(ctx, c, call, rec, execName)
 	return withContent{result: res, extra: []mcp.Content{fileLink(rec.ID, logFile, "the log (stdout and stderr) of the background command")}}, nil
 }

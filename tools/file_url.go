@@ -10,8 +10,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/mark3labs/mcp-go/server"
-
 	"github.com/e2b-mcp/e2b-mcp/e2b"
 	"github.com/e2b-mcp/e2b-mcp/internal/shellquote"
 	"github.com/e2b-mcp/e2b-mcp/policy"
@@ -25,7 +23,7 @@ const (
 
 type fileURLArgs struct {
 	SandboxID        string `json:"sandbox_id" jsonschema_description:"The sandbox the file is in."`
-	Path             string `json:"path" jsonschema_description:"File path; relative paths are under /home/user."`
+	Path             string `json:"path" policy:"path" jsonschema_description:"File path; relative paths are under /home/user."`
 	ExpiresInSeconds int    `json:"expires_in_seconds,omitempty" jsonschema:"minimum=1,maximum=86400" jsonschema_description:"How long the link works."`
 }
 
@@ -48,30 +46,32 @@ type fileURL struct {
 	op e2b.FileOp
 }
 
-func (t fileURL) name() string {
-	if t.op == e2b.FileWrite {
-		return "e2b_upload_url"
-	}
-	return "e2b_download_url"
-}
+const (
+	downloadURLName = "e2b_download_url"
+	uploadURLName   = "e2b_upload_url"
+)
 
-func (t fileURL) serverTool() server.ServerTool {
+func (t fileURL) tool() Tool {
 	desc := fmt.Sprintf("Make a link that downloads a file of a sandbox in a browser or with curl, without this server, "+
 		"for the user (give it to them; it is a credential for that one file). It works for expires_in_seconds "+
 		"(default %d, max %d) and while the sandbox runs, and carries no API key. For you to see a file, use "+
 		"e2b_read_file instead.", defaultLinkSeconds, maxLinkSeconds)
+	name, grants := downloadURLName, readFileName
 	h := hints{readOnly: true, destructive: false, idempotent: false, openWorld: true}
 	if t.op == e2b.FileWrite {
+		name, grants = uploadURLName, writeFileName
 		desc = fmt.Sprintf("Make a link the user can upload a file to a sandbox with (HTTP POST, e.g. with curl), "+
 			"without this server: the upload creates or replaces the file at path (parent directories are made). "+
 			"Use it for files too big or too binary for e2b_write_file. It works for expires_in_seconds (default %d, "+
 			"max %d) and while the sandbox runs, and carries no API key.", defaultLinkSeconds, maxLinkSeconds)
 		h = hints{readOnly: false, destructive: true, idempotent: false, openWorld: true}
 	}
-	return server.ServerTool{
-		Tool:    newTool(t.name(), desc, fileURLArgs{}, fileURLResult{}, h, setDefault("expires_in_seconds", defaultLinkSeconds)),
-		Handler: adapt(t.base, t.name(), t.run),
-	}
+	return define(t.base, definition[fileURLArgs, fileURLResult]{
+		name: name, description: desc, hints: h,
+		defaults: fileURLArgs{ExpiresInSeconds: defaultLinkSeconds},
+		grants:   grants,
+		run:      t.run,
+	})
 }
 
 func (t fileURL) run(ctx context.Context, call Caller, a *fileURLArgs) (any, error) {

@@ -4,12 +4,12 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/mark3labs/mcp-go/server"
-
 	"github.com/e2b-mcp/e2b-mcp/e2b"
 	"github.com/e2b-mcp/e2b-mcp/egress"
 	"github.com/e2b-mcp/e2b-mcp/state"
 )
+
+const forkSandboxName = "e2b_fork_sandbox"
 
 // maxForks bounds count of e2b_fork_sandbox.
 const maxForks = 10
@@ -17,7 +17,7 @@ const maxForks = 10
 type forkArgs struct {
 	SandboxID    string `json:"sandbox_id,omitempty" jsonschema_description:"Fork this running sandbox as it is now. Give this or checkpoint_id, not both."`
 	CheckpointID string `json:"checkpoint_id,omitempty" jsonschema_description:"Fork from this checkpoint (see e2b_list_checkpoints). Give this or sandbox_id, not both."`
-	Count        int    `json:"count,omitempty" jsonschema:"minimum=1,maximum=10" jsonschema_description:"How many new sandboxes to start."`
+	Count        int    `json:"count,omitempty" policy:"count" jsonschema:"minimum=1,maximum=10" jsonschema_description:"How many new sandboxes to start."`
 	Title        string `json:"title,omitempty" jsonschema_description:"Title of the new sandboxes; default: the source's title with ' (fork)'."`
 }
 
@@ -46,16 +46,16 @@ type forkResult struct {
 // forkSandbox is e2b_fork_sandbox.
 type forkSandbox struct{ *base }
 
-func (t forkSandbox) serverTool() server.ServerTool {
+func (t forkSandbox) tool() Tool {
 	desc := fmt.Sprintf("Start new sandboxes as copies of a running sandbox or of a checkpoint. Give exactly one of sandbox_id "+
 		"(its files and memory as they are now) or checkpoint_id (as it was when e2b_checkpoint_sandbox took it). count copies (default 1, at most %d) join this session, each with its own "+
 		"sandbox_id and a timeout of %d seconds; the source is not changed.", maxForks, t.cfg.DefaultTimeoutSeconds)
-	return server.ServerTool{
-		Tool: newTool("e2b_fork_sandbox", desc, forkArgs{}, forkResult{},
-			hints{readOnly: false, destructive: false, idempotent: false, openWorld: true},
-			setDefault("count", 1)),
-		Handler: adapt(t.base, "e2b_fork_sandbox", t.run),
-	}
+	return define(t.base, definition[forkArgs, forkResult]{
+		name: forkSandboxName, description: desc,
+		hints:    hints{readOnly: false, destructive: false, idempotent: false, openWorld: true},
+		defaults: forkArgs{Count: 1},
+		run:      t.run,
+	})
 }
 
 func (t forkSandbox) run(ctx context.Context, call Caller, a *forkArgs) (any, error) {
@@ -99,7 +99,7 @@ func (t forkSandbox) fromSandbox(ctx context.Context, call Caller, a *forkArgs, 
 		}
 		fs, err := t.record(call, c, r.Sandbox, src.Template, forkTitle(a.Title, src, i, count), src)
 		if err != nil {
-			failures = append(failures, t.unrecorded(ctx, c, call, "e2b_fork_sandbox", r.Sandbox.SandboxID, t.cfg.DefaultTimeoutSeconds, err))
+			failures = append(failures, t.unrecorded(ctx, c, call, forkSandboxName, r.Sandbox.SandboxID, t.cfg.DefaultTimeoutSeconds, err))
 			continue
 		}
 		res.Sandboxes = append(res.Sandboxes, fs)
@@ -141,12 +141,12 @@ func (t forkSandbox) fromCheckpoint(ctx context.Context, call Caller, a *forkArg
 			if len(res.Sandboxes) == 0 {
 				return nil, err
 			}
-			failures = append(failures, t.errorText(ctx, call, "e2b_fork_sandbox", err))
+			failures = append(failures, t.errorText(ctx, call, forkSandboxName, err))
 			break
 		}
 		fs, err := t.record(call, c, sb, src.Template, title, src)
 		if err != nil {
-			failures = append(failures, t.unrecorded(ctx, c, call, "e2b_fork_sandbox", sb.SandboxID, t.cfg.DefaultTimeoutSeconds, err))
+			failures = append(failures, t.unrecorded(ctx, c, call, forkSandboxName, sb.SandboxID, t.cfg.DefaultTimeoutSeconds, err))
 			continue
 		}
 		res.Sandboxes = append(res.Sandboxes, fs)

@@ -134,7 +134,7 @@ func connectDeps(t testing.TB, deps Deps, era string, caller Caller) *session {
 			}
 		}),
 	)
-	srv.AddTools(All(deps)...)
+	srv.AddTools(ServerTools(All(deps))...)
 	c, err := client.NewInProcessClient(srv)
 	if err != nil {
 		t.Fatal(err)

@@ -4,13 +4,13 @@ import (
 	"context"
 	"time"
 
-	"github.com/mark3labs/mcp-go/server"
-
 	"github.com/e2b-mcp/e2b-mcp/e2b"
 	"github.com/e2b-mcp/e2b-mcp/egress"
 	"github.com/e2b-mcp/e2b-mcp/lifecycle"
 	"github.com/e2b-mcp/e2b-mcp/state"
 )
+
+const listSandboxesName = "e2b_list_sandboxes"
 
 type listArgs struct{}
 
@@ -34,15 +34,15 @@ type listResult struct {
 // listSandboxes is e2b_list_sandboxes.
 type listSandboxes struct{ *base }
 
-func (t listSandboxes) serverTool() server.ServerTool {
+func (t listSandboxes) tool() Tool {
 	const desc = "List this session's sandboxes, checked with E2B. Shows running and paused ones, and gone ones " +
 		"(killed or timed out) with the reason, each with its sandbox_id, title, template, state, creation time and " +
 		"step count. Sandboxes of other sessions are not shown."
-	return server.ServerTool{
-		Tool: newTool("e2b_list_sandboxes", desc, listArgs{}, listResult{},
-			hints{readOnly: true, destructive: false, idempotent: true, openWorld: true}),
-		Handler: adapt(t.base, "e2b_list_sandboxes", t.run),
-	}
+	return define(t.base, definition[listArgs, listResult]{
+		name: listSandboxesName, description: desc,
+		hints: hints{readOnly: true, destructive: false, idempotent: true, openWorld: true},
+		run:   t.run,
+	})
 }
 
 func (t listSandboxes) run(ctx context.Context, call Caller, _ *listArgs) (any, error) {
@@ -58,10 +58,10 @@ func (t listSandboxes) run(ctx context.Context, call Caller, _ *listArgs) (any, 
 		t.log.Warn("reconciling the session with E2B", "owner", call.Owner, "session", call.Session, "err", err)
 		if localFailure(err) {
 			res.Warning = "e2b-mcp could not update its records of these sandboxes (" +
-				t.errorText(ctx, call, "e2b_list_sandboxes", err) + "); this is the last known state."
+				t.errorText(ctx, call, listSandboxesName, err) + "); this is the last known state."
 		} else {
 			res.Warning = "E2B could not be reached to check these sandboxes (" +
-				t.errorText(ctx, call, "e2b_list_sandboxes", err) + "); this is the last known state."
+				t.errorText(ctx, call, listSandboxesName, err) + "); this is the last known state."
 		}
 	}
 	recs, err := t.store.SessionSandboxes(call.Owner, call.Session)

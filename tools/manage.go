@@ -5,17 +5,17 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/mark3labs/mcp-go/server"
-
 	"github.com/e2b-mcp/e2b-mcp/e2b"
 	"github.com/e2b-mcp/e2b-mcp/egress"
 	"github.com/e2b-mcp/e2b-mcp/state"
 )
 
+const manageSandboxName = "e2b_manage_sandbox"
+
 type manageArgs struct {
 	SandboxID      string `json:"sandbox_id" jsonschema_description:"The sandbox to act on."`
-	Action         string `json:"action" jsonschema:"enum=pause,enum=resume,enum=delete" jsonschema_description:"pause keeps its memory and files and stops the clock; resume starts a paused sandbox again (or extends a running one's timeout); delete kills it for good."`
-	TimeoutSeconds int    `json:"timeout_seconds,omitempty" jsonschema:"minimum=1" jsonschema_description:"For resume: seconds the sandbox then lives."`
+	Action         string `json:"action" policy:"action" jsonschema:"enum=pause,enum=resume,enum=delete" jsonschema_description:"pause keeps its memory and files and stops the clock; resume starts a paused sandbox again (or extends a running one's timeout); delete kills it for good."`
+	TimeoutSeconds int    `json:"timeout_seconds,omitempty" policy:"timeout_seconds" jsonschema:"minimum=1" jsonschema_description:"For resume: seconds the sandbox then lives."`
 }
 
 type manageResult struct {
@@ -32,17 +32,17 @@ type manageResult struct {
 // manageSandbox is e2b_manage_sandbox.
 type manageSandbox struct{ *base }
 
-func (t manageSandbox) serverTool() server.ServerTool {
+func (t manageSandbox) tool() Tool {
 	desc := fmt.Sprintf("Pause, resume or delete a sandbox of this session. pause keeps memory and files and stops "+
 		"billing for compute (pausing a paused sandbox succeeds); resume brings it back, with timeout_seconds "+
 		"(default %d) from now, and also extends a running sandbox; delete kills it and its files for good "+
 		"(checkpoints stay usable with e2b_fork_sandbox).", t.cfg.DefaultTimeoutSeconds)
-	return server.ServerTool{
-		Tool: newTool("e2b_manage_sandbox", desc, manageArgs{}, manageResult{},
-			hints{readOnly: false, destructive: true, idempotent: false, openWorld: true},
-			setDefault("timeout_seconds", t.cfg.DefaultTimeoutSeconds)),
-		Handler: adapt(t.base, "e2b_manage_sandbox", t.run),
-	}
+	return define(t.base, definition[manageArgs, manageResult]{
+		name: manageSandboxName, description: desc,
+		hints:    hints{readOnly: false, destructive: true, idempotent: false, openWorld: true},
+		defaults: manageArgs{TimeoutSeconds: t.cfg.DefaultTimeoutSeconds},
+		run:      t.run,
+	})
 }
 
 func (t manageSandbox) run(ctx context.Context, call Caller, a *manageArgs) (any, error) {
@@ -87,7 +87,7 @@ func (t manageSandbox) pause(ctx context.Context, c *e2b.Client, call Caller, re
 			if ctx.Err() != nil {
 				return nil, err
 			}
-			res.Warning = "The checkpoint before pausing failed: " + t.errorText(ctx, call, "e2b_manage_sandbox", err)
+			res.Warning = "The checkpoint before pausing failed: " + t.errorText(ctx, call, manageSandboxName, err)
 		} else {
 			res.CheckpointID = cp.ID
 		}

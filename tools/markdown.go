@@ -11,7 +11,7 @@ import (
 
 // MarkdownTable renders the tools as the Markdown table the README embeds: name, parameters (optional ones with
 // '?'), the annotation hints that are set, and the first sentence of the description.
-func MarkdownTable(tools []server.ServerTool) string {
+func MarkdownTable(tools []Tool) string {
 	var sb strings.Builder
 	sb.WriteString("| Tool | Parameters | Annotations | Description |\n")
 	sb.WriteString("|---|---|---|---|\n")
@@ -21,7 +21,7 @@ func MarkdownTable(tools []server.ServerTool) string {
 			params = []string{"none"}
 		}
 		sb.WriteString("| `" + t.Tool.Name + "` | " + strings.Join(params, ", ") + " | " +
-			annotations(t) + " | " + cell(firstSentence(t.Tool.Description)) + " |\n")
+			annotations(t.ServerTool) + " | " + cell(firstSentence(t.Tool.Description)) + " |\n")
 	}
 	return sb.String()
 }

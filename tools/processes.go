@@ -7,10 +7,12 @@ import (
 	"time"
 
 	"github.com/mark3labs/mcp-go/mcp"
-	"github.com/mark3labs/mcp-go/server"
 
 	"github.com/e2b-mcp/e2b-mcp/e2b"
 )
+
+const listProcessesName = "e2b_list_processes"
+const stopProcessName = "e2b_stop_process"
 
 // stopGrace is how long e2b_stop_process lets a process and its children end after SIGTERM before SIGKILL.
 const stopGrace = 5 * time.Second
@@ -35,14 +37,14 @@ type listProcessesResult struct {
 // listProcesses is e2b_list_processes.
 type listProcesses struct{ *base }
 
-func (t listProcesses) serverTool() server.ServerTool {
+func (t listProcesses) tool() Tool {
 	const desc = "List the commands started with e2b_exec background true that still run in a sandbox, each with " +
 		"its pid, command and log_file. Stop one with e2b_stop_process."
-	return server.ServerTool{
-		Tool: newTool("e2b_list_processes", desc, listProcessesArgs{}, listProcessesResult{},
-			hints{readOnly: true, destructive: false, idempotent: true, openWorld: true}),
-		Handler: adapt(t.base, "e2b_list_processes", t.run),
-	}
+	return define(t.base, definition[listProcessesArgs, listProcessesResult]{
+		name: listProcessesName, description: desc,
+		hints: hints{readOnly: true, destructive: false, idempotent: true, openWorld: true},
+		run:   t.run,
+	})
 }
 
 func (t listProcesses) run(ctx context.Context, call Caller, a *listProcessesArgs) (any, error) {
@@ -84,14 +86,14 @@ type stopProcessResult struct {
 // stopProcess is e2b_stop_process.
 type stopProcess struct{ *base }
 
-func (t stopProcess) serverTool() server.ServerTool {
+func (t stopProcess) tool() Tool {
 	desc := fmt.Sprintf("Stop a command started with e2b_exec background true, and every process it started: "+
 		"SIGTERM first, then SIGKILL to what is left after %d seconds. Its log_file stays.", int(stopGrace/time.Second))
-	return server.ServerTool{
-		Tool: newTool("e2b_stop_process", desc, stopProcessArgs{}, stopProcessResult{},
-			hints{readOnly: false, destructive: true, idempotent: true, openWorld: true}),
-		Handler: adapt(t.base, "e2b_stop_process", t.run),
-	}
+	return define(t.base, definition[stopProcessArgs, stopProcessResult]{
+		name: stopProcessName, description: desc,
+		hints: hints{readOnly: false, destructive: true, idempotent: true, openWorld: true},
+		run:   t.run,
+	})
 }
 
 func (t stopProcess) run(ctx context.Context, call Caller, a *stopProcessArgs) (any, error) {

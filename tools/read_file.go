@@ -12,12 +12,13 @@ import (
 	"unicode/utf8"
 
 	"github.com/mark3labs/mcp-go/mcp"
-	"github.com/mark3labs/mcp-go/server"
 
 	"github.com/e2b-mcp/e2b-mcp/e2b"
 	"github.com/e2b-mcp/e2b-mcp/internal/shellquote"
 	"github.com/e2b-mcp/e2b-mcp/state"
 )
+
+const readFileName = "e2b_read_file"
 
 // DefaultReadLines is how many lines e2b_read_file returns when the call gives no limit.
 const DefaultReadLines = 2000
@@ -27,7 +28,7 @@ const binarySniff = 8 << 10
 
 type readArgs struct {
 	SandboxID string `json:"sandbox_id" jsonschema_description:"The sandbox to read from."`
-	Path      string `json:"path" jsonschema_description:"File path; relative paths are under /home/user."`
+	Path      string `json:"path" policy:"path" jsonschema_description:"File path; relative paths are under /home/user."`
 	Offset    int    `json:"offset,omitempty" jsonschema:"minimum=1" jsonschema_description:"Line number to start at (1 is the first line)."`
 	Limit     int    `json:"limit,omitempty" jsonschema:"minimum=1" jsonschema_description:"How many lines to return at most."`
 }
@@ -51,7 +52,7 @@ type readResult struct {
 // readFile is e2b_read_file.
 type readFile struct{ *base }
 
-func (t readFile) serverTool() server.ServerTool {
+func (t readFile) tool() Tool {
 	desc := fmt.Sprintf("Read a text file from a sandbox by lines. offset is the line to start at (default 1), limit the "+
 		"number of lines (default %d); a result is kept within %d bytes as sent (JSON escaping counted), so a long "+
 		"file comes back in parts: truncated/next_offset say when it goes on and where. A PNG, JPEG, GIF or WebP image (known by its content, not its name) comes back as image "+
@@ -60,12 +61,12 @@ func (t readFile) serverTool() server.ServerTool {
 		"its size and how to inspect it (xxd or base64 via e2b_exec, or an explicit offset/limit). Directories are "+
 		"refused: list them with e2b_exec (ls -la).",
 		DefaultReadLines, t.cfg.ResultLimit, t.cfg.ImageMaxEdge, t.cfg.ImageLimitBytes, t.cfg.ImageSourceLimitBytes)
-	return server.ServerTool{
-		Tool: newTool("e2b_read_file", desc, readArgs{}, readResult{},
-			hints{readOnly: true, destructive: false, idempotent: true, openWorld: true},
-			setDefault("offset", 1), setDefault("limit", DefaultReadLines)),
-		Handler: adapt(t.base, "e2b_read_file", t.run),
-	}
+	return define(t.base, definition[readArgs, readResult]{
+		name: readFileName, description: desc,
+		hints:    hints{readOnly: true, destructive: false, idempotent: true, openWorld: true},
+		defaults: readArgs{Offset: 1, Limit: DefaultReadLines},
+		run:      t.run,
+	})
 }
 
 func (t readFile) run(ctx context.Context, call Caller, a *readArgs) (any, error) {

@@ -18,6 +18,7 @@ import (
 
 	"github.com/e2b-mcp/e2b-mcp/e2b"
 	"github.com/e2b-mcp/e2b-mcp/internal/shellquote"
+	"github.com/e2b-mcp/e2b-mcp/policy"
 	"github.com/e2b-mcp/e2b-mcp/state"
 )
 
@@ -37,6 +38,12 @@ func SandboxFileURI(sandboxID, p string) string {
 // fileLink is a resource link to a file a result names, so that a client can open it without another call.
 func fileLink(sandboxID, p, description string) mcp.Content {
 	return mcp.NewResourceLink(SandboxFileURI(sandboxID, p), path.Base(p), description, textMIME(p))
+}
+
+// ResourceCall is the call the policy judges a read of the resource at path in sandbox sandboxID as: a read of that
+// file, so that every rule on reading files covers resources too.
+func ResourceCall(sandboxID, path string) policy.Call {
+	return policy.Call{Tool: readFileName, Args: map[string]any{"sandbox_id": sandboxID, "path": path}}
 }
 
 // ResourceTarget reads the sandbox and the absolute, cleaned path a resource read names from the arguments the

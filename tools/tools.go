@@ -4,38 +4,58 @@ import (
 	"github.com/mark3labs/mcp-go/server"
 
 	"github.com/e2b-mcp/e2b-mcp/e2b"
+	"github.com/e2b-mcp/e2b-mcp/policy"
 )
 
 // All is every tool of e2b-mcp, in the order clients list them: the six of the capability spec, then
 // checkpoints, forks, the per-sandbox checkpoint policy, links for the user to download and upload files, and
-// background processes.
-func All(d Deps) []server.ServerTool {
+// background processes. A new tool is its own file and one line here.
+func All(d Deps) []Tool {
 	b := newBase(d)
-	return []server.ServerTool{
-		createSandbox{b}.serverTool(),
-		execTool{b}.serverTool(),
-		readFile{b}.serverTool(),
-		writeFile{b}.serverTool(),
-		listSandboxes{b}.serverTool(),
-		manageSandbox{b}.serverTool(),
-		checkpointSandbox{b}.serverTool(),
-		listCheckpoints{b}.serverTool(),
-		forkSandbox{b}.serverTool(),
-		deleteCheckpoint{b}.serverTool(),
-		setCheckpointPolicy{b}.serverTool(),
-		fileURL{b, e2b.FileRead}.serverTool(),
-		fileURL{b, e2b.FileWrite}.serverTool(),
-		listProcesses{b}.serverTool(),
-		stopProcess{b}.serverTool(),
+	return []Tool{
+		createSandbox{b}.tool(),
+		execTool{b}.tool(),
+		readFile{b}.tool(),
+		writeFile{b}.tool(),
+		listSandboxes{b}.tool(),
+		manageSandbox{b}.tool(),
+		checkpointSandbox{b}.tool(),
+		listCheckpoints{b}.tool(),
+		forkSandbox{b}.tool(),
+		deleteCheckpoint{b}.tool(),
+		setCheckpointPolicy{b}.tool(),
+		fileURL{b, e2b.FileRead}.tool(),
+		fileURL{b, e2b.FileWrite}.tool(),
+		listProcesses{b}.tool(),
+		stopProcess{b}.tool(),
 	}
 }
 
 // Names lists the tools' names in the order of All, e.g. to check the tool names of a policy file.
 func Names() []string {
+	return PolicyTools().Names()
+}
+
+// PolicyTools is the catalogue policies are parsed against: every tool of All, as the policy sees it.
+func PolicyTools() policy.Tools {
 	all := All(Deps{})
-	names := make([]string, len(all))
+	list := make([]policy.Tool, len(all))
 	for i, t := range all {
-		names[i] = t.Tool.Name
+		list[i] = t.Policy
 	}
-	return names
+	ts, err := policy.NewTools(list)
+	if err != nil {
+		// The catalogue is fixed at build time and checked by the tests; failing here is a build defect.
+		panic(err)
+	}
+	return ts
+}
+
+// ServerTools is what mcp-go serves of the tools.
+func ServerTools(all []Tool) []server.ServerTool {
+	out := make([]server.ServerTool, len(all))
+	for i, t := range all {
+		out[i] = t.ServerTool
+	}
+	return out
 }

@@ -206,18 +206,9 @@ func (p *uploadPlan) push(root *os.Root, rel, target, shown string) error {
 	return nil
 }
 
-// UploadTarget is one file that an upload_files entry of e2b_create_sandbox writes: the entry's session_path and
-// the sandbox path the file lands at (relative paths are relative to the sandbox's home, as envd reads them).
-type UploadTarget struct {
-	SessionPath string
-	SandboxPath string
-}
-
-// UploadTargets plans upload_files (as a call gives them, decoded from JSON) from the storage roots of cfg exactly
-// as e2b_create_sandbox does, and returns every file they write. The server shows these to the policy, so that a
-// path rule judges each file a directory upload puts in the sandbox, defaults included. An error means the tool
-// would refuse the uploads too.
-func UploadTargets(cfg Config, uploads []any) ([]UploadTarget, error) {
+// uploadTargets plans upload_files (as a call gives them, decoded from JSON) exactly as the tool does, and returns
+// every file they write. An error means the tool would refuse the uploads too.
+func (b *base) uploadTargets(uploads []any) ([]plannedFile, error) {
 	raw, err := json.Marshal(uploads)
 	if err != nil {
 		return nil, err
@@ -226,16 +217,12 @@ func UploadTargets(cfg Config, uploads []any) ([]UploadTarget, error) {
 	if err := json.Unmarshal(raw, &specs); err != nil {
 		return nil, err
 	}
-	plan, err := newBase(Deps{Config: cfg}).planUploads(specs)
+	plan, err := b.planUploads(specs)
 	if err != nil {
 		return nil, err
 	}
 	defer plan.Close()
-	out := make([]UploadTarget, len(plan.files))
-	for i, f := range plan.files {
-		out[i] = UploadTarget{SessionPath: f.sessionPath, SandboxPath: f.sandboxPath}
-	}
-	return out, nil
+	return plan.files, nil
 }
 
 // unwrapPathError drops the host path from an *fs.PathError: the model named the path already.

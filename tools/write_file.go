@@ -8,14 +8,15 @@ import (
 	"strings"
 
 	"github.com/mark3labs/mcp-go/mcp"
-	"github.com/mark3labs/mcp-go/server"
 
 	"github.com/e2b-mcp/e2b-mcp/e2b"
 )
 
+const writeFileName = "e2b_write_file"
+
 type writeArgs struct {
 	SandboxID string  `json:"sandbox_id" jsonschema_description:"The sandbox to write into."`
-	Path      string  `json:"path" jsonschema_description:"File path; relative paths are under /home/user. Missing parent directories are created."`
+	Path      string  `json:"path" policy:"path" jsonschema_description:"File path; relative paths are under /home/user. Missing parent directories are created."`
 	Content   *string `json:"content" jsonschema_description:"The whole new content of the file (UTF-8 text); an existing file is replaced."`
 }
 
@@ -31,15 +32,15 @@ type writeResult struct {
 // writeFile is e2b_write_file.
 type writeFile struct{ *base }
 
-func (t writeFile) serverTool() server.ServerTool {
+func (t writeFile) tool() Tool {
 	desc := fmt.Sprintf("Write a text file in a sandbox, replacing it if it exists and creating missing parent "+
 		"directories. content is the whole file, at most %d bytes; for bigger or binary files generate them in the "+
 		"sandbox with e2b_exec (e.g. curl, base64 -d).", t.cfg.WriteLimitBytes)
-	return server.ServerTool{
-		Tool: newTool("e2b_write_file", desc, writeArgs{}, writeResult{},
-			hints{readOnly: false, destructive: true, idempotent: false, openWorld: true}),
-		Handler: adapt(t.base, "e2b_write_file", t.run),
-	}
+	return define(t.base, definition[writeArgs, writeResult]{
+		name: writeFileName, description: desc,
+		hints: hints{readOnly: false, destructive: true, idempotent: false, openWorld: true},
+		run:   t.run,
+	})
 }
 
 func (t writeFile) run(ctx context.Context, call Caller, a *writeArgs) (any, error) {
@@ -77,6 +78,6 @@ func (t writeFile) run(ctx context.Context, call Caller, a *writeArgs) (any, err
 	if info.Path != "" {
 		res.Path = info.Path
 	}
-	res.CheckpointID, res.Warning = t.afterStep(ctx, c, call, rec, "e2b_write_file")
+	res.CheckpointID, res.Warning = t.afterStep(ctx, c, call, rec, writeFileName)
 	return withContent{result: res, extra: []mcp.Content{fileLink(rec.ID, res.Path, "the file written")}}, nil
 }

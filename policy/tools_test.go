@@ -1,0 +1,57 @@
+package policy
+
+// The tools policy tests are written against: the catalogue the tools package describes (TestCatalogueIsTools
+// keeps the two the same), named here because policy cannot import the package above it.
+const (
+	toolCreateSandbox    = "e2b_create_sandbox"
+	toolExec             = "e2b_exec"
+	toolReadFile         = "e2b_read_file"
+	toolWriteFile        = "e2b_write_file"
+	toolListSandboxes    = "e2b_list_sandboxes"
+	toolManageSandbox    = "e2b_manage_sandbox"
+	toolCheckpoint       = "e2b_checkpoint_sandbox"
+	toolListCheckpoints  = "e2b_list_checkpoints"
+	toolForkSandbox      = "e2b_fork_sandbox"
+	toolDeleteCheckpoint = "e2b_delete_checkpoint"
+	toolCheckpointPolicy = "e2b_set_checkpoint_policy"
+	toolDownloadURL      = "e2b_download_url"
+	toolUploadURL        = "e2b_upload_url"
+	toolListProcesses    = "e2b_list_processes"
+	toolStopProcess      = "e2b_stop_process"
+)
+
+var testToolList = []Tool{
+	{Name: toolCreateSandbox, Args: map[Arg]string{ArgTemplate: "template", ArgTimeoutSeconds: "timeout_seconds", ArgUploads: "upload_files"}},
+	{Name: toolExec, Args: map[Arg]string{ArgCommand: "command", ArgTimeoutMillis: "timeout_ms"}},
+	{Name: toolReadFile, Args: map[Arg]string{ArgPath: "path"}},
+	{Name: toolWriteFile, Args: map[Arg]string{ArgPath: "path"}},
+	{Name: toolListSandboxes},
+	{Name: toolManageSandbox, Args: map[Arg]string{ArgAction: "action", ArgTimeoutSeconds: "timeout_seconds"},
+		Actions: []string{"pause", "resume", "delete"}},
+	{Name: toolCheckpoint},
+	{Name: toolListCheckpoints},
+	{Name: toolForkSandbox, Args: map[Arg]string{ArgCount: "count"}},
+	{Name: toolDeleteCheckpoint},
+	{Name: toolCheckpointPolicy},
+	{Name: toolDownloadURL, Args: map[Arg]string{ArgPath: "path"}, Grants: toolReadFile},
+	{Name: toolUploadURL, Args: map[Arg]string{ArgPath: "path"}, Grants: toolWriteFile},
+	{Name: toolListProcesses},
+	{Name: toolStopProcess},
+}
+
+var testTools = mustTools(testToolList)
+
+func mustTools(list []Tool) Tools {
+	ts, err := NewTools(list)
+	if err != nil {
+		panic(err)
+	}
+	return ts
+}
+
+func toolNames() []string { return testTools.Names() }
+
+// Parse, Default and NewHolder against the test catalogue.
+func Parse(name string, data []byte) (*Policy, error) { return testTools.Parse(name, data) }
+func Default() *Policy                                  { return testTools.Default() }
+func NewHolder(path string) (*Holder, error)            { return testTools.NewHolder(path) }
