@@ -13,13 +13,13 @@ import (
 	"time"
 )
 
-// Shell commands as a terminal user expects them, on top of envd's process service (see e2b-protocol.md §6).
-// envd starts a command as a plain child of itself, signals only the one pid it started, and ends a stream only
-// when every holder of the command's stdout and stderr has closed them. So every command here runs as the
-// leader of a session of its own (setsid), which its whole process tree shares: stopping it signals the process
-// group, from a short command run through envd. And the shell that runs the user's command is watched by a small
-// wrapper that marks its exit on stdout and stderr, so that a command leaving a job in the background returns
-// when its shell exits, while the job (which still holds the pipes) goes on.
+// Shell commands as a terminal user expects them, on top of envd's process service (docs/ARCHITECTURE.md,
+// "Processes in envd"): envd starts a command as a plain child of itself, signals only the one pid it started, and ends
+// a stream only when every holder of the command's stdout and stderr has closed them. So every command here runs as the
+// leader of a session of its own (setsid), which its whole process tree shares: stopping it signals the process group,
+// from a short command run through envd. And the shell that runs the user's command is watched by a small wrapper that
+// marks its exit on stdout and stderr, so that a command leaving a job in the background returns when its shell exits,
+// while the job (which still holds the pipes) goes on.
 
 // commandWrapper runs the user's command ($1) with bash -l -c, then writes the exit marker ($2, then the exit
 // code and a newline) on stdout and on stderr; the two streams are read apart, so each says where it ends. The

@@ -1,0 +1,104 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"os/exec"
+	"strings"
+	"testing"
+)
+
+const module = "github.com/e2b-mcp/e2b-mcp"
+
+// layers are the module's packages from the top down (docs/ARCHITECTURE.md, "Layers"): a package may import its
+// own tree (e2b/emulator imports e2b) and the layers below its own, never a layer above or beside it. A package
+// is placed by its first path element; the end-to-end tests, the examples and the scripts sit at the top beside
+// main, since nothing imports them.
+var layers = [][]string{
+	{"", "tests", "examples", "scripts"},
+	{"cli"},
+	{"server"},
+	{"tools"},
+	{"egress"},
+	{"lifecycle", "credentials"},
+	{"state", "e2b", "policy", "audit"},
+	{"internal"},
+}
+
+// apart are what a package tree must not depend on, even through other packages.
+var apart = map[string][]string{
+	"e2b":    {"github.com/mark3labs/mcp-go"}, // the E2B client knows nothing of MCP
+	"state":  {"net/http"},                    // records and policies know nothing of HTTP
+	"policy": {"net/http"},
+}
+
+func TestLayers(t *testing.T) {
+	layerOf := map[string]int{}
+	for i, trees := range layers {
+		for _, tree := range trees {
+			layerOf[tree] = i
+		}
+	}
+	// Test files count too: a test that needs a package above its own belongs with that package.
+	out := goList(t, `{{.ImportPath}} {{join .Imports " "}} {{join .TestImports " "}} {{join .XTestImports " "}}`)
+	for _, line := range out {
+		fields := strings.Fields(line)
+		pkg := fields[0]
+		tree := treeOf(pkg)
+		layer, known := layerOf[tree]
+		if !known {
+			t.Errorf("package %s is in no layer: add %q to layers here and to docs/ARCHITECTURE.md", pkg, tree)
+			continue
+		}
+		for _, imp := range fields[1:] {
+			if !strings.HasPrefix(imp, module) || imp == pkg {
+				continue
+			}
+			to := treeOf(imp)
+			if to == tree {
+				continue
+			}
+			if l, ok := layerOf[to]; ok && l <= layer {
+				t.Errorf("%s imports %s: %q is not below %q", pkg, imp, to, tree)
+			}
+		}
+	}
+
+	for _, line := range goList(t, `{{.ImportPath}} {{join .Deps " "}}`) {
+		fields := strings.Fields(line)
+		for _, forbidden := range apart[treeOf(fields[0])] {
+			for _, dep := range fields[1:] {
+				if dep == forbidden || strings.HasPrefix(dep, forbidden+"/") {
+					t.Errorf("%s depends on %s", fields[0], dep)
+					break
+				}
+			}
+		}
+	}
+}
+
+// treeOf is the first element of pkg's path inside the module ("" for the module's root).
+func treeOf(pkg string) string {
+	rel := strings.TrimPrefix(strings.TrimPrefix(pkg, module), "/")
+	tree, _, _ := strings.Cut(rel, "/")
+	return tree
+}
+
+// goList is one line per package of the module, as format makes it.
+func goList(t *testing.T, format string) []string {
+	t.Helper()
+	cmd := exec.Command("go", "list", "-f", format, "./...")
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("go list: %v\n%s", err, stderr.String())
+	}
+	var lines []string
+	sc := bufio.NewScanner(bytes.NewReader(out))
+	sc.Buffer(nil, 1<<20)
+	for sc.Scan() {
+		lines = append(lines, sc.Text())
+	}
+	return lines
+}
