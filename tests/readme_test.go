@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 
@@ -131,5 +132,45 @@ func TestReadmeAndExampleConfigs(t *testing.T) {
 	}
 	if !strings.Contains(string(data), strings.TrimSpace(string(raw))) {
 		t.Errorf("README.md does not show examples/claude-config.json as it is")
+	}
+}
+
+// The README's table of conditions names, for each condition on an argument, exactly the tools the policy applies it
+// to: the tools whose definitions give that argument to the policy.
+func TestReadmeConditionTools(t *testing.T) {
+	data, err := os.ReadFile(readmePath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kinds := map[string][]policy.Arg{
+		"command":         {policy.ArgCommand},
+		"path":            {policy.ArgPath, policy.ArgUploads},
+		"action":          {policy.ArgAction},
+		"template":        {policy.ArgTemplate},
+		"count":           {policy.ArgCount},
+		"timeout_seconds": {policy.ArgTimeoutSeconds, policy.ArgTimeoutMillis},
+	}
+	row := regexp.MustCompile("(?m)^\\| `([a-z_]+)` \\|.*\\| ([^|]*) \\|$")
+	toolName := regexp.MustCompile("`(e2b_[a-z_]+)`")
+	catalogue := tools.PolicyTools()
+	seen := 0
+	for _, m := range row.FindAllStringSubmatch(string(data), -1) {
+		want, ok := kinds[m[1]]
+		if !ok {
+			continue
+		}
+		seen++
+		var got []string
+		for _, n := range toolName.FindAllStringSubmatch(m[2], -1) {
+			got = append(got, n[1])
+		}
+		slices.Sort(got)
+		expected := slices.Sorted(slices.Values(catalogue.With(want...)))
+		if !slices.Equal(got, expected) {
+			t.Errorf("README.md: condition %s applies to %v, the tools give it to %v", m[1], got, expected)
+		}
+	}
+	if seen != len(kinds) {
+		t.Errorf("README.md's table of conditions has %d of the %d conditions on arguments", seen, len(kinds))
 	}
 }
