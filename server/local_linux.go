@@ -5,7 +5,7 @@ import (
 	"log/slog"
 	"path/filepath"
 
-	"github.com/e2b-mcp/e2b-mcp/e2b/e2btest"
+	"github.com/e2b-mcp/e2b-mcp/e2b/emulator"
 	"github.com/e2b-mcp/e2b-mcp/internal/scratch"
 )
 
@@ -17,7 +17,7 @@ func startLocalBackend(log *slog.Logger) (*localBackend, error) {
 		return nil, fmt.Errorf("starting the local backend: %w", err)
 	}
 	keys := newLocalKeys()
-	emu, err := e2btest.New(e2btest.Options{Dir: filepath.Join(dir.Path, "sandboxes"), NoRecording: true, AcceptKey: keys.accepts})
+	emu, err := emulator.New(emulator.Options{Dir: filepath.Join(dir.Path, "sandboxes"), AcceptKey: keys.accepts})
 	if err != nil {
 		dir.Remove()
 		return nil, fmt.Errorf("starting the local backend: %w", err)

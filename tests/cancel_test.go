@@ -43,7 +43,7 @@ func cancelBackends(t *testing.T) []cancelBackend {
 		t.Logf("not run against the real envd: %v", err)
 		return backends
 	}
-	emu, err := e2btest.New(e2btest.Options{RealEnvd: true})
+	emu, err := e2btest.New(e2btest.Options{Envd: e2btest.RealEnvds()})
 	if err != nil {
 		t.Fatal(err)
 	}

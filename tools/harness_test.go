@@ -279,7 +279,11 @@ func forEachBackend(t *testing.T, f func(t *testing.T, e *env, s *session)) {
 					optional.Skip(t, why)
 				}
 			}
-			e := newEnvWith(t, e2btest.Options{RealEnvd: real})
+			opts := e2btest.Options{}
+			if real {
+				opts.Envd = e2btest.RealEnvds()
+			}
+			e := newEnvWith(t, opts)
 			f(t, e, e.connect(t, eras[0], Caller{Owner: "alice", Session: "main"}))
 		})
 	}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/e2b-mcp/e2b-mcp/e2b/e2btest"
+	"github.com/e2b-mcp/e2b-mcp/e2b/emulator"
 	"github.com/e2b-mcp/e2b-mcp/lifecycle"
 	"github.com/e2b-mcp/e2b-mcp/state"
 )
@@ -93,7 +94,7 @@ func TestListWhenE2BUnreachable(t *testing.T) {
 // writes nothing. The emulator's work is in the figures too: it runs in this process.
 func BenchmarkListSandboxes1000(b *testing.B) {
 	const n = 1000
-	emu, err := e2btest.New(e2btest.Options{APIKeys: []string{aliceKey}, NoRecording: true, ExpiryInterval: -1})
+	emu, err := emulator.New(emulator.Options{APIKeys: []string{aliceKey}, ExpiryInterval: -1})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -107,7 +108,7 @@ func BenchmarkListSandboxes1000(b *testing.B) {
 	// Made at the emulator and recorded directly, as the create tool would leave them, which is far quicker.
 	for i := range n {
 		title := fmt.Sprintf("sandbox %d", i)
-		sb, err := emu.CreateSandbox(aliceKey, e2btest.SandboxOptions{
+		sb, err := emu.CreateSandbox(aliceKey, emulator.SandboxOptions{
 			Secure: true, Timeout: time.Hour, Metadata: lifecycle.Metadata(call.Owner, call.Session, title),
 		})
 		if err != nil {

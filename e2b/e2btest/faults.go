@@ -2,13 +2,14 @@ package e2btest
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"math/rand/v2"
 	"net/http"
 	"strconv"
 	"sync"
 	"time"
+
+	"github.com/e2b-mcp/e2b-mcp/e2b/emulator"
 )
 
 // Faults make the emulator misbehave the way a real network and a busy E2B do, so that retries, reconciliation
@@ -205,6 +206,15 @@ func (fi *faultInjector) afterCreate() (cut bool, failStatus int) {
 	return false, 0
 }
 
+// hijackAndClose drops the connection without an answer, as a network failure after the request was sent does.
+func hijackAndClose(w http.ResponseWriter) {
+	conn, _, err := http.NewResponseController(w).Hijack()
+	if err != nil {
+		panic(http.ErrAbortHandler) // HTTP/2: the server resets the stream instead
+	}
+	_ = conn.Close()
+}
+
 func writeInjected(w http.ResponseWriter, status int, f Faults) {
 	if (status == http.StatusTooManyRequests || status == http.StatusServiceUnavailable) && f.RetryAfter >= 0 {
 		ra := f.RetryAfter
@@ -227,16 +237,5 @@ func writeInjected(w http.ResponseWriter, status int, f Faults) {
 	if status == http.StatusTooManyRequests {
 		msg = "Rate limit exceeded, please try again later."
 	}
-	writeError(w, status, msg)
-}
-
-// writeError writes E2B's JSON error body {"code","message"}.
-func writeError(w http.ResponseWriter, status int, message string) {
-	body, _ := json.Marshal(struct {
-		Code    int    `json:"code"`
-		Message string `json:"message"`
-	}{status, message})
-	w.Header().Set("Content-Type", "application/json; charset=utf-8")
-	w.WriteHeader(status)
-	_, _ = w.Write(body)
+	emulator.WriteError(w, status, msg)
 }

@@ -17,6 +17,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/e2b-mcp/e2b-mcp/e2b/emulator"
 )
 
 // RealEnvd is E2B's own envd daemon (shared/envd beside the repository: its start.sh runs one envd, one
@@ -162,8 +164,14 @@ func (r *RealEnvd) Stop() {
 	_ = os.RemoveAll(r.run)
 }
 
-// realEnvds are the real envds that back the sandboxes of an emulator with Options.RealEnvd, one per sandbox,
-// started on the sandbox's first envd request and stopped when it is killed.
+// RealEnvds backs every sandbox of an emulator with E2B's own envd when put in Options.Envd: one per sandbox,
+// started (StartRealEnvd, booted with the sandbox's env vars) on its first envd request and stopped when it is
+// killed, so that tests of the tools can run against the real daemon. It needs root and the daemon beside the
+// repository; envd requests fail with 502 without them. The sandboxes share the host's /home/user and /tmp, and
+// pausing does not stop their processes (the sandbox is only unreachable while paused). Each emulator needs
+// its own.
+func RealEnvds() emulator.Envd { return &realEnvds{boxes: map[string]*realBox{}} }
+
 type realEnvds struct {
 	mu    sync.Mutex
 	boxes map[string]*realBox
@@ -176,15 +184,13 @@ type realBox struct {
 	proxy *httputil.ReverseProxy
 }
 
-// serve forwards an envd request for sb to its real envd, starting it first if need be. The request's
+// Serve forwards an envd request for sb to its real envd, starting it first if need be. The request's
 // X-Access-Token is checked against the sandbox's own here (a sandbox without one is open), and the real envd
 // gets its own token. A secure sandbox's envd is booted with the sandbox's token, as E2B boots it, so that
 // envd checks the signatures of signed /files URLs with the key they were made with.
-func (re *realEnvds) serve(w http.ResponseWriter, r *http.Request, sb *Sandbox, token string, envVars map[string]string) {
+func (re *realEnvds) Serve(w http.ResponseWriter, r *http.Request, sb emulator.EnvdSandbox) error {
+	token := sb.AccessToken
 	re.mu.Lock()
-	if re.boxes == nil {
-		re.boxes = map[string]*realBox{}
-	}
 	b := re.boxes[sb.ID]
 	if b == nil {
 		b = &realBox{}
@@ -194,7 +200,7 @@ func (re *realEnvds) serve(w http.ResponseWriter, r *http.Request, sb *Sandbox, 
 	b.once.Do(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
-		if b.envd, b.err = startRealEnvd(ctx, token, envVars); b.err != nil {
+		if b.envd, b.err = startRealEnvd(ctx, token, sb.EnvVars); b.err != nil {
 			return
 		}
 		target, err := url.Parse(b.envd.URL)
@@ -206,17 +212,17 @@ func (re *realEnvds) serve(w http.ResponseWriter, r *http.Request, sb *Sandbox, 
 		b.proxy.FlushInterval = -1 // process streams go out event by event
 	})
 	if b.err != nil {
-		envdJSONError(w, http.StatusBadGateway, "e2btest: the real envd of this sandbox: "+b.err.Error())
-		return
+		return b.err
 	}
 	if token == "" || r.Header.Get("X-Access-Token") == token {
 		r.Header.Set("X-Access-Token", b.envd.AccessToken)
 	}
 	b.proxy.ServeHTTP(w, r)
+	return nil
 }
 
-// stop stops the real envd of a sandbox, if it has one.
-func (re *realEnvds) stop(id string) {
+// Stop stops the real envd of a sandbox, if it has one.
+func (re *realEnvds) Stop(id string) {
 	re.mu.Lock()
 	b := re.boxes[id]
 	delete(re.boxes, id)
@@ -229,8 +235,8 @@ func (re *realEnvds) stop(id string) {
 	}
 }
 
-// stopAll stops every real envd.
-func (re *realEnvds) stopAll() {
+// Close stops every real envd.
+func (re *realEnvds) Close() {
 	re.mu.Lock()
 	ids := make([]string, 0, len(re.boxes))
 	for id := range re.boxes {
@@ -238,6 +244,6 @@ func (re *realEnvds) stopAll() {
 	}
 	re.mu.Unlock()
 	for _, id := range ids {
-		re.stop(id)
+		re.Stop(id)
 	}
 }

@@ -1,5 +1,5 @@
 // Package connectframe is the framing of the Connect protocol (connectrpc.com) with its JSON codec, as envd
-// speaks it: both the e2b client and the envd emulator in e2b/e2btest use it, so that the two ends cannot drift
+// speaks it: both the e2b client and the envd emulator in e2b/emulator use it, so that the two ends cannot drift
 // apart. A unary call is one JSON body each way; a stream is a sequence of envelopes, each a flags byte, a
 // big-endian uint32 length and that many bytes of JSON, a server stream's last one flagged end-of-stream and
 // holding {} or {"error":{...}}.

@@ -1,4 +1,4 @@
-package e2btest
+package emulator
 
 import (
 	"embed"

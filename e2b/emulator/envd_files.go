@@ -1,4 +1,4 @@
-package e2btest
+package emulator
 
 import (
 	"compress/gzip"
@@ -122,14 +122,24 @@ func filesUser(w http.ResponseWriter, p filesParams, v sandboxView) (sandboxUser
 	return u, true
 }
 
-func (e *envdService) getFiles(w http.ResponseWriter, r *http.Request, v sandboxView) {
+// filesParams reads the parameters of a /files request for op ("read" or "write") and checks its access token
+// or signature, answering the request when they fail.
+func (e *envdService) filesParams(w http.ResponseWriter, r *http.Request, v sandboxView, op string) (filesParams, bool) {
 	p, err := parseFilesParams(r)
 	if err != nil {
 		http.Error(w, err.Error(), http.StatusBadRequest)
-		return
+		return filesParams{}, false
 	}
-	if err := validateSigning(r, v.token, p, "read", e.now()); err != nil {
+	if err := validateSigning(r, v.token, p, op, e.now()); err != nil {
 		envdJSONError(w, http.StatusUnauthorized, err.Error())
+		return filesParams{}, false
+	}
+	return p, true
+}
+
+func (e *envdService) getFiles(w http.ResponseWriter, r *http.Request, v sandboxView) {
+	p, ok := e.filesParams(w, r, v, "read")
+	if !ok {
 		return
 	}
 	u, ok := filesUser(w, p, v)
@@ -219,13 +229,8 @@ type uploadError struct {
 }
 
 func (e *envdService) postFiles(w http.ResponseWriter, r *http.Request, v sandboxView) {
-	p, err := parseFilesParams(r)
-	if err != nil {
-		http.Error(w, err.Error(), http.StatusBadRequest)
-		return
-	}
-	if err := validateSigning(r, v.token, p, "write", e.now()); err != nil {
-		envdJSONError(w, http.StatusUnauthorized, err.Error())
+	p, ok := e.filesParams(w, r, v, "write")
+	if !ok {
 		return
 	}
 	body := io.Reader(r.Body)

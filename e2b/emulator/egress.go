@@ -1,4 +1,4 @@
-package e2btest
+package emulator
 
 import (
 	"bufio"
@@ -198,7 +198,7 @@ func (e *egressProxies) socketDir(id string) (string, error) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if e.closed {
-		return "", errors.New("e2btest: the emulator is closed")
+		return "", errors.New("emulator: the emulator is closed")
 	}
 	if e.dir == "" {
 		d, err := os.MkdirTemp("", "e2begress-")
@@ -218,7 +218,7 @@ func (e *egressProxies) socketDir(id string) (string, error) {
 	_ = os.Remove(sock)
 	ln, err := net.Listen("unix", sock)
 	if err != nil {
-		return "", fmt.Errorf("e2btest: egress proxy: %w", err)
+		return "", fmt.Errorf("emulator: egress proxy: %w", err)
 	}
 	e.listeners[id] = ln
 	e.wg.Go(func() { e.serve(id, ln) })

@@ -1,4 +1,4 @@
-package e2btest
+package emulator
 
 import (
 	"bytes"
@@ -92,7 +92,7 @@ func sandboxMounts() [3]sandboxMount {
 // hand, in tests) gets what is missing; a missing home is seeded as a new sandbox's is.
 func prepareSandboxDirs(dir string) error {
 	if dir == "" {
-		return errors.New("e2btest: sandbox has no directory")
+		return errors.New("emulator: sandbox has no directory")
 	}
 	// The sandbox's own directory must exist: one removed with its sandbox is never made again.
 	if _, err := os.Lstat(dir); err != nil {
@@ -139,7 +139,7 @@ func probeIsolation() isolation {
 	if _, err := os.Stat(bwrapPath); err != nil {
 		p, lerr := exec.LookPath("bwrap")
 		if lerr != nil {
-			iso.err = fmt.Errorf("e2btest: bubblewrap (%s) is not installed; install the bubblewrap package", bwrapPath)
+			iso.err = fmt.Errorf("emulator: bubblewrap (%s) is not installed; install the bubblewrap package", bwrapPath)
 			return iso
 		}
 		iso.bwrap = p
@@ -147,7 +147,7 @@ func probeIsolation() isolation {
 	for _, tool := range []string{"nsenter", "unshare"} {
 		p, err := exec.LookPath(tool)
 		if err != nil {
-			iso.err = fmt.Errorf("e2btest: %s is not installed; install the util-linux package", tool)
+			iso.err = fmt.Errorf("emulator: %s is not installed; install the util-linux package", tool)
 			return iso
 		}
 		if tool == "nsenter" {
@@ -166,7 +166,7 @@ func probeIsolation() isolation {
 		if msg == "" {
 			msg = err.Error()
 		}
-		iso.err = fmt.Errorf("e2btest: bubblewrap cannot create a sandbox on this host (%s); user namespaces may be disabled", msg)
+		iso.err = fmt.Errorf("emulator: bubblewrap cannot create a sandbox on this host (%s); user namespaces may be disabled", msg)
 	}
 	return iso
 }
@@ -300,10 +300,10 @@ func readInitPID(info *os.File) (int, error) {
 		ChildPID int `json:"child-pid"`
 	}
 	if err := json.NewDecoder(info).Decode(&v); err != nil {
-		return 0, fmt.Errorf("e2btest: reading bwrap's info: %w", err)
+		return 0, fmt.Errorf("emulator: reading bwrap's info: %w", err)
 	}
 	if v.ChildPID <= 0 {
-		return 0, errors.New("e2btest: bwrap reported no pid")
+		return 0, errors.New("emulator: bwrap reported no pid")
 	}
 	return v.ChildPID, nil
 }

@@ -1,16 +1,18 @@
-// Package e2btest is an emulator of E2B for tests and for the local backend: the control-plane REST API and each
-// sandbox's envd on one HTTP address, answering as e2b-protocol.md describes. Sandboxes are real: commands run as
-// real processes isolated with bubblewrap, each sandbox with its own /home/user and /tmp and no network.
+// Package emulator is an emulator of E2B, the local backend of `serve --backend local` and the ground of the
+// tests: the control-plane REST API and each sandbox's envd on one HTTP address, answering as
+// e2b-protocol.md describes. Sandboxes are real: commands run as real processes isolated with bubblewrap, each
+// sandbox with its own /home/user and /tmp and no network. What only tests need (fault injection, a request
+// log, E2B's own envd behind the sandboxes) is package e2btest, which plugs into Options.Hooks and Options.Envd.
 //
 // The package must not import the e2b client package: the client's own tests import this one.
-package e2btest
+package emulator
 
 import (
 	"crypto/subtle"
 	"encoding/json"
 	"fmt"
+	"net"
 	"net/http"
-	"net/http/httptest"
 	"os"
 	"regexp"
 	"slices"
@@ -23,13 +25,13 @@ import (
 // Server is a running emulator. Point e2b.Config.APIURL and SandboxURL at URL().
 type Server struct {
 	opts   Options
-	http   *httptest.Server
+	http   *http.Server
+	url    string
+	served chan struct{}  // closed when http.Serve has returned
 	mux    *http.ServeMux // control-plane routes
-	rec    *Recorder
 	envd   *envdService
 	egress *egressProxies
-	real   realEnvds // with Options.RealEnvd
-	faults *faultInjector
+	hooks  Hooks // never nil: Options.Hooks or noHooks
 
 	// root holds every sandbox's and snapshot's directory; removeRoot says Close removes it (a temp dir).
 	root       string
@@ -44,10 +46,15 @@ type Server struct {
 	snapshots map[string]*snapshot
 	snapSeq   uint64
 	closed    bool
+	// handlers counts the requests being answered, so that Close can wait for them; Add is called with mu held
+	// and only while !closed, so that none comes after Close's Wait has begun.
+	handlers sync.WaitGroup
 }
 
 // Options configure an emulator.
 type Options struct {
+	// Addr is the host:port to listen on; default "127.0.0.1:0" (a free loopback port).
+	Addr string
 	// APIKeys are the accepted X-API-Key values; each is its own team, which sees only its own sandboxes.
 	// Empty means any key of the form e2b_<hex> is accepted (each still its own team), unless AcceptKey is set.
 	APIKeys []string
@@ -72,18 +79,13 @@ type Options struct {
 	// Hosts maps domain names to IP addresses for the sandboxes' egress proxy, as /etc/hosts would: tests put
 	// a server of this machine behind a domain this way. Only mapped names may reach this machine's addresses.
 	Hosts map[string]string
-	// NoRecording turns the request log off, for an emulator that serves for hours (the local backend), where
-	// keeping every request would grow without bound. Requests then returns nothing.
-	NoRecording bool
 	// V1Only leaves out the v2 routes of create and connect (POST /v2/sandboxes, POST /v2/sandboxes/{id}/connect),
 	// as on an E2B that predates them: they answer 404 page not found.
 	V1Only bool
-	// RealEnvd backs every sandbox with E2B's own envd (StartRealEnvd, one per sandbox, booted with the
-	// sandbox's env vars on its first envd request) instead of the emulated one, so that tests of the tools can
-	// run against the real daemon. It needs root and the daemon beside the repository; envd requests fail with
-	// 502 without them. The sandboxes share the host's /home/user and /tmp, and pausing does not stop their
-	// processes (the sandbox is only unreachable while paused).
-	RealEnvd bool
+	// Hooks, when set, see every request and may make the emulator misbehave (e2btest's faults and recorder).
+	Hooks Hooks
+	// Envd, when set, serves every sandbox's envd in place of the emulated one (e2btest's real envd).
+	Envd Envd
 }
 
 // Sandbox is the emulator's record of one sandbox. Fields are guarded by Server.mu.
@@ -144,8 +146,12 @@ type snapshot struct {
 // envdHostPattern matches the per-sandbox host form <port>-<sandboxID>.<domain>.
 var envdHostPattern = regexp.MustCompile(`^(\d+)-([a-z0-9]+)\.`)
 
-// New starts an emulator listening on 127.0.0.1.
+// New starts an emulator listening on Options.Addr. It fails, having started nothing, when the address cannot be
+// bound or sandbox processes cannot be isolated here.
 func New(opts Options) (*Server, error) {
+	if opts.Addr == "" {
+		opts.Addr = "127.0.0.1:0"
+	}
 	if opts.EnvdVersion == "" {
 		opts.EnvdVersion = "0.6.13"
 	}
@@ -163,33 +169,48 @@ func New(opts Options) (*Server, error) {
 	}
 	s := &Server{
 		opts:      opts,
-		rec:       newRecorder(),
-		faults:    newFaultInjector(),
+		hooks:     opts.Hooks,
 		sandboxes: make(map[string]*Sandbox),
 		snapshots: make(map[string]*snapshot),
 	}
 	if opts.Dir == "" {
-		dir, err := os.MkdirTemp("", "e2btest-")
+		dir, err := os.MkdirTemp("", "e2b-emulator-")
 		if err != nil {
-			return nil, fmt.Errorf("e2btest: temp dir: %w", err)
+			return nil, fmt.Errorf("emulator: temp dir: %w", err)
 		}
 		s.root, s.removeRoot = dir, true
 	} else {
 		if err := os.MkdirAll(opts.Dir, 0o755); err != nil {
-			return nil, fmt.Errorf("e2btest: sandbox dir: %w", err)
+			return nil, fmt.Errorf("emulator: sandbox dir: %w", err)
 		}
 		s.root = opts.Dir
+	}
+	if s.hooks == nil {
+		s.hooks = noHooks{}
 	}
 	s.mux = s.controlPlaneRoutes()
 	s.envd = newEnvdService(s)
 	s.egress = newEgressProxies(s)
-	if err := s.envd.isolationError(); err != nil {
+	fail := func(err error) (*Server, error) {
 		if s.removeRoot {
 			os.RemoveAll(s.root)
 		}
 		return nil, err
 	}
-	s.http = httptest.NewServer(s)
+	if err := s.envd.isolationError(); err != nil {
+		return fail(err)
+	}
+	ln, err := net.Listen("tcp", opts.Addr)
+	if err != nil {
+		return fail(fmt.Errorf("emulator: listening on %s: %w", opts.Addr, err))
+	}
+	s.url = "http://" + ln.Addr().String()
+	s.http = &http.Server{Handler: s, ReadHeaderTimeout: time.Minute}
+	s.served = make(chan struct{})
+	go func() {
+		defer close(s.served)
+		_ = s.http.Serve(ln) // http.ErrServerClosed once Close has closed it
+	}()
 	if opts.ExpiryInterval > 0 {
 		s.stopTick, s.tickDone = make(chan struct{}), make(chan struct{})
 		go s.expireLoop(opts.ExpiryInterval)
@@ -198,9 +219,10 @@ func New(opts Options) (*Server, error) {
 }
 
 // URL is the emulator's base URL, for both the control plane and envd (which is routed by headers or host).
-func (s *Server) URL() string { return s.http.URL }
+func (s *Server) URL() string { return s.url }
 
-// Close kills every sandbox's processes, stops the server and removes the temporary directory.
+// Close kills every sandbox's processes, stops the server, waits for the requests it was answering and removes
+// the temporary directory.
 func (s *Server) Close() {
 	s.closeOnce.Do(func() {
 		if s.stopTick != nil {
@@ -221,13 +243,16 @@ func (s *Server) Close() {
 			s.envd.stop(sb)
 			sb.lifecycle.Unlock()
 		}
-		if c, ok := any(s.envd).(interface{ close() }); ok {
-			c.close()
-		}
+		s.envd.close()
 		s.egress.close()
-		s.real.stopAll()
-		s.http.CloseClientConnections()
-		s.http.Close()
+		if s.opts.Envd != nil {
+			s.opts.Envd.Close()
+		}
+		// Closing the connections ends the requests still open (a watch, a held create): their contexts are
+		// done and their writes fail.
+		_ = s.http.Close()
+		<-s.served
+		s.handlers.Wait()
 		if s.removeRoot {
 			_ = removeTree(s.root)
 		}
@@ -238,12 +263,18 @@ func (s *Server) Close() {
 func (s *Server) now() time.Time { return s.opts.Now().UTC().Round(0) }
 
 // ServeHTTP routes a request to envd when it is addressed to a sandbox (host form or routing headers), else to
-// the control plane, as E2B's edge does. Every request is recorded and passes the fault injector first.
+// the control plane, as E2B's edge does. Every request passes Hooks.Arrive first.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if !s.opts.NoRecording {
-		s.rec.record(r)
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		writeProxyError(w, "", "The emulator is closed")
+		return
 	}
-	s.faults.delay(r.Context())
+	s.handlers.Add(1)
+	s.mu.Unlock()
+	defer s.handlers.Done()
+	s.hooks.Arrive(r)
 
 	id, port := "", ""
 	if m := envdHostPattern.FindStringSubmatch(r.Host); m != nil {
@@ -257,7 +288,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	if id == "" {
-		if s.faults.controlPlane(w, r) {
+		if s.hooks.ControlPlane(w, r) {
 			return
 		}
 		s.mux.ServeHTTP(w, r)
@@ -312,9 +343,11 @@ func (s *Server) serveEnvd(w http.ResponseWriter, r *http.Request, id string) {
 		writeProxyError(w, id, "The sandbox was not found")
 		return
 	}
-	if s.opts.RealEnvd {
+	if s.opts.Envd != nil {
 		v := s.envd.view(sb)
-		s.real.serve(w, r, sb, v.token, v.envVars)
+		if err := s.opts.Envd.Serve(w, r, EnvdSandbox{ID: sb.ID, AccessToken: v.token, EnvVars: v.envVars}); err != nil {
+			envdJSONError(w, http.StatusBadGateway, "emulator: the envd of this sandbox: "+err.Error())
+		}
 		return
 	}
 	s.envd.serve(w, r, sb)
@@ -455,16 +488,12 @@ func (s *Server) kill(sb *Sandbox) bool {
 	}
 	s.envd.stop(sb)
 	s.egress.stop(sb.ID)
-	s.real.stop(sb.ID)
+	if s.opts.Envd != nil {
+		s.opts.Envd.Stop(sb.ID)
+	}
 	_ = removeTree(sb.Dir)
 	return true
 }
-
-// Requests returns every request received so far, both planes, in arrival order.
-func (s *Server) Requests() []RecordedRequest { return s.rec.requests() }
-
-// ResetRequests forgets the recorded requests.
-func (s *Server) ResetRequests() { s.rec.reset() }
 
 func cloneMap(m map[string]string) map[string]string {
 	if m == nil {

@@ -1,4 +1,4 @@
-package e2btest
+package emulator
 
 import (
 	"encoding/base64"
@@ -68,9 +68,7 @@ func (e *envdService) view(sb *Sandbox) sandboxView {
 	if v.defaultUser == "" {
 		v.defaultUser = "user"
 	}
-	if e.srv.faults != nil {
-		v.cutStreamAfterFrames = e.srv.faults.current().CutStreamAfterFrames
-	}
+	v.cutStreamAfterFrames = e.srv.hooks.StreamFrames()
 	return v
 }
 
@@ -173,7 +171,7 @@ type streamHandler func(*rpcCall, *streamWriter) *rpcError
 func (e *envdService) unaryHandlers() map[string]unaryHandler {
 	unsupported := func(what string) unaryHandler {
 		return func(*rpcCall) (any, *rpcError) {
-			return nil, rpcErrorf("unimplemented", "%s is not supported by the e2btest emulator", what)
+			return nil, rpcErrorf("unimplemented", "%s is not supported by the emulator", what)
 		}
 	}
 	return map[string]unaryHandler{
@@ -199,7 +197,7 @@ func (e *envdService) streamHandlers() map[string]streamHandler {
 		"process.Process/Start":   e.procStart,
 		"process.Process/Connect": e.procConnect,
 		"filesystem.Filesystem/WatchDir": func(*rpcCall, *streamWriter) *rpcError {
-			return rpcErrorf("unimplemented", "watching directories is not supported by the e2btest emulator")
+			return rpcErrorf("unimplemented", "watching directories is not supported by the emulator")
 		},
 	}
 }

@@ -1,4 +1,4 @@
-package e2btest
+package emulator
 
 import (
 	"errors"
@@ -264,20 +264,11 @@ func pbTimestamp(t time.Time) string {
 	return s + "Z"
 }
 
-// ownerName names the owner of a host file as the sandbox sees it: the emulator's own uid is the sandbox user.
-func ownerName(id uint32) string {
+// ownerName names the owner (uid) or group (gid) of a host file as the sandbox sees it: the emulator's own
+// (own is its euid or egid) is the sandbox user's.
+func ownerName(id uint32, own int) string {
 	switch {
-	case int(id) == os.Geteuid():
-		return "user"
-	case id == 0:
-		return "root"
-	}
-	return strconv.FormatUint(uint64(id), 10)
-}
-
-func groupName(id uint32) string {
-	switch {
-	case int(id) == os.Getegid():
+	case int(id) == own:
 		return "user"
 	case id == 0:
 		return "root"
@@ -299,7 +290,7 @@ func (f *sandboxFS) entryOf(display, phys string, fi fs.FileInfo) pbEntry {
 		Group:        "root",
 	}
 	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
-		e.Owner, e.Group = ownerName(st.Uid), groupName(st.Gid)
+		e.Owner, e.Group = ownerName(st.Uid, os.Geteuid()), ownerName(st.Gid, os.Getegid())
 	}
 	if fi.Mode()&fs.ModeSymlink == 0 {
 		e.Type = fileType(fi.Mode())
@@ -418,137 +409,6 @@ func (f *sandboxFS) mkdir(p string) error {
 
 // Filesystem RPCs.
 
-type pbPathReq struct {
-	Path string `json:"path"`
-}
-
-type pbEntryAnswer struct {
-	Entry pbEntry `json:"entry"`
-}
-
-func (e *envdService) fsStat(c *rpcCall) (any, *rpcError) {
-	var req pbPathReq
-	if err := decodeRequest(c.msg, &req, "*filesystem.StatRequest"); err != nil {
-		return nil, err
-	}
-	p, rerr := c.expand(req.Path)
-	if rerr != nil {
-		return nil, rerr
-	}
-	entry, err := c.fs.entry(p)
-	if err != nil {
-		if isNotExist(err) {
-			return nil, rpcErrorf("not_found", "file not found: %v", err)
-		}
-		return nil, rpcErrorf("internal", "error getting file info: %v", err)
-	}
-	return pbEntryAnswer{Entry: entry}, nil
-}
-
-func (e *envdService) fsListDir(c *rpcCall) (any, *rpcError) {
-	var req struct {
-		Path  string `json:"path"`
-		Depth pbUint `json:"depth"`
-	}
-	if err := decodeRequest(c.msg, &req, "*filesystem.ListDirRequest"); err != nil {
-		return nil, err
-	}
-	depth := int(req.Depth)
-	if depth == 0 {
-		depth = 1
-	}
-	p, rerr := c.expand(req.Path)
-	if rerr != nil {
-		return nil, rerr
-	}
-	resolved, err := c.fs.resolve(p, true)
-	if err != nil {
-		switch {
-		case isNotExist(err):
-			return nil, rpcErrorf("not_found", "path not found: %v", err)
-		case errors.Is(err, syscall.ELOOP):
-			return nil, rpcErrorf("failed_precondition", "cyclic symlink or chain >255 links at %q", p)
-		}
-		return nil, rpcErrorf("internal", "error resolving symlink: %v", err)
-	}
-	fi, err := c.fs.lstat(resolved)
-	if err != nil {
-		if isNotExist(err) {
-			return nil, rpcErrorf("not_found", "directory not found: %v", pathErr("stat", resolved, err))
-		}
-		return nil, rpcErrorf("internal", "error getting file info: %v", pathErr("stat", resolved, err))
-	}
-	if !fi.IsDir() {
-		return nil, rpcErrorf("invalid_argument", "path is not a directory: %s", resolved)
-	}
-	entries := []pbEntry{}
-	if err := c.fs.walk(p, resolved, depth, &entries); err != nil {
-		return nil, rpcErrorf("internal", "error reading directory %s: %v", resolved, err)
-	}
-	return struct {
-		Entries []pbEntry `json:"entries,omitempty"`
-	}{entries}, nil
-}
-
-func (e *envdService) fsMakeDir(c *rpcCall) (any, *rpcError) {
-	var req pbPathReq
-	if err := decodeRequest(c.msg, &req, "*filesystem.MakeDirRequest"); err != nil {
-		return nil, err
-	}
-	p, rerr := c.expand(req.Path)
-	if rerr != nil {
-		return nil, rerr
-	}
-	_, fi, err := c.fs.stat(p)
-	switch {
-	case err == nil && fi.IsDir():
-		return nil, rpcErrorf("already_exists", "directory already exists: %s", p)
-	case err == nil:
-		return nil, rpcErrorf("invalid_argument", "path already exists but it is not a directory: %s", p)
-	case !isNotExist(err):
-		return nil, rpcErrorf("internal", "error getting file info: %v", pathErr("stat", p, err))
-	}
-	if err := c.fs.ensureDirs(p); err != nil {
-		return nil, rpcErrorf("internal", "%v", err)
-	}
-	return pbEntryAnswer{Entry: pbEntry{Name: path.Base(p), Type: "FILE_TYPE_DIRECTORY", Path: p}}, nil
-}
-
-func (e *envdService) fsMove(c *rpcCall) (any, *rpcError) {
-	var req struct {
-		Source      string `json:"source"`
-		Destination string `json:"destination"`
-	}
-	if err := decodeRequest(c.msg, &req, "*filesystem.MoveRequest"); err != nil {
-		return nil, err
-	}
-	src, rerr := c.expand(req.Source)
-	if rerr != nil {
-		return nil, rerr
-	}
-	dst, rerr := c.expand(req.Destination)
-	if rerr != nil {
-		return nil, rerr
-	}
-	if err := c.fs.ensureDirs(path.Dir(dst)); err != nil {
-		return nil, rpcErrorf("internal", "%v", err)
-	}
-	if err := c.fs.rename(src, dst); err != nil {
-		if isNotExist(err) {
-			return nil, rpcErrorf("not_found", "source file not found: rename %s %s: %v", src, dst, errnoOf(err))
-		}
-		return nil, rpcErrorf("internal", "error renaming: rename %s %s: %v", src, dst, errnoOf(err))
-	}
-	entry, err := c.fs.entry(dst)
-	if err != nil {
-		if isNotExist(err) {
-			return nil, rpcErrorf("not_found", "file not found: %v", err)
-		}
-		return nil, rpcErrorf("internal", "error getting file info: %v", err)
-	}
-	return pbEntryAnswer{Entry: entry}, nil
-}
-
 // errnoOf is the bare cause of a path error, as a LinkError prints it.
 func errnoOf(err error) error {
 	var pe *fs.PathError
@@ -592,21 +452,6 @@ func (f *sandboxFS) rename(src, dst string) error {
 	hs, _ := f.hostPath(sp)
 	hd, _ := f.hostPath(dp)
 	return os.Rename(hs, hd)
-}
-
-func (e *envdService) fsRemove(c *rpcCall) (any, *rpcError) {
-	var req pbPathReq
-	if err := decodeRequest(c.msg, &req, "*filesystem.RemoveRequest"); err != nil {
-		return nil, err
-	}
-	p, rerr := c.expand(req.Path)
-	if rerr != nil {
-		return nil, rerr
-	}
-	if err := c.fs.removeAll(p); err != nil {
-		return nil, rpcErrorf("internal", "error removing file or directory: %v", err)
-	}
-	return struct{}{}, nil
 }
 
 // removeAll removes p and what it holds, not following a final symlink; a missing path is no error (os.RemoveAll).

@@ -1,4 +1,4 @@
-package e2btest
+package emulator
 
 import (
 	"bytes"
@@ -42,7 +42,7 @@ func pbJSON(v any) []byte {
 	enc.SetEscapeHTML(false)
 	if err := enc.Encode(v); err != nil {
 		// Every answer is a plain struct of strings, numbers and maps; failing to encode one is a bug here.
-		panic(fmt.Sprintf("e2btest: encode answer: %v", err))
+		panic(fmt.Sprintf("emulator: encode answer: %v", err))
 	}
 	return bytes.TrimSuffix(buf.Bytes(), []byte("\n"))
 }

@@ -1,0 +1,267 @@
+package emulator
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Creating sandboxes: POST /sandboxes (and /v2), CreateSandbox, and the templates and snapshots a create names.
+
+// SandboxOptions describe a sandbox to create directly through the emulator (without HTTP), for tests that need
+// many sandboxes or a sandbox in a given state quickly.
+type SandboxOptions struct {
+	TemplateID string // default "base"
+	Timeout    time.Duration
+	AutoPause  bool
+	Secure     bool
+	Metadata   map[string]string
+	EnvVars    map[string]string
+}
+
+// CreateSandbox creates a sandbox for the team of apiKey as POST /sandboxes would, and returns a copy of it.
+func (s *Server) CreateSandbox(apiKey string, o SandboxOptions) (Sandbox, error) {
+	if o.TemplateID == "" {
+		o.TemplateID = baseTemplate
+	}
+	if o.Timeout <= 0 {
+		o.Timeout = defaultTimeout
+	}
+	sb, e := s.createSandbox(createParams{
+		team: apiKey, templateID: o.TemplateID, timeout: o.Timeout, autoPause: o.AutoPause, secure: o.Secure,
+		metadata: cloneMap(o.Metadata), envVars: cloneMap(o.EnvVars),
+	})
+	if e != nil {
+		return Sandbox{}, fmt.Errorf("emulator: create: %d %s", e.status, e.message)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return sb.copy(), nil
+}
+
+type createParams struct {
+	team, templateID string
+	timeout          time.Duration
+	autoPause        bool
+	secure           bool
+	allowInternet    *bool
+	network          *Network
+	metadata         map[string]string
+	envVars          map[string]string
+}
+
+func (s *Server) handleCreate(w http.ResponseWriter, r *http.Request, team string) {
+	if s.hooks.RefuseCreate(w, r) {
+		return
+	}
+	var body struct {
+		TemplateID          *string           `json:"templateID"`
+		Timeout             *int64            `json:"timeout"`
+		AutoPause           *bool             `json:"autoPause"`
+		Secure              *bool             `json:"secure"`
+		AllowInternetAccess *bool             `json:"allow_internet_access"`
+		Metadata            map[string]string `json:"metadata"`
+		EnvVars             map[string]string `json:"envVars"`
+		Network             *Network          `json:"network"`
+	}
+	if e := decodeBody(r, &body, true); e != nil {
+		writeAPIError(w, e)
+		return
+	}
+	if e := body.Network.check(); e != nil {
+		writeAPIError(w, e)
+		return
+	}
+	if body.TemplateID == nil {
+		WriteError(w, http.StatusBadRequest, `Error when parsing request: request body has an error: doesn't match schema: property "templateID" is missing`)
+		return
+	}
+	timeout, e := s.parseTimeout(body.Timeout)
+	if e != nil {
+		writeAPIError(w, e)
+		return
+	}
+	v2 := strings.HasPrefix(r.URL.Path, "/v2/")
+	sb, e := s.createSandbox(createParams{
+		team: team, templateID: *body.TemplateID, timeout: timeout,
+		autoPause: body.AutoPause != nil && *body.AutoPause, secure: v2 || (body.Secure != nil && *body.Secure),
+		allowInternet: body.AllowInternetAccess, network: body.Network, metadata: body.Metadata, envVars: body.EnvVars,
+	})
+	if e != nil {
+		writeAPIError(w, e)
+		return
+	}
+	if s.hooks.Created(w, r, sb.ID) {
+		return
+	}
+	s.mu.Lock()
+	answer := s.sandboxAnswer(sb)
+	s.mu.Unlock()
+	writeJSON(w, http.StatusCreated, answer)
+}
+
+// templateRef is what a templateID in a create names.
+type templateRef struct {
+	templateID string    // answered as the sandbox's templateID
+	alias      string    // answered as alias
+	snap       *snapshot // nil for a base template
+}
+
+// resolveTemplate finds a template or snapshot by ID, name or alias, with an optional ":tag". Call with s.mu held.
+func (s *Server) resolveTemplate(team, ref string) (templateRef, *apiError) {
+	identifier, tag := splitTag(ref)
+	if identifier == "" {
+		return templateRef{}, errorf(http.StatusBadRequest, "Invalid template reference: template name cannot be empty")
+	}
+	if identifier == baseTemplate || slices.Contains(s.opts.Templates, identifier) {
+		if tag != "" && tag != "default" {
+			return templateRef{}, errorf(http.StatusNotFound, "template '%s' with tag '%s' not found", identifier, tag)
+		}
+		return templateRef{templateID: identifier, alias: identifier}, nil
+	}
+	slug := teamSlug(team)
+	var other bool
+	for _, sn := range s.snapshots {
+		if !sn.matches(identifier, slug) && !(sn.Team != team && sn.matches(identifier, teamSlug(sn.Team))) {
+			continue
+		}
+		if sn.Team != team {
+			other = true
+			continue
+		}
+		if _, snapTag := splitTag(sn.ID); tag != "" && tag != snapTag {
+			return templateRef{}, errorf(http.StatusNotFound, "template '%s' with tag '%s' not found", identifier, tag)
+		}
+		alias := ""
+		if len(sn.Names) > 0 {
+			alias = sn.Names[0]
+		}
+		return templateRef{templateID: sn.TemplateID, alias: alias, snap: sn}, nil
+	}
+	if other {
+		return templateRef{}, errorf(http.StatusForbidden, "you don't have access to template '%s'", identifier)
+	}
+	return templateRef{}, errorf(http.StatusNotFound, "template '%s' not found", identifier)
+}
+
+// matches reports whether identifier names this snapshot: its template ID, one of its names, or a name without
+// the namespace of the team it belongs to (slug).
+func (sn *snapshot) matches(identifier, slug string) bool {
+	if identifier == sn.TemplateID {
+		return true
+	}
+	for _, n := range sn.Names {
+		if identifier == n || slug+"/"+identifier == n {
+			return true
+		}
+	}
+	return false
+}
+
+// splitTag splits "name:tag" (the tag may follow only the last path segment).
+func splitTag(ref string) (string, string) {
+	i := strings.LastIndex(ref, ":")
+	if i < 0 || strings.Contains(ref[i:], "/") {
+		return ref, ""
+	}
+	return ref[:i], ref[i+1:]
+}
+
+func (s *Server) createSandbox(p createParams) (*Sandbox, *apiError) {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return nil, errorf(http.StatusServiceUnavailable, "Service is shutting down")
+	}
+	ref, e := s.resolveTemplate(p.team, p.templateID)
+	s.mu.Unlock()
+	if e != nil {
+		return nil, e
+	}
+	id := "i" + randomID(19)
+	dir := filepath.Join(s.root, "sandboxes", id)
+	envVars := map[string]string{}
+	if ref.snap != nil {
+		ref.snap.mu.RLock()
+		err := os.MkdirAll(filepath.Dir(dir), 0o755)
+		if err == nil {
+			err = copyTree(ref.snap.Dir, dir)
+		}
+		for k, v := range ref.snap.EnvVars {
+			envVars[k] = v
+		}
+		ref.snap.mu.RUnlock()
+		if err != nil {
+			_ = removeTree(dir)
+			if errors.Is(err, os.ErrNotExist) { // deleted while we were copying
+				return nil, errorf(http.StatusNotFound, "template '%s' not found", p.templateID)
+			}
+			return nil, errorf(http.StatusInternalServerError, "Failed to create sandbox: %s", err)
+		}
+	} else if err := seedSandboxDir(dir); err != nil {
+		_ = removeTree(dir)
+		return nil, errorf(http.StatusInternalServerError, "Failed to create sandbox: %s", err)
+	}
+	for k, v := range p.envVars {
+		envVars[k] = v
+	}
+	now := s.now()
+	sb := &Sandbox{
+		ID:                  id,
+		TemplateID:          ref.templateID,
+		Alias:               ref.alias,
+		Team:                p.team,
+		Metadata:            cloneMap(p.metadata),
+		EnvVars:             envVars,
+		State:               StateRunning,
+		Secure:              p.secure,
+		EnvdVersion:         s.opts.EnvdVersion,
+		AutoPause:           p.autoPause,
+		AllowInternetAccess: p.allowInternet,
+		Network:             withInternetAccess(p.network, p.allowInternet),
+		StartedAt:           now,
+		EndAt:               now.Add(p.timeout),
+		Dir:                 dir,
+		DefaultUser:         "user",
+		DefaultWorkdir:      "/home/user",
+		lifecycle:           &sync.Mutex{},
+	}
+	if p.secure {
+		sb.AccessToken = randomHex(32)
+	}
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		_ = removeTree(dir)
+		return nil, errorf(http.StatusServiceUnavailable, "Service is shutting down")
+	}
+	s.sandboxes[id] = sb
+	s.mu.Unlock()
+	return sb, nil
+}
+
+const idAlphabet = "abcdefghijklmnopqrstuvwxyz0123456789"
+
+// randomID returns n random characters of [a-z0-9], the alphabet of E2B's sandbox and template IDs.
+func randomID(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	for i := range b {
+		b[i] = idAlphabet[int(b[i])%len(idAlphabet)]
+	}
+	return string(b)
+}
+
+func randomHex(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
