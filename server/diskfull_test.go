@@ -11,9 +11,9 @@ import (
 	"github.com/e2b-mcp/e2b-mcp/internal/smalldisk"
 )
 
-// With the state directory on a disk that fills up, a call the audit log cannot record is refused before it runs,
-// with a message that names the server's disk and shows none of its paths; the calls that ran are each in the
-// log, and the server takes calls again by itself once space returns.
+// With the state directory on a disk that fills up, a call the audit log cannot record (a tool call or a resource
+// read) is refused before it runs, with a message that names the server's disk and shows none of its paths; the
+// calls that ran are each in the log, and the server takes calls again by itself once space returns.
 func TestFullDiskRefusesCallsTheAuditLogCannotRecord(t *testing.T) {
 	disk := filepath.Join(t.TempDir(), "disk")
 	smalldisk.Mount(t, disk, 2<<20)
@@ -46,6 +46,11 @@ func TestFullDiskRefusesCallsTheAuditLogCannotRecord(t *testing.T) {
 	}
 	if msg := mustFail(t, c, "e2b_exec", map[string]any{"sandbox_id": id, "command": "touch ran-unrecorded"}); !strings.Contains(msg, "audit log") {
 		t.Fatalf("exec on a full disk: %q", msg)
+	}
+	// A resource read is a call like any other: refused alike, with the same words.
+	if _, err := readResource(t, c, "e2b://sandbox/"+id+"/home/user/"); err == nil || !strings.Contains(err.Error(), "audit log") ||
+		!strings.Contains(err.Error(), "no space left on device") || strings.Contains(err.Error(), disk) {
+		t.Fatalf("a resource read on a full disk: %v", err)
 	}
 
 	if err := os.Remove(filler); err != nil {

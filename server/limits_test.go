@@ -115,7 +115,8 @@ func TestHTTPBodyDeadlineLifted(t *testing.T) {
 }
 
 // A caller cannot make durable session records without end by naming a new X-E2B-MCP-Session on every call:
-// past the owner's bound of live sessions a call in a new one is refused, and nothing is stored for it.
+// past the owner's bound of live sessions a call (or a resource read) in a new one is refused, and nothing is
+// stored for it.
 func TestHTTPSessionNamesBounded(t *testing.T) {
 	f := newFixture(t, fixtureOpts{transport: TransportHTTP, policy: allowAll})
 	base := serveHTTP(t, f)
@@ -133,6 +134,13 @@ func TestHTTPSessionNamesBounded(t *testing.T) {
 	out, ok := call("one-too-many")
 	if ok || !strings.Contains(out, "live sessions") || !strings.Contains(out, "one-too-many") {
 		t.Fatalf("a session past the bound: %s", out)
+	}
+	// A resource read is a call of its session too.
+	reader := streamableClient(t, base, "", "one-too-many-reads", eras[0])
+	defer reader.Close()
+	if _, err := readResource(t, reader, "e2b://sandbox/sbx_none/home/user/"); err == nil ||
+		!strings.Contains(err.Error(), "live sessions") || !strings.Contains(err.Error(), "one-too-many-reads") {
+		t.Fatalf("a resource read in a session past the bound: %v", err)
 	}
 	if out, ok := call("s0"); !ok {
 		t.Fatalf("an existing session at the bound: %s", out)

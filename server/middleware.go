@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"strconv"
 	"strings"
 	"sync"
@@ -16,7 +15,6 @@ import (
 	mcpserver "github.com/mark3labs/mcp-go/server"
 
 	"github.com/e2b-mcp/e2b-mcp/audit"
-	"github.com/e2b-mcp/e2b-mcp/internal/display"
 	"github.com/e2b-mcp/e2b-mcp/policy"
 	"github.com/e2b-mcp/e2b-mcp/state"
 	"github.com/e2b-mcp/e2b-mcp/tools"
@@ -35,10 +33,6 @@ func identityFrom(ctx context.Context) (tools.Caller, bool) {
 	return c, ok
 }
 
-// decisionInvalid is the audit decision of a call refused before the policy saw it: its arguments name a
-// parameter the tool does not have.
-const decisionInvalid = "invalid_arguments"
-
 // callerFor is who makes the call: the HTTP identity, or over stdio (and in-process) the configured owner and
 // session. With bearer tokens configured a call without an authenticated identity is refused outright.
 func (s *Server) callerFor(ctx context.Context) (tools.Caller, error) {
@@ -51,102 +45,81 @@ func (s *Server) callerFor(ctx context.Context) (tools.Caller, error) {
 	return tools.Caller{Owner: s.cfg.Owner, Session: s.cfg.Session}, nil
 }
 
-// governCall is the middleware around every tool: it ties the call to its HTTP session (whose end cancels it),
-// puts the caller in the context, renews the session's lease, applies the policy (deny, or ask a human for
-// require_approval), runs the tool, and records the call in the audit log whatever happened. Denied and declined
-// calls never reach the tool, so never reach E2B.
-func (s *Server) governCall(next mcpserver.ToolHandlerFunc) mcpserver.ToolHandlerFunc {
+// governTools puts every tool call through the call pipeline (see govern). The arguments are decoded once, for
+// the policy, the audit and the tool (see callArgs).
+func (s *Server) governTools(next mcpserver.ToolHandlerFunc) mcpserver.ToolHandlerFunc {
 	return func(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-		start := s.cfg.Now()
 		tool := req.Params.Name
-		ctx, done := s.sessions.track(ctx)
-		defer done()
-		caller, err := s.callerFor(ctx)
-		if err != nil {
-			return mcp.NewToolResultError("Refused: " + err.Error()), nil
-		}
-		// The audit log is the record of every step: a call that could not be recorded does not run.
-		if err := s.audit.Reserve(); err != nil {
-			s.log.Error("refusing a call the audit log cannot record", "tool", tool, "error", err)
-			return mcp.NewToolResultError("Refused: the server's audit log cannot record this call (" +
-				localCause(err) + " on the server's disk), and no call runs unrecorded. Call again once the " +
-				"server's operator has freed space; nothing was done."), nil
-		}
-		ctx = tools.WithCaller(ctx, caller)
-		if err := s.renewLease(caller); errors.Is(err, state.ErrTooManySessions) {
-			return mcp.NewToolResultError(fmt.Sprintf("Refused: session '%s' would be new, and this owner already "+
-				"has %d live sessions, the most one owner may have. Use one of them (the %s header names it), or "+
-				"wait for one's lease to run out; nothing was done.", display.Prefix(caller.Session, maxEcho),
-				state.DefaultMaxLiveSessions, SessionHeader)), nil
-		}
-		defer s.holdLease(caller)()
-
 		args, decoded := callArgs(req)
 		if decoded != nil {
 			ctx = tools.WithDecodedArgs(ctx, decoded)
 		}
-		entry := audit.Entry{
-			Time:      start,
-			Owner:     caller.Owner,
-			Session:   caller.Session,
-			Tool:      tool,
-			Args:      args,
-			SandboxID: stringArg(args, "sandbox_id"),
-		}
-		if err := s.shapes[tool].check(args, "", 0); err != nil {
-			res := mcp.NewToolResultError(err.Error())
-			entry.Decision = decisionInvalid
-			s.record(entry, audit.OutcomeError, res, nil)
-			return res, nil
-		}
-		judged := policy.Call{Tool: tool, Args: s.shapes[tool].judged(args)}
-		dec := s.policies.Current().Evaluate(judged)
-		entry.Decision, entry.Rule = string(dec.Action), dec.Rule()
-
-		switch dec.Action {
-		case policy.Allow:
-		case policy.RequireApproval:
-			// A human is asked only about a call that can run: not about a sandbox or checkpoint the caller does not
-			// have (which also keeps made-up IDs out of the approval queue).
-			if text, unknown, err := tools.UnknownTarget(s.store, caller, args); unknown || err != nil {
-				if err != nil {
-					text = "Could not check the sandbox before asking for approval: " + err.Error()
+		return govern(ctx, s, governed[*mcp.CallToolResult]{
+			answers: toolAnswers,
+			name:    tool,
+			args:    args,
+			judged: func() (policy.Call, error) {
+				if err := s.shapes[tool].check(args, "", 0); err != nil {
+					return policy.Call{}, err
 				}
-				res := mcp.NewToolResultError(text)
-				s.record(entry, audit.OutcomeError, res, nil)
-				return res, nil
-			}
-			verdict := s.approve(ctx, req, caller, args, dec)
-			entry.Approval = verdict.via
-			if !verdict.proceed {
-				if verdict.outcome != "" {
-					s.record(entry, verdict.outcome, verdict.result, nil)
-				}
-				return verdict.result, nil
-			}
-		default: // deny, and anything a newer policy package might add that this server does not know
-			res := mcp.NewToolResultError(fmt.Sprintf("Denied by policy rule '%s': %s", dec.Rule(), dec.Reason))
-			s.record(entry, audit.OutcomeDenied, res, nil)
-			return res, nil
-		}
-
-		if res, handled := s.resumeConnect(ctx, req, caller, args); handled {
-			s.record(entry, audit.OutcomeError, res, nil)
-			return res, nil
-		}
-		res, noKey, err := runNoting(ctx, next, req)
-		if noKey {
-			if res, err = s.connect(ctx, req, caller, args, res, err); res != nil && res.ResultType == mcp.ResultTypeInputRequired {
-				return res, err // the call goes on when the client answers; it is recorded then
-			}
-		}
-		outcome := audit.OutcomeOK
-		if err != nil || res == nil || res.IsError {
-			outcome = audit.OutcomeError
-		}
-		s.record(entry, outcome, res, err)
-		return res, err
+				return policy.Call{Tool: tool, Args: s.shapes[tool].judged(args)}, nil
+			},
+			approve: func(ctx context.Context, caller tools.Caller, dec policy.Decision) (string, *reply[*mcp.CallToolResult]) {
+				return s.approveTool(ctx, req, caller, args, dec)
+			},
+			run: func(ctx context.Context, caller tools.Caller) (*mcp.CallToolResult, error) {
+				return s.runTool(ctx, next, req, caller, args)
+			},
+		})
 	}
+}
+
+// toolAnswers: a tool answers with a result, isError for a refusal or a failure.
+var toolAnswers = answers[*mcp.CallToolResult]{
+	refuse: func(text string) (*mcp.CallToolResult, error) { return mcp.NewToolResultError(text), nil },
+	failure: func(res *mcp.CallToolResult) (string, bool) {
+		switch {
+		case res == nil:
+			return "", true
+		case !res.IsError:
+			return "", false // the text of an answer that is no failure is not needed, and may be long
+		}
+		return resultText(res), true
+	},
+	asksClient: func(res *mcp.CallToolResult) bool { return res != nil && res.ResultType == mcp.ResultTypeInputRequired },
+}
+
+// approveTool applies require_approval to a tool call (see approve). A human is asked only about a call that can
+// run: not about a sandbox or checkpoint the caller does not have (which also keeps made-up IDs out of the
+// approval queue).
+func (s *Server) approveTool(ctx context.Context, req mcp.CallToolRequest, caller tools.Caller, args map[string]any,
+	dec policy.Decision) (via string, stop *reply[*mcp.CallToolResult]) {
+	if text, unknown, err := tools.UnknownTarget(s.store, caller, args); unknown || err != nil {
+		if err != nil {
+			text = "Could not check the sandbox before asking for approval: " + err.Error()
+		}
+		r := toolAnswers.refusal(audit.OutcomeError, text)
+		return "", &r
+	}
+	v := s.approve(ctx, req, caller, args, dec)
+	if v.proceed {
+		return v.via, nil
+	}
+	return v.via, &reply[*mcp.CallToolResult]{res: v.result, outcome: v.outcome}
+}
+
+// runTool runs a tool call, or answers the repeated call of one that was sent to the connect page; a call that
+// finds no key for its owner sends the member there (see connect).
+func (s *Server) runTool(ctx context.Context, next mcpserver.ToolHandlerFunc, req mcp.CallToolRequest, caller tools.Caller,
+	args map[string]any) (*mcp.CallToolResult, error) {
+	if res, handled := s.resumeConnect(ctx, req, caller, args); handled {
+		return res, nil
+	}
+	res, noKey, err := runNoting(ctx, next, req)
+	if noKey {
+		return s.connect(ctx, req, caller, args, res, err)
+	}
+	return res, err
 }
 
 // maxLeaseCache bounds the memory of recent lease renewals (HTTP callers may name any number of sessions).
@@ -235,17 +208,13 @@ func localCause(err error) string {
 	return "a local failure; the server's log has the details"
 }
 
-// record completes and writes an audit entry. The call was let start only after Reserve kept room for its
-// entry, so a failure here is rare (a disk that failed otherwise); it is logged, and the log holds no partial line.
-func (s *Server) record(e audit.Entry, outcome string, res *mcp.CallToolResult, err error) {
+// record completes and writes an audit entry; failure is the text of a failed call. The call was let start only
+// after Reserve kept room for its entry, so a failure here is rare (a disk that failed otherwise); it is logged, and
+// the log holds no partial line.
+func (s *Server) record(e audit.Entry, outcome, failure string) {
 	e.Outcome = outcome
 	e.DurationMS = s.cfg.Now().Sub(e.Time).Milliseconds()
-	switch {
-	case err != nil:
-		e.Error = err.Error()
-	case res != nil && res.IsError && outcome == audit.OutcomeError:
-		e.Error = clip(resultText(res), 500)
-	}
+	e.Error = failure
 	s.metrics.observeCall(e.Tool, e.Decision, e.Outcome, s.cfg.Now().Sub(e.Time))
 	if rerr := s.audit.Record(e); rerr != nil {
 		s.log.Error("writing the audit log", "tool", e.Tool, "error", rerr)

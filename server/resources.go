@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/mark3labs/mcp-go/mcp"
@@ -16,48 +17,34 @@ import (
 // resourceRead is the audit log's name for a read of a sandbox file as an MCP resource.
 const resourceRead = "resources/read"
 
-// governRead is the middleware around resource reads, the counterpart of governCall: a resource read of a
-// sandbox file is a read of that file, so it is decided by the policy exactly as an e2b_read_file of the same
-// sandbox and path (a rule keeping the model out of /etc keeps resource reads out too), and recorded in the audit
-// log. require_approval refuses the read: a resource read cannot wait for a human, e2b_read_file can.
-func (s *Server) governRead(next mcpserver.ResourceHandlerFunc) mcpserver.ResourceHandlerFunc {
+// governResources puts every resource read through the call pipeline (see govern). A resource read of a sandbox
+// file is a read of that file, so the policy judges it exactly as an e2b_read_file of the same sandbox and path (a
+// rule keeping the model out of /etc keeps resource reads out too); its shape check is that the URI names a
+// sandbox. require_approval refuses the read: a resource read cannot wait for a human, e2b_read_file can.
+func (s *Server) governResources(next mcpserver.ResourceHandlerFunc) mcpserver.ResourceHandlerFunc {
 	return func(ctx context.Context, req mcp.ReadResourceRequest) ([]mcp.ResourceContents, error) {
-		start := s.cfg.Now()
-		caller, err := s.callerFor(ctx)
-		if err != nil {
-			return nil, fmt.Errorf("Refused: %w", err)
-		}
-		ctx = tools.WithCaller(ctx, caller)
-		s.renewLease(caller)
-		id, p, err := tools.ResourceTarget(req)
-		entry := audit.Entry{Time: start, Owner: caller.Owner, Session: caller.Session, Tool: resourceRead,
-			Args: map[string]any{"uri": req.Params.URI, "sandbox_id": id, "path": p}, SandboxID: id}
-		if err != nil {
-			s.record(entry, audit.OutcomeError, nil, err)
-			return nil, err
-		}
-		dec := s.policies.Current().Evaluate(tools.ResourceCall(id, p))
-		entry.Decision, entry.Rule = string(dec.Action), dec.Rule()
-		switch dec.Action {
-		case policy.Allow:
-		case policy.RequireApproval:
-			err := fmt.Errorf("Reading %s needs a human's approval (policy rule '%s': %s); read it with e2b_read_file, "+
-				"which can ask for it.", p, dec.Rule(), dec.Reason)
-			s.record(entry, audit.OutcomeDeclined, nil, err)
-			return nil, err
-		default:
-			err := fmt.Errorf("Denied by policy rule '%s': %s", dec.Rule(), dec.Reason)
-			s.record(entry, audit.OutcomeDenied, nil, nil)
-			return nil, err
-		}
-		contents, err := next(ctx, req)
-		outcome := audit.OutcomeOK
-		if err != nil {
-			outcome = audit.OutcomeError
-		}
-		s.record(entry, outcome, nil, err)
-		return contents, err
+		id, p, targetErr := tools.ResourceTarget(req)
+		return govern(ctx, s, governed[[]mcp.ResourceContents]{
+			answers: resourceAnswers,
+			name:    resourceRead,
+			args:    map[string]any{"uri": req.Params.URI, "sandbox_id": id, "path": p},
+			judged: func() (policy.Call, error) {
+				return tools.ResourceCall(id, p), targetErr
+			},
+			approve: func(_ context.Context, _ tools.Caller, dec policy.Decision) (string, *reply[[]mcp.ResourceContents]) {
+				r := resourceAnswers.refusal(audit.OutcomeDeclined, fmt.Sprintf("Reading %s needs a human's approval "+
+					"(policy rule '%s': %s); read it with e2b_read_file, which can ask for it.", p, dec.Rule(), dec.Reason))
+				return "", &r
+			},
+			run: func(ctx context.Context, _ tools.Caller) ([]mcp.ResourceContents, error) { return next(ctx, req) },
+		})
 	}
+}
+
+// resourceAnswers: a resource read answers with contents, or with an error for a refusal or a failure.
+var resourceAnswers = answers[[]mcp.ResourceContents]{
+	refuse:  func(text string) ([]mcp.ResourceContents, error) { return nil, errors.New(text) },
+	failure: func([]mcp.ResourceContents) (string, bool) { return "", false },
 }
 
 // listSandboxFiles adds to resources/list the workspace of each of the caller's sandboxes, so that a client can

@@ -190,10 +190,10 @@ func (s *Server) buildMCP() *mcpserver.MCPServer {
 		mcpserver.WithToolCapabilities(false),
 		mcpserver.WithHooks(hooks),
 		mcpserver.WithInstructions(instructions),
-		mcpserver.WithToolHandlerMiddleware(s.governCall),
+		mcpserver.WithToolHandlerMiddleware(s.governTools),
 		mcpserver.WithResourceRecovery(),
 		mcpserver.WithResourceCapabilities(false, false),
-		mcpserver.WithResourceHandlerMiddleware(s.governRead),
+		mcpserver.WithResourceHandlerMiddleware(s.governResources),
 	)
 	deps := tools.Deps{
 		Clients: keyProbe{s.clients},
