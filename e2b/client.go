@@ -49,6 +49,10 @@ type Config struct {
 	MaxRetries int
 	// RetryWaitMin and RetryWaitMax bound the backoff between retries. Defaults 200 ms and 5 s.
 	RetryWaitMin, RetryWaitMax time.Duration
+	// RedialFor is how long any request whose connection could not be made (refused, DNS, unreachable) is tried
+	// again, within its context's deadline: nothing was sent, so no call can happen twice. Default 15 s; a
+	// negative MaxRetries turns this off too.
+	RedialFor time.Duration
 	// Logger receives debug lines about retries; nil discards them. It never receives the API key.
 	Logger *slog.Logger
 }
@@ -90,6 +94,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.MaxRetries < 0 {
 		c.MaxRetries = 0
+		c.RedialFor = 0
+	} else if c.RedialFor == 0 {
+		c.RedialFor = defaultRedialFor
 	}
 	if c.RetryWaitMin == 0 {
 		c.RetryWaitMin = 200 * time.Millisecond
@@ -99,6 +106,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	if c.RedialFor > 0 {
+		c.HTTPClient.Transport = redialing{next: c.HTTPClient.Transport, cfg: c}
 	}
 	return c
 }

@@ -140,7 +140,8 @@ func (e *Envd) setBasicUser(req *http.Request) {
 }
 
 // send sends req. Calls that are safe to repeat (retry=true; their bodies must be replayable) are tried again
-// when the connection fails, never because of an answer.
+// when the connection fails, never because of an answer; a connection never made was tried again by redialing,
+// for every call.
 func (e *Envd) send(op string, req *http.Request, retry bool) (*http.Response, error) {
 	ctx := req.Context()
 	cfg := e.client.cfg
@@ -149,7 +150,7 @@ func (e *Envd) send(op string, req *http.Request, retry bool) (*http.Response, e
 		if err == nil {
 			return resp, nil
 		}
-		if !retry || attempt >= cfg.MaxRetries || ctx.Err() != nil || !retryableTransportError(err) {
+		if !retry || attempt >= cfg.MaxRetries || ctx.Err() != nil || notSent(err) || !retryableTransportError(err) {
 			return nil, e.client.transportError(ctx, op, err)
 		}
 		wait := exponentialBackoff(cfg.RetryWaitMin, cfg.RetryWaitMax, attempt)

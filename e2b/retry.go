@@ -19,7 +19,8 @@ import (
 // Retry policy of control-plane calls.
 //
 // A call is retried when retrying cannot do harm:
-//   - the connection could not be made (nothing was sent): every call;
+//   - the connection could not be made (nothing was sent): every call, for Config.RedialFor within its deadline,
+//     beneath both planes (redialing);
 //   - 429: E2B refused before doing anything: every call, after the server's Retry-After (capped by RetryWaitMax);
 //   - 502, 503, 504 and connection failures after the request may have been sent (reset, timeout): only calls that
 //     are safe to repeat (GET, DELETE, pause, timeout, connect).
@@ -44,10 +45,11 @@ func checkRetry(ctx context.Context, resp *http.Response, err error) (bool, erro
 		return false, ctxErr
 	}
 	if err != nil {
-		if !retryableTransportError(err) {
+		// A connection never made was tried again by redialing for as long as it may be.
+		if notSent(err) || !retryableTransportError(err) {
 			return false, nil
 		}
-		return notSent(err) || isIdempotent(ctx), nil
+		return isIdempotent(ctx), nil
 	}
 	switch resp.StatusCode {
 	case http.StatusTooManyRequests:
@@ -87,6 +89,67 @@ func notSent(err error) bool {
 	}
 	var dns *net.DNSError
 	return errors.As(err, &dns)
+}
+
+// defaultRedialFor is Config.RedialFor's default: past a restart or a failover of E2B's front, short of what an
+// assistant waits for a call.
+const defaultRedialFor = 15 * time.Second
+
+// redialing is the transport beneath both planes. A request whose connection could not be made is tried again
+// with backoff, whatever the call (a create or a command too: not a byte of it was sent), until Config.RedialFor
+// after its first attempt or its context's deadline, whichever comes first, so that a short outage of E2B costs
+// calls time rather than their results. A request whose body cannot be read again (a streamed upload) is not.
+type redialing struct {
+	next http.RoundTripper
+	cfg  Config
+}
+
+func (t redialing) RoundTrip(req *http.Request) (*http.Response, error) {
+	next := t.next
+	if next == nil {
+		next = http.DefaultTransport
+	}
+	ctx := req.Context()
+	giveUp := time.Now().Add(t.cfg.RedialFor)
+	if d, ok := ctx.Deadline(); ok && d.Before(giveUp) {
+		giveUp = d
+	}
+	replayable := req.Body == nil || req.Body == http.NoBody || req.GetBody != nil
+	for attempt := 0; ; attempt++ {
+		resp, err := next.RoundTrip(req)
+		if err == nil || !notSent(err) || !replayable {
+			return resp, triedError(err, attempt+1)
+		}
+		wait := exponentialBackoff(t.cfg.RetryWaitMin, t.cfg.RetryWaitMax, attempt)
+		if time.Now().Add(wait).After(giveUp) {
+			return nil, triedError(err, attempt+1)
+		}
+		t.cfg.Logger.Debug("e2b: E2B refused the connection, trying again", "host", req.URL.Host, "attempt", attempt+1, "wait", wait)
+		if err := sleepCtx(ctx, wait); err != nil {
+			return nil, err
+		}
+		req = req.Clone(ctx)
+		if req.GetBody != nil {
+			if req.Body, err = req.GetBody(); err != nil {
+				return nil, err
+			}
+		}
+	}
+}
+
+// CloseIdleConnections closes the idle connections of the transport beneath, as http.Client's would.
+func (t redialing) CloseIdleConnections() {
+	if c, ok := t.next.(interface{ CloseIdleConnections() }); ok {
+		c.CloseIdleConnections()
+	}
+}
+
+// triedError is err, saying how many attempts it survived when there were more than one.
+func triedError(err error, tries int) error {
+	if err == nil || tries <= 1 {
+		return err
+	}
+	return &retriedError{err: err, tries: tries}
 }
 
 // backoff is the retryablehttp.Backoff of the control plane: the server's Retry-After on 429 and 503 (capped by
@@ -149,10 +212,7 @@ func retryAfterOf(resp *http.Response, now time.Time) time.Duration {
 // passthroughErrors makes retryablehttp hand back the last answer (or transport error) as it is, so that an
 // exhausted retry of a 503 is reported as E2B's 503 and not as retryablehttp's "giving up" text.
 func passthroughErrors(resp *http.Response, err error, tries int) (*http.Response, error) {
-	if err != nil && tries > 1 {
-		return resp, &retriedError{err: err, tries: tries}
-	}
-	return resp, err
+	return resp, triedError(err, tries)
 }
 
 // retriedError says how many attempts a transport failure survived.

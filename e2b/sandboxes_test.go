@@ -36,6 +36,7 @@ func cpClient(t *testing.T, baseURL string, mods ...func(*Config)) *Client {
 	cfg := Config{
 		APIKey: cpKey, APIURL: baseURL, SandboxURL: baseURL, UserAgent: cpUA,
 		MaxRetries: 3, RetryWaitMin: time.Millisecond, RetryWaitMax: 10 * time.Millisecond, RequestTimeout: 10 * time.Second,
+		RedialFor: 300 * time.Millisecond,
 	}
 	for _, m := range mods {
 		m(&cfg)
