@@ -39,8 +39,9 @@ func TestLayers(t *testing.T) {
 			layerOf[tree] = i
 		}
 	}
-	// Test files count too: a test that needs a package above its own belongs with that package.
-	out := goList(t, `{{.ImportPath}} {{join .Imports " "}} {{join .TestImports " "}} {{join .XTestImports " "}}`)
+	// A package's own tests keep to its layer too. An external test package (package x_test), which nothing
+	// imports, may reach above, to check x against what uses it.
+	out := goList(t, `{{.ImportPath}} {{join .Imports " "}} {{join .TestImports " "}}`)
 	for _, line := range out {
 		fields := strings.Fields(line)
 		pkg := fields[0]
@@ -64,6 +65,20 @@ func TestLayers(t *testing.T) {
 		}
 	}
 
+	// What only tests need (e2btest, pgtest) stays out of the binary: no package but another test helper imports
+	// one outside its tests.
+	for _, line := range goList(t, `{{.ImportPath}} {{join .Imports " "}}`) {
+		fields := strings.Fields(line)
+		if isTestHelper(fields[0]) {
+			continue
+		}
+		for _, imp := range fields[1:] {
+			if strings.HasPrefix(imp, module) && isTestHelper(imp) {
+				t.Errorf("%s imports the test helper %s", fields[0], imp)
+			}
+		}
+	}
+
 	for _, line := range goList(t, `{{.ImportPath}} {{join .Deps " "}}`) {
 		fields := strings.Fields(line)
 		for _, forbidden := range apart[treeOf(fields[0])] {
@@ -75,6 +90,11 @@ func TestLayers(t *testing.T) {
 			}
 		}
 	}
+}
+
+// isTestHelper reports whether pkg is there for tests only: the end-to-end tests, or a package named *test.
+func isTestHelper(pkg string) bool {
+	return treeOf(pkg) == "tests" || strings.HasSuffix(pkg, "test")
 }
 
 // treeOf is the first element of pkg's path inside the module ("" for the module's root).
