@@ -176,7 +176,7 @@ func (p *approvalPage) show(w http.ResponseWriter, r *http.Request, id string) {
 	} else {
 		d.Tool = req.Summary
 	}
-	p.render(w, http.StatusOK, d)
+	writePage(w, http.StatusOK, approvalTemplate, d)
 }
 
 // answer takes the human's Approve or Deny: from this page's origin, in the browser the page was shown in, for
@@ -186,9 +186,7 @@ func (p *approvalPage) answer(w http.ResponseWriter, r *http.Request, id string)
 		p.page(w, http.StatusForbidden, pageMessage{Title: "Refused", Text: "The answer was not sent from the approval page."})
 		return
 	}
-	r.Body = http.MaxBytesReader(w, r.Body, maxApproveForm)
-	if err := r.ParseForm(); err != nil {
-		p.page(w, http.StatusBadRequest, pageMessage{Title: "Refused", Text: "The form could not be read."})
+	if !readForm(w, r, maxApproveForm, p.page) {
 		return
 	}
 	ck, err := r.Cookie(approveCookie)
@@ -287,12 +285,6 @@ type approvalPageData struct {
 	Expires     string
 }
 
-func (p *approvalPage) render(w http.ResponseWriter, status int, d approvalPageData) {
-	w.Header().Set("Content-Type", "text/html; charset=utf-8")
-	w.WriteHeader(status)
-	_ = approvalTemplate.Execute(w, d)
-}
-
 func (p *approvalPage) page(w http.ResponseWriter, status int, m pageMessage) {
-	p.render(w, status, approvalPageData{Title: m.Title, Text: m.Text})
+	writePage(w, status, approvalTemplate, approvalPageData{Title: m.Title, Text: m.Text})
 }

@@ -371,9 +371,7 @@ func (c *connector) submit(w http.ResponseWriter, r *http.Request) {
 		c.page(w, http.StatusForbidden, pageMessage{Title: "Refused", Text: "The form was sent from another site."})
 		return
 	}
-	r.Body = http.MaxBytesReader(w, r.Body, maxConnectForm)
-	if err := r.ParseForm(); err != nil {
-		c.page(w, http.StatusBadRequest, pageMessage{Title: "Refused", Text: "The form could not be read."})
+	if !readForm(w, r, maxConnectForm, c.page) {
 		return
 	}
 	cookie, sess, err := c.session(r)

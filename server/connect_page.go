@@ -40,14 +40,8 @@ type pageData struct {
 	Owner, Action, CSRF, Error string
 }
 
-func (c *connector) render(w http.ResponseWriter, status int, d pageData) {
-	w.Header().Set("Content-Type", "text/html; charset=utf-8")
-	w.WriteHeader(status)
-	_ = connectTemplates.Execute(w, d)
-}
-
 func (c *connector) page(w http.ResponseWriter, status int, m pageMessage) {
-	c.render(w, status, pageData{Title: m.Title, Text: m.Text})
+	writePage(w, status, connectTemplates, pageData{Title: m.Title, Text: m.Text})
 }
 
 // form shows the form to the browser whose session cookie is cookie.
@@ -61,6 +55,6 @@ func (c *connector) formError(w http.ResponseWriter, owner, cookie, msg string) 
 	if msg != "" {
 		status = http.StatusBadRequest
 	}
-	c.render(w, status, pageData{Title: "Connect your E2B account", Form: true, AskToken: c.prove == proveToken,
+	writePage(w, status, connectTemplates, pageData{Title: "Connect your E2B account", Form: true, AskToken: c.prove == proveToken,
 		Owner: owner, Action: pathConnectSubmit, CSRF: fromCookie(cookie, forCSRF), Error: msg})
 }
