@@ -662,3 +662,46 @@ func TestUnauthorized(t *testing.T) {
 		t.Fatalf("%d requests without a key", n)
 	}
 }
+
+// TestCreateSandboxLifecycleWire: a lifecycle goes on the wire as E2B's SDK 2.51 sends lifecycle {onTimeout,
+// autoResume}: pause is autoPause true with autoResume {"enabled": ...} and no autoPauseMemory (E2B's default keeps
+// the memory); kill is autoPause false alone. GET /sandboxes/{id} answers the lifecycle back.
+func TestCreateSandboxLifecycleWire(t *testing.T) {
+	for _, tt := range []struct {
+		onTimeout  string
+		autoResume bool
+		keys       []string
+		body       string
+		lifecycle  SandboxLifecycle
+	}{
+		{OnTimeoutPause, true, []string{"autoPause", "autoResume", "envVars", "metadata", "templateID", "timeout"},
+			`"autoPause":true,"autoResume":{"enabled":true}`, SandboxLifecycle{AutoResume: true, OnTimeout: OnTimeoutPause}},
+		{OnTimeoutPause, false, []string{"autoPause", "autoResume", "envVars", "metadata", "templateID", "timeout"},
+			`"autoPause":true,"autoResume":{"enabled":false}`, SandboxLifecycle{OnTimeout: OnTimeoutPause}},
+		{OnTimeoutKill, true, []string{"autoPause", "envVars", "metadata", "templateID", "timeout"},
+			`"autoPause":false`, SandboxLifecycle{OnTimeout: OnTimeoutKill}},
+	} {
+		t.Run(tt.onTimeout, func(t *testing.T) {
+			srv := cpEmulator(t)
+			c := cpClient(t, srv.URL())
+			sb, err := c.CreateSandbox(cpCtx(t), NewSandbox{TemplateID: "base", Timeout: 300}.WithLifecycle(tt.onTimeout, tt.autoResume))
+			if err != nil {
+				t.Fatal(err)
+			}
+			r := srv.Requests()[0]
+			if got := cpSortedKeys(cpBodyKeys(t, r.Body)); !slices.Equal(got, tt.keys) {
+				t.Fatalf("body keys %v, want %v", got, tt.keys)
+			}
+			if !strings.Contains(string(r.Body), tt.body) {
+				t.Fatalf("body %s lacks %s", r.Body, tt.body)
+			}
+			d, err := c.GetSandbox(cpCtx(t), sb.SandboxID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if d.Lifecycle == nil || *d.Lifecycle != tt.lifecycle {
+				t.Fatalf("lifecycle %+v, want %+v", d.Lifecycle, tt.lifecycle)
+			}
+		})
+	}
+}

@@ -4,15 +4,43 @@ import "time"
 
 // NewSandbox is the body of POST /sandboxes. JSON keys are E2B's, including the snake_case allow_internet_access.
 type NewSandbox struct {
-	TemplateID          string            `json:"templateID"`
-	Timeout             int               `json:"timeout,omitempty"` // seconds; 0 means E2B's default (15 s)
-	AutoPause           bool              `json:"autoPause,omitempty"`
+	TemplateID string `json:"templateID"`
+	Timeout    int    `json:"timeout,omitempty"` // seconds; 0 means E2B's default (15 s)
+	// AutoPause, AutoPauseMemory and AutoResume are what E2B does at the timeout; WithLifecycle sets them as
+	// E2B's SDKs do. nil sends nothing: E2B's defaults (kill; a pause keeps memory; no resume on traffic).
+	AutoPause           *bool             `json:"autoPause,omitempty"`
+	AutoPauseMemory     *bool             `json:"autoPauseMemory,omitempty"`
+	AutoResume          *AutoResume       `json:"autoResume,omitempty"`
 	Secure              bool              `json:"secure"`
 	AllowInternetAccess *bool             `json:"allow_internet_access,omitempty"`
 	Metadata            map[string]string `json:"metadata"`
 	EnvVars             map[string]string `json:"envVars"`
 	// Network is the egress configuration; nil sends none (E2B's default: no limits, no rules).
 	Network *Network `json:"network,omitempty"`
+}
+
+// AutoResume is create's autoResume: whether traffic reaching a paused sandbox resumes it (with autoPause only).
+type AutoResume struct {
+	Enabled bool `json:"enabled"`
+}
+
+// What E2B does to a sandbox when its timeout runs out (SandboxLifecycle.OnTimeout).
+const (
+	OnTimeoutKill  = "kill"
+	OnTimeoutPause = "pause"
+)
+
+// WithLifecycle returns req set to do onTimeout (OnTimeoutPause or OnTimeoutKill) at the timeout, as E2B's SDK
+// 2.51 sends its lifecycle option: pause is autoPause true, the memory kept (autoPauseMemory left to E2B, whose
+// default keeps it), and autoResume {"enabled": autoResume}; kill is autoPause false and no autoResume, which E2B
+// takes only with a pause.
+func (req NewSandbox) WithLifecycle(onTimeout string, autoResume bool) NewSandbox {
+	pause := onTimeout == OnTimeoutPause
+	req.AutoPause, req.AutoPauseMemory, req.AutoResume = &pause, nil, nil
+	if pause {
+		req.AutoResume = &AutoResume{Enabled: autoResume}
+	}
+	return req
 }
 
 // Sandbox is E2B's answer to create, connect, resume and fork.
@@ -69,7 +97,7 @@ type ListedSandbox struct {
 // SandboxLifecycle says what E2B does when the sandbox times out.
 type SandboxLifecycle struct {
 	AutoResume bool   `json:"autoResume"`
-	OnTimeout  string `json:"onTimeout"` // "kill" or "pause"
+	OnTimeout  string `json:"onTimeout"` // OnTimeoutKill or OnTimeoutPause
 }
 
 // SandboxDetail is GET /sandboxes/{id}: running or paused.

@@ -141,6 +141,8 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 }
 
 // decodeBody decodes a JSON request body into v. An empty body is an error when required, else leaves v as is.
+// A field v does not name is refused: the emulator answers only what E2B's SDKs send, so that a client sending
+// anything else is caught by its tests instead of being ignored here and misunderstood by E2B.
 func decodeBody(r *http.Request, v any, required bool) *apiError {
 	data, err := io.ReadAll(io.LimitReader(r.Body, 1<<20))
 	if err != nil {
@@ -154,6 +156,13 @@ func decodeBody(r *http.Request, v any, required bool) *apiError {
 	}
 	if err := json.Unmarshal(data, v); err != nil {
 		return errorf(http.StatusBadRequest, "Error when parsing request: %s", err)
+	}
+	// The body is valid JSON of the right shape: decoding it again, strictly, finds the fields v lacks.
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		field, _ := strings.CutPrefix(err.Error(), "json: unknown field ")
+		return errorf(http.StatusBadRequest, "Error when parsing request: request body has an error: doesn't match schema: property %s is unsupported", field)
 	}
 	return nil
 }
@@ -254,7 +263,7 @@ func (s *Server) detail(sb *Sandbox) detailJSON {
 		listedJSON:      listed(sb),
 		Domain:          &domain,
 		EnvdAccessToken: sb.AccessToken,
-		Lifecycle:       lifecycleJSON{OnTimeout: onTimeout},
+		Lifecycle:       lifecycleJSON{OnTimeout: onTimeout, AutoResume: sb.AutoResume},
 	}
 	if sb.AllowInternetAccess != nil {
 		v := *sb.AllowInternetAccess

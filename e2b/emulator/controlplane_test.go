@@ -260,16 +260,20 @@ func TestTeamIsolationAndIDs(t *testing.T) {
 		t.Fatal(err)
 	}
 	notFound := `Sandbox "` + sb.ID + `" doesn't exist or you don't have access to it`
-	for _, c := range []struct{ method, path string }{
-		{"GET", "/sandboxes/" + sb.ID},
-		{"DELETE", "/sandboxes/" + sb.ID},
-		{"POST", "/sandboxes/" + sb.ID + "/pause"},
-		{"POST", "/sandboxes/" + sb.ID + "/connect"},
-		{"POST", "/sandboxes/" + sb.ID + "/timeout"},
-		{"POST", "/sandboxes/" + sb.ID + "/snapshots"},
-		{"POST", "/sandboxes/" + sb.ID + "/fork"},
+	timeout := map[string]any{"timeout": 30}
+	for _, c := range []struct {
+		method, path string
+		body         any
+	}{
+		{"GET", "/sandboxes/" + sb.ID, nil},
+		{"DELETE", "/sandboxes/" + sb.ID, nil},
+		{"POST", "/sandboxes/" + sb.ID + "/pause", map[string]any{"memory": true}},
+		{"POST", "/sandboxes/" + sb.ID + "/connect", timeout},
+		{"POST", "/sandboxes/" + sb.ID + "/timeout", timeout},
+		{"POST", "/sandboxes/" + sb.ID + "/snapshots", map[string]any{}},
+		{"POST", "/sandboxes/" + sb.ID + "/fork", timeout},
 	} {
-		a := cpCall(t, s, c.method, c.path, cpKeyB, map[string]any{"timeout": 30})
+		a := cpCall(t, s, c.method, c.path, cpKeyB, c.body)
 		if code, msg := a.errorBody(t); a.status != 404 || code != 404 || msg != notFound {
 			t.Errorf("%s %s: %d %q", c.method, c.path, a.status, msg)
 		}

@@ -22,6 +22,8 @@ type SandboxOptions struct {
 	TemplateID string // default "base"
 	Timeout    time.Duration
 	AutoPause  bool
+	// AutoResume resumes the sandbox, paused, when envd traffic reaches it (with AutoPause only).
+	AutoResume bool
 	Secure     bool
 	Metadata   map[string]string
 	EnvVars    map[string]string
@@ -36,8 +38,8 @@ func (s *Server) CreateSandbox(apiKey string, o SandboxOptions) (Sandbox, error)
 		o.Timeout = defaultTimeout
 	}
 	sb, e := s.createSandbox(createParams{
-		team: apiKey, templateID: o.TemplateID, timeout: o.Timeout, autoPause: o.AutoPause, secure: o.Secure,
-		metadata: cloneMap(o.Metadata), envVars: cloneMap(o.EnvVars),
+		team: apiKey, templateID: o.TemplateID, timeout: o.Timeout, autoPause: o.AutoPause, autoPauseMemory: true,
+		autoResume: o.AutoResume, secure: o.Secure, metadata: cloneMap(o.Metadata), envVars: cloneMap(o.EnvVars),
 	})
 	if e != nil {
 		return Sandbox{}, fmt.Errorf("emulator: create: %d %s", e.status, e.message)
@@ -51,6 +53,8 @@ type createParams struct {
 	team, templateID string
 	timeout          time.Duration
 	autoPause        bool
+	autoPauseMemory  bool
+	autoResume       bool
 	secure           bool
 	allowInternet    *bool
 	network          *Network
@@ -58,21 +62,64 @@ type createParams struct {
 	envVars          map[string]string
 }
 
+// newSandboxV2Body is NewSandboxV2 as E2B's SDKs send it; the fields the emulator does not emulate (mcp, iam,
+// volumeMounts, and network's allowPublicTraffic, maskRequestHost and egressProxy) are refused with the rest.
+type newSandboxV2Body struct {
+	TemplateID          *string           `json:"templateID"`
+	Timeout             *int64            `json:"timeout"`
+	AutoPause           *bool             `json:"autoPause"`
+	AutoPauseMemory     *bool             `json:"autoPauseMemory"`
+	AutoResume          *autoResumeJSON   `json:"autoResume"`
+	AllowInternetAccess *bool             `json:"allow_internet_access"`
+	Metadata            map[string]string `json:"metadata"`
+	EnvVars             map[string]string `json:"envVars"`
+	Network             *Network          `json:"network"`
+}
+
+// newSandboxBody is NewSandbox, the body of the v1 create: NewSandboxV2 and secure (v2 sandboxes always are).
+type newSandboxBody struct {
+	newSandboxV2Body
+	Secure *bool `json:"secure"`
+}
+
+// autoResumeJSON is create's autoResume: whether traffic resumes the sandbox when it is paused.
+type autoResumeJSON struct {
+	Enabled bool `json:"enabled"`
+}
+
+// lifecycle is what happens to a sandbox at its timeout, as create set it.
+type lifecycle struct {
+	autoPause, autoPauseMemory, autoResume bool
+}
+
+// createLifecycle checks create's lifecycle fields as E2B does: autoPauseMemory (default true) only with
+// autoPause, and a pause without memory cannot be resumed by traffic (resuming cold-boots it). autoResume without
+// autoPause is refused too, as E2B's SDKs refuse to send it.
+func createLifecycle(autoPause, memory *bool, resume *autoResumeJSON) (lifecycle, *apiError) {
+	lc := lifecycle{autoPause: autoPause != nil && *autoPause, autoPauseMemory: memory == nil || *memory,
+		autoResume: resume != nil && resume.Enabled}
+	switch {
+	case !lc.autoPauseMemory && !lc.autoPause:
+		return lc, errorf(http.StatusBadRequest, "autoPauseMemory=false only applies when autoPause is true.")
+	case !lc.autoPauseMemory && lc.autoResume:
+		return lc, errorf(http.StatusBadRequest, "autoPauseMemory=false takes a filesystem-only snapshot, which cannot be auto-resumed by traffic and must be resumed explicitly.")
+	case lc.autoResume && !lc.autoPause:
+		return lc, errorf(http.StatusBadRequest, "autoResume only applies when autoPause is true.")
+	}
+	return lc, nil
+}
+
 func (s *Server) handleCreate(w http.ResponseWriter, r *http.Request, team string) {
 	if s.hooks.RefuseCreate(w, r) {
 		return
 	}
-	var body struct {
-		TemplateID          *string           `json:"templateID"`
-		Timeout             *int64            `json:"timeout"`
-		AutoPause           *bool             `json:"autoPause"`
-		Secure              *bool             `json:"secure"`
-		AllowInternetAccess *bool             `json:"allow_internet_access"`
-		Metadata            map[string]string `json:"metadata"`
-		EnvVars             map[string]string `json:"envVars"`
-		Network             *Network          `json:"network"`
+	v2 := strings.HasPrefix(r.URL.Path, "/v2/")
+	var body newSandboxBody
+	var into any = &body.newSandboxV2Body
+	if !v2 {
+		into = &body
 	}
-	if e := decodeBody(r, &body, true); e != nil {
+	if e := decodeBody(r, into, true); e != nil {
 		writeAPIError(w, e)
 		return
 	}
@@ -89,10 +136,15 @@ func (s *Server) handleCreate(w http.ResponseWriter, r *http.Request, team strin
 		writeAPIError(w, e)
 		return
 	}
-	v2 := strings.HasPrefix(r.URL.Path, "/v2/")
+	lc, e := createLifecycle(body.AutoPause, body.AutoPauseMemory, body.AutoResume)
+	if e != nil {
+		writeAPIError(w, e)
+		return
+	}
 	sb, e := s.createSandbox(createParams{
 		team: team, templateID: *body.TemplateID, timeout: timeout,
-		autoPause: body.AutoPause != nil && *body.AutoPause, secure: v2 || (body.Secure != nil && *body.Secure),
+		autoPause: lc.autoPause, autoPauseMemory: lc.autoPauseMemory, autoResume: lc.autoResume,
+		secure:        v2 || (body.Secure != nil && *body.Secure),
 		allowInternet: body.AllowInternetAccess, network: body.Network, metadata: body.Metadata, envVars: body.EnvVars,
 	})
 	if e != nil {
@@ -225,6 +277,9 @@ func (s *Server) createSandbox(p createParams) (*Sandbox, *apiError) {
 		Secure:              p.secure,
 		EnvdVersion:         s.opts.EnvdVersion,
 		AutoPause:           p.autoPause,
+		AutoPauseMemory:     p.autoPauseMemory,
+		AutoResume:          p.autoResume,
+		Timeout:             p.timeout,
 		AllowInternetAccess: p.allowInternet,
 		Network:             withInternetAccess(p.network, p.allowInternet),
 		StartedAt:           now,

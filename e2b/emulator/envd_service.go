@@ -327,6 +327,18 @@ func (e *envdService) stop(sb *Sandbox) {
 	}
 }
 
+// reboot kills a sandbox's processes as stop does but keeps the sandbox: its next request finds none running,
+// as after a resume from a filesystem-only snapshot.
+func (e *envdService) reboot(sb *Sandbox) {
+	e.mu.Lock()
+	st := e.boxes[sb.ID]
+	delete(e.boxes, sb.ID)
+	e.mu.Unlock()
+	if st != nil {
+		st.stop()
+	}
+}
+
 // close stops every sandbox's processes; the Server calls it when it closes.
 func (e *envdService) close() {
 	e.mu.Lock()

@@ -688,7 +688,11 @@ func TestEnvdPauseResumeKill(t *testing.T) {
 	host := hostPID(t, s, b.id, pid)
 
 	pause := func(action string) {
-		req, _ := http.NewRequest(http.MethodPost, s.URL()+"/sandboxes/"+b.id+"/"+action, strings.NewReader(`{"timeout":60}`))
+		body := `{"timeout":60}`
+		if action == "pause" {
+			body = `{"memory":true}`
+		}
+		req, _ := http.NewRequest(http.MethodPost, s.URL()+"/sandboxes/"+b.id+"/"+action, strings.NewReader(body))
 		req.Header.Set("X-API-Key", envdTestKey)
 		req.Header.Set("Content-Type", "application/json")
 		resp, err := http.DefaultClient.Do(req)

@@ -103,6 +103,7 @@ func (s *Server) handleConnect(w http.ResponseWriter, r *http.Request, team, id 
 	if strings.HasPrefix(r.URL.Path, "/v2/") {
 		var body struct {
 			Timeout *int64 `json:"timeout"`
+			Memory  *bool  `json:"memory"` // ConnectSandboxV2's: which snapshot a resume starts from; all are memory ones here
 		}
 		e = decodeBody(r, &body, false)
 		if seconds = body.Timeout; seconds == nil {

@@ -100,7 +100,11 @@ type Sandbox struct {
 	Secure      bool
 	AccessToken string
 	EnvdVersion string
-	AutoPause   bool
+	// AutoPause pauses the sandbox at its timeout instead of killing it; AutoPauseMemory keeps its memory then
+	// (else only its files: its processes are lost); AutoResume resumes it, paused, when envd traffic reaches it.
+	AutoPause, AutoPauseMemory, AutoResume bool
+	// Timeout is the create's timeout, which an automatic resume gives the sandbox again.
+	Timeout time.Duration
 	// AllowInternetAccess is the create request's allow_internet_access (nil when it was not sent).
 	AllowInternetAccess *bool
 	// Network is the egress configuration (create's network, replaced by PUT .../network); nil: none.
@@ -338,7 +342,19 @@ func (s *Server) serveEnvd(w http.ResponseWriter, r *http.Request, id string) {
 	s.mu.Lock()
 	sb := s.sandboxes[id]
 	running := sb != nil && sb.State == StateRunning && !s.closed
+	wake := sb != nil && sb.State == StatePaused && sb.AutoResume && !s.closed
+	var team string
+	var timeout time.Duration
+	if wake {
+		team, timeout = sb.Team, sb.Timeout
+	}
 	s.mu.Unlock()
+	if wake {
+		// autoResume: traffic to a paused sandbox resumes it, for its create's timeout, before it is served, as
+		// E2B's edge does.
+		_, _, e := s.resume(team, id, timeout, false)
+		running = e == nil
+	}
 	if !running {
 		writeProxyError(w, id, "The sandbox was not found")
 		return
@@ -439,7 +455,7 @@ func (s *Server) expireOne(sb *Sandbox, now time.Time) bool {
 	sb.lifecycle.Lock()
 	s.mu.Lock()
 	current := s.sandboxes[sb.ID] == sb && sb.State == StateRunning && !sb.EndAt.After(now)
-	autoPause := sb.AutoPause
+	autoPause, memory := sb.AutoPause, sb.AutoPauseMemory
 	if current && autoPause {
 		sb.State = StatePaused
 		sb.EndAt = now
@@ -450,7 +466,12 @@ func (s *Server) expireOne(sb *Sandbox, now time.Time) bool {
 		return false
 	}
 	if autoPause {
-		s.envd.freeze(sb)
+		if memory {
+			s.envd.freeze(sb)
+		} else {
+			// A filesystem-only snapshot: the resumed sandbox boots afresh, without the processes it had.
+			s.envd.reboot(sb)
+		}
 		sb.lifecycle.Unlock()
 		return true
 	}
