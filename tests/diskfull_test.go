@@ -8,12 +8,14 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/mark3labs/mcp-go/mcp"
+
 	"github.com/e2b-mcp/e2b-mcp/internal/smalldisk"
 )
 
-// With the state directory on a disk that fills up: calls the audit log cannot record are refused with a clear
-// message that names the local disk (nothing is blamed on E2B), no partial line is left in the log, every call
-// that ran is in it, and the server recovers by itself when space returns.
+// With the state directory on a disk that fills up: calls the audit log cannot record (tool calls and resource
+// reads) are refused with a clear message that names the local disk (nothing is blamed on E2B), no partial line is
+// left in the log, every call that ran is in it, and the server recovers by itself when space returns.
 func TestFullDiskRefusesCallsItCannotAudit(t *testing.T) {
 	x := newH(t)
 	owner := x.owner("disk")
@@ -54,6 +56,13 @@ func TestFullDiskRefusesCallsItCannotAudit(t *testing.T) {
 	// A refused exec does not run.
 	if msg := fails(t, s.Client, "e2b_exec", map[string]any{"sandbox_id": id, "command": "touch /home/user/ran"}); !strings.Contains(msg, "audit log") {
 		t.Fatalf("exec on a full disk: %q", msg)
+	}
+	// So is a resource read, which the audit log could not record either.
+	var read mcp.ReadResourceRequest
+	read.Params.URI = "e2b://sandbox/" + id + "/home/user/"
+	if _, err := s.Client.ReadResource(t.Context(), read); err == nil || !strings.Contains(err.Error(), "audit log") ||
+		!strings.Contains(err.Error(), "no space left on device") || strings.Contains(err.Error(), stateDir) {
+		t.Fatalf("a resource read on a full disk: %v", err)
 	}
 
 	if err := os.Remove(filler); err != nil {
