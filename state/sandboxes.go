@@ -1,6 +1,7 @@
 package state
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -17,6 +18,13 @@ const (
 	StateGone    = "gone"
 )
 
+// Who paused a paused sandbox (SandboxRecord.PausedBy).
+const (
+	PausedAtTimeout = "timeout"      // E2B, when its timeout ran out
+	PausedByCall    = "call"         // a tool call (e2b_manage_sandbox)
+	PausedBySweep   = "orphan sweep" // the orphan sweep, after its session's lease lapsed
+)
+
 // CheckpointPolicy says when the server takes checkpoints of a sandbox automatically.
 type CheckpointPolicy struct {
 	EverySteps int  `json:"every_steps,omitempty"`
@@ -27,9 +35,15 @@ type CheckpointPolicy struct {
 type SandboxRecord struct {
 	ID, Owner, Session, Title, Template, Domain, EnvdVersion string
 
-	AccessToken    string // plaintext only in memory
-	State          string // "running", "paused", "gone"
-	GoneReason     string
+	AccessToken string // plaintext only in memory
+	State       string // "running", "paused", "gone"
+	GoneReason  string
+	// PausedBy says who paused a paused sandbox (PausedAtTimeout, PausedByCall, PausedBySweep); "" when unknown.
+	PausedBy string
+	// OnTimeout is what E2B does when the timeout runs out, "pause" or "kill"; "" when unknown.
+	OnTimeout string
+	// ExpiresAt is when the timeout runs out, as last known (zero when unknown).
+	ExpiresAt      time.Time
 	Created        time.Time
 	TimeoutSeconds int
 	Steps          int
@@ -47,6 +61,9 @@ type sandboxV1 struct {
 	SealedToken    []byte            `json:"access_token_sealed,omitempty"`
 	State          string            `json:"state"` // its name is sandboxStateField
 	GoneReason     string            `json:"gone_reason,omitempty"`
+	PausedBy       string            `json:"paused_by,omitempty"`
+	OnTimeout      string            `json:"on_timeout,omitempty"`
+	ExpiresAt      time.Time         `json:"expires_at,omitzero"`
 	Created        time.Time         `json:"created"`
 	TimeoutSeconds int               `json:"timeout_seconds,omitempty"`
 	Steps          int               `json:"steps,omitempty"`
@@ -87,7 +104,8 @@ func (s *records) putSandbox(tx recordTx, r SandboxRecord) error {
 	}
 	rec := sandboxV1{
 		Session: r.Session, Title: r.Title, Template: r.Template, Domain: r.Domain, EnvdVersion: r.EnvdVersion,
-		State: r.State, GoneReason: r.GoneReason, Created: storedTime(r.Created),
+		State: r.State, GoneReason: r.GoneReason, PausedBy: r.PausedBy, OnTimeout: r.OnTimeout,
+		ExpiresAt: storedTime(r.ExpiresAt), Created: storedTime(r.Created),
 		TimeoutSeconds: r.TimeoutSeconds, Steps: r.Steps,
 	}
 	if rec.Created.IsZero() {
@@ -128,7 +146,8 @@ func (s *records) getSandbox(tx recordTx, owner, id string) (SandboxRecord, erro
 func (s *records) sandboxFrom(tx recordTx, owner, id string, rec sandboxV1) (SandboxRecord, error) {
 	r := SandboxRecord{
 		ID: id, Owner: owner, Session: rec.Session, Title: rec.Title, Template: rec.Template, Domain: rec.Domain,
-		EnvdVersion: rec.EnvdVersion, State: rec.State, GoneReason: rec.GoneReason, Created: rec.Created,
+		EnvdVersion: rec.EnvdVersion, State: rec.State, GoneReason: rec.GoneReason, PausedBy: rec.PausedBy,
+		OnTimeout: rec.OnTimeout, ExpiresAt: rec.ExpiresAt, Created: rec.Created,
 		TimeoutSeconds: rec.TimeoutSeconds, Steps: rec.Steps, Checkpoint: rec.Checkpoint,
 	}
 	if len(rec.SealedToken) > 0 {
@@ -152,7 +171,15 @@ func (s *records) PutSandbox(r SandboxRecord) error {
 	if err := validateSandbox(&r); err != nil {
 		return err
 	}
-	return s.db.update(func(tx recordTx) error { return s.putSandbox(tx, r) })
+	return s.db.update(func(tx recordTx) error {
+		if err := s.putSandbox(tx, r); err != nil {
+			return err
+		}
+		if r.State == StateGone {
+			return s.noteSandboxEnded(tx, r.Owner, r.Session)
+		}
+		return nil
+	})
 }
 
 // Sandbox returns one record; ErrNotFound if absent or of another owner.
@@ -248,6 +275,7 @@ func (s *records) UpdateSandbox(owner, id string, fn func(*SandboxRecord) error)
 		if err != nil {
 			return err
 		}
+		before := r.State
 		if err := callUpdate(fn, &r, &panicked); err != nil {
 			return err
 		}
@@ -259,6 +287,11 @@ func (s *records) UpdateSandbox(owner, id string, fn func(*SandboxRecord) error)
 		}
 		if err := s.putSandbox(tx, r); err != nil {
 			return err
+		}
+		if r.State == StateGone && before != StateGone {
+			if err := s.noteSandboxEnded(tx, owner, r.Session); err != nil {
+				return err
+			}
 		}
 		out = r
 		out.Created = storedTime(r.Created)
@@ -286,10 +319,20 @@ func callUpdate(fn func(*SandboxRecord) error, r *SandboxRecord, panicked *any) 
 // DeleteSandbox removes the record; ErrNotFound if absent. The sandbox's checkpoints are kept.
 func (s *records) DeleteSandbox(owner, id string) error {
 	return s.db.update(func(tx recordTx) error {
-		found, err := tx.del(tableSandboxes, owner, id)
-		if err == nil && !found {
-			err = fmt.Errorf("sandbox %s of owner %q: %w", id, owner, ErrNotFound)
+		v, err := tx.get(tableSandboxes, owner, id)
+		if err != nil {
+			return err
 		}
-		return err
+		if v == nil {
+			return fmt.Errorf("sandbox %s of owner %q: %w", id, owner, ErrNotFound)
+		}
+		if _, err := tx.del(tableSandboxes, owner, id); err != nil {
+			return err
+		}
+		var rec sandboxV1
+		if json.Unmarshal(v, &rec) != nil {
+			return nil // a damaged record can still be deleted; its session is not known
+		}
+		return s.noteSandboxEnded(tx, owner, rec.Session)
 	})
 }

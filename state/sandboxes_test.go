@@ -16,6 +16,7 @@ func sampleSandbox(owner, id, session string, created time.Time) SandboxRecord {
 		ID: id, Owner: owner, Session: session, Title: "title " + id, Template: "base", Domain: "e2b.app",
 		EnvdVersion: "0.2.0", AccessToken: "envd-token-" + id, State: StateRunning, Created: created,
 		TimeoutSeconds: 3600, Steps: 3, Checkpoint: &CheckpointPolicy{EverySteps: 5, OnPause: true},
+		OnTimeout: "pause", ExpiresAt: created.Add(time.Hour), PausedBy: PausedAtTimeout,
 	}
 }
 
