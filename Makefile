@@ -6,8 +6,11 @@ GOFILES   = $(shell find . -name '*.go' -not -path './tests/js/node_modules/*' -
 # developer's own keyring.
 KEYRING  := tests/with-keyring.sh
 JS_DEPS  := tests/js/node_modules/.package-lock.json
+# The release build (.goreleaser.yaml) and the Claude Desktop bundles made from it (packaging/README.md).
+GORELEASER  := bin/goreleaser
+BUNDLE_DEPS := packaging/bundle/node_modules/.package-lock.json
 
-.PHONY: all build cross test fmt-check vet lint demo bench clean prereqs-demo prereqs-test
+.PHONY: all build cross test fmt-check vet lint demo bench clean prereqs-demo prereqs-test release-snapshot bundle
 
 all: build
 
@@ -42,7 +45,7 @@ $(JS_DEPS): tests/js/package-lock.json tests/js/package.json
 # -count=1: the end-to-end tests build the binary from every package, which go test's result cache cannot see.
 # Halves of tests that need what this machine lacks skip and are listed at the end (internal/optional); in CI
 # (CI set) a missing dependency the suite itself installs fails instead.
-test: prereqs-test fmt-check vet cross $(JS_DEPS)
+test: prereqs-test fmt-check vet cross $(JS_DEPS) bundle
 	@skips=$$(mktemp); \
 	echo "$(KEYRING) $(GO) test -race -count=1 -timeout 10m ./..."; \
 	E2B_MCP_SKIP_LOG=$$skips $(KEYRING) $(GO) test -race -count=1 -timeout 10m ./...; status=$$?; \
@@ -61,5 +64,21 @@ demo: prereqs-demo build
 bench: prereqs-test $(JS_DEPS)
 	$(KEYRING) $(GO) test -run '^$$' -bench . -benchmem -timeout 20m ./...
 
+# goreleaser at the version packaging/goreleaser/go.mod pins (its own module, so that its dependencies stay out of
+# e2b-mcp's), built once from the Go module proxy.
+$(GORELEASER): packaging/goreleaser/go.mod packaging/goreleaser/go.sum
+	cd packaging/goreleaser && $(GO) build -o ../../$(GORELEASER) github.com/goreleaser/goreleaser/v2
+
+# The archives of every release target and their checksums in dist/, as a release makes them, published nowhere.
+release-snapshot: $(GORELEASER)
+	$(GORELEASER) release --snapshot --clean
+
+$(BUNDLE_DEPS): packaging/bundle/package-lock.json packaging/bundle/package.json
+	cd packaging/bundle && npm ci --no-audit --no-fund
+
+# An MCP Bundle per system from the snapshot's binaries, and the registry entry with their hashes, in dist/bundles/.
+bundle: release-snapshot $(BUNDLE_DEPS)
+	node packaging/bundle/build.mjs dist
+
 clean:
-	rm -rf bin
+	rm -rf bin dist

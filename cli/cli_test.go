@@ -256,11 +256,11 @@ func TestVersionFrom(t *testing.T) {
 	if v := Version(); v == "" {
 		t.Error("empty version")
 	}
-	version = "v9.9.9"
-	defer func() { version = "" }()
+	version, commit = "v9.9.9", "0123456789abcdef0123456789abcdef01234567"
+	defer func() { version, commit = "", "" }()
 	e := newEnv(t)
-	if r := e.run(t, "", "version"); !strings.HasPrefix(r.stdout, "e2b-mcp v9.9.9 (") {
-		t.Errorf("link-time version not used: %q", r.stdout)
+	if r := e.run(t, "", "version"); !strings.HasPrefix(r.stdout, "e2b-mcp v9.9.9 (commit 0123456789abcdef0123456789abcdef01234567, go") {
+		t.Errorf("link-time version and commit not used: %q", r.stdout)
 	}
 }
 

@@ -473,6 +473,7 @@ type clientOpts struct {
 	version     string // protocol version to pin; empty: the newest
 	elicitation client.ElicitationHandler
 	env         []string // added to the server's environment
+	bin         string   // the binary to start; empty: the one built from this checkout
 }
 
 // startStdio starts `e2b-mcp <args>` as a stdio MCP server and initializes an mcp-go client on it.
@@ -494,7 +495,11 @@ func (x *h) startStdio(opts clientOpts, args ...string) *stdioServer {
 	if opts.elicitation != nil {
 		copts = append(copts, client.WithElicitationHandler(opts.elicitation))
 	}
-	tr := transport.NewStdioWithOptions(the.bin, opts.env, args, transport.WithCommandFunc(cmdFunc))
+	bin := the.bin
+	if opts.bin != "" {
+		bin = opts.bin
+	}
+	tr := transport.NewStdioWithOptions(bin, opts.env, args, transport.WithCommandFunc(cmdFunc))
 	if err := tr.Start(context.Background()); err != nil {
 		x.t.Fatalf("starting e2b-mcp: %v", err)
 	}

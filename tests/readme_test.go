@@ -16,7 +16,7 @@ import (
 	"github.com/e2b-mcp/e2b-mcp/tools"
 )
 
-var update = flag.Bool("update", false, "rewrite the generated parts of README.md")
+var update = flag.Bool("update", false, "rewrite the generated parts of README.md and the bundle's manifest")
 
 const readmePath = "../README.md"
 

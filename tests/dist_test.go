@@ -1,0 +1,369 @@
+package tests
+
+import (
+	"archive/tar"
+	"archive/zip"
+	"bufio"
+	"bytes"
+	"compress/gzip"
+	"crypto/sha256"
+	"debug/elf"
+	"debug/macho"
+	"debug/pe"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"maps"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"runtime"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/mark3labs/mcp-go/mcp"
+
+	"github.com/e2b-mcp/e2b-mcp/internal/optional"
+)
+
+// What the release build makes in dist/: goreleaser's archives and checksums (make release-snapshot) and the
+// bundles and registry entry made from them (make bundle, packaging/bundle/build.mjs). `make test` makes them
+// first, so in CI a missing dist/ fails; elsewhere these tests skip until `make bundle` has run.
+const distDir = "../dist"
+
+// snapshot is the release build in dist/, as its metadata.json describes it.
+type snapshot struct {
+	Version string `json:"version"`
+	Commit  string `json:"commit"`
+}
+
+func requireSnapshot(t *testing.T) snapshot {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join(distDir, "metadata.json"))
+	if os.IsNotExist(err) {
+		optional.Missing(t, "no release build in dist/ (make bundle makes it)")
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	var s snapshot
+	if err := json.Unmarshal(data, &s); err != nil {
+		t.Fatalf("dist/metadata.json: %v", err)
+	}
+	if want := releaseVersion(t) + "-snapshot"; s.Version != want {
+		t.Fatalf("dist/ holds version %q, not %q: rebuild it with make bundle", s.Version, want)
+	}
+	return s
+}
+
+func archiveName(version, goos, goarch string) string {
+	ext := ".tar.gz"
+	if goos == "windows" {
+		ext = ".zip"
+	}
+	return fmt.Sprintf("e2b-mcp_%s_%s_%s%s", version, goos, goarch, ext)
+}
+
+func exeName(goos string) string {
+	if goos == "windows" {
+		return "e2b-mcp.exe"
+	}
+	return "e2b-mcp"
+}
+
+func sha256Hex(data []byte) string {
+	sum := sha256.Sum256(data)
+	return hex.EncodeToString(sum[:])
+}
+
+// archiveFiles is every regular file of a release archive (tar.gz or zip) by name, with its mode.
+func archiveFiles(t *testing.T, path string) map[string]archived {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	files := map[string]archived{}
+	if strings.HasSuffix(path, ".zip") {
+		return zipFiles(t, data)
+	}
+	gz, err := gzip.NewReader(bytes.NewReader(data))
+	if err != nil {
+		t.Fatalf("%s: %v", path, err)
+	}
+	tr := tar.NewReader(gz)
+	for {
+		h, err := tr.Next()
+		if err == io.EOF {
+			return files
+		}
+		if err != nil {
+			t.Fatalf("%s: %v", path, err)
+		}
+		if h.Typeflag != tar.TypeReg {
+			continue
+		}
+		body, err := io.ReadAll(tr)
+		if err != nil {
+			t.Fatalf("%s: %v", path, err)
+		}
+		files[h.Name] = archived{data: body, mode: h.FileInfo().Mode()}
+	}
+}
+
+type archived struct {
+	data []byte
+	mode os.FileMode
+}
+
+func zipFiles(t *testing.T, data []byte) map[string]archived {
+	t.Helper()
+	zr, err := zip.NewReader(bytes.NewReader(data), int64(len(data)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	files := map[string]archived{}
+	for _, f := range zr.File {
+		if f.FileInfo().IsDir() {
+			continue
+		}
+		rc, err := f.Open()
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, err := io.ReadAll(rc)
+		rc.Close()
+		if err != nil {
+			t.Fatalf("%s: %v", f.Name, err)
+		}
+		files[f.Name] = archived{data: body, mode: f.Mode()}
+	}
+	return files
+}
+
+// executableFor says whether bin is an executable of goos/goarch, by its headers.
+func executableFor(bin []byte, goos, goarch string) error {
+	r := bytes.NewReader(bin)
+	switch goos {
+	case "linux":
+		f, err := elf.NewFile(r)
+		if err != nil {
+			return err
+		}
+		if want := map[string]elf.Machine{"amd64": elf.EM_X86_64, "arm64": elf.EM_AARCH64}[goarch]; f.Machine != want {
+			return fmt.Errorf("an ELF for %v, not %v", f.Machine, want)
+		}
+	case "darwin":
+		f, err := macho.NewFile(r)
+		if err != nil {
+			return err
+		}
+		if want := map[string]macho.Cpu{"amd64": macho.CpuAmd64, "arm64": macho.CpuArm64}[goarch]; f.Cpu != want {
+			return fmt.Errorf("a Mach-O for %v, not %v", f.Cpu, want)
+		}
+	case "windows":
+		f, err := pe.NewFile(r)
+		if err != nil {
+			return err
+		}
+		if f.Machine != pe.IMAGE_FILE_MACHINE_AMD64 {
+			return fmt.Errorf("a PE for machine %#x, not amd64", f.Machine)
+		}
+	default:
+		return fmt.Errorf("no check for %s", goos)
+	}
+	return nil
+}
+
+var versionLine = regexp.MustCompile(`^e2b-mcp (\S+) \(commit ([0-9a-f]{40}), go[0-9.]+, (\w+)/(\w+)\)\n$`)
+
+// `make release-snapshot` makes an archive per target, each with the binary for that system and the README, and
+// checksums.txt that holds each archive's SHA-256; this system's binary says the snapshot's version and commit.
+func TestReleaseSnapshotArchives(t *testing.T) {
+	snap := requireSnapshot(t)
+	if ok, _ := regexp.MatchString(`^[0-9a-f]{40}$`, snap.Commit); !ok {
+		t.Fatalf("dist/metadata.json's commit %q is no commit", snap.Commit)
+	}
+	if out, err := exec.Command("git", "-C", "..", "cat-file", "-t", snap.Commit).Output(); err != nil || strings.TrimSpace(string(out)) != "commit" {
+		t.Errorf("the snapshot's commit %s is not one of this repository: %v", snap.Commit, err)
+	}
+
+	sums := map[string]string{}
+	data, err := os.ReadFile(filepath.Join(distDir, "checksums.txt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sc := bufio.NewScanner(bytes.NewReader(data))
+	for sc.Scan() {
+		sum, name, ok := strings.Cut(sc.Text(), "  ")
+		if !ok {
+			t.Fatalf("checksums.txt line %q", sc.Text())
+		}
+		sums[name] = sum
+	}
+	var names []string
+	for _, target := range releaseTargets {
+		name := archiveName(snap.Version, target.goos, target.goarch)
+		names = append(names, name)
+		archive, err := os.ReadFile(filepath.Join(distDir, name))
+		if err != nil {
+			t.Errorf("no archive for %s/%s: %v", target.goos, target.goarch, err)
+			continue
+		}
+		if got := sha256Hex(archive); sums[name] != got {
+			t.Errorf("%s: checksums.txt says %q, the file's SHA-256 is %s", name, sums[name], got)
+		}
+		files := archiveFiles(t, filepath.Join(distDir, name))
+		bin, ok := files[exeName(target.goos)]
+		if !ok {
+			t.Errorf("%s holds no %s: %v", name, exeName(target.goos), slices.Sorted(maps.Keys(files)))
+			continue
+		}
+		if _, ok := files["README.md"]; !ok {
+			t.Errorf("%s holds no README.md", name)
+		}
+		if err := executableFor(bin.data, target.goos, target.goarch); err != nil {
+			t.Errorf("%s's %s: %v", name, exeName(target.goos), err)
+		}
+		if target.goos != "windows" && bin.mode&0o111 == 0 {
+			t.Errorf("%s's binary is not executable (%v)", name, bin.mode)
+		}
+		if target.goos != runtime.GOOS || target.goarch != runtime.GOARCH {
+			continue
+		}
+		path := filepath.Join(t.TempDir(), "e2b-mcp")
+		if err := os.WriteFile(path, bin.data, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		out, err := exec.Command(path, "version").Output()
+		want := fmt.Sprintf("e2b-mcp %s (commit %s, go", snap.Version, snap.Commit)
+		if err != nil || !versionLine.Match(out) || !strings.HasPrefix(string(out), want) {
+			t.Errorf("the snapshot's e2b-mcp version: %q, %v; want %q...", out, err, want)
+		}
+	}
+	if got := slices.Sorted(maps.Keys(sums)); !slices.Equal(got, slices.Sorted(slices.Values(names))) {
+		t.Errorf("checksums.txt covers %v; want the archives %v", got, names)
+	}
+}
+
+// `make bundle` makes a bundle per target: the repository's manifest with the build's version and that system's
+// command and platform, the icon, and the very binary of that target's archive, executable; and the registry
+// entry of the build, valid by the registry's schema, with each bundle's SHA-256.
+func TestBundlesOfTheSnapshot(t *testing.T) {
+	snap := requireSnapshot(t)
+	committed := readManifest(t)
+	entryData, err := os.ReadFile(filepath.Join(distDir, "bundles", "server.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := validateServerJSON(entryData); err != nil {
+		t.Errorf("dist/bundles/server.json: %v", err)
+	}
+	entry := parseServerJSON(t, entryData)
+	hashes := map[string]string{}
+	for _, p := range entry.Packages {
+		hashes[filepath.Base(p.Identifier)] = p.FileSha256
+		if p.Version != snap.Version {
+			t.Errorf("dist/bundles/server.json: package %s is of version %q", p.Identifier, p.Version)
+		}
+	}
+
+	for _, target := range releaseTargets {
+		name := bundleName(snap.Version, target.goos, target.goarch)
+		data, err := os.ReadFile(filepath.Join(distDir, "bundles", name))
+		if err != nil {
+			t.Errorf("no bundle for %s/%s: %v", target.goos, target.goarch, err)
+			continue
+		}
+		if got := sha256Hex(data); hashes[name] != got {
+			t.Errorf("dist/bundles/server.json says %s has SHA-256 %q; it has %s", name, hashes[name], got)
+		}
+		files := zipFiles(t, data)
+		m := parseManifest(t, files["manifest.json"].data)
+		exe := exeName(target.goos)
+		if m.Version != snap.Version || !slices.Equal(m.Compatibility.Platforms, []string{bundlePlatform[target.goos]}) ||
+			m.Server.EntryPoint != "server/"+exe || m.Server.MCPConfig.Command != "${__dirname}/server/"+exe {
+			t.Errorf("%s: version %q, platforms %v, entry point %q, command %q", name, m.Version,
+				m.Compatibility.Platforms, m.Server.EntryPoint, m.Server.MCPConfig.Command)
+		}
+		if !slices.Equal(m.Tools, committed.Tools) || !slices.Equal(m.Server.MCPConfig.Args, committed.Server.MCPConfig.Args) ||
+			m.UserConfig != nil || m.Server.MCPConfig.Env != nil {
+			t.Errorf("%s's manifest is not the repository's: rebuild it with make bundle", name)
+		}
+		if !bytes.Equal(files["icon.png"].data, mustRead(t, iconPath)) {
+			t.Errorf("%s lacks the icon", name)
+		}
+		bin := files["server/"+exe]
+		archived := archiveFiles(t, filepath.Join(distDir, archiveName(snap.Version, target.goos, target.goarch)))[exe]
+		if len(bin.data) == 0 || !bytes.Equal(bin.data, archived.data) {
+			t.Errorf("%s's %s is not the binary of the release archive", name, exe)
+		}
+		if target.goos != "windows" && bin.mode&0o111 == 0 {
+			t.Errorf("%s's binary is not executable (%v): Claude Desktop could not start it", name, bin.mode)
+		}
+	}
+}
+
+func mustRead(t *testing.T, path string) []byte {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return data
+}
+
+// This system's bundle, unpacked as Claude Desktop unpacks it, runs its manifest's command over stdio: tools/list
+// answers with the manifest's tools, and a call without a key in the OS keyring answers with the connect page.
+// The owner (unique to the test) and the E2B endpoints (the emulator) are added to the manifest's arguments, so
+// that no key of the machine's user and no real E2B is ever reached.
+func TestBundleRunsOverStdio(t *testing.T) {
+	snap := requireSnapshot(t)
+	name := bundleName(snap.Version, runtime.GOOS, runtime.GOARCH)
+	data, err := os.ReadFile(filepath.Join(distDir, "bundles", name))
+	if os.IsNotExist(err) {
+		optional.Skip(t, "no bundle for "+runtime.GOOS+"/"+runtime.GOARCH)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	x := newH(t)
+	requireKeyring(t)
+	dir := x.path("bundle")
+	for path, f := range zipFiles(t, data) {
+		dst := filepath.Join(dir, filepath.FromSlash(path))
+		if !strings.HasPrefix(dst, dir+string(filepath.Separator)) {
+			t.Fatalf("the bundle holds %q, outside its folder", path)
+		}
+		if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(dst, f.data, f.mode.Perm()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	m := parseManifest(t, mustRead(t, filepath.Join(dir, "manifest.json")))
+	command := strings.ReplaceAll(m.Server.MCPConfig.Command, "${__dirname}", dir)
+	args := append(slices.Clone(m.Server.MCPConfig.Args), "--owner", x.owner("bundle"),
+		"--api-url", the.emu.URL(), "--sandbox-url", the.emu.URL())
+
+	s := x.startStdio(clientOpts{bin: command}, args...)
+	list, err := s.ListTools(t.Context(), mcp.ListToolsRequest{})
+	if err != nil {
+		t.Fatalf("tools/list: %v\nstderr:\n%s", err, s.stderr)
+	}
+	var served []manifestTool
+	for _, tool := range list.Tools {
+		served = append(served, manifestTool{Name: tool.Name, Description: tool.Description})
+	}
+	if !slices.Equal(served, m.Tools) {
+		t.Errorf("the bundle's server lists %d tools, its manifest %d, or they differ", len(served), len(m.Tools))
+	}
+	msg := fails(t, s.Client, "e2b_list_sandboxes", map[string]any{})
+	if connectLinkRE.FindString(msg) == "" || !strings.Contains(msg, "e2b-mcp auth login") {
+		t.Errorf("a call without a key: %q; want the connect page's link and auth login", msg)
+	}
+}
