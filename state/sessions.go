@@ -21,6 +21,20 @@ type sessionV1 struct {
 	Lapsed       bool      `json:"lapsed,omitempty"`
 	// SweepClaimUntil is when a sweeper's claim on the lapsed session runs out (zero: no claim).
 	SweepClaimUntil time.Time `json:"sweep_claim_until,omitzero"`
+	// SandboxEnded is when a sandbox of the session was last deleted or marked gone (zero: never).
+	SandboxEnded time.Time `json:"sandbox_ended,omitzero"`
+}
+
+// counts reports whether the session counts toward its owner's live sessions at now (see liveSessions).
+func (r sessionV1) counts(now time.Time, holdsSandbox bool) bool {
+	if r.Lapsed || !r.LeaseExpires.After(now) {
+		return false
+	}
+	if holdsSandbox {
+		return true
+	}
+	finished := !r.SandboxEnded.IsZero() && !r.SandboxEnded.Before(r.LastUsed)
+	return !finished && now.Sub(r.LastUsed) < IdleSessionAfter
 }
 
 func (r sessionV1) session(owner, name string) Session {
@@ -30,6 +44,10 @@ func (r sessionV1) session(owner, name string) Session {
 
 // DefaultMaxLiveSessions is the default of Options.MaxLiveSessions.
 const DefaultMaxLiveSessions = 100
+
+// IdleSessionAfter is how long after its last call a session without a running or paused sandbox stops counting
+// toward its owner's live sessions.
+const IdleSessionAfter = 10 * time.Minute
 
 // TouchSession creates the owner and session if needed and renews the lease to Now()+lease; clears Lapsed. A
 // session it would create while its owner has MaxLiveSessions live ones is refused (ErrTooManySessions); an
@@ -88,20 +106,56 @@ func (s *records) TouchSession(owner, name string, lease time.Duration) (Session
 	return out, nil
 }
 
-// liveSessions counts owner's sessions whose lease runs at now.
+// liveSessions counts owner's live sessions at now: those whose lease runs and that either hold a running or
+// paused sandbox, or had a call within IdleSessionAfter and none of whose sandboxes has ended since. A session
+// that is done with (its last sandbox deleted or gone, or no call for a while) then leaves its place to a new
+// one at once, though its lease runs on for hours: a client that names a new session per run is never refused,
+// while one that makes sessions faster than they finish still meets the bound.
 func (s *records) liveSessions(tx recordTx, owner string, now time.Time) (int, error) {
+	holding := map[string]bool{} // sessions with a running or paused sandbox
+	err := tx.each(tableSandboxes, owner, func(owner, id string, v []byte) error {
+		var rec sandboxV1
+		if err := s.decode(tableSandboxes, owner, id, v, &rec); err != nil {
+			return err
+		}
+		if rec.State != StateGone {
+			holding[rec.Session] = true
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, err
+	}
 	n := 0
-	err := tx.each(tableSessions, owner, func(owner, name string, v []byte) error {
+	err = tx.each(tableSessions, owner, func(owner, name string, v []byte) error {
 		var rec sessionV1
 		if err := s.decode(tableSessions, owner, name, v, &rec); err != nil {
 			return err
 		}
-		if !rec.Lapsed && rec.LeaseExpires.After(now) {
+		if rec.counts(now, holding[name]) {
 			n++
 		}
 		return nil
 	})
 	return n, err
+}
+
+// noteSandboxEnded records in the session's record (when there is one) that one of its sandboxes ended, inside
+// the transaction that deleted it or marked it gone.
+func (s *records) noteSandboxEnded(tx recordTx, owner, session string) error {
+	if session == "" {
+		return nil
+	}
+	v, err := tx.get(tableSessions, owner, session)
+	if err != nil || v == nil {
+		return err
+	}
+	var rec sessionV1
+	if err := s.decode(tableSessions, owner, session, v, &rec); err != nil {
+		return err
+	}
+	rec.SandboxEnded = storedTime(s.now())
+	return put(tx, tableSessions, owner, session, rec)
 }
 
 // Sessions lists every session of every owner, sorted by owner then name.

@@ -344,3 +344,71 @@ func TestClaimLapsedSession(t *testing.T) {
 		}
 	})
 }
+
+// A session whose sandboxes have all ended (deleted, or gone) and that has had no call since stops counting
+// toward its owner's live sessions at once, so that a client naming a new session per run (create a sandbox, use
+// it, delete it) is never refused; one without any call for IdleSessionAfter stops counting too. A session with a
+// running or paused sandbox counts however long it is idle, and one used again after its sandbox ended counts
+// again.
+func TestFinishedSessionsFreeTheirPlace(t *testing.T) {
+	forEachStore(t, func(t *testing.T, k storeKind) {
+		clock := newFakeClock()
+		s := k.open(t, k.fresh(t), Options{Now: clock.Now, MaxLiveSessions: 3})
+		for i := range 1000 {
+			name := fmt.Sprintf("run-%04d", i)
+			if _, err := s.TouchSession("alice", name, 4*time.Hour); err != nil {
+				t.Fatalf("run %d: %v", i+1, err)
+			}
+			rec := sampleSandbox("alice", fmt.Sprintf("sbx%04d", i), name, clock.Now())
+			if err := s.PutSandbox(rec); err != nil {
+				t.Fatal(err)
+			}
+			clock.Advance(time.Second)
+			if i%2 == 0 {
+				if err := s.DeleteSandbox("alice", rec.ID); err != nil {
+					t.Fatal(err)
+				}
+			} else if _, err := s.UpdateSandbox("alice", rec.ID, func(r *SandboxRecord) error {
+				r.State, r.GoneReason = StateGone, "killed"
+				return nil
+			}); err != nil {
+				t.Fatal(err)
+			}
+		}
+
+		// Sessions that hold sandboxes, or had a call lately, count; idle ones without sandboxes stop counting.
+		clock.Advance(time.Second)
+		if _, err := s.TouchSession("alice", "holds-running", 4*time.Hour); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.PutSandbox(sampleSandbox("alice", "sbx-running", "holds-running", clock.Now())); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.TouchSession("alice", "holds-paused", 4*time.Hour); err != nil {
+			t.Fatal(err)
+		}
+		paused := sampleSandbox("alice", "sbx-paused", "holds-paused", clock.Now())
+		paused.State = StatePaused
+		if err := s.PutSandbox(paused); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.TouchSession("alice", "calls-only", 4*time.Hour); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.TouchSession("alice", "one-too-many", 4*time.Hour); !errors.Is(err, ErrTooManySessions) {
+			t.Fatalf("a fourth session beside three live ones: %v, want ErrTooManySessions", err)
+		}
+		// A finished run that is used again counts again.
+		if _, err := s.TouchSession("alice", "run-0999", 4*time.Hour); err != nil {
+			t.Fatal(err)
+		}
+		clock.Advance(IdleSessionAfter + time.Minute)
+		// calls-only and run-0999 are idle now; the sandboxes' sessions still count.
+		if _, err := s.TouchSession("alice", "after-idle", 4*time.Hour); err != nil {
+			t.Fatalf("once the sessions without sandboxes were idle: %v", err)
+		}
+		if _, err := s.TouchSession("alice", "one-too-many", 4*time.Hour); !errors.Is(err, ErrTooManySessions) {
+			t.Fatalf("past the bound with two idle sandboxes held: %v, want ErrTooManySessions", err)
+		}
+	})
+}

@@ -113,8 +113,9 @@ type Options struct {
 	// LockTimeout bounds the wait for another process: its lock on the bbolt file, or a PostgreSQL operation
 	// (connection, locks and query together); default DefaultLockTimeout.
 	LockTimeout time.Duration
-	// MaxLiveSessions bounds the sessions one owner may have live (lease running) at once; default
-	// DefaultMaxLiveSessions. A caller may name any session, and each is a durable record.
+	// MaxLiveSessions bounds the sessions one owner may have live at once (lease running, and a running or paused
+	// sandbox held or a call within IdleSessionAfter: see liveSessions); default DefaultMaxLiveSessions. A caller
+	// may name any session, and each is a durable record.
 	MaxLiveSessions int
 	// Exclusive opens the embedded store only when no other process has it open (ErrInUse otherwise), and keeps
 	// every other process from opening it until Close: for a data key rotation (every process that has the
