@@ -76,8 +76,9 @@ func (a answers[R]) refusal(outcome, text string) reply[R] {
 //
 // Whatever ends a request from step 4 on is recorded in the audit log, in the room step 2 kept for it; an answer
 // that asks the client a question is recorded when the client calls again with the answer. Refusals of steps 1
-// to 3 are not: the log cannot be sure of holding them, and nothing ran. Denied and declined requests never run,
-// so never reach E2B.
+// to 3 are not, and nothing ran for them: step 1's has no caller to record, step 2's no room, and step 3's would
+// let a caller who names a new session on every call write to the server's disk without end, which that bound is
+// there to stop. Denied and declined requests never run, so never reach E2B.
 func govern[R any](ctx context.Context, s *Server, g governed[R]) (R, error) {
 	start := s.cfg.Now()
 	ctx, done := s.sessions.track(ctx)
