@@ -311,9 +311,11 @@ func framesOf(contentType string, b []byte) []frame {
 	return out
 }
 
-// teeBody keeps what is read of a body and hands it over once, at its end or when it is closed.
+// teeBody keeps what is read of a body and hands it over once, at its end or when it is closed. The client
+// closes a body from one goroutine while another still reads it, so buf is guarded.
 type teeBody struct {
 	io.ReadCloser
+	mu   sync.Mutex
 	buf  bytes.Buffer
 	once sync.Once
 	done func([]byte)
@@ -321,15 +323,26 @@ type teeBody struct {
 
 func (b *teeBody) Read(p []byte) (int, error) {
 	n, err := b.ReadCloser.Read(p)
+	b.mu.Lock()
 	b.buf.Write(p[:n])
+	b.mu.Unlock()
 	if err != nil {
-		b.once.Do(func() { b.done(b.buf.Bytes()) })
+		b.handOver()
 	}
 	return n, err
 }
 
 func (b *teeBody) Close() error {
 	err := b.ReadCloser.Close()
-	b.once.Do(func() { b.done(b.buf.Bytes()) })
+	b.handOver()
 	return err
+}
+
+func (b *teeBody) handOver() {
+	b.once.Do(func() {
+		b.mu.Lock()
+		read := bytes.Clone(b.buf.Bytes())
+		b.mu.Unlock()
+		b.done(read)
+	})
 }
