@@ -148,12 +148,12 @@ func TestServeFlags(t *testing.T) {
 		t.Fatal(err)
 	}
 	if cfg.Transport != "stdio" || cfg.Listen != "127.0.0.1:8931" || cfg.Session != "default" || cfg.Owner != "tester" ||
-		cfg.Backend != "e2b" || cfg.Lease != 4*time.Hour || cfg.OrphanAction != lifecycle.OrphanPause ||
+		cfg.Lease != 4*time.Hour || cfg.OrphanAction != lifecycle.OrphanPause ||
 		cfg.SweepInterval != 5*time.Minute || cfg.Tools.ResultLimit != 40000 || cfg.TokensFile != "" || cfg.PolicyFile != "" {
 		t.Errorf("defaults: %+v", cfg)
 	}
-	if cfg.E2B.Domain != "e2b.example" || cfg.E2B.APIURL != "http://api.example" || cfg.E2B.SandboxURL != "" {
-		t.Errorf("E2B location from the environment: %+v", cfg.E2B)
+	if b, ok := cfg.Backend.(server.E2B); !ok || b.Location.Domain != "e2b.example" || b.Location.APIURL != "http://api.example" || b.Location.SandboxURL != "" {
+		t.Errorf("E2B located by the environment: %+v", cfg.Backend)
 	}
 	if want := filepath.Join(e.env["XDG_STATE_HOME"], "e2b-mcp"); cfg.StateDir != want {
 		t.Errorf("state dir %s, want %s", cfg.StateDir, want)
@@ -171,13 +171,17 @@ func TestServeFlags(t *testing.T) {
 	}
 	abs, _ := filepath.Abs("rel/state")
 	if cfg.Transport != "sse" || cfg.Listen != "[::1]:9000" || cfg.Session != "proj" || cfg.Owner != "bob" ||
-		cfg.E2B.Domain != "d.example" || cfg.E2B.APIURL != "http://a" || cfg.E2B.SandboxURL != "http://s" ||
 		cfg.StateDir != abs || !slices.Equal(cfg.Tools.StorageRoots, []string{r1, r2}) || cfg.Tools.ResultLimit != 5000 ||
 		cfg.PolicyFile != "p.yaml" || cfg.Lease != 30*time.Minute || cfg.OrphanAction != lifecycle.OrphanKill ||
 		cfg.SweepInterval != time.Minute || cfg.Tools.Checkpoints.EverySteps != 5 || !cfg.Tools.Checkpoints.OnPause ||
-		cfg.Backend != "local" || cfg.TokensFile != "t.json" ||
+		cfg.Backend != (server.Local{}) || cfg.TokensFile != "t.json" ||
 		!slices.Equal(cfg.AllowOrigins, []string{"http://localhost:6274", "https://app.example"}) {
 		t.Errorf("flags: %+v", cfg)
+	}
+
+	cfg, err = parseServe(t, e, "--domain", "d.example", "--api-url", "http://a", "--sandbox-url", "http://s")
+	if b, ok := cfg.Backend.(server.E2B); err != nil || !ok || b.Location.Domain != "d.example" || b.Location.APIURL != "http://a" || b.Location.SandboxURL != "http://s" {
+		t.Errorf("E2B located by the flags: %+v %v", cfg.Backend, err)
 	}
 
 	if _, err := parseServe(t, e, "--storage-root", filepath.Join(r1, "missing")); err == nil {

@@ -168,7 +168,7 @@ func runServe(ctx context.Context, a *app, args []string) error {
 
 // serveConfig turns serve's flags into a server.Config, checked (by Config.Check, whose mistakes are usage errors
 // here) before anything is opened. Only what a Config cannot tell is checked here: an empty flag value, where an
-// empty Config field means its default, and the tools' settings.
+// empty Config field means its default, the backend's name, and the tools' settings.
 func (a *app) serveConfig(f *flags, o *serveOptions) (server.Config, error) {
 	switch {
 	case o.session == "":
@@ -186,6 +186,15 @@ func (a *app) serveConfig(f *flags, o *serveOptions) (server.Config, error) {
 		if !fi.IsDir() {
 			return server.Config{}, fmt.Errorf("--storage-root %s is not a directory", root)
 		}
+	}
+	var backend server.Backend
+	switch o.backend {
+	case server.BackendE2B:
+		backend = server.E2B{Location: o.loc.config()}
+	case server.BackendLocal:
+		backend = server.Local{}
+	default:
+		return server.Config{}, f.usageErrorf("--backend %q: want e2b or local", o.backend)
 	}
 	creds, err := credentialChoice(o.credentials)
 	if err != nil {
@@ -212,8 +221,7 @@ func (a *app) serveConfig(f *flags, o *serveOptions) (server.Config, error) {
 		Session:         o.session,
 		Transport:       o.transport,
 		Listen:          o.listen,
-		E2B:             o.loc.config(),
-		Backend:         o.backend,
+		Backend:         backend,
 		StateDir:        stateDir,
 		DefaultStateDir: defaultDir,
 		Store:           o.store,

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net/http"
 
 	"github.com/e2b-mcp/e2b-mcp/credentials"
 	"github.com/e2b-mcp/e2b-mcp/e2b"
@@ -45,7 +44,7 @@ func (k *storedKeyClients) Client(_ context.Context, owner string) (*e2b.Client,
 	return e2b.NewClient(cfg)
 }
 
-// staticClients serves every owner from one E2B deployment with a key per owner (the local backend, tests).
+// staticClients serves every owner from one E2B deployment with a key per owner: the local backend's emulator.
 type staticClients struct {
 	base e2b.Config
 	key  func(owner string) string
@@ -55,10 +54,4 @@ func (c staticClients) Client(_ context.Context, owner string) (*e2b.Client, err
 	cfg := c.base
 	cfg.APIKey = c.key(owner)
 	return e2b.NewClient(cfg)
-}
-
-// StaticClients is a ClientSource for one E2B deployment (e.g. an emulator at url) where each owner's key is
-// key(owner). Tests of other packages use it to point a server at an emulator without a keyring.
-func StaticClients(url string, client *http.Client, key func(owner string) string) tools.ClientSource {
-	return staticClients{base: e2b.Config{APIURL: url, SandboxURL: url, HTTPClient: client}, key: key}
 }

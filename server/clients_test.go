@@ -22,7 +22,6 @@ import (
 	"github.com/zalando/go-keyring"
 
 	"github.com/e2b-mcp/e2b-mcp/credentials"
-	"github.com/e2b-mcp/e2b-mcp/e2b"
 	"github.com/e2b-mcp/e2b-mcp/e2b/e2btest"
 	"github.com/e2b-mcp/e2b-mcp/state"
 )
@@ -33,9 +32,7 @@ func TestKeyringClientsReadKeyEveryCall(t *testing.T) {
 	keyring.MockInit()
 	kr := credentials.Keyring{Service: "e2b-mcp-server-test"}
 	f := newFixture(t, fixtureOpts{mutate: func(c *Config, emu *e2btest.Server) {
-		c.Clients = nil // the keyring, as in production
 		c.Secrets = kr
-		c.E2B = e2b.Config{APIURL: emu.URL(), SandboxURL: emu.URL()}
 	}})
 	c := connect(t, f.srv, mcp.ProtocolVersion20260728, nil)
 
@@ -106,7 +103,7 @@ func TestLocalBackend(t *testing.T) {
 	srv, err := New(Config{
 		Owner:    "alice",
 		StateDir: dir,
-		Backend:  BackendLocal,
+		Backend:  Local{},
 		Logger:   slog.New(slog.NewTextHandler(&logs, nil)),
 	})
 	if err != nil {
@@ -137,7 +134,7 @@ func TestLocalBackend(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(dir, state.FileName)); err == nil {
 		t.Error("the local backend wrote into the real state store")
 	}
-	keys := srv.local.keys
+	keys := srv.backend.local.keys
 	if keys.key("alice") == keys.key("bob") || credentials.CheckAPIKeyForm(keys.key("alice")) != nil {
 		t.Error("local keys must be per owner and of E2B's form")
 	}

@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/e2b-mcp/e2b-mcp/credentials"
-	"github.com/e2b-mcp/e2b-mcp/e2b"
 	"github.com/e2b-mcp/e2b-mcp/egress"
 	"github.com/e2b-mcp/e2b-mcp/lifecycle"
 	"github.com/e2b-mcp/e2b-mcp/state"
@@ -20,12 +19,6 @@ const (
 	TransportStdio = "stdio"
 	TransportHTTP  = "http"
 	TransportSSE   = "sse"
-)
-
-// Backends.
-const (
-	BackendE2B   = "e2b"
-	BackendLocal = "local"
 )
 
 // Defaults of Config.
@@ -49,10 +42,9 @@ type Config struct {
 	Transport string
 	// Listen is the HTTP address (default 127.0.0.1:8931). Without TokensFile it must be a loopback address.
 	Listen string
-	// E2B locates E2B (Domain, APIURL, SandboxURL); its APIKey and HTTPClient are ignored.
-	E2B e2b.Config
-	// Backend is e2b (default) or local: the emulator in-process, for trying the server without an account.
-	Backend string
+	// Backend is where the sandboxes live: E2B{} (the default: E2B's cloud, or the E2B its Location names) or
+	// Local{}, the emulator in-process, for trying the server without an account.
+	Backend Backend
 	// StateDir holds the state store, approvals and audit log. Required.
 	StateDir string
 	// DefaultStateDir is the state directory `e2b-mcp approve` uses without --state-dir; when StateDir is another,
@@ -95,17 +87,11 @@ type Config struct {
 	Credentials []string
 	// EgressScopes are the egress file's owners and sessions whose limits or credentials differ from the above.
 	EgressScopes map[string]egress.OwnerScope
-	// CredentialStore overrides where credentials are read (tests); nil means Secrets for the e2b backend with
-	// its own clients, and none for the local backend or overridden Clients.
-	CredentialStore credentials.SecretStore
 
-	// Secrets is where owners' E2B keys and the state store's data key live: the OS keyring (nil means
-	// credentials.Keyring{}, service "e2b-mcp") or the encrypted key store of a host without one.
+	// Secrets is where owners' E2B keys, the credentials sandboxes get and the state store's data key live: the OS
+	// keyring (nil means credentials.Keyring{}, service "e2b-mcp") or the encrypted key store of a host without
+	// one. The local backend reads none of them.
 	Secrets credentials.SecretStore
-	// DataKeys overrides the state store's data key source (tests); nil means the keyring entry.
-	DataKeys state.KeySource
-	// Clients overrides the source of E2B clients (tests); nil means the keyring, or the emulator for local.
-	Clients tools.ClientSource
 	// Now is the clock of leases, approvals and audit (nil: time.Now).
 	Now func() time.Time
 }
@@ -129,8 +115,8 @@ func (c Config) Check() (Config, error) {
 	if c.Listen == "" {
 		c.Listen = DefaultListen
 	}
-	if c.Backend == "" {
-		c.Backend = BackendE2B
+	if c.Backend == nil {
+		c.Backend = E2B{}
 	}
 	if c.Lease == 0 {
 		c.Lease = DefaultLease
@@ -153,8 +139,6 @@ func (c Config) Check() (Config, error) {
 	switch {
 	case !slices.Contains([]string{TransportStdio, TransportHTTP, TransportSSE}, c.Transport):
 		return c, fmt.Errorf("--transport %q: want stdio, http or sse", c.Transport)
-	case c.Backend != BackendE2B && c.Backend != BackendLocal:
-		return c, fmt.Errorf("--backend %q: want e2b or local", c.Backend)
 	case c.StateDir == "":
 		return c, errors.New("no state directory given")
 	case c.Lease < 0:
@@ -165,7 +149,7 @@ func (c Config) Check() (Config, error) {
 	if err := CheckStoreURL(c.Store); err != nil {
 		return c, err
 	}
-	if c.Store != "" && c.Backend == BackendLocal {
+	if _, local := c.Backend.(Local); local && c.Store != "" {
 		return c, errors.New("--store and --backend local do not go together: the local backend keeps its records in a temporary store of its own")
 	}
 	if _, err := lifecycle.ParseOrphanAction(string(c.OrphanAction)); err != nil {

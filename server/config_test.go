@@ -16,7 +16,7 @@ func TestConfigCheck(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.Session != DefaultSession || c.Transport != TransportStdio || c.Listen != DefaultListen || c.Backend != BackendE2B ||
+	if c.Session != DefaultSession || c.Transport != TransportStdio || c.Listen != DefaultListen || c.Backend != (E2B{}) ||
 		c.Lease != DefaultLease || c.SweepInterval != DefaultSweepInterval || c.OrphanAction != "pause" || c.Now == nil || c.Secrets == nil {
 		t.Errorf("defaults: %+v", c)
 	}
@@ -26,12 +26,11 @@ func TestConfigCheck(t *testing.T) {
 		want    string
 	}{
 		{func(c *Config) { c.Transport = "carrier-pigeon" }, `--transport "carrier-pigeon": want stdio, http or sse`},
-		{func(c *Config) { c.Backend = "cloud" }, `--backend "cloud": want e2b or local`},
 		{func(c *Config) { c.StateDir = "" }, "no state directory given"},
 		{func(c *Config) { c.Lease = -time.Second }, "--lease must be positive"},
 		{func(c *Config) { c.SweepInterval = -time.Second }, "--sweep-interval must be positive"},
 		{func(c *Config) { c.Store = "mysql://u:hunter2@db/x" }, "--store: want a postgres:// URL"},
-		{func(c *Config) { c.Store, c.Backend = "postgres://db/x", BackendLocal }, "--store and --backend local do not go together"},
+		{func(c *Config) { c.Store, c.Backend = "postgres://db/x", Local{} }, "--store and --backend local do not go together"},
 		{func(c *Config) { c.OrphanAction = "explode" }, "--orphan-action: "},
 		{func(c *Config) { c.Session = "a\nb" }, "--session: the session name contains a control character"},
 		{func(c *Config) { c.Owner = "" }, "--owner: "},

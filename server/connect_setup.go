@@ -17,7 +17,8 @@ import (
 // is none for the local backend (it needs no key), when the operator turned it off, or under OAuth without a
 // client for the members' sign-in.
 func (s *Server) setUpConnectPage() error {
-	if s.cfg.NoConnectPage || s.local != nil || s.cfg.Clients != nil {
+	e2bAt, withKeys := s.cfg.Backend.(E2B)
+	if s.cfg.NoConnectPage || !withKeys {
 		return nil
 	}
 	prove := proveLocal
@@ -32,7 +33,7 @@ func (s *Server) setUpConnectPage() error {
 		prove = proveToken
 	}
 	verify := func(ctx context.Context, key string) error {
-		cfg := s.cfg.E2B
+		cfg := e2bAt.Location
 		cfg.APIKey = key
 		cfg.HTTPClient = newSharedHTTPClient(s.metrics)
 		return credentials.VerifyAPIKey(ctx, cfg)

@@ -19,7 +19,6 @@ import (
 	"github.com/mark3labs/mcp-go/mcp"
 
 	"github.com/e2b-mcp/e2b-mcp/credentials"
-	"github.com/e2b-mcp/e2b-mcp/e2b"
 	"github.com/e2b-mcp/e2b-mcp/e2b/e2btest"
 	"github.com/e2b-mcp/e2b-mcp/policy"
 	"github.com/e2b-mcp/e2b-mcp/state"
@@ -57,10 +56,9 @@ func newConnectFixture(t *testing.T, mutate func(*Config)) *connectFixture {
 	}
 	cfg := Config{
 		Owner: "alice", Session: "s1", StateDir: t.TempDir(),
-		DataKeys: state.StaticKeySource(make([]byte, state.DataKeySize)),
-		Secrets:  secrets,
-		E2B:      e2b.Config{APIURL: emu.URL(), SandboxURL: emu.URL()},
-		Logger:   testLogger(t),
+		Secrets: secrets,
+		Backend: emulatorAt(emu.URL()),
+		Logger:  testLogger(t),
 	}
 	if mutate != nil {
 		mutate(&cfg)

@@ -22,9 +22,12 @@ func TestStoreKeyIsTheKeyringsDataKey(t *testing.T) {
 	keys := map[string][]byte{}
 	for _, service := range []string{"e2b-mcp-install-a", "e2b-mcp-install-b"} {
 		kr := credentials.Keyring{Service: service}
+		if err := credentials.SetAPIKey(kr, "alice", testKey("alice")); err != nil {
+			t.Fatal(err)
+		}
 		var dir string
 		f := newFixture(t, fixtureOpts{mutate: func(c *Config, _ *e2btest.Server) {
-			c.DataKeys, c.Secrets, dir = nil, kr, c.StateDir
+			c.Secrets, dir = kr, c.StateDir
 		}})
 		id := createSandbox(t, connect(t, f.srv, mcp.ProtocolVersion20260728, nil))
 		sb, _ := f.emu.Sandbox(id)
@@ -57,7 +60,7 @@ func TestStoreKeyIsTheKeyringsDataKey(t *testing.T) {
 		if err := keyring.Delete(service, credentials.DataKeyAccount); err != nil {
 			t.Fatal(err)
 		}
-		g, err := New(Config{Owner: "alice", Session: "s1", StateDir: dir, Secrets: kr, Clients: StaticClients(f.emu.URL(), nil, testKey), Logger: testLogger(t)})
+		g, err := New(Config{Owner: "alice", Session: "s1", StateDir: dir, Secrets: kr, Backend: emulatorAt(f.emu.URL()), Logger: testLogger(t)})
 		if err == nil {
 			msg := mustFail(t, connect(t, g, mcp.ProtocolVersion20260728, nil), "e2b_exec", map[string]any{"sandbox_id": id, "command": "true"})
 			if !strings.Contains(msg, "data key") {

@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -17,8 +18,9 @@ import (
 	"github.com/mark3labs/mcp-go/mcp"
 
 	"github.com/e2b-mcp/e2b-mcp/audit"
+	"github.com/e2b-mcp/e2b-mcp/credentials"
+	"github.com/e2b-mcp/e2b-mcp/e2b"
 	"github.com/e2b-mcp/e2b-mcp/e2b/e2btest"
-	"github.com/e2b-mcp/e2b-mcp/state"
 )
 
 // eras are the protocol versions every feature is tested in: the stateless core and the last handshake era.
@@ -52,8 +54,8 @@ func newFixture(t testing.TB, o fixtureOpts) *fixture {
 		StateDir:   f.dir,
 		Transport:  o.transport,
 		TokensFile: o.tokensFile,
-		DataKeys:   state.StaticKeySource(make([]byte, state.DataKeySize)),
-		Clients:    StaticClients(emu.URL(), nil, testKey),
+		Backend:    emulatorAt(emu.URL()),
+		Secrets:    newTestSecrets(),
 		Logger:     testLogger(t),
 	}
 	if o.policy != "" {
@@ -223,6 +225,53 @@ func (e *elicitor) asked() []string {
 	defer e.mu.Unlock()
 	return append([]string(nil), e.messages...)
 }
+
+// emulatorAt is the e2b backend pointed at an emulator (or a proxy in front of one) at url.
+func emulatorAt(url string) E2B { return E2B{Location: e2b.Config{APIURL: url, SandboxURL: url}} }
+
+// testSecrets is a secret store in memory where every owner has logged in with testKey(owner) unless a test
+// stores another key or deletes it; the server reads keys, credentials and its data key from it as it would from
+// the OS keyring.
+type testSecrets struct {
+	mu      sync.Mutex
+	secrets map[string]string
+	deleted map[string]bool
+}
+
+func newTestSecrets() *testSecrets {
+	return &testSecrets{secrets: map[string]string{}, deleted: map[string]bool{}}
+}
+
+func (s *testSecrets) Secret(account string) (string, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if v, ok := s.secrets[account]; ok {
+		return v, nil
+	}
+	if !s.deleted[account] && credentials.CheckOwner(account) == nil { // an owner's API key
+		return testKey(account), nil
+	}
+	return "", fmt.Errorf("%w: %q", credentials.ErrNotFound, account)
+}
+
+func (s *testSecrets) SetSecret(account, secret string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.secrets[account] = secret
+	delete(s.deleted, account)
+	return nil
+}
+
+func (s *testSecrets) DeleteSecret(account string) error {
+	_, err := s.Secret(account)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.secrets, account)
+	s.deleted[account] = true
+	return err
+}
+
+func (s *testSecrets) String() string { return "the test's secrets" }
 
 // testKey is owner's API key at a test's emulator: a fixed function of the owner, so that each owner is a team
 // of its own there, as with real keys.

@@ -7,12 +7,40 @@ import (
 	"path/filepath"
 	"sync"
 
+	"github.com/e2b-mcp/e2b-mcp/e2b"
 	"github.com/e2b-mcp/e2b-mcp/internal/scratch"
+	"github.com/e2b-mcp/e2b-mcp/state"
 	"github.com/e2b-mcp/e2b-mcp/tools"
 )
 
 // localDirPrefix names the local backend's temporary directories in the system's temporary directory.
 const localDirPrefix = "e2b-mcp-local-"
+
+// Local is the E2B emulator run in-process, for trying the server without an E2B account: sandboxes are emulated
+// on this machine and vanish with the server (see localBackend). It takes no Config.Store.
+type Local struct{}
+
+func (Local) String() string { return BackendLocal }
+
+func (Local) start(cfg Config, m *metrics) (*startedBackend, error) {
+	// Emulated sandboxes vanish with the process, and so do their records: a store of its own in a temporary
+	// directory, sealed with a key that lives only in memory, so that the local backend needs no keyring at all
+	// and never mixes its records with those of real sandboxes.
+	key := make([]byte, state.DataKeySize)
+	if _, err := rand.Read(key); err != nil {
+		return nil, err
+	}
+	l, err := startLocalBackend(cfg.Logger)
+	if err != nil {
+		return nil, err
+	}
+	return &startedBackend{
+		clients: l.clients(m),
+		storeAt: l.storeDir(),
+		keys:    state.StaticKeySource(key),
+		local:   l,
+	}, nil
+}
 
 // localBackend is the E2B emulator run in-process for --backend local: sandboxes are emulated on this machine
 // in a temporary directory that goes away with the server (the next server removes it if this one is killed),
@@ -30,7 +58,7 @@ func (l *localBackend) storeDir() string { return filepath.Join(l.dir.Path, "sta
 // clients points every owner at the emulator with a key of its own (each owner is its own team there). The
 // location flags are ignored: the emulator is the only E2B the local backend knows.
 func (l *localBackend) clients(m *metrics) tools.ClientSource {
-	return StaticClients(l.url, newSharedHTTPClient(m), l.keys.key)
+	return staticClients{base: e2b.Config{APIURL: l.url, SandboxURL: l.url, HTTPClient: newSharedHTTPClient(m)}, key: l.keys.key}
 }
 
 func (l *localBackend) close() {

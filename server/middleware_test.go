@@ -230,10 +230,10 @@ func TestRunSweepsAtStart(t *testing.T) {
 	now := time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)
 	var mu sync.Mutex
 	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	secrets := newTestSecrets() // the data key both servers seal the records with
 	cfg := func(session string) Config {
 		return Config{Owner: "alice", Session: session, StateDir: dir, Lease: time.Hour, Now: clock,
-			DataKeys: state.StaticKeySource(make([]byte, state.DataKeySize)),
-			Clients:  StaticClients(emu.URL(), nil, testKey), Logger: testLogger(t)}
+			Backend: emulatorAt(emu.URL()), Secrets: secrets, Logger: testLogger(t)}
 	}
 
 	old, err := New(cfg("old"))

@@ -19,7 +19,6 @@ import (
 
 	"github.com/e2b-mcp/e2b-mcp/credentials"
 	"github.com/e2b-mcp/e2b-mcp/e2b/e2btest"
-	"github.com/e2b-mcp/e2b-mcp/state"
 )
 
 // The tests of this file mint their own tokens, to reach every refusal; tests/oauth_test.go signs in through a
@@ -334,8 +333,7 @@ func TestOAuthRefusesTokensFileOwnersItCouldName(t *testing.T) {
 		{"email", dora, `"dora@example.test" has the form of an email address`},
 	} {
 		_, err := New(Config{Owner: "alice", Session: "s1", StateDir: t.TempDir(), Transport: TransportHTTP,
-			TokensFile: tc.tokens, DataKeys: state.StaticKeySource(make([]byte, state.DataKeySize)),
-			Clients: StaticClients("http://127.0.0.1:1", nil, testKey), Logger: testLogger(t),
+			TokensFile: tc.tokens, Backend: emulatorAt("http://127.0.0.1:1"), Secrets: newTestSecrets(), Logger: testLogger(t),
 			OAuth: &OAuthConfig{Issuer: iss.url, Resource: testResource, OwnerClaim: tc.claim}})
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("owner claim %q beside %s: %v, want a refusal saying %s", tc.claim, tc.tokens, err, tc.want)

@@ -41,8 +41,8 @@ func (s *Server) Run(ctx context.Context, stdin io.Reader, stdout io.Writer) err
 		s.log.Warn("renewing the session lease", "owner", s.cfg.Owner, "session", s.cfg.Session, "error", err)
 	}
 
-	if s.local == nil {
-		s.log.Info("E2B API keys and the state store's data key are kept in " + s.cfg.Secrets.String())
+	if s.backend.secrets != nil {
+		s.log.Info("E2B API keys and the state store's data key are kept in " + s.backend.secrets.String())
 	}
 
 	ctx, cancel := context.WithCancel(ctx)

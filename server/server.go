@@ -6,7 +6,6 @@ package server
 
 import (
 	"context"
-	"crypto/rand"
 	"errors"
 	"log/slog"
 	"net/http"
@@ -58,7 +57,7 @@ type Server struct {
 	approvalPage   *approvalPage   // where a human answers an approval the client did not ask about
 	localPage      *localPage      // stdio: the connect and approval pages on 127.0.0.1, started when first needed
 	localPageMu    sync.Mutex
-	local          *localBackend // nil unless Backend is local
+	backend        *startedBackend // nil until started
 	elicit         *elicitations
 	sessions       *sessionOwners
 	modern         *modernCalls // calls of protocol 2026-07-28 over streamable HTTP, for their cancels
@@ -87,47 +86,16 @@ func New(cfg Config) (*Server, error) {
 		}
 	}()
 
-	storeAt, keys := cfg.StateDir, cfg.DataKeys
-	if cfg.Store != "" {
-		storeAt = cfg.Store
-	}
-	if cfg.Backend == BackendLocal {
-		if s.local, err = startLocalBackend(cfg.Logger); err != nil {
-			return nil, err
-		}
-		// Emulated sandboxes vanish with the process, and so do their records: a store of its own in a
-		// temporary directory, sealed with a key that lives only in memory, so that the local backend needs
-		// no keyring at all and never mixes its records with those of real sandboxes.
-		storeAt = s.local.storeDir()
-		if keys == nil {
-			key := make([]byte, state.DataKeySize)
-			if _, err := rand.Read(key); err != nil {
-				return nil, err
-			}
-			keys = state.StaticKeySource(key)
-		}
-	}
-	if keys == nil {
-		keys = credentials.StateKeys(cfg.Secrets)
-	}
 	s.metrics = newMetrics()
-	if s.store, err = state.OpenAt(storeAt, state.Options{Keys: keys, Now: cfg.Now}); err != nil {
+	if s.backend, err = cfg.Backend.start(cfg, s.metrics); err != nil {
 		return nil, err
 	}
-	s.dataKeys = keys
-
-	switch {
-	case cfg.Clients != nil:
-		s.clients = cfg.Clients
-	case s.local != nil:
-		s.clients = s.local.clients(s.metrics)
-	default:
-		s.clients = newStoredKeyClients(cfg.Secrets, cfg.E2B, cfg.Logger, s.metrics)
+	if s.store, err = state.OpenAt(s.backend.storeAt, state.Options{Keys: s.backend.keys, Now: cfg.Now}); err != nil {
+		return nil, err
 	}
-	s.egress = &egress.Policy{Limits: cfg.Egress, Credentials: cfg.Credentials, Store: cfg.CredentialStore, Owners: cfg.EgressScopes}
-	if s.egress.Store == nil && cfg.Clients == nil && s.local == nil {
-		s.egress.Store = cfg.Secrets
-	}
+	s.dataKeys = s.backend.keys
+	s.clients = s.backend.clients
+	s.egress = &egress.Policy{Limits: cfg.Egress, Credentials: cfg.Credentials, Store: s.backend.secrets, Owners: cfg.EgressScopes}
 
 	if s.policies, err = tools.PolicyTools().NewHolder(cfg.PolicyFile); err != nil {
 		return nil, err
@@ -232,10 +200,10 @@ func (s *Server) Policies() *policy.Holder { return s.policies }
 
 // LocalURL is the address of the local backend's emulator, "" for the e2b backend.
 func (s *Server) LocalURL() string {
-	if s.local == nil {
+	if s.backend.local == nil {
 		return ""
 	}
-	return s.local.url
+	return s.backend.local.url
 }
 
 // Close releases the store and stops the local backend's emulator. It kills no E2B sandbox.
@@ -248,8 +216,8 @@ func (s *Server) Close() error {
 		if s.store != nil {
 			errs = append(errs, s.store.Close())
 		}
-		if s.local != nil {
-			s.local.close()
+		if s.backend != nil {
+			s.backend.close()
 		}
 		if s.localPage != nil {
 			s.localPage.close()

@@ -6,7 +6,6 @@ import (
 	"flag"
 	"fmt"
 	"net"
-	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -17,24 +16,12 @@ import (
 
 	"github.com/e2b-mcp/e2b-mcp/e2b"
 	"github.com/e2b-mcp/e2b-mcp/e2b/e2btest"
-	"github.com/e2b-mcp/e2b-mcp/state"
 )
 
 var (
 	sseRounds  = flag.Int("sse-rounds", 3, "rounds of cancelled, timed-out and short calls in TestSSECallsAfterEarlyEndedCalls")
 	sseBodyLag = flag.Duration("sse-body-lag", 20*time.Millisecond, "the edge proxy's lag in reading request bodies (e2btest.EdgeProxyOptions.BodyLag)")
 )
-
-// edgeClients reaches the control plane at api and every sandbox's envd at sandbox (an edge proxy), with one HTTP
-// client for every call, as the keyring source does: connections are reused from call to call.
-type edgeClients struct {
-	api, sandbox string
-	http         *http.Client
-}
-
-func (c edgeClients) Client(_ context.Context, owner string) (*e2b.Client, error) {
-	return e2b.NewClient(e2b.Config{APIKey: testKey(owner), APIURL: c.api, SandboxURL: c.sandbox, HTTPClient: c.http})
-}
 
 // sseTarget is a server over SSE whose sandboxes' envd is reached through an edge proxy, and an mcp-go SSE
 // client attached to it.
@@ -72,9 +59,10 @@ func newSSETarget(t *testing.T, envd *e2btest.RealEnvd) *sseTarget {
 		Session:   "s1",
 		Transport: TransportSSE,
 		StateDir:  t.TempDir(),
-		DataKeys:  state.StaticKeySource(make([]byte, state.DataKeySize)),
-		Clients:   edgeClients{api: emu.URL(), sandbox: proxy.URL(), http: newSharedHTTPClient(newMetrics())},
-		Logger:    testLogger(t),
+		// The control plane at the emulator, every sandbox's envd through the edge proxy.
+		Backend: E2B{Location: e2b.Config{APIURL: emu.URL(), SandboxURL: proxy.URL()}},
+		Secrets: newTestSecrets(),
+		Logger:  testLogger(t),
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -2,6 +2,7 @@ package server
 
 import (
 	"bytes"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"strings"
@@ -10,6 +11,7 @@ import (
 	"github.com/mark3labs/mcp-go/mcp"
 
 	"github.com/e2b-mcp/e2b-mcp/audit"
+	"github.com/e2b-mcp/e2b-mcp/credentials"
 	"github.com/e2b-mcp/e2b-mcp/internal/pgtest"
 	"github.com/e2b-mcp/e2b-mcp/policy"
 	"github.com/e2b-mcp/e2b-mcp/state"
@@ -25,7 +27,10 @@ func TestTicketsOfReplicasAreShared(t *testing.T) {
 	replica := func(dataKey byte, store string) *Server {
 		return newConnectFixture(t, func(c *Config) {
 			c.Transport, c.Store = TransportHTTP, store
-			c.DataKeys = state.StaticKeySource(bytes.Repeat([]byte{dataKey}, state.DataKeySize))
+			key := base64.StdEncoding.EncodeToString(bytes.Repeat([]byte{dataKey}, state.DataKeySize))
+			if err := c.Secrets.SetSecret(credentials.DataKeyAccount, key); err != nil {
+				t.Fatal(err)
+			}
 		}).srv
 	}
 	r1, r2 := replica(0, db), replica(0, db)
