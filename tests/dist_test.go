@@ -59,14 +59,6 @@ func requireSnapshot(t *testing.T) snapshot {
 	return s
 }
 
-func archiveName(version, goos, goarch string) string {
-	ext := ".tar.gz"
-	if goos == "windows" {
-		ext = ".zip"
-	}
-	return fmt.Sprintf("e2b-mcp_%s_%s_%s%s", version, goos, goarch, ext)
-}
-
 func exeName(goos string) string {
 	if goos == "windows" {
 		return "e2b-mcp.exe"
@@ -206,7 +198,7 @@ func TestReleaseSnapshotArchives(t *testing.T) {
 	}
 	var names []string
 	for _, target := range releaseTargets {
-		name := archiveName(snap.Version, target.goos, target.goarch)
+		name := archiveName(target.goos, target.goarch)
 		names = append(names, name)
 		archive, err := os.ReadFile(filepath.Join(distDir, name))
 		if err != nil {
@@ -272,7 +264,7 @@ func TestBundlesOfTheSnapshot(t *testing.T) {
 	}
 
 	for _, target := range releaseTargets {
-		name := bundleName(snap.Version, target.goos, target.goarch)
+		name := bundleName(target.goos, target.goarch)
 		data, err := os.ReadFile(filepath.Join(distDir, "bundles", name))
 		if err != nil {
 			t.Errorf("no bundle for %s/%s: %v", target.goos, target.goarch, err)
@@ -297,7 +289,7 @@ func TestBundlesOfTheSnapshot(t *testing.T) {
 			t.Errorf("%s lacks the icon", name)
 		}
 		bin := files["server/"+exe]
-		archived := archiveFiles(t, filepath.Join(distDir, archiveName(snap.Version, target.goos, target.goarch)))[exe]
+		archived := archiveFiles(t, filepath.Join(distDir, archiveName(target.goos, target.goarch)))[exe]
 		if len(bin.data) == 0 || !bytes.Equal(bin.data, archived.data) {
 			t.Errorf("%s's %s is not the binary of the release archive", name, exe)
 		}
@@ -321,8 +313,8 @@ func mustRead(t *testing.T, path string) []byte {
 // The owner (unique to the test) and the E2B endpoints (the emulator) are added to the manifest's arguments, so
 // that no key of the machine's user and no real E2B is ever reached.
 func TestBundleRunsOverStdio(t *testing.T) {
-	snap := requireSnapshot(t)
-	name := bundleName(snap.Version, runtime.GOOS, runtime.GOARCH)
+	requireSnapshot(t)
+	name := bundleName(runtime.GOOS, runtime.GOARCH)
 	data, err := os.ReadFile(filepath.Join(distDir, "bundles", name))
 	if os.IsNotExist(err) {
 		optional.Skip(t, "no bundle for "+runtime.GOOS+"/"+runtime.GOARCH)
@@ -359,8 +351,17 @@ func TestBundleRunsOverStdio(t *testing.T) {
 	for _, tool := range list.Tools {
 		served = append(served, manifestTool{Name: tool.Name, Description: tool.Description})
 	}
-	if !slices.Equal(served, m.Tools) {
-		t.Errorf("the bundle's server lists %d tools, its manifest %d, or they differ", len(served), len(m.Tools))
+	// mcp-go lists tools by name; the manifest keeps the catalogue's order.
+	byName := func(a, b manifestTool) int { return strings.Compare(a.Name, b.Name) }
+	listed := slices.SortedFunc(slices.Values(m.Tools), byName)
+	slices.SortFunc(served, byName)
+	if len(served) != len(listed) {
+		t.Errorf("the bundle's server lists %d tools, its manifest %d", len(served), len(listed))
+	}
+	for i := range min(len(served), len(listed)) {
+		if served[i] != listed[i] {
+			t.Errorf("the server lists %q: %q\nthe manifest %q: %q", served[i].Name, served[i].Description, listed[i].Name, listed[i].Description)
+		}
 	}
 	msg := fails(t, s.Client, "e2b_list_sandboxes", map[string]any{})
 	if connectLinkRE.FindString(msg) == "" || !strings.Contains(msg, "e2b-mcp auth login") {

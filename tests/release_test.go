@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"image/png"
 	"os"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -330,7 +331,7 @@ func TestServerJSONIsTheRelease(t *testing.T) {
 		got = append(got, p.Identifier)
 	}
 	for _, target := range releaseTargets {
-		want = append(want, fmt.Sprintf("%s/releases/download/v%s/%s", repoURL, v, bundleName(v, target.goos, target.goarch)))
+		want = append(want, fmt.Sprintf("%s/releases/download/v%s/%s", repoURL, v, bundleName(target.goos, target.goarch)))
 	}
 	slices.Sort(got)
 	slices.Sort(want)
@@ -342,7 +343,42 @@ func TestServerJSONIsTheRelease(t *testing.T) {
 	}
 }
 
-// bundleName is the file name of a release's bundle for one target (packaging/bundle/build.mjs names them).
-func bundleName(version, goos, goarch string) string {
-	return fmt.Sprintf("e2b-mcp_%s_%s_%s.mcpb", version, goos, goarch)
+// bundleName is the file name of a release's bundle for one target (packaging/bundle/build.mjs names them): no
+// version, so that a link to the latest release's stays the same.
+func bundleName(goos, goarch string) string {
+	return fmt.Sprintf("e2b-mcp_%s_%s.mcpb", goos, goarch)
+}
+
+// archiveName is the file name of a release's archive for one target (.goreleaser.yaml's archives).
+func archiveName(goos, goarch string) string {
+	ext := ".tar.gz"
+	if goos == "windows" {
+		ext = ".zip"
+	}
+	return fmt.Sprintf("e2b-mcp_%s_%s%s", goos, goarch, ext)
+}
+
+var latestDownload = regexp.MustCompile(regexp.QuoteMeta(repoURL+"/releases/latest/download/") + `([A-Za-z0-9._-]+)`)
+
+// README's Install section links every archive and every bundle of the release by the names the release gives
+// them, and nothing else: a link that names no asset is a broken install command.
+func TestReadmeInstallLinksAreTheRelease(t *testing.T) {
+	data, err := os.ReadFile(readmePath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got, want []string
+	for _, m := range latestDownload.FindAllStringSubmatch(string(data), -1) {
+		if !slices.Contains(got, m[1]) {
+			got = append(got, m[1])
+		}
+	}
+	for _, target := range releaseTargets {
+		want = append(want, archiveName(target.goos, target.goarch), bundleName(target.goos, target.goarch))
+	}
+	slices.Sort(got)
+	slices.Sort(want)
+	if !slices.Equal(got, want) {
+		t.Errorf("README.md links the release's\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
 }

@@ -52,7 +52,8 @@ for (const b of binaries) {
     // mcpb pack keeps each file's mode: the binary must stay executable where Claude Desktop unpacks it.
     chmodSync(join(stage, "server", exe), 0o755);
 
-    const name = `e2b-mcp_${version}_${b.goos}_${b.goarch}.mcpb`;
+    // Named as the archives are, without the version (.goreleaser.yaml says why).
+    const name = `e2b-mcp_${b.goos}_${b.goarch}.mcpb`;
     execFileSync(mcpb, ["validate", join(stage, "manifest.json")], { stdio: ["ignore", "inherit", "inherit"] });
     execFileSync(mcpb, ["pack", stage, join(out, name)], { stdio: ["ignore", "ignore", "inherit"] });
     sha256[name] = createHash("sha256").update(readFileSync(join(out, name))).digest("hex");
