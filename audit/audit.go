@@ -1,6 +1,8 @@
-// Package audit records every tool call, allowed or not, as one JSON line: who,
+// Package audit records every tool call, allowed or not, in JSON lines: who,
 // which session, which tool, the arguments with secrets redacted and long values
 // clipped, the policy decision and rule, the outcome, the duration and the sandbox.
+// A call that runs has two lines, one written before it runs and one when it ends
+// (see Call); a call refused before it runs has one.
 //
 // The log is audit.jsonl in a directory, shared by every server process of a user.
 // Each entry is appended and fsync'd under an exclusive flock on audit.lock, which
@@ -29,14 +31,16 @@ import (
 
 // Entry is one recorded call.
 type Entry struct {
-	Time       time.Time      `json:"time"`
+	Time time.Time `json:"time"`
+	// ID joins a call's started record to its outcome record (see Call); empty in an entry written whole.
+	ID         string         `json:"id,omitempty"`
 	Owner      string         `json:"owner"`
 	Session    string         `json:"session"`
 	Tool       string         `json:"tool"`
 	Args       map[string]any `json:"args,omitempty"`
 	Decision   string         `json:"decision"`
 	Rule       string         `json:"rule,omitempty"`
-	Outcome    string         `json:"outcome"` // "ok", "error", "denied", "declined", "approval_pending"
+	Outcome    string         `json:"outcome"` // one of the Outcome constants
 	Error      string         `json:"error,omitempty"`
 	DurationMS int64          `json:"duration_ms"`
 	SandboxID  string         `json:"sandbox_id,omitempty"`
@@ -69,6 +73,12 @@ const (
 	OutcomeDenied          = "denied"
 	OutcomeDeclined        = "declined"
 	OutcomeApprovalPending = "approval_pending"
+	// OutcomeInputRequired: the call put a question to the client and ended; the client's next call, with the
+	// answer, is recorded on its own.
+	OutcomeInputRequired = "input_required"
+	// OutcomeStarted is the outcome Read gives a call that started and has no outcome record: it is still
+	// running, or its server stopped before it ended.
+	OutcomeStarted = "started"
 )
 
 // Options tune a Log. Zero values take the defaults.
@@ -98,6 +108,15 @@ type Log struct {
 	lock   *os.File
 	closed bool
 
+	// room is what the calls of this Log in flight hold (see Reserve), noted for the other Logs of the directory
+	// in the size of roomFile.
+	room     int64
+	roomFile *os.File
+
+	// preallocate allocates disk past the end of the active file (see reserve); a test replaces it to be a file
+	// system that cannot.
+	preallocate func(f *os.File, off, n int64) error
+
 	// syncFile makes an appended entry durable: (*os.File).Sync, which a test replaces to see that every entry
 	// is on disk before Record returns.
 	syncFile func(*os.File) error
@@ -125,45 +144,35 @@ func Open(dir string, opts Options) (*Log, error) {
 		return nil, fmt.Errorf("audit: %w", err)
 	}
 	f.Close()
-	return &Log{dir: dir, opts: opts, lock: lock, syncFile: (*os.File).Sync}, nil
+	l := &Log{dir: dir, opts: opts, lock: lock, syncFile: (*os.File).Sync, preallocate: reserve}
+	if l.roomFile, err = openRoomFile(dir); err != nil {
+		lock.Close()
+		return nil, err
+	}
+	// A rotation that crashed can have left the next active file half made.
+	if err := l.underLock(func() error { return removeIfExists(filepath.Join(dir, nextName)) }); err != nil {
+		l.Close()
+		return nil, fmt.Errorf("audit: %w", err)
+	}
+	return l, nil
 }
 
-// reserveBytes is the disk kept allocated past the end of the active file: room for the entries of every call
-// in flight (each is clipped far below this), so that a call that was let start can be recorded when it ends.
-const reserveBytes = 256 << 10
-
-// Reserve makes sure the log can take the entries of the calls about to start: it keeps reserveBytes of disk
-// allocated past the end of the active file. An error (a full disk, a read-only or missing directory) means a
-// call started now might end unrecorded; the caller refuses it, and the next Reserve tries again, so the log
-// recovers by itself when space returns.
-func (l *Log) Reserve() error {
-	return l.underLock(func() error {
-		active := filepath.Join(l.dir, activeName)
-		f, size, err := openActive(active)
-		if err != nil {
-			return err
-		}
-		err = reserve(f, size, reserveBytes)
-		if cerr := f.Close(); err == nil {
-			err = cerr
-		}
-		if err != nil {
-			return fmt.Errorf("audit: reserving space for entries in %s (local disk): %w", active, err)
-		}
-		return nil
-	})
+func removeIfExists(name string) error {
+	if err := os.Remove(name); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return err
+	}
+	return nil
 }
 
-// Record redacts and clips the entry (see Redact), stamps it with the current time
-// if it has none, and appends it as one line, fsync'd before Record returns. If the
-// log had to rotate and could not, the entry is still written and the rotation
-// error returned.
+// Record records a call that is over as one whole entry: it reserves room for it (see Reserve) and writes it
+// (see Finish). The entry is redacted and clipped (see Redact), stamped with the current time if it has none,
+// and fsync'd before Record returns. An error that wraps ErrNotRotated means the entry is recorded.
 func (l *Log) Record(e Entry) error {
-	line, err := encodeEntry(e)
+	c, err := l.Reserve()
 	if err != nil {
 		return err
 	}
-	return l.underLock(func() error { return l.appendLocked(line) })
+	return c.Finish(e)
 }
 
 // underLock runs fn holding this Log's mutex and the exclusive flock every process sharing the directory takes.
@@ -180,6 +189,12 @@ func (l *Log) underLock(fn func() error) error {
 	return fn()
 }
 
+// ErrNotRotated is wrapped by the error of a write that went in although the log had to rotate and could not:
+// the entry is recorded, and the next write tries to rotate again.
+var ErrNotRotated = errors.New("audit: the log could not rotate")
+
+// appendLocked appends a line, in room reserved for it, rotating the active file first if the line would take it
+// past Options.MaxBytes.
 func (l *Log) appendLocked(line []byte) error {
 	active := filepath.Join(l.dir, activeName)
 	f, size, err := openActive(active)
@@ -188,12 +203,11 @@ func (l *Log) appendLocked(line []byte) error {
 	}
 	var rotateErr error
 	if size > 0 && size+int64(len(line)) > l.opts.MaxBytes {
-		f.Close()
-		if rotateErr = rotate(l.dir, l.opts.MaxFiles); rotateErr != nil {
-			rotateErr = fmt.Errorf("audit: rotating %s: %w", active, rotateErr)
-		}
-		if f, size, err = openActive(active); err != nil {
-			return errors.Join(rotateErr, err)
+		if next, err := l.rotateLocked(f, size); err != nil {
+			rotateErr = fmt.Errorf("%w: rotating %s: %w", ErrNotRotated, active, err)
+		} else {
+			f.Close()
+			f, size = next, 0
 		}
 	}
 	if size > 0 && !endsWithNewline(f, size) {
@@ -212,12 +226,15 @@ func (l *Log) appendLocked(line []byte) error {
 	}
 	cerr := f.Close()
 	if werr != nil || cerr != nil {
-		return errors.Join(rotateErr, fmt.Errorf("audit: writing %s (local disk): %w", active, errors.Join(werr, cerr)))
+		if rotateErr != nil { // not wrapped: errors.Is(err, ErrNotRotated) means the line is in
+			werr = fmt.Errorf("%w (and before it: %v)", werr, rotateErr)
+		}
+		return fmt.Errorf("audit: writing %s (local disk): %w", active, errors.Join(werr, cerr))
 	}
 	if size == 0 {
 		// A new file: make its directory entry durable too.
 		if err := filelock.SyncDir(l.dir); err != nil {
-			return errors.Join(rotateErr, fmt.Errorf("audit: syncing %s: %w", l.dir, err))
+			return fmt.Errorf("audit: syncing %s: %w", l.dir, err)
 		}
 	}
 	return rotateErr
@@ -320,7 +337,9 @@ func (l *Log) Close() error {
 		return nil
 	}
 	l.closed = true
-	return l.lock.Close()
+	// This Log's calls in flight will not be recorded now: their room is given back with the room file.
+	rerr := errors.Join(l.roomFile.Close(), os.Remove(l.roomFile.Name()))
+	return errors.Join(l.lock.Close(), rerr)
 }
 
 // encodeEntry prepares an entry for the file: redacted, clipped, UTC, one line of at most MaxEntryBytes.
@@ -348,11 +367,11 @@ func encodeEntry(e Entry) ([]byte, error) {
 	return clipEntry(e, len(line))
 }
 
-func encodeLine(e Entry) ([]byte, error) {
+func encodeLine(v any) ([]byte, error) {
 	var buf bytes.Buffer
 	enc := json.NewEncoder(&buf)
 	enc.SetEscapeHTML(false) // keep commands like "a && b" readable
-	if err := enc.Encode(e); err != nil {
+	if err := enc.Encode(v); err != nil {
 		return nil, err
 	}
 	return buf.Bytes(), nil

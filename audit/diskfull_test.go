@@ -45,9 +45,6 @@ func TestFullDiskRefusesUnrecordableCallsAndLeavesNoPartialLine(t *testing.T) {
 	l := openLog(t, dir, Options{})
 	recorded := 0
 	for i := range 3 {
-		if err := l.Reserve(); err != nil {
-			t.Fatal(err)
-		}
 		if err := l.Record(numbered("before", i)); err != nil {
 			t.Fatal(err)
 		}
@@ -58,14 +55,15 @@ func TestFullDiskRefusesUnrecordableCallsAndLeavesNoPartialLine(t *testing.T) {
 	// Calls go on being let in and recorded until the reservation can no longer be renewed; none is lost.
 	refused := false
 	for i := range 100 {
-		if err := l.Reserve(); err != nil {
+		c, err := l.Reserve()
+		if err != nil {
 			if !strings.Contains(err.Error(), "local disk") || !strings.Contains(err.Error(), "no space left on device") {
 				t.Fatalf("Reserve on a full disk: %v; want it to name the local disk and the cause", err)
 			}
 			refused = true
 			break
 		}
-		if err := l.Record(numbered("full", i)); err != nil {
+		if err := c.Finish(numbered("full", i)); err != nil {
 			t.Fatalf("an entry of a call that Reserve let in was lost: %v", err)
 		}
 		recorded++
@@ -77,9 +75,13 @@ func TestFullDiskRefusesUnrecordableCallsAndLeavesNoPartialLine(t *testing.T) {
 	// Appends made regardless (no reservation) fail once the reserved room is used up, and leave no half line.
 	big := numbered("unreserved", 0)
 	big.Args["command"] = strings.Repeat("x", 1000)
+	line, err := encodeEntry(big)
+	if err != nil {
+		t.Fatal(err)
+	}
 	failed := false
 	for range 10000 {
-		if err := l.Record(big); err != nil {
+		if err := l.underLock(func() error { return l.appendLocked(line) }); err != nil {
 			failed = true
 			break
 		}
@@ -94,9 +96,6 @@ func TestFullDiskRefusesUnrecordableCallsAndLeavesNoPartialLine(t *testing.T) {
 
 	if err := os.Remove(filler); err != nil {
 		t.Fatal(err)
-	}
-	if err := l.Reserve(); err != nil {
-		t.Fatalf("Reserve after space returned: %v", err)
 	}
 	if err := l.Record(numbered("after", 0)); err != nil {
 		t.Fatalf("Record after space returned: %v", err)

@@ -34,6 +34,10 @@ func (f Filter) match(e *Entry) bool {
 // first, across the rotated files. It holds a shared lock while reading, so a
 // rotation cannot move files under it. A line that is not an entry (a file cut
 // short by a crash, say) is skipped.
+//
+// A call recorded in two lines (see Call) is one entry, at its started record's place and time, with the outcome,
+// error and duration of its outcome record; without one, its outcome is OutcomeStarted. An outcome record whose
+// started record is not in the log (rotated out) is skipped.
 func Read(dir string, f Filter) ([]Entry, error) {
 	if _, err := os.Stat(dir); err != nil {
 		return nil, fmt.Errorf("audit: %w", err)
@@ -59,38 +63,70 @@ func Read(dir string, f Filter) ([]Entry, error) {
 	}
 	paths = append(paths, filepath.Join(dir, activeName))
 
-	var out []Entry
+	r := reader{filter: f, started: map[string]int{}}
 	for _, p := range paths {
-		if out, err = readFile(p, f, out); err != nil {
+		if err := r.readFile(p); err != nil {
 			return nil, err
 		}
 	}
-	return out, nil
+	return r.out, nil
 }
 
-func readFile(path string, f Filter, out []Entry) ([]Entry, error) {
+// reader gathers the entries of the log's files, in order.
+type reader struct {
+	filter  Filter
+	out     []Entry
+	started map[string]int // the index in out of each started record that has no outcome yet, by ID
+}
+
+// line is any line of the log: an entry (whole or a started record) or an outcome record (Ends set).
+type line struct {
+	Entry
+	Ends string `json:"ends"`
+}
+
+func (r *reader) add(raw []byte) {
+	var l line
+	if json.Unmarshal(raw, &l) != nil {
+		return
+	}
+	if l.Ends != "" {
+		if i, ok := r.started[l.Ends]; ok {
+			delete(r.started, l.Ends)
+			r.out[i].Outcome, r.out[i].Error, r.out[i].DurationMS = l.Outcome, l.Error, l.DurationMS
+		}
+		return
+	}
+	if !r.filter.match(&l.Entry) {
+		return
+	}
+	if l.ID != "" {
+		l.Outcome, l.Error, l.DurationMS = OutcomeStarted, "", 0
+		r.started[l.ID] = len(r.out)
+	}
+	r.out = append(r.out, l.Entry)
+}
+
+func (r *reader) readFile(path string) error {
 	file, err := os.Open(path)
 	if errors.Is(err, os.ErrNotExist) {
-		return out, nil
+		return nil
 	}
 	if err != nil {
-		return nil, fmt.Errorf("audit: %w", err)
+		return fmt.Errorf("audit: %w", err)
 	}
 	defer file.Close()
-	r := bufio.NewReaderSize(file, 64<<10)
+	br := bufio.NewReaderSize(file, 64<<10)
 	for {
-		line, err := r.ReadBytes('\n')
-		if line = bytes.TrimSpace(line); len(line) > 0 {
-			var e Entry
-			if json.Unmarshal(line, &e) == nil && f.match(&e) {
-				out = append(out, e)
-			}
+		raw, err := br.ReadBytes('\n')
+		if raw = bytes.TrimSpace(raw); len(raw) > 0 {
+			r.add(raw)
 		}
 		if errors.Is(err, io.EOF) {
-			return out, nil
+			return nil
 		}
 		if err != nil {
-			return nil, fmt.Errorf("audit: reading %s: %w", path, err)
+			return fmt.Errorf("audit: reading %s: %w", path, err)
 		}
 	}
 }

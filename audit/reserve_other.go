@@ -1,9 +1,16 @@
-//go:build !linux
+//go:build !linux && !darwin && !freebsd && !windows
 
 package audit
 
-import "os"
+import (
+	"errors"
+	"os"
+)
 
-// reserve does nothing where the file system offers no preallocation through a portable call; a failed append
-// is still rolled back, so a full disk costs the entry, never the file's integrity.
-func reserve(*os.File, int64, int64) error { return nil }
+// reserve: no preallocation here, and (freeBytes) no free space known either, so no call is let in that the log
+// could not be sure of recording.
+func reserve(*os.File, int64, int64) error { return errNoPreallocation }
+
+func freeBytes(string) (int64, error) {
+	return 0, errors.New("this system's free disk space is not known to e2b-mcp")
+}

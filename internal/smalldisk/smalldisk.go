@@ -54,3 +54,17 @@ func Fill(t testing.TB, dir string) string {
 		}
 	}
 }
+
+// FillLeaving fills the disk of dir but for about free bytes (to the page) and returns the filler's path, as Fill.
+func FillLeaving(t testing.TB, dir string, free int64) string {
+	t.Helper()
+	path := Fill(t, dir)
+	st, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Truncate(path, max(0, st.Size()-free)); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
