@@ -225,7 +225,7 @@ type forkResultJSON struct {
 
 func (s *Server) sandboxAnswer(sb *Sandbox) sandboxJSON {
 	domain := s.opts.Domain
-	return sandboxJSON{
+	answer := sandboxJSON{
 		Alias:           sb.Alias,
 		ClientID:        clientID,
 		Domain:          &domain,
@@ -234,6 +234,11 @@ func (s *Server) sandboxAnswer(sb *Sandbox) sandboxJSON {
 		SandboxID:       sb.ID,
 		TemplateID:      sb.TemplateID,
 	}
+	if sb.TrafficToken != "" {
+		token := sb.TrafficToken
+		answer.TrafficAccessToken = &token
+	}
+	return answer
 }
 
 func listed(sb *Sandbox) listedJSON {

@@ -279,6 +279,7 @@ func (s *Server) createSandbox(p createParams) (*Sandbox, *apiError) {
 		AutoPause:           p.autoPause,
 		AutoPauseMemory:     p.autoPauseMemory,
 		AutoResume:          p.autoResume,
+		TrafficToken:        trafficToken(p.network),
 		Timeout:             p.timeout,
 		AllowInternetAccess: p.allowInternet,
 		Network:             withInternetAccess(p.network, p.allowInternet),

@@ -56,6 +56,9 @@ type Network struct {
 	AllowOut []string                 `json:"allowOut"`
 	DenyOut  []string                 `json:"denyOut"`
 	Rules    map[string][]NetworkRule `json:"rules"`
+	// AllowPublicTraffic false (create only) makes the sandbox's ports answer only requests that carry its
+	// traffic access token (see ports.go); nil or true leaves them public.
+	AllowPublicTraffic *bool `json:"allowPublicTraffic,omitempty"`
 }
 
 // NetworkRule is one rule of a domain: headers the proxy sets on the sandbox's requests to it.
@@ -70,6 +73,10 @@ func (n *Network) clone() *Network {
 		return nil
 	}
 	c := &Network{AllowOut: slices.Clone(n.AllowOut), DenyOut: slices.Clone(n.DenyOut), Rules: map[string][]NetworkRule{}}
+	if n.AllowPublicTraffic != nil {
+		v := *n.AllowPublicTraffic
+		c.AllowPublicTraffic = &v
+	}
 	for d, rules := range n.Rules {
 		for _, r := range rules {
 			var cr NetworkRule

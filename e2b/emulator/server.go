@@ -10,7 +10,6 @@ package emulator
 
 import (
 	"crypto/subtle"
-	"encoding/json"
 	"fmt"
 	"net"
 	"net/http"
@@ -100,7 +99,10 @@ type Sandbox struct {
 	State       string // "running", "paused"
 	Secure      bool
 	AccessToken string
-	EnvdVersion string
+	// TrafficToken is what requests to the sandbox's ports must carry when it was created with network
+	// allowPublicTraffic false (header e2b-traffic-access-token); "" when its ports are public.
+	TrafficToken string
+	EnvdVersion  string
 	// AutoPause pauses the sandbox at its timeout instead of killing it; AutoPauseMemory keeps its memory then
 	// (else only its files: its processes are lost); AutoResume resumes it, paused, when envd traffic reaches it.
 	AutoPause, AutoPauseMemory, AutoResume bool
@@ -300,7 +302,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if port != "" && port != strconv.Itoa(envdPort) {
-		writeProxyError(w, id, "The sandbox is running but port is not open")
+		s.servePort(w, r, id, port)
 		return
 	}
 	s.serveEnvd(w, r, id)
@@ -340,6 +342,24 @@ const envdPort = 49983
 // serveEnvd answers a request for a sandbox's envd: the edge proxy's 502 when the sandbox is not running
 // (paused, killed, timed out or never existed), else envd itself. Team isolation does not apply: envd has tokens.
 func (s *Server) serveEnvd(w http.ResponseWriter, r *http.Request, id string) {
+	sb := s.awake(id)
+	if sb == nil {
+		writeProxyError(w, id, "The sandbox was not found")
+		return
+	}
+	if s.opts.Envd != nil {
+		v := s.envd.view(sb)
+		if err := s.opts.Envd.Serve(w, r, EnvdSandbox{ID: sb.ID, AccessToken: v.token, EnvVars: v.envVars}); err != nil {
+			envdJSONError(w, http.StatusBadGateway, "emulator: the envd of this sandbox: "+err.Error())
+		}
+		return
+	}
+	s.envd.serve(w, r, sb)
+}
+
+// awake is the sandbox that traffic for id reaches: a running one, or a paused one that autoResume resumes first;
+// nil when there is none (paused, killed, timed out or never existed).
+func (s *Server) awake(id string) *Sandbox {
 	s.mu.Lock()
 	sb := s.sandboxes[id]
 	running := sb != nil && sb.State == StateRunning && !s.closed
@@ -357,29 +377,14 @@ func (s *Server) serveEnvd(w http.ResponseWriter, r *http.Request, id string) {
 		running = e == nil
 	}
 	if !running {
-		writeProxyError(w, id, "The sandbox was not found")
-		return
+		return nil
 	}
-	if s.opts.Envd != nil {
-		v := s.envd.view(sb)
-		if err := s.opts.Envd.Serve(w, r, EnvdSandbox{ID: sb.ID, AccessToken: v.token, EnvVars: v.envVars}); err != nil {
-			envdJSONError(w, http.StatusBadGateway, "emulator: the envd of this sandbox: "+err.Error())
-		}
-		return
-	}
-	s.envd.serve(w, r, sb)
+	return sb
 }
 
 // writeProxyError writes the edge proxy's JSON answer for a sandbox it cannot reach, keys in the proxy's order.
 func writeProxyError(w http.ResponseWriter, id, message string) {
-	body, _ := json.Marshal(struct {
-		SandboxID string `json:"sandboxId"`
-		Message   string `json:"message"`
-		Code      int    `json:"code"`
-	}{id, message, http.StatusBadGateway})
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(http.StatusBadGateway)
-	_, _ = w.Write(body)
+	writeEdgeError(w, http.StatusBadGateway, id, message)
 }
 
 // Sandbox returns a copy of a sandbox's record (running or paused).
