@@ -51,9 +51,9 @@ func Reconcile(ctx context.Context, c *e2b.Client, st state.Store, owner, sessio
 			if onAdopt != nil {
 				onAdopt(ctx, rec)
 			}
-		case rec.State != ls.State:
+		case rec.State != ls.State || ls.State == e2b.StateRunning && !ls.EndAt.Equal(rec.ExpiresAt):
 			if _, err := st.UpdateSandbox(owner, rec.ID, func(r *state.SandboxRecord) error {
-				r.State, r.GoneReason = ls.State, ""
+				observed(r, ls.State, ls.EndAt)
 				return nil
 			}); err != nil {
 				return rep, err
@@ -70,7 +70,7 @@ func Reconcile(ctx context.Context, c *e2b.Client, st state.Store, owner, sessio
 		if err == nil {
 			if detail.State != rec.State {
 				if _, err := st.UpdateSandbox(owner, rec.ID, func(r *state.SandboxRecord) error {
-					r.State = detail.State
+					observed(r, detail.State, detail.EndAt)
 					return nil
 				}); err != nil {
 					return rep, err
@@ -81,7 +81,7 @@ func Reconcile(ctx context.Context, c *e2b.Client, st state.Store, owner, sessio
 		if !errors.Is(err, e2b.ErrNotFound) {
 			return rep, fmt.Errorf("checking sandbox %s at E2B: %w", rec.ID, err)
 		}
-		reason := goneReason(rec, time.Now())
+		reason := GoneReason(rec, time.Now())
 		if _, err := st.UpdateSandbox(owner, rec.ID, func(r *state.SandboxRecord) error {
 			r.State, r.GoneReason = state.StateGone, reason
 			return nil
@@ -93,11 +93,46 @@ func Reconcile(ctx context.Context, c *e2b.Client, st state.Store, owner, sessio
 	return rep, nil
 }
 
-// goneReason explains a vanished sandbox as well as the record allows: E2B keeps no tombstones.
-func goneReason(rec state.SandboxRecord, now time.Time) string {
-	if rec.State == e2b.StateRunning && rec.TimeoutSeconds > 0 && !rec.Created.IsZero() &&
-		now.After(rec.Created.Add(time.Duration(rec.TimeoutSeconds)*time.Second)) {
-		return fmt.Sprintf("E2B no longer has it; it was running with a %ds timeout, so it most likely timed out", rec.TimeoutSeconds)
+// observed brings a record to the state E2B reports, running until endAt or paused. A sandbox E2B paused while the
+// record had it running was paused by E2B (PausedByE2B); one found running again is no longer paused by anyone.
+func observed(r *state.SandboxRecord, st string, endAt time.Time) {
+	switch {
+	case st == e2b.StateRunning:
+		r.PausedBy = ""
+		if !endAt.IsZero() {
+			r.ExpiresAt = endAt
+		}
+	case r.State == e2b.StateRunning:
+		r.PausedBy = PausedByE2B(*r)
+	}
+	r.State, r.GoneReason = st, ""
+}
+
+// PausedByE2B says who paused a sandbox that E2B has paused while this server's record had it running: its
+// timeout (state.PausedAtTimeout) when it was created to pause then, else someone outside this server ("").
+func PausedByE2B(rec state.SandboxRecord) string {
+	if rec.OnTimeout == e2b.OnTimeoutPause {
+		return state.PausedAtTimeout
+	}
+	return ""
+}
+
+// GoneReason explains a vanished sandbox as well as the record allows: E2B keeps no tombstones.
+func GoneReason(rec state.SandboxRecord, now time.Time) string {
+	if rec.State != e2b.StateRunning {
+		return "E2B no longer has it: it was killed outside this session (dashboard, another client) or expired"
+	}
+	expires := rec.ExpiresAt
+	if expires.IsZero() && rec.TimeoutSeconds > 0 && !rec.Created.IsZero() {
+		expires = rec.Created.Add(time.Duration(rec.TimeoutSeconds) * time.Second)
+	}
+	if !expires.IsZero() && now.After(expires) {
+		if rec.OnTimeout == e2b.OnTimeoutKill {
+			return fmt.Sprintf("killed by E2B at its timeout (%s, %ds after it was last used), with its files and processes, as on_timeout kill asks",
+				expires.UTC().Format(time.RFC3339), rec.TimeoutSeconds)
+		}
+		return fmt.Sprintf("E2B no longer has it; it was running with a %ds timeout, which ran out at %s, so it most likely timed out",
+			rec.TimeoutSeconds, expires.UTC().Format(time.RFC3339))
 	}
 	return "E2B no longer has it: it was killed outside this session (dashboard, another client) or expired"
 }
@@ -117,6 +152,14 @@ func adopt(ctx context.Context, c *e2b.Client, st state.Store, owner, session st
 	if !ls.EndAt.IsZero() && ls.EndAt.After(ls.StartedAt) {
 		timeout = int(ls.EndAt.Sub(ls.StartedAt) / time.Second)
 	}
+	onTimeout := ""
+	if detail.Lifecycle != nil {
+		onTimeout = detail.Lifecycle.OnTimeout
+	}
+	var expires time.Time
+	if ls.State == e2b.StateRunning {
+		expires = ls.EndAt
+	}
 	rec := state.SandboxRecord{
 		ID:             ls.SandboxID,
 		Owner:          owner,
@@ -127,6 +170,8 @@ func adopt(ctx context.Context, c *e2b.Client, st state.Store, owner, session st
 		EnvdVersion:    ls.EnvdVersion,
 		AccessToken:    detail.EnvdAccessToken,
 		State:          ls.State,
+		OnTimeout:      onTimeout,
+		ExpiresAt:      expires,
 		Created:        ls.StartedAt,
 		TimeoutSeconds: timeout,
 	}

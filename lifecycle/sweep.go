@@ -158,9 +158,11 @@ func (s *Sweeper) sessionSandboxIDs(ctx context.Context, c *e2b.Client, sess sta
 
 func (s *Sweeper) apply(ctx context.Context, c *e2b.Client, owner, id string, rep *SweepReport) error {
 	var newState, reason string
+	already := false
 	switch s.Action {
 	case OrphanPause:
-		if _, err := c.PauseSandbox(ctx, id); err != nil && !errors.Is(err, e2b.ErrNotFound) {
+		var err error
+		if already, err = c.PauseSandbox(ctx, id); err != nil && !errors.Is(err, e2b.ErrNotFound) {
 			return err
 		}
 		newState = e2b.StatePaused
@@ -173,6 +175,15 @@ func (s *Sweeper) apply(ctx context.Context, c *e2b.Client, owner, id string, re
 		rep.Killed = append(rep.Killed, id)
 	}
 	_, err := s.Store.UpdateSandbox(owner, id, func(r *state.SandboxRecord) error {
+		switch {
+		case newState != e2b.StatePaused:
+			r.PausedBy = ""
+		case !already:
+			r.PausedBy = state.PausedBySweep
+		case r.State == e2b.StateRunning:
+			// Paused before the sweep came, behind the record's back: by E2B at its timeout, most likely.
+			r.PausedBy = PausedByE2B(*r)
+		}
 		r.State, r.GoneReason = newState, reason
 		return nil
 	})

@@ -32,11 +32,15 @@ type base struct {
 	// scaling shares out the decoding of images being scaled down: each takes up to a core and maxImageDecodeBytes
 	// of memory, so calls take turns, each owner's behind its own.
 	scaling *scalingSlots
+	// extended throttles the extensions of sandboxes' timeouts (keepalive.go).
+	extended *extensions
+	// previews makes private preview links (get_url.go); nil: sandbox ports are public.
+	previews Previews
 }
 
 func newBase(d Deps) *base {
 	b := &base{clients: d.Clients, egress: d.Egress, store: d.Store, cfg: d.Config.withDefaults(), log: d.Logger, now: d.Now,
-		scaling: newScalingSlots(scalingSlotsTotal, scalingWait)}
+		scaling: newScalingSlots(scalingSlotsTotal, scalingWait), extended: newExtensions(), previews: d.Previews}
 	if b.log == nil {
 		b.log = slog.New(slog.DiscardHandler)
 	}
@@ -155,13 +159,18 @@ func (b *base) sandboxNotFound(call Caller, id string) error {
 
 // sandbox opens a call on one of the caller's sandboxes: its record (another session's or owner's is not found),
 // refused when usable says it cannot serve the call, and the owner's E2B client. The order decides which
-// failure the model hears first: an unknown sandbox, then its state, then a missing key.
+// failure the model hears first: an unknown sandbox, then its state, then a missing key. A call that needs the
+// sandbox running uses it (running), which keeps it alive.
 func (b *base) sandbox(ctx context.Context, call Caller, id string, needRunning bool) (state.SandboxRecord, *e2b.Client, error) {
+	if needRunning {
+		u, err := b.running(ctx, call, id)
+		return u.rec, u.c, err
+	}
 	rec, err := b.lookup(call, id)
 	if err != nil {
 		return state.SandboxRecord{}, nil, err
 	}
-	if err := usable(rec, needRunning); err != nil {
+	if err := usable(rec, false); err != nil {
 		return state.SandboxRecord{}, nil, err
 	}
 	c, err := b.client(ctx, call.Owner)
@@ -171,19 +180,67 @@ func (b *base) sandbox(ctx context.Context, call Caller, id string, needRunning 
 	return rec, c, nil
 }
 
-// usable refuses sandboxes that cannot run anything: gone ones always, paused ones when running is needed.
+// inUse is a sandbox a call runs in: its record, the owner's client, whether the call resumed it first (and a
+// warning from that resume).
+type inUse struct {
+	rec     state.SandboxRecord
+	c       *e2b.Client
+	resumed bool
+	warning string
+}
+
+// running opens a call that needs the sandbox running, as sandbox does, and keeps the sandbox alive for it
+// (keepAlive): its timeout is extended, and one E2B paused at its timeout is resumed.
+func (b *base) running(ctx context.Context, call Caller, id string) (inUse, error) {
+	rec, err := b.lookup(call, id)
+	if err != nil {
+		return inUse{}, err
+	}
+	if err := usable(rec, true); err != nil {
+		return inUse{}, err
+	}
+	c, err := b.client(ctx, call.Owner)
+	if err != nil {
+		return inUse{}, err
+	}
+	rec, resumed, warning, err := b.keepAlive(ctx, c, call, rec)
+	if err != nil {
+		return inUse{}, err
+	}
+	return inUse{rec: rec, c: c, resumed: resumed, warning: warning}, nil
+}
+
+// usable refuses sandboxes that cannot run anything: gone ones always, paused ones when running is needed, unless
+// E2B paused them at their timeout (they are resumed on use).
 func usable(rec state.SandboxRecord, needRunning bool) error {
 	switch {
 	case rec.State == state.StateGone:
 		return goneError(rec.ID, rec.GoneReason)
-	case needRunning && rec.State == state.StatePaused:
-		return pausedError(rec.ID)
+	case needRunning && rec.State == state.StatePaused && !resumable(rec):
+		return pausedError(rec)
 	}
 	return nil
 }
 
-func pausedError(id string) error {
-	return userErrorf("Sandbox '%s' is paused; resume it with e2b_manage_sandbox action resume", id)
+func pausedError(rec state.SandboxRecord) error {
+	if resumable(rec) {
+		return userErrorf("Sandbox '%s' had been paused by E2B (at its timeout); call again and it is resumed first (or "+
+			"resume it with e2b_manage_sandbox action resume).", rec.ID)
+	}
+	return userErrorf("Sandbox '%s' is paused%s; resume it with e2b_manage_sandbox action resume", rec.ID, pausedByText(rec.PausedBy))
+}
+
+// pausedByText says who paused a sandbox, for a message ("" when it is not known).
+func pausedByText(by string) string {
+	switch by {
+	case state.PausedAtTimeout:
+		return " (at its timeout)"
+	case state.PausedByCall:
+		return " (by e2b_manage_sandbox)"
+	case state.PausedBySweep:
+		return " (by the orphan sweep, after its session's lease lapsed)"
+	}
+	return ""
 }
 
 func goneError(id, reason string) error {
@@ -197,7 +254,7 @@ func goneError(id, reason string) error {
 // newSandbox is the request for a new sandbox of the caller's session, whether made or forked from a checkpoint:
 // secure, so that its envd wants the access token only this server keeps, tagged, so that the server finds it
 // again and E2B's dashboard shows whose it is, and with its owner's egress configuration.
-func newSandbox(call Caller, template, title string, timeout int, env map[string]string, net egress.Config) e2b.NewSandbox {
+func (b *base) newSandbox(call Caller, template, title string, timeout int, env map[string]string, net egress.Config) e2b.NewSandbox {
 	if env == nil {
 		env = map[string]string{}
 	}
@@ -207,7 +264,7 @@ func newSandbox(call Caller, template, title string, timeout int, env map[string
 		Secure:     true,
 		Metadata:   lifecycle.Metadata(call.Owner, call.Session, title),
 		EnvVars:    env,
-		Network:    net.Network,
+		Network:    b.withoutPublicTraffic(net.Network),
 	}
 }
 
@@ -241,14 +298,17 @@ func (b *base) applyEgress(ctx context.Context, c *e2b.Client, call Caller, id s
 	return &summary, ""
 }
 
-// newRecord is the record of a sandbox just started for the caller, made or forked: running, with the domain and
-// envd access token it is reached by.
-func (b *base) newRecord(call Caller, c *e2b.Client, sb *e2b.Sandbox, title, template string, timeout int) state.SandboxRecord {
+// newRecord is the record of a sandbox just started for the caller, made or forked: running for timeout seconds,
+// then paused or killed as onTimeout says, with the domain and envd access token it is reached by.
+func (b *base) newRecord(call Caller, c *e2b.Client, sb *e2b.Sandbox, title, template string, timeout int, onTimeout string) state.SandboxRecord {
 	conn := sb.Conn(c.Domain())
+	now := b.now().UTC()
+	b.extended.done(call.Owner, sb.SandboxID, now)
 	return state.SandboxRecord{
 		ID: sb.SandboxID, Owner: call.Owner, Session: call.Session, Title: title, Template: template,
 		Domain: conn.Domain, EnvdVersion: sb.EnvdVersion, AccessToken: sb.EnvdAccessToken,
-		State: state.StateRunning, Created: b.now().UTC(), TimeoutSeconds: timeout,
+		State: state.StateRunning, Created: now, TimeoutSeconds: timeout,
+		OnTimeout: onTimeout, ExpiresAt: now.Add(time.Duration(timeout) * time.Second),
 	}
 }
 
@@ -279,14 +339,30 @@ func (b *base) notRunning(ctx context.Context, c *e2b.Client, call Caller, rec s
 	detail, gerr := c.GetSandbox(ctx, rec.ID)
 	switch {
 	case gerr == nil && detail.State == e2b.StatePaused:
-		b.setState(call, rec.ID, state.StatePaused, "")
-		return pausedError(rec.ID)
+		if rec.State == state.StateRunning {
+			rec.PausedBy = lifecycle.PausedByE2B(rec)
+		}
+		rec.State = state.StatePaused
+		b.setPaused(call, rec.ID, rec.PausedBy)
+		return pausedError(rec)
 	case errors.Is(gerr, e2b.ErrNotFound):
-		reason := "E2B no longer has it: it was killed or its timeout ran out"
+		b.extended.forget(call.Owner, rec.ID)
+		reason := lifecycle.GoneReason(rec, b.now())
 		b.setState(call, rec.ID, state.StateGone, reason)
 		return goneError(rec.ID, reason)
 	}
 	return err
+}
+
+// setPaused records that a sandbox is paused, and by whom (state.PausedBy...; "" when not known).
+func (b *base) setPaused(call Caller, id, by string) {
+	_, err := b.store.UpdateSandbox(call.Owner, id, func(r *state.SandboxRecord) error {
+		r.State, r.GoneReason, r.PausedBy = state.StatePaused, "", by
+		return nil
+	})
+	if err != nil && !errors.Is(err, state.ErrNotFound) {
+		b.log.Warn("recording sandbox state", "sandbox", id, "state", state.StatePaused, "err", err)
+	}
 }
 
 // unrecorded deletes a sandbox just started that the store could not record, and says so: no call could reach it,

@@ -126,7 +126,7 @@ func TestCheckpointOfAPausedSandbox(t *testing.T) {
 	s := e.connect(t, eras[0], Caller{Owner: "alice", Session: "main"})
 	id := s.createSandbox(t, nil)
 	s.ok(t, "e2b_manage_sandbox", map[string]any{"sandbox_id": id, "action": "pause"})
-	want := "Sandbox '" + id + "' is paused; resume it with e2b_manage_sandbox action resume"
+	want := "Sandbox '" + id + "' is paused (by e2b_manage_sandbox); resume it with e2b_manage_sandbox action resume"
 	if got := s.fail(t, "e2b_checkpoint_sandbox", map[string]any{"sandbox_id": id}); got != want {
 		t.Errorf("checkpoint of a paused sandbox: %q, want %q", got, want)
 	}
@@ -135,7 +135,7 @@ func TestCheckpointOfAPausedSandbox(t *testing.T) {
 	if _, err := e.e2bClient(t, aliceKey).PauseSandbox(t.Context(), other); err != nil {
 		t.Fatal(err)
 	}
-	want = "Sandbox '" + other + "' is paused; resume it with e2b_manage_sandbox action resume"
+	want = "Sandbox '" + other + "' had been paused by E2B (at its timeout); call again and it is resumed first (or resume it with e2b_manage_sandbox action resume)."
 	if got := s.fail(t, "e2b_checkpoint_sandbox", map[string]any{"sandbox_id": other}); got != want {
 		t.Errorf("checkpoint of a sandbox E2B paused: %q, want %q", got, want)
 	}

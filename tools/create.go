@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/e2b-mcp/e2b-mcp/e2b"
 	"github.com/e2b-mcp/e2b-mcp/egress"
 	"github.com/e2b-mcp/e2b-mcp/state"
 )
@@ -13,7 +14,8 @@ const createSandboxName = "e2b_create_sandbox"
 type createArgs struct {
 	Title          string            `json:"title,omitempty" jsonschema_description:"A short name for the sandbox, shown in listings and on E2B's dashboard."`
 	Template       string            `json:"template,omitempty" policy:"template" jsonschema_description:"E2B template ID or alias to start from."`
-	TimeoutSeconds int               `json:"timeout_seconds,omitempty" policy:"timeout_seconds" jsonschema:"minimum=1" jsonschema_description:"Seconds until E2B stops the sandbox unless it is resumed (e2b_manage_sandbox action resume extends it)."`
+	TimeoutSeconds int               `json:"timeout_seconds,omitempty" policy:"timeout_seconds" jsonschema:"minimum=1" jsonschema_description:"Seconds the sandbox may sit unused before E2B pauses or kills it (on_timeout); every call that uses it pushes this back, and a command keeps it alive while it runs."`
+	OnTimeout      string            `json:"on_timeout,omitempty" jsonschema:"enum=pause,enum=kill" jsonschema_description:"What E2B does when the timeout runs out: pause keeps memory, files and processes, and the next call that uses the sandbox resumes it; kill deletes it with its files."`
 	EnvVars        map[string]string `json:"env_vars,omitempty" jsonschema_description:"Environment variables for every command in the sandbox."`
 	UploadFiles    []uploadFile      `json:"upload_files,omitempty" policy:"uploads" jsonschema_description:"Files from the server's storage root to copy into the sandbox (only when the server was started with --storage-root)."`
 }
@@ -25,6 +27,7 @@ type createResult struct {
 	Template       string         `json:"template"`
 	WorkspacePath  string         `json:"workspace_path" jsonschema_description:"The working directory of e2b_exec when no cwd is given."`
 	TimeoutSeconds int            `json:"timeout_seconds"`
+	OnTimeout      string         `json:"on_timeout" jsonschema:"enum=pause,enum=kill" jsonschema_description:"What E2B does when the timeout runs out (see warning when E2B refused what was asked)."`
 	FilesUploaded  int            `json:"files_uploaded"`
 	Egress         egress.Summary `json:"egress" jsonschema_description:"Set by the server's operator, not by any tool: the credentials (by name and domain) whose headers E2B's egress proxy adds to this sandbox's HTTP(S) requests to that domain, so that e.g. git push to github.com authenticates although no token is in the sandbox; and where the sandbox may connect (allow_out: only there; internet false: nowhere else)."`
 	Warning        string         `json:"warning,omitempty" jsonschema_description:"Something went wrong after the sandbox was created; the sandbox exists."`
@@ -35,15 +38,16 @@ type createSandbox struct{ *base }
 
 func (t createSandbox) tool() Tool {
 	desc := fmt.Sprintf("Create a new E2B cloud sandbox (an isolated Linux VM) for this session. Returns its sandbox_id, which "+
-		"the other e2b_ tools take. Defaults: template %q, timeout_seconds %d; commands run as 'user' in %s. "+
+		"the other e2b_ tools take. Defaults: template %q, timeout_seconds %d, on_timeout %s; commands run as 'user' in %s. "+
 		"env_vars are set for every command. upload_files copies files or directories from the server's storage root "+
-		"(only if the server was started with --storage-root). The sandbox keeps running, and costs money, until its "+
-		"timeout, a pause or a delete with e2b_manage_sandbox.",
-		t.cfg.DefaultTemplate, t.cfg.DefaultTimeoutSeconds, WorkspacePath)
+		"(only if the server was started with --storage-root). The sandbox keeps running, and costs money, while it "+
+		"is used and for timeout_seconds after; then E2B pauses it (on_timeout pause: the next call resumes it as it "+
+		"was) or kills it (kill). e2b_manage_sandbox pauses or deletes it sooner.",
+		t.cfg.DefaultTemplate, t.cfg.DefaultTimeoutSeconds, t.cfg.OnTimeout, WorkspacePath)
 	return define(t.base, definition[createArgs, createResult]{
 		name: createSandboxName, description: desc,
 		hints:    hints{readOnly: false, destructive: false, idempotent: false, openWorld: true},
-		defaults: createArgs{Template: t.cfg.DefaultTemplate, TimeoutSeconds: t.cfg.DefaultTimeoutSeconds},
+		defaults: createArgs{Template: t.cfg.DefaultTemplate, TimeoutSeconds: t.cfg.DefaultTimeoutSeconds, OnTimeout: t.cfg.OnTimeout},
 		shown:    t.withUploadTargets,
 		run:      t.run,
 	})
@@ -86,6 +90,14 @@ func (t createSandbox) run(ctx context.Context, call Caller, a *createArgs) (any
 	case timeout == 0:
 		timeout = t.cfg.DefaultTimeoutSeconds
 	}
+	onTimeout := a.OnTimeout
+	switch onTimeout {
+	case "":
+		onTimeout = t.cfg.OnTimeout
+	case e2b.OnTimeoutPause, e2b.OnTimeoutKill:
+	default:
+		return nil, userErrorf("Invalid on_timeout '%s': use pause or kill (default %s).", echo(onTimeout), t.cfg.OnTimeout)
+	}
 	if err := checkName("title", a.Title); err != nil {
 		return nil, err
 	}
@@ -108,19 +120,19 @@ func (t createSandbox) run(ctx context.Context, call Caller, a *createArgs) (any
 	if err != nil {
 		return nil, err
 	}
-	sb, err := c.CreateSandbox(ctx, newSandbox(call, template, a.Title, timeout, a.EnvVars, net))
+	sb, onTimeout, lifecycleWarning, err := t.createWithLifecycle(ctx, c, t.newSandbox(call, template, a.Title, timeout, a.EnvVars, net), onTimeout)
 	if err != nil {
 		return nil, err
 	}
-	rec := t.newRecord(call, c, sb, a.Title, template, timeout)
+	rec := t.newRecord(call, c, sb, a.Title, template, timeout, onTimeout)
 	res := createResult{
 		SandboxID: sb.SandboxID, Status: state.StateRunning, Title: a.Title, Template: template,
-		WorkspacePath: WorkspacePath, TimeoutSeconds: timeout, Egress: net.Summary,
+		WorkspacePath: WorkspacePath, TimeoutSeconds: timeout, OnTimeout: onTimeout, Egress: net.Summary,
 	}
 	if err := t.store.PutSandbox(rec); err != nil {
 		return nil, &toolError{text: t.unrecorded(ctx, c, call, createSandboxName, sb.SandboxID, timeout, err)}
 	}
-	var warnings []string
+	warnings := []string{lifecycleWarning}
 	if len(plan.files) > 0 {
 		n, err := plan.upload(ctx, envd(c, rec))
 		res.FilesUploaded = n

@@ -30,6 +30,9 @@ type Config struct {
 	DefaultTemplate string
 	// DefaultTimeoutSeconds is a new or resumed sandbox's lifetime when the call gives none (3600).
 	DefaultTimeoutSeconds int
+	// OnTimeout is what E2B does to a new sandbox when its timeout runs out and the call names nothing:
+	// e2b.OnTimeoutPause (the default: memory and files kept, resumed on use) or e2b.OnTimeoutKill.
+	OnTimeout string
 	// ExecTimeout bounds a command of e2b_exec when the call gives no timeout_ms (60 s).
 	ExecTimeout time.Duration
 	// ResultLimit bounds every result as the client receives it, in bytes (DefaultResultLimit, at least
@@ -76,6 +79,9 @@ func (c Config) withDefaults() Config {
 	if c.DefaultTimeoutSeconds <= 0 {
 		c.DefaultTimeoutSeconds = DefaultTimeoutSeconds
 	}
+	if c.OnTimeout == "" {
+		c.OnTimeout = e2b.OnTimeoutPause
+	}
 	if c.ExecTimeout <= 0 {
 		c.ExecTimeout = DefaultExecTimeout
 	}
@@ -108,7 +114,10 @@ type Deps struct {
 	// default (no limits, no rules) and sends no egress configuration at all.
 	Egress egress.Source
 	Store  state.Store
-	Config Config
+	// Previews, when set, makes e2b_get_url's links private: sandboxes are created with public traffic off and
+	// the links go through this server's proxy. nil: links go straight to E2B's public address of the port.
+	Previews Previews
+	Config   Config
 	Logger *slog.Logger     // nil discards
 	Now    func() time.Time // nil is time.Now
 }

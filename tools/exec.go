@@ -30,7 +30,7 @@ type execArgs struct {
 	Command    string `json:"command" policy:"command" jsonschema_description:"Shell command line, run with bash -l -c (pipes, &&, redirections and environment expansion work)."`
 	Cwd        string `json:"cwd,omitempty" jsonschema_description:"Working directory; relative paths are under /home/user."`
 	TimeoutMs  int    `json:"timeout_ms,omitempty" policy:"timeout_ms" jsonschema:"minimum=1,maximum=3600000" jsonschema_description:"Milliseconds before the command is killed (with everything it started)."`
-	Background bool   `json:"background,omitempty" jsonschema_description:"Start the command and return at once with its pid and log_file (its stdout and stderr); it runs until it ends or e2b_stop_process stops it, with no timeout. For servers and long jobs."`
+	Background bool   `json:"background,omitempty" jsonschema_description:"Start the command and return at once with its pid and log_file (its stdout and stderr); it runs until it ends or e2b_stop_process stops it, with no timeout. For servers and long jobs. It does not keep the sandbox awake: when the sandbox sits unused past its timeout it is paused with the sandbox and goes on when the sandbox is next used (or killed with it, for on_timeout kill)."`
 }
 
 // execResult puts what happened first and the output last: a client that keeps only the start of a long result
@@ -44,6 +44,7 @@ type execResult struct {
 	StdoutFile   string `json:"stdout_file,omitempty" jsonschema_description:"Path in the sandbox of the whole stdout, when it was truncated; read it with e2b_read_file."`
 	StderrFile   string `json:"stderr_file,omitempty" jsonschema_description:"Path in the sandbox of the whole stderr, when it was truncated."`
 	SandboxID    string `json:"sandbox_id"`
+	Resumed      bool   `json:"resumed,omitempty" jsonschema_description:"True when the sandbox had been paused at its timeout and this call resumed it first; its files, and the processes started before, are as they were."`
 	Cwd          string `json:"cwd"`
 	PID          uint32 `json:"pid,omitempty" jsonschema_description:"For background: the process's pid, for e2b_stop_process."`
 	LogFile      string `json:"log_file,omitempty" jsonschema_description:"For background: the file in the sandbox that receives its stdout and stderr; read it with e2b_read_file."`
@@ -95,22 +96,26 @@ func (t execTool) run(ctx context.Context, call Caller, a *execArgs) (any, error
 	if cwd == "" {
 		cwd = WorkspacePath
 	}
-	rec, c, err := t.sandbox(ctx, call, a.SandboxID, true)
+	use, err := t.running(ctx, call, a.SandboxID)
 	if err != nil {
 		return nil, err
 	}
+	c := use.c
 	// The step counts whatever the command's fate: a failed command changed the sandbox as much as any.
-	if rec, err = t.countStep(call, rec.ID); err != nil {
+	rec, err := t.countStep(call, use.rec.ID)
+	if err != nil {
 		return nil, err
 	}
 
 	if a.Background {
-		return t.background(ctx, c, call, rec, a.Command, cwd)
+		return t.background(ctx, use, rec, call, a.Command, cwd)
 	}
 	stdout, stderr := newCapture(t.cfg.ResultLimit, ""), newCapture(t.cfg.ResultLimit, "")
 	defer stdout.close()
 	defer stderr.close()
 	prog := startProgress(ctx, t.cfg.ProgressInterval, t.log)
+	// The sandbox must not time out under a command that runs longer than its timeout.
+	awake := t.keepAwake(ctx, c, call, rec)
 	out, err := envd(c, rec).RunCommand(ctx, a.Command, e2b.CommandOptions{
 		Cwd:     cwd,
 		Timeout: timeout,
@@ -127,12 +132,14 @@ func (t execTool) run(ctx context.Context, call Caller, a *execArgs) (any, error
 		},
 	})
 	prog.finish()
+	awake()
 	if err != nil {
 		return nil, t.sandboxFailure(ctx, c, call, rec, err)
 	}
 
 	res := execResult{
 		SandboxID:  rec.ID,
+		Resumed:    use.resumed,
 		Cwd:        cwd,
 		ExitCode:   out.ExitCode,
 		Success:    out.ExitCode == 0 && !out.TimedOut,
@@ -160,7 +167,7 @@ func (t execTool) run(ctx context.Context, call Caller, a *execArgs) (any, error
 	probe := res
 	probe.Truncated, probe.StdoutFile, probe.StderrFile = true, t.outputPath(rec, "stdout"), t.outputPath(rec, "stderr")
 	rooms := splitRoom(t.room()-sizeOf(withContent{result: probe, extra: t.outputLinks(rec, "stdout", "stderr")}), stdout, stderr)
-	var warnings []string
+	warnings := []string{use.warning}
 	var links []mcp.Content
 	for i, s := range streams {
 		if s.c.fits(rooms[i]) {
@@ -245,14 +252,17 @@ func (t execTool) save(ctx context.Context, c *e2b.Client, rec state.SandboxReco
 }
 
 // background starts a command that outlives the call, with its output in a log file under execOutputDir.
-func (t execTool) background(ctx context.Context, c *e2b.Client, call Caller, rec state.SandboxRecord, command, cwd string) (any, error) {
+func (t execTool) background(ctx context.Context, use inUse, rec state.SandboxRecord, call Caller, command, cwd string) (any, error) {
+	c := use.c
 	id := fmt.Sprintf("%d-%d", rec.Steps, time.Now().UnixNano()%1e9)
 	logFile := fmt.Sprintf("%s/bg-%s.log", execOutputDir, id)
 	pid, err := envd(c, rec).StartBackground(ctx, command, e2b.BackgroundOptions{Cwd: cwd, LogPath: logFile, Tag: backgroundTagPrefix + id})
 	if err != nil {
 		return nil, t.sandboxFailure(ctx, c, call, rec, err)
 	}
-	res := execResult{SandboxID: rec.ID, Cwd: cwd, Success: true, PID: pid, LogFile: logFile}
-	res.CheckpointID, res.Warning = t.afterStep(ctx, c, call, rec, execName)
+	res := execResult{SandboxID: rec.ID, Resumed: use.resumed, Cwd: cwd, Success: true, PID: pid, LogFile: logFile}
+	var warning string
+	res.CheckpointID, warning = t.afterStep(ctx, c, call, rec, execName)
+	res.Warning = joinWarnings(use.warning, warning)
 	return withContent{result: res, extra: []mcp.Content{fileLink(rec.ID, logFile, "the log (stdout and stderr) of the background command")}}, nil
 }

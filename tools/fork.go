@@ -97,7 +97,8 @@ func (t forkSandbox) fromSandbox(ctx context.Context, call Caller, a *forkArgs, 
 			failures = append(failures, msg)
 			continue
 		}
-		fs, err := t.record(call, c, r.Sandbox, src.Template, forkTitle(a.Title, src, i, count), src)
+		// E2B's fork keeps the source's lifecycle.
+		fs, err := t.record(call, c, r.Sandbox, src.Template, forkTitle(a.Title, src, i, count), src, src.OnTimeout)
 		if err != nil {
 			failures = append(failures, t.unrecorded(ctx, c, call, forkSandboxName, r.Sandbox.SandboxID, t.cfg.DefaultTimeoutSeconds, err))
 			continue
@@ -136,7 +137,8 @@ func (t forkSandbox) fromCheckpoint(ctx context.Context, call Caller, a *forkArg
 	var failures []string
 	for i := range count {
 		title := forkTitle(a.Title, src, i, count)
-		sb, err := c.CreateSandbox(ctx, newSandbox(call, cp.SnapshotID, title, t.cfg.DefaultTimeoutSeconds, nil, net))
+		sb, onTimeout, warning, err := t.createWithLifecycle(ctx, c, t.newSandbox(call, cp.SnapshotID, title, t.cfg.DefaultTimeoutSeconds, nil, net), t.cfg.OnTimeout)
+		failures = append(failures, warning)
 		if err != nil {
 			if len(res.Sandboxes) == 0 {
 				return nil, err
@@ -144,7 +146,7 @@ func (t forkSandbox) fromCheckpoint(ctx context.Context, call Caller, a *forkArg
 			failures = append(failures, t.errorText(ctx, call, forkSandboxName, err))
 			break
 		}
-		fs, err := t.record(call, c, sb, src.Template, title, src)
+		fs, err := t.record(call, c, sb, src.Template, title, src, onTimeout)
 		if err != nil {
 			failures = append(failures, t.unrecorded(ctx, c, call, forkSandboxName, sb.SandboxID, t.cfg.DefaultTimeoutSeconds, err))
 			continue
@@ -155,8 +157,8 @@ func (t forkSandbox) fromCheckpoint(ctx context.Context, call Caller, a *forkArg
 }
 
 // record adds a new fork to the session. It inherits the source's step count (its history) and checkpoint policy.
-func (t forkSandbox) record(call Caller, c *e2b.Client, sb *e2b.Sandbox, template, title string, src state.SandboxRecord) (forkedSandbox, error) {
-	rec := t.newRecord(call, c, sb, title, template, t.cfg.DefaultTimeoutSeconds)
+func (t forkSandbox) record(call Caller, c *e2b.Client, sb *e2b.Sandbox, template, title string, src state.SandboxRecord, onTimeout string) (forkedSandbox, error) {
+	rec := t.newRecord(call, c, sb, title, template, t.cfg.DefaultTimeoutSeconds, onTimeout)
 	rec.Steps, rec.Checkpoint = src.Steps, src.Checkpoint
 	if err := t.store.PutSandbox(rec); err != nil {
 		return forkedSandbox{}, err

@@ -19,9 +19,12 @@ type sandboxInfo struct {
 	Title          string    `json:"title"`
 	Template       string    `json:"template"`
 	State          string    `json:"state" jsonschema:"enum=running,enum=paused,enum=gone"`
-	GoneReason     string    `json:"gone_reason,omitempty" jsonschema_description:"Why the sandbox is gone, for state gone."`
+	PausedBy       string    `json:"paused_by,omitempty" jsonschema:"enum=timeout,enum=call,enum=orphan sweep" jsonschema_description:"For state paused, who paused it: timeout (E2B, when it sat unused for timeout_seconds; the next e2b_exec, e2b_read_file or e2b_write_file resumes it), call (e2b_manage_sandbox), orphan sweep (its session's lease lapsed); absent when not known. Only timeout pauses are resumed by use; the others need e2b_manage_sandbox action resume."`
+	GoneReason     string    `json:"gone_reason,omitempty" jsonschema_description:"Why the sandbox is gone, for state gone (killed at its timeout, by the orphan sweep, or outside this server)."`
 	Created        time.Time `json:"created"`
-	TimeoutSeconds int       `json:"timeout_seconds"`
+	TimeoutSeconds int       `json:"timeout_seconds" jsonschema_description:"Seconds the sandbox may sit unused before on_timeout applies."`
+	OnTimeout      string    `json:"on_timeout,omitempty" jsonschema:"enum=pause,enum=kill" jsonschema_description:"What E2B does when the timeout runs out; absent when not known."`
+	ExpiresAt      time.Time `json:"expires_at,omitzero" jsonschema_description:"For state running: when on_timeout applies unless the sandbox is used before (each use pushes it back)."`
 	Steps          int       `json:"steps" jsonschema_description:"How many e2b_exec and e2b_write_file calls it has had."`
 }
 
@@ -35,9 +38,9 @@ type listResult struct {
 type listSandboxes struct{ *base }
 
 func (t listSandboxes) tool() Tool {
-	const desc = "List this session's sandboxes, checked with E2B. Shows running and paused ones, and gone ones " +
-		"(killed or timed out) with the reason, each with its sandbox_id, title, template, state, creation time and " +
-		"step count. Sandboxes of other sessions are not shown."
+	const desc = "List this session's sandboxes, checked with E2B. Shows running ones with when they expire unless " +
+		"used, paused ones with who paused them, and gone ones (killed or timed out) with the reason, each with its " +
+		"sandbox_id, title, template, state, creation time and step count. Sandboxes of other sessions are not shown."
 	return define(t.base, definition[listArgs, listResult]{
 		name: listSandboxesName, description: desc,
 		hints: hints{readOnly: true, destructive: false, idempotent: true, openWorld: true},
@@ -76,10 +79,17 @@ func (t listSandboxes) run(ctx context.Context, call Caller, _ *listArgs) (any, 
 }
 
 func describe(r state.SandboxRecord) sandboxInfo {
-	return sandboxInfo{
+	info := sandboxInfo{
 		SandboxID: r.ID, Title: r.Title, Template: r.Template, State: r.State, GoneReason: r.GoneReason,
-		Created: r.Created, TimeoutSeconds: r.TimeoutSeconds, Steps: r.Steps,
+		Created: r.Created, TimeoutSeconds: r.TimeoutSeconds, OnTimeout: r.OnTimeout, Steps: r.Steps,
 	}
+	switch r.State {
+	case state.StateRunning:
+		info.ExpiresAt = r.ExpiresAt
+	case state.StatePaused:
+		info.PausedBy = r.PausedBy
+	}
+	return info
 }
 
 // onAdopt gives sandboxes the reconciliation adopts their owner's egress configuration, when there is an egress

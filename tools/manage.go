@@ -7,6 +7,7 @@ import (
 
 	"github.com/e2b-mcp/e2b-mcp/e2b"
 	"github.com/e2b-mcp/e2b-mcp/egress"
+	"github.com/e2b-mcp/e2b-mcp/lifecycle"
 	"github.com/e2b-mcp/e2b-mcp/state"
 )
 
@@ -97,7 +98,11 @@ func (t manageSandbox) pause(ctx context.Context, c *e2b.Client, call Caller, re
 		return nil, t.vanished(call, rec, err)
 	}
 	res.AlreadyPaused = already
-	t.setState(call, rec.ID, state.StatePaused, "")
+	by := state.PausedByCall
+	if already && rec.State == state.StatePaused {
+		by = rec.PausedBy // it was paused before this call: whoever did it still did
+	}
+	t.setPaused(call, rec.ID, by)
 	return res, nil
 }
 
@@ -109,20 +114,9 @@ func (t manageSandbox) resume(ctx context.Context, c *e2b.Client, call Caller, r
 	if err != nil {
 		return nil, t.vanished(call, rec, err)
 	}
-	conn := sb.Conn(c.Domain())
-	_, err = t.store.UpdateSandbox(call.Owner, rec.ID, func(r *state.SandboxRecord) error {
-		r.State, r.GoneReason, r.TimeoutSeconds = state.StateRunning, "", timeout
-		r.Domain = conn.Domain
-		if sb.EnvdVersion != "" {
-			r.EnvdVersion = sb.EnvdVersion
-		}
-		// A resumed sandbox keeps its token; E2B may still send one, and then it is the one envd wants.
-		if sb.EnvdAccessToken != "" {
-			r.AccessToken = sb.EnvdAccessToken
-		}
-		return nil
-	})
-	if err != nil {
+	now := t.now()
+	t.extended.done(call.Owner, rec.ID, now)
+	if _, err := t.connected(call, rec.ID, sb, timeout, now); err != nil {
 		return nil, err
 	}
 	// The sandbox may have slept through a rotation or removal of a credential: it gets its owner's as they are.
@@ -135,6 +129,7 @@ func (t manageSandbox) delete(ctx context.Context, c *e2b.Client, call Caller, r
 	if err := c.KillSandbox(ctx, rec.ID); err != nil && !errors.Is(err, e2b.ErrNotFound) {
 		return nil, err
 	}
+	t.extended.forget(call.Owner, rec.ID)
 	if err := t.store.DeleteSandbox(call.Owner, rec.ID); err != nil && !errors.Is(err, state.ErrNotFound) {
 		return nil, err
 	}
@@ -146,7 +141,8 @@ func (t manageSandbox) vanished(call Caller, rec state.SandboxRecord, err error)
 	if !errors.Is(err, e2b.ErrNotFound) {
 		return err
 	}
-	reason := "E2B no longer has it: it was killed or its timeout ran out"
+	t.extended.forget(call.Owner, rec.ID)
+	reason := lifecycle.GoneReason(rec, t.now())
 	t.setState(call, rec.ID, state.StateGone, reason)
 	return goneError(rec.ID, reason)
 }

@@ -33,7 +33,7 @@ func TestPauseResume(t *testing.T) {
 		if rec := recordState(t, e, id); rec.State != state.StatePaused {
 			t.Fatalf("record state %s", rec.State)
 		}
-		want := "Sandbox '" + id + "' is paused; resume it with e2b_manage_sandbox action resume"
+		want := "Sandbox '" + id + "' is paused (by e2b_manage_sandbox); resume it with e2b_manage_sandbox action resume"
 		for tool, args := range map[string]map[string]any{
 			"e2b_exec":       {"sandbox_id": id, "command": "true"},
 			"e2b_read_file":  {"sandbox_id": id, "path": "kept.txt"},
@@ -65,10 +65,11 @@ func TestPauseResume(t *testing.T) {
 	})
 }
 
-// TestPausedBehindOurBack: a sandbox paused elsewhere (the dashboard, auto-pause) is found out and recorded.
+// TestPausedBehindOurBack: a sandbox paused elsewhere (the dashboard) is found out and recorded when it was made
+// to be killed at its timeout; one made to pause then has E2B's autoResume, so the call's own traffic resumes it.
 func TestPausedBehindOurBack(t *testing.T) {
 	forEachEra(t, func(t *testing.T, e *env, s *session) {
-		id := s.createSandbox(t, nil)
+		id := s.createSandbox(t, map[string]any{"on_timeout": "kill"})
 		if _, err := e.e2bClient(t, aliceKey).PauseSandbox(context.Background(), id); err != nil {
 			t.Fatal(err)
 		}
@@ -78,6 +79,17 @@ func TestPausedBehindOurBack(t *testing.T) {
 		}
 		if rec := recordState(t, e, id); rec.State != state.StatePaused {
 			t.Fatalf("record state %s", rec.State)
+		}
+
+		woken := s.createSandbox(t, nil)
+		if _, err := e.e2bClient(t, aliceKey).PauseSandbox(context.Background(), woken); err != nil {
+			t.Fatal(err)
+		}
+		if out := s.exec(t, woken, "echo awake"); out["stdout"] != "awake\n" {
+			t.Fatalf("exec on a paused autoResume sandbox: %v", out)
+		}
+		if sb, _ := e.emu.Sandbox(woken); sb.State != e2btest.StateRunning {
+			t.Fatalf("emulator state %s", sb.State)
 		}
 	})
 }

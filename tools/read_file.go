@@ -37,6 +37,7 @@ type readArgs struct {
 // still shows whether the file goes on and where the next read starts.
 type readResult struct {
 	SandboxID  string     `json:"sandbox_id"`
+	Resumed    bool       `json:"resumed,omitempty" jsonschema_description:"True when the sandbox had been paused at its timeout and this call resumed it first; its files, and the processes started before, are as they were."`
 	Path       string     `json:"path"`
 	Truncated  bool       `json:"truncated" jsonschema_description:"True when the file goes on after content."`
 	NextOffset int        `json:"next_offset,omitempty" jsonschema_description:"The offset that continues the read, when truncated."`
@@ -85,10 +86,11 @@ func (t readFile) run(ctx context.Context, call Caller, a *readArgs) (any, error
 	if limit == 0 {
 		limit = DefaultReadLines
 	}
-	rec, c, err := t.sandbox(ctx, call, a.SandboxID, true)
+	use, err := t.running(ctx, call, a.SandboxID)
 	if err != nil {
 		return nil, err
 	}
+	rec, c := use.rec, use.c
 	e := envd(c, rec)
 	info, err := e.Stat(ctx, a.Path)
 	switch {
@@ -99,7 +101,7 @@ func (t readFile) run(ctx context.Context, call Caller, a *readArgs) (any, error
 	case info.Type == e2b.FileTypeDirectory:
 		return nil, userErrorf("'%s' is a directory, not a file; list it with e2b_exec (ls -la %s).", a.Path, shellquote.Quote(a.Path))
 	}
-	res := readResult{SandboxID: rec.ID, Path: a.Path, Size: info.Size, StartLine: offset}
+	res := readResult{SandboxID: rec.ID, Resumed: use.resumed, Path: a.Path, Size: info.Size, StartLine: offset}
 	if info.Path != "" {
 		res.Path = info.Path
 	}

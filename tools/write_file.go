@@ -22,6 +22,7 @@ type writeArgs struct {
 
 type writeResult struct {
 	SandboxID    string `json:"sandbox_id"`
+	Resumed      bool   `json:"resumed,omitempty" jsonschema_description:"True when the sandbox had been paused at its timeout and this call resumed it first; its files, and the processes started before, are as they were."`
 	Path         string `json:"path" jsonschema_description:"The absolute path written."`
 	Success      bool   `json:"success"`
 	BytesWritten int    `json:"bytes_written"`
@@ -57,11 +58,13 @@ func (t writeFile) run(ctx context.Context, call Caller, a *writeArgs) (any, err
 	case strings.HasSuffix(a.Path, "/"):
 		return nil, userErrorf("path '%s' names a directory; give a file name.", a.Path)
 	}
-	rec, c, err := t.sandbox(ctx, call, a.SandboxID, true)
+	use, err := t.running(ctx, call, a.SandboxID)
 	if err != nil {
 		return nil, err
 	}
-	if rec, err = t.countStep(call, rec.ID); err != nil {
+	c := use.c
+	rec, err := t.countStep(call, use.rec.ID)
+	if err != nil {
 		return nil, err
 	}
 	e := envd(c, rec)
@@ -74,10 +77,12 @@ func (t writeFile) run(ctx context.Context, call Caller, a *writeArgs) (any, err
 	if err != nil {
 		return nil, t.sandboxFailure(ctx, c, call, rec, err)
 	}
-	res := writeResult{SandboxID: rec.ID, Path: a.Path, Success: true, BytesWritten: len(*a.Content)}
+	res := writeResult{SandboxID: rec.ID, Resumed: use.resumed, Path: a.Path, Success: true, BytesWritten: len(*a.Content)}
 	if info.Path != "" {
 		res.Path = info.Path
 	}
-	res.CheckpointID, res.Warning = t.afterStep(ctx, c, call, rec, writeFileName)
+	var warning string
+	res.CheckpointID, warning = t.afterStep(ctx, c, call, rec, writeFileName)
+	res.Warning = joinWarnings(use.warning, warning)
 	return withContent{result: res, extra: []mcp.Content{fileLink(rec.ID, res.Path, "the file written")}}, nil
 }

@@ -136,6 +136,17 @@ func (s *Server) handleCreate(w http.ResponseWriter, r *http.Request, team strin
 		writeAPIError(w, e)
 		return
 	}
+	if s.opts.NoLifecycle {
+		for _, f := range []struct {
+			name string
+			sent bool
+		}{{"autoResume", body.AutoResume != nil}, {"autoPauseMemory", body.AutoPauseMemory != nil}, {"autoPause", body.AutoPause != nil}} {
+			if f.sent {
+				WriteError(w, http.StatusBadRequest, fmt.Sprintf("Error when parsing request: request body has an error: doesn't match schema: property %q is unsupported", f.name))
+				return
+			}
+		}
+	}
 	lc, e := createLifecycle(body.AutoPause, body.AutoPauseMemory, body.AutoResume)
 	if e != nil {
 		writeAPIError(w, e)

@@ -82,6 +82,9 @@ type Options struct {
 	// V1Only leaves out the v2 routes of create and connect (POST /v2/sandboxes, POST /v2/sandboxes/{id}/connect),
 	// as on an E2B that predates them: they answer 404 page not found.
 	V1Only bool
+	// NoLifecycle refuses creates that name autoPause, autoPauseMemory or autoResume (400, the property is
+	// unsupported), as a self-hosted E2B whose API predates them does.
+	NoLifecycle bool
 	// Hooks, when set, see every request and may make the emulator misbehave (e2btest's faults and recorder).
 	Hooks Hooks
 	// Envd, when set, serves every sandbox's envd in place of the emulated one (e2btest's real envd).

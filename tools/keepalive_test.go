@@ -1,0 +1,190 @@
+package tools
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/e2b-mcp/e2b-mcp/e2b/e2btest"
+	"github.com/e2b-mcp/e2b-mcp/state"
+)
+
+// These tests run sandboxes with a timeout of a few seconds on the emulator's real clock, which applies timeouts
+// every 250 ms as E2B does: pausing or killing a sandbox left unused, resuming one on traffic.
+
+const shortTimeout = 5 // seconds
+
+// waitState waits (up to 20 s: the emulator pauses a sandbox within 250 ms of its expiry) for the emulator to
+// have the sandbox in st, or gone when st is "".
+func waitState(t *testing.T, e *env, id, st string) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		sb, ok := e.emu.Sandbox(id)
+		if st == "" && !ok || ok && sb.State == st {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("sandbox %s is %q (exists %v), want %q", id, sb.State, ok, st)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// TestUsedSandboxOutlivesItsTimeout: a sandbox with a 5 s timeout that is used every 2 s for 30 s keeps running
+// with its files; left idle it is paused (not killed) after about its timeout, and the next e2b_exec resumes it,
+// says so, and finds its files and the process started before it was paused.
+func TestUsedSandboxOutlivesItsTimeout(t *testing.T) {
+	t.Parallel()
+	forEachBackend(t, func(t *testing.T, e *env, s *session) {
+		id := s.createSandbox(t, map[string]any{"timeout_seconds": shortTimeout})
+		s.ok(t, "e2b_write_file", map[string]any{"sandbox_id": id, "path": "notes.txt", "content": "kept\n"})
+		bg := s.ok(t, "e2b_exec", map[string]any{"sandbox_id": id, "background": true,
+			"command": "while true; do date +%s%N > /tmp/ticks; sleep 0.2; done"})
+		pid := num(bg["pid"])
+
+		for start := time.Now(); time.Since(start) < 30*time.Second; {
+			time.Sleep(2 * time.Second)
+			res := s.ok(t, "e2b_read_file", map[string]any{"sandbox_id": id, "path": "notes.txt"})
+			if res["content"] != "kept\n" || res["resumed"] != nil {
+				t.Fatalf("after %v of use: %v", time.Since(start).Round(time.Second), res)
+			}
+			if sb, _ := e.emu.Sandbox(id); sb.State != e2btest.StateRunning {
+				t.Fatalf("after %v of use the sandbox is %s", time.Since(start).Round(time.Second), sb.State)
+			}
+		}
+
+		waitState(t, e, id, e2btest.StatePaused)
+		list := s.ok(t, "e2b_list_sandboxes", nil)
+		info := list["sandboxes"].([]any)[0].(map[string]any)
+		if info["state"] != "paused" || info["paused_by"] != state.PausedAtTimeout || info["on_timeout"] != "pause" {
+			t.Fatalf("listed %v", info)
+		}
+
+		out := s.exec(t, id, "cat notes.txt")
+		if out["resumed"] != true || out["stdout"] != "kept\n" {
+			t.Fatalf("exec on the paused sandbox: %v", out)
+		}
+		procs := s.ok(t, "e2b_list_processes", map[string]any{"sandbox_id": id})
+		if num(procs["count"]) != 1 || num(procs["processes"].([]any)[0].(map[string]any)["pid"]) != pid {
+			t.Fatalf("processes after the resume: %v", procs)
+		}
+		before := s.exec(t, id, "cat /tmp/ticks")["stdout"]
+		time.Sleep(time.Second)
+		if after := s.exec(t, id, "cat /tmp/ticks")["stdout"]; after == before {
+			t.Fatalf("the background process does not run after the resume (%v)", after)
+		}
+		list = s.ok(t, "e2b_list_sandboxes", nil)
+		info = list["sandboxes"].([]any)[0].(map[string]any)
+		if info["state"] != "running" || info["paused_by"] != nil || info["expires_at"] == nil {
+			t.Fatalf("listed after the resume %v", info)
+		}
+	})
+}
+
+// TestKilledAtTimeout: with on_timeout kill (per call, or serve's --on-timeout kill) an idle sandbox is gone after
+// its timeout and the model is told it was killed at its timeout.
+func TestKilledAtTimeout(t *testing.T) {
+	t.Parallel()
+	for name, tt := range map[string]struct {
+		args      map[string]any
+		configure func(*Config)
+	}{
+		"argument": {map[string]any{"timeout_seconds": shortTimeout, "on_timeout": "kill"}, func(*Config) {}},
+		"server":   {map[string]any{"timeout_seconds": shortTimeout}, func(c *Config) { c.OnTimeout = "kill" }},
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			e := newEnv(t, tt.configure)
+			s := e.connect(t, eras[0], Caller{Owner: "alice", Session: "main"})
+			created := s.ok(t, "e2b_create_sandbox", tt.args)
+			id := created["sandbox_id"].(string)
+			if created["on_timeout"] != "kill" {
+				t.Fatalf("create: %v", created)
+			}
+			waitState(t, e, id, "")
+			got := s.fail(t, "e2b_exec", map[string]any{"sandbox_id": id, "command": "true"})
+			wantContains(t, got, "Sandbox '"+id+"' is gone (killed by E2B at its timeout", "as on_timeout kill asks")
+			info := s.ok(t, "e2b_list_sandboxes", nil)["sandboxes"].([]any)[0].(map[string]any)
+			if info["state"] != "gone" || !strings.Contains(info["gone_reason"].(string), "killed by E2B at its timeout") {
+				t.Fatalf("listed %v", info)
+			}
+		})
+	}
+}
+
+// TestLongCommandKeepsItsSandbox: `sleep 20` in a sandbox with a 5 s timeout finishes with its output: the command
+// extends the sandbox while it runs.
+func TestLongCommandKeepsItsSandbox(t *testing.T) {
+	t.Parallel()
+	forEachBackend(t, func(t *testing.T, e *env, s *session) {
+		id := s.createSandbox(t, map[string]any{"timeout_seconds": shortTimeout})
+		out := s.ok(t, "e2b_exec", map[string]any{"sandbox_id": id, "command": "sleep 20; echo finished", "timeout_ms": 60000})
+		if out["success"] != true || out["stdout"] != "finished\n" || out["resumed"] != nil {
+			t.Fatalf("sleep 20: %v", out)
+		}
+	})
+}
+
+// TestExtensionsThrottled: calls in quick succession extend a sandbox once per tenth of its timeout, with E2B's
+// connect (which never shortens the expiry), not once per call.
+func TestExtensionsThrottled(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	s := e.connect(t, eras[0], Caller{Owner: "alice", Session: "main"})
+	id := s.createSandbox(t, map[string]any{"timeout_seconds": 20})
+	e.emu.ResetRequests()
+	start := time.Now()
+	for range 10 {
+		s.exec(t, id, "true")
+	}
+	time.Sleep(2*time.Second - time.Since(start))
+	s.exec(t, id, "true")
+	var connects, timeouts int
+	for _, r := range e.emu.Requests() {
+		switch {
+		case r.Path == "/v2/sandboxes/"+id+"/connect":
+			connects++
+			if string(r.Body) != `{"timeout":20}` {
+				t.Errorf("connect body %s", r.Body)
+			}
+		case strings.HasSuffix(r.Path, "/timeout"):
+			timeouts++
+		}
+	}
+	if elapsed := time.Since(start); connects != 1 || timeouts != 0 || elapsed > 4*time.Second {
+		// More than two tenths of the timeout would allow a second extension: the count is only meaningful within it.
+		t.Fatalf("%d connects and %d timeouts in %v of calls, want 1 and 0", connects, timeouts, elapsed)
+	}
+	sb, _ := e.emu.Sandbox(id)
+	rec := recordState(t, e, id)
+	if d := rec.ExpiresAt.Sub(sb.EndAt); d < -time.Second || d > time.Second {
+		t.Fatalf("recorded expiry %v, E2B's %v", rec.ExpiresAt, sb.EndAt)
+	}
+}
+
+// TestLifecycleRefused: an E2B that refuses the lifecycle fields still gets a sandbox made: without autoResume
+// first, then without autoPause, and the result says that it is killed at its timeout.
+func TestLifecycleRefused(t *testing.T) {
+	t.Parallel()
+	e := newEnvWith(t, e2btest.Options{NoLifecycle: true})
+	s := e.connect(t, eras[0], Caller{Owner: "alice", Session: "main"})
+	res := s.ok(t, "e2b_create_sandbox", nil)
+	if res["on_timeout"] != "kill" {
+		t.Fatalf("create: %v", res)
+	}
+	wantContains(t, res["warning"].(string), `E2B refused autoResume (`, `property "autoResume" is unsupported`,
+		`E2B refused autoPause (`, "killed, with its files and processes, when its timeout runs out")
+	var creates int
+	for _, r := range e.emu.Requests() {
+		if r.Path == "/v2/sandboxes" && r.Method == "POST" {
+			creates++
+		}
+	}
+	if creates != 3 || len(e.emu.Sandboxes()) != 1 {
+		t.Fatalf("%d creates made %d sandboxes", creates, len(e.emu.Sandboxes()))
+	}
+	if rec := recordState(t, e, res["sandbox_id"].(string)); rec.OnTimeout != "kill" {
+		t.Fatalf("record %+v", rec)
+	}
+}
