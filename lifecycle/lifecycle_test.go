@@ -456,3 +456,57 @@ func TestSweepKillsPausedOrphansTheStoreDoesNotKnow(t *testing.T) {
 		})
 	}
 }
+
+// TestWhoPaused: a sandbox made to pause at its timeout that E2B pauses behind the record's back is recorded as
+// paused at its timeout, by Reconcile and by the sweep alike (the sweep finds it paused already and does not claim
+// it); one the sweep pauses is recorded as paused by the sweep; one made to be killed at its timeout that E2B
+// pauses was paused by someone unknown.
+func TestWhoPaused(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	if _, err := f.st.TouchSession("erin", "old", time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	onTimeout := func(id, action string) {
+		if _, err := f.st.UpdateSandbox("erin", id, func(r *state.SandboxRecord) error { r.OnTimeout = action; return nil }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	atTimeout := f.create(t, "erin", "old", true, true)
+	onTimeout(atTimeout, e2b.OnTimeoutPause)
+	unknown := f.create(t, "erin", "old", true, true)
+	onTimeout(unknown, e2b.OnTimeoutKill)
+	for _, id := range []string{atTimeout, unknown} {
+		if _, err := f.c.PauseSandbox(ctx, id); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := Reconcile(ctx, f.c, f.st, "erin", "old", nil); err != nil {
+		t.Fatal(err)
+	}
+	if r := f.record(t, "erin", atTimeout); r.State != state.StatePaused || r.PausedBy != state.PausedAtTimeout {
+		t.Fatalf("paused by E2B at its timeout: %+v", r)
+	}
+	if r := f.record(t, "erin", unknown); r.State != state.StatePaused || r.PausedBy != "" {
+		t.Fatalf("paused by someone else: %+v", r)
+	}
+
+	// Behind the record's back again, this time before the sweep comes.
+	stale := f.create(t, "erin", "old", true, true)
+	onTimeout(stale, e2b.OnTimeoutPause)
+	if _, err := f.c.PauseSandbox(ctx, stale); err != nil {
+		t.Fatal(err)
+	}
+	swept := f.create(t, "erin", "old", true, true)
+	f.clock.Advance(2 * time.Hour)
+	sw := &Sweeper{Store: f.st, Action: OrphanPause, Now: f.clock.Now,
+		Client: func(context.Context, string) (*e2b.Client, error) { return f.c, nil }}
+	if rep, err := sw.Sweep(ctx); err != nil || len(rep.Errors) != 0 {
+		t.Fatalf("sweep: %v %v", err, rep.Errors)
+	}
+	for id, want := range map[string]string{swept: state.PausedBySweep, stale: state.PausedAtTimeout, atTimeout: state.PausedAtTimeout} {
+		if r := f.record(t, "erin", id); r.State != state.StatePaused || r.PausedBy != want {
+			t.Errorf("%s after the sweep: %+v, want paused by %q", id, r, want)
+		}
+	}
+}
