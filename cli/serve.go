@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/e2b-mcp/e2b-mcp/credentials"
+	"github.com/e2b-mcp/e2b-mcp/e2b"
 	"github.com/e2b-mcp/e2b-mcp/egress"
 	"github.com/e2b-mcp/e2b-mcp/lifecycle"
 	"github.com/e2b-mcp/e2b-mcp/server"
@@ -67,6 +68,7 @@ type serveOptions struct {
 	policyFile                        string
 	lease                             time.Duration
 	orphanAction                      string
+	onTimeout                         string
 	sweepInterval                     time.Duration
 	checkpointEvery                   int
 	checkpointOnPause                 bool
@@ -109,6 +111,7 @@ func (a *app) serveFlags() (*flags, *serveOptions) {
 	o.lease = server.DefaultLease
 	f.Var(positiveDuration{&o.lease}, "lease", "how long a session lives without calls before its sandboxes get the orphan action")
 	f.StringVar(&o.orphanAction, "orphan-action", string(lifecycle.OrphanPause), "what happens to sandboxes of lapsed sessions: pause, kill or keep")
+	f.StringVar(&o.onTimeout, "on-timeout", e2b.OnTimeoutPause, "what E2B does to a sandbox left unused for its timeout_seconds: pause (memory and files kept; the next call resumes it) or kill (e2b_create_sandbox on_timeout chooses per sandbox)")
 	o.sweepInterval = server.DefaultSweepInterval
 	f.Var(positiveDuration{&o.sweepInterval}, "sweep-interval", "time between orphan sweeps (one runs at start)")
 	f.IntVar(&o.checkpointEvery, "checkpoint-every", 0, "checkpoint a sandbox automatically every N steps (0: off)")
@@ -238,6 +241,7 @@ func (a *app) serveConfig(f *flags, o *serveOptions) (server.Config, error) {
 		NoConnectPage:   o.noConnectPage,
 		Tools: tools.Config{
 			ResultLimit:  o.resultLimit,
+			OnTimeout:    o.onTimeout,
 			StorageRoots: o.storageRoots,
 			Checkpoints:  state.CheckpointPolicy{EverySteps: o.checkpointEvery, OnPause: o.checkpointOnPause},
 		},

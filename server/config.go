@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/e2b-mcp/e2b-mcp/credentials"
+	"github.com/e2b-mcp/e2b-mcp/e2b"
 	"github.com/e2b-mcp/e2b-mcp/egress"
 	"github.com/e2b-mcp/e2b-mcp/lifecycle"
 	"github.com/e2b-mcp/e2b-mcp/state"
@@ -154,6 +155,9 @@ func (c Config) Check() (Config, error) {
 	}
 	if _, err := lifecycle.ParseOrphanAction(string(c.OrphanAction)); err != nil {
 		return c, fmt.Errorf("--orphan-action: %w", err)
+	}
+	if t := c.Tools.OnTimeout; t != "" && t != e2b.OnTimeoutPause && t != e2b.OnTimeoutKill {
+		return c, fmt.Errorf("--on-timeout %q: want pause or kill", t)
 	}
 	if err := checkSessionName(c.Session); err != nil {
 		return c, fmt.Errorf("--session: %w", err)
