@@ -34,13 +34,11 @@ type base struct {
 	scaling *scalingSlots
 	// extended throttles the extensions of sandboxes' timeouts (keepalive.go).
 	extended *extensions
-	// previews makes private preview links (get_url.go); nil: sandbox ports are public.
-	previews Previews
 }
 
 func newBase(d Deps) *base {
 	b := &base{clients: d.Clients, egress: d.Egress, store: d.Store, cfg: d.Config.withDefaults(), log: d.Logger, now: d.Now,
-		scaling: newScalingSlots(scalingSlotsTotal, scalingWait), extended: newExtensions(), previews: d.Previews}
+		scaling: newScalingSlots(scalingSlotsTotal, scalingWait), extended: newExtensions()}
 	if b.log == nil {
 		b.log = slog.New(slog.DiscardHandler)
 	}
@@ -254,7 +252,7 @@ func goneError(id, reason string) error {
 // newSandbox is the request for a new sandbox of the caller's session, whether made or forked from a checkpoint:
 // secure, so that its envd wants the access token only this server keeps, tagged, so that the server finds it
 // again and E2B's dashboard shows whose it is, and with its owner's egress configuration.
-func (b *base) newSandbox(call Caller, template, title string, timeout int, env map[string]string, net egress.Config) e2b.NewSandbox {
+func newSandbox(call Caller, template, title string, timeout int, env map[string]string, net egress.Config) e2b.NewSandbox {
 	if env == nil {
 		env = map[string]string{}
 	}
@@ -264,7 +262,7 @@ func (b *base) newSandbox(call Caller, template, title string, timeout int, env 
 		Secure:     true,
 		Metadata:   lifecycle.Metadata(call.Owner, call.Session, title),
 		EnvVars:    env,
-		Network:    b.withoutPublicTraffic(net.Network),
+		Network:    net.Network,
 	}
 }
 

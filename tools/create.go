@@ -120,7 +120,7 @@ func (t createSandbox) run(ctx context.Context, call Caller, a *createArgs) (any
 	if err != nil {
 		return nil, err
 	}
-	sb, onTimeout, lifecycleWarning, err := t.createWithLifecycle(ctx, c, t.newSandbox(call, template, a.Title, timeout, a.EnvVars, net), onTimeout)
+	sb, onTimeout, lifecycleWarning, err := t.createWithLifecycle(ctx, c, newSandbox(call, template, a.Title, timeout, a.EnvVars, net), onTimeout)
 	if err != nil {
 		return nil, err
 	}

@@ -137,7 +137,7 @@ func (t forkSandbox) fromCheckpoint(ctx context.Context, call Caller, a *forkArg
 	var failures []string
 	for i := range count {
 		title := forkTitle(a.Title, src, i, count)
-		sb, onTimeout, warning, err := t.createWithLifecycle(ctx, c, t.newSandbox(call, cp.SnapshotID, title, t.cfg.DefaultTimeoutSeconds, nil, net), t.cfg.OnTimeout)
+		sb, onTimeout, warning, err := t.createWithLifecycle(ctx, c, newSandbox(call, cp.SnapshotID, title, t.cfg.DefaultTimeoutSeconds, nil, net), t.cfg.OnTimeout)
 		failures = append(failures, warning)
 		if err != nil {
 			if len(res.Sandboxes) == 0 {
