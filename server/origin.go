@@ -133,10 +133,11 @@ func (b browserRules) trustedHost(r *http.Request) bool {
 }
 
 // guardHost refuses (403) a request over loopback whose Host is not trusted, whatever its path: it wraps the
-// whole mux, so a path added later is covered without a word of its own.
+// whole mux, so a path added later is covered without a word of its own. A request with no Host at all (HTTP/1.0,
+// as HAProxy's `option httpchk` sends) passes: every browser sends a Host, so it cannot be a rebound page's.
 func (b browserRules) guardHost(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if overLoopback(r) && !b.trustedHost(r) {
+		if overLoopback(r) && r.Host != "" && !b.trustedHost(r) {
 			http.Error(w, fmt.Sprintf("forbidden: Host '%s' is not this server's (a loopback name or the public URL's host)",
 				display.Prefix(r.Host, maxEcho)), http.StatusForbidden)
 			return

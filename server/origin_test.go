@@ -1,6 +1,7 @@
 package server
 
 import (
+	"bufio"
 	"context"
 	"io"
 	"net"
@@ -384,5 +385,27 @@ func TestBrowserRulesOffLoopback(t *testing.T) {
 		if w.Code != tc.want {
 			t.Errorf("over %s, Host %s, Origin %q: %d, want %d", tc.local, tc.host, tc.origin, w.Code, tc.want)
 		}
+	}
+}
+
+// A load balancer's health check (HAProxy's `option httpchk GET /healthz`) is HTTP/1.0 with no Host header. No
+// browser sends a request without Host, so such a request is no DNS rebinding and the Host guard lets it through.
+func TestHostlessHealthCheckServed(t *testing.T) {
+	base, _ := serveTransport(t, newConnectFixture(t, func(c *Config) { c.Transport = TransportHTTP }).srv)
+	conn, err := net.Dial("tcp", strings.TrimPrefix(base, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if _, err := io.WriteString(conn, "GET "+PathHealth+" HTTP/1.0\r\n\r\n"); err != nil {
+		t.Fatal(err)
+	}
+	res, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(res.Body)
+	if res.StatusCode != http.StatusOK {
+		t.Fatalf("GET %s over HTTP/1.0 without Host: %d %q, want 200", PathHealth, res.StatusCode, body)
 	}
 }
