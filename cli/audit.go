@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"time"
 
 	"github.com/e2b-mcp/e2b-mcp/audit"
@@ -15,20 +16,22 @@ import (
 )
 
 // outcomes are the values of an entry's outcome that --decision also accepts.
-var outcomes = []string{audit.OutcomeOK, audit.OutcomeError, audit.OutcomeDenied, audit.OutcomeDeclined, audit.OutcomeApprovalPending}
+var outcomes = []string{audit.OutcomeOK, audit.OutcomeError, audit.OutcomeDenied, audit.OutcomeDeclined,
+	audit.OutcomeApprovalPending, audit.OutcomeInputRequired, audit.OutcomeStarted}
 
 func runAudit(_ context.Context, a *app, args []string) error {
 	f := newFlags("audit", "[--session S] [--sandbox ID] [--tool T] [--decision D] [--since T] [--until T] [--json]",
 		"Show the audit log: every tool call with its caller, arguments (secrets redacted), policy decision,\n"+
-			"outcome and duration, oldest first. Times are RFC 3339 (2026-03-01T12:00:00Z), a date (2026-03-01)\n"+
-			"or a duration before now (90m).")
+			"outcome and duration, oldest first. A call that started and has no outcome (\"started, no end\") is\n"+
+			"still running, or its server stopped before it ended. Times are RFC 3339 (2026-03-01T12:00:00Z), a\n"+
+			"date (2026-03-01) or a duration before now (90m).")
 	stateFlag := f.String("state-dir", "", "state directory of the server (default: as for serve)")
 	var filter audit.Filter
 	f.StringVar(&filter.Session, "session", "", "only calls of this session")
 	f.StringVar(&filter.SandboxID, "sandbox", "", "only calls about this sandbox ID")
 	f.StringVar(&filter.Tool, "tool", "", "only calls of this tool")
 	decision := f.String("decision", "", "only calls with this policy decision (allow, deny, require_approval) or outcome ("+
-		"ok, error, denied, declined, approval_pending)")
+		"ok, error, denied, declined, approval_pending, input_required, started)")
 	since := f.String("since", "", "only calls at or after this time")
 	until := f.String("until", "", "only calls before this time")
 	asJSON := f.Bool("json", false, "print one JSON object per line")
@@ -56,7 +59,8 @@ func runAudit(_ context.Context, a *app, args []string) error {
 	case slices.Contains(outcomes, *decision):
 		outcome = *decision
 	default:
-		return f.usageErrorf("--decision %q: want allow, deny, require_approval, ok, error, denied, declined or approval_pending", *decision)
+		return f.usageErrorf("--decision %q: want allow, deny, require_approval, ok, error, denied, declined, "+
+			"approval_pending, input_required or started", *decision)
 	}
 	dir, err := a.stateDir(*stateFlag)
 	if err != nil {
@@ -89,7 +93,13 @@ func runAudit(_ context.Context, a *app, args []string) error {
 		return nil
 	}
 	tw := newTable(a.stdout, "TIME\tOWNER\tSESSION\tTOOL\tDECISION\tRULE\tOUTCOME\tMS\tSANDBOX\tARGS")
+	unended := 0
 	for _, e := range entries {
+		outcome, ms := e.Outcome, strconv.FormatInt(e.DurationMS, 10)
+		if outcome == audit.OutcomeStarted {
+			outcome, ms = "started, no end", "-"
+			unended++
+		}
 		args := "{}"
 		if len(e.Args) > 0 {
 			if b, err := json.Marshal(e.Args); err == nil {
@@ -98,11 +108,21 @@ func runAudit(_ context.Context, a *app, args []string) error {
 		}
 		// Every field but the time and duration may hold what a caller sent: each is escaped (cell), so that no
 		// value can forge a row or command the terminal.
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\n", e.Time.Local().Format("2006-01-02 15:04:05"),
-			cell(e.Owner), cell(e.Session), cell(e.Tool), cell(e.Decision), cell(dash(e.Rule)), cell(e.Outcome), e.DurationMS,
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", e.Time.Local().Format("2006-01-02 15:04:05"),
+			cell(e.Owner), cell(e.Session), cell(e.Tool), cell(e.Decision), cell(dash(e.Rule)), cell(outcome), ms,
 			cell(dash(e.SandboxID)), cell(args))
 	}
-	return tw.Flush()
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	switch {
+	case unended == 1:
+		fmt.Fprintln(a.stderr, "1 call started and has no outcome: it is still running, or its server stopped before it ended.")
+	case unended > 1:
+		fmt.Fprintf(a.stderr, "%d calls started and have no outcome: they are still running, or their server stopped "+
+			"before they ended.\n", unended)
+	}
+	return nil
 }
 
 // parseWhen reads a time flag: RFC 3339, a date, or a duration before now.

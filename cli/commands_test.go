@@ -414,3 +414,51 @@ func TestApproveShowsDecidingFields(t *testing.T) {
 		t.Errorf("approve shw ID: %d", r.code)
 	}
 }
+
+// A call that started and never ended (its server died while it ran) shows as such: OUTCOME "started", no
+// duration, a note that says what it means, and --decision started finds it.
+func TestAuditShowsCallsThatNeverEnded(t *testing.T) {
+	e := newEnv(t)
+	dir := t.TempDir()
+	log, err := audit.Open(dir, audit.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tool := range []string{"e2b_exec", "e2b_list_sandboxes"} {
+		c, err := log.Reserve()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := c.Start(audit.Entry{Time: e.now.Add(-time.Minute), Owner: "alice", Session: "s1", Tool: tool, Decision: "allow",
+			Args: map[string]any{"command": "sleep 4"}}); err != nil {
+			t.Fatal(err)
+		}
+		if tool == "e2b_list_sandboxes" {
+			if err := c.Finish(audit.Entry{Outcome: audit.OutcomeOK, DurationMS: 12}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	log.Close()
+
+	r := e.run(t, "", "audit", "--state-dir", dir)
+	var execRow, listRow string
+	for _, l := range strings.Split(r.stdout, "\n") {
+		switch {
+		case strings.Contains(l, "e2b_exec"):
+			execRow = l
+		case strings.Contains(l, "e2b_list_sandboxes"):
+			listRow = l
+		}
+	}
+	if r.code != exitOK || !strings.Contains(execRow, "started, no end") || strings.Contains(listRow, "started") || !strings.Contains(listRow, " 12 ") {
+		t.Errorf("audit table:\n%s", r.stdout)
+	}
+	if !strings.Contains(r.stderr, "1 call started and has no outcome") {
+		t.Errorf("audit's note: %q", r.stderr)
+	}
+	r = e.run(t, "", "audit", "--state-dir", dir, "--json", "--decision", "started")
+	if r.code != exitOK || strings.Count(strings.TrimSpace(r.stdout), "\n") != 0 || !strings.Contains(r.stdout, `"outcome":"started"`) {
+		t.Errorf("audit --decision started: %d %s %s", r.code, r.stdout, r.stderr)
+	}
+}

@@ -208,15 +208,15 @@ func localCause(err error) string {
 	return "a local failure; the server's log has the details"
 }
 
-// record completes and writes an audit entry; failure is the text of a failed call. The call was let start only
-// after Reserve kept room for its entry, so a failure here is rare (a disk that failed otherwise); it is logged, and
-// the log holds no partial line.
-func (s *Server) record(e audit.Entry, outcome, failure string) {
+// record completes and writes a call's audit entry (its outcome record if it started); failure is the text of a
+// failed call. The call was let start only after Reserve kept room for its records, so a failure here is rare (a
+// disk that failed otherwise); it is logged, and the log holds no partial line.
+func (s *Server) record(call *audit.Call, e audit.Entry, outcome, failure string) {
 	e.Outcome = outcome
 	e.DurationMS = s.cfg.Now().Sub(e.Time).Milliseconds()
 	e.Error = failure
 	s.metrics.observeCall(e.Tool, e.Decision, e.Outcome, s.cfg.Now().Sub(e.Time))
-	if rerr := s.audit.Record(e); rerr != nil {
+	if rerr := call.Finish(e); rerr != nil {
 		s.log.Error("writing the audit log", "tool", e.Tool, "error", rerr)
 	}
 }

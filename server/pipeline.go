@@ -66,7 +66,7 @@ func (a answers[R]) refusal(outcome, text string) reply[R] {
 //  1. caller: who makes the request (refused without an authenticated caller where one is needed); the request
 //     ends when the client's protocol session does.
 //  2. audit reservation: a request the audit log could not record does not run, and nothing is done for it (not
-//     even the lease renewal, a write to the state store).
+//     even the lease renewal, a write to the state store). Room for its records is held from here on.
 //  3. lease: the caller's session is renewed (refused when it would be one live session too many for its owner)
 //     and held while the request runs.
 //  4. shape check: arguments the request does not take are refused.
@@ -87,12 +87,11 @@ func govern[R any](ctx context.Context, s *Server, g governed[R]) (R, error) {
 	if err != nil {
 		return g.refuse("Refused: " + err.Error())
 	}
-	if err := s.audit.Reserve(); err != nil {
-		s.log.Error("refusing a call the audit log cannot record", "tool", g.name, "error", err)
-		return g.refuse("Refused: the server's audit log cannot record this call (" + localCause(err) +
-			" on the server's disk), and no call runs unrecorded. Call again once the server's operator has freed " +
-			"space; nothing was done.")
+	call, err := s.audit.Reserve()
+	if err != nil {
+		return g.refuse(s.unrecordable(g.name, err))
 	}
+	defer call.Release() // the room of a request that ends unrecorded (or in a panic); nothing once recorded
 	ctx = tools.WithCaller(ctx, caller)
 	if err := s.renewLease(caller); errors.Is(err, state.ErrTooManySessions) {
 		return g.refuse(fmt.Sprintf("Refused: session '%s' would be new, and this owner already has %d live "+
@@ -104,19 +103,28 @@ func govern[R any](ctx context.Context, s *Server, g governed[R]) (R, error) {
 
 	entry := audit.Entry{Time: start, Owner: caller.Owner, Session: caller.Session, Tool: g.name, Args: g.args,
 		SandboxID: stringArg(g.args, "sandbox_id")}
-	r := g.decideAndRun(ctx, s, caller, &entry)
+	r := g.decideAndRun(ctx, s, caller, call, &entry)
 	if r.outcome != "" {
 		failure := ""
 		if r.outcome == audit.OutcomeError {
 			failure = g.failureText(r)
 		}
-		s.record(entry, r.outcome, failure)
+		s.record(call, entry, r.outcome, failure)
 	}
 	return r.res, r.err
 }
 
-// decideAndRun is steps 4 to 7 of govern; it notes the policy's decision and the approval in entry.
-func (g governed[R]) decideAndRun(ctx context.Context, s *Server, caller tools.Caller, entry *audit.Entry) reply[R] {
+// unrecordable is the refusal of a request the audit log cannot record, err saying why.
+func (s *Server) unrecordable(name string, err error) string {
+	s.log.Error("refusing a call the audit log cannot record", "tool", name, "error", err)
+	return "Refused: the server's audit log cannot record this call (" + localCause(err) +
+		" on the server's disk), and no call runs unrecorded. Call again once the server's operator has freed " +
+		"space; nothing was done."
+}
+
+// decideAndRun is steps 4 to 7 of govern; it notes the policy's decision and the approval in entry, and writes
+// the call's started record before it runs: a request whose started record cannot be written does not run.
+func (g governed[R]) decideAndRun(ctx context.Context, s *Server, caller tools.Caller, call *audit.Call, entry *audit.Entry) reply[R] {
 	judged, err := g.judged()
 	if err != nil {
 		entry.Decision = decisionInvalid
@@ -135,9 +143,14 @@ func (g governed[R]) decideAndRun(ctx context.Context, s *Server, caller tools.C
 	default: // deny, and anything a newer policy package might add that this server does not know
 		return g.refusal(audit.OutcomeDenied, fmt.Sprintf("Denied by policy rule '%s': %s", dec.Rule(), dec.Reason))
 	}
+	if err := call.Start(*entry); errors.Is(err, audit.ErrNotRotated) {
+		s.log.Error("the audit log could not rotate; the call is recorded", "tool", entry.Tool, "error", err)
+	} else if err != nil {
+		return g.refusal("", s.unrecordable(entry.Tool, err)) // it did not run: nothing to record
+	}
 	res, err := g.run(ctx, caller)
 	if g.asksClient != nil && g.asksClient(res) {
-		return reply[R]{res: res}
+		return reply[R]{res: res, outcome: audit.OutcomeInputRequired}
 	}
 	if _, failed := g.failure(res); err != nil || failed {
 		return reply[R]{res: res, err: err, outcome: audit.OutcomeError}
