@@ -6,12 +6,15 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"net"
 	"net/url"
 	"strings"
 	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
@@ -143,20 +146,38 @@ func (s *Postgres) inTx(opts pgx.TxOptions, fn func(context.Context, pgx.Tx) err
 	case s.closed.Load():
 		return ErrClosed
 	case ctx.Err() != nil:
-		return busyError{where: s.where, why: fmt.Sprintf("PostgreSQL did not complete an operation within %s "+
+		return &Error{where: s.where, err: ErrBusy, what: fmt.Sprintf("did not complete an operation within %s "+
 			"(is the database reachable, or a lock held by a stuck process?)", s.timeout)}
 	case fnErr != nil && err == fnErr:
+		var named *Error
+		if (errors.Is(err, ErrUnusable) || errors.Is(err, ErrDataKeyChanged)) && !errors.As(err, &named) {
+			// The store's own checks name the database in their words: the operator's log has them.
+			return &Error{where: s.where, err: err, what: "cannot be used as it is (the server's log says why)"}
+		}
 		return err // the database errors in it are named by dbError already
 	}
 	return s.dbError(err) // connecting, beginning or committing
 }
 
-// dbError names the database in an error of the driver.
+// dbError names the database in an error of the driver (see Error), and says what failed without its address.
 func (s *Postgres) dbError(err error) error {
 	if err == nil {
 		return nil
 	}
-	return fmt.Errorf("state store %s: %w", s.where, err)
+	var pgErr *pgconn.PgError
+	var connectErr *pgconn.ConnectError
+	var netErr net.Error
+	what := "failed (the server's log has the driver's error)"
+	switch {
+	case errors.As(err, &connectErr):
+		// Its text names the host, the port, the user and the database.
+		what = "could not be connected to"
+	case errors.As(err, &pgErr):
+		what = fmt.Sprintf("refused an operation: %s (SQLSTATE %s)", pgErr.Message, pgErr.Code)
+	case errors.As(err, &netErr), errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF), pgconn.SafeToRetry(err):
+		what = "dropped the connection or did not answer"
+	}
+	return &Error{where: s.where, what: what, err: err}
 }
 
 // pgTable is the table of a kind of record. Its columns are owner, id (a session's name for sessions) and the

@@ -64,8 +64,9 @@ func (b *base) client(ctx context.Context, owner string) (*e2b.Client, error) {
 	}
 	c, err := b.clients.Client(ctx, owner)
 	if err != nil {
-		if errors.Is(err, ErrNoAPIKey) {
-			return nil, err
+		var stored *state.Error
+		if errors.Is(err, ErrNoAPIKey) || errors.As(err, &stored) {
+			return nil, err // the keys are kept in the state store, and errorText names its failure as such
 		}
 		return nil, userErrorf("Could not get the E2B API key of %s: %v", owner, err)
 	}
@@ -82,9 +83,14 @@ func (b *base) errorText(ctx context.Context, call Caller, tool string, err erro
 	var ce *e2b.Error
 	var ue *url.Error
 	var ne net.Error
+	var se *state.Error
 	switch {
 	case errors.As(err, &te):
 		return te.text
+	case errors.As(err, &se):
+		// Ahead of the network cases: the database is reached over the network too, and is not E2B.
+		b.log.Error("the state store failed", "tool", tool, "owner", call.Owner, "session", call.Session, "err", err)
+		return "e2b-mcp's state store failed (on this server's side): " + se.Public() + ". Call again in a moment."
 	case errors.Is(err, ErrNoAPIKey):
 		return ConnectionRequired(call.Owner)
 	case errors.As(err, &ae):

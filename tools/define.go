@@ -15,6 +15,7 @@ import (
 	"github.com/mark3labs/mcp-go/server"
 
 	"github.com/e2b-mcp/e2b-mcp/policy"
+	"github.com/e2b-mcp/e2b-mcp/state"
 )
 
 // hints are a tool's four MCP annotation hints; every tool states all four, since mcp-go's defaults (destructive,
@@ -201,7 +202,15 @@ type toolError struct{ text string }
 
 func (e *toolError) Error() string { return e.text }
 
+// userErrorf words a toolError. An argument that is a failure of the state store is shown as what failed, without
+// the database's address (see state.Error).
 func userErrorf(format string, args ...any) error {
+	for i, a := range args {
+		var stored *state.Error
+		if err, ok := a.(error); ok && errors.As(err, &stored) {
+			args[i] = stored.Public()
+		}
+	}
 	return &toolError{text: fmt.Sprintf(format, args...)}
 }
 

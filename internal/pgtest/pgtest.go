@@ -38,6 +38,8 @@ type Server struct {
 	password string
 	cmd      *exec.Cmd
 	exited   chan struct{}
+	bin      string              // the directory of the binaries
+	cred     *syscall.Credential // the user postgres runs as (nil: ourselves)
 	dbs      atomic.Int64
 }
 
@@ -121,8 +123,27 @@ func (s *Server) startOn(bin string, cred *syscall.Credential) error {
 	}
 	s.port = ln.Addr().(*net.TCPAddr).Port
 	ln.Close()
+	s.bin, s.cred = bin, cred
+	return s.run()
+}
+
+// Restart stops the server as an operator's restart does (a fast shutdown: the connections are ended) and starts
+// it again on the same port with the same databases.
+func (s *Server) Restart() error {
+	_ = s.cmd.Process.Signal(syscall.SIGINT)
+	select {
+	case <-s.exited:
+	case <-time.After(20 * time.Second):
+		s.kill()
+	}
+	return s.run()
+}
+
+// run starts postgres on s.port and waits until it takes connections.
+func (s *Server) run() error {
+	bin, cred := s.bin, s.cred
 	logPath := filepath.Join(s.dir, "postgres.log")
-	logFile, err := os.Create(logPath)
+	logFile, err := os.OpenFile(logPath, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
 	if err != nil {
 		return err
 	}
