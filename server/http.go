@@ -70,15 +70,7 @@ func (s *Server) newHTTPTransport() *httpTransport {
 		mux.Handle(pattern, h)
 		t.patterns = append(t.patterns, pattern)
 	}
-	handle(PathHealth, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Method != http.MethodGet && r.Method != http.MethodHead {
-			http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
-			return
-		}
-		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-		w.WriteHeader(http.StatusOK)
-		_, _ = w.Write([]byte("ok"))
-	}))
+	handle(PathHealth, s.newHealth())
 	if o := s.cfg.OAuth; o != nil {
 		meta := o.metadataHandler()
 		handle(mcpserver.WellKnownProtectedResourcePath, meta)
@@ -233,14 +225,16 @@ func checkListen(addr string, haveTokens bool) error {
 // or end another owner's session even if it learns the ID. It is mcp-go's session ID manager for /mcp. It also
 // ends the calls running in a session when the session ends (see track).
 //
-// It bounds the sessions of each owner (maxProtocolSessions): every session holds memory until it ends, and a
-// streamable one ends only when its client says so or after an idle hour. At the bound, a new session ends the
-// owner's least recently used streamable session (its client starts a new one if it comes back); when all of
-// them are open SSE streams, a new stream is refused.
+// It bounds each owner's streamable sessions (maxProtocolSessions) and SSE streams (maxSSEStreams) apart: every
+// session holds memory until it ends, and a streamable one ends only when its client says so or after an idle
+// hour. At its bound, a new streamable session ends the owner's least recently used streamable session (its
+// client starts a new one if it comes back), and a new SSE stream ends the owner's least recently used stream
+// with no call running; when every stream has one, a new stream is refused. Neither kind ends the other: idle
+// SSE streams never end a live streamable client's session.
 type sessionOwners struct {
 	mu       sync.Mutex
 	sessions map[string]*httpSession // session ID → its owner, use and calls
-	perOwner map[string]int
+	perOwner map[sessionKind]int
 	lastCall uint64
 	clock    uint64 // orders uses, for the least recently used
 	// end ends a streamable session in mcp-go as its client would (DELETE /mcp), freeing what mcp-go holds.
@@ -253,13 +247,31 @@ type httpSession struct {
 	sse      bool
 	lastUsed uint64
 	calls    map[uint64]context.CancelCauseFunc
+	// endStream ends an SSE stream (its GET request's context), nil for a streamable session.
+	endStream func()
 }
 
-// maxProtocolSessions bounds the protocol sessions of one owner.
-const maxProtocolSessions = 100
+// sessionKind is what the bounds count: one owner's streamable sessions, or its SSE streams.
+type sessionKind struct {
+	owner string
+	sse   bool
+}
+
+// The bounds of one owner's protocol sessions, each kind apart.
+const (
+	maxProtocolSessions = 100 // streamable HTTP sessions (protocol 2025-11-25 and earlier)
+	maxSSEStreams       = 100 // SSE streams
+)
+
+func (k sessionKind) bound() int {
+	if k.sse {
+		return maxSSEStreams
+	}
+	return maxProtocolSessions
+}
 
 func newSessionOwners() *sessionOwners {
-	return &sessionOwners{sessions: map[string]*httpSession{}, perOwner: map[string]int{}}
+	return &sessionOwners{sessions: map[string]*httpSession{}, perOwner: map[sessionKind]int{}}
 }
 
 const sessionIDPrefix = "mcp-session-"
@@ -270,24 +282,29 @@ func newSessionID() string {
 	return sessionIDPrefix + hex.EncodeToString(b)
 }
 
-// errTooManySessions is a new SSE stream of an owner whose sessions are all open streams, at the bound.
-var errTooManySessions = fmt.Errorf("too many open sessions: one owner may have %d; close one first", maxProtocolSessions)
+// errTooManyStreams is a new SSE stream of an owner at the bound whose streams all have a call running.
+var errTooManyStreams = fmt.Errorf("too many open SSE streams, each with a call running: one owner may have %d; close one first", maxSSEStreams)
 
-// add opens a session for owner, making room at the bound.
-func (o *sessionOwners) add(owner string, sse bool) (string, error) {
+// add opens a session for owner, making room at the bound; endStream ends an SSE stream (nil for a streamable
+// session).
+func (o *sessionOwners) add(owner string, sse bool, endStream func()) (string, error) {
 	id := newSessionID()
+	kind := sessionKind{owner, sse}
 	o.mu.Lock()
-	evicted, err := o.makeRoomLocked(owner, sse)
+	evicted, err := o.makeRoomLocked(kind)
 	if err == nil {
 		o.clock++
-		o.sessions[id] = &httpSession{owner: owner, sse: sse, lastUsed: o.clock, calls: map[uint64]context.CancelCauseFunc{}}
-		o.perOwner[owner]++
+		o.sessions[id] = &httpSession{owner: owner, sse: sse, lastUsed: o.clock, calls: map[uint64]context.CancelCauseFunc{}, endStream: endStream}
+		o.perOwner[kind]++
 	}
 	end := o.end
 	o.mu.Unlock()
 	if evicted != nil {
 		evicted.cancelCalls()
-		if end != nil {
+		switch {
+		case evicted.endStream != nil:
+			evicted.endStream()
+		case end != nil:
 			go end(evicted.id) // not under mcp-go's handling of the request that asked for a session
 		}
 	}
@@ -296,8 +313,9 @@ func (o *sessionOwners) add(owner string, sse bool) (string, error) {
 
 // endedSession is a session forgotten under the lock, whose calls are cancelled after it.
 type endedSession struct {
-	id    string
-	calls []context.CancelCauseFunc
+	id        string
+	calls     []context.CancelCauseFunc
+	endStream func()
 }
 
 func (e *endedSession) cancelCalls() {
@@ -309,26 +327,32 @@ func (e *endedSession) cancelCalls() {
 	}
 }
 
-// makeRoomLocked forgets owner's least recently used streamable session when owner is at the bound, and returns
-// it for ending; with none to forget, a new SSE stream is refused (a streamable session is let through: the
-// next one finds it to forget, so the bound is passed by one at most).
-func (o *sessionOwners) makeRoomLocked(owner string, sse bool) (*endedSession, error) {
-	if o.perOwner[owner] < maxProtocolSessions {
+// makeRoomLocked forgets the least recently used session of kind that may be ended (any streamable session, an
+// SSE stream with no call running) when kind is at its bound, and returns it for ending. Only SSE streams can all
+// be unendable, so a new streamable session is never refused.
+func (o *sessionOwners) makeRoomLocked(kind sessionKind) (*endedSession, error) {
+	if o.perOwner[kind] < kind.bound() {
 		return nil, nil
 	}
+	victim := o.endableLocked(kind)
+	if victim == "" {
+		return nil, errTooManyStreams
+	}
+	return o.forgetLocked(victim), nil
+}
+
+// endableLocked is the least recently used session of kind that may be ended to make room, "" when there is none.
+func (o *sessionOwners) endableLocked(kind sessionKind) string {
 	victim, oldest := "", uint64(0)
 	for id, sess := range o.sessions {
-		if sess.owner == owner && !sess.sse && (victim == "" || sess.lastUsed < oldest) {
+		if (sessionKind{sess.owner, sess.sse}) != kind || (kind.sse && len(sess.calls) > 0) {
+			continue
+		}
+		if victim == "" || sess.lastUsed < oldest {
 			victim, oldest = id, sess.lastUsed
 		}
 	}
-	if victim == "" {
-		if sse {
-			return nil, errTooManySessions
-		}
-		return nil, nil
-	}
-	return o.forgetLocked(victim), nil
+	return victim
 }
 
 func (o *sessionOwners) setEnd(end func(id string)) {
@@ -355,31 +379,34 @@ func (d discardResponse) Header() http.Header       { return d.header }
 func (discardResponse) Write(p []byte) (int, error) { return len(p), nil }
 func (discardResponse) WriteHeader(int)             {}
 
-// guardSSEStreams refuses (429) a new SSE stream of an owner whose sessions are all open streams, at the bound.
+// guardSSEStreams refuses (429) a new SSE stream of an owner at the bound whose streams all have a call running,
+// and gives the stream's request a context that ends the stream when it is made to make room.
 func (o *sessionOwners) guardSSEStreams(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		c, _ := identityFrom(r.Context())
-		if r.Method == http.MethodGet && o.full(c.Owner) {
-			http.Error(w, errTooManySessions.Error(), http.StatusTooManyRequests)
+		if r.Method != http.MethodGet {
+			next.ServeHTTP(w, r)
 			return
 		}
-		next.ServeHTTP(w, r)
+		if o.full(sessionKind{c.Owner, true}) {
+			http.Error(w, errTooManyStreams.Error(), http.StatusTooManyRequests)
+			return
+		}
+		// mcp-go ends a stream when its request's context does.
+		ctx, cancel := context.WithCancel(r.Context())
+		defer cancel()
+		next.ServeHTTP(w, r.WithContext(context.WithValue(ctx, streamEndKey{}, cancel)))
 	})
 }
 
-// full reports whether owner is at the bound with no streamable session to make room.
-func (o *sessionOwners) full(owner string) bool {
+// streamEndKey carries the function that ends an SSE stream, from guardSSEStreams to newSSESession.
+type streamEndKey struct{}
+
+// full reports whether kind is at its bound with no session to end to make room.
+func (o *sessionOwners) full(kind sessionKind) bool {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	if o.perOwner[owner] < maxProtocolSessions {
-		return false
-	}
-	for _, sess := range o.sessions {
-		if sess.owner == owner && !sess.sse {
-			return false
-		}
-	}
-	return true
+	return o.perOwner[kind] >= kind.bound() && o.endableLocked(kind) == ""
 }
 
 // use returns the owner of session id and marks it used.
@@ -413,10 +440,11 @@ func (o *sessionOwners) forgetLocked(id string) *endedSession {
 		return nil
 	}
 	delete(o.sessions, id)
-	if o.perOwner[sess.owner]--; o.perOwner[sess.owner] <= 0 {
-		delete(o.perOwner, sess.owner)
+	kind := sessionKind{sess.owner, sess.sse}
+	if o.perOwner[kind]--; o.perOwner[kind] <= 0 {
+		delete(o.perOwner, kind)
 	}
-	ended := &endedSession{id: id}
+	ended := &endedSession{id: id, endStream: sess.endStream}
 	for _, cancel := range sess.calls {
 		ended.calls = append(ended.calls, cancel)
 	}
@@ -477,7 +505,7 @@ type ownerSessions struct {
 }
 
 func (m ownerSessions) Generate() string {
-	id, _ := m.o.add(m.owner, false) // never refused: see makeRoomLocked
+	id, _ := m.o.add(m.owner, false, nil) // never refused: see makeRoomLocked
 	return id
 }
 
@@ -508,7 +536,8 @@ func (o *sessionOwners) newSSESession(_ context.Context, r *http.Request) (strin
 	if !ok {
 		return "", errors.New("no authenticated caller")
 	}
-	return o.add(c.Owner, true)
+	end, _ := r.Context().Value(streamEndKey{}).(context.CancelFunc)
+	return o.add(c.Owner, true, end)
 }
 
 // guardSSEMessages lets a POST to /message through only into an SSE session of the same owner.
