@@ -85,6 +85,7 @@ type serveOptions struct {
 	oauthClientID                     string
 	oauthRequireATJWT                 bool
 	noConnectPage                     bool
+	privatePreviews                   bool
 	egressFile                        string
 	logLevel                          *slog.LevelVar
 }
@@ -126,6 +127,8 @@ func (a *app) serveFlags() (*flags, *serveOptions) {
 	f.StringVar(&o.oauthOwnerClaim, "oauth-owner-claim", server.DefaultOwnerClaim, "the access token claim that names the owner (sub, email, preferred_username, ...)")
 	f.StringVar(&o.oauthClientID, "oauth-client-id", "", "client ID (public, PKCE) at the identity provider for members' sign-in on the connect page; "+
 		"its redirect URI is PUBLIC_URL"+server.PathConnect+"callback")
+	f.BoolVar(&o.privatePreviews, "private-previews", false, "create sandboxes with public traffic off: e2b_get_url's links "+
+		"then go through this server's preview proxy on 127.0.0.1, signed for one sandbox and port, and expire")
 	f.BoolVar(&o.noConnectPage, "no-connect-page", false, "no connect page: members without a key are told to run `e2b-mcp auth login`")
 	f.BoolVar(&o.oauthRequireATJWT, "oauth-require-at-jwt", false, "accept only access tokens whose header typ is at+jwt (RFC 9068), "+
 		"for identity providers that mark their access tokens so (default: also tokens typed JWT or untyped, unless they carry ID-token claims)")
@@ -239,6 +242,7 @@ func (a *app) serveConfig(f *flags, o *serveOptions) (server.Config, error) {
 		Credentials:     creds,
 		PublicURL:       o.publicURL,
 		NoConnectPage:   o.noConnectPage,
+		PrivatePreviews: o.privatePreviews,
 		Tools: tools.Config{
 			ResultLimit:  o.resultLimit,
 			OnTimeout:    o.onTimeout,

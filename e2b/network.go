@@ -21,6 +21,9 @@ type Network struct {
 	// Rules map a domain to the transforms E2B's egress proxy applies to the sandbox's HTTP and HTTPS requests
 	// to it, outside the sandbox. A domain here is not thereby allowed: AllowOut and DenyOut decide that.
 	Rules map[string][]NetworkRule `json:"rules"`
+	// AllowPublicTraffic false (create only: the update leaves it out) makes the sandbox's ports answer only
+	// requests that carry its traffic access token (Sandbox.TrafficAccessToken, header TrafficTokenHeader).
+	AllowPublicTraffic *bool `json:"allowPublicTraffic,omitempty"`
 }
 
 // NetworkRule is one egress rule of a domain.

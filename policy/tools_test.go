@@ -21,6 +21,7 @@ const (
 	toolCheckpointPolicy = "e2b_set_checkpoint_policy"
 	toolDownloadURL      = "e2b_download_url"
 	toolUploadURL        = "e2b_upload_url"
+	toolGetURL           = "e2b_get_url"
 	toolListProcesses    = "e2b_list_processes"
 	toolStopProcess      = "e2b_stop_process"
 )
@@ -40,6 +41,7 @@ var testToolList = []Tool{
 	{Name: toolCheckpointPolicy},
 	{Name: toolDownloadURL, Args: map[Arg]string{ArgPath: "path"}, Grants: toolReadFile},
 	{Name: toolUploadURL, Args: map[Arg]string{ArgPath: "path"}, Grants: toolWriteFile},
+	{Name: toolGetURL},
 	{Name: toolListProcesses},
 	{Name: toolStopProcess},
 }

@@ -69,6 +69,10 @@ type Config struct {
 	// PublicURL is the URL clients reach this server at (https://mcp.example.com), behind a proxy; the connect
 	// page's links start with it. Without it, an HTTP server on a loopback address uses its listener's address.
 	PublicURL string
+	// PrivatePreviews creates sandboxes with public traffic off and makes e2b_get_url's links go through this
+	// server's preview proxy, on a listener of its own on 127.0.0.1 (see preview.go); off, links are E2B's public
+	// address of the port.
+	PrivatePreviews bool
 	// NoConnectPage turns the connect page off: members without a key are only told to run `e2b-mcp auth login`.
 	NoConnectPage bool
 	// OAuth, when set, accepts access tokens of the team's authorization server (MCP authorization). With

@@ -56,6 +56,7 @@ type Server struct {
 	dataKeys       state.KeySource // the state store's: replicas derive their tickets' keys from it
 	approvalPage   *approvalPage   // where a human answers an approval the client did not ask about
 	localPage      *localPage      // stdio: the connect and approval pages on 127.0.0.1, started when first needed
+	previews       *previewProxy   // private previews' proxy; nil when previews are public
 	localPageMu    sync.Mutex
 	backend        *startedBackend // nil until started
 	elicit         *elicitations
@@ -135,6 +136,9 @@ func New(cfg Config) (*Server, error) {
 	if err := s.setUpApprovalPage(); err != nil {
 		return nil, err
 	}
+	if err := s.setUpPreviews(); err != nil {
+		return nil, err
+	}
 	s.sweeper = &lifecycle.Sweeper{
 		Store:  s.store,
 		Client: s.clients.Client,
@@ -164,12 +168,13 @@ func (s *Server) buildMCP() *mcpserver.MCPServer {
 		mcpserver.WithResourceHandlerMiddleware(s.governResources),
 	)
 	deps := tools.Deps{
-		Clients: keyProbe{s.clients},
-		Egress:  s.egress,
-		Store:   s.store,
-		Config:  s.cfg.Tools,
-		Logger:  s.log,
-		Now:     s.cfg.Now,
+		Clients:  keyProbe{s.clients},
+		Egress:   s.egress,
+		Store:    s.store,
+		Previews: s.toolPreviews(),
+		Config:   s.cfg.Tools,
+		Logger:   s.log,
+		Now:      s.cfg.Now,
 	}
 	all := tools.All(deps)
 	s.shapes = make(map[string]*argShape, len(all))
@@ -221,6 +226,9 @@ func (s *Server) Close() error {
 		}
 		if s.localPage != nil {
 			s.localPage.close()
+		}
+		if s.previews != nil {
+			s.previews.close()
 		}
 	})
 	return errors.Join(errs...)

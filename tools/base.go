@@ -34,11 +34,13 @@ type base struct {
 	scaling *scalingSlots
 	// extended throttles the extensions of sandboxes' timeouts (keepalive.go).
 	extended *extensions
+	// previews makes private preview links (get_url.go); nil: sandbox ports are public.
+	previews Previews
 }
 
 func newBase(d Deps) *base {
 	b := &base{clients: d.Clients, egress: d.Egress, store: d.Store, cfg: d.Config.withDefaults(), log: d.Logger, now: d.Now,
-		scaling: newScalingSlots(scalingSlotsTotal, scalingWait), extended: newExtensions()}
+		scaling: newScalingSlots(scalingSlotsTotal, scalingWait), extended: newExtensions(), previews: d.Previews}
 	if b.log == nil {
 		b.log = slog.New(slog.DiscardHandler)
 	}
@@ -272,15 +274,26 @@ func newSandbox(call Caller, template, title string, timeout int, env map[string
 	}
 }
 
-// egressFor is the complete egress configuration of the owner's sandboxes as it is now (credentials read afresh,
-// so a rotated one takes effect at once). The error never holds a credential's value.
+// egressFor is the complete network configuration of the owner's new sandboxes as it is now: the egress
+// configuration (credentials read afresh, so a rotated one takes effect at once), with public traffic off when
+// previews are private. The error never holds a credential's value.
 func (b *base) egressFor(call Caller) (egress.Config, error) {
-	if b.egress == nil {
-		return egress.Config{Summary: egress.Summary{Credentials: []egress.Applied{}, Internet: true}}, nil
+	cfg := egress.Config{Summary: egress.Summary{Credentials: []egress.Applied{}, Internet: true}}
+	if b.egress != nil {
+		var err error
+		if cfg, err = b.egress.Resolve(call.Owner, call.Session); err != nil {
+			return cfg, userErrorf("Could not read the egress credentials of %s: %v", call.Owner, err)
+		}
 	}
-	cfg, err := b.egress.Resolve(call.Owner, call.Session)
-	if err != nil {
-		return cfg, userErrorf("Could not read the egress credentials of %s: %v", call.Owner, err)
+	if b.previews != nil {
+		// Only this server's proxy, which holds the traffic token, reaches the sandbox's ports.
+		n := e2b.Network{}
+		if cfg.Network != nil {
+			n = *cfg.Network
+		}
+		private := false
+		n.AllowPublicTraffic = &private
+		cfg.Network = &n
 	}
 	return cfg, nil
 }

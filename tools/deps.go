@@ -114,7 +114,10 @@ type Deps struct {
 	// default (no limits, no rules) and sends no egress configuration at all.
 	Egress egress.Source
 	Store  state.Store
-	Config Config
-	Logger *slog.Logger     // nil discards
-	Now    func() time.Time // nil is time.Now
+	// Previews, when set, makes e2b_get_url's links private: sandboxes are created with public traffic off and
+	// the links go through this server's proxy. nil: links go straight to E2B's public address of the port.
+	Previews Previews
+	Config   Config
+	Logger   *slog.Logger     // nil discards
+	Now      func() time.Time // nil is time.Now
 }

@@ -8,8 +8,8 @@ import (
 )
 
 // All is every tool of e2b-mcp, in the order clients list them: the six of the capability spec, then
-// checkpoints, forks, the per-sandbox checkpoint policy, links for the user to download and upload files, and
-// background processes. A new tool is its own file and one line here.
+// checkpoints, forks, the per-sandbox checkpoint policy, links for the user to download and upload files and to
+// preview what a sandbox serves, and background processes. A new tool is its own file and one line here.
 func All(d Deps) []Tool {
 	b := newBase(d)
 	return []Tool{
@@ -26,6 +26,7 @@ func All(d Deps) []Tool {
 		setCheckpointPolicy{b}.tool(),
 		fileURL{b, e2b.FileRead}.tool(),
 		fileURL{b, e2b.FileWrite}.tool(),
+		getURL{b}.tool(),
 		listProcesses{b}.tool(),
 		stopProcess{b}.tool(),
 	}

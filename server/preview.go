@@ -1,0 +1,333 @@
+package server
+
+import (
+	"context"
+	"crypto/hmac"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"net/http/httputil"
+	"net/url"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/e2b-mcp/e2b-mcp/e2b"
+	"github.com/e2b-mcp/e2b-mcp/state"
+	"github.com/e2b-mcp/e2b-mcp/tools"
+)
+
+// Private previews. With Config.PrivatePreviews, sandboxes are created with public traffic off: their ports answer
+// only requests that carry the sandbox's traffic access token, which a browser cannot add and which only this
+// server holds (it asks E2B for it when first needed, and keeps it in memory only). e2b_get_url then hands out a
+// link to this server's preview proxy, which adds the token and passes requests (WebSockets too) to the port.
+//
+// Each previewed port has an origin of its own, http://<port>-<sandboxID>.localhost:<proxy port> on a listener of
+// its own on 127.0.0.1: never this server's other listeners or origins, so that the previewed app's pages (which
+// the sandbox controls) cannot reach the server's endpoints as a page of the server, share cookies with its pages,
+// or read another port's preview. The listener serves nothing but previews, and only at such host names (a page
+// of a domain rebound to 127.0.0.1 names its own domain, and gets nothing).
+//
+// A link carries a signed grant: owner, sandbox, port and expiry under an HMAC key of this server (or of the
+// replicas that share its data key). The first request presents it in the query; the proxy puts it in a cookie of
+// that origin alone (HttpOnly) and sends the browser on without it, so that it leaves the address bar and every
+// Referer. Every request is checked afresh: an altered grant, an expired one, one for another sandbox or port (the
+// host name is the sandbox and port), or one whose owner has no such sandbox, gets nothing. What reaches the
+// sandbox never carries the grant's cookie, an Authorization, or a traffic token of the browser's; what comes back
+// never carries a traffic token, and a redirect that leaves the sandbox is refused.
+
+const (
+	previewParam  = "e2b_preview"
+	previewCookie = "e2b_preview"
+	// previewKeyLabel derives the grants' key from the data key replicas share (sharedTicketKey).
+	previewKeyLabel = "e2b-mcp preview links"
+	previewDomain   = "localhost"
+)
+
+// previewHostPattern is the host of a previewed port on the proxy's listener: <port>-<sandboxID>.localhost:<n>.
+var previewHostPattern = regexp.MustCompile(`^([0-9]{1,5})-([a-z0-9]+)\.localhost:([0-9]+)$`)
+
+// previewProxy makes preview links (tools.Previews) and serves them.
+type previewProxy struct {
+	key     []byte
+	now     func() time.Time
+	store   state.Store
+	clients tools.ClientSource
+	log     interface{ Warn(string, ...any) }
+	// transport is the proxy's own: plain HTTP/1.1 to the sandboxes, so that WebSocket upgrades pass.
+	transport *http.Transport
+
+	mu       sync.Mutex
+	srv      *http.Server
+	port     string            // the listener's port; "" until started
+	traffic  map[string]string // sandbox ID → its traffic access token, as E2B gave it
+	startErr error
+}
+
+// setUpPreviews makes the preview proxy when previews are private; it listens when the first link is made.
+func (s *Server) setUpPreviews() error {
+	if !s.cfg.PrivatePreviews {
+		return nil
+	}
+	key := make([]byte, 32)
+	if _, shared := s.sharedStore(); shared {
+		var err error
+		if key, err = sharedTicketKey(s.dataKeys, previewKeyLabel); err != nil {
+			return err
+		}
+	} else if _, err := rand.Read(key); err != nil {
+		return err
+	}
+	s.previews = &previewProxy{key: key, now: s.cfg.Now, store: s.store, clients: s.clients, log: s.log,
+		traffic: map[string]string{}, transport: http.DefaultTransport.(*http.Transport).Clone()}
+	return nil
+}
+
+// Link is a link to port of the owner's sandbox, for ttl (tools.Previews).
+func (p *previewProxy) Link(owner, sandboxID string, port int, ttl time.Duration) (string, time.Time, error) {
+	listenPort, err := p.listen()
+	if err != nil {
+		return "", time.Time{}, err
+	}
+	expires := p.now().Add(ttl).Truncate(time.Second)
+	grant := p.grant(owner, sandboxID, port, expires)
+	return fmt.Sprintf("http://%d-%s.%s:%s/?%s=%s", port, sandboxID, previewDomain, listenPort, previewParam, grant), expires, nil
+}
+
+// listen starts the proxy's listener on a free loopback port, once.
+func (p *previewProxy) listen() (string, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.port != "" || p.startErr != nil {
+		return p.port, p.startErr
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		p.startErr = fmt.Errorf("starting the preview proxy on 127.0.0.1: %w", err)
+		return "", p.startErr
+	}
+	_, p.port, _ = net.SplitHostPort(ln.Addr().String())
+	p.srv = &http.Server{Handler: p, ReadHeaderTimeout: 15 * time.Second}
+	go func() { _ = p.srv.Serve(ln) }()
+	return p.port, nil
+}
+
+func (p *previewProxy) close() {
+	p.mu.Lock()
+	srv := p.srv
+	p.mu.Unlock()
+	if srv != nil {
+		_ = srv.Close() // previews hold WebSockets open: they are cut, not waited for
+	}
+}
+
+// grant is base64(owner) "." expiry (Unix seconds) "." MAC over owner, sandbox, port and expiry.
+func (p *previewProxy) grant(owner, sandboxID string, port int, expires time.Time) string {
+	exp := strconv.FormatInt(expires.Unix(), 10)
+	return base64.RawURLEncoding.EncodeToString([]byte(owner)) + "." + exp + "." + p.mac(owner, sandboxID, port, exp)
+}
+
+func (p *previewProxy) mac(owner, sandboxID string, port int, exp string) string {
+	m := hmac.New(sha256.New, p.key)
+	fmt.Fprintf(m, "e2b-mcp/preview\x00%s\x00%s\x00%d\x00%s", owner, sandboxID, port, exp)
+	return base64.RawURLEncoding.EncodeToString(m.Sum(nil))
+}
+
+// owner checks a grant for the sandbox and port and returns its owner; "" when it is not a valid, unexpired grant
+// for them.
+func (p *previewProxy) owner(grant, sandboxID string, port int) string {
+	o64, rest, ok1 := strings.Cut(grant, ".")
+	exp, mac, ok2 := strings.Cut(rest, ".")
+	owner, err := base64.RawURLEncoding.DecodeString(o64)
+	if !ok1 || !ok2 || err != nil || !hmac.Equal([]byte(mac), []byte(p.mac(string(owner), sandboxID, port, exp))) {
+		return ""
+	}
+	n, err := strconv.ParseInt(exp, 10, 64)
+	if err != nil || !p.now().Before(time.Unix(n, 0)) {
+		return ""
+	}
+	return string(owner)
+}
+
+// errLeftSandbox is a redirect of the previewed app to somewhere outside it.
+var errLeftSandbox = errors.New("redirect out of the sandbox")
+
+func previewRefusal(w http.ResponseWriter, status int, text string) {
+	w.Header().Set("Cache-Control", "no-store")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	http.Error(w, text, status)
+}
+
+// ServeHTTP serves one request of a preview.
+func (p *previewProxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	m := previewHostPattern.FindStringSubmatch(strings.ToLower(r.Host))
+	port, err := 0, error(nil)
+	if m != nil {
+		port, err = strconv.Atoi(m[1])
+	}
+	if m == nil || err != nil || port < 1 || port > 65535 || m[3] != p.port {
+		previewRefusal(w, http.StatusNotFound, "Not a preview address. Open the link exactly as it was given.")
+		return
+	}
+	id := m[2]
+	if grant := r.URL.Query().Get(previewParam); grant != "" {
+		if p.owner(grant, id, port) == "" {
+			previewRefusal(w, http.StatusForbidden, "This preview link is not valid: it was altered, has expired, or is for another sandbox or port. Ask your assistant for a new one.")
+			return
+		}
+		// The grant moves to a cookie of this origin alone, and the address loses it.
+		http.SetCookie(w, &http.Cookie{Name: previewCookie, Value: grant, Path: "/", HttpOnly: true, SameSite: http.SameSiteLaxMode})
+		q := r.URL.Query()
+		q.Del(previewParam)
+		u := url.URL{Path: r.URL.Path, RawQuery: q.Encode()}
+		if u.Path == "" {
+			u.Path = "/"
+		}
+		w.Header().Set("Cache-Control", "no-store")
+		http.Redirect(w, r, u.String(), http.StatusSeeOther)
+		return
+	}
+	owner := ""
+	if ck, err := r.Cookie(previewCookie); err == nil {
+		owner = p.owner(ck.Value, id, port)
+	}
+	if owner == "" {
+		previewRefusal(w, http.StatusForbidden, "This preview needs a valid link: yours has expired or was never opened in this browser. Ask your assistant for a new one.")
+		return
+	}
+	rec, err := p.store.Sandbox(owner, id)
+	if err != nil || rec.State == state.StateGone {
+		previewRefusal(w, http.StatusNotFound, "No such sandbox (it may have been deleted).")
+		return
+	}
+	c, err := p.clients.Client(r.Context(), owner)
+	if err != nil {
+		previewRefusal(w, http.StatusBadGateway, "The sandbox cannot be reached: no E2B API key is connected for its owner.")
+		return
+	}
+	token, err := p.trafficToken(r.Context(), c, rec)
+	if err != nil {
+		p.log.Warn("preview: the sandbox's traffic token", "sandbox", id, "error", err)
+		previewRefusal(w, http.StatusBadGateway, "The sandbox cannot be reached now (is it paused or deleted?).")
+		return
+	}
+	p.proxy(w, r, c, rec, port, token)
+}
+
+// trafficToken is the sandbox's traffic access token, from memory or else from E2B's connect (which answers it,
+// and resumes the sandbox if it is paused).
+func (p *previewProxy) trafficToken(ctx context.Context, c *e2b.Client, rec state.SandboxRecord) (string, error) {
+	p.mu.Lock()
+	token, ok := p.traffic[rec.ID]
+	p.mu.Unlock()
+	if ok {
+		return token, nil
+	}
+	sb, _, err := c.ConnectSandbox(ctx, rec.ID, max(rec.TimeoutSeconds, 1))
+	if err != nil {
+		return "", err
+	}
+	if sb.TrafficAccessToken != nil {
+		token = *sb.TrafficAccessToken
+	}
+	p.mu.Lock()
+	p.traffic[rec.ID] = token
+	p.mu.Unlock()
+	return token, nil
+}
+
+// proxy passes the request to the sandbox's port with its traffic token, and the answer back.
+func (p *previewProxy) proxy(w http.ResponseWriter, r *http.Request, c *e2b.Client, rec state.SandboxRecord, port int, token string) {
+	domain := rec.Domain
+	if domain == "" {
+		domain = c.Domain()
+	}
+	e := c.Envd(e2b.SandboxConn{ID: rec.ID, Domain: domain, EnvdVersion: rec.EnvdVersion})
+	target, route := e.PortTarget(port)
+	public, _ := url.Parse(e.PortURL(port))
+	self := "http://" + r.Host
+	rp := &httputil.ReverseProxy{
+		Rewrite: func(pr *httputil.ProxyRequest) {
+			pr.SetURL(target)
+			pr.Out.Host = target.Host
+			for _, h := range []string{"Authorization", "Proxy-Authorization", e2b.TrafficTokenHeader, "E2b-Sandbox-Id", "E2b-Sandbox-Port",
+				"Forwarded", "X-Forwarded-For", "X-Forwarded-Host", "X-Forwarded-Proto"} {
+				pr.Out.Header.Del(h)
+			}
+			withoutCookie(pr.Out.Header, previewCookie)
+			for k, v := range route {
+				pr.Out.Header[k] = v
+			}
+			if token != "" {
+				pr.Out.Header.Set(e2b.TrafficTokenHeader, token)
+			}
+		},
+		Transport: p.transport,
+		ModifyResponse: func(resp *http.Response) error {
+			resp.Header.Del(e2b.TrafficTokenHeader)
+			return sameSandboxRedirect(resp, public, target, self)
+		},
+		ErrorHandler: func(w http.ResponseWriter, _ *http.Request, err error) {
+			if errors.Is(err, errLeftSandbox) {
+				previewRefusal(w, http.StatusBadGateway, "The previewed app redirected outside its sandbox; the redirect was not followed.")
+				return
+			}
+			previewRefusal(w, http.StatusBadGateway, "The sandbox's port could not be reached.")
+		},
+	}
+	rp.ServeHTTP(w, r)
+}
+
+// sameSandboxRedirect lets a redirect through only within the previewed port: a relative Location, or one to the
+// port's own address (which the app may build from the Host it sees), rewritten to the preview's origin.
+func sameSandboxRedirect(resp *http.Response, public, target *url.URL, self string) error {
+	loc := resp.Header.Get("Location")
+	if loc == "" {
+		return nil
+	}
+	u, err := url.Parse(loc)
+	if err != nil {
+		return errLeftSandbox
+	}
+	if u.Scheme == "" && u.Host == "" {
+		if strings.HasPrefix(loc, "//") || strings.HasPrefix(loc, `/\`) {
+			return errLeftSandbox
+		}
+		return nil
+	}
+	if (u.Scheme == "http" || u.Scheme == "https") && (u.Host == public.Host || u.Host == target.Host) {
+		resp.Header.Set("Location", self+u.RequestURI())
+		return nil
+	}
+	return errLeftSandbox
+}
+
+// withoutCookie removes the cookie name from the Cookie headers of h.
+func withoutCookie(h http.Header, name string) {
+	var keep []string
+	for _, line := range h.Values("Cookie") {
+		for _, part := range strings.Split(line, ";") {
+			if n, _, _ := strings.Cut(strings.TrimSpace(part), "="); n != name && strings.TrimSpace(part) != "" {
+				keep = append(keep, strings.TrimSpace(part))
+			}
+		}
+	}
+	h.Del("Cookie")
+	if len(keep) > 0 {
+		h.Set("Cookie", strings.Join(keep, "; "))
+	}
+}
+
+// toolPreviews is what the tools make preview links with: none (a nil interface) when previews are public.
+func (s *Server) toolPreviews() tools.Previews {
+	if s.previews == nil {
+		return nil
+	}
+	return s.previews
+}

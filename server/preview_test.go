@@ -1,0 +1,278 @@
+package server
+
+import (
+	"bufio"
+	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"encoding/binary"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/mark3labs/mcp-go/client"
+
+	"github.com/e2b-mcp/e2b-mcp/e2b/e2btest"
+)
+
+// previewApp is a web app for the sandbox, python3 with nothing else: /headers answers the request's headers (and
+// a traffic token header of its own), /away redirects out of the sandbox, /here to its own address, and /ws is a
+// WebSocket (RFC 6455) echo of text messages.
+const previewApp = `import base64, hashlib, http.server, json, sys
+
+class H(http.server.BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    def reply(self, code, body, **headers):
+        self.send_response(code)
+        for k, v in headers.items():
+            self.send_header(k.replace("_", "-"), v)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+    def do_GET(self):
+        if self.path == "/headers":
+            self.reply(200, json.dumps(dict(self.headers)).encode(), E2b_Traffic_Access_Token="from-the-app")
+        elif self.path == "/away":
+            self.reply(302, b"", Location="http://elsewhere.example/steal")
+        elif self.path == "/here":
+            self.reply(302, b"", Location="http://" + self.headers["Host"] + "/headers")
+        elif self.path == "/ws" and self.headers.get("Upgrade", "").lower() == "websocket":
+            accept = base64.b64encode(hashlib.sha1((self.headers["Sec-WebSocket-Key"] + "258EAFA5-E914-47DA-95CA-C5AB0DC85B11").encode()).digest()).decode()
+            self.send_response(101)
+            self.send_header("Upgrade", "websocket")
+            self.send_header("Connection", "Upgrade")
+            self.send_header("Sec-WebSocket-Accept", accept)
+            self.end_headers()
+            self.wfile.flush()
+            while True:
+                head = self.rfile.read(2)
+                if len(head) < 2 or head[0] & 0x0F == 8:
+                    return
+                n = head[1] & 0x7F
+                if n == 126:
+                    n = int.from_bytes(self.rfile.read(2), "big")
+                mask = self.rfile.read(4)
+                data = bytes(b ^ mask[i % 4] for i, b in enumerate(self.rfile.read(n)))
+                out = b"echo: " + data
+                self.wfile.write(bytes([0x81, len(out)]) + out)
+                self.wfile.flush()
+        else:
+            self.reply(404, b"not here")
+
+http.server.ThreadingHTTPServer(("0.0.0.0", int(sys.argv[1])), H).serve_forever()
+`
+
+// previewClient fetches as a browser does: names under localhost are this machine; redirects are not followed.
+func previewClient() *http.Client {
+	return &http.Client{
+		Transport: &http.Transport{DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
+			return (&net.Dialer{}).DialContext(ctx, network, localhostAddr(addr))
+		}},
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+	}
+}
+
+func localhostAddr(addr string) string {
+	host, port, _ := net.SplitHostPort(addr)
+	if host == "localhost" || strings.HasSuffix(host, ".localhost") {
+		return net.JoinHostPort("127.0.0.1", port)
+	}
+	return addr
+}
+
+func previewGet(t *testing.T, link string, hdr map[string]string) (*http.Response, string) {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodGet, link, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k, v := range hdr {
+		if k == "Host" {
+			req.Host = v
+		} else {
+			req.Header.Set(k, v)
+		}
+	}
+	resp, err := previewClient().Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	return resp, string(body)
+}
+
+// openPreview opens a link as a browser does: it follows the redirect that moves the grant to a cookie, and
+// returns the cookie and the page it then shows.
+func openPreview(t *testing.T, link string) (cookie, page string) {
+	t.Helper()
+	resp, _ := previewGet(t, link, nil)
+	if resp.StatusCode != http.StatusSeeOther || len(resp.Cookies()) != 1 || strings.Contains(resp.Header.Get("Location"), previewParam) {
+		t.Fatalf("opening %s: HTTP %d, cookies %v, Location %q", link, resp.StatusCode, resp.Cookies(), resp.Header.Get("Location"))
+	}
+	ck := resp.Cookies()[0]
+	if !ck.HttpOnly || ck.Domain != "" || ck.Path != "/" {
+		t.Fatalf("the grant's cookie: %+v", ck)
+	}
+	u, _ := url.Parse(link)
+	_, page = previewGet(t, u.Scheme+"://"+u.Host+resp.Header.Get("Location"), map[string]string{"Cookie": ck.Name + "=" + ck.Value})
+	return ck.Name + "=" + ck.Value, page
+}
+
+func waitListening(t *testing.T, c *client.Client, id string, port int) map[string]any {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		res := mustOK(t, c, "e2b_get_url", map[string]any{"sandbox_id": id, "port": port})
+		if res["listening"] == true {
+			return res
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("nothing listened on %d: %v", port, res)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// With private previews, a sandbox's ports answer only this server's proxy, and the proxy only a link's grant for
+// that owner, sandbox and port, unexpired and unaltered; what passes keeps the server's credentials to itself.
+func TestPrivatePreview(t *testing.T) {
+	f := newFixture(t, fixtureOpts{mutate: func(c *Config, _ *e2btest.Server) { c.PrivatePreviews = true }})
+	c := connect(t, f.srv, eras[0], nil)
+	id := createSandbox(t, c)
+	mustOK(t, c, "e2b_write_file", map[string]any{"sandbox_id": id, "path": "app.py", "content": previewApp})
+	mustOK(t, c, "e2b_exec", map[string]any{"sandbox_id": id, "background": true, "timeout_ms": 100,
+		"command": "echo hi > hello.txt; python3 -m http.server 8000"})
+	mustOK(t, c, "e2b_exec", map[string]any{"sandbox_id": id, "background": true, "timeout_ms": 100, "command": "python3 app.py 8001"})
+	res := waitListening(t, c, id, 8000)
+	link, _ := res["url"].(string)
+	if res["access"] != "private" || !strings.HasPrefix(link, "http://8000-"+id+".localhost:") || res["expires_at"] == "" {
+		t.Fatalf("the link: %v", res)
+	}
+
+	// The sandbox itself refuses whoever lacks its traffic token, as E2B does.
+	if resp, body := previewGet(t, "http://8000-"+id+".localhost:"+f.emu.URL()[strings.LastIndex(f.emu.URL(), ":")+1:]+"/", nil); resp.StatusCode != http.StatusForbidden {
+		t.Fatalf("the sandbox's port without the token: HTTP %d %s", resp.StatusCode, body)
+	}
+
+	cookie, page := openPreview(t, link)
+	if !strings.Contains(page, "Directory listing") || !strings.Contains(page, "hello.txt") {
+		t.Fatalf("the page: %s", page)
+	}
+
+	u, _ := url.Parse(link)
+	grant := u.Query().Get(previewParam)
+	proxyPort := u.Port()
+	at := func(port int, path string) string {
+		return fmt.Sprintf("http://%d-%s.localhost:%s%s", port, id, proxyPort, path)
+	}
+	p := f.srv.previews
+	refused := map[string]struct {
+		link   string
+		cookie string
+		want   int
+	}{
+		"no grant":              {at(8000, "/"), "", http.StatusForbidden},
+		"altered grant":         {at(8000, "/?"+previewParam+"="+grant[:len(grant)-2]+"AA"), "", http.StatusForbidden},
+		"altered owner":         {at(8000, "/?"+previewParam+"="+base64.RawURLEncoding.EncodeToString([]byte("bob"))+grant[strings.Index(grant, "."):]), "", http.StatusForbidden},
+		"expired grant":         {at(8000, "/?"+previewParam+"="+p.grant("alice", id, 8000, time.Now().Add(-time.Second))), "", http.StatusForbidden},
+		"another port's link":   {at(8001, "/?"+previewParam+"="+grant), "", http.StatusForbidden},
+		"another port's cookie": {at(8001, "/headers"), cookie, http.StatusForbidden},
+		"another owner's grant": {at(8000, "/?"+previewParam+"="+p.grant("bob", id, 8000, time.Now().Add(time.Hour))), "", http.StatusSeeOther},
+		"a rebound domain":      {"http://127.0.0.1:" + proxyPort + "/", cookie, http.StatusNotFound},
+	}
+	for name, r := range refused {
+		hdr := map[string]string{}
+		if r.cookie != "" {
+			hdr["Cookie"] = r.cookie
+		}
+		if name == "a rebound domain" {
+			hdr["Host"] = "attacker.example:" + proxyPort
+		}
+		if resp, body := previewGet(t, r.link, hdr); resp.StatusCode != r.want || strings.Contains(body, "Directory listing") {
+			t.Errorf("%s: HTTP %d %s", name, resp.StatusCode, body)
+		}
+	}
+	// Bob's grant is a valid grant, but Bob has no such sandbox: once it is a cookie, it opens nothing.
+	bobs := previewCookie + "=" + p.grant("bob", id, 8000, time.Now().Add(time.Hour))
+	if resp, body := previewGet(t, at(8000, "/"), map[string]string{"Cookie": bobs}); resp.StatusCode != http.StatusNotFound {
+		t.Errorf("another owner's grant: HTTP %d %s", resp.StatusCode, body)
+	}
+
+	// What reaches the app, and what comes back.
+	res8001 := waitListening(t, c, id, 8001)
+	appCookie, _ := openPreview(t, res8001["url"].(string))
+	resp, body := previewGet(t, at(8001, "/headers"), map[string]string{"Cookie": appCookie + "; theme=dark",
+		"Authorization": "Bearer the-servers-token", "E2b-Traffic-Access-Token": "browsers-guess"})
+	if resp.StatusCode != http.StatusOK || resp.Header.Get("E2b-Traffic-Access-Token") != "" {
+		t.Fatalf("headers: HTTP %d, header %q", resp.StatusCode, resp.Header.Get("E2b-Traffic-Access-Token"))
+	}
+	for _, leaked := range []string{previewCookie + "=", "the-servers-token", "browsers-guess", "Authorization"} {
+		if strings.Contains(body, leaked) {
+			t.Errorf("the app was sent %q: %s", leaked, body)
+		}
+	}
+	if !strings.Contains(body, "theme=dark") {
+		t.Errorf("the app's own cookie did not reach it: %s", body)
+	}
+	if resp, body := previewGet(t, at(8001, "/away"), map[string]string{"Cookie": appCookie}); resp.StatusCode != http.StatusBadGateway || resp.Header.Get("Location") != "" {
+		t.Errorf("a redirect out of the sandbox: HTTP %d %q %s", resp.StatusCode, resp.Header.Get("Location"), body)
+	}
+	if resp, _ := previewGet(t, at(8001, "/here"), map[string]string{"Cookie": appCookie}); resp.StatusCode != http.StatusFound || resp.Header.Get("Location") != at(8001, "/headers") {
+		t.Errorf("a redirect within the sandbox: HTTP %d %q", resp.StatusCode, resp.Header.Get("Location"))
+	}
+
+	// A WebSocket through the proxy.
+	if got := wsEcho(t, at(8001, "/ws"), appCookie, "hot reload"); got != "echo: hot reload" {
+		t.Errorf("websocket echo: %q", got)
+	}
+}
+
+// wsEcho opens a WebSocket at link with cookie, sends msg and returns the first text message back.
+func wsEcho(t *testing.T, link, cookie, msg string) string {
+	t.Helper()
+	u, _ := url.Parse(link)
+	conn, err := net.DialTimeout("tcp", localhostAddr(u.Host), 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	_ = conn.SetDeadline(time.Now().Add(30 * time.Second))
+	key := make([]byte, 16)
+	_, _ = rand.Read(key)
+	fmt.Fprintf(conn, "GET %s HTTP/1.1\r\nHost: %s\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Key: %s\r\n"+
+		"Sec-WebSocket-Version: 13\r\nOrigin: http://%s\r\nCookie: %s\r\n\r\n", u.RequestURI(), u.Host, base64.StdEncoding.EncodeToString(key), u.Host, cookie)
+	br := bufio.NewReader(conn)
+	resp, err := http.ReadResponse(br, nil)
+	if err != nil || resp.StatusCode != http.StatusSwitchingProtocols {
+		t.Fatalf("websocket handshake: %v %v", resp, err)
+	}
+	mask := [4]byte{1, 2, 3, 4}
+	frame := []byte{0x81, 0x80 | byte(len(msg)), mask[0], mask[1], mask[2], mask[3]}
+	for i := range len(msg) {
+		frame = append(frame, msg[i]^mask[i%4])
+	}
+	if _, err := conn.Write(frame); err != nil {
+		t.Fatal(err)
+	}
+	head := make([]byte, 2)
+	if _, err := io.ReadFull(br, head); err != nil {
+		t.Fatal(err)
+	}
+	n := int(head[1] & 0x7F)
+	if n == 126 {
+		var ext [2]byte
+		_, _ = io.ReadFull(br, ext[:])
+		n = int(binary.BigEndian.Uint16(ext[:]))
+	}
+	data := make([]byte, n)
+	if _, err := io.ReadFull(br, data); err != nil {
+		t.Fatal(err)
+	}
+	return string(data)
+}
