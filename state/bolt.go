@@ -1,6 +1,7 @@
 package state
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -240,6 +241,11 @@ func (s *Bolt) Close() error {
 	s.key.reset()
 	s.unlockUsers()
 	return nil
+}
+
+// Ping opens the file and checks its schema, as every operation does; the file is local, so ctx is not needed.
+func (s *Bolt) Ping(context.Context) error {
+	return s.view(func(*bolt.Tx) error { return nil })
 }
 
 func (s *Bolt) view(fn func(*bolt.Tx) error) error {

@@ -73,6 +73,16 @@ func openPostgres(dbURL string, opts Options, migrations []string) (*Postgres, e
 	return s, nil
 }
 
+// Ping asks the database for an answer within ctx (and LockTimeout).
+func (s *Postgres) Ping(ctx context.Context) error {
+	if s.closed.Load() {
+		return ErrClosed
+	}
+	ctx, cancel := context.WithTimeout(ctx, s.timeout)
+	defer cancel()
+	return s.dbError(s.pool.Ping(ctx))
+}
+
 // Close closes the connections; later operations return ErrClosed.
 func (s *Postgres) Close() error {
 	if s.closed.Swap(true) {

@@ -13,6 +13,7 @@
 package state
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"strings"
@@ -73,6 +74,9 @@ type Store interface {
 
 	// Owners lists every owner the store has seen, sorted.
 	Owners() ([]string, error)
+	// Ping reports whether the store can be used now: nil, or why not (ErrClosed, a file that cannot be opened, a
+	// database that does not answer before ctx ends). It writes nothing.
+	Ping(ctx context.Context) error
 	// Location names the store in messages: the file's path, or the database URL without its password.
 	Location() string
 	// Close releases the store; later operations return ErrClosed.

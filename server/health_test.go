@@ -1,0 +1,66 @@
+package server
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/e2b-mcp/e2b-mcp/e2b/e2btest"
+	"github.com/e2b-mcp/e2b-mcp/internal/smalldisk"
+)
+
+// /healthz tells a load balancer whether the server can serve calls: 503 with the reason, within a second, once
+// the state directory is full (the audit log could record no call, so every call would be refused), and 200
+// again once space returns. The reason names what is wrong and none of the server's paths.
+func TestHealthFailsWhenCallsCannotBeRecorded(t *testing.T) {
+	disk := filepath.Join(t.TempDir(), "disk")
+	smalldisk.Mount(t, disk, 2<<20)
+	f := newFixture(t, fixtureOpts{transport: TransportHTTP, mutate: func(cfg *Config, _ *e2btest.Server) { cfg.StateDir = disk }})
+	f.dir = disk
+	base := serveHTTP(t, f)
+	if code, _, body := do(t, "GET", base+PathHealth, "", "", nil); code != 200 {
+		t.Fatalf("/healthz with room: %d %q", code, body)
+	}
+
+	filler := smalldisk.Fill(t, disk)
+	waitHealth := func(want int) (string, time.Duration) {
+		began := time.Now()
+		for {
+			code, _, body := do(t, "GET", base+PathHealth, "", "", nil)
+			if code == want {
+				return body, time.Since(began)
+			}
+			if time.Since(began) > 10*time.Second {
+				t.Fatalf("/healthz still %d %q after 10 s, want %d", code, body, want)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	body, took := waitHealth(503)
+	if took > time.Second {
+		t.Errorf("/healthz turned 503 after %v, want within a second", took)
+	}
+	if !strings.Contains(body, "audit log") || strings.Contains(body, disk) {
+		t.Errorf("/healthz on a full disk: %q", body)
+	}
+	if err := os.Remove(filler); err != nil {
+		t.Fatal(err)
+	}
+	waitHealth(200)
+}
+
+// A state store that does not answer makes /healthz 503 too, without the store's location.
+func TestHealthFailsWhenTheStoreDoesNotAnswer(t *testing.T) {
+	f := newFixture(t, fixtureOpts{transport: TransportHTTP})
+	base := serveHTTP(t, f)
+	if err := f.srv.Store().Close(); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(healthProbeEvery) // past the last probe's result
+	code, _, body := do(t, "GET", base+PathHealth, "", "", nil)
+	if code != 503 || !strings.Contains(body, "state store") || strings.Contains(body, f.srv.Store().Location()) {
+		t.Fatalf("/healthz with the store closed: %d %q", code, body)
+	}
+}
