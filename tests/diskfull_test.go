@@ -81,8 +81,18 @@ func TestFullDiskRefusesCallsItCannotAudit(t *testing.T) {
 			t.Fatalf("audit line %d is not a whole entry: %q", i+1, line)
 		}
 	}
-	if len(lines) != ran {
-		t.Fatalf("the audit log holds %d entries, %d calls ran", len(lines), ran)
+	// Each call that ran has its started record and its outcome record, joined as one entry by e2b-mcp audit.
+	if len(lines) != 2*ran {
+		t.Fatalf("the audit log holds %d lines, %d calls ran (two lines each)", len(lines), ran)
+	}
+	entries := x.auditEntriesIn(stateDir)
+	if len(entries) != ran {
+		t.Fatalf("e2b-mcp audit shows %d calls, %d ran", len(entries), ran)
+	}
+	for _, e := range entries {
+		if e["outcome"] != "ok" {
+			t.Errorf("entry %v: want only the calls that ran, each ok", e)
+		}
 	}
 	if leaks := the.scan(nil, stateDir); len(leaks) > 0 {
 		t.Errorf("secrets in the state directory: %v", leaks)
