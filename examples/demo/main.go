@@ -6,11 +6,14 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
+	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"runtime"
@@ -21,6 +24,7 @@ import (
 	"github.com/mark3labs/mcp-go/client"
 	"github.com/mark3labs/mcp-go/client/transport"
 	"github.com/mark3labs/mcp-go/mcp"
+	"golang.org/x/term"
 )
 
 func main() {
@@ -28,7 +32,15 @@ func main() {
 	keep := flag.Bool("keep", false, "keep the demo's state directory (its path is printed)")
 	verbose := flag.Bool("v", false, "show the server's log (stderr)")
 	flag.Parse()
-	if err := run(*bin, *keep, *verbose, os.Stdout); err != nil {
+	var wait func(string)
+	if term.IsTerminal(int(os.Stdin.Fd())) {
+		// A person is at the terminal: the preview stays up until they press Enter.
+		wait = func(link string) {
+			fmt.Printf("\nOpen %s in your browser: the sandbox's web server. Press Enter to finish the demo.\n", link)
+			_, _ = bufio.NewReader(os.Stdin).ReadString('\n')
+		}
+	}
+	if err := runWaiting(*bin, *keep, *verbose, os.Stdout, wait); err != nil {
 		fmt.Fprintln(os.Stderr, "demo:", err)
 		os.Exit(1)
 	}
@@ -56,6 +68,12 @@ func (c consent) Elicit(_ context.Context, req mcp.ElicitationRequest) (*mcp.Eli
 }
 
 func run(bin string, keep, verbose bool, out io.Writer) (err error) {
+	return runWaiting(bin, keep, verbose, out, nil)
+}
+
+// runWaiting is run that, when wait is set, calls it with the preview link while the preview is up (for a person
+// to open it) and goes on when it returns.
+func runWaiting(bin string, keep, verbose bool, out io.Writer, wait func(link string)) (err error) {
 	if runtime.GOOS != "linux" {
 		return fmt.Errorf("the local backend runs sandboxes with bubblewrap, which needs Linux (this is %s); "+
 			"connect your E2B key with `e2b-mcp auth login` and use the real backend (`e2b-mcp serve`), "+
@@ -150,6 +168,9 @@ func run(bin string, keep, verbose bool, out io.Writer) (err error) {
 	s.call("e2b_list_sandboxes", map[string]any{})
 	s.call("e2b_manage_sandbox", map[string]any{"sandbox_id": id, "action": "resume"})
 	s.call("e2b_exec", map[string]any{"sandbox_id": "sbx-does-not-exist", "command": "true"})
+	if err := s.preview(id, wait); err != nil {
+		return err
+	}
 	for _, sid := range []string{forkID, id} {
 		if sid != "" {
 			s.call("e2b_manage_sandbox", map[string]any{"sandbox_id": sid, "action": "delete"})
@@ -160,6 +181,48 @@ func run(bin string, keep, verbose bool, out io.Writer) (err error) {
 		return s.err
 	}
 	fmt.Fprintln(out, "\ndemo finished: every call above went through e2b-mcp over MCP (stdio).")
+	return nil
+}
+
+// preview starts a web server in the sandbox, asks for its link and opens it as a browser would (a name under
+// localhost is this machine), then hands it to wait, if set, while the server runs.
+func (s *session) preview(id string, wait func(string)) error {
+	s.call("e2b_exec", map[string]any{"sandbox_id": id, "background": true, "cwd": "/home/user",
+		"command": "python3 -m http.server 8000"})
+	var link string
+	for range 100 {
+		res := s.call("e2b_get_url", map[string]any{"sandbox_id": id, "port": 8000})
+		if s.err != nil || res == nil {
+			return s.err
+		}
+		if link, _ = res["url"].(string); res["listening"] == true {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	browser := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
+		if host, port, err := net.SplitHostPort(addr); err == nil && strings.HasSuffix(host, ".localhost") {
+			addr = net.JoinHostPort("127.0.0.1", port)
+		}
+		return (&net.Dialer{}).DialContext(ctx, network, addr)
+	}}}
+	resp, err := browser.Get(link)
+	if err != nil {
+		return fmt.Errorf("opening the preview %s: %w", link, err)
+	}
+	page, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	resp.Body.Close()
+	title := "(no title)"
+	if _, rest, ok := strings.Cut(string(page), "<title>"); ok {
+		title, _, _ = strings.Cut(rest, "</title>")
+	}
+	fmt.Fprintf(s.out, "\npreview: GET %s → %s, %q\n", link, resp.Status, title)
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("the preview %s answered %s", link, resp.Status)
+	}
+	if wait != nil {
+		wait(link)
+	}
 	return nil
 }
 

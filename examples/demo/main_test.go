@@ -29,7 +29,8 @@ func TestDemoRunsWholeSession(t *testing.T) {
 		"e2b_create_sandbox", "e2b_checkpoint_sandbox", "e2b_fork_sandbox",
 		`"stdout": "2\n3\n5\n7\n11\n13\n17\n19\n23\n29\n"`, // the primes script ran in the sandbox
 		"Sandbox 'sbx-does-not-exist' not found",
-		"the server asks the human", // delete needs approval under the built-in policy
+		"the server asks the human",                        // delete needs approval under the built-in policy
+		"e2b_get_url", "200 OK", "Directory listing for /", // the preview link opened
 		"demo finished",
 	} {
 		if !strings.Contains(got, want) {
