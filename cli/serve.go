@@ -86,6 +86,7 @@ type serveOptions struct {
 	oauthRequireATJWT                 bool
 	noConnectPage                     bool
 	privatePreviews                   bool
+	previewURL                        string
 	egressFile                        string
 	logLevel                          *slog.LevelVar
 }
@@ -129,6 +130,8 @@ func (a *app) serveFlags() (*flags, *serveOptions) {
 		"its redirect URI is PUBLIC_URL"+server.PathConnect+"callback")
 	f.BoolVar(&o.privatePreviews, "private-previews", false, "create sandboxes with public traffic off: e2b_get_url's links "+
 		"then go through this server's preview proxy on 127.0.0.1, signed for one sandbox and port, and expire")
+	f.StringVar(&o.previewURL, "preview-url", "", "HTTP servers: serve private previews at <port>-<sandbox>.DOMAIN of this "+
+		"https://DOMAIN (wildcard DNS and certificate pointing here; a domain of its own, not the public URL's); turns private previews on")
 	f.BoolVar(&o.noConnectPage, "no-connect-page", false, "no connect page: members without a key are told to run `e2b-mcp auth login`")
 	f.BoolVar(&o.oauthRequireATJWT, "oauth-require-at-jwt", false, "accept only access tokens whose header typ is at+jwt (RFC 9068), "+
 		"for identity providers that mark their access tokens so (default: also tokens typed JWT or untyped, unless they carry ID-token claims)")
@@ -243,6 +246,7 @@ func (a *app) serveConfig(f *flags, o *serveOptions) (server.Config, error) {
 		PublicURL:       o.publicURL,
 		NoConnectPage:   o.noConnectPage,
 		PrivatePreviews: o.privatePreviews,
+		PreviewURL:      o.previewURL,
 		Tools: tools.Config{
 			ResultLimit:  o.resultLimit,
 			OnTimeout:    o.onTimeout,

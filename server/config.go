@@ -73,6 +73,10 @@ type Config struct {
 	// server's preview proxy, on a listener of its own on 127.0.0.1 (see preview.go); off, links are E2B's public
 	// address of the port.
 	PrivatePreviews bool
+	// PreviewURL (scheme://domain[:port]) is where an HTTP server serves private previews, each port of a sandbox at
+	// <port>-<id>.domain (wildcard DNS and certificate pointing at this server); setting it turns private previews
+	// on. Its domain must not be the public URL's, nor above or below it.
+	PreviewURL string
 	// NoConnectPage turns the connect page off: members without a key are only told to run `e2b-mcp auth login`.
 	NoConnectPage bool
 	// OAuth, when set, accepts access tokens of the team's authorization server (MCP authorization). With
@@ -186,6 +190,9 @@ func (c Config) Check() (Config, error) {
 		if err := checkPublicURL("--public-url", c.PublicURL); err != nil {
 			return c, err
 		}
+	}
+	if err := checkPreviews(&c); err != nil {
+		return c, err
 	}
 	if c.OAuth != nil {
 		o, err := c.OAuth.check()

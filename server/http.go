@@ -85,7 +85,7 @@ func (s *Server) newHTTPTransport() *httpTransport {
 	handle(PathSSE, browsers.guardOrigin(s.limits.limitBody(s.authenticate(s.sessions.guardSSEStreams(t.sse)))))
 	handle(PathMessage, browsers.guardOrigin(requireJSON(s.limits.limitBody(s.authenticate(s.sessions.guardSSEMessages(withSSENotifier(t.sse, t.sse)))))))
 	handle(PathMetrics, browsers.guardOrigin(s.authenticate(s.metrics.handler())))
-	t.handler = browsers.guardHost(mux)
+	t.handler = s.withPreviews(browsers.guardHost(mux))
 	return t
 }
 

@@ -28,11 +28,15 @@ import (
 // server holds (it asks E2B for it when first needed, and keeps it in memory only). e2b_get_url then hands out a
 // link to this server's preview proxy, which adds the token and passes requests (WebSockets too) to the port.
 //
-// Each previewed port has an origin of its own, http://<port>-<sandboxID>.localhost:<proxy port> on a listener of
-// its own on 127.0.0.1: never this server's other listeners or origins, so that the previewed app's pages (which
-// the sandbox controls) cannot reach the server's endpoints as a page of the server, share cookies with its pages,
-// or read another port's preview. The listener serves nothing but previews, and only at such host names (a page
-// of a domain rebound to 127.0.0.1 names its own domain, and gets nothing).
+// Each previewed port has an origin of its own, <port>-<sandboxID>.<preview domain>, never one of this server's
+// other origins, so that the previewed app's pages (which the sandbox controls) cannot reach the server's endpoints
+// as a page of the server, share cookies with its pages, or read another port's preview. Over stdio (and on a
+// loopback HTTP server) the domain is localhost, on a listener of its own on 127.0.0.1
+// (http://<port>-<id>.localhost:<proxy port>); a team server serves previews at Config.PreviewURL's domain
+// (https://<port>-<id>.preview.example.com, by wildcard DNS and certificate), on its own listener but dispatched
+// by host name before anything else: a request for a preview host never reaches the server's other endpoints, and
+// one for the server's host never reaches the proxy. The proxy serves nothing but previews, and only at such host
+// names (a page of a domain rebound to 127.0.0.1 names its own domain, and gets nothing).
 //
 // A link carries a signed grant: owner, sandbox, port and expiry under an HMAC key of this server (or of the
 // replicas that share its data key). The first request presents it in the query; the proxy puts it in a cookie of
@@ -46,12 +50,9 @@ const (
 	previewParam  = "e2b_preview"
 	previewCookie = "e2b_preview"
 	// previewKeyLabel derives the grants' key from the data key replicas share (sharedTicketKey).
-	previewKeyLabel = "e2b-mcp preview links"
-	previewDomain   = "localhost"
+	previewKeyLabel    = "e2b-mcp preview links"
+	localPreviewDomain = "localhost"
 )
-
-// previewHostPattern is the host of a previewed port on the proxy's listener: <port>-<sandboxID>.localhost:<n>.
-var previewHostPattern = regexp.MustCompile(`^([0-9]{1,5})-([a-z0-9]+)\.localhost:([0-9]+)$`)
 
 // previewProxy makes preview links (tools.Previews) and serves them.
 type previewProxy struct {
@@ -63,9 +64,15 @@ type previewProxy struct {
 	// transport is the proxy's own: plain HTTP/1.1 to the sandboxes, so that WebSocket upgrades pass.
 	transport *http.Transport
 
+	// scheme and domain make the previews' origins: scheme://<port>-<id>.<domain>[:port]. local says the proxy
+	// listens by itself on 127.0.0.1 (port is then its listener's, known once it listens).
+	scheme, domain string
+	local          bool
+	hosts          *regexp.Regexp // <port>-<id>.<domain>[:port], lower case
+
 	mu       sync.Mutex
 	srv      *http.Server
-	port     string            // the listener's port; "" until started
+	port     string            // the port in the previews' origins; "" for the scheme's default
 	traffic  map[string]string // sandbox ID → its traffic access token, as E2B gave it
 	startErr error
 }
@@ -84,38 +91,120 @@ func (s *Server) setUpPreviews() error {
 	} else if _, err := rand.Read(key); err != nil {
 		return err
 	}
-	s.previews = &previewProxy{key: key, now: s.cfg.Now, store: s.store, clients: s.clients, log: s.log,
-		traffic: map[string]string{}, transport: http.DefaultTransport.(*http.Transport).Clone()}
+	p := &previewProxy{key: key, now: s.cfg.Now, store: s.store, clients: s.clients, log: s.log,
+		traffic: map[string]string{}, transport: http.DefaultTransport.(*http.Transport).Clone(),
+		scheme: "http", domain: localPreviewDomain, local: true}
+	if s.cfg.PreviewURL != "" {
+		u, _ := url.Parse(s.cfg.PreviewURL) // checked by Config.Check
+		p.scheme, p.domain, p.port, p.local = u.Scheme, strings.ToLower(u.Hostname()), u.Port(), false
+	}
+	p.hosts = regexp.MustCompile(`^([0-9]{1,5})-([a-z0-9]+)\.` + regexp.QuoteMeta(p.domain) + `(?::([0-9]+))?$`)
+	s.previews = p
 	return nil
+}
+
+// checkPreviews checks the preview settings of c and turns private previews on where a preview URL says where
+// they are served.
+func checkPreviews(c *Config) error {
+	if c.PreviewURL == "" {
+		if c.PrivatePreviews && c.Transport != TransportStdio && !isLoopback(listenHost(c.Listen)) {
+			return errors.New("--private-previews on a listener others reach needs --preview-url: the proxy's own " +
+				"listener is on 127.0.0.1, which the members' browsers cannot reach")
+		}
+		return nil
+	}
+	if c.Transport == TransportStdio {
+		return errors.New("--preview-url is for HTTP servers: over stdio previews are served on 127.0.0.1")
+	}
+	if err := checkPublicURL("--preview-url", c.PreviewURL); err != nil {
+		return err
+	}
+	u, _ := url.Parse(c.PreviewURL)
+	if u.Path != "" && u.Path != "/" {
+		return fmt.Errorf("--preview-url %q: want scheme://domain[:port] and nothing more (each preview is at <port>-<sandbox>.domain)", c.PreviewURL)
+	}
+	preview := strings.ToLower(u.Hostname())
+	if pub, err := url.Parse(c.PublicURL); err == nil && c.PublicURL != "" {
+		h := strings.ToLower(pub.Hostname())
+		if h == preview || strings.HasSuffix(h, "."+preview) || strings.HasSuffix(preview, "."+h) {
+			return fmt.Errorf("--preview-url %q shares its domain with --public-url %q: a previewed app's pages would "+
+				"be of this server's site (its cookies, its endpoints); use a domain of its own", c.PreviewURL, c.PublicURL)
+		}
+	}
+	c.PrivatePreviews = true
+	return nil
+}
+
+// listenHost is the host of a listen address ("" for one without).
+func listenHost(addr string) string {
+	h, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return addr
+	}
+	return h
+}
+
+// withPreviews sends the requests for the preview domain of a team server to the proxy, and the rest to next.
+func (s *Server) withPreviews(next http.Handler) http.Handler {
+	p := s.previews
+	if p == nil || p.local {
+		return next
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		host := strings.ToLower(r.Host)
+		if h, _, err := net.SplitHostPort(host); err == nil {
+			host = h
+		}
+		if host == p.domain || strings.HasSuffix(host, "."+p.domain) {
+			p.ServeHTTP(w, r)
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
 }
 
 // Link is a link to port of the owner's sandbox, for ttl (tools.Previews).
 func (p *previewProxy) Link(owner, sandboxID string, port int, ttl time.Duration) (string, time.Time, error) {
-	listenPort, err := p.listen()
+	origin, err := p.origin(port, sandboxID)
 	if err != nil {
 		return "", time.Time{}, err
 	}
 	expires := p.now().Add(ttl).Truncate(time.Second)
-	grant := p.grant(owner, sandboxID, port, expires)
-	return fmt.Sprintf("http://%d-%s.%s:%s/?%s=%s", port, sandboxID, previewDomain, listenPort, previewParam, grant), expires, nil
+	return origin + "/?" + previewParam + "=" + p.grant(owner, sandboxID, port, expires), expires, nil
+}
+
+// origin is the origin of port of the sandbox's preview; a local proxy starts listening first.
+func (p *previewProxy) origin(port int, sandboxID string) (string, error) {
+	if p.local {
+		if err := p.listen(); err != nil {
+			return "", err
+		}
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	o := fmt.Sprintf("%s://%d-%s.%s", p.scheme, port, sandboxID, p.domain)
+	if p.port != "" {
+		o += ":" + p.port
+	}
+	return o, nil
 }
 
 // listen starts the proxy's listener on a free loopback port, once.
-func (p *previewProxy) listen() (string, error) {
+func (p *previewProxy) listen() error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.port != "" || p.startErr != nil {
-		return p.port, p.startErr
+	if p.srv != nil || p.startErr != nil {
+		return p.startErr
 	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		p.startErr = fmt.Errorf("starting the preview proxy on 127.0.0.1: %w", err)
-		return "", p.startErr
+		return p.startErr
 	}
 	_, p.port, _ = net.SplitHostPort(ln.Addr().String())
 	p.srv = &http.Server{Handler: p, ReadHeaderTimeout: 15 * time.Second}
 	go func() { _ = p.srv.Serve(ln) }()
-	return p.port, nil
+	return nil
 }
 
 func (p *previewProxy) close() {
@@ -166,12 +255,15 @@ func previewRefusal(w http.ResponseWriter, status int, text string) {
 
 // ServeHTTP serves one request of a preview.
 func (p *previewProxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	m := previewHostPattern.FindStringSubmatch(strings.ToLower(r.Host))
+	m := p.hosts.FindStringSubmatch(strings.ToLower(r.Host))
 	port, err := 0, error(nil)
 	if m != nil {
 		port, err = strconv.Atoi(m[1])
 	}
-	if m == nil || err != nil || port < 1 || port > 65535 || m[3] != p.port {
+	p.mu.Lock()
+	wantPort := p.port
+	p.mu.Unlock()
+	if m == nil || err != nil || port < 1 || port > 65535 || m[3] != wantPort {
 		previewRefusal(w, http.StatusNotFound, "Not a preview address. Open the link exactly as it was given.")
 		return
 	}
@@ -182,7 +274,8 @@ func (p *previewProxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		// The grant moves to a cookie of this origin alone, and the address loses it.
-		http.SetCookie(w, &http.Cookie{Name: previewCookie, Value: grant, Path: "/", HttpOnly: true, SameSite: http.SameSiteLaxMode})
+		http.SetCookie(w, &http.Cookie{Name: previewCookie, Value: grant, Path: "/", HttpOnly: true,
+			Secure: p.scheme == "https", SameSite: http.SameSiteLaxMode})
 		q := r.URL.Query()
 		q.Del(previewParam)
 		u := url.URL{Path: r.URL.Path, RawQuery: q.Encode()}
@@ -251,7 +344,7 @@ func (p *previewProxy) proxy(w http.ResponseWriter, r *http.Request, c *e2b.Clie
 	e := c.Envd(e2b.SandboxConn{ID: rec.ID, Domain: domain, EnvdVersion: rec.EnvdVersion})
 	target, route := e.PortTarget(port)
 	public, _ := url.Parse(e.PortURL(port))
-	self := "http://" + r.Host
+	self := p.scheme + "://" + r.Host
 	rp := &httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			pr.SetURL(target)

@@ -10,6 +10,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"strings"
 	"testing"
@@ -275,4 +276,87 @@ func wsEcho(t *testing.T, link, cookie, msg string) string {
 		t.Fatal(err)
 	}
 	return string(data)
+}
+
+// A team server serves previews at the preview URL's domain, dispatched by host name: a preview host never
+// reaches the server's endpoints, the server's host never the proxy.
+func TestPrivatePreviewOnATeamServer(t *testing.T) {
+	f := newFixture(t, fixtureOpts{transport: TransportHTTP, mutate: func(c *Config, _ *e2btest.Server) {
+		c.PublicURL, c.PreviewURL = "https://mcp.test", "https://preview.test"
+	}})
+	web := httptest.NewServer(f.srv.Handler())
+	t.Cleanup(web.Close)
+	c := connect(t, f.srv, eras[0], nil)
+	id := createSandbox(t, c)
+	mustOK(t, c, "e2b_exec", map[string]any{"sandbox_id": id, "background": true, "timeout_ms": 100,
+		"command": "echo hi > hello.txt; python3 -m http.server 8000"})
+	res := waitListening(t, c, id, 8000)
+	link, _ := res["url"].(string)
+	host := "8000-" + id + ".preview.test"
+	if res["access"] != "private" || !strings.HasPrefix(link, "https://"+host+"/?"+previewParam+"=") {
+		t.Fatalf("the link: %v", res)
+	}
+	u, _ := url.Parse(link)
+	get := func(host, pathQuery, cookie string) (*http.Response, string) {
+		hdr := map[string]string{"Host": host}
+		if cookie != "" {
+			hdr["Cookie"] = cookie
+		}
+		return previewGet(t, web.URL+pathQuery, hdr)
+	}
+	resp, _ := get(host, "/?"+u.RawQuery, "")
+	if resp.StatusCode != http.StatusSeeOther || len(resp.Cookies()) != 1 || !resp.Cookies()[0].Secure {
+		t.Fatalf("opening the link: HTTP %d, cookies %v", resp.StatusCode, resp.Cookies())
+	}
+	cookie := previewCookie + "=" + resp.Cookies()[0].Value
+	if resp, page := get(host, "/", cookie); resp.StatusCode != http.StatusOK || !strings.Contains(page, "hello.txt") {
+		t.Fatalf("the preview: HTTP %d %s", resp.StatusCode, page)
+	}
+	// The server's endpoints at a preview host are the app's paths, and need the grant like any.
+	if resp, body := get(host, "/mcp", ""); resp.StatusCode != http.StatusForbidden {
+		t.Errorf("/mcp at a preview host without the grant: HTTP %d %s", resp.StatusCode, body)
+	}
+	if resp, body := get(host, "/metrics", cookie); resp.StatusCode != http.StatusNotFound || !strings.Contains(body, "File not found") {
+		t.Errorf("/metrics at a preview host reached more than the app: HTTP %d %s", resp.StatusCode, body)
+	}
+	// The server's own host is not a preview, whatever it carries.
+	if resp, body := get("mcp.test", "/?"+u.RawQuery, cookie); strings.Contains(body, "hello.txt") || resp.StatusCode == http.StatusSeeOther {
+		t.Errorf("the server's host served the preview: HTTP %d %s", resp.StatusCode, body)
+	}
+	// Any other name under the preview domain is the proxy's, and refused.
+	if resp, _ := get("preview.test", "/mcp", cookie); resp.StatusCode != http.StatusNotFound {
+		t.Errorf("the preview domain itself: HTTP %d", resp.StatusCode)
+	}
+}
+
+func TestPreviewConfig(t *testing.T) {
+	good := Config{Owner: "alice", StateDir: t.TempDir()}
+	for _, tc := range []struct {
+		mistake func(*Config)
+		want    string
+	}{
+		{func(c *Config) { c.PreviewURL = "https://preview.test" }, "--preview-url is for HTTP servers"},
+		{func(c *Config) { c.Transport, c.PreviewURL = TransportHTTP, "http://preview.test" }, "must use https"},
+		{func(c *Config) { c.Transport, c.PreviewURL = TransportHTTP, "https://preview.test/app" }, "nothing more"},
+		{func(c *Config) {
+			c.Transport, c.PublicURL, c.PreviewURL = TransportHTTP, "https://mcp.example.com", "https://example.com"
+		}, "shares its domain"},
+		{func(c *Config) {
+			c.Transport, c.PublicURL, c.PreviewURL = TransportHTTP, "https://example.com", "https://preview.example.com"
+		}, "shares its domain"},
+		{func(c *Config) {
+			c.Transport, c.Listen, c.PrivatePreviews, c.TokensFile = TransportHTTP, "0.0.0.0:8080", true, "tokens.yaml"
+		}, "needs --preview-url"},
+	} {
+		bad := good
+		tc.mistake(&bad)
+		if _, err := bad.Check(); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("Check: %v, want %q", err, tc.want)
+		}
+	}
+	ok := good
+	ok.Transport, ok.PublicURL, ok.PreviewURL = TransportHTTP, "https://mcp.example.com", "https://example-preview.net"
+	if c, err := ok.Check(); err != nil || !c.PrivatePreviews {
+		t.Errorf("a preview URL of its own domain: %v, private previews %v", err, c.PrivatePreviews)
+	}
 }
