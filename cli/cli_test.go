@@ -100,6 +100,8 @@ func TestCommandDispatchAndExitCodes(t *testing.T) {
 		{[]string{"serve", "--backend", "cloud"}, exitUsage, "", "--backend"},
 		{[]string{"serve", "--orphan-action", "explode"}, exitUsage, "", "--orphan-action"},
 		{[]string{"serve", "--lease", "0s"}, exitUsage, "", "-lease: must be positive"},
+		{[]string{"serve", "--exec-foreground-limit", "0s"}, exitUsage, "", "-exec-foreground-limit: must be positive"},
+		{[]string{"serve", "--exec-foreground-limit", "2h"}, exitUsage, "", "--exec-foreground-limit 2h0m0s: want a duration above 0 and at most 1h0m0s"},
 		{[]string{"serve", "--result-limit", "4095"}, exitUsage, "", "--result-limit must be at least 4096 bytes"},
 		{[]string{"serve", "--store", "mysql://u:hunter2@db/x"}, exitUsage, "", "--store: want a postgres:// URL"},
 		{[]string{"serve", "--store", "postgres://db/x", "--backend", "local"}, exitUsage, "", "--store and --backend local do not go together"},
@@ -164,7 +166,7 @@ func TestServeFlags(t *testing.T) {
 		"--domain", "d.example", "--api-url", "http://a", "--sandbox-url", "http://s", "--state-dir", "rel/state",
 		"--storage-root", r1, "--storage-root", r2, "--result-limit", "5000", "--policy", "p.yaml", "--lease", "30m",
 		"--orphan-action", "kill", "--sweep-interval", "1m", "--checkpoint-every", "5", "--checkpoint-on-pause",
-		"--backend", "local", "--tokens-file", "t.json", "--log-level", "debug",
+		"--backend", "local", "--tokens-file", "t.json", "--log-level", "debug", "--exec-foreground-limit", "20s",
 		"--allow-origin", "http://localhost:6274", "--allow-origin", "https://app.example")
 	if err != nil {
 		t.Fatal(err)
@@ -174,7 +176,7 @@ func TestServeFlags(t *testing.T) {
 		cfg.StateDir != abs || !slices.Equal(cfg.Tools.StorageRoots, []string{r1, r2}) || cfg.Tools.ResultLimit != 5000 ||
 		cfg.PolicyFile != "p.yaml" || cfg.Lease != 30*time.Minute || cfg.OrphanAction != lifecycle.OrphanKill ||
 		cfg.SweepInterval != time.Minute || cfg.Tools.Checkpoints.EverySteps != 5 || !cfg.Tools.Checkpoints.OnPause ||
-		cfg.Backend != (server.Local{}) || cfg.TokensFile != "t.json" ||
+		cfg.Backend != (server.Local{}) || cfg.TokensFile != "t.json" || cfg.Tools.ExecForegroundLimit != 20*time.Second ||
 		!slices.Equal(cfg.AllowOrigins, []string{"http://localhost:6274", "https://app.example"}) {
 		t.Errorf("flags: %+v", cfg)
 	}

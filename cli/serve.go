@@ -65,6 +65,7 @@ type serveOptions struct {
 	store                             string
 	storageRoots                      stringList
 	resultLimit                       int
+	execForegroundLimit               time.Duration
 	policyFile                        string
 	lease                             time.Duration
 	orphanAction                      string
@@ -109,6 +110,8 @@ func (a *app) serveFlags() (*flags, *serveOptions) {
 	f.IntVar(&o.resultLimit, "result-limit", tools.DefaultResultLimit, fmt.Sprintf("bytes a tool result takes as the client receives it, JSON escaping counted (at least %d); longer command output is cut to head and tail and saved whole in the sandbox, longer files are read in parts", tools.MinResultLimit))
 	// --output-budget bounded e2b_exec's stdout and stderr alone; --result-limit bounds every whole result.
 	a.retire(f, "output-budget", "result-limit")
+	o.execForegroundLimit = tools.DefaultExecForegroundLimit
+	f.Var(positiveDuration{&o.execForegroundLimit}, "exec-foreground-limit", "how long e2b_exec waits for a command before it moves it to the background and answers (running true, e2b_read_output reads on); keep it below the client's own time limit for a call (claude.ai's is 60s)")
 	f.StringVar(&o.policyFile, "policy", "", "policy file (YAML; default: the built-in policy, shown by 'e2b-mcp policy explain builtin TOOL')")
 	o.lease = server.DefaultLease
 	f.Var(positiveDuration{&o.lease}, "lease", "how long a session lives without calls before its sandboxes get the orphan action")
@@ -248,10 +251,11 @@ func (a *app) serveConfig(f *flags, o *serveOptions) (server.Config, error) {
 		PrivatePreviews: o.privatePreviews,
 		PreviewURL:      o.previewURL,
 		Tools: tools.Config{
-			ResultLimit:  o.resultLimit,
-			OnTimeout:    o.onTimeout,
-			StorageRoots: o.storageRoots,
-			Checkpoints:  state.CheckpointPolicy{EverySteps: o.checkpointEvery, OnPause: o.checkpointOnPause},
+			ResultLimit:         o.resultLimit,
+			OnTimeout:           o.onTimeout,
+			ExecForegroundLimit: o.execForegroundLimit,
+			StorageRoots:        o.storageRoots,
+			Checkpoints:         state.CheckpointPolicy{EverySteps: o.checkpointEvery, OnPause: o.checkpointOnPause},
 		},
 		Now: a.now,
 	}.Check()

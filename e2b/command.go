@@ -27,12 +27,22 @@ import (
 const commandWrapper = `exec 3>&2 2>/dev/null; /bin/bash -l -c "$1" 2>&3 3>&-; c=$?
 printf '%s%d\n' "$2" "$c"; printf '%s%d\n' "$2" "$c" >&3`
 
-// backgroundWrapper starts the user's command ($1) detached from envd's pipes: its stdout and stderr are appended
-// to the log file ($2), stdin is /dev/null, and once the redirection is in place the ready marker ($3) is written
-// on the original stdout, which is then closed. The shell then becomes the command (exec), keeping the pid envd
-// reported.
-const backgroundWrapper = `mkdir -p -- "$(dirname -- "$2")" && exec 3>&1 && exec >>"$2" 2>&1 </dev/null || exit 126
-printf '%s\n' "$3" >&3; exec 3>&-; exec /bin/bash -l -c "$1"`
+// backgroundWrapper starts the user's command ($1) detached from envd's output pipes: its stdout and stderr go to
+// a log file named by the wrapper's pid in the directory $2 (BackgroundFiles), stdin stays envd's (a pipe for
+// SendStdin, or the terminal of a PTY), and once the redirection is in place the ready marker ($3) is written on
+// the original stdout, which is then closed. When the command ends the wrapper writes its exit code to the exit
+// file, so that how it ended can be read from the sandbox by anyone, later; SIGTERM is caught (the command, whose
+// process group gets it too, is not spared by that), so a stopped command has an exit file as well.
+const backgroundWrapper = `d=$2; mkdir -p -- "$d" && rm -f -- "$d/bg-$$.exit" && exec 3>&1 && exec >"$d/bg-$$.log" 2>&1 || exit 126
+printf '%s\n' "$3" >&3; exec 3>&-; trap : TERM; /bin/bash -l -c "$1"; c=$?
+printf '%d\n' "$c" >"$d/bg-$$.exit"`
+
+// BackgroundFiles are the log file (stdout and stderr) and the exit file (the exit code and a newline, once it
+// ended) of the background command pid whose BackgroundOptions.LogDir was dir.
+func BackgroundFiles(dir string, pid uint32) (log, exit string) {
+	base := fmt.Sprintf("%s/bg-%d", strings.TrimSuffix(dir, "/"), pid)
+	return base + ".log", base + ".exit"
+}
 
 // treeSignaller signals the process group $1: SIGTERM first when $2 (tenths of a second to wait for the group to
 // go) is above zero, then SIGKILL to whatever is left. It prints how the group ended: gone (nothing to signal),
@@ -62,6 +72,8 @@ type CommandOptions struct {
 	OnStart func(pid uint32)
 	// OnOutput is called with each stdout/stderr chunk as it arrives (data valid only during the call).
 	OnOutput func(kind EventKind, data []byte)
+	// Tag names the process in envd's process list, where ListBackground finds it while it runs.
+	Tag string
 }
 
 // CommandResult is how a command ended.
@@ -216,7 +228,7 @@ func (e *Envd) RunCommand(ctx context.Context, command string, opts CommandOptio
 		Args: []string{"/bin/bash", "-c", commandWrapper, wrapperArg0, command, string(stdout.marker)},
 		Envs: opts.Envs,
 		Cwd:  opts.Cwd,
-	}}
+	}, Tag: opts.Tag}
 	if opts.Timeout > 0 {
 		start.Timeout = opts.Timeout + timeoutSlack
 	}
@@ -354,47 +366,62 @@ func (e *Envd) SignalTree(ctx context.Context, pid uint32, grace time.Duration) 
 type BackgroundOptions struct {
 	Cwd  string
 	Envs map[string]string
-	// LogPath is the file in the sandbox that receives the command's stdout and stderr (appended; its directory
-	// is made if missing).
-	LogPath string
+	// LogDir is the directory in the sandbox (made if missing) of the command's log and exit files
+	// (BackgroundFiles).
+	LogDir string
 	// Tag names the process in envd's process list (ListBackground finds it by a prefix of it).
 	Tag string
+	// PTY runs the command on a terminal of envd's (its stdin and controlling terminal; its output still goes to
+	// the log), for programs that want one: input then goes through SendPTYInput rather than SendStdin.
+	PTY bool
 }
 
-// BackgroundProcess is a process started by StartBackground that still runs.
+// BackgroundProcess is a process started by StartBackground, or by RunCommand with a tag, that still runs.
 type BackgroundProcess struct {
 	PID     uint32
 	Tag     string
 	Command string
-	LogPath string
 	Cwd     string
+	// Background is true for a command of StartBackground, false for one of RunCommand (whose output goes to
+	// its caller's stream, and whose stdin is /dev/null).
+	Background bool
+	// PTY is true for a command started on a terminal (BackgroundOptions.PTY).
+	PTY bool
 }
 
+// defaultPTYSize is the terminal a PTY command gets: the size E2B's SDKs default to.
+var defaultPTYSize = PTYSize{Cols: 80, Rows: 24}
+
 // StartBackground starts a command (bash -l -c) that outlives the call and the client: in a session of its own,
-// with stdin from /dev/null and its output appended to LogPath. It returns the pid once the command runs (its
-// output already going to the log); stop it with SignalTree.
+// with its output written to its log file (BackgroundFiles) and its stdin open for input. It returns the pid once
+// the command runs (its output already going to the log); stop it with SignalTree.
 func (e *Envd) StartBackground(ctx context.Context, command string, opts BackgroundOptions) (uint32, error) {
-	if opts.LogPath == "" {
-		return 0, errorf("StartBackground", ErrInvalidArgument, "no log path")
+	if opts.LogDir == "" {
+		return 0, errorf("StartBackground", ErrInvalidArgument, "no log directory")
 	}
 	ready := []byte(newMarker())
 	streamCtx, stop := context.WithCancel(ctx)
 	defer stop()
 	var pid uint32
 	var stdout, stderr bytes.Buffer
-	_, err := e.Start(streamCtx, StartOptions{
-		Process: ProcessConfig{
-			Cmd:  "setsid",
-			Args: []string{"/bin/bash", "-c", backgroundWrapper, wrapperArg0, command, opts.LogPath, string(ready)},
-			Envs: opts.Envs,
-			Cwd:  opts.Cwd,
-		},
-		Tag: opts.Tag,
-	}, func(ev ProcessEvent) {
+	// envd makes a PTY command the leader of a session of its own, so it needs no setsid (which would fork, the
+	// pid envd reports leaving at once with the terminal).
+	proc := ProcessConfig{
+		Cmd:  "setsid",
+		Args: []string{"/bin/bash", "-c", backgroundWrapper, wrapperArg0, command, opts.LogDir, string(ready)},
+		Envs: opts.Envs,
+		Cwd:  opts.Cwd,
+	}
+	start := StartOptions{Process: proc, Tag: opts.Tag, Stdin: true}
+	if opts.PTY {
+		start.Process.Cmd, start.Process.Args = "/bin/bash", proc.Args[1:]
+		start.Stdin, start.PTY = false, &defaultPTYSize
+	}
+	_, err := e.Start(streamCtx, start, func(ev ProcessEvent) {
 		switch ev.Kind {
 		case EventStart:
 			pid = ev.PID
-		case EventStdout:
+		case EventStdout, EventPTY:
 			if stdout.Len() < 4096 {
 				stdout.Write(ev.Data)
 			}
@@ -414,13 +441,17 @@ func (e *Envd) StartBackground(ctx context.Context, command string, opts Backgro
 		return pid, err
 	}
 	msg := strings.TrimSpace(stderr.String())
+	if msg == "" && opts.PTY {
+		msg = strings.TrimSpace(stdout.String()) // a terminal has one stream
+	}
 	if msg == "" {
 		msg = "it exited before it could start"
 	}
 	return pid, errorf("", ErrInvalidArgument, "the background command could not start: %s", msg)
 }
 
-// ListBackground lists the running processes of StartBackground whose tag begins with tagPrefix, by pid.
+// ListBackground lists the running processes of StartBackground, and of RunCommand with a tag, whose tag begins
+// with tagPrefix, by pid.
 func (e *Envd) ListBackground(ctx context.Context, tagPrefix string) ([]BackgroundProcess, error) {
 	list, err := e.ListProcesses(ctx)
 	if err != nil {
@@ -428,11 +459,22 @@ func (e *Envd) ListBackground(ctx context.Context, tagPrefix string) ([]Backgrou
 	}
 	var out []BackgroundProcess
 	for _, p := range list {
-		a := p.Config.Args
-		if !strings.HasPrefix(p.Tag, tagPrefix) || p.Config.Cmd != "setsid" || len(a) != 7 || a[2] != backgroundWrapper {
+		if !strings.HasPrefix(p.Tag, tagPrefix) {
 			continue
 		}
-		out = append(out, BackgroundProcess{PID: p.PID, Tag: p.Tag, Command: a[4], LogPath: a[5], Cwd: p.Config.Cwd})
+		a := p.Config.Args
+		bp := BackgroundProcess{PID: p.PID, Tag: p.Tag, Cwd: p.Config.Cwd}
+		switch {
+		case p.Config.Cmd == "setsid" && len(a) == 7 && a[2] == backgroundWrapper:
+			bp.Command, bp.Background = a[4], true
+		case p.Config.Cmd == "/bin/bash" && len(a) == 6 && a[1] == backgroundWrapper:
+			bp.Command, bp.Background, bp.PTY = a[3], true, true
+		case p.Config.Cmd == "setsid" && len(a) == 6 && a[2] == commandWrapper:
+			bp.Command = a[4]
+		default:
+			continue
+		}
+		out = append(out, bp)
 	}
 	return out, nil
 }

@@ -359,12 +359,12 @@ func TestConformanceBackgroundServer(t *testing.T) {
 		}
 		name := unique(t)
 		port := 20000 + time.Now().UnixNano()%20000
-		log := "/tmp/" + name + "/server.log"
 		server := fmt.Sprintf("exec python3 -m http.server %d --bind 127.0.0.1 --directory /tmp/%s", port, name)
-		pid, err := e.StartBackground(emuCtx(t), server, BackgroundOptions{LogPath: log, Tag: "conf-" + name})
+		pid, err := e.StartBackground(emuCtx(t), server, BackgroundOptions{LogDir: "/tmp/" + name, Tag: "conf-" + name})
 		if err != nil {
 			t.Fatal(err)
 		}
+		log, exit := BackgroundFiles("/tmp/"+name, pid)
 		sh(t, e, "echo hello > /tmp/"+name+"/hello.txt")
 		// The next command reaches the server at 127.0.0.1: one network for the whole sandbox.
 		fetch := fmt.Sprintf("for i in $(seq 100); do python3 -c 'import urllib.request,sys; sys.stdout.write(urllib.request.urlopen(\"http://127.0.0.1:%d/hello.txt\").read().decode())' 2>/dev/null && exit 0; sleep 0.1; done; exit 1", port)
@@ -372,7 +372,7 @@ func TestConformanceBackgroundServer(t *testing.T) {
 			t.Fatalf("fetched %q", out)
 		}
 		list, err := e.ListBackground(emuCtx(t), "conf-"+name)
-		if err != nil || len(list) != 1 || list[0].PID != pid || list[0].Command != server || list[0].LogPath != log {
+		if err != nil || len(list) != 1 || list[0].PID != pid || list[0].Command != server || !list[0].Background || list[0].PTY {
 			t.Fatalf("list %+v %v", list, err)
 		}
 		if got, err := e.SignalTree(emuCtx(t), pid, 5*time.Second); err != nil || got != TreeTermed {
@@ -385,11 +385,88 @@ func TestConformanceBackgroundServer(t *testing.T) {
 		if logged := sh(t, e, "cat "+log); !strings.Contains(logged, "GET /hello.txt") {
 			t.Fatalf("log %q", logged)
 		}
+		// Stopped by SIGTERM, which the command's shell reports as 128+15.
+		if code := sh(t, e, "cat "+exit); code != "143\n" {
+			t.Fatalf("exit file after SIGTERM: %q", code)
+		}
 		if got, err := e.SignalTree(emuCtx(t), pid, time.Second); err != nil || got != TreeGone {
 			t.Fatalf("stop again: %v %v", got, err)
 		}
-		if _, err := e.StartBackground(emuCtx(t), "true", BackgroundOptions{LogPath: "/proc/nope/x.log"}); err == nil || !strings.Contains(err.Error(), "could not start") {
+		if _, err := e.StartBackground(emuCtx(t), "true", BackgroundOptions{LogDir: "/proc/nope"}); err == nil || !strings.Contains(err.Error(), "could not start") {
 			t.Fatalf("unwritable log: %v", err)
+		}
+	})
+}
+
+// A background command reads the input sent to it, on a pipe or on a terminal, after the stream that started it
+// closed, and leaves its exit code in its exit file.
+func TestConformanceBackgroundInput(t *testing.T) {
+	conformance(t, func(t *testing.T, e *Envd) {
+		dir := "/tmp/" + unique(t)
+		readLog := func(pid uint32, want string) string {
+			t.Helper()
+			log, _ := BackgroundFiles(dir, pid)
+			var got string
+			for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+				if got = sh(t, e, "cat "+log); strings.Contains(got, want) {
+					return got
+				}
+			}
+			t.Fatalf("log of %d: %q, want %q in it", pid, got, want)
+			return ""
+		}
+		exitCode := func(pid uint32) string {
+			t.Helper()
+			_, exit := BackgroundFiles(dir, pid)
+			waitFor := "for i in $(seq 100); do [ -s " + exit + " ] && exec cat " + exit + "; sleep 0.1; done"
+			return sh(t, e, waitFor)
+		}
+
+		pid, err := e.StartBackground(emuCtx(t), "read -p 'name? ' n; echo hello $n; exit 3", BackgroundOptions{LogDir: dir, Tag: "conf-in"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := e.SendStdin(emuCtx(t), pid, []byte("ada\n")); err != nil {
+			t.Fatal(err)
+		}
+		readLog(pid, "hello ada\n")
+		if code := exitCode(pid); code != "3\n" {
+			t.Fatalf("exit file %q", code)
+		}
+
+		pid, err = e.StartBackground(emuCtx(t), "cat; echo closed", BackgroundOptions{LogDir: dir, Tag: "conf-close"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := e.SendStdin(emuCtx(t), pid, []byte("piped\n")); err != nil {
+			t.Fatal(err)
+		}
+		if err := e.CloseStdin(emuCtx(t), pid); err != nil {
+			t.Fatal(err)
+		}
+		if got := readLog(pid, "closed\n"); got != "piped\nclosed\n" {
+			t.Fatalf("log %q", got)
+		}
+
+		// On a terminal: the prompt reads /dev/tty, which only a process with a controlling terminal has.
+		pid, err = e.StartBackground(emuCtx(t), "test -t 0 && echo tty; read -r n </dev/tty; echo hello $n", BackgroundOptions{LogDir: dir, Tag: "conf-pty", PTY: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		list, err := e.ListBackground(emuCtx(t), "conf-pty")
+		if err != nil || len(list) != 1 || list[0].PID != pid || !list[0].PTY || !list[0].Background {
+			t.Fatalf("list %+v %v", list, err)
+		}
+		readLog(pid, "tty\n")
+		if err := e.SendStdin(emuCtx(t), pid, []byte("x\n")); err == nil {
+			t.Fatal("stdin input to a terminal's process was accepted")
+		}
+		if err := e.SendPTYInput(emuCtx(t), pid, []byte("grace\r")); err != nil {
+			t.Fatal(err)
+		}
+		readLog(pid, "hello grace\n")
+		if code := exitCode(pid); code != "0\n" {
+			t.Fatalf("exit file %q", code)
 		}
 	})
 }

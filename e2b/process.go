@@ -24,9 +24,18 @@ type StartOptions struct {
 	Timeout time.Duration
 	// Stdin keeps stdin open for SendStdin; false attaches /dev/null.
 	Stdin bool
-	Tag   string
+	// PTY runs the process on a terminal of this size: its output comes as EventPTY, and its input goes through
+	// SendPTYInput.
+	PTY *PTYSize
+	Tag string
 	// KeepaliveInterval is sent as Keepalive-Ping-Interval; 0 means 50 s as the SDKs do.
 	KeepaliveInterval time.Duration
+}
+
+// PTYSize is a terminal's size in characters.
+type PTYSize struct {
+	Cols uint32 `json:"cols"`
+	Rows uint32 `json:"rows"`
 }
 
 // DefaultKeepaliveInterval is the Keepalive-Ping-Interval E2B's SDKs send on process streams.
@@ -91,8 +100,13 @@ type pbProcessConfig struct {
 
 type pbStartRequest struct {
 	Process pbProcessConfig `json:"process"`
+	PTY     *pbPTY          `json:"pty,omitempty"`
 	Tag     *string         `json:"tag,omitempty"`
 	Stdin   *bool           `json:"stdin,omitempty"`
+}
+
+type pbPTY struct {
+	Size PTYSize `json:"size"`
 }
 
 type pbSelector struct {
@@ -110,9 +124,13 @@ type pbSendSignalRequest struct {
 
 type pbSendInputRequest struct {
 	Process pbSelector `json:"process"`
-	Input   struct {
-		Stdin []byte `json:"stdin"`
-	} `json:"input"`
+	Input   pbInput    `json:"input"`
+}
+
+// pbInput is ProcessInput, a oneof: exactly one of its members is set, and sent even when empty.
+type pbInput struct {
+	Stdin *[]byte `json:"stdin,omitempty"`
+	PTY   *[]byte `json:"pty,omitempty"`
 }
 
 // pbProcessEvent is one ProcessEvent; exactly one member is set.
@@ -284,6 +302,9 @@ func (e *Envd) start(ctx context.Context, opts StartOptions, onEvent func(Proces
 	if opts.Tag != "" {
 		req.Tag = &opts.Tag
 	}
+	if opts.PTY != nil {
+		req.PTY = &pbPTY{Size: *opts.PTY}
+	}
 	so := streamOptions{timeout: opts.Timeout, keepalive: keepaliveOf(opts.KeepaliveInterval)}
 	return e.processStream(ctx, "envd Start", "process.Process/Start", req, so, onEvent)
 }
@@ -312,12 +333,21 @@ func (e *Envd) SendSignal(ctx context.Context, pid uint32, sig Signal) error {
 
 // SendStdin writes to a process's stdin.
 func (e *Envd) SendStdin(ctx context.Context, pid uint32, data []byte) error {
-	req := pbSendInputRequest{Process: pbSelector{PID: pid}}
-	req.Input.Stdin = data
-	if req.Input.Stdin == nil {
-		req.Input.Stdin = []byte{}
+	return e.sendInput(ctx, pid, pbInput{Stdin: &data})
+}
+
+// SendPTYInput writes to the terminal of a process started with a PTY, as typed keys.
+func (e *Envd) SendPTYInput(ctx context.Context, pid uint32, data []byte) error {
+	return e.sendInput(ctx, pid, pbInput{PTY: &data})
+}
+
+func (e *Envd) sendInput(ctx context.Context, pid uint32, in pbInput) error {
+	for _, b := range []*[]byte{in.Stdin, in.PTY} {
+		if b != nil && *b == nil {
+			*b = []byte{} // encoding/json writes a nil slice as null
+		}
 	}
-	return e.unary(ctx, "envd SendInput", "process.Process/SendInput", req, nil, false)
+	return e.unary(ctx, "envd SendInput", "process.Process/SendInput", pbSendInputRequest{Process: pbSelector{PID: pid}, Input: in}, nil, false)
 }
 
 // CloseStdin closes a process's stdin (envd >= 0.5.2).

@@ -310,6 +310,7 @@ func TestProcessUnaryWire(t *testing.T) {
 		{func() error { return e.SendSignal(ctx, 42, SIGTERM) }, "/process.Process/SendSignal", `{"process":{"pid":42},"signal":"SIGNAL_SIGTERM"}`},
 		{func() error { return e.SendStdin(ctx, 42, []byte("hello\n")) }, "/process.Process/SendInput", `{"process":{"pid":42},"input":{"stdin":"aGVsbG8K"}}`},
 		{func() error { return e.SendStdin(ctx, 42, nil) }, "/process.Process/SendInput", `{"process":{"pid":42},"input":{"stdin":""}}`},
+		{func() error { return e.SendPTYInput(ctx, 42, []byte("1+1\r")) }, "/process.Process/SendInput", `{"process":{"pid":42},"input":{"pty":"MSsxDQ=="}}`},
 		{func() error { return e.CloseStdin(ctx, 42) }, "/process.Process/CloseStdin", `{"process":{"pid":42}}`},
 		{func() error { _, err := e.ListProcesses(ctx); return err }, "/process.Process/List", `{}`},
 	}

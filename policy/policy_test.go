@@ -422,7 +422,7 @@ func TestParseErrors(t *testing.T) {
 		{"count list", rule("{count: [1, 2]}"), "p.yaml:4: count must be a number or {min: N, max: N}, got a list"},
 		{"timeout infinite", rule("{timeout_seconds: {max: .inf}}"), "p.yaml:4: timeout_seconds max must be a finite number, got .inf"},
 		{"timeout not a number", rule("{timeout_seconds: {max: an hour}}"), "p.yaml:4: timeout_seconds max must be a number, got a string"},
-		{"condition not for target", rule("{target: e2b_read_file, command: rm*}"), `p.yaml:4: condition "command" can never match in this rule: it applies only to e2b_exec, and the rule's other conditions allow only e2b_read_file`},
+		{"condition not for target", rule("{target: e2b_read_file, command: rm*}"), `p.yaml:4: condition "command" can never match in this rule: it applies only to e2b_exec, e2b_send_input, and the rule's other conditions allow only e2b_read_file`},
 		{"conditions on different tools", rule("{command: rm*, action: delete}"), `p.yaml:4: condition "action" can never match in this rule: it applies only to e2b_manage_sandbox, and the rule's other conditions allow only e2b_exec`},
 		{"alias", "default_action: &d deny\nrules:\n  - id: r\n    when: {target: e2b_exec}\n    then: {decision: *d}\n", "p.yaml:5: YAML aliases (*d) are not supported"},
 	}

@@ -23,6 +23,8 @@ const (
 	toolUploadURL        = "e2b_upload_url"
 	toolGetURL           = "e2b_get_url"
 	toolListProcesses    = "e2b_list_processes"
+	toolReadOutput       = "e2b_read_output"
+	toolSendInput        = "e2b_send_input"
 	toolStopProcess      = "e2b_stop_process"
 )
 
@@ -43,6 +45,8 @@ var testToolList = []Tool{
 	{Name: toolUploadURL, Args: map[Arg]string{ArgPath: "path"}, Grants: toolWriteFile},
 	{Name: toolGetURL},
 	{Name: toolListProcesses},
+	{Name: toolReadOutput},
+	{Name: toolSendInput, Args: map[Arg]string{ArgCommand: "data"}},
 	{Name: toolStopProcess},
 }
 

@@ -167,6 +167,9 @@ func (c Config) Check() (Config, error) {
 	if t := c.Tools.OnTimeout; t != "" && t != e2b.OnTimeoutPause && t != e2b.OnTimeoutKill {
 		return c, fmt.Errorf("--on-timeout %q: want pause or kill", t)
 	}
+	if l := c.Tools.ExecForegroundLimit; l < 0 || l > tools.MaxExecForegroundLimit {
+		return c, fmt.Errorf("--exec-foreground-limit %v: want a duration above 0 and at most %v", l, tools.MaxExecForegroundLimit)
+	}
 	if err := checkSessionName(c.Session); err != nil {
 		return c, fmt.Errorf("--session: %w", err)
 	}

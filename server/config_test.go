@@ -32,6 +32,7 @@ func TestConfigCheck(t *testing.T) {
 		{func(c *Config) { c.Store = "mysql://u:hunter2@db/x" }, "--store: want a postgres:// URL"},
 		{func(c *Config) { c.Store, c.Backend = "postgres://db/x", Local{} }, "--store and --backend local do not go together"},
 		{func(c *Config) { c.OrphanAction = "explode" }, "--orphan-action: "},
+		{func(c *Config) { c.Tools.ExecForegroundLimit = -time.Second }, "--exec-foreground-limit -1s: want a duration above 0"},
 		{func(c *Config) { c.Session = "a\nb" }, "--session: the session name contains a control character"},
 		{func(c *Config) { c.Owner = "" }, "--owner: "},
 		{func(c *Config) { c.Egress = egress.Limits{DenyOut: []string{"example.com"}} }, `deny-out "example.com"`},

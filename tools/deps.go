@@ -35,6 +35,9 @@ type Config struct {
 	OnTimeout string
 	// ExecTimeout bounds a command of e2b_exec when the call gives no timeout_ms (60 s).
 	ExecTimeout time.Duration
+	// ExecForegroundLimit is how long e2b_exec waits for a command before it moves it to the background, and
+	// the longest e2b_read_output waits (DefaultExecForegroundLimit).
+	ExecForegroundLimit time.Duration
 	// ResultLimit bounds every result as the client receives it, in bytes (DefaultResultLimit, at least
 	// MinResultLimit; see resultSize): e2b_exec cuts its output to head and tail and saves it whole in the
 	// sandbox, e2b_read_file and resource reads return what fits.
@@ -84,6 +87,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.ExecTimeout <= 0 {
 		c.ExecTimeout = DefaultExecTimeout
+	}
+	if c.ExecForegroundLimit <= 0 {
+		c.ExecForegroundLimit = DefaultExecForegroundLimit
 	}
 	if c.ResultLimit <= 0 {
 		c.ResultLimit = DefaultResultLimit

@@ -25,12 +25,19 @@ const execOutputDir = "/tmp/e2b-mcp"
 // e2b_stop_process know them from the sandbox's other processes.
 const backgroundTagPrefix = "e2b-mcp.bg."
 
+// backgroundEnv is the environment a background command gets beyond the sandbox's: its output goes to a file
+// that is read as it grows, where Python would hold it back in a buffer until it has 8 KiB (a server's ready line
+// among it) unless told not to.
+var backgroundEnv = map[string]string{"PYTHONUNBUFFERED": "1"}
+
 type execArgs struct {
 	SandboxID  string `json:"sandbox_id" jsonschema_description:"The sandbox to run in, as returned by e2b_create_sandbox or e2b_list_sandboxes."`
 	Command    string `json:"command" policy:"command" jsonschema_description:"Shell command line, run with bash -l -c (pipes, &&, redirections and environment expansion work)."`
 	Cwd        string `json:"cwd,omitempty" jsonschema_description:"Working directory; relative paths are under /home/user."`
 	TimeoutMs  int    `json:"timeout_ms,omitempty" policy:"timeout_ms" jsonschema:"minimum=1,maximum=3600000" jsonschema_description:"Milliseconds before the command is killed (with everything it started)."`
 	Background bool   `json:"background,omitempty" jsonschema_description:"Start the command and return at once with its pid and log_file (its stdout and stderr); it runs until it ends or e2b_stop_process stops it, with no timeout. For servers and long jobs. It does not keep the sandbox awake: when the sandbox sits unused past its timeout it is paused with the sandbox and goes on when the sandbox is next used (or killed with it, for on_timeout kill)."`
+	WaitMs     int    `json:"wait_ms,omitempty" jsonschema:"minimum=1,maximum=3600000" jsonschema_description:"Milliseconds to wait for the command before it is moved to the background (running true), for this call; the default is the server's foreground limit."`
+	PTY        bool   `json:"pty,omitempty" jsonschema_description:"With background true: run the command on a terminal (its stdin and controlling terminal; its output still goes to log_file), for programs that want one: a prompt that reads /dev/tty, a REPL's line editing. Answer it with e2b_send_input."`
 }
 
 // execResult puts what happened first and the output last: a client that keeps only the start of a long result
@@ -48,6 +55,7 @@ type execResult struct {
 	Cwd          string `json:"cwd"`
 	PID          uint32 `json:"pid,omitempty" jsonschema_description:"For background: the process's pid, for e2b_stop_process."`
 	LogFile      string `json:"log_file,omitempty" jsonschema_description:"For background: the file in the sandbox that receives its stdout and stderr; read it with e2b_read_file."`
+	Running      bool   `json:"running,omitempty" jsonschema_description:"True when the command still ran at the foreground limit and goes on in the background as pid: stdout and stderr are its output so far, the rest goes to log_file (e2b_read_output)."`
 	CheckpointID string `json:"checkpoint_id,omitempty" jsonschema_description:"The checkpoint taken automatically after this step, by the checkpoint policy."`
 	Warning      string `json:"warning,omitempty"`
 	Stdout       string `json:"stdout"`
@@ -61,14 +69,18 @@ func (t execTool) tool() Tool {
 	desc := fmt.Sprintf("Run a shell command in a sandbox and wait for it. Returns stdout, stderr, exit_code and success "+
 		"(a non-zero exit is a normal result with success false, not a tool error). Runs with bash -l -c in cwd "+
 		"(default %s). The command and everything it started are killed after timeout_ms (default %d ms, max %d). "+
+		"A call waits at most %d ms (wait_ms): a command still running then is not killed but moved to the "+
+		"background, and the call returns its output so far with running true and its pid; e2b_read_output reads the "+
+		"rest, and only a timeout_ms given still kills it. "+
 		"Jobs a command leaves in the background (cmd &) keep running after it returns, their later output "+
 		"discarded; for servers and long jobs use background true instead, which returns at once with a pid and a "+
-		"log_file, and see them with e2b_list_processes, stop them with e2b_stop_process. The result is kept within %d bytes: longer "+
+		"log_file (read it with e2b_read_output, answer its prompts with e2b_send_input, with pty true for a terminal), "+
+		"and see them with e2b_list_processes, stop them with e2b_stop_process. The result is kept within %d bytes: longer "+
 		"output keeps its head and tail around a line '... [N bytes / M lines omitted] ...', truncated is true and "+
 		"the whole stream is saved in the sandbox (stdout_file / stderr_file) for e2b_read_file. Output is streamed as "+
 		"progress notifications when the client asks for progress; cancelling the call kills the command and "+
 		"everything it started.",
-		WorkspacePath, t.cfg.ExecTimeout.Milliseconds(), maxExecTimeoutMs, t.cfg.ResultLimit)
+		WorkspacePath, t.cfg.ExecTimeout.Milliseconds(), maxExecTimeoutMs, t.cfg.ExecForegroundLimit.Milliseconds(), t.cfg.ResultLimit)
 	return define(t.base, definition[execArgs, execResult]{
 		name: execName, description: desc,
 		hints:    hints{readOnly: false, destructive: true, idempotent: false, openWorld: true},
@@ -87,6 +99,10 @@ func (t execTool) run(ctx context.Context, call Caller, a *execArgs) (any, error
 		return nil, userErrorf("Invalid command or cwd: it contains a NUL byte, which no command line or path can hold. Nothing was run.")
 	case a.TimeoutMs < 0 || a.TimeoutMs > maxExecTimeoutMs:
 		return nil, userErrorf("Invalid timeout_ms %d: it must be between 1 and %d (default %d).", a.TimeoutMs, maxExecTimeoutMs, t.cfg.ExecTimeout.Milliseconds())
+	case a.WaitMs < 0 || a.WaitMs > maxExecTimeoutMs:
+		return nil, userErrorf("Invalid wait_ms %d: it must be between 1 and %d (default %d).", a.WaitMs, maxExecTimeoutMs, t.cfg.ExecForegroundLimit.Milliseconds())
+	case a.PTY && !a.Background:
+		return nil, userErrorf("pty true needs background true: a command on a terminal is answered with e2b_send_input while it runs. Nothing was run.")
 	}
 	timeout := t.cfg.ExecTimeout
 	if a.TimeoutMs > 0 {
@@ -108,7 +124,7 @@ func (t execTool) run(ctx context.Context, call Caller, a *execArgs) (any, error
 	}
 
 	if a.Background {
-		return t.background(ctx, use, rec, call, a.Command, cwd)
+		return t.background(ctx, use, rec, call, a.Command, cwd, a.PTY)
 	}
 	stdout, stderr := newCapture(t.cfg.ResultLimit, ""), newCapture(t.cfg.ResultLimit, "")
 	defer stdout.close()
@@ -116,20 +132,16 @@ func (t execTool) run(ctx context.Context, call Caller, a *execArgs) (any, error
 	prog := startProgress(ctx, t.cfg.ProgressInterval, t.log)
 	// The sandbox must not time out under a command that runs longer than its timeout.
 	awake := t.keepAwake(ctx, c, call, rec)
-	out, err := envd(c, rec).RunCommand(ctx, a.Command, e2b.CommandOptions{
-		Cwd:     cwd,
-		Timeout: timeout,
-		OnOutput: func(kind e2b.EventKind, data []byte) {
-			switch kind {
-			case e2b.EventStdout:
-				stdout.write(data)
-			case e2b.EventStderr:
-				stderr.write(data)
-			default:
-				return
-			}
-			prog.add(data)
-		},
+	out, moved, err := t.runCommand(ctx, c, call, rec, a, cwd, timeout, func(kind e2b.EventKind, data []byte) {
+		switch kind {
+		case e2b.EventStdout:
+			stdout.write(data)
+		case e2b.EventStderr:
+			stderr.write(data)
+		default:
+			return
+		}
+		prog.add(data)
 	})
 	prog.finish()
 	awake()
@@ -146,6 +158,8 @@ func (t execTool) run(ctx context.Context, call Caller, a *execArgs) (any, error
 		TotalLines: stdout.lines() + stderr.lines(),
 	}
 	switch {
+	case moved != nil:
+		res.Success, res.Running, res.PID, res.LogFile = false, true, moved.pid, moved.logFile
 	case out.TimedOut:
 		res.Error = fmt.Sprintf("The command and everything it started were killed by the timeout after %d ms "+
 			"(timeout_ms). Raise timeout_ms, or start it with background true and read its log_file.", timeout.Milliseconds())
@@ -168,6 +182,9 @@ func (t execTool) run(ctx context.Context, call Caller, a *execArgs) (any, error
 	probe.Truncated, probe.StdoutFile, probe.StderrFile = true, t.outputPath(rec, "stdout"), t.outputPath(rec, "stderr")
 	rooms := splitRoom(t.room()-sizeOf(withContent{result: probe, extra: t.outputLinks(rec, "stdout", "stderr")}), stdout, stderr)
 	warnings := []string{use.warning}
+	if moved != nil {
+		warnings = append(warnings, movedNote(moved, t.foregroundLimit(a)), moved.warning)
+	}
 	var links []mcp.Content
 	for i, s := range streams {
 		if s.c.fits(rooms[i]) {
@@ -252,14 +269,14 @@ func (t execTool) save(ctx context.Context, c *e2b.Client, rec state.SandboxReco
 }
 
 // background starts a command that outlives the call, with its output in a log file under execOutputDir.
-func (t execTool) background(ctx context.Context, use inUse, rec state.SandboxRecord, call Caller, command, cwd string) (any, error) {
+func (t execTool) background(ctx context.Context, use inUse, rec state.SandboxRecord, call Caller, command, cwd string, pty bool) (any, error) {
 	c := use.c
 	id := fmt.Sprintf("%d-%d", rec.Steps, time.Now().UnixNano()%1e9)
-	logFile := fmt.Sprintf("%s/bg-%s.log", execOutputDir, id)
-	pid, err := envd(c, rec).StartBackground(ctx, command, e2b.BackgroundOptions{Cwd: cwd, LogPath: logFile, Tag: backgroundTagPrefix + id})
+	pid, err := envd(c, rec).StartBackground(ctx, command, e2b.BackgroundOptions{Cwd: cwd, Envs: backgroundEnv, LogDir: execOutputDir, Tag: backgroundTagPrefix + id, PTY: pty})
 	if err != nil {
 		return nil, t.sandboxFailure(ctx, c, call, rec, err)
 	}
+	logFile, _ := e2b.BackgroundFiles(execOutputDir, pid)
 	res := execResult{SandboxID: rec.ID, Resumed: use.resumed, Cwd: cwd, Success: true, PID: pid, LogFile: logFile}
 	var warning string
 	res.CheckpointID, warning = t.afterStep(ctx, c, call, rec, execName)

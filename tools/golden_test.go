@@ -21,7 +21,7 @@ var wantTools = []string{
 	"e2b_create_sandbox", "e2b_exec", "e2b_read_file", "e2b_write_file", "e2b_list_sandboxes",
 	"e2b_manage_sandbox", "e2b_checkpoint_sandbox", "e2b_list_checkpoints", "e2b_fork_sandbox",
 	"e2b_delete_checkpoint", "e2b_set_checkpoint_policy", "e2b_download_url", "e2b_upload_url",
-	"e2b_get_url", "e2b_list_processes", "e2b_stop_process",
+	"e2b_get_url", "e2b_list_processes", "e2b_read_output", "e2b_send_input", "e2b_stop_process",
 }
 
 // listed is what a client sees of the tools, in both protocol eras.
@@ -163,6 +163,9 @@ func TestAnnotationsTruthful(t *testing.T) {
 		"e2b_download_url":   {true, false, false, true},
 		"e2b_upload_url":     {false, true, false, true},
 		"e2b_list_processes": {true, false, true, true},
+		"e2b_read_output":    {true, false, true, true},
+		// Input to a running program does whatever the program does with it, as a command would.
+		"e2b_send_input": {false, true, false, true},
 		// Stopping kills a process tree; stopping one already gone changes nothing more.
 		"e2b_stop_process": {false, true, true, true},
 	}

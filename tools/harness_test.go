@@ -262,8 +262,9 @@ func forEachEra(t *testing.T, f func(t *testing.T, e *env, s *session), configur
 
 // forEachBackend runs f against sandboxes of the emulator and against sandboxes backed by E2B's real envd (the
 // conformance suite of the tools' process behaviour), in the current protocol era, with alice calling in
-// session "main". The real half is skipped, with a line saying why, where the daemon cannot run.
-func forEachBackend(t *testing.T, f func(t *testing.T, e *env, s *session)) {
+// session "main", with the tools configured by configure. The real half is skipped, with a line saying why, where
+// the daemon cannot run.
+func forEachBackend(t *testing.T, f func(t *testing.T, e *env, s *session), configure ...func(*Config)) {
 	for _, real := range []bool{false, true} {
 		name := "emulator"
 		if real {
@@ -283,7 +284,7 @@ func forEachBackend(t *testing.T, f func(t *testing.T, e *env, s *session)) {
 			if real {
 				opts.Envd = e2btest.RealEnvds()
 			}
-			e := newEnvWith(t, opts)
+			e := newEnvWith(t, opts, configure...)
 			f(t, e, e.connect(t, eras[0], Caller{Owner: "alice", Session: "main"}))
 		})
 	}

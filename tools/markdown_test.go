@@ -23,7 +23,7 @@ func TestMarkdownTable(t *testing.T) {
 		}
 	}
 	for _, want := range []string{
-		"| `e2b_exec` | `sandbox_id`, `command`, `cwd?`, `timeout_ms?`, `background?` | destructive, open-world | Run a shell command in a sandbox and wait for it. |",
+		"| `e2b_exec` | `sandbox_id`, `command`, `cwd?`, `timeout_ms?`, `background?`, `wait_ms?`, `pty?` | destructive, open-world | Run a shell command in a sandbox and wait for it. |",
 		"| `e2b_list_sandboxes` | none | read-only, idempotent, open-world |",
 		"| `e2b_list_checkpoints` | `sandbox_id?` | read-only, idempotent |",
 	} {

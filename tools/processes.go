@@ -1,8 +1,10 @@
 package tools
 
 import (
+	"cmp"
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -22,24 +24,31 @@ type listProcessesArgs struct {
 }
 
 type processInfo struct {
-	PID     uint32 `json:"pid"`
-	Command string `json:"command"`
-	LogFile string `json:"log_file" jsonschema_description:"The file that receives its stdout and stderr."`
-	Cwd     string `json:"cwd,omitempty"`
+	PID        uint32 `json:"pid"`
+	Running    bool   `json:"running"`
+	ExitCode   *int   `json:"exit_code,omitempty" jsonschema_description:"Its exit code once it ended (absent when it was killed without one)."`
+	Command    string `json:"command,omitempty" jsonschema_description:"Its command line, while it runs."`
+	LogFile    string `json:"log_file" jsonschema_description:"The file that receives its stdout and stderr; e2b_read_output reads it."`
+	OutputSize int64  `json:"output_size" jsonschema_description:"The bytes of output in log_file so far."`
+	Cwd        string `json:"cwd,omitempty"`
+	PTY        bool   `json:"pty,omitempty" jsonschema_description:"True when it runs on a terminal (pty true)."`
+	Moved      bool   `json:"moved,omitempty" jsonschema_description:"True for a command e2b_exec moved to the background at its foreground limit (its stdin is /dev/null)."`
 }
 
 type listProcessesResult struct {
 	SandboxID string        `json:"sandbox_id"`
-	Processes []processInfo `json:"processes" jsonschema_description:"The background commands of e2b_exec that still run, by pid."`
+	Processes []processInfo `json:"processes" jsonschema_description:"The background commands of e2b_exec, running or ended (while their log is in the sandbox), by pid."`
 	Count     int           `json:"count"`
+	Running   int           `json:"running" jsonschema_description:"How many of them still run."`
 }
 
 // listProcesses is e2b_list_processes.
 type listProcesses struct{ *base }
 
 func (t listProcesses) tool() Tool {
-	const desc = "List the commands started with e2b_exec background true that still run in a sandbox, each with " +
-		"its pid, command and log_file. Stop one with e2b_stop_process."
+	const desc = "List the commands started with e2b_exec background true, or moved to the background by e2b_exec, " +
+		"in a sandbox: each with its pid, whether it runs, its exit code once it ended, its command while it runs, " +
+		"and its log_file with the output's size. Read one's output with e2b_read_output, stop it with e2b_stop_process."
 	return define(t.base, definition[listProcessesArgs, listProcessesResult]{
 		name: listProcessesName, description: desc,
 		hints: hints{readOnly: true, destructive: false, idempotent: true, openWorld: true},
@@ -55,16 +64,24 @@ func (t listProcesses) run(ctx context.Context, call Caller, a *listProcessesArg
 	if err != nil {
 		return nil, err
 	}
-	list, err := envd(c, rec).ListBackground(ctx, backgroundTagPrefix)
+	states, err := processStates(ctx, envd(c, rec), rec.ID)
 	if err != nil {
 		return nil, t.sandboxFailure(ctx, c, call, rec, err)
 	}
+	slices.SortFunc(states, func(a, b processState) int { return cmp.Compare(a.pid, b.pid) })
 	res := listProcessesResult{SandboxID: rec.ID, Processes: []processInfo{}}
 	var links []mcp.Content
-	for _, p := range list {
-		res.Processes = append(res.Processes, processInfo{PID: p.PID, Command: p.Command, LogFile: p.LogPath, Cwd: p.Cwd})
-		if p.LogPath != "" {
-			links = append(links, fileLink(rec.ID, p.LogPath, fmt.Sprintf("the log of background process %d", p.PID)))
+	for _, p := range states {
+		info := processInfo{PID: p.pid, Running: p.running, ExitCode: p.exitCode, LogFile: p.logFile, OutputSize: p.size}
+		if p.proc != nil {
+			info.Command, info.Cwd, info.PTY, info.Moved = p.proc.Command, p.proc.Cwd, p.proc.PTY, !p.proc.Background
+		}
+		res.Processes = append(res.Processes, info)
+		if p.running {
+			res.Running++
+		}
+		if p.logged {
+			links = append(links, fileLink(rec.ID, p.logFile, fmt.Sprintf("the log of background process %d", p.pid)))
 		}
 	}
 	res.Count = len(res.Processes)

@@ -35,11 +35,10 @@ func TestBackgroundProcesses(t *testing.T) {
 		}
 		list := s.ok(t, "e2b_list_processes", map[string]any{"sandbox_id": id})
 		procs, _ := list["processes"].([]any)
-		if num(list["count"]) != 1 || len(procs) != 1 {
+		if num(list["running"]) != 1 || len(procs) == 0 {
 			t.Fatalf("list: %v", list)
 		}
-		p := procs[0].(map[string]any)
-		if num(p["pid"]) != pid || p["command"] != server || p["log_file"] != logFile {
+		if p := s.listed(t, id, pid); p["command"] != server || p["log_file"] != logFile || p["running"] != true || p["exit_code"] != nil {
 			t.Fatalf("listed %v", p)
 		}
 		wantContains(t, s.fail(t, "e2b_stop_process", map[string]any{"sandbox_id": id, "pid": 1}), "Process 1 is not a running background command", fmt.Sprint(pid))
@@ -51,8 +50,9 @@ func TestBackgroundProcesses(t *testing.T) {
 		if out := s.exec(t, id, fmt.Sprintf("ps -eo args | grep -e 'http.serve[r] %d' -e 'sleep 30[0]' || true", port)); out["stdout"] != "" {
 			t.Fatalf("still running: %v", out["stdout"])
 		}
-		if list := s.ok(t, "e2b_list_processes", map[string]any{"sandbox_id": id}); num(list["count"]) != 0 {
-			t.Fatalf("after stop: %v", list)
+		// Listed as ended while its log is there, with the exit code of a command stopped by SIGTERM.
+		if p := s.listed(t, id, pid); p["running"] != false || num(p["exit_code"]) != 143 || num(p["output_size"]) == 0 || p["command"] != nil {
+			t.Fatalf("after stop, listed %v", p)
 		}
 		if log := s.ok(t, "e2b_read_file", map[string]any{"sandbox_id": id, "path": logFile}); !strings.Contains(log["content"].(string), "GET /hello.txt") {
 			t.Fatalf("log: %v", log)

@@ -28,6 +28,8 @@ func All(d Deps) []Tool {
 		fileURL{b, e2b.FileWrite}.tool(),
 		getURL{b}.tool(),
 		listProcesses{b}.tool(),
+		readOutput{b}.tool(),
+		sendInput{b}.tool(),
 		stopProcess{b}.tool(),
 	}
 }

@@ -316,14 +316,24 @@ type procSpec struct {
 	env     []string
 	cmd     string
 	args    []string
+	// tty: the process's stdin is a terminal, which becomes its controlling terminal in a session of its own, as
+	// envd starts a PTY process.
+	tty bool
 }
 
 // envdWrapper is how envd runs every command (minus its OOM-score step): through sh and nice, so that a command
 // that cannot be found fails as it does in E2B (nice: '<cmd>': No such file or directory, exit status 127). Before
 // that it reports its pid in the sandbox on fd 3 (exec keeps the pid), waits on fd 4 for the emulator's "go" (see
 // handshake) and moves to the working directory ($1).
-const envdWrapper = `echo $$ >&3; exec 3>&-; read -r go <&4; exec 4<&-; [ "$go" = go ] || exit 1; ` +
-	`cd -- "$1" || exit 1; shift; exec /usr/bin/nice -n 0 "$@"`
+const envdWrapper = envdWrapperStart + `/usr/bin/nice -n 0 "$@"`
+
+// envdTTYWrapper is envdWrapper for a process on a terminal: it first becomes the leader of a session of its own
+// with its stdin as the controlling terminal (setsid keeps the pid: the wrapper leads no process group).
+const envdTTYWrapper = envdWrapperStart + `setsid --ctty /usr/bin/nice -n 0 "$@"`
+
+// envdWrapperStart is what both wrappers do before they run the command.
+const envdWrapperStart = `echo $$ >&3; exec 3>&-; read -r go <&4; exec 4<&-; [ "$go" = go ] || exit 1; ` +
+	`cd -- "$1" || exit 1; shift; exec `
 
 // handshake holds a process entering the sandbox until the emulator has a hold on it: the wrapper writes its pid
 // in the sandbox on one pipe, then waits on the other for "go" before it runs the command. Without the wait a
@@ -383,7 +393,11 @@ func (iso *isolation) command(ps procSpec) (*exec.Cmd, *handshake, error) {
 	if ps.user.UID == 0 {
 		args = append(args, "unshare", "--map-root-user", "--")
 	}
-	args = append(args, "/bin/sh", "-c", envdWrapper, "e2btest", ps.cwd, ps.cmd)
+	wrapper := envdWrapper
+	if ps.tty {
+		wrapper = envdTTYWrapper
+	}
+	args = append(args, "/bin/sh", "-c", wrapper, "e2btest", ps.cwd, ps.cmd)
 	args = append(args, ps.args...)
 	cmd := exec.Command(iso.nsenter, args...)
 	cmd.Env = ps.env

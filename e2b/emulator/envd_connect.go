@@ -110,11 +110,8 @@ func (s *streamWriter) send(msg any) error { return s.writeFrame(0, pbJSON(msg))
 
 // sendOutput writes a data event, {"event":{"data":{"stdout":"<base64>"}}} as protojson writes it, without the
 // intermediate copies of a generic encoder: output is most of what a stream carries.
-func (s *streamWriter) sendOutput(stderr bool, data []byte) error {
-	prefix := `{"event":{"data":{"stdout":"`
-	if stderr {
-		prefix = `{"event":{"data":{"stderr":"`
-	}
+func (s *streamWriter) sendOutput(stream outputStream, data []byte) error {
+	prefix := `{"event":{"data":{"` + string(stream) + `":"`
 	const suffix = `"}}}`
 	n := len(prefix) + base64.StdEncoding.EncodedLen(len(data)) + len(suffix)
 	if cap(s.msg) < n {

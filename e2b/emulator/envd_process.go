@@ -29,9 +29,21 @@ const (
 	stopWait = 10 * time.Second
 )
 
+// outputStream names the stream of a data event as envd's proto does.
+type outputStream string
+
+const (
+	streamStdout outputStream = "stdout"
+	streamStderr outputStream = "stderr"
+	streamPTY    outputStream = "pty"
+)
+
+// ptySize is the terminal of a PTY process.
+type ptySize struct{ cols, rows uint16 }
+
 // chunk is a piece of output.
 type chunk struct {
-	stderr bool
+	stream outputStream
 	data   []byte
 }
 
@@ -51,6 +63,7 @@ type envdProcess struct {
 
 	stdinMu sync.Mutex
 	stdin   *os.File // nil when stdin was not asked for, or after CloseStdin
+	tty     *os.File // the terminal's master end, for a PTY process; nil once it ended
 
 	exited  chan struct{} // closed once end is set
 	end     pbEnd
@@ -128,13 +141,13 @@ func (p *envdProcess) broadcast(c chunk) {
 }
 
 // readOutput turns a pipe into data events of at most outputChunk bytes.
-func (p *envdProcess) readOutput(f *os.File, stderr bool, wg *sync.WaitGroup) {
+func (p *envdProcess) readOutput(f *os.File, stream outputStream, wg *sync.WaitGroup) {
 	defer wg.Done()
 	buf := make([]byte, outputChunk)
 	for {
 		n, err := f.Read(buf)
 		if n > 0 {
-			p.broadcast(chunk{stderr: stderr, data: slices.Clone(buf[:n])})
+			p.broadcast(chunk{stream: stream, data: slices.Clone(buf[:n])})
 		}
 		if err != nil {
 			return
@@ -175,7 +188,7 @@ func (e *envdService) cwdExists(sfs *sandboxFS, cwd string) bool {
 }
 
 // startProcess starts a process and subscribes a stream to it before any output can be missed.
-func (e *envdService) startProcess(c *rpcCall, cfg *pbProcessConfigIn, tag *string, withStdin bool, cwd string, timeout time.Duration) (*envdProcess, *subscriber, *rpcError) {
+func (e *envdService) startProcess(c *rpcCall, cfg *pbProcessConfigIn, tag *string, withStdin bool, tty *ptySize, cwd string, timeout time.Duration) (*envdProcess, *subscriber, *rpcError) {
 	userCmd := strings.Join(append([]string{cfg.Cmd}, cfg.Args...), " ")
 	startErr := func(err error) *rpcError {
 		return rpcErrorf("invalid_argument", "error starting process '%s': %v", userCmd, err)
@@ -206,20 +219,37 @@ func (e *envdService) startProcess(c *rpcCall, cfg *pbProcessConfigIn, tag *stri
 		}
 		return r, w, err
 	}
-	stdoutR, stdoutW, err := pipe()
-	if err != nil {
-		return nil, nil, rpcErrorf("internal", "error creating stdout pipe for command '%s': %v", userCmd, err)
-	}
-	stderrR, stderrW, err := pipe()
-	if err != nil {
-		closeAll()
-		return nil, nil, rpcErrorf("internal", "error creating stderr pipe for command '%s': %v", userCmd, err)
-	}
-	var stdinR, stdinW *os.File
-	if withStdin {
-		if stdinR, stdinW, err = pipe(); err != nil {
+	// The ends the process gets (closed here once it has them) and the ends read here: two pipes, or one
+	// terminal for all three of its standard streams.
+	var childOut, childErr, childIn *os.File
+	var outputs []*os.File
+	var streams []outputStream
+	var stdinW, master *os.File
+	if tty != nil {
+		m, slave, err := openPTY(tty.cols, tty.rows)
+		if err != nil {
+			return nil, nil, rpcErrorf("internal", "error starting pty for command '%s': %v", userCmd, err)
+		}
+		files = append(files, m, slave)
+		master, childOut, childErr, childIn = m, slave, slave, slave
+		outputs, streams = []*os.File{m}, []outputStream{streamPTY}
+	} else {
+		stdoutR, stdoutW, err := pipe()
+		if err != nil {
+			return nil, nil, rpcErrorf("internal", "error creating stdout pipe for command '%s': %v", userCmd, err)
+		}
+		stderrR, stderrW, err := pipe()
+		if err != nil {
 			closeAll()
-			return nil, nil, rpcErrorf("internal", "error creating stdin pipe for command '%s': %v", userCmd, err)
+			return nil, nil, rpcErrorf("internal", "error creating stderr pipe for command '%s': %v", userCmd, err)
+		}
+		childOut, childErr = stdoutW, stderrW
+		outputs, streams = []*os.File{stdoutR, stderrR}, []outputStream{streamStdout, streamStderr}
+		if withStdin {
+			if childIn, stdinW, err = pipe(); err != nil {
+				closeAll()
+				return nil, nil, rpcErrorf("internal", "error creating stdin pipe for command '%s': %v", userCmd, err)
+			}
 		}
 	}
 
@@ -236,14 +266,14 @@ func (e *envdService) startProcess(c *rpcCall, cfg *pbProcessConfigIn, tag *stri
 		return nil, nil, startErr(err)
 	}
 	cmd, h, err := iso.command(procSpec{initPID: in.pid, user: c.user, cwd: cwd,
-		env: processEnv(c.user, c.view.envVars, cfg.Envs), cmd: cfg.Cmd, args: cfg.Args})
+		env: processEnv(c.user, c.view.envVars, cfg.Envs), cmd: cfg.Cmd, args: cfg.Args, tty: tty != nil})
 	if err != nil {
 		closeAll()
 		return nil, nil, startErr(err)
 	}
-	cmd.Stdout, cmd.Stderr = stdoutW, stderrW
-	if stdinR != nil {
-		cmd.Stdin = stdinR
+	cmd.Stdout, cmd.Stderr = childOut, childErr
+	if childIn != nil {
+		cmd.Stdin = childIn
 	}
 	if err := cmd.Start(); err != nil {
 		h.close()
@@ -251,7 +281,7 @@ func (e *envdService) startProcess(c *rpcCall, cfg *pbProcessConfigIn, tag *stri
 		return nil, nil, startErr(err)
 	}
 	h.started()
-	for _, f := range []*os.File{stdoutW, stderrW, stdinR} {
+	for _, f := range []*os.File{childOut, childErr, childIn} {
 		if f != nil {
 			f.Close()
 		}
@@ -262,10 +292,10 @@ func (e *envdService) startProcess(c *rpcCall, cfg *pbProcessConfigIn, tag *stri
 	if err != nil {
 		_ = cmd.Process.Kill()
 		_ = cmd.Wait()
-		stdoutR.Close()
-		stderrR.Close()
-		if stdinW != nil {
-			stdinW.Close()
+		for _, f := range append(outputs, stdinW) {
+			if f != nil {
+				f.Close()
+			}
 		}
 		return nil, nil, startErr(err)
 	}
@@ -277,6 +307,7 @@ func (e *envdService) startProcess(c *rpcCall, cfg *pbProcessConfigIn, tag *stri
 		cmd:    cmd,
 		proc:   proc,
 		stdin:  stdinW,
+		tty:    master,
 		exited: make(chan struct{}),
 		subs:   map[*subscriber]struct{}{},
 	}
@@ -286,10 +317,11 @@ func (e *envdService) startProcess(c *rpcCall, cfg *pbProcessConfigIn, tag *stri
 		p.setDeadline(timeout)
 	}
 	var readers sync.WaitGroup
-	readers.Add(2)
-	go p.readOutput(stdoutR, false, &readers)
-	go p.readOutput(stderrR, true, &readers)
-	go e.waitProcess(st, p, &readers, stdoutR, stderrR)
+	readers.Add(len(outputs))
+	for i, f := range outputs {
+		go p.readOutput(f, streams[i], &readers)
+	}
+	go e.waitProcess(st, p, &readers, outputs)
 	return p, sub, nil
 }
 
@@ -364,7 +396,7 @@ func parentOf(pid int) (int, error) {
 
 // waitProcess reaps a process, waits for its output to be read (every holder of its pipes, background jobs
 // included, has closed them, as envd waits), and publishes its end.
-func (e *envdService) waitProcess(st *sandboxState, p *envdProcess, readers *sync.WaitGroup, stdout, stderr *os.File) {
+func (e *envdService) waitProcess(st *sandboxState, p *envdProcess, readers *sync.WaitGroup, outputs []*os.File) {
 	err := p.cmd.Wait()
 	p.mu.Lock()
 	if p.timer != nil {
@@ -372,9 +404,11 @@ func (e *envdService) waitProcess(st *sandboxState, p *envdProcess, readers *syn
 	}
 	p.mu.Unlock()
 	readers.Wait()
-	stdout.Close()
-	stderr.Close()
 	p.stdinMu.Lock()
+	for _, f := range outputs {
+		f.Close() // a terminal's master among them
+	}
+	p.tty = nil
 	if p.stdin != nil {
 		p.stdin.Close()
 		p.stdin = nil
@@ -409,6 +443,19 @@ func (p *envdProcess) writeStdin(data []byte) error {
 	}
 	if _, err := p.stdin.Write(data); err != nil {
 		return fmt.Errorf("error writing to stdin of process '%d': %w", p.pid, err)
+	}
+	return nil
+}
+
+// writeTTY types data on a PTY process's terminal.
+func (p *envdProcess) writeTTY(data []byte) error {
+	p.stdinMu.Lock()
+	defer p.stdinMu.Unlock()
+	if p.tty == nil {
+		return errors.New("tty not assigned to process — input should be written to the stdin, not the tty")
+	}
+	if _, err := p.tty.Write(data); err != nil {
+		return fmt.Errorf("error writing to tty of process '%d': %w", p.pid, err)
 	}
 	return nil
 }

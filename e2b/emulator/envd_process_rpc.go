@@ -62,9 +62,14 @@ func keepaliveInterval(h string) time.Duration {
 func (e *envdService) procStart(c *rpcCall, sw *streamWriter) *rpcError {
 	var req struct {
 		Process *pbProcessConfigIn `json:"process"`
-		PTY     json.RawMessage    `json:"pty"`
-		Tag     *string            `json:"tag"`
-		Stdin   *bool              `json:"stdin"`
+		PTY     *struct {
+			Size *struct {
+				Cols uint32 `json:"cols"`
+				Rows uint32 `json:"rows"`
+			} `json:"size"`
+		} `json:"pty"`
+		Tag   *string `json:"tag"`
+		Stdin *bool   `json:"stdin"`
 	}
 	if rerr := decodeRequest(c.msg, &req, "*process.StartRequest"); rerr != nil {
 		return rerr
@@ -72,8 +77,12 @@ func (e *envdService) procStart(c *rpcCall, sw *streamWriter) *rpcError {
 	if req.Process == nil {
 		req.Process = &pbProcessConfigIn{}
 	}
-	if len(req.PTY) > 0 && string(req.PTY) != "null" {
-		return rpcErrorf("unimplemented", "PTY processes are not supported by the emulator")
+	var tty *ptySize
+	if req.PTY != nil {
+		tty = &ptySize{cols: 80, rows: 24}
+		if sz := req.PTY.Size; sz != nil && sz.Cols > 0 && sz.Rows > 0 {
+			tty = &ptySize{cols: uint16(min(sz.Cols, 1<<15)), rows: uint16(min(sz.Rows, 1<<15))}
+		}
 	}
 	cwd := ""
 	if req.Process.Cwd != nil {
@@ -86,7 +95,7 @@ func (e *envdService) procStart(c *rpcCall, sw *streamWriter) *rpcError {
 	if !e.cwdExists(c.fs, cwd) {
 		return rpcErrorf("invalid_argument", "cwd '%s' does not exist", cwd)
 	}
-	p, sub, rerr := e.startProcess(c, req.Process, req.Tag, req.Stdin == nil || *req.Stdin, cwd, c.timeout)
+	p, sub, rerr := e.startProcess(c, req.Process, req.Tag, tty == nil && (req.Stdin == nil || *req.Stdin), tty, cwd, c.timeout)
 	if rerr != nil {
 		return rerr
 	}
@@ -112,7 +121,7 @@ func (e *envdService) streamProcess(c *rpcCall, sw *streamWriter, p *envdProcess
 		defer t.Stop()
 		deadline = t.C
 	}
-	sendChunk := func(ch chunk) error { return sw.sendOutput(ch.stderr, ch.data) }
+	sendChunk := func(ch chunk) error { return sw.sendOutput(ch.stream, ch.data) }
 	for {
 		select {
 		case ch := <-sub.ch:
@@ -252,7 +261,10 @@ func (e *envdService) procSendInput(c *rpcCall) (any, *rpcError) {
 	}
 	switch {
 	case req.Input != nil && req.Input.PTY != nil:
-		return nil, rpcErrorf("internal", "error writing to tty: tty not assigned to process — input should be written to the stdin, not the tty")
+		if err := p.writeTTY(*req.Input.PTY); err != nil {
+			return nil, rpcErrorf("internal", "error writing to tty: %v", err)
+		}
+		return struct{}{}, nil
 	case req.Input != nil && req.Input.Stdin != nil:
 		if err := p.writeStdin(*req.Input.Stdin); err != nil {
 			return nil, rpcErrorf("internal", "error writing to stdin: %v", err)

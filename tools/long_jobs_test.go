@@ -1,0 +1,220 @@
+package tools
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/e2b-mcp/e2b-mcp/internal/optional"
+)
+
+// shortForeground is the foreground limit of these tests: a command still running after it is moved.
+func shortForeground(c *Config) { c.ExecForegroundLimit = time.Second }
+
+// readUntilEnd reads a process's output with e2b_read_output from offset until the process has ended, and
+// returns the last answer and all the output read.
+func (s *session) readUntilEnd(t *testing.T, id string, pid int, offset int64) (map[string]any, string) {
+	t.Helper()
+	var out strings.Builder
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		res := s.ok(t, "e2b_read_output", map[string]any{"sandbox_id": id, "pid": pid, "offset": offset, "wait_ms": 5000})
+		out.WriteString(res["output"].(string))
+		offset = int64(num(res["next_offset"]))
+		if res["running"] == false {
+			return res, out.String()
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("process %d still runs: %v", pid, res)
+		}
+	}
+}
+
+// listed is the entry of pid in e2b_list_processes. (The real envd's sandboxes share the host's /tmp, so the
+// list may show the processes of other tests' sandboxes too.)
+func (s *session) listed(t *testing.T, id string, pid int) map[string]any {
+	t.Helper()
+	list := s.ok(t, "e2b_list_processes", map[string]any{"sandbox_id": id})
+	procs, _ := list["processes"].([]any)
+	for _, p := range procs {
+		if p := p.(map[string]any); num(p["pid"]) == pid {
+			return p
+		}
+	}
+	t.Fatalf("process %d not listed: %v", pid, list)
+	return nil
+}
+
+// A command that outlives the foreground limit returns within it with its output so far, running true and its pid,
+// and goes on in the background: e2b_list_processes lists it, e2b_read_output reads the rest and its exit code.
+func TestExecMovesLongCommandToBackground(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, e *env, s *session) {
+		id := s.createSandbox(t, nil)
+		s.exec(t, id, "true") // the sandbox's envd is up
+		start := time.Now()
+		res := s.exec(t, id, "echo started; sleep 3; echo done")
+		took := time.Since(start)
+		pid := num(res["pid"])
+		if res["running"] != true || pid <= 0 || res["stdout"] != "started\n" || res["success"] != false || took > 2500*time.Millisecond {
+			t.Fatalf("moved command: %v after %v", res, took)
+		}
+		wantContains(t, res["warning"].(string), "goes on in the background", "e2b_read_output", fmt.Sprint(pid))
+		if p := s.listed(t, id, pid); p["running"] != true || p["moved"] != true || p["log_file"] != res["log_file"] {
+			t.Fatalf("listed: %v", p)
+		}
+		end, out := s.readUntilEnd(t, id, pid, 0)
+		if out != "done\n" || num(end["exit_code"]) != 0 || end["exit_code"] == nil || end["warning"] != nil {
+			t.Fatalf("read %q, last answer %v", out, end)
+		}
+		// A moved command has no stdin to write to.
+		wantContains(t, s.fail(t, "e2b_send_input", map[string]any{"sandbox_id": id, "pid": pid, "data": "x\n"}), "not a running background command")
+
+		// An explicit timeout_ms still kills a moved command; the default one does not apply once it is moved.
+		res = s.ok(t, "e2b_exec", map[string]any{"sandbox_id": id, "command": "sleep 30", "timeout_ms": 2500})
+		if res["running"] != true {
+			t.Fatalf("sleep 30: %v", res)
+		}
+		if end, _ := s.readUntilEnd(t, id, num(res["pid"]), 0); num(end["exit_code"]) != -1 {
+			t.Fatalf("killed by its timeout: %v", end)
+		}
+		res = s.ok(t, "e2b_exec", map[string]any{"sandbox_id": id, "command": "sleep 1.5; echo late", "timeout_ms": 500, "wait_ms": 5000})
+		if res["running"] == true || res["success"] != false || !strings.Contains(res["error"].(string), "timeout") {
+			t.Fatalf("timeout within wait_ms: %v", res)
+		}
+		// wait_ms of the call in place of the server's limit.
+		if res := s.ok(t, "e2b_exec", map[string]any{"sandbox_id": id, "command": "sleep 1.5; echo waited", "wait_ms": 10000}); res["running"] == true || res["stdout"] != "waited\n" {
+			t.Fatalf("wait_ms 10000: %v", res)
+		}
+		wantContains(t, s.fail(t, "e2b_exec", map[string]any{"sandbox_id": id, "command": "true", "wait_ms": -1}), "Invalid wait_ms")
+		wantContains(t, s.fail(t, "e2b_exec", map[string]any{"sandbox_id": id, "command": "true", "pty": true}), "pty true needs background true")
+	}, shortForeground)
+}
+
+// e2b_read_output with until answers as soon as a server's ready line is there; its head and tail stay within the
+// result limit with the offsets of what was left out.
+func TestReadOutputUntilAndLimit(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, e *env, s *session) {
+		id := s.createSandbox(t, nil)
+		if out := s.exec(t, id, "command -v python3 || true"); out["stdout"] == "" {
+			optional.Missing(t, "python3 (the web server of this test) is not installed")
+		}
+		port := 20000 + time.Now().UnixNano()%20000
+		bg := s.ok(t, "e2b_exec", map[string]any{"sandbox_id": id, "background": true,
+			"command": fmt.Sprintf("sleep 1; python3 -m http.server %d --bind 127.0.0.1", port)})
+		pid := num(bg["pid"])
+		start := time.Now()
+		res := s.ok(t, "e2b_read_output", map[string]any{"sandbox_id": id, "pid": pid, "wait_ms": 30000, "until": "Serving HTTP"})
+		if took := time.Since(start); res["found"] != true || res["running"] != true || !strings.Contains(res["output"].(string), "Serving HTTP") || took > 20*time.Second {
+			t.Fatalf("until: %v after %v", res, took)
+		}
+		next := num(res["next_offset"])
+		// At once, with nothing new.
+		if again := s.ok(t, "e2b_read_output", map[string]any{"sandbox_id": id, "pid": pid, "offset": next}); again["output"] != "" || num(again["next_offset"]) != next || again["found"] != nil {
+			t.Fatalf("nothing new: %v", again)
+		}
+		// A text that does not come: the wait ends at wait_ms with found false.
+		if miss := s.ok(t, "e2b_read_output", map[string]any{"sandbox_id": id, "pid": pid, "offset": next, "wait_ms": 300, "until": "never printed"}); miss["found"] != false || miss["running"] != true {
+			t.Fatalf("until a text that never comes: %v", miss)
+		}
+		s.ok(t, "e2b_stop_process", map[string]any{"sandbox_id": id, "pid": pid})
+
+		// 210,000 bytes of output: the head and the tail, and a read from omitted_from goes on from there.
+		big := s.ok(t, "e2b_exec", map[string]any{"sandbox_id": id, "background": true,
+			"command": "for i in $(seq 10000); do printf 'line %015d\\n' $i; done"})
+		s.readUntilEnd(t, id, num(big["pid"]), 0)
+		if end := s.ok(t, "e2b_read_output", map[string]any{"sandbox_id": id, "pid": num(big["pid"]), "offset": 209_999}); end["output"] != "\n" || num(end["exit_code"]) != 0 {
+			t.Fatalf("last byte: %v", end)
+		}
+		cut := s.ok(t, "e2b_read_output", map[string]any{"sandbox_id": id, "pid": num(big["pid"])})
+		out := cut["output"].(string)
+		from, to := num(cut["omitted_from"]), num(cut["omitted_to"])
+		if cut["truncated"] != true || num(cut["next_offset"]) != 210_000 || !strings.HasPrefix(out, "line 000000000000001\n") ||
+			!strings.HasSuffix(out, "line 000000000010000\n") || from <= 0 || to <= from || to > 210_000 ||
+			!strings.Contains(out, fmt.Sprintf("[bytes %d to %d omitted", from, to)) {
+			t.Fatalf("cut: %v", cut)
+		}
+		var whole strings.Builder
+		for i := 1; i <= 10000; i++ {
+			fmt.Fprintf(&whole, "line %015d\n", i)
+		}
+		if mid := s.ok(t, "e2b_read_output", map[string]any{"sandbox_id": id, "pid": num(big["pid"]), "offset": from}); !strings.HasPrefix(whole.String()[from:], strings.SplitN(mid["output"].(string), "... [", 2)[0]) {
+			t.Fatalf("from omitted_from %d: %.200v", from, mid)
+		}
+
+		wantContains(t, s.fail(t, "e2b_read_output", map[string]any{"sandbox_id": id, "pid": 1}), "Process 1 is not a command of this server's")
+		wantContains(t, s.fail(t, "e2b_read_output", map[string]any{"sandbox_id": id, "pid": pid, "offset": 1 << 40}), "past the end")
+		wantContains(t, s.fail(t, "e2b_read_output", map[string]any{"sandbox_id": id, "pid": pid, "offset": -1}), "Invalid offset")
+		s.fail(t, "e2b_read_output", map[string]any{"sandbox_id": id})
+	})
+}
+
+// e2b_send_input answers a prompt on stdin, and types on the terminal of a command started with pty true.
+func TestSendInput(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, e *env, s *session) {
+		id := s.createSandbox(t, nil)
+		bg := s.ok(t, "e2b_exec", map[string]any{"sandbox_id": id, "background": true, "command": "read -p 'name? ' n; echo hello $n"})
+		pid := num(bg["pid"])
+		sent := s.ok(t, "e2b_send_input", map[string]any{"sandbox_id": id, "pid": pid, "data": "ada\n"})
+		if num(sent["bytes"]) != 4 || sent["pty"] != false || sent["log_file"] != bg["log_file"] {
+			t.Fatalf("sent: %v", sent)
+		}
+		if end, out := s.readUntilEnd(t, id, pid, 0); out != "hello ada\n" || num(end["exit_code"]) != 0 {
+			t.Fatalf("read %q, %v", out, end)
+		}
+		wantContains(t, s.fail(t, "e2b_send_input", map[string]any{"sandbox_id": id, "pid": pid, "data": "x"}), "not a running background command")
+		wantContains(t, s.fail(t, "e2b_send_input", map[string]any{"sandbox_id": id, "pid": 1, "data": "x"}), "Process 1 is not a running background command")
+		s.fail(t, "e2b_send_input", map[string]any{"sandbox_id": id, "pid": pid})
+
+		// close ends the input: cat ends.
+		bg = s.ok(t, "e2b_exec", map[string]any{"sandbox_id": id, "background": true, "command": "cat; echo eof"})
+		s.ok(t, "e2b_send_input", map[string]any{"sandbox_id": id, "pid": num(bg["pid"]), "data": "a line\n", "close": true})
+		if _, out := s.readUntilEnd(t, id, num(bg["pid"]), 0); out != "a line\neof\n" {
+			t.Fatalf("cat read %q", out)
+		}
+
+		if out := s.exec(t, id, "command -v python3 || true"); out["stdout"] == "" {
+			optional.Missing(t, "python3 (the REPL of this test) is not installed")
+		}
+		bg = s.ok(t, "e2b_exec", map[string]any{"sandbox_id": id, "background": true, "pty": true, "command": "python3 -i -q"})
+		pid = num(bg["pid"])
+		prompt := s.ok(t, "e2b_read_output", map[string]any{"sandbox_id": id, "pid": pid, "wait_ms": 10000, "until": ">>> "})
+		if prompt["found"] != true {
+			t.Fatalf("no prompt: %v", prompt)
+		}
+		if sent := s.ok(t, "e2b_send_input", map[string]any{"sandbox_id": id, "pid": pid, "data": "1+1\n"}); sent["pty"] != true {
+			t.Fatalf("sent: %v", sent)
+		}
+		next := num(prompt["next_offset"])
+		answer := s.ok(t, "e2b_read_output", map[string]any{"sandbox_id": id, "pid": pid, "offset": next, "wait_ms": 10000, "until": "2\n"})
+		if answer["found"] != true || !strings.HasPrefix(answer["output"].(string), "2\n") {
+			t.Fatalf("1+1: %v", answer)
+		}
+		s.ok(t, "e2b_send_input", map[string]any{"sandbox_id": id, "pid": pid, "data": "", "close": true})
+		if end, _ := s.readUntilEnd(t, id, pid, 0); num(end["exit_code"]) != 0 || end["exit_code"] == nil {
+			t.Fatalf("after Ctrl-D: %v", end)
+		}
+	})
+}
+
+// A process started before the server restarted is read and written after it: what the tools know of it is in the
+// sandbox.
+func TestBackgroundProcessOutlivesServerRestart(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, e *env, s *session) {
+		id := s.createSandbox(t, nil)
+		bg := s.ok(t, "e2b_exec", map[string]any{"sandbox_id": id, "background": true, "command": "echo before; read l; echo got $l"})
+		pid := num(bg["pid"])
+		if first := s.ok(t, "e2b_read_output", map[string]any{"sandbox_id": id, "pid": pid, "wait_ms": 10000, "until": "before"}); first["found"] != true {
+			t.Fatalf("before the restart: %v", first)
+		}
+		// A new server: new tools over the same store, nothing of the old one's memory.
+		after := connectDeps(t, e.deps, eras[0], s.caller)
+		if p := after.listed(t, id, pid); p["running"] != true || p["command"] != "echo before; read l; echo got $l" {
+			t.Fatalf("listed after the restart: %v", p)
+		}
+		after.ok(t, "e2b_send_input", map[string]any{"sandbox_id": id, "pid": pid, "data": "it\n"})
+		if end, out := after.readUntilEnd(t, id, pid, 0); out != "before\ngot it\n" || num(end["exit_code"]) != 0 {
+			t.Fatalf("after the restart: %q %v", out, end)
+		}
+	})
+}

@@ -1,0 +1,148 @@
+package tools
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"strconv"
+
+	"github.com/e2b-mcp/e2b-mcp/e2b"
+)
+
+// What the sandbox knows of a process of this server's, read from envd's process list and from the process's log
+// and exit files (e2b.BackgroundFiles under execOutputDir), so that it holds after a restart of the server: a
+// command started with background true, or moved to the background by e2b_exec.
+
+// processState is one process of this server's, running or ended.
+type processState struct {
+	pid uint32
+	// proc is the process as envd lists it, while it runs; nil for a moved command whose process ended while this
+	// server still writes its log.
+	proc *e2b.BackgroundProcess
+	// running is true until the process has ended and all its output is in its log.
+	running bool
+	// exitCode is the exit code the exit file holds once the process ended; nil while it runs, or when it ended
+	// without one (killed by SIGKILL, or moved by a server that stopped before it ended).
+	exitCode *int
+	logFile  string
+	// size is the log's size in bytes; logged is false when there is no log.
+	size   int64
+	logged bool
+}
+
+// known says whether the process is one of this server's.
+func (p processState) known() bool { return p.logged || p.proc != nil }
+
+// processStates reads the state of the processes pids of a sandbox; with no pids, of every process of this server's
+// the sandbox knows (running, or with a log), by pid.
+func processStates(ctx context.Context, e *e2b.Envd, sandboxID string, pids ...uint32) ([]processState, error) {
+	// The list is read first: a process it no longer shows has its exit file written, which is read after.
+	list, err := e.ListBackground(ctx, backgroundTagPrefix)
+	if err != nil {
+		return nil, err
+	}
+	byPID := map[uint32]*processState{}
+	var order []uint32
+	add := func(pid uint32) *processState {
+		if p, ok := byPID[pid]; ok {
+			return p
+		}
+		log, _ := e2b.BackgroundFiles(execOutputDir, pid)
+		p := &processState{pid: pid, logFile: log}
+		byPID[pid] = p
+		order = append(order, pid)
+		return p
+	}
+	for _, pid := range pids {
+		add(pid)
+	}
+	for i := range list {
+		if p, ok := byPID[list[i].PID]; ok || len(pids) == 0 {
+			if !ok {
+				p = add(list[i].PID)
+			}
+			p.proc = &list[i]
+		}
+	}
+	entries, err := e.ListDir(ctx, execOutputDir, 1)
+	if err != nil && !errors.Is(err, e2b.ErrNotFound) {
+		return nil, err
+	}
+	exits := map[uint32]bool{}
+	for _, entry := range entries {
+		pid, kind, ok := backgroundFile(entry.Name)
+		if !ok {
+			continue
+		}
+		p, listed := byPID[pid]
+		if !listed && len(pids) > 0 {
+			continue
+		}
+		if !listed {
+			p = add(pid)
+		}
+		switch kind {
+		case "log":
+			p.logged, p.size = true, entry.Size
+		case "exit":
+			exits[pid] = true
+		}
+	}
+	out := make([]processState, 0, len(order))
+	for _, pid := range order {
+		p := byPID[pid]
+		if exits[pid] {
+			if p.exitCode, err = readExitCode(ctx, e, pid); err != nil {
+				return nil, err
+			}
+		}
+		// The exit file is the word of the process's end: its wrapper writes it last of all.
+		p.running = p.exitCode == nil && (p.proc != nil || relays.active(sandboxID, pid))
+		out = append(out, *p)
+	}
+	return out, nil
+}
+
+// backgroundFile reads the pid and kind ("log" or "exit") of a name e2b.BackgroundFiles makes.
+func backgroundFile(name string) (pid uint32, kind string, ok bool) {
+	rest, found := bytes.CutPrefix([]byte(name), []byte("bg-"))
+	if !found {
+		return 0, "", false
+	}
+	dot := bytes.LastIndexByte(rest, '.')
+	if dot < 0 {
+		return 0, "", false
+	}
+	n, err := strconv.ParseUint(string(rest[:dot]), 10, 32)
+	if err != nil || n == 0 {
+		return 0, "", false
+	}
+	switch kind = string(rest[dot+1:]); kind {
+	case "log", "exit":
+		return uint32(n), kind, true
+	}
+	return 0, "", false
+}
+
+// readExitCode reads a process's exit file; nil when it holds no exit code.
+func readExitCode(ctx context.Context, e *e2b.Envd, pid uint32) (*int, error) {
+	_, exit := e2b.BackgroundFiles(execOutputDir, pid)
+	body, _, err := e.Download(ctx, exit, e2b.DownloadOptions{Length: 32})
+	if errors.Is(err, e2b.ErrNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	defer body.Close()
+	b, err := io.ReadAll(body)
+	if err != nil {
+		return nil, err
+	}
+	code, err := strconv.Atoi(string(bytes.TrimSpace(b)))
+	if err != nil {
+		return nil, nil // being written, or not the wrapper's
+	}
+	return &code, nil
+}
