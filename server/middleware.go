@@ -1,11 +1,9 @@
 package server
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
-	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -45,15 +43,12 @@ func (s *Server) callerFor(ctx context.Context) (tools.Caller, error) {
 	return tools.Caller{Owner: s.cfg.Owner, Session: s.cfg.Session}, nil
 }
 
-// governTools puts every tool call through the call pipeline (see govern). The arguments are decoded once, for
-// the policy, the audit and the tool (see callArgs).
+// governTools puts every tool call through the call pipeline (see govern). The policy and the audit read the
+// arguments as mcp-go decoded them, and the tool binds its own from their JSON (see callArgs).
 func (s *Server) governTools(next mcpserver.ToolHandlerFunc) mcpserver.ToolHandlerFunc {
 	return func(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 		tool := req.Params.Name
-		args, decoded := callArgs(req)
-		if decoded != nil {
-			ctx = tools.WithDecodedArgs(ctx, decoded)
-		}
+		args := callArgs(req)
 		return govern(ctx, s, governed[*mcp.CallToolResult]{
 			answers: toolAnswers,
 			name:    tool,
@@ -221,98 +216,29 @@ func (s *Server) record(call *audit.Call, e audit.Entry, outcome, failure string
 	}
 }
 
-// callArgs decodes the call's arguments, once: view is how the policy and the audit see them (numbers as
-// float64), decoded the same values as json.Decoder.UseNumber leaves them, which the tools bind without parsing
-// the JSON again (see tools.WithDecodedArgs). Both are nil when the arguments are not a JSON object (the tool
-// then refuses the call itself); decoded is also nil when the arguments did not come as JSON.
-//
-// A call read from the wire comes decoded already: mcp-go keeps its JSON in RawArguments and decodes it with
-// encoding/json into Arguments. When that map holds no number it is exactly what UseNumber decoding gives, so it
-// serves as both forms and the arguments are not parsed again at all (an e2b_write_file of 1 MiB spares a pass
-// over the megabyte); a number needs its literal (3 and 3.0 bind differently to an integer), hence the decode.
-// The map is shared by the policy, the audit and the tool, so none of them may change it.
-func callArgs(req mcp.CallToolRequest) (view, decoded map[string]any) {
-	if m, ok := req.Params.Arguments.(map[string]any); ok && len(req.Params.RawArguments) > 0 && !holdsNumber(m, 0) {
-		return m, m
-	}
-	var raw []byte
-	switch {
-	case len(req.Params.RawArguments) > 0:
-		raw = req.Params.RawArguments
-	case req.Params.Arguments == nil:
-		return nil, nil
-	default:
-		if m, ok := req.Params.Arguments.(map[string]any); ok {
-			return m, nil
-		}
-		var err error
-		if raw, err = json.Marshal(req.Params.Arguments); err != nil {
-			return nil, nil
-		}
-	}
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.UseNumber()
-	if err := dec.Decode(&decoded); err != nil {
-		return nil, nil
-	}
-	v, ok := numbersAsFloats(decoded)
-	if !ok {
-		return nil, nil
-	}
-	view, _ = v.(map[string]any)
-	return view, decoded
-}
-
-// holdsNumber reports whether v holds a number (float64, as encoding/json decodes one into any) at any depth; past
-// maxSchemaDepth it answers true, which only costs the decode.
-func holdsNumber(v any, depth int) bool {
-	if depth > maxSchemaDepth {
-		return true
-	}
-	switch x := v.(type) {
-	case float64:
-		return true
+// callArgs are the call's arguments as the policy and the audit see them (numbers as float64), nil when they are
+// not a JSON object (the tool then refuses the call itself). A call read from the wire comes decoded already:
+// mcp-go keeps its JSON in RawArguments, from which the tool binds its typed arguments, and decodes it with
+// encoding/json into Arguments, which serves here as it is, so the server parses no argument twice (an
+// e2b_write_file of 1 MiB is one pass over the megabyte by this server's code). The map is shared by the policy,
+// the audit and the tool's request, so none of them may change it.
+func callArgs(req mcp.CallToolRequest) map[string]any {
+	switch a := req.Params.Arguments.(type) {
+	case nil:
+		return nil
 	case map[string]any:
-		for _, e := range x {
-			if holdsNumber(e, depth+1) {
-				return true
-			}
-		}
-	case []any:
-		for _, e := range x {
-			if holdsNumber(e, depth+1) {
-				return true
-			}
-		}
+		return a
 	}
-	return false
-}
-
-// numbersAsFloats is v with every json.Number as the float64 that decoding without UseNumber gives; objects and
-// arrays are copied, other values shared. ok is false for a number beyond float64, which such decoding refuses.
-func numbersAsFloats(v any) (_ any, ok bool) {
-	switch x := v.(type) {
-	case json.Number:
-		f, err := strconv.ParseFloat(string(x), 64)
-		return f, err == nil
-	case map[string]any:
-		out := make(map[string]any, len(x))
-		for k, e := range x {
-			if out[k], ok = numbersAsFloats(e); !ok {
-				return nil, false
-			}
-		}
-		return out, true
-	case []any:
-		out := make([]any, len(x))
-		for i, e := range x {
-			if out[i], ok = numbersAsFloats(e); !ok {
-				return nil, false
-			}
-		}
-		return out, true
+	// An in-process caller's arguments as JSON or as a struct: as the client's encoding of them would decode.
+	raw, err := json.Marshal(req.Params.Arguments)
+	if err != nil {
+		return nil
 	}
-	return v, true
+	var m map[string]any
+	if json.Unmarshal(raw, &m) != nil {
+		return nil
+	}
+	return m
 }
 
 func stringArg(args map[string]any, name string) string {

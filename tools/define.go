@@ -246,11 +246,8 @@ func adapt[A any](b *base, name string, h handlerFunc[A]) server.ToolHandlerFunc
 			return mcp.NewToolResultError("Internal error: the server did not say who is calling (no owner or session)."), nil
 		}
 		var args A
-		if m, ok := decodedArgs(ctx); !ok || !bindDecoded(m, &args) {
-			args = *new(A)
-			if err := bindArgs(req, &args); err != nil {
-				return mcp.NewToolResultError(err.Error()), nil
-			}
+		if err := bindArgs(req, &args); err != nil {
+			return mcp.NewToolResultError(err.Error()), nil
 		}
 		if req.Params.Meta != nil && req.Params.Meta.ProgressToken != nil {
 			ctx = context.WithValue(ctx, progressTokenKey{}, req.Params.Meta.ProgressToken)
@@ -263,7 +260,9 @@ func adapt[A any](b *base, name string, h handlerFunc[A]) server.ToolHandlerFunc
 	}
 }
 
-// bindArgs decodes the call's arguments into args, naming the parameter whose value has the wrong type.
+// bindArgs decodes the call's arguments into args with encoding/json, from the JSON the client sent, naming the
+// parameter whose value has the wrong type. This is the one parse of the arguments by this server's code: the
+// policy and the audit read mcp-go's own decoding of them (see the server's callArgs).
 func bindArgs(req mcp.CallToolRequest, args any) error {
 	raw, err := rawArguments(req)
 	if err != nil {
