@@ -268,6 +268,10 @@ func (p *previewProxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	id := m[2]
+	if fromAnotherPreview(r) {
+		previewRefusal(w, http.StatusForbidden, "Refused: a page of another preview asked for this one.")
+		return
+	}
 	if grant := r.URL.Query().Get(previewParam); grant != "" {
 		if p.owner(grant, id, port) == "" {
 			previewRefusal(w, http.StatusForbidden, "This preview link is not valid: it was altered, has expired, or is for another sandbox or port. Ask your assistant for a new one.")
@@ -311,6 +315,17 @@ func (p *previewProxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	p.proxy(w, r, c, rec, port, token)
+}
+
+// fromAnotherPreview reports a request that a page of another preview made (another port's, another sandbox's).
+// Every preview is under one domain, so browsers take them for one site and send this preview's cookie (SameSite
+// does not tell them apart); only a link followed (a GET navigation) is let through, as SameSite=Lax lets one
+// through from another site.
+func fromAnotherPreview(r *http.Request) bool {
+	if r.Header.Get("Sec-Fetch-Site") != "same-site" {
+		return false
+	}
+	return r.Header.Get("Sec-Fetch-Mode") != "navigate" || (r.Method != http.MethodGet && r.Method != http.MethodHead)
 }
 
 // trafficToken is the sandbox's traffic access token, from memory or else from E2B's connect (which answers it,

@@ -228,6 +228,16 @@ func TestPrivatePreview(t *testing.T) {
 		t.Errorf("a redirect within the sandbox: HTTP %d %q", resp.StatusCode, resp.Header.Get("Location"))
 	}
 
+	// A page of another preview (here of port 8001) may link to this one, but not send it requests of its own.
+	for _, mode := range []string{"cors", "no-cors", "websocket"} {
+		if resp, body := previewGet(t, at(8000, "/hello.txt"), map[string]string{"Cookie": cookie, "Sec-Fetch-Site": "same-site", "Sec-Fetch-Mode": mode}); resp.StatusCode != http.StatusForbidden {
+			t.Errorf("a %s request of another preview's page: HTTP %d %s", mode, resp.StatusCode, body)
+		}
+	}
+	if resp, body := previewGet(t, at(8000, "/hello.txt"), map[string]string{"Cookie": cookie, "Sec-Fetch-Site": "same-site", "Sec-Fetch-Mode": "navigate"}); resp.StatusCode != http.StatusOK || body != "hi\n" {
+		t.Errorf("a link followed from another preview: HTTP %d %q", resp.StatusCode, body)
+	}
+
 	// A WebSocket through the proxy.
 	if got := wsEcho(t, at(8001, "/ws"), appCookie, "hot reload"); got != "echo: hot reload" {
 		t.Errorf("websocket echo: %q", got)
