@@ -458,8 +458,11 @@ func TestConformanceBackgroundInput(t *testing.T) {
 			t.Fatalf("list %+v %v", list, err)
 		}
 		readLog(pid, "tty\n")
-		if err := e.SendStdin(emuCtx(t), pid, []byte("x\n")); err == nil {
-			t.Fatal("stdin input to a terminal's process was accepted")
+		if err := e.SendStdin(emuCtx(t), pid, []byte("x\n")); err == nil || !strings.Contains(err.Error(), "500 internal): error writing to stdin: tty assigned to process — input should be written to the pty, not the stdin") {
+			t.Fatalf("stdin input to a terminal's process: %v", err)
+		}
+		if err := e.CloseStdin(emuCtx(t), pid); err == nil || !strings.Contains(err.Error(), "500 unknown): error closing stdin: cannot close stdin for PTY process — send Ctrl+D (0x04) instead") {
+			t.Fatalf("closing a terminal's stdin: %v", err)
 		}
 		if err := e.SendPTYInput(emuCtx(t), pid, []byte("grace\r")); err != nil {
 			t.Fatal(err)

@@ -60,7 +60,7 @@ func TestExecMovesLongCommandToBackground(t *testing.T) {
 			t.Fatalf("moved command: %v after %v", res, took)
 		}
 		wantContains(t, res["warning"].(string), "goes on in the background", "e2b_read_output", fmt.Sprint(pid))
-		if p := s.listed(t, id, pid); p["running"] != true || p["moved"] != true || p["log_file"] != res["log_file"] {
+		if p := s.listed(t, id, pid); p["running"] != true || p["foreground"] != true || p["log_file"] != res["log_file"] {
 			t.Fatalf("listed: %v", p)
 		}
 		end, out := s.readUntilEnd(t, id, pid, 0)
@@ -217,4 +217,37 @@ func TestBackgroundProcessOutlivesServerRestart(t *testing.T) {
 			t.Fatalf("after the restart: %q %v", out, end)
 		}
 	})
+}
+
+// e2b_list_processes shows every running command but only the ended ones that wrote their log last, however many
+// commands the sandbox has run, and says how many it left out.
+func TestListProcessesBoundsEnded(t *testing.T) {
+	e := newEnv(t)
+	s := e.connect(t, eras[0], Caller{Owner: "alice", Session: "main"})
+	id := s.createSandbox(t, nil)
+	// The log and exit files of 30 commands that ended, the last written by the highest pid.
+	s.exec(t, id, "mkdir -p /tmp/e2b-mcp && cd /tmp/e2b-mcp && for i in $(seq 1001 1030); do echo out > bg-$i.log; echo 0 > bg-$i.exit; touch -d @$((1700000000+i)) bg-$i.log; done")
+	bg := s.ok(t, "e2b_exec", map[string]any{"sandbox_id": id, "background": true, "command": "sleep 30"})
+	list := s.ok(t, "e2b_list_processes", map[string]any{"sandbox_id": id})
+	procs, _ := list["processes"].([]any)
+	if num(list["count"]) != maxEndedListed+1 || num(list["running"]) != 1 || num(list["ended_omitted"]) != 30-maxEndedListed || len(procs) != maxEndedListed+1 {
+		t.Fatalf("list: count %v running %v omitted %v", list["count"], list["running"], list["ended_omitted"])
+	}
+	var ended []int
+	for _, p := range procs {
+		p := p.(map[string]any)
+		switch {
+		case num(p["pid"]) == num(bg["pid"]):
+			if p["running"] != true {
+				t.Fatalf("the running one: %v", p)
+			}
+		case p["running"] != false || num(p["exit_code"]) != 0 || p["exit_code"] == nil:
+			t.Fatalf("an ended one: %v", p)
+		default:
+			ended = append(ended, num(p["pid"]))
+		}
+	}
+	if len(ended) != maxEndedListed || ended[0] != 1030-maxEndedListed+1 || ended[len(ended)-1] != 1030 {
+		t.Fatalf("ended listed: %v", ended)
+	}
 }

@@ -2,10 +2,13 @@ package tools
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"io"
+	"slices"
 	"strconv"
+	"time"
 
 	"github.com/e2b-mcp/e2b-mcp/e2b"
 )
@@ -26,21 +29,24 @@ type processState struct {
 	// without one (killed by SIGKILL, or moved by a server that stopped before it ended).
 	exitCode *int
 	logFile  string
-	// size is the log's size in bytes; logged is false when there is no log.
-	size   int64
-	logged bool
+	// size is the log's size in bytes, and modified when it was last written; logged is false when there is no log.
+	size     int64
+	modified time.Time
+	logged   bool
 }
 
 // known says whether the process is one of this server's.
 func (p processState) known() bool { return p.logged || p.proc != nil }
 
 // processStates reads the state of the processes pids of a sandbox; with no pids, of every process of this server's
-// the sandbox knows (running, or with a log), by pid.
-func processStates(ctx context.Context, e *e2b.Envd, sandboxID string, pids ...uint32) ([]processState, error) {
+// the sandbox knows (running, or with a log), by pid. Of the ended ones, only the maxEnded (0: all) whose log was
+// written last are read, and omitted says how many others there are: a sandbox that has run many commands costs
+// one read per command shown.
+func processStates(ctx context.Context, e *e2b.Envd, sandboxID string, maxEnded int, pids ...uint32) (states []processState, omitted int, err error) {
 	// The list is read first: a process it no longer shows has its exit file written, which is read after.
 	list, err := e.ListBackground(ctx, backgroundTagPrefix)
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	byPID := map[uint32]*processState{}
 	var order []uint32
@@ -67,7 +73,7 @@ func processStates(ctx context.Context, e *e2b.Envd, sandboxID string, pids ...u
 	}
 	entries, err := e.ListDir(ctx, execOutputDir, 1)
 	if err != nil && !errors.Is(err, e2b.ErrNotFound) {
-		return nil, err
+		return nil, 0, err
 	}
 	exits := map[uint32]bool{}
 	for _, entry := range entries {
@@ -84,24 +90,41 @@ func processStates(ctx context.Context, e *e2b.Envd, sandboxID string, pids ...u
 		}
 		switch kind {
 		case "log":
-			p.logged, p.size = true, entry.Size
+			p.logged, p.size, p.modified = true, entry.Size, entry.ModifiedTime
 		case "exit":
 			exits[pid] = true
 		}
 	}
-	out := make([]processState, 0, len(order))
+	// Which have ended is known before any exit file is read: those with one, and those envd no longer lists
+	// (whose log no relay of this server's still writes).
+	var ended []*processState
 	for _, pid := range order {
 		p := byPID[pid]
-		if exits[pid] {
-			if p.exitCode, err = readExitCode(ctx, e, pid); err != nil {
-				return nil, err
+		relayed := relays.active(sandboxID, pid)
+		p.running = p.proc != nil || relayed
+		if exits[pid] || !p.running {
+			ended = append(ended, p)
+		} else {
+			states = append(states, *p)
+		}
+	}
+	if maxEnded > 0 && len(ended) > maxEnded {
+		slices.SortFunc(ended, func(a, b *processState) int { return b.modified.Compare(a.modified) })
+		omitted, ended = len(ended)-maxEnded, ended[:maxEnded]
+	}
+	for _, p := range ended {
+		if exits[p.pid] {
+			if p.exitCode, err = readExitCode(ctx, e, p.pid); err != nil {
+				return nil, 0, err
 			}
 		}
-		// The exit file is the word of the process's end: its wrapper writes it last of all.
-		p.running = p.exitCode == nil && (p.proc != nil || relays.active(sandboxID, pid))
-		out = append(out, *p)
+		// The exit file is the word of the process's end: its wrapper writes it last of all (an empty one, being
+		// written, leaves the process as the list shows it).
+		p.running = p.exitCode == nil && p.running
+		states = append(states, *p)
 	}
-	return out, nil
+	slices.SortFunc(states, func(a, b processState) int { return cmp.Compare(a.pid, b.pid) })
+	return states, omitted, nil
 }
 
 // backgroundFile reads the pid and kind ("log" or "exit") of a name e2b.BackgroundFiles makes.

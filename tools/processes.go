@@ -1,10 +1,8 @@
 package tools
 
 import (
-	"cmp"
 	"context"
 	"fmt"
-	"slices"
 	"strings"
 	"time"
 
@@ -32,7 +30,7 @@ type processInfo struct {
 	OutputSize int64  `json:"output_size" jsonschema_description:"The bytes of output in log_file so far."`
 	Cwd        string `json:"cwd,omitempty"`
 	PTY        bool   `json:"pty,omitempty" jsonschema_description:"True when it runs on a terminal (pty true)."`
-	Moved      bool   `json:"moved,omitempty" jsonschema_description:"True for a command e2b_exec moved to the background at its foreground limit (its stdin is /dev/null)."`
+	Foreground bool   `json:"foreground,omitempty" jsonschema_description:"True for a command of e2b_exec without background: one a call still waits for, or one moved to the background at the foreground limit (its stdin is /dev/null)."`
 }
 
 type listProcessesResult struct {
@@ -40,7 +38,12 @@ type listProcessesResult struct {
 	Processes []processInfo `json:"processes" jsonschema_description:"The background commands of e2b_exec, running or ended (while their log is in the sandbox), by pid."`
 	Count     int           `json:"count"`
 	Running   int           `json:"running" jsonschema_description:"How many of them still run."`
+	// EndedOmitted keeps the list within the result limit however many commands a sandbox has run.
+	EndedOmitted int `json:"ended_omitted,omitempty" jsonschema_description:"How many older ended commands are left out of the list (e2b_read_output still reads them by pid)."`
 }
+
+// maxEndedListed is how many ended commands e2b_list_processes shows, the last to write their log first.
+const maxEndedListed = 20
 
 // listProcesses is e2b_list_processes.
 type listProcesses struct{ *base }
@@ -64,17 +67,16 @@ func (t listProcesses) run(ctx context.Context, call Caller, a *listProcessesArg
 	if err != nil {
 		return nil, err
 	}
-	states, err := processStates(ctx, envd(c, rec), rec.ID)
+	states, omitted, err := processStates(ctx, envd(c, rec), rec.ID, maxEndedListed)
 	if err != nil {
 		return nil, t.sandboxFailure(ctx, c, call, rec, err)
 	}
-	slices.SortFunc(states, func(a, b processState) int { return cmp.Compare(a.pid, b.pid) })
-	res := listProcessesResult{SandboxID: rec.ID, Processes: []processInfo{}}
+	res := listProcessesResult{SandboxID: rec.ID, Processes: []processInfo{}, EndedOmitted: omitted}
 	var links []mcp.Content
 	for _, p := range states {
 		info := processInfo{PID: p.pid, Running: p.running, ExitCode: p.exitCode, LogFile: p.logFile, OutputSize: p.size}
 		if p.proc != nil {
-			info.Command, info.Cwd, info.PTY, info.Moved = p.proc.Command, p.proc.Cwd, p.proc.PTY, !p.proc.Background
+			info.Command, info.Cwd, info.PTY, info.Foreground = p.proc.Command, p.proc.Cwd, p.proc.PTY, !p.proc.Background
 		}
 		res.Processes = append(res.Processes, info)
 		if p.running {

@@ -91,7 +91,7 @@ func (t readOutput) run(ctx context.Context, call Caller, a *readOutputArgs) (an
 	scanned, found := a.Offset, false // the output before scanned does not hold until, but for its last bytes
 	var p processState
 	for {
-		states, err := processStates(ctx, e, rec.ID, pid)
+		states, _, err := processStates(ctx, e, rec.ID, 0, pid)
 		if err != nil {
 			return nil, t.sandboxFailure(ctx, c, call, rec, err)
 		}

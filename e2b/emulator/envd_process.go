@@ -64,6 +64,7 @@ type envdProcess struct {
 	stdinMu sync.Mutex
 	stdin   *os.File // nil when stdin was not asked for, or after CloseStdin
 	tty     *os.File // the terminal's master end, for a PTY process; nil once it ended
+	pty     bool     // started on a terminal
 
 	exited  chan struct{} // closed once end is set
 	end     pbEnd
@@ -308,6 +309,7 @@ func (e *envdService) startProcess(c *rpcCall, cfg *pbProcessConfigIn, tag *stri
 		proc:   proc,
 		stdin:  stdinW,
 		tty:    master,
+		pty:    master != nil,
 		exited: make(chan struct{}),
 		subs:   map[*subscriber]struct{}{},
 	}
@@ -438,6 +440,9 @@ func (e *envdService) waitProcess(st *sandboxState, p *envdProcess, readers *syn
 func (p *envdProcess) writeStdin(data []byte) error {
 	p.stdinMu.Lock()
 	defer p.stdinMu.Unlock()
+	if p.pty {
+		return errors.New("tty assigned to process — input should be written to the pty, not the stdin")
+	}
 	if p.stdin == nil {
 		return errors.New("stdin not enabled or closed")
 	}

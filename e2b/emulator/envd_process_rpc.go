@@ -285,6 +285,9 @@ func (e *envdService) procCloseStdin(c *rpcCall) (any, *rpcError) {
 	if rerr != nil {
 		return nil, rerr
 	}
+	if p.pty {
+		return nil, rpcErrorf("unknown", "error closing stdin: cannot close stdin for PTY process — send Ctrl+D (0x04) instead")
+	}
 	p.stdinMu.Lock()
 	defer p.stdinMu.Unlock()
 	if p.stdin != nil {
