@@ -91,11 +91,14 @@ func (t checkpointSandbox) run(ctx context.Context, call Caller, a *checkpointAr
 
 type listCheckpointsArgs struct {
 	SandboxID string `json:"sandbox_id,omitempty" jsonschema_description:"Only the checkpoints of this sandbox (it may since have been deleted)."`
+	Offset    int    `json:"offset,omitempty" jsonschema:"minimum=0" jsonschema_description:"How many checkpoints to skip: next_offset of a list that did not fit in one result."`
 }
 
 type listCheckpointsResult struct {
-	Checkpoints []checkpointInfo `json:"checkpoints"`
-	Count       int              `json:"count"`
+	Count       int              `json:"count" jsonschema_description:"How many checkpoints there are in all."`
+	Truncated   bool             `json:"truncated,omitempty" jsonschema_description:"Set when the rest of the list did not fit in one result: checkpoints holds those from offset on that fit, and a call with offset next_offset lists the next ones."`
+	NextOffset  int              `json:"next_offset,omitempty" jsonschema_description:"The offset that continues the list, when truncated."`
+	Checkpoints []checkpointInfo `json:"checkpoints" jsonschema_description:"The checkpoints, oldest first, from offset on."`
 }
 
 // listCheckpoints is e2b_list_checkpoints.
@@ -103,7 +106,8 @@ type listCheckpoints struct{ *base }
 
 func (t listCheckpoints) tool() Tool {
 	const desc = "List this session's checkpoints, oldest first. Optionally only those of one sandbox; each has its " +
-		"checkpoint_id, the sandbox it was taken of, its name, the step it was taken at and when."
+		"checkpoint_id, the sandbox it was taken of, its name, the step it was taken at and when. A list too long for " +
+		"one result comes in parts: truncated and next_offset say when it goes on and where."
 	return define(t.base, definition[listCheckpointsArgs, listCheckpointsResult]{
 		name: listCheckpointsName, description: desc,
 		hints: hints{readOnly: true, destructive: false, idempotent: true, openWorld: false},
@@ -112,16 +116,20 @@ func (t listCheckpoints) tool() Tool {
 }
 
 func (t listCheckpoints) run(_ context.Context, call Caller, a *listCheckpointsArgs) (any, error) {
+	if err := checkListOffset(a.Offset); err != nil {
+		return nil, err
+	}
 	cps, err := t.store.SessionCheckpoints(call.Owner, call.Session, a.SandboxID)
 	if err != nil {
 		return nil, err
 	}
-	res := listCheckpointsResult{Checkpoints: make([]checkpointInfo, 0, len(cps))}
+	all := make([]checkpointInfo, 0, len(cps))
 	for _, cp := range cps {
-		res.Checkpoints = append(res.Checkpoints, checkpointOf(cp))
+		all = append(all, checkpointOf(cp))
 	}
-	res.Count = len(res.Checkpoints)
-	return res, nil
+	return listPage(t.base, all, a.Offset, func(page []checkpointInfo, next int) any {
+		return listCheckpointsResult{Count: len(all), Truncated: next > 0, NextOffset: next, Checkpoints: page}
+	}), nil
 }
 
 type deleteCheckpointArgs struct {

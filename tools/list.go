@@ -12,7 +12,9 @@ import (
 
 const listSandboxesName = "e2b_list_sandboxes"
 
-type listArgs struct{}
+type listArgs struct {
+	Offset int `json:"offset,omitempty" jsonschema:"minimum=0" jsonschema_description:"How many sandboxes to skip: next_offset of a list that did not fit in one result."`
+}
 
 type sandboxInfo struct {
 	SandboxID      string    `json:"sandbox_id"`
@@ -29,9 +31,11 @@ type sandboxInfo struct {
 }
 
 type listResult struct {
-	Sandboxes []sandboxInfo `json:"sandboxes"`
-	Count     int           `json:"count"`
-	Warning   string        `json:"warning,omitempty" jsonschema_description:"Set when E2B could not be asked; the list is then the last known state."`
+	Count      int           `json:"count" jsonschema_description:"How many sandboxes the session has in all."`
+	Truncated  bool          `json:"truncated,omitempty" jsonschema_description:"Set when the rest of the list did not fit in one result: sandboxes holds those from offset on that fit, and a call with offset next_offset lists the next ones."`
+	NextOffset int           `json:"next_offset,omitempty" jsonschema_description:"The offset that continues the list, when truncated."`
+	Warning    string        `json:"warning,omitempty" jsonschema_description:"Set when E2B could not be asked; the list is then the last known state."`
+	Sandboxes  []sandboxInfo `json:"sandboxes" jsonschema_description:"The sandboxes, oldest first, from offset on."`
 }
 
 // listSandboxes is e2b_list_sandboxes.
@@ -40,7 +44,8 @@ type listSandboxes struct{ *base }
 func (t listSandboxes) tool() Tool {
 	const desc = "List this session's sandboxes, checked with E2B. Shows running ones with when they expire unless " +
 		"used, paused ones with who paused them, and gone ones (killed or timed out) with the reason, each with its " +
-		"sandbox_id, title, template, state, creation time and step count. Sandboxes of other sessions are not shown."
+		"sandbox_id, title, template, state, creation time and step count. Sandboxes of other sessions are not shown. " +
+		"A list too long for one result comes in parts: truncated and next_offset say when it goes on and where."
 	return define(t.base, definition[listArgs, listResult]{
 		name: listSandboxesName, description: desc,
 		hints: hints{readOnly: true, destructive: false, idempotent: true, openWorld: true},
@@ -48,7 +53,10 @@ func (t listSandboxes) tool() Tool {
 	})
 }
 
-func (t listSandboxes) run(ctx context.Context, call Caller, _ *listArgs) (any, error) {
+func (t listSandboxes) run(ctx context.Context, call Caller, a *listArgs) (any, error) {
+	if err := checkListOffset(a.Offset); err != nil {
+		return nil, err
+	}
 	c, err := t.client(ctx, call.Owner)
 	if err != nil {
 		return nil, err
@@ -71,11 +79,14 @@ func (t listSandboxes) run(ctx context.Context, call Caller, _ *listArgs) (any, 
 	if err != nil {
 		return nil, err
 	}
+	all := make([]sandboxInfo, 0, len(recs))
 	for _, r := range recs {
-		res.Sandboxes = append(res.Sandboxes, describe(r))
+		all = append(all, describe(r))
 	}
-	res.Count = len(res.Sandboxes)
-	return res, nil
+	return listPage(t.base, all, a.Offset, func(page []sandboxInfo, next int) any {
+		res.Count, res.Sandboxes, res.Truncated, res.NextOffset = len(all), page, next > 0, next
+		return res
+	}), nil
 }
 
 func describe(r state.SandboxRecord) sandboxInfo {

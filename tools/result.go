@@ -261,3 +261,41 @@ func headAndTail(head, tail []byte, total, newlines int64, room int) (text strin
 	sb.Write(t)
 	return sb.String(), true
 }
+
+// listPage is the page of a list tool's items that fits in the result limit: as many as fit of those from offset
+// on, and where the rest begins (0 when none is left out). page makes the tool's result of a run of items and its
+// next offset, so that everything the result holds besides the items is counted. A list that fits whole costs one
+// encoding, a longer one a binary search over how many fit; at least one item is given, so that paging always
+// moves on (an item too large alone is refused by success like any result over the limit).
+func listPage[T any](b *base, items []T, offset int, page func(items []T, next int) any) any {
+	rest := items[min(offset, len(items)):]
+	at := func(n int) any {
+		next := 0
+		if n < len(rest) {
+			next = offset + n
+		}
+		return page(rest[:n], next)
+	}
+	if whole := at(len(rest)); sizeOf(whole) <= b.room() {
+		return whole
+	}
+	// The longest run that fits is in [lo, hi): lo fits (or is the one item given at least), hi does not.
+	lo, hi := min(1, len(rest)), len(rest)
+	for lo+1 < hi {
+		mid := (lo + hi) / 2
+		if sizeOf(at(mid)) <= b.room() {
+			lo = mid
+		} else {
+			hi = mid
+		}
+	}
+	return at(lo)
+}
+
+// checkListOffset checks a list tool's offset argument.
+func checkListOffset(offset int) error {
+	if offset < 0 {
+		return userErrorf("Invalid offset %d: it is how many items to skip, 0 or more.", offset)
+	}
+	return nil
+}
