@@ -26,6 +26,8 @@ const (
 	toolReadOutput       = "e2b_read_output"
 	toolSendInput        = "e2b_send_input"
 	toolStopProcess      = "e2b_stop_process"
+	toolRunCode          = "e2b_run_code"
+	toolCodeContext      = "e2b_code_context"
 )
 
 var testToolList = []Tool{
@@ -48,6 +50,8 @@ var testToolList = []Tool{
 	{Name: toolReadOutput},
 	{Name: toolSendInput, Args: map[Arg]string{ArgCommand: "data"}},
 	{Name: toolStopProcess},
+	{Name: toolRunCode, Args: map[Arg]string{ArgCommand: "code", ArgTimeoutMillis: "timeout_ms"}},
+	{Name: toolCodeContext, Args: map[Arg]string{ArgAction: "action"}, Actions: []string{"create", "list", "restart", "remove"}},
 }
 
 var testTools = mustTools(testToolList)

@@ -9,7 +9,8 @@ import (
 
 // All is every tool of e2b-mcp, in the order clients list them: the six of the capability spec, then
 // checkpoints, forks, the per-sandbox checkpoint policy, links for the user to download and upload files and to
-// preview what a sandbox serves, and background processes. A new tool is its own file and one line here.
+// preview what a sandbox serves, background processes, and the code interpreter. A new tool is its own file and
+// one line here.
 func All(d Deps) []Tool {
 	b := newBase(d)
 	return []Tool{
@@ -31,6 +32,8 @@ func All(d Deps) []Tool {
 		readOutput{b}.tool(),
 		sendInput{b}.tool(),
 		stopProcess{b}.tool(),
+		runCode{b}.tool(),
+		codeContext{b}.tool(),
 	}
 }
 

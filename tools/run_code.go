@@ -1,0 +1,342 @@
+package tools
+
+import (
+	"context"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"html"
+	"net/http"
+	"regexp"
+	"strings"
+	"time"
+
+	"github.com/mark3labs/mcp-go/mcp"
+
+	"github.com/e2b-mcp/e2b-mcp/e2b"
+	"github.com/e2b-mcp/e2b-mcp/state"
+)
+
+type runCodeArgs struct {
+	SandboxID string `json:"sandbox_id" jsonschema_description:"A sandbox of the code-interpreter template (e2b_create_sandbox with template code-interpreter-v1)."`
+	Code      string `json:"code" policy:"command" jsonschema_description:"The code of one cell, run as in a Jupyter notebook: the value of its last line is the main result."`
+	Language  string `json:"language,omitempty" jsonschema_description:"Run in the default context of this language (python by default); leave out when context_id is given."`
+	ContextID string `json:"context_id,omitempty" jsonschema_description:"Run in this context (from e2b_code_context action create) instead of the language's default context."`
+	TimeoutMs int    `json:"timeout_ms,omitempty" policy:"timeout_ms" jsonschema:"minimum=1,maximum=3600000" jsonschema_description:"Milliseconds before the execution is interrupted; the context and its state remain."`
+}
+
+type runCodeResult struct {
+	SandboxID      string `json:"sandbox_id"`
+	ContextID      string `json:"context_id,omitempty"`
+	ExecutionCount int    `json:"execution_count,omitempty" jsonschema_description:"The kernel's count of executions in this context, as Jupyter numbers cells."`
+	Success        bool   `json:"success" jsonschema_description:"False when the code raised an exception or was interrupted."`
+	// Error is the exception the code raised.
+	Error     *e2b.ExecutionError `json:"error,omitempty" jsonschema_description:"The exception the code raised: its name, value and traceback."`
+	TimedOut  bool                `json:"timed_out,omitempty" jsonschema_description:"True when timeout_ms interrupted the execution."`
+	Results   []codeResult        `json:"results" jsonschema_description:"What the cell displayed and its value (is_main_result), in order; images follow as image content."`
+	Stdout    string              `json:"stdout"`
+	Stderr    string              `json:"stderr"`
+	Truncated bool                `json:"truncated" jsonschema_description:"True when some text was cut to fit the result limit (around a marker line)."`
+	Resumed   bool                `json:"resumed,omitempty" jsonschema_description:"True when E2B had paused the sandbox at its timeout and this call resumed it first."`
+	Warning   string              `json:"warning,omitempty"`
+}
+
+// codeResult is one result as the model reads it: the formats it can use, the others only named.
+type codeResult struct {
+	IsMainResult bool     `json:"is_main_result"`
+	Formats      []string `json:"formats" jsonschema_description:"Every format the kernel gave this result (text, html, png, data, chart, ...)."`
+	Text         string   `json:"text,omitempty"`
+	Markdown     string   `json:"markdown,omitempty"`
+	// HTMLText is the HTML as text (a table's rows one a line, cells separated by " | "), when the plain text is
+	// only an object's name.
+	HTMLText string     `json:"html_text,omitempty" jsonschema_description:"The HTML result as readable text (tables as rows of cells separated by ' | '), when there is no better plain text."`
+	LaTeX    string     `json:"latex,omitempty"`
+	JSON     string     `json:"json,omitempty"`
+	SVG      string     `json:"svg,omitempty"`
+	Image    *imageInfo `json:"image,omitempty" jsonschema_description:"Set when the result is a PNG or JPEG image: it follows as image content, in the order of the results."`
+	Note     string     `json:"note,omitempty"`
+}
+
+const runCodeName = "e2b_run_code"
+
+// runCode is e2b_run_code: a cell run in a sandbox's code interpreter, whose state lives on between calls.
+type runCode struct{ *base }
+
+func (t runCode) tool() Tool {
+	return define(t.base, definition[runCodeArgs, runCodeResult]{
+		name: runCodeName,
+		description: fmt.Sprintf("Run Python code in a sandbox of the code-interpreter template (create it with "+
+			"e2b_create_sandbox template %s) in a stateful Jupyter kernel: variables, imports and loaded data stay "+
+			"for the next call in the same context. Answers with the cell's results: its last line's value (main "+
+			"result), matplotlib charts as images, DataFrames as tables, the exception's name, value and traceback, "+
+			"and what it printed. timeout_ms (default %d, max %d) interrupts the kernel, not the sandbox. Use "+
+			"e2b_code_context for separate contexts. The result stays within %d bytes.",
+			e2b.CodeInterpreterTemplate, t.cfg.ExecForegroundLimit.Milliseconds(), maxExecTimeoutMs, t.cfg.ResultLimit),
+		hints:    hints{readOnly: false, destructive: true, idempotent: false, openWorld: true},
+		defaults: runCodeArgs{TimeoutMs: int(t.cfg.ExecForegroundLimit.Milliseconds())},
+		run:      t.run,
+	})
+}
+
+func (t runCode) run(ctx context.Context, call Caller, a *runCodeArgs) (any, error) {
+	switch {
+	case a.SandboxID == "":
+		return nil, missing("sandbox_id")
+	case a.Code == "":
+		return nil, missing("code")
+	case a.Language != "" && a.ContextID != "":
+		return nil, userErrorf("Give language or context_id, not both: a context has its language. Nothing was run.")
+	case a.TimeoutMs < 0 || a.TimeoutMs > maxExecTimeoutMs:
+		return nil, userErrorf("Invalid timeout_ms %d: it must be between 1 and %d (default %d).", a.TimeoutMs, maxExecTimeoutMs, t.cfg.ExecForegroundLimit.Milliseconds())
+	}
+	timeout := t.cfg.ExecForegroundLimit
+	if a.TimeoutMs > 0 {
+		timeout = time.Duration(a.TimeoutMs) * time.Millisecond
+	}
+	use, err := t.running(ctx, call, a.SandboxID)
+	if err != nil {
+		return nil, err
+	}
+	rec, err := t.countStep(call, use.rec.ID)
+	if err != nil {
+		return nil, err
+	}
+	stdout, stderr := newCapture(t.cfg.ResultLimit, ""), newCapture(t.cfg.ResultLimit, "")
+	defer stdout.close()
+	defer stderr.close()
+	prog := startProgress(ctx, t.cfg.ProgressInterval, t.log)
+	awake := t.keepAwake(ctx, use.c, call, rec)
+	runCtx, cancel := context.WithTimeout(ctx, timeout)
+	ex, err := withCodeInterpreter(runCtx, use.c, rec, func(ci *e2b.CodeInterpreter) (*e2b.Execution, error) {
+		return ci.Execute(runCtx, e2b.ExecuteRequest{Code: a.Code, ContextID: a.ContextID, Language: a.Language}, e2b.ExecuteHandlers{
+			OnStdout: func(s string) { stdout.write([]byte(s)); prog.add([]byte(s)) },
+			OnStderr: func(s string) { stderr.write([]byte(s)); prog.add([]byte(s)) },
+		})
+	})
+	timedOut := err != nil && ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded)
+	cancel()
+	if timedOut {
+		settleInterrupt(ctx)
+	}
+	prog.finish()
+	awake()
+	if err != nil && !timedOut {
+		return nil, t.codeFailure(ctx, use.c, call, rec, a.ContextID, err)
+	}
+	res := runCodeResult{SandboxID: rec.ID, ContextID: a.ContextID, Resumed: use.resumed, Results: []codeResult{}}
+	var images []mcp.Content
+	if timedOut {
+		res.TimedOut = true
+		res.Warning = fmt.Sprintf("The execution was interrupted after %d ms (timeout_ms); the context and what it "+
+			"had defined before remain. Raise timeout_ms, or run long work in parts.", timeout.Milliseconds())
+	} else {
+		res.ExecutionCount, res.Error = ex.ExecutionCount, ex.Error
+		res.Results, images = t.results(ctx, call, ex.Results)
+	}
+	res.Success = !timedOut && res.Error == nil
+	var cutOut, cutErr bool
+	res.Stdout, cutOut = stdout.text(t.room())
+	res.Stderr, cutErr = stderr.text(t.room())
+	res.Truncated = cutOut || cutErr
+	res.Warning = joinWarnings(use.warning, res.Warning)
+	t.fit(&res, images)
+	if len(images) == 0 {
+		return res, nil
+	}
+	return withContent{result: res, extra: images}, nil
+}
+
+// interruptSettle is how long a timed-out call waits before it answers. The server interrupts the kernel when
+// it sees the request dropped; an execution that reaches the kernel before that interrupt has landed is aborted
+// by it, and the server, which does not expect the kernel's "aborted" status, never answers that execution. A
+// model's next call comes at once after this answer, so the answer waits for the interrupt.
+const interruptSettle = time.Second
+
+func settleInterrupt(ctx context.Context) {
+	t := time.NewTimer(interruptSettle)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
+	}
+}
+
+// withCodeInterpreter calls f with the sandbox's code interpreter, and once more with its traffic token (from
+// E2B's connect) when the sandbox's ports refuse a request without one: an edge refusal means nothing ran.
+func withCodeInterpreter[T any](ctx context.Context, c *e2b.Client, rec state.SandboxRecord, f func(*e2b.CodeInterpreter) (T, error)) (T, error) {
+	e := envd(c, rec)
+	out, err := f(e.CodeInterpreter(""))
+	var ae *e2b.APIError
+	if !errors.As(err, &ae) || ae.Status != http.StatusForbidden {
+		return out, err
+	}
+	sb, _, cerr := c.ConnectSandbox(ctx, rec.ID, max(rec.TimeoutSeconds, 1))
+	if cerr != nil || sb.TrafficAccessToken == nil || *sb.TrafficAccessToken == "" {
+		return out, err
+	}
+	return f(e.CodeInterpreter(*sb.TrafficAccessToken))
+}
+
+// codeFailure words a failure of the code interpreter: a sandbox without one, an unknown context, or the
+// sandbox's own state.
+func (b *base) codeFailure(ctx context.Context, c *e2b.Client, call Caller, rec state.SandboxRecord, contextID string, err error) error {
+	var ae *e2b.APIError
+	if errors.As(err, &ae) {
+		switch {
+		case ae.Status == http.StatusBadGateway && strings.Contains(ae.Message, "port is not open"):
+			return userErrorf("Sandbox '%s' (template %s) runs no code interpreter: nothing answers on port %d. "+
+				"Create a sandbox with e2b_create_sandbox template %s for e2b_run_code, or use e2b_exec here.",
+				rec.ID, rec.Template, e2b.CodeInterpreterPort, e2b.CodeInterpreterTemplate)
+		case ae.Status == http.StatusNotFound && contextID != "":
+			return userErrorf("Context '%s' not found in sandbox '%s': list its contexts with e2b_code_context action list.", echo(contextID), rec.ID)
+		}
+	}
+	return b.sandboxFailure(ctx, c, call, rec, err)
+}
+
+// results turns the kernel's results into what the model reads, and PNG and JPEG results into image content
+// fitted as e2b_read_file fits images; all images together stay within the image limit.
+func (t runCode) results(ctx context.Context, call Caller, in []e2b.CodeResult) ([]codeResult, []mcp.Content) {
+	out := make([]codeResult, 0, len(in))
+	var images []mcp.Content
+	left := t.cfg.ImageLimitBytes
+	for _, r := range in {
+		cr := codeResult{IsMainResult: r.IsMainResult, Formats: formatsOf(r), Text: r.Text, Markdown: r.Markdown, LaTeX: r.LaTeX}
+		if r.HTML != "" && (r.Text == "" || objectRepr.MatchString(r.Text)) {
+			cr.HTMLText = htmlText(r.HTML)
+		}
+		if len(r.JSON) > 0 && r.Text == "" {
+			cr.JSON = string(r.JSON)
+		}
+		encoded, mime := r.PNG, mimePNG
+		if encoded == "" {
+			encoded, mime = r.JPEG, mimeJPEG
+		}
+		if r.SVG != "" && encoded == "" {
+			cr.SVG = r.SVG
+		}
+		if encoded != "" {
+			img, info, note := t.image(ctx, call, encoded, mime, left)
+			if img != nil {
+				left -= info.Bytes
+				cr.Image = &info
+				images = append(images, mcp.NewImageContent(base64.StdEncoding.EncodeToString(img), info.MIMEType))
+			}
+			cr.Note = note
+		}
+		out = append(out, cr)
+	}
+	return out, images
+}
+
+// image fits one base64 image result within room bytes, or says why it is not shown.
+func (t runCode) image(ctx context.Context, call Caller, encoded, mime string, room int) ([]byte, imageInfo, string) {
+	data, err := base64.StdEncoding.DecodeString(encoded)
+	if err != nil || imageMIME(data) != mime {
+		return nil, imageInfo{}, fmt.Sprintf("The %s result is not a valid %s image; it is not shown.", imageFormatName(mime), imageFormatName(mime))
+	}
+	if room < minImageRoom {
+		return nil, imageInfo{}, "This image is not shown: the images before it took the room images have in one result. Show fewer charts per call."
+	}
+	lim := imageLimits{maxBytes: room, maxEdge: t.cfg.ImageMaxEdge, maxPixels: maxImagePixels, maxDecodeBytes: maxImageDecodeBytes}
+	out, info, err := fitImage(ctx, data, mime, lim, t.scaling, call.Owner)
+	if err != nil {
+		return nil, imageInfo{}, "This image is not shown: " + err.Error()
+	}
+	if info.Scaled {
+		return out, info, fmt.Sprintf("Shown scaled down from %d×%d to %d×%d to fit the limits.", info.SourceWidth, info.SourceHeight, info.Width, info.Height)
+	}
+	return out, info, ""
+}
+
+// minImageRoom is the least room worth fitting another image into.
+const minImageRoom = 16 << 10
+
+// formatsOf names the formats a result has, in the server's order.
+func formatsOf(r e2b.CodeResult) []string {
+	var fs []string
+	for _, f := range []struct {
+		name string
+		has  bool
+	}{
+		{"text", r.Text != ""}, {"html", r.HTML != ""}, {"markdown", r.Markdown != ""}, {"svg", r.SVG != ""},
+		{"png", r.PNG != ""}, {"jpeg", r.JPEG != ""}, {"pdf", r.PDF != ""}, {"latex", r.LaTeX != ""},
+		{"json", len(r.JSON) > 0}, {"javascript", r.JavaScript != ""}, {"data", len(r.Data) > 0},
+		{"chart", len(r.Chart) > 2},
+	} {
+		if f.has {
+			fs = append(fs, f.name)
+		}
+	}
+	for k := range r.Extra {
+		fs = append(fs, k)
+	}
+	return fs
+}
+
+// objectRepr is IPython's plain text for an object that has no better one: <IPython.core.display.HTML object>.
+var objectRepr = regexp.MustCompile(`^<[\w.]+ object( at 0x[0-9a-f]+)?>$`)
+
+var (
+	htmlDropped = regexp.MustCompile(`(?is)<(style|script)\b.*?</(style|script)\s*>`)
+	htmlRowEnd  = regexp.MustCompile(`(?i)</tr\s*>|<br\s*/?>|</p\s*>|</div\s*>|</h[1-6]\s*>|</li\s*>`)
+	htmlCellEnd = regexp.MustCompile(`(?i)</t[dh]\s*>`)
+	htmlTag     = regexp.MustCompile(`(?s)<[^>]*>`)
+	blankLines  = regexp.MustCompile(`\n[ \t|]*(\n[ \t|]*)+`)
+)
+
+// htmlText reads HTML as a model would like to: tags gone, table rows on lines of their own with their cells
+// separated by " | ", entities decoded.
+func htmlText(s string) string {
+	s = htmlDropped.ReplaceAllString(s, "")
+	s = strings.NewReplacer("\r", "", "\n", " ").Replace(s)
+	s = htmlRowEnd.ReplaceAllString(s, "\n")
+	s = htmlCellEnd.ReplaceAllString(s, " | ")
+	s = htmlTag.ReplaceAllString(s, "")
+	s = html.UnescapeString(s)
+	lines := strings.Split(s, "\n")
+	for i, l := range lines {
+		lines[i] = strings.TrimSuffix(strings.Join(strings.Fields(l), " "), " |")
+	}
+	s = blankLines.ReplaceAllString(strings.Join(lines, "\n"), "\n")
+	return strings.TrimSpace(s)
+}
+
+// fit brings the result within the result limit by cutting its longest text to its head and tail, again until
+// it fits: output, a traceback, a long repr, each the first to go as it is the longest.
+func (t runCode) fit(res *runCodeResult, images []mcp.Content) {
+	size := func() int { return sizeOf(withContent{result: *res, extra: images}) }
+	for range 64 {
+		over := size() - t.room()
+		if over <= 0 {
+			return
+		}
+		field := longestText(res)
+		if field == nil || len(*field) == 0 {
+			return
+		}
+		s := []byte(*field)
+		room := max(fieldCost(s)-over-markerCost, 0)
+		*field, _ = headAndTail(s, s, int64(len(s)), int64(strings.Count(*field, "\n")), room)
+		res.Truncated = true
+	}
+}
+
+// longestText is the longest text field of the result, which fit cuts first.
+func longestText(res *runCodeResult) *string {
+	fields := []*string{&res.Stdout, &res.Stderr}
+	if res.Error != nil {
+		fields = append(fields, &res.Error.Traceback, &res.Error.Value)
+	}
+	for i := range res.Results {
+		r := &res.Results[i]
+		fields = append(fields, &r.Text, &r.Markdown, &r.HTMLText, &r.LaTeX, &r.JSON, &r.SVG)
+	}
+	var longest *string
+	for _, f := range fields {
+		if longest == nil || len(*f) > len(*longest) {
+			longest = f
+		}
+	}
+	return longest
+}
