@@ -85,13 +85,21 @@ type CommandResult struct {
 	TimedOut bool
 }
 
-// killGrace bounds each step of stopping a command its caller gave up on: the kill itself, then the wait for the
-// stream to end.
-const killGrace = 10 * time.Second
+// defaultKillGrace bounds each step of stopping a command its caller gave up on: the kill of its process group,
+// the kill of its pid, and the wait for the stream to end.
+const defaultKillGrace = 10 * time.Second
+
+// grace is the bound of each step of stopping a command (defaultKillGrace unless a test set killGrace).
+func (e *Envd) grace() time.Duration {
+	if e.killGrace > 0 {
+		return e.killGrace
+	}
+	return defaultKillGrace
+}
 
 // timeoutSlack is how much longer than the command's own timeout envd is told to keep the stream, so that envd's
 // deadline (which kills only the leader) is a last resort behind the client's kill of the whole tree.
-const timeoutSlack = 2 * killGrace
+const timeoutSlack = 2 * defaultKillGrace
 
 // endWait is how long RunCommand waits, after the command's shell exited, for the stream to end by itself (it
 // does at once unless background jobs hold the pipes): a stream that ends, rather than one cut, leaves its
@@ -203,12 +211,12 @@ func (e *Envd) RunCommand(ctx context.Context, command string, opts CommandOptio
 	// The stream does not end with ctx. Once the request may have reached envd, the command may be running (envd
 	// runs it whatever becomes of the stream) while the start event that carries its pid is still on the way, and
 	// without the pid it could not be killed. So when ctx ends, the stream is cut only once the pid is known (at
-	// once if it is already), or after killGrace if no start event comes; the command's tree is killed after.
+	// once if it is already), or after the kill grace if no start event comes; the command's tree is killed after.
 	streamCtx, stopStream := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopStream()
 	started := make(chan struct{}) // closed at the start event, when res.PID is set
 	stopCutting := context.AfterFunc(ctx, func() {
-		wait := time.NewTimer(killGrace)
+		wait := time.NewTimer(e.grace())
 		defer wait.Stop()
 		select {
 		case <-started:
@@ -250,7 +258,7 @@ func (e *Envd) RunCommand(ctx context.Context, command string, opts CommandOptio
 					mu.Unlock()
 					e.killTree(ctx, ev.PID)
 					// A process that keeps the pipes open from outside the group must not hold the call.
-					time.AfterFunc(killGrace, stopStream)
+					time.AfterFunc(e.grace(), stopStream)
 				})
 			}
 		case EventStdout:
@@ -311,16 +319,20 @@ func exitEnd(code int) ProcessEnd {
 	return end
 }
 
-// killTree kills the process group led by pid, then pid itself through envd (in case it leads no group), on a
-// context of its own: it runs when the caller has given up. Failures are logged, not returned: there is nothing
-// more a caller could do.
+// killTree kills the process group led by pid, then pid itself through envd (in case it leads no group), each
+// step on a context and deadline of its own: it runs when the caller has given up, and a group kill that hangs
+// (it is a command in the sandbox) must leave the fallback its whole grace. Failures are logged, not returned:
+// there is nothing more a caller could do.
 func (e *Envd) killTree(ctx context.Context, pid uint32) {
-	kctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), killGrace)
-	defer cancel()
-	if _, err := e.SignalTree(kctx, pid, 0); err != nil {
+	step := func(do func(context.Context) error) error {
+		kctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), e.grace())
+		defer cancel()
+		return do(kctx)
+	}
+	if err := step(func(kctx context.Context) error { _, err := e.SignalTree(kctx, pid, 0); return err }); err != nil {
 		e.client.cfg.Logger.Debug("e2b: could not kill a command's process group", "pid", pid, "err", err)
 	}
-	if err := e.SendSignal(kctx, pid, SIGKILL); err != nil && !errors.Is(err, ErrNotFound) {
+	if err := step(func(kctx context.Context) error { return e.SendSignal(kctx, pid, SIGKILL) }); err != nil && !errors.Is(err, ErrNotFound) {
 		e.client.cfg.Logger.Debug("e2b: could not kill an abandoned command", "pid", pid, "err", err)
 	}
 }

@@ -21,6 +21,8 @@ type Envd struct {
 	client *Client
 	conn   SandboxConn
 	user   string
+	// killGrace, when above zero, stands for defaultKillGrace (tests shorten it).
+	killGrace time.Duration
 }
 
 // Envd returns a handle on a sandbox's envd. With envd >= 0.4.0 no user is sent unless WithUser names one,
