@@ -5,7 +5,8 @@
 #
 #   scripts/prereqs.sh demo    Go, and bubblewrap for the local backend's sandboxes
 #   scripts/prereqs.sh test    the above, plus Node.js and npm, a D-Bus session bus, gnome-keyring, secret-tool,
-#                              python3 and the servers and the browser (headless Chromium) the end-to-end tests start
+#                              python3 and the servers and the browser (headless Chromium) the end-to-end tests start,
+#                              and Debian's Jupyter, pandas and matplotlib for the code-interpreter tests
 set -eu
 
 target=${1:-}
@@ -73,11 +74,26 @@ chromium              chromium          chromium
 curl                  curl              curl
 python3               python3           python3
 chromedriver          chromium-driver   chromedriver
+patch                 patch             patch
 pg_lsclusters         postgresql        postgresql-server
 pg_dump               postgresql-client postgresql
 haproxy               haproxy           haproxy
 '
 eval "needs=\$needs_$target"
+
+# The code-interpreter tests run E2B's code-interpreter server and the local backend's code interpreter on
+# Debian's Python packages: modules of /usr/bin/python3, not programs on PATH. Only apt names them so; elsewhere
+# those tests skip, saying what they lack.
+python_modules_test='
+fastapi         python3-fastapi
+uvicorn         python3-uvicorn
+httpx           python3-httpx
+websockets      python3-websockets
+jupyter_server  python3-jupyter-server
+ipykernel       python3-ipykernel
+matplotlib      python3-matplotlib
+pandas          python3-pandas
+'
 
 if command -v apt-get >/dev/null 2>&1; then
 	manager=apt
@@ -91,15 +107,27 @@ fi
 
 # missing prints the packages (for this system's manager) whose programs are not on PATH, each once.
 missing() {
-	printf '%s\n' "$needs" | while read -r program apt_pkg dnf_pkg; do
-		[ -n "$program" ] || continue
-		command -v "$program" >/dev/null 2>&1 && continue
-		case "$manager" in
-		apt) echo "$apt_pkg" ;;
-		dnf) echo "$dnf_pkg" ;;
-		*) echo "$program" ;;
-		esac
-	done | sort -u | tr '\n' ' ' | sed 's/ $//'
+	{
+		printf '%s\n' "$needs" | while read -r program apt_pkg dnf_pkg; do
+			[ -n "$program" ] || continue
+			command -v "$program" >/dev/null 2>&1 && continue
+			case "$manager" in
+			apt) echo "$apt_pkg" ;;
+			dnf) echo "$dnf_pkg" ;;
+			*) echo "$program" ;;
+			esac
+		done
+		missing_python
+	} | sort -u | tr '\n' ' ' | sed 's/ $//'
+}
+
+# missing_python prints the apt packages of the Python modules the tests import that python3 lacks.
+missing_python() {
+	[ "$target" = test ] && [ "$manager" = apt ] || return 0
+	printf '%s\n' "$python_modules_test" | while read -r module apt_pkg; do
+		[ -n "$module" ] || continue
+		/usr/bin/python3 -c "import $module" >/dev/null 2>&1 || echo "$apt_pkg"
+	done
 }
 
 pkgs=$(missing)
