@@ -161,8 +161,10 @@ func TestAnnotationsTruthful(t *testing.T) {
 		// It changes only the server's record, the same way each time, and asks nothing of E2B.
 		"e2b_set_checkpoint_policy": {false, false, true, false},
 		// A download link reads; an upload link lets someone replace a file. Each call signs a new link.
-		"e2b_download_url":   {true, false, false, true},
-		"e2b_upload_url":     {false, true, false, true},
+		"e2b_download_url": {true, false, false, true},
+		"e2b_upload_url":   {false, true, false, true},
+		// A preview link shows what a port serves; each call signs a new link.
+		"e2b_get_url":        {true, false, false, true},
 		"e2b_list_processes": {true, false, true, true},
 		"e2b_read_output":    {true, false, true, true},
 		// Input to a running program does whatever the program does with it, as a command would.
