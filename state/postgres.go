@@ -160,7 +160,13 @@ func (s *Postgres) inTx(opts pgx.TxOptions, fn func(context.Context, pgx.Tx) err
 			"(is the database reachable, or a lock held by a stuck process?)", s.timeout)}
 	case fnErr != nil && err == fnErr:
 		var named *Error
-		if (errors.Is(err, ErrUnusable) || errors.Is(err, ErrDataKeyChanged)) && !errors.As(err, &named) {
+		switch {
+		case errors.As(err, &named):
+		case errors.Is(err, ErrDataKeyChanged):
+			// What the caller can do about it is the one thing to say: this process must be restarted.
+			return &Error{where: s.where, err: err, what: "was sealed again under a new data key (e2b-mcp keys " +
+				"rotate-data) after this server read the old one: restart this server"}
+		case errors.Is(err, ErrUnusable):
 			// The store's own checks name the database in their words: the operator's log has them.
 			return &Error{where: s.where, err: err, what: "cannot be used as it is (the server's log says why)"}
 		}
