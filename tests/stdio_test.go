@@ -13,14 +13,15 @@ import (
 	"github.com/mark3labs/mcp-go/mcp"
 
 	"github.com/e2b-mcp/e2b-mcp/e2b"
+	"github.com/e2b-mcp/e2b-mcp/tools"
 )
 
-// allToolNames is the tool list every transport must offer.
-var allToolNames = []string{
-	"e2b_checkpoint_sandbox", "e2b_create_sandbox", "e2b_delete_checkpoint", "e2b_download_url", "e2b_exec",
-	"e2b_fork_sandbox", "e2b_list_checkpoints", "e2b_list_processes", "e2b_list_sandboxes", "e2b_manage_sandbox",
-	"e2b_read_file", "e2b_set_checkpoint_policy", "e2b_stop_process", "e2b_upload_url", "e2b_write_file",
-}
+// allToolNames is the tool list every transport must offer: the catalogue's, in tools/list's order (by name).
+var allToolNames = func() []string {
+	names := tools.Names()
+	slices.Sort(names)
+	return names
+}()
 
 // allowAll writes a policy that allows every call (the built-in policy asks a human before deletes).
 func (x *h) allowAll() string {
