@@ -1,0 +1,96 @@
+package tests
+
+import (
+	"io"
+	"net/http"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/e2b-mcp/e2b-mcp/internal/smalldisk"
+)
+
+// healthOf is the status and body of GET base/healthz.
+func healthOf(t *testing.T, base string) (int, string) {
+	t.Helper()
+	resp, err := http.Get(base + "/healthz")
+	if err != nil {
+		return 0, err.Error()
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(body)
+}
+
+// With one replica's state directory full, its /healthz answers 503 within a second, and HAProxy (the README's
+// block) stops sending it calls: every call lands on the other replica, none is refused. Once space returns, the
+// replica is healthy again and HAProxy sends it calls again.
+func TestReplicaWithFullDiskGetsNoCalls(t *testing.T) {
+	x := newH(t)
+	full := x.path("replica1") // startReplicas' state directory of the first replica
+	smalldisk.Mount(t, full, 2<<20)
+	rs := x.startReplicas(2, "--lease", "1h")
+	r1 := rs.replicas[0].base
+
+	c := x.connectVersion(rs.lb, rs.token, "before", "")
+	id := create(t, c, map[string]any{"title": "balanced"})
+	for range 5 {
+		ok(t, c, "e2b_exec", map[string]any{"sandbox_id": id, "command": "true"})
+	}
+	if n1, n2 := x.callsIn(rs.dirs[0], "before"), x.callsIn(rs.dirs[1], "before"); n1 == 0 || n2 == 0 {
+		t.Fatalf("before the disk filled, calls went %d to replica 1 and %d to replica 2; want both", n1, n2)
+	}
+
+	filler := smalldisk.Fill(t, full)
+	filled := time.Now()
+	waitFor(t, 5*time.Second, "replica 1's /healthz answers 503", func() bool {
+		code, _ := healthOf(t, r1)
+		return code == http.StatusServiceUnavailable
+	})
+	took := time.Since(filled)
+	t.Logf("/healthz of the full replica answered 503 %v after the disk filled", took.Round(time.Millisecond))
+	if took > time.Second {
+		t.Errorf("/healthz answered 503 %v after the disk filled; want within a second", took)
+	}
+	if _, body := healthOf(t, r1); !strings.Contains(body, "audit log cannot record") || strings.Contains(body, full) {
+		t.Errorf("/healthz of the full replica says %q; want the reason, without the server's paths", body)
+	}
+
+	// HAProxy passes /healthz on too: once it has marked replica 1 down, every request goes to replica 2, so
+	// /healthz through it answers 200 time after time (round robin over both would answer 503 every other time).
+	waitFor(t, 15*time.Second, "HAProxy marks the full replica down", func() bool {
+		for range 6 {
+			if code, _ := healthOf(t, rs.lb); code != http.StatusOK {
+				return false
+			}
+		}
+		return true
+	})
+	t.Logf("HAProxy stopped sending requests to the full replica %v after the disk filled", time.Since(filled).Round(time.Millisecond))
+
+	const calls = 20
+	after := x.connectVersion(rs.lb, rs.token, "after", "")
+	mine := create(t, after, map[string]any{"title": "while one replica is full"})
+	for i := range calls - 1 {
+		if res := call(t, after, "e2b_exec", map[string]any{"sandbox_id": mine, "command": "true"}); res.IsError {
+			t.Fatalf("call %d through HAProxy with replica 1's disk full: %s", i+1, text(res))
+		}
+	}
+	if n1, n2 := x.callsIn(rs.dirs[0], "after"), x.callsIn(rs.dirs[1], "after"); n1 != 0 || n2 != calls {
+		t.Fatalf("with replica 1's disk full, calls went %d to replica 1 and %d to replica 2; want all %d on replica 2", n1, n2, calls)
+	}
+
+	if err := os.Remove(filler); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 5*time.Second, "replica 1's /healthz answers 200 again", func() bool {
+		code, _ := healthOf(t, r1)
+		return code == http.StatusOK
+	})
+	back := x.connectVersion(rs.lb, rs.token, "back", "")
+	waitFor(t, 15*time.Second, "HAProxy sends replica 1 calls again", func() bool {
+		ok(t, back, "e2b_list_sandboxes", map[string]any{})
+		return x.callsIn(rs.dirs[0], "back") > 0
+	})
+}
