@@ -17,7 +17,9 @@ func startLocalBackend(log *slog.Logger) (*localBackend, error) {
 		return nil, fmt.Errorf("starting the local backend: %w", err)
 	}
 	keys := newLocalKeys()
-	emu, err := emulator.New(emulator.Options{Dir: filepath.Join(dir.Path, "sandboxes"), AcceptKey: keys.accepts})
+	// E2B's code-interpreter template is offered where this machine has Jupyter; elsewhere its creates say why not.
+	ci := emulator.CodeInterpreterAvailable() == nil
+	emu, err := emulator.New(emulator.Options{Dir: filepath.Join(dir.Path, "sandboxes"), AcceptKey: keys.accepts, CodeInterpreter: ci})
 	if err != nil {
 		dir.Remove()
 		return nil, fmt.Errorf("starting the local backend: %w", err)

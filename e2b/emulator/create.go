@@ -190,6 +190,14 @@ func (s *Server) resolveTemplate(team, ref string) (templateRef, *apiError) {
 		}
 		return templateRef{templateID: identifier, alias: identifier}, nil
 	}
+	if identifier == codeInterpreterTemplate {
+		// E2B's own template, which an emulator without the code interpreter should name as such.
+		reason := "this emulator was started without the code interpreter"
+		if err := CodeInterpreterAvailable(); err != nil {
+			reason = err.Error()
+		}
+		return templateRef{}, errorf(http.StatusBadRequest, "template '%s' is not offered here: %s", identifier, reason)
+	}
 	slug := teamSlug(team)
 	var other bool
 	for _, sn := range s.snapshots {

@@ -44,11 +44,17 @@ func (s *Server) servePort(w http.ResponseWriter, r *http.Request, id, port stri
 		return
 	}
 	s.mu.Lock()
-	token := sb.TrafficToken
+	token, template, accessToken := sb.TrafficToken, sb.TemplateID, sb.AccessToken
 	s.mu.Unlock()
 	if token != "" && subtle.ConstantTimeCompare([]byte(r.Header.Get(trafficTokenHeader)), []byte(token)) != 1 {
 		writeEdgeError(w, http.StatusForbidden, id, "Missing or invalid traffic access token")
 		return
+	}
+	if n == codeInterpreterPort && template == codeInterpreterTemplate && s.opts.CodeInterpreter && s.opts.Envd == nil {
+		if err := s.ensureCodeInterpreter(r.Context(), id, accessToken); err != nil {
+			writeProxyError(w, id, "The sandbox is running but port is not open: "+err.Error())
+			return
+		}
 	}
 	if s.opts.Envd != nil {
 		// E2B's own envd runs as a host process, not in a network of the sandbox's: only its port is served.

@@ -49,6 +49,9 @@ type Server struct {
 	// handlers counts the requests being answered, so that Close can wait for them; Add is called with mu held
 	// and only while !closed, so that none comes after Close's Wait has begun.
 	handlers sync.WaitGroup
+
+	// codeInterpreters starts the code-interpreter servers of sandboxes (Options.CodeInterpreter).
+	codeInterpreters codeInterpreters
 }
 
 // Options configure an emulator.
@@ -89,6 +92,10 @@ type Options struct {
 	Hooks Hooks
 	// Envd, when set, serves every sandbox's envd in place of the emulated one (e2btest's real envd).
 	Envd Envd
+	// CodeInterpreter offers E2B's code-interpreter template (code-interpreter-v1), whose sandboxes answer on
+	// port 49999 as E2B's code-interpreter server does (see codeinterpreter.go); CodeInterpreterAvailable says
+	// whether this machine can run it.
+	CodeInterpreter bool
 }
 
 // Sandbox is the emulator's record of one sandbox. Fields are guarded by Server.mu.
@@ -176,6 +183,9 @@ func New(opts Options) (*Server, error) {
 	}
 	if opts.ExpiryInterval == 0 {
 		opts.ExpiryInterval = 250 * time.Millisecond
+	}
+	if opts.CodeInterpreter {
+		opts.Templates = append(slices.Clone(opts.Templates), codeInterpreterTemplate)
 	}
 	s := &Server{
 		opts:      opts,
