@@ -290,3 +290,36 @@ func TestHTMLText(t *testing.T) {
 		t.Fatalf("%q", got)
 	}
 }
+
+// noLinks is a Previews that the test never asks for a link: with it, sandboxes are made with public traffic off.
+type noLinks struct{}
+
+func (noLinks) Link(string, string, int, time.Duration) (string, time.Time, error) {
+	return "", time.Time{}, fmt.Errorf("no links here")
+}
+
+// A sandbox with public traffic off answers port 49999 only with its traffic token, which the call gets from
+// E2B's connect; the token is never in the result.
+func TestRunCodePrivateTraffic(t *testing.T) {
+	e := emulatedCodeInterpreterEnv(t)
+	e.deps.Previews = noLinks{}
+	s := e.connect(t, eras[0], Caller{Owner: "alice", Session: "main"})
+	id := s.createSandbox(t, map[string]any{"template": e2b.CodeInterpreterTemplate})
+	res := s.call(t, runCodeName, map[string]any{"sandbox_id": id, "code": "6 * 7"})
+	out := mustOK(t, runCodeName, res)
+	if r := out["results"].([]any)[0].(map[string]any); r["text"] != "42" {
+		t.Fatalf("6 * 7: %v", out)
+	}
+	var token string
+	for _, r := range e.emu.Requests() {
+		if v := r.Header.Get(e2b.TrafficTokenHeader); v != "" {
+			token = v
+		}
+	}
+	if token == "" {
+		t.Fatal("no request carried the traffic token")
+	}
+	if strings.Contains(resultText(res), token) {
+		t.Fatal("the traffic token is in the result")
+	}
+}
