@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"regexp"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/mark3labs/mcp-go/mcp"
@@ -60,7 +61,10 @@ type codeResult struct {
 const runCodeName = "e2b_run_code"
 
 // runCode is e2b_run_code: a cell run in a sandbox's code interpreter, whose state lives on between calls.
-type runCode struct{ *base }
+type runCode struct {
+	*base
+	settling *settling
+}
 
 func (t runCode) tool() Tool {
 	return define(t.base, definition[runCodeArgs, runCodeResult]{
@@ -104,6 +108,14 @@ func (t runCode) run(ctx context.Context, call Caller, a *runCodeArgs) (any, err
 	stdout, stderr := newCapture(t.cfg.ResultLimit, ""), newCapture(t.cfg.ResultLimit, "")
 	defer stdout.close()
 	defer stderr.close()
+	lang := a.Language
+	if lang == "" {
+		lang = "python"
+	}
+	dropKey := strings.Join([]string{call.Owner, rec.ID, a.ContextID, lang}, "\x00")
+	if err := t.settling.wait(ctx, dropKey); err != nil {
+		return nil, err
+	}
 	prog := startProgress(ctx, t.cfg.ProgressInterval, t.log)
 	awake := t.keepAwake(ctx, use.c, call, rec)
 	runCtx, cancel := context.WithTimeout(ctx, timeout)
@@ -114,10 +126,10 @@ func (t runCode) run(ctx context.Context, call Caller, a *runCodeArgs) (any, err
 		})
 	})
 	timedOut := err != nil && ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded)
-	cancel()
-	if timedOut {
-		settleInterrupt(ctx)
+	if runCtx.Err() != nil {
+		t.settling.dropped(dropKey)
 	}
+	cancel()
 	prog.finish()
 	awake()
 	if err != nil && !timedOut {
@@ -146,18 +158,46 @@ func (t runCode) run(ctx context.Context, call Caller, a *runCodeArgs) (any, err
 	return withContent{result: res, extra: images}, nil
 }
 
-// interruptSettle is how long a timed-out call waits before it answers. The server interrupts the kernel when
-// it sees the request dropped; an execution that reaches the kernel before that interrupt has landed is aborted
-// by it, and the server, which does not expect the kernel's "aborted" status, never answers that execution. A
-// model's next call comes at once after this answer, so the answer waits for the interrupt.
+// interruptSettle is how long an execution waits after the last one in its context was dropped (timed out or
+// cancelled). The server interrupts the kernel when it sees a request dropped; an execution that reaches the
+// kernel before that interrupt has landed is aborted by it, and the server, which does not expect the kernel's
+// "aborted" status, never answers that execution. A model's next call can come at once.
 const interruptSettle = time.Second
 
-func settleInterrupt(ctx context.Context) {
-	t := time.NewTimer(interruptSettle)
+// settling is when each context's last dropped execution has surely been interrupted, by owner, sandbox,
+// context and language.
+type settling struct {
+	mu    sync.Mutex
+	until map[string]time.Time
+}
+
+func newSettling() *settling { return &settling{until: map[string]time.Time{}} }
+
+// dropped notes that an execution of key was dropped now.
+func (s *settling) dropped(key string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.until[key] = time.Now().Add(interruptSettle)
+}
+
+// wait returns once key's last dropped execution has settled, or with ctx's error.
+func (s *settling) wait(ctx context.Context, key string) error {
+	s.mu.Lock()
+	d := time.Until(s.until[key])
+	if d <= 0 {
+		delete(s.until, key)
+	}
+	s.mu.Unlock()
+	if d <= 0 {
+		return nil
+	}
+	t := time.NewTimer(d)
 	defer t.Stop()
 	select {
 	case <-ctx.Done():
+		return ctx.Err()
 	case <-t.C:
+		return nil
 	}
 }
 

@@ -266,6 +266,33 @@ func testRunCode(t *testing.T, e *env, tokens func() int64) {
 		}
 	})
 
+	t.Run("a cancelled call interrupts the kernel", func(t *testing.T) {
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			req := mcp.CallToolRequest{}
+			req.Params.Name = runCodeName
+			req.Params.Arguments = map[string]any{"sandbox_id": id, "code": "print('looping', flush=True)\nwhile True: pass"}
+			req.Params.Meta = &mcp.Meta{ProgressToken: "ci-cancel"}
+			_, _ = s.c.CallTool(ctx, req)
+		}()
+		waitFor(t, "the loop to start", func() bool {
+			for _, p := range s.progress() {
+				if p["progressToken"] == "ci-cancel" {
+					return true
+				}
+			}
+			return false
+		})
+		cancel()
+		<-done
+		res := run(t, map[string]any{"code": "x + 2"})
+		if got := mainText(t, res); got != "23" {
+			t.Fatalf("after the cancellation, x + 2 = %q: %v", got, res)
+		}
+	})
+
 	t.Run("bad input", func(t *testing.T) {
 		wantContains(t, s.fail(t, runCodeName, map[string]any{"sandbox_id": id}), "Missing required parameter: code")
 		wantContains(t, s.fail(t, runCodeName, map[string]any{"sandbox_id": id, "code": "1", "language": "python", "context_id": "c"}), "not both")

@@ -32,7 +32,7 @@ func All(d Deps) []Tool {
 		readOutput{b}.tool(),
 		sendInput{b}.tool(),
 		stopProcess{b}.tool(),
-		runCode{b}.tool(),
+		runCode{b, newSettling()}.tool(),
 		codeContext{b}.tool(),
 	}
 }
