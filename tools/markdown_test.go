@@ -24,8 +24,8 @@ func TestMarkdownTable(t *testing.T) {
 	}
 	for _, want := range []string{
 		"| `e2b_exec` | `sandbox_id`, `command`, `cwd?`, `timeout_ms?`, `background?`, `wait_ms?`, `pty?` | destructive, open-world | Run a shell command in a sandbox and wait for it. |",
-		"| `e2b_list_sandboxes` | none | read-only, idempotent, open-world |",
-		"| `e2b_list_checkpoints` | `sandbox_id?` | read-only, idempotent |",
+		"| `e2b_list_sandboxes` | `offset?` | read-only, idempotent, open-world |",
+		"| `e2b_list_checkpoints` | `sandbox_id?`, `offset?` | read-only, idempotent |",
 	} {
 		if !strings.Contains(table, want) {
 			t.Errorf("table lacks %q:\n%s", want, table)
