@@ -43,7 +43,7 @@ func (p processState) known() bool { return p.logged || p.proc != nil }
 // written last are read, and omitted says how many others there are: a sandbox that has run many commands costs
 // one read per command shown.
 func processStates(ctx context.Context, e *e2b.Envd, sandboxID string, maxEnded int, pids ...uint32) (states []processState, omitted int, err error) {
-	// The list is read first: a process it no longer shows has its exit file written, which is read after.
+	// The list is read first: a process it no longer shows has written its exit file, which is read after.
 	list, err := e.ListBackground(ctx, backgroundTagPrefix)
 	if err != nil {
 		return nil, 0, err
@@ -95,17 +95,15 @@ func processStates(ctx context.Context, e *e2b.Envd, sandboxID string, maxEnded 
 			exits[pid] = true
 		}
 	}
-	// Which have ended is known before any exit file is read: those with one, and those envd no longer lists
-	// (whose log no relay of this server's still writes).
+	// A process has ended once envd no longer lists it and no relay of this server's still writes its log; only
+	// then is its exit file read (one a process with the same pid left before is replaced when it ends).
 	var ended []*processState
 	for _, pid := range order {
 		p := byPID[pid]
-		relayed := relays.active(sandboxID, pid)
-		p.running = p.proc != nil || relayed
-		if exits[pid] || !p.running {
-			ended = append(ended, p)
-		} else {
+		if p.running = p.proc != nil || relays.active(sandboxID, pid); p.running {
 			states = append(states, *p)
+		} else {
+			ended = append(ended, p)
 		}
 	}
 	if maxEnded > 0 && len(ended) > maxEnded {
@@ -118,9 +116,6 @@ func processStates(ctx context.Context, e *e2b.Envd, sandboxID string, maxEnded 
 				return nil, 0, err
 			}
 		}
-		// The exit file is the word of the process's end: its wrapper writes it last of all (an empty one, being
-		// written, leaves the process as the list shows it).
-		p.running = p.exitCode == nil && p.running
 		states = append(states, *p)
 	}
 	slices.SortFunc(states, func(a, b processState) int { return cmp.Compare(a.pid, b.pid) })
