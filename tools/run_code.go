@@ -343,7 +343,7 @@ func htmlText(s string) string {
 }
 
 // fit brings the result within the result limit by cutting its longest text to its head and tail, again until
-// it fits: output, a traceback, a long repr, each the first to go as it is the longest.
+// it fits: output, a traceback, a long repr, whichever is the longest at each step.
 func (t runCode) fit(res *runCodeResult, images []mcp.Content) {
 	size := func() int { return sizeOf(withContent{result: *res, extra: images}) }
 	for range 64 {
@@ -355,8 +355,10 @@ func (t runCode) fit(res *runCodeResult, images []mcp.Content) {
 		if field == nil || len(*field) == 0 {
 			return
 		}
+		// At most half of it at a time, so that what the limit leaves is shared among the long fields.
 		s := []byte(*field)
-		room := max(fieldCost(s)-over-markerCost, 0)
+		cost := fieldCost(s)
+		room := max(max(cost-over, cost/2)-markerCost, 0)
 		*field, _ = headAndTail(s, s, int64(len(s)), int64(strings.Count(*field, "\n")), room)
 		res.Truncated = true
 	}

@@ -350,3 +350,21 @@ func TestRunCodePrivateTraffic(t *testing.T) {
 		t.Fatal("the traffic token is in the result")
 	}
 }
+
+// Output and results far over the result limit are cut to their head and tail, and the result stays within it.
+func TestRunCodeWithinTheResultLimit(t *testing.T) {
+	e := emulatedCodeInterpreterEnv(t)
+	s := e.connect(t, eras[0], Caller{Owner: "alice", Session: "main"})
+	id := s.createSandbox(t, map[string]any{"template": e2b.CodeInterpreterTemplate})
+	res := s.call(t, runCodeName, map[string]any{"sandbox_id": id,
+		"code": "print('<a>' * 50000)\nimport sys\nprint('e' * 30000, file=sys.stderr)\n'r' * 100000"})
+	out := mustOK(t, runCodeName, res)
+	if out["truncated"] != true {
+		t.Fatalf("not truncated: %.300v", out)
+	}
+	if n := resultSize(res); n > DefaultResultLimit-envelopeRoom {
+		t.Fatalf("result of %d bytes, over the limit %d", n, DefaultResultLimit)
+	}
+	wantContains(t, fmt.Sprint(out["stdout"]), "<a><a>", "omitted")
+	wantContains(t, fmt.Sprint(out["results"]), "rrrr", "omitted")
+}
