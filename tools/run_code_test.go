@@ -29,7 +29,7 @@ import (
 
 // realCodeInterpreter starts E2B's real code-interpreter server from ../shared/code-interpreter (beside the
 // repository) and returns its URL; it is stopped when t ends.
-func realCodeInterpreter(t *testing.T) string {
+func realCodeInterpreter(t testing.TB) string {
 	t.Helper()
 	dir, err := filepath.Abs(filepath.Join("..", "..", "shared", "code-interpreter"))
 	if err != nil {
@@ -69,7 +69,7 @@ type codeInterpreterEnv struct {
 	tokens atomic.Int64
 }
 
-func newCodeInterpreterEnv(t *testing.T) *codeInterpreterEnv {
+func newCodeInterpreterEnv(t testing.TB) *codeInterpreterEnv {
 	t.Helper()
 	ci, err := url.Parse(realCodeInterpreter(t))
 	if err != nil {
@@ -108,7 +108,7 @@ func (f frontClients) Client(_ context.Context, owner string) (*e2b.Client, erro
 
 // emulatedCodeInterpreterEnv is the local backend's form: the emulator runs its own code-interpreter server in
 // each sandbox of the template.
-func emulatedCodeInterpreterEnv(t *testing.T) *env {
+func emulatedCodeInterpreterEnv(t testing.TB) *env {
 	t.Helper()
 	if err := emulator.CodeInterpreterAvailable(); err != nil {
 		optional.Missing(t, err.Error())
@@ -367,4 +367,25 @@ func TestRunCodeWithinTheResultLimit(t *testing.T) {
 	}
 	wantContains(t, fmt.Sprint(out["stdout"]), "<a><a>", "omitted")
 	wantContains(t, fmt.Sprint(out["results"]), "rrrr", "omitted")
+}
+
+// BenchmarkRunCode is one e2b_run_code call of a cell with a value, through the MCP server, on each backend.
+func BenchmarkRunCode(b *testing.B) {
+	for _, backend := range []string{"real", "emulated"} {
+		b.Run(backend, func(b *testing.B) {
+			var e *env
+			if backend == "real" {
+				e = newCodeInterpreterEnv(b).env
+			} else {
+				e = emulatedCodeInterpreterEnv(b)
+			}
+			s := e.connect(b, eras[0], Caller{Owner: "alice", Session: "main"})
+			id := s.ok(b, "e2b_create_sandbox", map[string]any{"template": e2b.CodeInterpreterTemplate})["sandbox_id"]
+			s.ok(b, runCodeName, map[string]any{"sandbox_id": id, "code": "1"})
+			b.ResetTimer()
+			for range b.N {
+				s.ok(b, runCodeName, map[string]any{"sandbox_id": id, "code": "6 * 7"})
+			}
+		})
+	}
 }
