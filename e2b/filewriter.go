@@ -1,9 +1,13 @@
 package e2b
 
-import "context"
+import (
+	"context"
+	"strings"
+)
 
-// fileWriterScript writes its stdin to the file $1, made with its directory; cat writes each piece as it comes.
-const fileWriterScript = `mkdir -p -- "$(dirname -- "$1")" && exec cat >"$1"`
+// fileWriterScript writes its stdin to the file $1, made with its directory, saying on stderr that the file is
+// open first; cat writes each piece as it comes.
+const fileWriterScript = `mkdir -p -- "$(dirname -- "$1")" && exec >"$1" && echo open >&2 && exec cat`
 
 // FileWriter writes a file in the sandbox piece by piece as its bytes arrive, through the stdin of a cat in the
 // sandbox: what has been written is in the file at once, for anyone reading it while more comes. /files can only
@@ -21,24 +25,30 @@ type FileWriter struct {
 // for the cat itself. Close it to finish the file.
 func (e *Envd) NewFileWriter(ctx context.Context, path string) (*FileWriter, error) {
 	w := &FileWriter{e: e, ctx: ctx, done: make(chan struct{})}
-	started := make(chan uint32, 1)
+	opened := make(chan struct{})
+	var stderr []byte
 	go func() {
 		defer close(w.done)
 		w.end, w.err = e.Start(ctx, StartOptions{
 			Process: ProcessConfig{Cmd: "/bin/bash", Args: []string{"-c", fileWriterScript, wrapperArg0, path}},
 			Stdin:   true,
 		}, func(ev ProcessEvent) {
-			if ev.Kind == EventStart {
-				started <- ev.PID
+			switch {
+			case ev.Kind == EventStart:
+				w.pid = ev.PID
+			case ev.Kind == EventStderr && len(stderr) < 4096:
+				if stderr = append(stderr, ev.Data...); string(stderr) == "open\n" {
+					close(opened)
+				}
 			}
 		})
 	}()
 	select {
-	case w.pid = <-started:
+	case <-opened:
 		return w, nil
 	case <-w.done:
 		if w.err == nil {
-			w.err = errorf("writing "+path, ErrBadAnswer, "the writer ended before it started (%s)", w.end.Status)
+			w.err = errorf("writing "+path, ErrInvalidArgument, "the file could not be made: %s", strings.TrimSpace(string(stderr)))
 		}
 		return nil, w.err
 	}
