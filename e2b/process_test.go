@@ -112,6 +112,16 @@ func TestStartWire(t *testing.T) {
 	if r.header.Get("Keepalive-Ping-Interval") != "5" || r.header.Get("Connect-Timeout-Ms") != "" {
 		t.Fatalf("headers %v", r.header)
 	}
+
+	// A terminal goes in field 2, between the process and the tag.
+	if _, err := f.envd(t, "0.6.13").Start(context.Background(), StartOptions{
+		Process: ProcessConfig{Cmd: "/bin/bash"}, PTY: &PTYSize{Cols: 120, Rows: 40}, Tag: "tty",
+	}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if r, want := f.last(t), frame(0, `{"process":{"cmd":"/bin/bash"},"pty":{"size":{"cols":120,"rows":40}},"tag":"tty","stdin":false}`); !bytes.Equal(r.body, want) {
+		t.Fatalf("body %q\nwant %q", r.body, want)
+	}
 }
 
 func TestStartDeliversEventsAsTheyArrive(t *testing.T) {
