@@ -88,7 +88,11 @@ func (t codeContext) run(ctx context.Context, call Caller, a *codeContextArgs) (
 		var ae *e2b.APIError
 		if a.Action == "create" && errors.As(err, &ae) && ae.Status == http.StatusInternalServerError {
 			// The server answers 500 for a language it has no kernel for.
-			return nil, userErrorf("The code interpreter could not start a context for language '%s': %s", echo(a.Language), ae.Message)
+			lang := a.Language
+			if lang == "" {
+				lang = "python"
+			}
+			return nil, userErrorf("The code interpreter could not start a context for language '%s': %s", echo(lang), ae.Message)
 		}
 		return nil, t.codeFailure(ctx, use.c, call, rec, a.ContextID, err)
 	}

@@ -297,6 +297,8 @@ func testRunCode(t *testing.T, e *env, tokens func() int64) {
 		wantContains(t, s.fail(t, runCodeName, map[string]any{"sandbox_id": id}), "Missing required parameter: code")
 		wantContains(t, s.fail(t, runCodeName, map[string]any{"sandbox_id": id, "code": "1", "language": "python", "context_id": "c"}), "not both")
 		wantContains(t, s.fail(t, codeContextName, map[string]any{"sandbox_id": id, "action": "restart"}), "Missing required parameter: context_id")
+		wantContains(t, s.fail(t, codeContextName, map[string]any{"sandbox_id": id, "action": "create", "language": "javascript"}),
+			"could not start a context for language 'javascript'", "Failed to create context")
 	})
 }
 

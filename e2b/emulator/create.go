@@ -191,12 +191,10 @@ func (s *Server) resolveTemplate(team, ref string) (templateRef, *apiError) {
 		return templateRef{templateID: identifier, alias: identifier}, nil
 	}
 	if identifier == codeInterpreterTemplate {
-		// E2B's own template, which an emulator without the code interpreter should name as such.
-		reason := "this emulator was started without the code interpreter"
-		if err := CodeInterpreterAvailable(); err != nil {
-			reason = err.Error()
-		}
-		return templateRef{}, errorf(http.StatusBadRequest, "template '%s' is not offered here: %s", identifier, reason)
+		// E2B's own template, which an emulator without the code interpreter names as such.
+		return templateRef{}, errorf(http.StatusBadRequest, "template '%s' is not offered here: the code interpreter "+
+			"needs /usr/bin/python3 with jupyter_client and ipykernel (Debian: apt-get install python3-jupyter-server "+
+			"python3-ipykernel)", identifier)
 	}
 	slug := teamSlug(team)
 	var other bool
