@@ -60,6 +60,7 @@ func TestExecMovesLongCommandToBackground(t *testing.T) {
 			t.Fatalf("moved command: %v after %v", res, took)
 		}
 		wantContains(t, res["warning"].(string), "goes on in the background", "e2b_read_output", fmt.Sprint(pid))
+		t.Logf("moved after %v with a foreground limit of 1s", took)
 		if p := s.listed(t, id, pid); p["running"] != true || p["foreground"] != true || p["log_file"] != res["log_file"] {
 			t.Fatalf("listed: %v", p)
 		}
@@ -105,9 +106,11 @@ func TestReadOutputUntilAndLimit(t *testing.T) {
 		pid := num(bg["pid"])
 		start := time.Now()
 		res := s.ok(t, "e2b_read_output", map[string]any{"sandbox_id": id, "pid": pid, "wait_ms": 30000, "until": "Serving HTTP"})
-		if took := time.Since(start); res["found"] != true || res["running"] != true || !strings.Contains(res["output"].(string), "Serving HTTP") || took > 20*time.Second {
+		took := time.Since(start)
+		if res["found"] != true || res["running"] != true || !strings.Contains(res["output"].(string), "Serving HTTP") || took > 20*time.Second {
 			t.Fatalf("until: %v after %v", res, took)
 		}
+		t.Logf("the ready line of a server that sleeps 1 s first was read after %v", took)
 		next := num(res["next_offset"])
 		// At once, with nothing new.
 		if again := s.ok(t, "e2b_read_output", map[string]any{"sandbox_id": id, "pid": pid, "offset": next}); again["output"] != "" || num(again["next_offset"]) != next || again["found"] != nil {
