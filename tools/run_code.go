@@ -32,14 +32,15 @@ type runCodeResult struct {
 	ExecutionCount int    `json:"execution_count,omitempty" jsonschema_description:"The kernel's count of executions in this context, as Jupyter numbers cells."`
 	Success        bool   `json:"success" jsonschema_description:"False when the code raised an exception or was interrupted."`
 	// Error is the exception the code raised.
-	Error     *e2b.ExecutionError `json:"error,omitempty" jsonschema_description:"The exception the code raised: its name, value and traceback."`
-	TimedOut  bool                `json:"timed_out,omitempty" jsonschema_description:"True when timeout_ms interrupted the execution."`
-	Results   []codeResult        `json:"results" jsonschema_description:"What the cell displayed and its value (is_main_result), in order; images follow as image content."`
-	Stdout    string              `json:"stdout"`
-	Stderr    string              `json:"stderr"`
-	Truncated bool                `json:"truncated" jsonschema_description:"True when some text was cut to fit the result limit (around a marker line)."`
-	Resumed   bool                `json:"resumed,omitempty" jsonschema_description:"True when E2B had paused the sandbox at its timeout and this call resumed it first."`
-	Warning   string              `json:"warning,omitempty"`
+	Error        *e2b.ExecutionError `json:"error,omitempty" jsonschema_description:"The exception the code raised: its name, value and traceback."`
+	TimedOut     bool                `json:"timed_out,omitempty" jsonschema_description:"True when timeout_ms interrupted the execution."`
+	Results      []codeResult        `json:"results" jsonschema_description:"What the cell displayed and its value (is_main_result), in order; images follow as image content."`
+	Stdout       string              `json:"stdout"`
+	Stderr       string              `json:"stderr"`
+	Truncated    bool                `json:"truncated" jsonschema_description:"True when some text was cut to fit the result limit (around a marker line)."`
+	Resumed      bool                `json:"resumed,omitempty" jsonschema_description:"True when E2B had paused the sandbox at its timeout and this call resumed it first."`
+	CheckpointID string              `json:"checkpoint_id,omitempty" jsonschema_description:"The checkpoint taken automatically after this step, by the checkpoint policy."`
+	Warning      string              `json:"warning,omitempty"`
 }
 
 // codeResult is one result as the model reads it: the formats it can use, the others only named.
@@ -150,7 +151,10 @@ func (t runCode) run(ctx context.Context, call Caller, a *runCodeArgs) (any, err
 	res.Stdout, cutOut = stdout.text(t.room())
 	res.Stderr, cutErr = stderr.text(t.room())
 	res.Truncated = cutOut || cutErr
-	res.Warning = joinWarnings(use.warning, res.Warning)
+	// A cell changes the sandbox as a command does: the checkpoint policy counts it as a step.
+	var warn string
+	res.CheckpointID, warn = t.afterStep(ctx, use.c, call, rec, runCodeName)
+	res.Warning = joinWarnings(use.warning, res.Warning, warn)
 	t.fit(&res, images)
 	if len(images) == 0 {
 		return res, nil

@@ -25,6 +25,7 @@ import (
 	"github.com/e2b-mcp/e2b-mcp/e2b/e2btest"
 	"github.com/e2b-mcp/e2b-mcp/e2b/emulator"
 	"github.com/e2b-mcp/e2b-mcp/internal/optional"
+	"github.com/e2b-mcp/e2b-mcp/state"
 )
 
 // realCodeInterpreter starts E2B's real code-interpreter server from ../shared/code-interpreter (beside the
@@ -108,12 +109,12 @@ func (f frontClients) Client(_ context.Context, owner string) (*e2b.Client, erro
 
 // emulatedCodeInterpreterEnv is the local backend's form: the emulator runs its own code-interpreter server in
 // each sandbox of the template.
-func emulatedCodeInterpreterEnv(t testing.TB) *env {
+func emulatedCodeInterpreterEnv(t testing.TB, configure ...func(*Config)) *env {
 	t.Helper()
 	if err := emulator.CodeInterpreterAvailable(); err != nil {
 		optional.Missing(t, err.Error())
 	}
-	return newEnvWith(t, e2btest.Options{CodeInterpreter: true})
+	return newEnvWith(t, e2btest.Options{CodeInterpreter: true}, configure...)
 }
 
 // The same assertions against E2B's real code-interpreter server and the emulator's.
@@ -389,5 +390,22 @@ func BenchmarkRunCode(b *testing.B) {
 				s.ok(b, runCodeName, map[string]any{"sandbox_id": id, "code": "6 * 7"})
 			}
 		})
+	}
+}
+
+// A cell is a step of the checkpoint policy, as a command is.
+func TestRunCodeIsAStep(t *testing.T) {
+	e := emulatedCodeInterpreterEnv(t, func(c *Config) { c.Checkpoints = state.CheckpointPolicy{EverySteps: 2} })
+	s := e.connect(t, eras[0], Caller{Owner: "alice", Session: "main"})
+	id := s.createSandbox(t, map[string]any{"template": e2b.CodeInterpreterTemplate})
+	if out := s.ok(t, runCodeName, map[string]any{"sandbox_id": id, "code": "x = 1"}); out["checkpoint_id"] != nil {
+		t.Fatalf("a checkpoint after step 1 of every 2: %v", out)
+	}
+	if out := s.ok(t, runCodeName, map[string]any{"sandbox_id": id, "code": "x"}); out["checkpoint_id"] == nil {
+		t.Fatalf("no checkpoint after step 2 of every 2: %v", out)
+	}
+	out := s.ok(t, runCodeName, map[string]any{"sandbox_id": id, "code": "x + 1"})
+	if r, _ := out["results"].([]any); len(r) != 1 || r[0].(map[string]any)["text"] != "2" {
+		t.Fatalf("the kernel after the checkpoint: %v", out)
 	}
 }
