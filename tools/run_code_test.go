@@ -409,3 +409,27 @@ func TestRunCodeIsAStep(t *testing.T) {
 		t.Fatalf("the kernel after the checkpoint: %v", out)
 	}
 }
+
+// The images of one result share the image limit: those past it are named, not shown.
+func TestRunCodeImagesShareTheLimit(t *testing.T) {
+	const limit = 48 << 10
+	e := emulatedCodeInterpreterEnv(t, func(c *Config) { c.ImageLimitBytes = limit })
+	s := e.connect(t, eras[0], Caller{Owner: "alice", Session: "main"})
+	id := s.createSandbox(t, map[string]any{"template": e2b.CodeInterpreterTemplate})
+	res := s.call(t, runCodeName, map[string]any{"sandbox_id": id, "code": "import matplotlib.pyplot as plt\n" +
+		"for i in range(4):\n    plt.plot(range(50), [j * j * (i + 1) for j in range(50)])\n    plt.show()"})
+	out := mustOK(t, runCodeName, res)
+	total, shown := 0, 0
+	for _, c := range res.Content {
+		if ic, ok := c.(mcp.ImageContent); ok {
+			data, _ := base64.StdEncoding.DecodeString(ic.Data)
+			total += len(data)
+			shown++
+		}
+	}
+	results := out["results"].([]any)
+	if len(results) != 4 || shown == 0 || shown == 4 || total > limit {
+		t.Fatalf("%d of %d images shown, %d bytes (limit %d): %v", shown, len(results), total, limit, out)
+	}
+	wantContains(t, fmt.Sprint(results[3]), "not shown")
+}
