@@ -102,6 +102,22 @@ type stopProcessResult struct {
 	Signal    string `json:"signal" jsonschema:"enum=SIGTERM,enum=SIGKILL,enum=none" jsonschema_description:"What ended it: SIGTERM, or SIGKILL when it had not ended within the grace after SIGTERM; none when it had already ended."`
 }
 
+// maxPID is the largest pid Linux hands out (PID_MAX_LIMIT on 64-bit systems).
+const maxPID = 1 << 22
+
+// checkProcessArgs checks the sandbox and pid that every tool on one of this server's processes takes.
+func checkProcessArgs(sandboxID string, pid int) error {
+	switch {
+	case sandboxID == "":
+		return missing("sandbox_id")
+	case pid == 0:
+		return missing("pid")
+	case pid < 0 || pid > maxPID:
+		return userErrorf("Invalid pid %d.", pid)
+	}
+	return nil
+}
+
 // stopProcess is e2b_stop_process.
 type stopProcess struct{ *base }
 
@@ -116,13 +132,8 @@ func (t stopProcess) tool() Tool {
 }
 
 func (t stopProcess) run(ctx context.Context, call Caller, a *stopProcessArgs) (any, error) {
-	switch {
-	case a.SandboxID == "":
-		return nil, missing("sandbox_id")
-	case a.PID == 0:
-		return nil, missing("pid")
-	case a.PID < 0 || a.PID > 1<<22:
-		return nil, userErrorf("Invalid pid %d.", a.PID)
+	if err := checkProcessArgs(a.SandboxID, a.PID); err != nil {
+		return nil, err
 	}
 	rec, c, err := t.sandbox(ctx, call, a.SandboxID, true)
 	if err != nil {

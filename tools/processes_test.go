@@ -143,3 +143,28 @@ func TestServerStartedWithAmpersandAnswersCurl(t *testing.T) {
 		s.exec(t, id, fmt.Sprintf("pkill -f 'http.serve[r] %d' || true", port))
 	})
 }
+
+// Every tool on one of this server's processes checks its sandbox and pid the same way, before it asks envd.
+func TestProcessToolsCheckTheirPID(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, e *env, s *session) {
+		id := s.createSandbox(t, nil)
+		for _, name := range []string{"e2b_stop_process", "e2b_read_output", "e2b_send_input"} {
+			for _, tc := range []struct {
+				args map[string]any
+				want string
+			}{
+				{map[string]any{"pid": 7, "data": "x"}, "Missing required parameter: sandbox_id"},
+				{map[string]any{"sandbox_id": id, "data": "x"}, "Missing required parameter: pid"},
+				{map[string]any{"sandbox_id": id, "pid": -3, "data": "x"}, "Invalid pid -3."},
+				{map[string]any{"sandbox_id": id, "pid": 1<<22 + 1, "data": "x"}, fmt.Sprintf("Invalid pid %d.", 1<<22+1)},
+			} {
+				if name != "e2b_send_input" {
+					delete(tc.args, "data")
+				}
+				if msg := s.fail(t, name, tc.args); !strings.Contains(msg, tc.want) {
+					t.Errorf("%s %v: %q, want %q", name, tc.args, msg, tc.want)
+				}
+			}
+		}
+	})
+}

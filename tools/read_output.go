@@ -65,13 +65,10 @@ func (t readOutput) tool() Tool {
 }
 
 func (t readOutput) run(ctx context.Context, call Caller, a *readOutputArgs) (any, error) {
+	if err := checkProcessArgs(a.SandboxID, a.PID); err != nil {
+		return nil, err
+	}
 	switch {
-	case a.SandboxID == "":
-		return nil, missing("sandbox_id")
-	case a.PID == 0:
-		return nil, missing("pid")
-	case a.PID < 0 || a.PID > 1<<22:
-		return nil, userErrorf("Invalid pid %d.", a.PID)
 	case a.Offset < 0:
 		return nil, userErrorf("Invalid offset %d: it must be 0 or more.", a.Offset)
 	case a.WaitMs < 0 || a.WaitMs > maxExecTimeoutMs:

@@ -52,13 +52,10 @@ func (t sendInput) tool() Tool {
 }
 
 func (t sendInput) run(ctx context.Context, call Caller, a *sendInputArgs) (any, error) {
+	if err := checkProcessArgs(a.SandboxID, a.PID); err != nil {
+		return nil, err
+	}
 	switch {
-	case a.SandboxID == "":
-		return nil, missing("sandbox_id")
-	case a.PID == 0:
-		return nil, missing("pid")
-	case a.PID < 0 || a.PID > 1<<22:
-		return nil, userErrorf("Invalid pid %d.", a.PID)
 	case a.Data == "" && !a.Close:
 		return nil, missing("data")
 	case len(a.Data) > maxInputBytes:
