@@ -2,7 +2,6 @@ package server
 
 import (
 	"context"
-	"net"
 	"net/http"
 	"strings"
 	"testing"
@@ -24,18 +23,7 @@ type modernHTTP struct {
 func newModernHTTP(t *testing.T) *modernHTTP {
 	t.Helper()
 	f := newFixture(t, fixtureOpts{transport: TransportHTTP})
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, stop := context.WithCancel(context.Background())
-	served := make(chan error, 1)
-	go func() { served <- f.srv.ServeHTTP(ctx, ln) }()
-	t.Cleanup(func() {
-		stop()
-		<-served
-	})
-	return &modernHTTP{f: f, base: "http://" + ln.Addr().String()}
+	return &modernHTTP{f: f, base: serveHTTP(t, f)}
 }
 
 // client attaches a 2026-07-28 client naming session.

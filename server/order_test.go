@@ -8,7 +8,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"strings"
 	"sync"
@@ -187,24 +186,14 @@ func TestProgressBeforeResponse(t *testing.T) {
 	for _, version := range eras {
 		t.Run("http-"+version, func(t *testing.T) {
 			f := newFixture(t, fixtureOpts{transport: TransportHTTP, mutate: func(c *Config, _ *e2btest.Server) { c.Tools.ProgressInterval = time.Millisecond }})
-			ln, err := net.Listen("tcp", "127.0.0.1:0")
-			if err != nil {
-				t.Fatal(err)
-			}
-			ctx, stop := context.WithCancel(context.Background())
-			served := make(chan error, 1)
-			go func() { served <- f.srv.ServeHTTP(ctx, ln) }()
-			t.Cleanup(func() {
-				stop()
-				<-served
-			})
+			base := serveHTTP(t, f)
 			check := newOrderCheck()
 			rec := &rawStreams{next: http.DefaultTransport, check: check}
 			opts := []transport.StreamableHTTPCOption{transport.WithHTTPBasicClient(&http.Client{Transport: rec})}
 			if version != mcp.ProtocolVersion20260728 {
 				opts = append(opts, transport.WithContinuousListening())
 			}
-			tr, err := transport.NewStreamableHTTP("http://"+ln.Addr().String()+PathMCP, opts...)
+			tr, err := transport.NewStreamableHTTP(base+PathMCP, opts...)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -220,20 +209,10 @@ func TestProgressBeforeResponse(t *testing.T) {
 
 	t.Run("sse", func(t *testing.T) {
 		f := newFixture(t, fixtureOpts{transport: TransportSSE, mutate: func(c *Config, _ *e2btest.Server) { c.Tools.ProgressInterval = time.Millisecond }})
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		ctx, stop := context.WithCancel(context.Background())
-		served := make(chan error, 1)
-		go func() { served <- f.srv.ServeHTTP(ctx, ln) }()
-		t.Cleanup(func() {
-			stop()
-			<-served
-		})
+		base := serveHTTP(t, f)
 		check := newOrderCheck()
 		rec := &rawStreams{next: http.DefaultTransport, check: check}
-		c, err := client.NewSSEMCPClient("http://"+ln.Addr().String()+PathSSE, transport.WithHTTPClient(&http.Client{Transport: rec}))
+		c, err := client.NewSSEMCPClient(base+PathSSE, transport.WithHTTPClient(&http.Client{Transport: rec}))
 		if err != nil {
 			t.Fatal(err)
 		}
