@@ -3,7 +3,6 @@ package server
 import (
 	"context"
 	"errors"
-	"io"
 	"net/http"
 	"net/url"
 	"regexp"
@@ -60,21 +59,7 @@ func openApproval(b *browser, link string) (int, string, string) {
 // answerApproval posts the approval page's form with choice and csrf, with origin as its Origin ("": none).
 func (b *browser) answerApproval(link, csrf, choice, origin string) (int, string) {
 	b.t.Helper()
-	req, err := http.NewRequestWithContext(b.t.Context(), http.MethodPost, link, strings.NewReader(url.Values{"csrf": {csrf}, "choice": {choice}}.Encode()))
-	if err != nil {
-		b.t.Fatal(err)
-	}
-	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
-	if origin != "" {
-		req.Header.Set("Origin", origin)
-	}
-	resp, err := b.c.Do(req)
-	if err != nil {
-		b.t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	body, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, string(body)
+	return b.postForm(link, origin, url.Values{"csrf": {csrf}, "choice": {choice}})
 }
 
 // pressApproval opens the page in a fresh browser and presses choice on it, as a human does.

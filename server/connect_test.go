@@ -107,7 +107,16 @@ func (b *browser) get(u string) (int, string) {
 func (b *browser) post(pageURL, origin string, form url.Values) (int, string) {
 	b.t.Helper()
 	u, _ := url.Parse(pageURL)
-	req, _ := http.NewRequest(http.MethodPost, u.Scheme+"://"+u.Host+pathConnectSubmit, strings.NewReader(form.Encode()))
+	return b.postForm(u.Scheme+"://"+u.Host+pathConnectSubmit, origin, form)
+}
+
+// postForm posts form to target as a browser submits a form, with origin as its Origin ("": none).
+func (b *browser) postForm(target, origin string, form url.Values) (int, string) {
+	b.t.Helper()
+	req, err := http.NewRequestWithContext(b.t.Context(), http.MethodPost, target, strings.NewReader(form.Encode()))
+	if err != nil {
+		b.t.Fatal(err)
+	}
 	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
 	if origin != "" {
 		req.Header.Set("Origin", origin)
