@@ -3,15 +3,12 @@ package server
 import (
 	"context"
 	"net/http"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/mark3labs/mcp-go/client"
 	"github.com/mark3labs/mcp-go/client/transport"
 	"github.com/mark3labs/mcp-go/mcp"
-
-	"github.com/e2b-mcp/e2b-mcp/e2b"
 )
 
 // modernHTTP is a server over streamable HTTP and a way to attach 2026-07-28 clients to it.
@@ -77,24 +74,7 @@ func sendCancel(t *testing.T, c *client.Client, id string) {
 // runs reports whether a command whose command line holds marker runs in the sandbox, as envd lists them.
 func (m *modernHTTP) runs(t *testing.T, sandboxID, marker string) bool {
 	t.Helper()
-	sb, ok := m.f.emu.Sandbox(sandboxID)
-	if !ok {
-		t.Fatalf("the emulator has no sandbox %s", sandboxID)
-	}
-	c, err := e2b.NewClient(e2b.Config{APIURL: m.f.emu.URL(), SandboxURL: m.f.emu.URL()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	procs, err := c.Envd(e2b.SandboxConn{ID: sandboxID, EnvdVersion: sb.EnvdVersion, AccessToken: sb.AccessToken}).ListProcesses(t.Context())
-	if err != nil {
-		t.Fatalf("listing the sandbox's processes: %v", err)
-	}
-	for _, p := range procs {
-		if strings.Contains(strings.Join(append([]string{p.Config.Cmd}, p.Config.Args...), " "), marker) {
-			return true
-		}
-	}
-	return false
+	return commandRuns(t, m.f.emu, m.f.emu.URL(), sandboxID, marker)
 }
 
 // Over streamable HTTP in protocol 2026-07-28 (no protocol session), notifications/cancelled cancels the sender's

@@ -199,11 +199,18 @@ func TestSSECallsAfterEarlyEndedCalls(t *testing.T) {
 // running reports whether a process whose command line contains marker runs in the sandbox, as envd lists them.
 func (x *sseTarget) running(t *testing.T, id, marker string) bool {
 	t.Helper()
-	sb, ok := x.emu.Sandbox(id)
+	return commandRuns(t, x.emu, x.proxy.URL(), id, marker)
+}
+
+// commandRuns reports whether a command whose command line holds marker runs in sandbox id of emu, as its envd
+// (reached at sandboxURL) lists them.
+func commandRuns(t *testing.T, emu *e2btest.Server, sandboxURL, id, marker string) bool {
+	t.Helper()
+	sb, ok := emu.Sandbox(id)
 	if !ok {
 		t.Fatalf("the emulator has no sandbox %s", id)
 	}
-	c, err := e2b.NewClient(e2b.Config{APIURL: x.emu.URL(), SandboxURL: x.proxy.URL()})
+	c, err := e2b.NewClient(e2b.Config{APIURL: emu.URL(), SandboxURL: sandboxURL})
 	if err != nil {
 		t.Fatal(err)
 	}
