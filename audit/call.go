@@ -63,15 +63,6 @@ func (l *Log) Reserve() (*Call, error) {
 	return &Call{l: l, room: roomPerCall}, nil
 }
 
-// CanRecord reports whether a call started now could be recorded: nil, or why not (as Reserve).
-func (l *Log) CanRecord() error {
-	c, err := l.Reserve()
-	if err != nil {
-		return err
-	}
-	return c.Release()
-}
-
 // Start writes the call's started record: e without its outcome, error and duration. A call whose started record
 // could not be written must not run (Release it); an error that wraps ErrNotRotated means it was written.
 func (c *Call) Start(e Entry) error {
