@@ -92,9 +92,10 @@ func TestLayers(t *testing.T) {
 	}
 }
 
-// isTestHelper reports whether pkg is there for tests only: the end-to-end tests, or a package named *test.
+// isTestHelper reports whether pkg is there for tests only: the end-to-end tests, a package named *test, or
+// internal/waitfor (how every test waits).
 func isTestHelper(pkg string) bool {
-	return treeOf(pkg) == "tests" || strings.HasSuffix(pkg, "test")
+	return treeOf(pkg) == "tests" || strings.HasSuffix(pkg, "test") || pkg == module+"/internal/waitfor"
 }
 
 // treeOf is the first element of pkg's path inside the module ("" for the module's root).
