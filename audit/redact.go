@@ -30,12 +30,17 @@ const (
 // secretPattern finds one kind of secret. repl is a regexp replacement template;
 // keep, if set, spares a match that is not a secret after all. hints are lower-case
 // literals of which any match must contain one: a cheap test that spares running the
-// expression over text that cannot match (almost all text).
+// expression over text that cannot match (almost all text). token, for a pattern
+// whose match is a whole credential, names it for a human (see TokenFormat); whole,
+// if set, is the expression a whole value of it matches, where re also finds a
+// part of one.
 type secretPattern struct {
 	re    *regexp.Regexp
 	repl  string
 	keep  func(string) bool
 	hints []string
+	token string
+	whole string
 }
 
 // The patterns are compiled once and only read; regexp values are safe for
@@ -43,22 +48,24 @@ type secretPattern struct {
 var secretPatterns = []secretPattern{
 	// PEM private keys, also when the block is cut off.
 	{re: regexp.MustCompile(`-----BEGIN[A-Z0-9 ]*PRIVATE KEY-----(?s:.*?)(?:-----END[A-Z0-9 ]*PRIVATE KEY-----|\z)`), repl: "[redacted private key]",
-		hints: []string{"private key-----"}},
+		hints: []string{"private key-----"}, token: "a private key",
+		// whole: only a complete block (a cut one may be followed by anything)
+		whole: `-----BEGIN[A-Z0-9 ]*PRIVATE KEY-----[A-Za-z0-9+/=\s:,-]*-----END[A-Z0-9 ]*PRIVATE KEY-----`},
 	// E2B API keys.
-	{re: regexp.MustCompile(`e2b_[0-9a-fA-F]{20,}`), repl: Redacted, hints: []string{"e2b_"}},
+	{re: regexp.MustCompile(`e2b_[0-9a-fA-F]{20,}`), repl: Redacted, hints: []string{"e2b_"}, token: "an E2B API key"},
 	// sk-... (OpenAI, Anthropic), sk_live_... (Stripe), sk_e2b_...: only with a digit,
 	// so that words like "sk-learn-style-names" stay readable.
-	{re: regexp.MustCompile(`\bsk[-_][A-Za-z0-9_-]{16,}`), repl: Redacted, keep: noDigit, hints: []string{"sk-", "sk_"}},
+	{re: regexp.MustCompile(`\bsk[-_][A-Za-z0-9_-]{16,}`), repl: Redacted, keep: noDigit, hints: []string{"sk-", "sk_"}, token: "an API key (sk-…)"},
 	// GitHub tokens.
 	{re: regexp.MustCompile(`\b(?:gh[pousr]_[A-Za-z0-9]{20,}|github_pat_[A-Za-z0-9_]{20,})`), repl: Redacted,
-		hints: []string{"ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_"}},
+		hints: []string{"ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_"}, token: "a GitHub token"},
 	// Slack, Hugging Face, Google API keys, AWS access key IDs.
-	{re: regexp.MustCompile(`\bxox[abposr]-[A-Za-z0-9-]{10,}`), repl: Redacted, hints: []string{"xox"}},
-	{re: regexp.MustCompile(`\bhf_[A-Za-z0-9]{20,}`), repl: Redacted, hints: []string{"hf_"}},
-	{re: regexp.MustCompile(`\bAIza[0-9A-Za-z_-]{30,}`), repl: Redacted, hints: []string{"aiza"}},
-	{re: regexp.MustCompile(`\b(?:AKIA|ASIA)[0-9A-Z]{16}\b`), repl: Redacted, hints: []string{"akia", "asia"}},
+	{re: regexp.MustCompile(`\bxox[abposr]-[A-Za-z0-9-]{10,}`), repl: Redacted, hints: []string{"xox"}, token: "a Slack token"},
+	{re: regexp.MustCompile(`\bhf_[A-Za-z0-9]{20,}`), repl: Redacted, hints: []string{"hf_"}, token: "a Hugging Face token"},
+	{re: regexp.MustCompile(`\bAIza[0-9A-Za-z_-]{30,}`), repl: Redacted, hints: []string{"aiza"}, token: "a Google API key"},
+	{re: regexp.MustCompile(`\b(?:AKIA|ASIA)[0-9A-Z]{16}\b`), repl: Redacted, hints: []string{"akia", "asia"}, token: "an AWS access key ID"},
 	// JSON Web Tokens.
-	{re: regexp.MustCompile(`\beyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]*`), repl: Redacted, hints: []string{"eyj"}},
+	{re: regexp.MustCompile(`\beyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]*`), repl: Redacted, hints: []string{"eyj"}, token: "a JSON Web Token"},
 	// Authorization headers and bearer tokens.
 	{re: regexp.MustCompile(`(?i)(\bauthorization["']?\s*[:=]\s*["']?)(?:(?:basic|bearer|token|digest)\s+)?[^\s"']+`), repl: "${1}" + Redacted,
 		hints: []string{"authorization"}},
@@ -69,6 +76,39 @@ var secretPatterns = []secretPattern{
 	{re: regexp.MustCompile(`(?i)(\b[A-Za-z0-9_.-]*(?:password|passwd|secret|token|api[_-]?key|access[_-]?key|private[_-]?key|credentials?)["']?\s*[:=]\s*)(?:\[redacted[^\]]*\]|"[^"\n]*"|'[^'\n]*'|[^\s"'&;,|)}\]]+)`), repl: "${1}" + Redacted,
 		hints: []string{"password", "passwd", "secret", "token", "apikey", "api_key", "api-key", "accesskey", "access_key", "access-key",
 			"privatekey", "private_key", "private-key", "credential"}},
+}
+
+// wholeTokens are the patterns that name a credential, anchored to match a whole value.
+var wholeTokens = func() []secretPattern {
+	var out []secretPattern
+	for _, p := range secretPatterns {
+		if p.token != "" {
+			whole := p.whole
+			if whole == "" {
+				whole = p.re.String()
+			}
+			p.re = regexp.MustCompile(`\A(?:` + whole + `)\z`)
+			out = append(out, p)
+		}
+	}
+	return out
+}()
+
+// TokenFormat names the kind of credential s is, when s (without surrounding
+// whitespace) is exactly one of a known format: an E2B key, sk-..., a GitHub token, a
+// JWT, a private key, ...; "" otherwise. Unlike Redact, it says nothing of text
+// that merely contains or names a secret: it is for showing a value to a human who
+// must judge it, where only a bare credential can be hidden without hiding what the
+// value does.
+func TokenFormat(s string) string {
+	s = strings.TrimSpace(s)
+	lower := strings.ToLower(s)
+	for _, p := range wholeTokens {
+		if containsAny(lower, p.hints) && p.re.MatchString(s) && (p.keep == nil || !p.keep(s)) {
+			return p.token
+		}
+	}
+	return ""
 }
 
 func containsAny(s string, subs []string) bool {

