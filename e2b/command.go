@@ -13,7 +13,7 @@ import (
 	"time"
 )
 
-// Shell commands as a terminal user expects them, on top of envd's process service (docs/ARCHITECTURE.md,
+// Shell commands as a terminal user expects them, on top of envd's process service (docs/e2b.md,
 // "Processes in envd"): envd starts a command as a plain child of itself, signals only the one pid it started, and ends
 // a stream only when every holder of the command's stdout and stderr has closed them. So every command here runs as the
 // leader of a session of its own (setsid), which its whole process tree shares: stopping it signals the process group,

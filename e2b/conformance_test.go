@@ -474,7 +474,7 @@ func TestConformanceBackgroundInput(t *testing.T) {
 	})
 }
 
-// What envd itself does with processes (docs/ARCHITECTURE.md, "Processes in envd"), which the emulator must do too.
+// What envd itself does with processes (docs/e2b.md, "Processes in envd"), which the emulator must do too.
 
 // rawStart starts a process through envd's Start directly (no session of its own, no exit marker) and returns
 // its pid and a channel with how the stream ended.

@@ -16,15 +16,21 @@ import (
 	"github.com/e2b-mcp/e2b-mcp/tools"
 )
 
-var update = flag.Bool("update", false, "rewrite the generated parts of README.md and the bundle's manifest")
+var update = flag.Bool("update", false, "rewrite the generated parts of the documentation and the bundle's manifest")
 
-const readmePath = "../README.md"
+// The documents whose text these tests check against the code.
+const (
+	readmePath        = "../README.md"
+	policyDocPath     = "../docs/policy.md"
+	egressDocPath     = "../docs/egress-credentials.md"
+	teamServerDocPath = "../docs/team-server.md"
+)
 
-// generated checks (or with -update rewrites) the text between <!-- NAME:begin --> and <!-- NAME:end --> in
-// README.md.
-func generated(t *testing.T, name, want string) {
+// generated checks (or with -update rewrites) the text between <!-- NAME:begin --> and <!-- NAME:end --> in the
+// document at path.
+func generated(t *testing.T, path, name, want string) {
 	t.Helper()
-	data, err := os.ReadFile(readmePath)
+	data, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -32,7 +38,7 @@ func generated(t *testing.T, name, want string) {
 	doc := string(data)
 	i, j := strings.Index(doc, begin), strings.Index(doc, end)
 	if i < 0 || j < i {
-		t.Fatalf("README.md lacks the markers %q and %q", strings.TrimSpace(begin), end)
+		t.Fatalf("%s lacks the markers %q and %q", path, strings.TrimSpace(begin), end)
 	}
 	got := doc[i+len(begin) : j]
 	if got == want {
@@ -40,55 +46,64 @@ func generated(t *testing.T, name, want string) {
 	}
 	if *update {
 		doc = doc[:i+len(begin)] + want + doc[j:]
-		if err := os.WriteFile(readmePath, []byte(doc), 0o644); err != nil {
+		if err := os.WriteFile(path, []byte(doc), 0o644); err != nil {
 			t.Fatal(err)
 		}
-		t.Logf("rewrote the %s section of README.md", name)
+		t.Logf("rewrote the %s section of %s", name, path)
 		return
 	}
-	t.Errorf("README.md's %s section is stale; regenerate it with\n\tgo test ./tests -run %s -update\n--- README has:\n%s\n--- want:\n%s",
-		name, t.Name(), got, want)
+	t.Errorf("%s's %s section is stale; regenerate it with\n\tgo test ./tests -run '^%s$' -update\n--- it has:\n%s\n--- want:\n%s",
+		path, name, t.Name(), got, want)
 }
 
 // The tool table in README.md is generated from the tool definitions themselves.
 func TestReadmeTools(t *testing.T) {
-	generated(t, "tools", tools.MarkdownTable(tools.All(tools.Deps{})))
+	generated(t, readmePath, "tools", tools.MarkdownTable(tools.All(tools.Deps{})))
 }
 
-// The built-in policy shown in README.md is policy.DefaultYAML itself.
-func TestReadmePolicy(t *testing.T) {
-	generated(t, "policy", fmt.Sprintf("```yaml\n%s```\n", policy.DefaultYAML))
+// The built-in policy shown in docs/policy.md is policy.DefaultYAML itself.
+func TestPolicyDocBuiltin(t *testing.T) {
+	generated(t, policyDocPath, "policy", fmt.Sprintf("```yaml\n%s```\n", policy.DefaultYAML))
 }
 
 var yamlBlock = regexp.MustCompile("(?s)```yaml\n(.*?)```")
 
-// egressFileExample marks the README's yaml blocks that are egress files rather than policies.
+// egressFileExample marks the yaml blocks that are egress files rather than policies.
 const egressFileExample = "# --egress-file"
 
-// Every policy example in README.md is a valid policy, and every egress file example a valid egress file, so a
-// reader can copy them.
-func TestReadmePolicyExamplesParse(t *testing.T) {
-	data, err := os.ReadFile(readmePath)
+// Every yaml block of the documentation is a valid policy, or, marked as one, a valid egress file, so a reader can
+// copy them; docs/policy.md holds the built-in policy and at least one example, docs/egress-credentials.md an
+// egress file.
+func TestDocYAMLExamplesParse(t *testing.T) {
+	want := map[string]int{policyDocPath: 2, egressDocPath: 1}
+	docs, err := filepath.Glob("../docs/*.md")
 	if err != nil {
 		t.Fatal(err)
 	}
-	blocks := yamlBlock.FindAllStringSubmatch(string(data), -1)
-	if len(blocks) < 2 {
-		t.Fatalf("README.md has %d yaml blocks; want the built-in policy and at least one example", len(blocks))
-	}
-	for i, b := range blocks {
-		if strings.HasPrefix(b[1], egressFileExample) {
-			path := filepath.Join(t.TempDir(), fmt.Sprintf("egress-%d.yaml", i+1))
-			if err := os.WriteFile(path, []byte(b[1]), 0o600); err != nil {
-				t.Fatal(err)
-			}
-			if _, err := egress.LoadScopes(path); err != nil {
-				t.Errorf("README yaml block %d: %v", i+1, err)
-			}
-			continue
+	for _, doc := range append([]string{readmePath}, docs...) {
+		data, err := os.ReadFile(doc)
+		if err != nil {
+			t.Fatal(err)
 		}
-		if _, err := tools.PolicyTools().Parse(fmt.Sprintf("README yaml block %d", i+1), []byte(b[1])); err != nil {
-			t.Errorf("%v", err)
+		blocks := yamlBlock.FindAllStringSubmatch(string(data), -1)
+		if len(blocks) < want[doc] {
+			t.Errorf("%s has %d yaml blocks; want at least %d", doc, len(blocks), want[doc])
+		}
+		for i, b := range blocks {
+			where := fmt.Sprintf("%s yaml block %d", doc, i+1)
+			if strings.HasPrefix(b[1], egressFileExample) {
+				path := filepath.Join(t.TempDir(), fmt.Sprintf("egress-%d.yaml", i+1))
+				if err := os.WriteFile(path, []byte(b[1]), 0o600); err != nil {
+					t.Fatal(err)
+				}
+				if _, err := egress.LoadScopes(path); err != nil {
+					t.Errorf("%s: %v", where, err)
+				}
+				continue
+			}
+			if _, err := tools.PolicyTools().Parse(where, []byte(b[1])); err != nil {
+				t.Errorf("%v", err)
+			}
 		}
 	}
 }
@@ -135,10 +150,10 @@ func TestReadmeAndExampleConfigs(t *testing.T) {
 	}
 }
 
-// The README's table of conditions names, for each condition on an argument, exactly the tools the policy applies it
-// to: the tools whose definitions give that argument to the policy.
-func TestReadmeConditionTools(t *testing.T) {
-	data, err := os.ReadFile(readmePath)
+// docs/policy.md's table of conditions names, for each condition on an argument, exactly the tools the policy
+// applies it to: the tools whose definitions give that argument to the policy.
+func TestPolicyDocConditionTools(t *testing.T) {
+	data, err := os.ReadFile(policyDocPath)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -167,10 +182,10 @@ func TestReadmeConditionTools(t *testing.T) {
 		slices.Sort(got)
 		expected := slices.Sorted(slices.Values(catalogue.With(want...)))
 		if !slices.Equal(got, expected) {
-			t.Errorf("README.md: condition %s applies to %v, the tools give it to %v", m[1], got, expected)
+			t.Errorf("docs/policy.md: condition %s applies to %v, the tools give it to %v", m[1], got, expected)
 		}
 	}
 	if seen != len(kinds) {
-		t.Errorf("README.md's table of conditions has %d of the %d conditions on arguments", seen, len(kinds))
+		t.Errorf("docs/policy.md's table of conditions has %d of the %d conditions on arguments", seen, len(kinds))
 	}
 }

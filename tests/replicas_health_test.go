@@ -23,9 +23,9 @@ func healthOf(t *testing.T, base string) (int, string) {
 	return resp.StatusCode, string(body)
 }
 
-// With one replica's state directory full, its /healthz answers 503 within a second, and HAProxy (the README's
-// block) stops sending it calls: every call lands on the other replica, none is refused. Once space returns, the
-// replica is healthy again and HAProxy sends it calls again.
+// With one replica's state directory full, its /healthz answers 503 within a second, and HAProxy (as
+// docs/team-server.md configures it) stops sending it calls: every call lands on the other replica, none is refused.
+// Once space returns, the replica is healthy again and HAProxy sends it calls again.
 func TestReplicaWithFullDiskGetsNoCalls(t *testing.T) {
 	x := newH(t)
 	full := x.path("replica1") // startReplicas' state directory of the first replica

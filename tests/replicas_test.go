@@ -8,7 +8,6 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"regexp"
 	"strings"
 	"sync"
@@ -26,7 +25,7 @@ import (
 )
 
 // replicaSet is two or more `serve` processes on one PostgreSQL database, behind HAProxy configured as the
-// README tells operators to.
+// docs/team-server.md tells operators to.
 type replicaSet struct {
 	db       string // the database URL, password included
 	tokens   string // the tokens file they share
@@ -86,22 +85,22 @@ var (
 	haproxyServer = regexp.MustCompile(`(?m)^\s*server replica\d+ \S+ (.*)\n`)
 )
 
-// startHAProxy runs HAProxy with the README's configuration, its addresses replaced by the test's (listening on
+// startHAProxy runs HAProxy with the configuration docs/team-server.md gives, its addresses replaced by the test's (listening on
 // listen, host:port), until the test ends, and waits until it passes requests on.
 func (x *h) startHAProxy(listen string, replicas []string) string {
 	x.t.Helper()
-	readme, err := os.ReadFile(filepath.Join("..", "README.md"))
+	doc, err := os.ReadFile(teamServerDocPath)
 	if err != nil {
 		x.t.Fatal(err)
 	}
-	m := haproxyBlock.FindSubmatch(readme)
+	m := haproxyBlock.FindSubmatch(doc)
 	if m == nil {
-		x.t.Fatal("README.md has no HAProxy configuration between <!-- haproxy:begin --> and <!-- haproxy:end -->")
+		x.t.Fatalf("%s has no HAProxy configuration between <!-- haproxy:begin --> and <!-- haproxy:end -->", teamServerDocPath)
 	}
 	cfg := string(m[1])
 	servers := haproxyServer.FindAllStringSubmatch(cfg, -1)
 	if len(servers) == 0 || len(haproxyBind.FindAllString(cfg, -1)) != 1 {
-		x.t.Fatalf("the README's HAProxy configuration lacks its bind line or server lines:\n%s", cfg)
+		x.t.Fatalf("the documented HAProxy configuration lacks its bind line or server lines:\n%s", cfg)
 	}
 	cfg = haproxyBind.ReplaceAllString(cfg, "${1}"+listen)
 	var lines strings.Builder

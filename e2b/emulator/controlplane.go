@@ -57,7 +57,7 @@ func (s *Server) controlPlaneRoutes() *http.ServeMux {
 	}
 	route("POST /sandboxes", s.handleCreate)
 	if !s.opts.V1Only {
-		// The routes E2B's current SDKs send (docs/ARCHITECTURE.md, "The control plane"): v2 sandboxes are always
+		// The routes E2B's current SDKs send (docs/e2b.md, "The control plane"): v2 sandboxes are always
 		// secured, and connect's body is optional.
 		route("POST /v2/sandboxes", s.handleCreate)
 		route("POST /v2/sandboxes/{sandboxID}/connect", s.withSandboxID(s.handleConnect))

@@ -10,7 +10,7 @@ import (
 )
 
 // envdService emulates envd for every sandbox of a Server: /health, /files, /envs and the Connect services
-// process.Process and filesystem.Filesystem, answering as envd 0.6.13 does (docs/ARCHITECTURE.md, "Reaching
+// process.Process and filesystem.Filesystem, answering as envd 0.6.13 does (docs/e2b.md, "Reaching
 // envd", "envd's Connect RPC" and "envd's answers on the wire").
 //
 // freeze, thaw, stop and close never take Server.mu, so the control plane may call them with it held.

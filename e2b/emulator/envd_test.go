@@ -23,7 +23,7 @@ import (
 	"github.com/e2b-mcp/e2b-mcp/internal/connectframe"
 )
 
-// Tests of the emulated envd on the wire: the exact answers of a real envd, byte for byte (docs/ARCHITECTURE.md,
+// Tests of the emulated envd on the wire: the exact answers of a real envd, byte for byte (docs/e2b.md,
 // "envd's answers on the wire").
 
 const envdTestKey = "e2b_0a1b2c3d4e5f60718293"
@@ -247,7 +247,7 @@ func TestEnvdOutputChunks(t *testing.T) {
 }
 
 // At Connect-Timeout-Ms envd kills the process and ends the stream with deadline_exceeded, without an end event
-// (docs/ARCHITECTURE.md, "Processes in envd").
+// (docs/e2b.md, "Processes in envd").
 func TestEnvdTimeoutKills(t *testing.T) {
 	b := envdCreate(t, envdServer(t, Options{}), nil)
 	start := time.Now()

@@ -1,9 +1,8 @@
-// Package emulator is an emulator of E2B, the local backend of `serve --backend local` and the ground of the
-// tests: the control-plane REST API and each sandbox's envd on one HTTP address, answering as E2B does
-// (docs/ARCHITECTURE.md, "E2B as the code relies on it"). Sandboxes are real: commands run as real processes
-// isolated with bubblewrap, each sandbox with its own /home/user and /tmp and no network. What only tests need
-// (fault injection, a request log, E2B's own envd behind the sandboxes) is package e2btest, which plugs into
-// Options.Hooks and Options.Envd.
+// Package emulator is an emulator of E2B, the local backend of `serve --backend local` and the ground of the tests: the
+// control-plane REST API and each sandbox's envd on one HTTP address, answering as E2B does (docs/e2b.md). Sandboxes
+// are real: commands run as real processes isolated with bubblewrap, each sandbox with its own /home/user and /tmp and
+// no network. What only tests need (fault injection, a request log, E2B's own envd behind the sandboxes) is package
+// e2btest, which plugs into Options.Hooks and Options.Envd.
 //
 // The package must not import the e2b client package: the client's own tests import this one.
 package emulator
