@@ -16,6 +16,7 @@ import (
 
 	"github.com/e2b-mcp/e2b-mcp/e2b"
 	"github.com/e2b-mcp/e2b-mcp/egress"
+	"github.com/e2b-mcp/e2b-mcp/imagesafe"
 	"github.com/e2b-mcp/e2b-mcp/lifecycle"
 	"github.com/e2b-mcp/e2b-mcp/state"
 )
@@ -31,7 +32,7 @@ type base struct {
 	now     func() time.Time
 	// scaling shares out the decoding of images being scaled down: each takes up to a core and maxImageDecodeBytes
 	// of memory, so calls take turns, each owner's behind its own.
-	scaling *scalingSlots
+	scaling *imagesafe.Slots
 	// extended throttles the extensions of sandboxes' timeouts (keepalive.go).
 	extended *extensions
 	// previews makes private preview links (get_url.go); nil: sandbox ports are public.
@@ -40,7 +41,7 @@ type base struct {
 
 func newBase(d Deps) *base {
 	b := &base{clients: d.Clients, egress: d.Egress, store: d.Store, cfg: d.Config.withDefaults(), log: d.Logger, now: d.Now,
-		scaling: newScalingSlots(scalingSlotsTotal, scalingWait), extended: newExtensions(), previews: d.Previews}
+		scaling: imagesafe.NewSlots(imagesafe.SlotsTotal, imagesafe.SlotsWait), extended: newExtensions(), previews: d.Previews}
 	if b.log == nil {
 		b.log = slog.New(slog.DiscardHandler)
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/mark3labs/mcp-go/mcp"
 
 	"github.com/e2b-mcp/e2b-mcp/e2b"
+	"github.com/e2b-mcp/e2b-mcp/imagesafe"
 	"github.com/e2b-mcp/e2b-mcp/internal/shellquote"
 	"github.com/e2b-mcp/e2b-mcp/state"
 )
@@ -36,18 +37,18 @@ type readArgs struct {
 // readResult puts what happened first and the content last: a client that keeps only the start of a long result
 // still shows whether the file goes on and where the next read starts.
 type readResult struct {
-	SandboxID  string     `json:"sandbox_id"`
-	Resumed    bool       `json:"resumed,omitempty" jsonschema_description:"True when the sandbox had been paused at its timeout and this call resumed it first; its files, and the processes started before, are as they were."`
-	Path       string     `json:"path"`
-	Truncated  bool       `json:"truncated" jsonschema_description:"True when the file goes on after content."`
-	NextOffset int        `json:"next_offset,omitempty" jsonschema_description:"The offset that continues the read, when truncated."`
-	Size       int64      `json:"size" jsonschema_description:"The whole file's size in bytes."`
-	StartLine  int        `json:"start_line" jsonschema_description:"Line number of the first line of content."`
-	Lines      int        `json:"lines" jsonschema_description:"How many lines content holds."`
-	Binary     bool       `json:"binary,omitempty" jsonschema_description:"True when the file is not UTF-8 text."`
-	Image      *imageInfo `json:"image,omitempty" jsonschema_description:"Set when the file is a PNG, JPEG, GIF or WebP image: it follows as image content (scaled down when it is over the limits), and content is empty."`
-	Note       string     `json:"note,omitempty"`
-	Content    string     `json:"content" jsonschema_description:"The lines read, as they are in the file (empty for a binary file read without offset/limit)."`
+	SandboxID  string          `json:"sandbox_id"`
+	Resumed    bool            `json:"resumed,omitempty" jsonschema_description:"True when the sandbox had been paused at its timeout and this call resumed it first; its files, and the processes started before, are as they were."`
+	Path       string          `json:"path"`
+	Truncated  bool            `json:"truncated" jsonschema_description:"True when the file goes on after content."`
+	NextOffset int             `json:"next_offset,omitempty" jsonschema_description:"The offset that continues the read, when truncated."`
+	Size       int64           `json:"size" jsonschema_description:"The whole file's size in bytes."`
+	StartLine  int             `json:"start_line" jsonschema_description:"Line number of the first line of content."`
+	Lines      int             `json:"lines" jsonschema_description:"How many lines content holds."`
+	Binary     bool            `json:"binary,omitempty" jsonschema_description:"True when the file is not UTF-8 text."`
+	Image      *imagesafe.Info `json:"image,omitempty" jsonschema_description:"Set when the file is a PNG, JPEG, GIF or WebP image: it follows as image content (scaled down when it is over the limits), and content is empty."`
+	Note       string          `json:"note,omitempty"`
+	Content    string          `json:"content" jsonschema_description:"The lines read, as they are in the file (empty for a binary file read without offset/limit)."`
 }
 
 // readFile is e2b_read_file.
@@ -117,7 +118,7 @@ func (t readFile) run(ctx context.Context, call Caller, a *readArgs) (any, error
 		return nil, t.sandboxFailure(ctx, c, call, rec, err)
 	}
 	res.Binary = isBinary(sniff, len(sniff) == binarySniff)
-	if mime := imageMIME(sniff); mime != "" && !explicit {
+	if mime := imagesafe.MIME(sniff); mime != "" && !explicit {
 		return t.image(ctx, c, call, rec, res, br, mime)
 	}
 	if res.Binary && !explicit {
@@ -172,7 +173,7 @@ func (t readFile) image(ctx context.Context, c *e2b.Client, call Caller, rec sta
 		"itself to the user, make a link with e2b_download_url.", shellquote.Quote(res.Path))
 	if res.Size > int64(t.cfg.ImageSourceLimitBytes) {
 		return nil, userErrorf("'%s' is a %s image of %d bytes, over the %d bytes e2b_read_file fetches to show "+
-			"an image. %s", res.Path, imageFormatName(mime), res.Size, t.cfg.ImageSourceLimitBytes, shrink)
+			"an image. %s", res.Path, imagesafe.FormatName(mime), res.Size, t.cfg.ImageSourceLimitBytes, shrink)
 	}
 	data, err := io.ReadAll(io.LimitReader(body, int64(t.cfg.ImageSourceLimitBytes)+1))
 	if err != nil {
@@ -181,17 +182,17 @@ func (t readFile) image(ctx context.Context, c *e2b.Client, call Caller, rec sta
 	if len(data) > t.cfg.ImageSourceLimitBytes {
 		// It grew between the stat and the read.
 		return nil, userErrorf("'%s' is a %s image of more than %d bytes, which e2b_read_file does not fetch to "+
-			"show an image. %s", res.Path, imageFormatName(mime), t.cfg.ImageSourceLimitBytes, shrink)
+			"show an image. %s", res.Path, imagesafe.FormatName(mime), t.cfg.ImageSourceLimitBytes, shrink)
 	}
-	lim := imageLimits{maxBytes: t.cfg.ImageLimitBytes, maxEdge: t.cfg.ImageMaxEdge, maxPixels: maxImagePixels, maxDecodeBytes: maxImageDecodeBytes}
-	out, info, err := fitImage(ctx, data, mime, lim, t.scaling, call.Owner)
-	var tooLarge *errImageTooLarge
+	lim := imagesafe.Limits{MaxBytes: t.cfg.ImageLimitBytes, MaxEdge: t.cfg.ImageMaxEdge, MaxPixels: imagesafe.DefaultMaxPixels, MaxDecodeBytes: imagesafe.DefaultMaxDecodeBytes}
+	out, info, err := imagesafe.Fit(ctx, data, mime, lim, t.scaling, call.Owner)
+	var tooLarge *imagesafe.TooLargeError
 	switch {
 	case errors.As(err, &tooLarge):
-		return nil, userErrorf("'%s' cannot be shown: %s. %s", res.Path, tooLarge.reason, shrink)
-	case errors.Is(err, errScalingBusy):
+		return nil, userErrorf("'%s' cannot be shown: %s. %s", res.Path, tooLarge.Reason, shrink)
+	case errors.Is(err, imagesafe.ErrBusy):
 		return nil, userErrorf("'%s' was not shown: %v, and this one waited its turn for %v; try again in a moment.",
-			res.Path, err, scalingWait)
+			res.Path, err, imagesafe.SlotsWait)
 	case ctx.Err() != nil:
 		return nil, err
 	case err != nil:
@@ -200,21 +201,14 @@ func (t readFile) image(ctx context.Context, c *e2b.Client, call Caller, rec sta
 	res.Binary, res.Image = true, &info
 	res.Size = int64(len(data))
 	res.StartLine = 0
-	res.Note = fmt.Sprintf("%s image, %d×%d, shown as image content", imageFormatName(mime), info.Width, info.Height)
+	res.Note = fmt.Sprintf("%s image, %d×%d, shown as image content", imagesafe.FormatName(mime), info.Width, info.Height)
 	if info.Scaled {
 		res.Note = fmt.Sprintf("%s image of %d×%d pixels and %d bytes, shown scaled down to %d×%d (%s, %d bytes) to "+
-			"fit the limits; the file is unchanged", imageFormatName(mime), info.SourceWidth, info.SourceHeight,
-			len(data), info.Width, info.Height, imageFormatName(info.MIMEType), info.Bytes)
+			"fit the limits; the file is unchanged", imagesafe.FormatName(mime), info.SourceWidth, info.SourceHeight,
+			len(data), info.Width, info.Height, imagesafe.FormatName(info.MIMEType), info.Bytes)
 	}
 	return withContent{result: res, extra: []mcp.Content{mcp.NewImageContent(base64.StdEncoding.EncodeToString(out), info.MIMEType)}}, nil
 }
-
-// maxImagePixels and maxImageDecodeBytes bound the images decoded for scaling (see imageLimits): 100 MB of
-// memory at 4 bytes a pixel, and 128 MiB whatever the format.
-const (
-	maxImagePixels      = 25_000_000
-	maxImageDecodeBytes = 128 << 20
-)
 
 // isBinary says whether a file's first bytes look like anything but UTF-8 text. partial is true when more of the
 // file follows, so that a multi-byte character cut at the end of the sample does not count against it.

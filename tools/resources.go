@@ -17,6 +17,7 @@ import (
 	"github.com/mark3labs/mcp-go/server"
 
 	"github.com/e2b-mcp/e2b-mcp/e2b"
+	"github.com/e2b-mcp/e2b-mcp/imagesafe"
 	"github.com/e2b-mcp/e2b-mcp/internal/shellquote"
 	"github.com/e2b-mcp/e2b-mcp/policy"
 	"github.com/e2b-mcp/e2b-mcp/state"
@@ -158,7 +159,7 @@ func (r sandboxFiles) contents(ctx context.Context, call Caller, req mcp.ReadRes
 	} else {
 		contents = mcp.BlobResourceContents{URI: uri, MIMEType: binaryMIME(p, data), Blob: base64.StdEncoding.EncodeToString(data)}
 	}
-	if imageMIME(sniff) != "" {
+	if imagesafe.MIME(sniff) != "" {
 		if len(data) > r.cfg.ImageLimitBytes {
 			return nil, tooLarge(fmt.Sprintf("an image of %d bytes", len(data)))
 		}
@@ -210,7 +211,7 @@ func textMIME(p string) string {
 // binaryMIME is the MIME type of a binary file: by its content when it is an image, else by its name, else by
 // what its bytes look like.
 func binaryMIME(p string, data []byte) string {
-	if m := imageMIME(data); m != "" {
+	if m := imagesafe.MIME(data); m != "" {
 		return m
 	}
 	if t := mime.TypeByExtension(path.Ext(p)); t != "" {

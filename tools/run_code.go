@@ -15,6 +15,7 @@ import (
 	"github.com/mark3labs/mcp-go/mcp"
 
 	"github.com/e2b-mcp/e2b-mcp/e2b"
+	"github.com/e2b-mcp/e2b-mcp/imagesafe"
 	"github.com/e2b-mcp/e2b-mcp/state"
 )
 
@@ -51,12 +52,12 @@ type codeResult struct {
 	Markdown     string   `json:"markdown,omitempty"`
 	// HTMLText is the HTML as text (a table's rows one a line, cells separated by " | "), when the plain text is
 	// only an object's name.
-	HTMLText string     `json:"html_text,omitempty" jsonschema_description:"The HTML result as readable text (tables as rows of cells separated by ' | '), when there is no better plain text."`
-	LaTeX    string     `json:"latex,omitempty"`
-	JSON     string     `json:"json,omitempty"`
-	SVG      string     `json:"svg,omitempty"`
-	Image    *imageInfo `json:"image,omitempty" jsonschema_description:"Set when the result is a PNG or JPEG image: it follows as image content, in the order of the results."`
-	Note     string     `json:"note,omitempty"`
+	HTMLText string          `json:"html_text,omitempty" jsonschema_description:"The HTML result as readable text (tables as rows of cells separated by ' | '), when there is no better plain text."`
+	LaTeX    string          `json:"latex,omitempty"`
+	JSON     string          `json:"json,omitempty"`
+	SVG      string          `json:"svg,omitempty"`
+	Image    *imagesafe.Info `json:"image,omitempty" jsonschema_description:"Set when the result is a PNG or JPEG image: it follows as image content, in the order of the results."`
+	Note     string          `json:"note,omitempty"`
 }
 
 const runCodeName = "e2b_run_code"
@@ -252,9 +253,9 @@ func (t runCode) results(ctx context.Context, call Caller, in []e2b.CodeResult) 
 		if len(r.JSON) > 0 && r.Text == "" {
 			cr.JSON = string(r.JSON)
 		}
-		encoded, mime := r.PNG, mimePNG
+		encoded, mime := r.PNG, imagesafe.PNG
 		if encoded == "" {
-			encoded, mime = r.JPEG, mimeJPEG
+			encoded, mime = r.JPEG, imagesafe.JPEG
 		}
 		if r.SVG != "" && encoded == "" {
 			cr.SVG = r.SVG
@@ -274,18 +275,18 @@ func (t runCode) results(ctx context.Context, call Caller, in []e2b.CodeResult) 
 }
 
 // image fits one base64 image result within room bytes, or says why it is not shown.
-func (t runCode) image(ctx context.Context, call Caller, encoded, mime string, room int) ([]byte, imageInfo, string) {
+func (t runCode) image(ctx context.Context, call Caller, encoded, mime string, room int) ([]byte, imagesafe.Info, string) {
 	data, err := base64.StdEncoding.DecodeString(encoded)
-	if err != nil || imageMIME(data) != mime {
-		return nil, imageInfo{}, fmt.Sprintf("The %s result is not a valid %s image; it is not shown.", imageFormatName(mime), imageFormatName(mime))
+	if err != nil || imagesafe.MIME(data) != mime {
+		return nil, imagesafe.Info{}, fmt.Sprintf("The %s result is not a valid %s image; it is not shown.", imagesafe.FormatName(mime), imagesafe.FormatName(mime))
 	}
 	if room < minImageRoom {
-		return nil, imageInfo{}, "This image is not shown: the images before it took the room images have in one result. Show fewer charts per call."
+		return nil, imagesafe.Info{}, "This image is not shown: the images before it took the room images have in one result. Show fewer charts per call."
 	}
-	lim := imageLimits{maxBytes: room, maxEdge: t.cfg.ImageMaxEdge, maxPixels: maxImagePixels, maxDecodeBytes: maxImageDecodeBytes}
-	out, info, err := fitImage(ctx, data, mime, lim, t.scaling, call.Owner)
+	lim := imagesafe.Limits{MaxBytes: room, MaxEdge: t.cfg.ImageMaxEdge, MaxPixels: imagesafe.DefaultMaxPixels, MaxDecodeBytes: imagesafe.DefaultMaxDecodeBytes}
+	out, info, err := imagesafe.Fit(ctx, data, mime, lim, t.scaling, call.Owner)
 	if err != nil {
-		return nil, imageInfo{}, "This image is not shown: " + err.Error()
+		return nil, imagesafe.Info{}, "This image is not shown: " + err.Error()
 	}
 	if info.Scaled {
 		return out, info, fmt.Sprintf("Shown scaled down from %d×%d to %d×%d to fit the limits.", info.SourceWidth, info.SourceHeight, info.Width, info.Height)

@@ -24,6 +24,7 @@ import (
 	"github.com/e2b-mcp/e2b-mcp/e2b"
 	"github.com/e2b-mcp/e2b-mcp/e2b/e2btest"
 	"github.com/e2b-mcp/e2b-mcp/e2b/emulator"
+	"github.com/e2b-mcp/e2b-mcp/imagesafe"
 	"github.com/e2b-mcp/e2b-mcp/internal/optional"
 	"github.com/e2b-mcp/e2b-mcp/state"
 )
@@ -183,7 +184,7 @@ func testRunCode(t *testing.T, e *env, tokens func() int64) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if _, err := png.Decode(bytes.NewReader(data)); err != nil || ic.MIMEType != mimePNG {
+			if _, err := png.Decode(bytes.NewReader(data)); err != nil || ic.MIMEType != imagesafe.PNG {
 				t.Fatalf("image content %s does not decode as PNG: %v", ic.MIMEType, err)
 			}
 		}

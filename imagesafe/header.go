@@ -1,4 +1,4 @@
-package tools
+package imagesafe
 
 import (
 	"bytes"
@@ -7,14 +7,14 @@ import (
 	"fmt"
 )
 
-// imageHeader is what decoding an image will cost, read from the file's structure before anything is decoded.
+// header is what decoding an image will cost, read from the file's structure before anything is decoded.
 //
 // image.DecodeConfig reads one header and the decoders trust another: a WebP's VP8X chunk declares the canvas,
 // but golang.org/x/image/webp decodes the frame at the size of the frame's own header, never comparing the two;
 // a GIF's later frames, a progressive JPEG's coefficients and scans and a PNG's bit depth are not in what
-// DecodeConfig reports at all. readImageHeader walks each format the way its decoder does, so that a file is
+// DecodeConfig reports at all. readHeader walks each format the way its decoder does, so that a file is
 // decoded only when every frame of it fits its canvas and its cost is known; a decode cannot be cancelled.
-type imageHeader struct {
+type header struct {
 	// width and height are the image's canvas: every frame in the file lies within it.
 	width, height int
 	// decodeBytes is an upper bound on the memory the decoder allocates for the image.
@@ -23,20 +23,20 @@ type imageHeader struct {
 	passes int
 }
 
-// readImageHeader reads the header of data, a file that imageMIME named mime. Its errors say what in the file's
+// readHeader reads the header of data, a file that MIME named mime. Its errors say what in the file's
 // structure is wrong or deceptive; a file they let through decodes within the header's cost or fails early.
-func readImageHeader(data []byte, mime string) (imageHeader, error) {
+func readHeader(data []byte, mime string) (header, error) {
 	switch mime {
-	case mimePNG:
+	case PNG:
 		return readPNGHeader(data)
-	case mimeJPEG:
+	case JPEG:
 		return readJPEGHeader(data)
-	case mimeGIF:
+	case GIF:
 		return readGIFHeader(data)
-	case mimeWebP:
+	case WebP:
 		return readWebPHeader(data)
 	}
-	return imageHeader{}, fmt.Errorf("%s is not an image format e2b_read_file shows", mime)
+	return header{}, fmt.Errorf("%s is not an image format e2b_read_file shows", mime)
 }
 
 // errPastEnd is a structure whose declared length goes beyond the file.
@@ -45,9 +45,9 @@ var errPastEnd = errors.New("a chunk runs past the end of the file")
 // PNG: the signature, then chunks of a 4-byte big-endian length, a 4-byte type, the data and a CRC; IHDR first,
 // IEND last. Go's decoder allocates the whole image as IHDR declares it, then inflates IDAT into it, and stops
 // reading at IEND.
-func readPNGHeader(data []byte) (imageHeader, error) {
+func readPNGHeader(data []byte) (header, error) {
 	var (
-		h                 = imageHeader{passes: 1}
+		h                 = header{passes: 1}
 		depth, colorType  byte
 		interlaced        bool
 		compressed        int64 // bytes of IDAT
@@ -140,9 +140,9 @@ const (
 	jpegRST0, jpegRST7           = 0xd0, 0xd7
 )
 
-func readJPEGHeader(data []byte) (imageHeader, error) {
+func readJPEGHeader(data []byte) (header, error) {
 	var (
-		h           imageHeader
+		h           header
 		progressive bool
 		sampling    []byte // each component's horizontal<<4 | vertical sampling factor
 		ids         []byte // each component's id
@@ -246,11 +246,11 @@ func jpegDecodeBytes(w, h int, sampling []byte, progressive, rgb bool) int64 {
 // (0x21) and images (0x2C, a descriptor placing the frame on the screen, an optional colour table and LZW data),
 // each carrying data in sub-blocks of a length byte and that many bytes, up to the trailer (0x3B). Go decodes the
 // first frame only and refuses one outside the screen; the model's client may decode them all.
-func readGIFHeader(data []byte) (imageHeader, error) {
+func readGIFHeader(data []byte) (header, error) {
 	if len(data) < 13 {
-		return imageHeader{}, errors.New("it ends inside its screen descriptor")
+		return header{}, errors.New("it ends inside its screen descriptor")
 	}
-	h := imageHeader{width: int(binary.LittleEndian.Uint16(data[6:])), height: int(binary.LittleEndian.Uint16(data[8:])), passes: 1}
+	h := header{width: int(binary.LittleEndian.Uint16(data[6:])), height: int(binary.LittleEndian.Uint16(data[8:])), passes: 1}
 	h.decodeBytes = int64(h.width) * int64(h.height) // the first frame, a byte a pixel, lies within the screen
 	p := 13 + gifColorTable(data[10])
 	errEnds := errors.New("it ends inside a block")
@@ -310,8 +310,8 @@ func gifColorTable(fields byte) int {
 // declares the canvas, and holds either one frame (after an ALPH chunk of its transparency, decoded at the
 // canvas size) or, animated, ANMF chunks each placing a frame of its own size on the canvas. Every frame's own
 // header must agree with the place its container gives it: x/image/webp decodes the frame as the frame says.
-func readWebPHeader(data []byte) (imageHeader, error) {
-	h := imageHeader{passes: 1}
+func readWebPHeader(data []byte) (header, error) {
+	h := header{passes: 1}
 	end := min(8+int64(binary.LittleEndian.Uint32(data[4:])), int64(len(data)))
 	var (
 		extended bool

@@ -1,4 +1,4 @@
-package tools
+package imagesafe
 
 import (
 	"context"
@@ -7,12 +7,12 @@ import (
 	"time"
 )
 
-// scalingSlots share out the decoding of images for scaling. A decode cannot be cancelled, and each one takes up
-// to a core and imageLimits.maxDecodeBytes of memory, so few run at once: at most one per owner, and at most
+// Slots share out the decoding of images for scaling. A decode cannot be cancelled, and each one takes up
+// to a core and Limits.MaxDecodeBytes of memory, so few run at once: at most one per owner, and at most
 // total across owners. An owner's further images wait behind its own, not in front of anyone else's; the owners
 // waiting for a slot get one in turn (each waits with at most one call, and a channel serves its waiters first
-// come, first served). A call that waits longer than wait gives up with errScalingBusy.
-type scalingSlots struct {
+// come, first served). A call that waits longer than wait gives up with ErrBusy.
+type Slots struct {
 	total chan struct{}
 	wait  time.Duration
 
@@ -29,20 +29,20 @@ type ownerSlot struct {
 // The scaling slots of a server: two decodes at once (two owners, each with one), each waiting at most ten
 // seconds, well within the minute clients give a call.
 const (
-	scalingSlotsTotal = 2
-	scalingWait       = 10 * time.Second
+	SlotsTotal = 2
+	SlotsWait  = 10 * time.Second
 )
 
-// errScalingBusy is a call that waited its turn to scale an image for longer than the slots allow.
-var errScalingBusy = errors.New("the server is busy scaling other images")
+// ErrBusy is a call that waited its turn to scale an image for longer than the slots allow.
+var ErrBusy = errors.New("the server is busy scaling other images")
 
-func newScalingSlots(total int, wait time.Duration) *scalingSlots {
-	return &scalingSlots{total: make(chan struct{}, total), wait: wait, owners: map[string]*ownerSlot{}}
+func NewSlots(total int, wait time.Duration) *Slots {
+	return &Slots{total: make(chan struct{}, total), wait: wait, owners: map[string]*ownerSlot{}}
 }
 
 // acquire waits for owner's slot and then for one of the total, for at most s.wait; release gives both back.
-// It fails with ctx's error when ctx ends first, else with errScalingBusy.
-func (s *scalingSlots) acquire(ctx context.Context, owner string) (release func(), err error) {
+// It fails with ctx's error when ctx ends first, else with ErrBusy.
+func (s *Slots) Acquire(ctx context.Context, owner string) (release func(), err error) {
 	waitCtx, cancel := context.WithTimeout(ctx, s.wait)
 	defer cancel()
 	o := s.join(owner)
@@ -71,11 +71,11 @@ func waitFailure(ctx context.Context) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	return errScalingBusy
+	return ErrBusy
 }
 
 // join returns owner's slot, counting one more call on it.
-func (s *scalingSlots) join(owner string) *ownerSlot {
+func (s *Slots) join(owner string) *ownerSlot {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	o := s.owners[owner]
@@ -88,7 +88,7 @@ func (s *scalingSlots) join(owner string) *ownerSlot {
 }
 
 // leave counts one call fewer on owner's slot, and forgets the slot with the last one.
-func (s *scalingSlots) leave(owner string, o *ownerSlot) {
+func (s *Slots) leave(owner string, o *ownerSlot) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if o.calls--; o.calls == 0 {
