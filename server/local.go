@@ -18,11 +18,21 @@ const localDirPrefix = "e2b-mcp-local-"
 
 // Local is the E2B emulator run in-process, for trying the server without an E2B account: sandboxes are emulated
 // on this machine and vanish with the server (see localBackend). It takes no Config.Store.
-type Local struct{}
+type Local struct {
+	// checks replace what is asked of this machine (tests); nil: this machine is asked. A pointer keeps Local
+	// comparable.
+	checks *localChecks
+}
+
+// localChecks stand in for the local backend's questions to this machine.
+type localChecks struct {
+	// codeInterpreter says whether the code-interpreter template can be offered (emulator.CodeInterpreterAvailable).
+	codeInterpreter func() error
+}
 
 func (Local) String() string { return BackendLocal }
 
-func (Local) start(cfg Config, m *metrics) (*startedBackend, error) {
+func (b Local) start(cfg Config, m *metrics) (*startedBackend, error) {
 	// Emulated sandboxes vanish with the process, and so do their records: a store of its own in a temporary
 	// directory, sealed with a key that lives only in memory, so that the local backend needs no keyring at all
 	// and never mixes its records with those of real sandboxes.
@@ -30,7 +40,11 @@ func (Local) start(cfg Config, m *metrics) (*startedBackend, error) {
 	if _, err := rand.Read(key); err != nil {
 		return nil, err
 	}
-	l, err := startLocalBackend(cfg.Logger)
+	var codeInterpreterCheck func() error
+	if b.checks != nil {
+		codeInterpreterCheck = b.checks.codeInterpreter
+	}
+	l, err := startLocalBackend(cfg.Logger, codeInterpreterCheck)
 	if err != nil {
 		return nil, err
 	}

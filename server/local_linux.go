@@ -10,16 +10,20 @@ import (
 )
 
 // startLocalBackend starts the emulator with its sandboxes and their records in one temporary directory of
-// this process (see localBackend), after removing those that killed predecessors left.
-func startLocalBackend(log *slog.Logger) (*localBackend, error) {
+// this process (see localBackend), after removing those that killed predecessors left. What it finds out about
+// this machine (bubblewrap, Jupyter) it finds in the background, so that the server answers its client at once
+// (a create where sandboxes cannot be made says why); codeInterpreterCheck says whether the code-interpreter template can be offered (nil: ask this machine).
+func startLocalBackend(log *slog.Logger, codeInterpreterCheck func() error) (*localBackend, error) {
 	dir, err := scratch.New(localDirPrefix)
 	if err != nil {
 		return nil, fmt.Errorf("starting the local backend: %w", err)
 	}
 	keys := newLocalKeys()
+	if codeInterpreterCheck == nil {
+		codeInterpreterCheck = emulator.CodeInterpreterAvailable
+	}
 	// E2B's code-interpreter template is offered where this machine has Jupyter; elsewhere its creates say why not.
-	ci := emulator.CodeInterpreterAvailable() == nil
-	emu, err := emulator.New(emulator.Options{Dir: filepath.Join(dir.Path, "sandboxes"), AcceptKey: keys.accepts, CodeInterpreter: ci})
+	emu, err := emulator.New(emulator.Options{Dir: filepath.Join(dir.Path, "sandboxes"), AcceptKey: keys.accepts, CodeInterpreterCheck: codeInterpreterCheck})
 	if err != nil {
 		dir.Remove()
 		return nil, fmt.Errorf("starting the local backend: %w", err)

@@ -40,7 +40,9 @@ var codeInterpreterModules = []string{"jupyter_client", "ipykernel"}
 // jupyter_client and ipykernel (Debian: python3-jupyter-server python3-ipykernel); the error says what is missing.
 func CodeInterpreterAvailable() error {
 	script := "import " + codeInterpreterModules[0] + ", " + codeInterpreterModules[1]
-	if out, err := exec.Command(codeInterpreterPython, "-c", script).CombinedOutput(); err != nil {
+	ctx, cancel := context.WithTimeout(context.Background(), codeInterpreterStartup)
+	defer cancel()
+	if out, err := exec.CommandContext(ctx, codeInterpreterPython, "-c", script).CombinedOutput(); err != nil {
 		return fmt.Errorf("the code-interpreter template needs /usr/bin/python3 with jupyter_client and ipykernel "+
 			"(Debian: apt-get install python3-jupyter-server python3-ipykernel): %s", bytes.TrimSpace(out))
 	}

@@ -178,13 +178,15 @@ type templateRef struct {
 	snap       *snapshot // nil for a base template
 }
 
-// resolveTemplate finds a template or snapshot by ID, name or alias, with an optional ":tag". Call with s.mu held.
-func (s *Server) resolveTemplate(team, ref string) (templateRef, *apiError) {
+// resolveTemplate finds a template or snapshot by ID, name or alias, with an optional ":tag". Call with s.mu held;
+// codeInterpreter says whether the code-interpreter template is offered (asked before s.mu is taken, as the
+// answer may wait for a check of this machine).
+func (s *Server) resolveTemplate(team, ref string, codeInterpreter bool) (templateRef, *apiError) {
 	identifier, tag := splitTag(ref)
 	if identifier == "" {
 		return templateRef{}, errorf(http.StatusBadRequest, "Invalid template reference: template name cannot be empty")
 	}
-	if identifier == baseTemplate || slices.Contains(s.opts.Templates, identifier) {
+	if identifier == baseTemplate || slices.Contains(s.opts.Templates, identifier) || identifier == codeInterpreterTemplate && codeInterpreter {
 		if tag != "" && tag != "default" {
 			return templateRef{}, errorf(http.StatusNotFound, "template '%s' with tag '%s' not found", identifier, tag)
 		}
@@ -245,12 +247,19 @@ func splitTag(ref string) (string, string) {
 }
 
 func (s *Server) createSandbox(p createParams) (*Sandbox, *apiError) {
+	if s.opts.Envd == nil {
+		if err := s.Isolated(); err != nil {
+			return nil, errorf(http.StatusInternalServerError, "%v", err)
+		}
+	}
+	identifier, _ := splitTag(p.templateID)
+	codeInterpreter := identifier == codeInterpreterTemplate && s.codeInterpreterOffered()
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
 		return nil, errorf(http.StatusServiceUnavailable, "Service is shutting down")
 	}
-	ref, e := s.resolveTemplate(p.team, p.templateID)
+	ref, e := s.resolveTemplate(p.team, p.templateID, codeInterpreter)
 	s.mu.Unlock()
 	if e != nil {
 		return nil, e

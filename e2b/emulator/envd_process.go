@@ -201,9 +201,7 @@ func (e *envdService) startProcess(c *rpcCall, cfg *pbProcessConfigIn, tag *stri
 			return nil, nil, startErr(err)
 		}
 	}
-	e.mu.Lock()
-	iso := e.iso
-	e.mu.Unlock()
+	iso := e.isolation()
 	if iso.err != nil {
 		return nil, nil, startErr(iso.err)
 	}

@@ -15,9 +15,12 @@ import (
 //
 // freeze, thaw, stop and close never take Server.mu, so the control plane may call them with it held.
 type envdService struct {
-	srv     *Server
-	iso     isolation
-	started time.Time
+	srv *Server
+	// isolation is how this host isolates sandbox processes. Its probe (bubblewrap making a namespace: tens of
+	// milliseconds, more under load) runs in the background from the emulator's start, so that only what needs
+	// its answer (a create, a process) waits for it.
+	isolation func() isolation
+	started   time.Time
 
 	mu    sync.Mutex
 	boxes map[string]*sandboxState // by sandbox ID
@@ -26,16 +29,8 @@ type envdService struct {
 	closed bool
 }
 
-func newEnvdService(s *Server) *envdService {
-	return &envdService{srv: s, iso: probeIsolation(), started: time.Now(), boxes: map[string]*sandboxState{}, gone: map[string]bool{}}
-}
-
-// isolationError says why this host cannot isolate sandbox processes (nil when it can). New fails with it: a
-// sandbox whose commands ran on the host unisolated would not be a sandbox.
-func (e *envdService) isolationError() error {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	return e.iso.err
+func newEnvdService(s *Server, probe func() isolation) *envdService {
+	return &envdService{srv: s, isolation: sync.OnceValue(probe), started: time.Now(), boxes: map[string]*sandboxState{}, gone: map[string]bool{}}
 }
 
 // now is the emulator's clock (Options.Now), for signature expiry and retained process ends.

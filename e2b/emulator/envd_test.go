@@ -751,13 +751,67 @@ func TestEnvdIsolationMissing(t *testing.T) {
 	}
 	s := envdServer(t, Options{})
 	b := envdCreate(t, s, nil)
-	s.envd.mu.Lock()
-	s.envd.iso.err = errors.New("emulator: bubblewrap (/usr/bin/bwrap) is not installed")
-	s.envd.mu.Unlock()
+	s.envd.isolation = func() isolation {
+		return isolation{err: errors.New("emulator: bubblewrap (/usr/bin/bwrap) is not installed")}
+	}
 	_, frames := b.stream(t, "process.Process/Start", startBody("true"), nil)
 	want := `{"error":{"code":"invalid_argument","message":"error starting process '/bin/bash -l -c true': emulator: bubblewrap (/usr/bin/bwrap) is not installed"}}`
 	if len(frames) != 1 || frames[0].data != want {
 		t.Fatalf("frames %+v\nwant %s", frames, want)
+	}
+}
+
+// The host's probe of bubblewrap runs in the background: New returns while it is still running, and a create
+// waits for its answer, here that sandboxes cannot be isolated, which the create then says.
+func TestEnvdIsolationProbedInTheBackground(t *testing.T) {
+	release := make(chan struct{})
+	defer func() {
+		select {
+		case <-release:
+		default:
+			close(release)
+		}
+	}()
+	probe := func() isolation {
+		<-release
+		return isolation{err: errors.New("emulator: bubblewrap (/usr/bin/bwrap) is not installed")}
+	}
+	type made struct {
+		s   *Server
+		err error
+	}
+	news := make(chan made, 1)
+	go func() {
+		s, err := New(Options{ExpiryInterval: -1, probeIsolation: probe})
+		news <- made{s, err}
+	}()
+	var s *Server
+	select {
+	case m := <-news:
+		if m.err != nil {
+			t.Fatal(m.err)
+		}
+		s = m.s
+		t.Cleanup(s.Close)
+	case <-time.After(30 * time.Second):
+		t.Fatal("New did not return within 30s while the isolation probe was still running")
+	}
+	created := make(chan error, 1)
+	go func() {
+		_, err := s.CreateSandbox("e2b_"+strings.Repeat("a", 40), SandboxOptions{})
+		created <- err
+	}()
+	close(release)
+	select {
+	case err := <-created:
+		if err == nil || !strings.Contains(err.Error(), "bubblewrap (/usr/bin/bwrap) is not installed") {
+			t.Fatalf("a create where sandboxes cannot be isolated: %v", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the create did not answer within 30s of the probe's answer")
+	}
+	if err := s.Isolated(); err == nil {
+		t.Error("Isolated: nil where the probe found no bubblewrap")
 	}
 }
 

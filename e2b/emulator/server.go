@@ -51,6 +51,8 @@ type Server struct {
 
 	// codeInterpreters starts the code-interpreter servers of sandboxes (Options.CodeInterpreter).
 	codeInterpreters codeInterpreters
+	// codeInterpreterCheck is Options.CodeInterpreterCheck run once (nil without one).
+	codeInterpreterCheck func() error
 }
 
 // Options configure an emulator.
@@ -95,6 +97,13 @@ type Options struct {
 	// port 49999 as E2B's code-interpreter server does (see codeinterpreter.go); CodeInterpreterAvailable says
 	// whether this machine can run it.
 	CodeInterpreter bool
+	// CodeInterpreterCheck, when set, offers the template where it answers nil (CodeInterpreterAvailable says
+	// so for this machine). It runs once, in the background from New on, and a create of the template waits for
+	// its answer, so that a slow check (Python importing Jupyter takes half a second) delays no other request.
+	CodeInterpreterCheck func() error
+
+	// probeIsolation finds how this host isolates sandbox processes (probeIsolation); tests replace it.
+	probeIsolation func() isolation
 }
 
 // Sandbox is the emulator's record of one sandbox. Fields are guarded by Server.mu.
@@ -163,7 +172,8 @@ type snapshot struct {
 var envdHostPattern = regexp.MustCompile(`^(\d+)-([a-z0-9]+)\.`)
 
 // New starts an emulator listening on Options.Addr. It fails, having started nothing, when the address cannot be
-// bound or sandbox processes cannot be isolated here.
+// bound. Whether sandbox processes can be isolated here is found in the background (Isolated says); where they
+// cannot, creates answer why, since a sandbox whose commands ran on the host unisolated would not be a sandbox.
 func New(opts Options) (*Server, error) {
 	if opts.Addr == "" {
 		opts.Addr = "127.0.0.1:0"
@@ -208,7 +218,13 @@ func New(opts Options) (*Server, error) {
 		s.hooks = noHooks{}
 	}
 	s.mux = s.controlPlaneRoutes()
-	s.envd = newEnvdService(s)
+	if opts.probeIsolation == nil {
+		opts.probeIsolation = probeIsolation
+	}
+	s.envd = newEnvdService(s, opts.probeIsolation)
+	if opts.CodeInterpreterCheck != nil {
+		s.codeInterpreterCheck = sync.OnceValue(opts.CodeInterpreterCheck)
+	}
 	s.egress = newEgressProxies(s)
 	fail := func(err error) (*Server, error) {
 		if s.removeRoot {
@@ -216,14 +232,16 @@ func New(opts Options) (*Server, error) {
 		}
 		return nil, err
 	}
-	if err := s.envd.isolationError(); err != nil {
-		return fail(err)
-	}
 	ln, err := net.Listen("tcp", opts.Addr)
 	if err != nil {
 		return fail(fmt.Errorf("emulator: listening on %s: %w", opts.Addr, err))
 	}
 	s.url = "http://" + ln.Addr().String()
+	// The probes of this host start now, in the background: what waits for them is a request that needs them.
+	go s.envd.isolation()
+	if s.codeInterpreterCheck != nil {
+		go s.codeInterpreterCheck()
+	}
 	s.http = &http.Server{Handler: s, ReadHeaderTimeout: time.Minute}
 	s.served = make(chan struct{})
 	go func() {
@@ -235,6 +253,16 @@ func New(opts Options) (*Server, error) {
 		go s.expireLoop(opts.ExpiryInterval)
 	}
 	return s, nil
+}
+
+// Isolated says why sandbox processes cannot be isolated on this host (nil when they can), once the probe that
+// New started has found out.
+func (s *Server) Isolated() error { return s.envd.isolation().err }
+
+// codeInterpreterOffered says whether creates of the code-interpreter template are served, waiting for
+// Options.CodeInterpreterCheck's answer where that decides.
+func (s *Server) codeInterpreterOffered() bool {
+	return s.opts.CodeInterpreter || s.codeInterpreterCheck != nil && s.codeInterpreterCheck() == nil
 }
 
 // URL is the emulator's base URL, for both the control plane and envd (which is routed by headers or host).
