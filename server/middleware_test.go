@@ -167,7 +167,7 @@ func TestRunRenewsStdioLease(t *testing.T) {
 		c.Lease = 2 * time.Hour
 	}})
 	ctx, cancel := context.WithCancel(t.Context())
-	cancel() // Run returns at once; the lease is renewed before serving starts
+	cancel() // Run returns at once; the lease is renewed beside serving, before the first sweep and before Run returns
 	if err := f.srv.Run(ctx, strings.NewReader(""), io.Discard); err != nil {
 		t.Fatal(err)
 	}

@@ -36,9 +36,6 @@ func (s *Server) Run(ctx context.Context, stdin io.Reader, stdout io.Writer) err
 		if ln, err = net.Listen("tcp", s.cfg.Listen); err != nil {
 			return err
 		}
-	} else if _, err := s.store.TouchSession(s.cfg.Owner, s.cfg.Session, s.cfg.Lease); err != nil {
-		// The session is in use again from now on: its lease starts afresh before the first sweep looks at it.
-		s.log.Warn("renewing the session lease", "owner", s.cfg.Owner, "session", s.cfg.Session, "error", err)
 	}
 
 	if s.backend.secrets != nil {
@@ -48,7 +45,16 @@ func (s *Server) Run(ctx context.Context, stdin io.Reader, stdout io.Writer) err
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var wg sync.WaitGroup
-	wg.Go(func() { s.sweeper.Run(ctx, s.cfg.SweepInterval) })
+	wg.Go(func() {
+		// Over stdio the session is in use again from now on: its lease starts afresh before the first sweep looks
+		// at it. Both run beside the transport, so that a client's initialize does not wait for a synced write.
+		if ln == nil {
+			if _, err := s.store.TouchSession(s.cfg.Owner, s.cfg.Session, s.cfg.Lease); err != nil {
+				s.log.Warn("renewing the session lease", "owner", s.cfg.Owner, "session", s.cfg.Session, "error", err)
+			}
+		}
+		s.sweeper.Run(ctx, s.cfg.SweepInterval)
+	})
 	wg.Go(func() { s.reconcileAtStart(ctx) })
 	wg.Go(func() {
 		s.policies.Watch(ctx, policyWatchInterval, func(err error) {

@@ -41,6 +41,37 @@ func BenchmarkStartupToFirstToolsList(b *testing.B) {
 	}
 }
 
+// Start-up of the binary to its answer to initialize, on each backend: a client that waits long for it picks an
+// older protocol or starts without the server's tools. Each iteration starts a fresh process and closes it; the
+// local backend's checks of this machine (bubblewrap, Jupyter) must not be in what is measured.
+func BenchmarkStartToInitialize(b *testing.B) {
+	x := newH(b)
+	for _, backend := range []struct {
+		name string
+		args func() []string
+	}{
+		{"local", func() []string {
+			return []string{"serve", "--backend", "local", "--owner", x.owner("local"), "--state-dir", x.path("state-local")}
+		}},
+		{"e2b", func() []string {
+			requireKeyring(b)
+			return x.serveArgs(x.owner("bench"), "bench")
+		}},
+	} {
+		b.Run(backend.name, func(b *testing.B) {
+			args := backend.args()
+			x.startStdio(clientOpts{}, args...).Close() // makes the state directory, which later starts only open
+			b.ResetTimer()
+			for range b.N {
+				s := x.startStdio(clientOpts{}, args...) // returns once initialize is answered
+				b.StopTimer()
+				s.Close()
+				b.StartTimer()
+			}
+		})
+	}
+}
+
 // e2b_exec of `true` through MCP (stdio, policy, lease, audit, keyring, envd) against the e2b client calling
 // envd directly: the ratio is the server's overhead on the cheapest command.
 func BenchmarkExecTrueMCPvsDirect(b *testing.B) {
