@@ -8,6 +8,7 @@ import (
 	_ "image/gif" // registered with image.Decode, as are the others
 	"image/jpeg"
 	"image/png"
+	"runtime/debug"
 
 	"golang.org/x/image/draw"
 	_ "golang.org/x/image/webp"
@@ -94,13 +95,30 @@ func Fit(ctx context.Context, data []byte, mime string, lim Limits, slots *Slots
 		return nil, Info{}, err
 	}
 	defer release()
-	src, _, err := image.Decode(bytes.NewReader(data)) // the first frame of an animated GIF
-	if err != nil {
-		return nil, Info{}, fmt.Errorf("the %s image could not be decoded: %w", FormatName(mime), err)
+	out, info, err := decodeAndScale(data, info, lim)
+	if hdr.decodeBytes >= giveBackBytes {
+		// The decoded image is garbage now, but the collector would keep its memory until the heap doubles
+		// again: two big decodes in turn would cost the memory of both, and more. Give it back before the
+		// slot goes to the next decode.
+		debug.FreeOSMemory()
 	}
-	info.SourceWidth, info.SourceHeight, info.Scaled = cfg.Width, cfg.Height, true
-	w, h := fitEdge(cfg.Width, cfg.Height, lim.MaxEdge)
-	lossless := mime == PNG || mime == GIF
+	return out, info, err
+}
+
+// giveBackBytes is the decode cost from which the memory of a decode is given back at once (see Fit): a full
+// collection, a few milliseconds, beside a decode of a second or so.
+const giveBackBytes = 16 << 20
+
+// decodeAndScale decodes data (the first frame of an animated GIF) and scales it down to fit lim, in the format
+// that fits: PNG for a lossless source when it fits, else JPEG.
+func decodeAndScale(data []byte, info Info, lim Limits) ([]byte, Info, error) {
+	src, _, err := image.Decode(bytes.NewReader(data))
+	if err != nil {
+		return nil, Info{}, fmt.Errorf("the %s image could not be decoded: %w", FormatName(info.MIMEType), err)
+	}
+	info.SourceWidth, info.SourceHeight, info.Scaled = info.Width, info.Height, true
+	w, h := fitEdge(info.Width, info.Height, lim.MaxEdge)
+	lossless := info.MIMEType == PNG || info.MIMEType == GIF
 	for {
 		dst := scaleTo(src, w, h)
 		var out []byte

@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"runtime/debug"
 	"strings"
 	"testing"
 	"time"
@@ -144,6 +145,10 @@ func imageBombs() []imageBomb {
 			imagetest.AnimFrame(0, 0, 64, 64, imagetest.VP8Frame(16383, 16383))), "frame 1 is 16383×16383 pixels, not the 64×64"},
 		{"webp animation frame off its canvas", WebP, imagetest.WebPFile(imagetest.WebPCanvas(0x02, 64, 64), imagetest.RIFFChunk("ANIM", make([]byte, 6)),
 			imagetest.AnimFrame(0, 0, 64, 64, imagetest.VP8Frame(64, 64)), imagetest.AnimFrame(16, 0, 16000, 64, imagetest.VP8Frame(16000, 64))), "frame 2 of 16000×64 at (16, 0) falls outside the 64×64 canvas"},
+		// The file of the finding: 164 KB, a 2000×1 frame whose entropy image names group 65535, for 500 tiles.
+		{"webp lossless naming more groups than tiles", WebP, imagetest.VP8LGroups(2000, 1, 65535), "names 65536 entropy groups for its 500 tiles"},
+		// As many groups as tiles, 170 MiB of them, which the decoder allocates before the first pixel.
+		{"webp lossless groups over the memory bound", WebP, imagetest.VP8LGroups(2000, 1000, 65535), "of memory to decode"},
 		{"webp canvas whose frame is missing", WebP, imagetest.WebPFile(imagetest.WebPCanvas(0, 1600, 1)), "no frame"},
 		{"webp chunk past the end", WebP, imagetest.WebPFile(imagetest.WebPCanvas(0, 1600, 1), []byte("VP8 \xff\xff\xff\x00")), "runs past the end"},
 		// Go's GIF decoder refuses a first frame beyond the screen, but decodes only that one: a later frame is the
@@ -251,5 +256,30 @@ func TestImageSlotsFairPerOwner(t *testing.T) {
 	release()
 	if _, info, err := Fit(t.Context(), chart, PNG, lim, slots, "alice"); err != nil || !info.Scaled {
 		t.Fatalf("alice's image after hers is done: %+v %v", info, err)
+	}
+}
+
+// A decode's memory is given back when it is done, so that the next one (the other slot's, or the same owner's
+// next image) costs one decode more than the server at rest, not one more than every decode before it left
+// behind for the collector: two owners each reading a 128 MiB image must not take the server to half a gigabyte.
+func TestDecodeGivesItsMemoryBack(t *testing.T) {
+	big := imagetest.Chart(t, 4000, 3000, false) // 48 MB decoded
+	lim := Limits{MaxBytes: 64 << 10, MaxEdge: 400, MaxPixels: DefaultMaxPixels, MaxDecodeBytes: DefaultMaxDecodeBytes}
+	slots := NewSlots(1, time.Second)
+	held := func() uint64 {
+		var m runtime.MemStats
+		runtime.ReadMemStats(&m)
+		return m.HeapSys - m.HeapReleased
+	}
+	runtime.GC()
+	debug.FreeOSMemory()
+	before := held()
+	for i := range 2 {
+		if _, info, err := Fit(t.Context(), big, PNG, lim, slots, "alice"); err != nil || !info.Scaled {
+			t.Fatalf("the chart: %+v %v", info, err)
+		}
+		if after := held(); after > before+16<<20 {
+			t.Errorf("after decode %d the heap holds %d MiB of the system's memory, %d MiB more than before it", i+1, after>>20, (after-before)>>20)
+		}
 	}
 }

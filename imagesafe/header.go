@@ -335,14 +335,18 @@ func readWebPHeader(data []byte) (header, error) {
 			// Raw alpha is a byte a pixel; compressed alpha is a lossless image of the canvas, decoded whole.
 			h.decodeBytes += int64(h.width) * int64(h.height)
 			if body[0]&3 != 0 {
-				h.decodeBytes += 8 * int64(h.width) * int64(h.height)
+				cost, err := vp8lCost(body[1:], h.width, h.height)
+				if err != nil {
+					return fmt.Errorf("its ALPH chunk: %w", err)
+				}
+				h.decodeBytes += 8*int64(h.width)*int64(h.height) + cost
 			}
 		case "VP8 ", "VP8L":
 			frames++
 			if frames > 1 {
 				return errors.New("it has more than one frame outside an animation")
 			}
-			w, ht, cost, err := webpFrame(id, body)
+			w, ht, err := webpFrame(id, body)
 			if err != nil {
 				return err
 			}
@@ -351,7 +355,9 @@ func readWebPHeader(data []byte) (header, error) {
 			} else if w != h.width || ht != h.height {
 				return fmt.Errorf("its frame is %d×%d pixels, not the %d×%d of its canvas", w, ht, h.width, h.height)
 			}
+			cost, err := webpFrameCost(id, body, w, ht)
 			h.decodeBytes += cost
+			return err
 		case "ANMF":
 			frames++
 			if !extended || len(body) < 16 {
@@ -366,7 +372,7 @@ func readWebPHeader(data []byte) (header, error) {
 				if id != "VP8 " && id != "VP8L" {
 					return nil
 				}
-				fw, fh, _, err := webpFrame(id, body)
+				fw, fh, err := webpFrame(id, body)
 				if err == nil && (fw != w || fh != ht) {
 					err = fmt.Errorf("its animation frame %d is %d×%d pixels, not the %d×%d its ANMF chunk places", frames, fw, fh, w, ht)
 				}
@@ -402,27 +408,34 @@ func riffChunks(data []byte, f func(id string, body []byte) error) error {
 	return nil
 }
 
-// webpFrame reads the size of a VP8 or VP8L frame from its header, and bounds what decoding it takes: a lossy
-// frame decodes into YCbCr 4:2:0 of whole 16×16 macroblocks, a lossless one into 4 bytes a pixel (twice, with
-// its transforms).
-func webpFrame(id string, body []byte) (w, h int, decodeBytes int64, err error) {
+// webpFrame reads the size of a VP8 or VP8L frame from its header.
+func webpFrame(id string, body []byte) (w, h int, err error) {
 	if id == "VP8 " {
 		// A 3-byte frame tag (its low bit clear on a key frame, the only kind a file holds), the start code
 		// 9D 01 2A, then 14 bits of width and of height, each with 2 bits of scale the decoders ignore.
 		if len(body) < 10 || body[0]&1 != 0 || !bytes.Equal(body[3:6], []byte{0x9d, 0x01, 0x2a}) {
-			return 0, 0, 0, errors.New("its VP8 frame header is malformed")
+			return 0, 0, errors.New("its VP8 frame header is malformed")
 		}
-		w, h = int(binary.LittleEndian.Uint16(body[6:])&0x3fff), int(binary.LittleEndian.Uint16(body[8:])&0x3fff)
-		mb := int64((w+15)/16) * int64((h+15)/16)
-		return w, h, mb * 16 * 16 * 3 / 2, nil
+		return int(binary.LittleEndian.Uint16(body[6:]) & 0x3fff), int(binary.LittleEndian.Uint16(body[8:]) & 0x3fff), nil
 	}
 	// The signature 0x2F, then 14 bits of width-1, 14 of height-1, 1 of alpha and 3 of version (0).
 	if len(body) < 5 || body[0] != 0x2f || body[4]>>5 != 0 {
-		return 0, 0, 0, errors.New("its VP8L frame header is malformed")
+		return 0, 0, errors.New("its VP8L frame header is malformed")
 	}
 	bits := binary.LittleEndian.Uint32(body[1:])
-	w, h = 1+int(bits&0x3fff), 1+int(bits>>14&0x3fff)
-	return w, h, 8 * int64(w) * int64(h), nil
+	return 1 + int(bits&0x3fff), 1 + int(bits>>14&0x3fff), nil
+}
+
+// webpFrameCost bounds what decoding a w×h frame (read by webpFrame) takes: a lossy frame decodes into YCbCr
+// 4:2:0 of whole 16×16 macroblocks, a lossless one into 4 bytes a pixel (twice, with its transforms) after its
+// entropy codes (vp8lCost).
+func webpFrameCost(id string, body []byte, w, h int) (int64, error) {
+	if id == "VP8 " {
+		mb := int64((w+15)/16) * int64((h+15)/16)
+		return mb * 16 * 16 * 3 / 2, nil
+	}
+	codes, err := vp8lCost(body[5:], w, h)
+	return 8*int64(w)*int64(h) + codes, err
 }
 
 // le24At reads a 3-byte little-endian number, as VP8X and ANMF write sizes and offsets.
