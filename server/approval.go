@@ -122,17 +122,37 @@ func clientCanElicit(ctx context.Context) bool {
 	return clientElicitation(ctx) != nil
 }
 
-// fromAnswer reads the human's answer to the question in the chat: accept (with the box ticked) approves,
-// decline or an unticked box refuses, and cancel, which says nothing of the call (Claude Code in -p mode sends
-// it without showing the question), falls back to asking outside the chat.
+// fromAnswer reads the human's answer to the question in the chat: accept (with the box ticked) approves, an
+// unticked box refuses, decline refuses too (see declined), and cancel, which says nothing of the call (Claude
+// Code in -p mode sends it without showing the question), falls back to asking outside the chat.
 func (s *Server) fromAnswer(answer *mcp.ElicitationResult, b policy.Binding, shown policy.Call, dec policy.Decision) verdict {
 	switch {
 	case approved(answer):
 		return verdict{proceed: true, via: viaClient}
-	case answer.Action == mcp.ElicitationResponseActionAccept || answer.Action == mcp.ElicitationResponseActionDecline:
+	case answer.Action == mcp.ElicitationResponseActionAccept:
 		return verdict{result: mcp.NewToolResultError("Declined by the user."), outcome: audit.OutcomeDeclined, via: viaClient}
+	case answer.Action == mcp.ElicitationResponseActionDecline:
+		return s.declined(b, shown, dec)
 	}
 	return s.askOutside(b, shown, dec, "the client answered the question with cancel")
+}
+
+// declined refuses a call whose question the client declined. A client may decline without showing the
+// question to anyone (Codex's `codex exec` and Copilot CLI without a terminal answer decline at once), and then
+// no human ever refused: so the refusal also records an approval request, as askOutside does, and names its
+// route outside the chat, worded for a user who was never asked. Approved there, the same call runs once.
+func (s *Server) declined(b policy.Binding, shown policy.Call, dec policy.Decision) verdict {
+	refused := verdict{outcome: audit.OutcomeDeclined, via: viaClient}
+	p, _, ok := s.request(b, shown)
+	if !ok {
+		refused.result = mcp.NewToolResultError("Declined by the user.")
+		return refused
+	}
+	refused.result = mcp.NewToolResultError(fmt.Sprintf("The client declined the approval of this call (rule '%s': %s), "+
+		"so it did not run. If the user saw the question and declined, do not make this call again unless they ask "+
+		"for it. Some clients decline without asking anyone (Codex CLI and Copilot CLI when they run without a "+
+		"terminal): if the user was never asked, %s", dec.Rule(), dec.Reason, s.routeOutside(p)))
+	return refused
 }
 
 // answeredElsewhere consumes the answer a human gave to this call's approval request outside the chat, if any.
@@ -172,16 +192,29 @@ func (s *Server) askOutside(b policy.Binding, shown policy.Call, dec policy.Deci
 	if !ok {
 		return v
 	}
+	return approvalPending(fmt.Sprintf("Approval needed (rule '%s': %s), and the user was not asked in the chat: %s. %s",
+		dec.Rule(), dec.Reason, why, capitalize(s.routeOutside(p))))
+}
+
+// routeOutside tells the model how the user answers approval request p outside the chat (the approval page's
+// link where there is one, and the `e2b-mcp approve` command), and to call again afterwards.
+func (s *Server) routeOutside(p policy.Pending) string {
 	command := fmt.Sprintf("`%s` in a terminal (`%s` shows the whole call first)", s.approveCommand(p.ID), s.approveCommand("show "+p.ID))
 	link := s.approvalLink(p.ID)
 	if link == "" {
-		return approvalPending(fmt.Sprintf("Approval needed (rule '%s': %s), and the user was not asked in the chat: %s. "+
-			"Ask the user to run %s, then call this tool again with the same arguments.", dec.Rule(), dec.Reason, why, command))
+		return fmt.Sprintf("ask the user to run %s, then call this tool again with the same arguments.", command)
 	}
-	return approvalPending(fmt.Sprintf("Approval needed (rule '%s': %s), and the user was not asked in the chat: %s. "+
-		"Give the user this link to the approval page of approval %s, where they see the whole call and press Approve "+
-		"or Deny: %s (it works once, until %s). Or they run %s. Then call this tool again with the same arguments.",
-		dec.Rule(), dec.Reason, why, p.ID, link, p.Expires.Local().Format(time.TimeOnly), command))
+	return fmt.Sprintf("give the user this link to the approval page of approval %s, where they see the whole call "+
+		"and press Approve or Deny: %s (it works once, until %s). Or they run %s. Then call this tool again with the "+
+		"same arguments.", p.ID, link, p.Expires.Local().Format(time.TimeOnly), command)
+}
+
+// capitalize makes the first letter of s (ASCII) upper case.
+func capitalize(s string) string {
+	if s == "" || s[0] < 'a' || s[0] > 'z' {
+		return s
+	}
+	return string(s[0]-'a'+'A') + s[1:]
 }
 
 // request records that the call waits for a human (reusing a waiting request for the same call); ok is false,

@@ -179,27 +179,62 @@ func TestApprovalPageDeny(t *testing.T) {
 	}
 }
 
-// A decline, or an accept with the box unticked, stays a refusal: no page, no approval ID.
-func TestApprovalDeclineIsNoFallback(t *testing.T) {
+// declinedRE reads the answer to a call whose approval question the client declined: a refusal of the call that
+// also gives, for a user who was never asked, the approval ID, the link to the approval page and the command.
+var declinedRE = regexp.MustCompile("^The client declined the approval of this call \\(rule '[^']+': [^)]+\\), so it did not run\\. " +
+	"If the user saw the question and declined, do not make this call again unless they ask for it\\. " +
+	"Some clients decline without asking anyone \\([^)]+\\): if the user was never asked, " +
+	"give the user this link to the approval page of approval ([0-9a-z]{10}), where they see the whole call and press Approve or Deny: " +
+	"(http://127\\.0\\.0\\.1:[0-9]+/approve/[0-9a-z]{10}\\.[A-Za-z0-9_-]{43}) \\(it works once, until [^)]+\\)\\. " +
+	"Or they run `e2b-mcp approve ([0-9a-z]{10})[^`]*` in a terminal")
+
+// A decline refuses the call, but a client may decline without showing the question to anyone (Codex's
+// `codex exec` and Copilot CLI without a terminal do, at once), so the refusal also names the approval page and
+// ID: approved there, the same call runs once. An accept with the box unticked is a human's answer: a plain
+// refusal, no page, no approval ID.
+func TestApprovalDeclineNamesTheRouteOutside(t *testing.T) {
 	for _, version := range eras {
 		t.Run(version, func(t *testing.T) {
 			f := newFixture(t, fixtureOpts{policy: approvalPolicy})
-			for _, e := range []*elicitor{
-				{action: mcp.ElicitationResponseActionDecline},
-				{action: mcp.ElicitationResponseActionAccept, content: map[string]any{"approve": false}},
-			} {
-				c := connect(t, f.srv, version, e)
-				sb := createSandbox(t, c)
-				if msg := mustFail(t, c, "e2b_manage_sandbox", map[string]any{"sandbox_id": sb, "action": "delete"}); msg != "Declined by the user." {
-					t.Errorf("%s: %q", e.action, msg)
-				}
-				// The question shows the arguments the caller sent, not the defaults the tool would fill in.
-				if q := e.asked(); len(q) != 1 || strings.Contains(q[0], "timeout_seconds") {
-					t.Errorf("the question: %q", q)
-				}
+			unticked := &elicitor{action: mcp.ElicitationResponseActionAccept, content: map[string]any{"approve": false}}
+			c := connect(t, f.srv, version, unticked)
+			sb := createSandbox(t, c)
+			del := map[string]any{"sandbox_id": sb, "action": "delete"}
+			if msg := mustFail(t, c, "e2b_manage_sandbox", del); msg != "Declined by the user." {
+				t.Errorf("unticked: %q", msg)
+			}
+			// The question shows the arguments the caller sent, not the defaults the tool would fill in.
+			if q := unticked.asked(); len(q) != 1 || strings.Contains(q[0], "timeout_seconds") {
+				t.Errorf("the question: %q", q)
 			}
 			if pending, err := f.srv.Approvals().List(); err != nil || len(pending) != 0 {
-				t.Errorf("a declined call left %d approval requests (%v)", len(pending), err)
+				t.Errorf("an unticked approval left %d approval requests (%v)", len(pending), err)
+			}
+
+			no := &elicitor{action: mcp.ElicitationResponseActionDecline}
+			c = connect(t, f.srv, version, no)
+			msg := mustFail(t, c, "e2b_manage_sandbox", del)
+			m := declinedRE.FindStringSubmatch(msg)
+			if m == nil || m[1] != m[3] {
+				t.Fatalf("the declined call does not give the approval page and ID: %q", msg)
+			}
+			if !sandboxExists(f, sb) {
+				t.Fatal("a declined delete deleted the sandbox")
+			}
+			if status, page := pressApproval(t, m[2], "approve"); status != http.StatusOK || !strings.Contains(page, "Approved") {
+				t.Fatalf("Approve answered %d:\n%s", status, page)
+			}
+			if out := mustOK(t, c, "e2b_manage_sandbox", del); out["success"] != true {
+				t.Fatalf("the delete approved on the page: %v", out)
+			}
+			if sandboxExists(f, sb) {
+				t.Fatal("the approved delete left the sandbox")
+			}
+			if n := len(no.asked()); n != 1 {
+				t.Errorf("the client was asked %d times, want once (the approved call runs without asking)", n)
+			}
+			if got, want := approvalAudit(t, f), "declined/client,declined/client,ok/page"; got != want {
+				t.Errorf("audit of the approval calls: %s, want %s", got, want)
 			}
 		})
 	}

@@ -26,6 +26,9 @@ rules:
     then: { decision: require_approval, reason: writes need a look }
 `
 
+// declinedPrefix begins the answer to a call whose approval the client declined (see declinedRE).
+const declinedPrefix = "The client declined the approval of this call"
+
 func sandboxExists(f *fixture, id string) bool {
 	_, ok := f.emu.Sandbox(id)
 	return ok
@@ -43,7 +46,7 @@ func TestApprovalByElicitation(t *testing.T) {
 			id := createSandbox(t, c)
 			del := map[string]any{"sandbox_id": id, "action": "delete"}
 
-			if msg := mustFail(t, c, "e2b_manage_sandbox", del); msg != "Declined by the user." {
+			if msg := mustFail(t, c, "e2b_manage_sandbox", del); !strings.HasPrefix(msg, declinedPrefix) {
 				t.Errorf("declined delete: %q", msg)
 			}
 			asked := no.asked()
@@ -61,7 +64,7 @@ func TestApprovalByElicitation(t *testing.T) {
 
 			secret := "sk-ant-api03-" + strings.Repeat("x1", 20)
 			msg := mustFail(t, c, "e2b_write_file", map[string]any{"sandbox_id": id, "path": "/home/user/.env", "content": "ANTHROPIC_API_KEY=" + secret})
-			if msg != "Declined by the user." {
+			if !strings.HasPrefix(msg, declinedPrefix) {
 				t.Errorf("declined write: %q", msg)
 			}
 			if q := no.asked()[1]; !strings.Contains(q, "\ncontent: ANTHROPIC_API_KEY="+secret+"\n") {
