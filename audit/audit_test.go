@@ -14,6 +14,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/e2b-mcp/e2b-mcp/internal/waitfor"
 )
 
 // The test binary doubles as another process writing to the same log: with
@@ -364,7 +366,7 @@ func TestConcurrentWriters(t *testing.T) {
 			}
 		}()
 	}
-	wg.Wait()
+	waitfor.Return(t, time.Minute, "the concurrent writers of the audit log", wg.Wait)
 	checkAllPresent(t, dir, writers, perWriter, nil)
 }
 

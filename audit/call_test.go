@@ -8,8 +8,10 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/e2b-mcp/e2b-mcp/internal/smalldisk"
+	"github.com/e2b-mcp/e2b-mcp/internal/waitfor"
 )
 
 // bigArgs are arguments whose entry is clipped to MaxEntryBytes: the largest a call can write.
@@ -99,7 +101,7 @@ func concurrentCalls(t *testing.T, l *Log, n int) (ran, refused int) {
 			}
 		}()
 	}
-	wg.Wait()
+	waitfor.Return(t, time.Minute, "the concurrent calls", wg.Wait)
 	return ran, refused
 }
 

@@ -14,6 +14,7 @@ import (
 	"github.com/e2b-mcp/e2b-mcp/audit"
 	"github.com/e2b-mcp/e2b-mcp/credentials"
 	"github.com/e2b-mcp/e2b-mcp/internal/display"
+	"github.com/e2b-mcp/e2b-mcp/internal/waitfor"
 	"github.com/e2b-mcp/e2b-mcp/policy"
 	"github.com/e2b-mcp/e2b-mcp/server"
 )
@@ -33,7 +34,7 @@ func TestConcurrentTokensAddKeepsEveryToken(t *testing.T) {
 			printed <- tokenRE.FindString(r.stdout)
 		})
 	}
-	wg.Wait()
+	waitfor.Return(t, time.Minute, "the concurrent commands", wg.Wait)
 	close(printed)
 	toks, err := credentials.OpenTokens(file)
 	if err != nil {

@@ -17,6 +17,7 @@ import (
 	"github.com/zalando/go-keyring"
 
 	"github.com/e2b-mcp/e2b-mcp/internal/optional"
+	"github.com/e2b-mcp/e2b-mcp/internal/waitfor"
 	"github.com/e2b-mcp/e2b-mcp/state"
 )
 
@@ -294,7 +295,7 @@ func TestFileStoreConcurrentWriters(t *testing.T) {
 			errs <- err
 		})
 	}
-	wg.Wait()
+	waitfor.Return(t, time.Minute, "the concurrent writers of the secrets file", wg.Wait)
 	close(errs)
 	for err := range errs {
 		if err != nil {

@@ -13,6 +13,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/e2b-mcp/e2b-mcp/internal/waitfor"
 )
 
 // newMasterKeyFile writes a fresh random master key (64 hex digits, mode 0600) in a directory of its own.
@@ -359,7 +361,8 @@ func TestRotateMasterKeyWhileOthersUseTheStore(t *testing.T) {
 	errs := make(chan error, 2)
 	go func() { _, err := RotateMasterKey(a, first); errs <- err }()
 	go func() { _, err := RotateMasterKey(b, third); errs <- err }()
-	err1, err2 := <-errs, <-errs
+	err1 := waitfor.Recv(t, errs, time.Minute, "the first rotation to end")
+	err2 := waitfor.Recv(t, errs, time.Minute, "the second rotation to end")
 	if (err1 == nil) == (err2 == nil) {
 		t.Fatalf("two rotations at once: %v and %v; want exactly one to succeed", err1, err2)
 	}

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/e2b-mcp/e2b-mcp/internal/optional"
+	"github.com/e2b-mcp/e2b-mcp/internal/waitfor"
 )
 
 func writeFile(t *testing.T, path, content string, mode os.FileMode) {
@@ -292,7 +293,7 @@ func TestConcurrentTokenAddsAreAllKept(t *testing.T) {
 			errs <- UpdateTokenFile(path, func(cur []TokenEntry) ([]TokenEntry, error) { return append(cur, e), nil })
 		})
 	}
-	wg.Wait()
+	waitfor.Return(t, time.Minute, "the concurrent updates of the tokens file", wg.Wait)
 	close(errs)
 	for err := range errs {
 		if err != nil {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/e2b-mcp/e2b-mcp/e2b/e2btest"
 	"github.com/e2b-mcp/e2b-mcp/internal/optional"
+	"github.com/e2b-mcp/e2b-mcp/internal/waitfor"
 )
 
 // The conformance suite: the same assertions against the emulator and against E2B's real envd (shared/envd
@@ -525,7 +526,7 @@ func TestConformanceSendSignalReachesOnePid(t *testing.T) {
 			t.Fatal("SendSignal reached more than the one pid")
 		}
 		killAll(t, e, "sleep "+dur)
-		if err := <-done; err == nil || !strings.Contains(err.Error(), "signal: killed") {
+		if err := waitfor.Recv(t, done, 30*time.Second, "the killed shell's stream to end"); err == nil || !strings.Contains(err.Error(), "signal: killed") {
 			t.Fatalf("the shell ended %v, want killed", err)
 		}
 	})
@@ -538,7 +539,7 @@ func TestConformanceDeadlineKillsOnePid(t *testing.T) {
 		opts.Timeout = time.Second
 		start := time.Now()
 		_, done := rawStart(t, e, emuCtx(t), opts)
-		err := <-done
+		err := waitfor.Recv(t, done, 30*time.Second, "the stream to end at its deadline")
 		var apiErr *APIError
 		if !errors.As(err, &apiErr) || apiErr.Code != "deadline_exceeded" || time.Since(start) > 10*time.Second {
 			t.Fatalf("stream ended %v after %v, want deadline_exceeded at the deadline", err, time.Since(start))
@@ -555,7 +556,7 @@ func TestConformanceClosingTheStreamLeavesTheProcess(t *testing.T) {
 		ctx, cancel := context.WithCancel(emuCtx(t))
 		pid, done := rawStart(t, e, ctx, bashC("sleep 30"))
 		cancel()
-		<-done
+		waitfor.Recv(t, done, 30*time.Second, "the closed stream to end")
 		time.Sleep(200 * time.Millisecond)
 		list, err := e.ListProcesses(emuCtx(t))
 		if err != nil {
@@ -578,7 +579,7 @@ func TestConformanceStreamEndsWhenThePipesClose(t *testing.T) {
 	conformance(t, func(t *testing.T, e *Envd) {
 		start := time.Now()
 		_, done := rawStart(t, e, emuCtx(t), bashC("sleep 1.5 & echo started"))
-		if err := <-done; err != nil || time.Since(start) < 1400*time.Millisecond {
+		if err := waitfor.Recv(t, done, 30*time.Second, "the stream to end"); err != nil || time.Since(start) < 1400*time.Millisecond {
 			t.Fatalf("stream ended %v after %v, want after the background job", err, time.Since(start))
 		}
 	})

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/e2b-mcp/e2b-mcp/e2b/e2btest"
+	"github.com/e2b-mcp/e2b-mcp/internal/waitfor"
 )
 
 // The envd client against the emulator: every operation and its errors, end to end.
@@ -208,11 +209,11 @@ func TestEmulatorStdinSignalsListConnect(t *testing.T) {
 	if err := m.envd.SendStdin(ctx, pid, []byte("ping\n")); err != nil {
 		t.Fatal(err)
 	}
-	<-echoed
+	waitfor.Recv(t, echoed, 30*time.Second, "cat to echo the ping")
 	if err := m.envd.CloseStdin(ctx, pid); err != nil {
 		t.Fatal(err)
 	}
-	if e := <-end; e != (ProcessEnd{Exited: true, Status: "exit status 0"}) {
+	if e := waitfor.Recv(t, end, 30*time.Second, "cat to end once its stdin closed"); e != (ProcessEnd{Exited: true, Status: "exit status 0"}) {
 		t.Fatalf("cat ended %+v", e)
 	}
 	mu.Lock()
@@ -231,7 +232,7 @@ func TestEmulatorStdinSignalsListConnect(t *testing.T) {
 	if err != nil || cend != (ProcessEnd{Exited: true, Status: "exit status 0"}) || !strings.HasSuffix(attached.String(), "6\n") {
 		t.Fatalf("connect: %+v %v, saw %q", cend, err, attached.String())
 	}
-	<-end
+	waitfor.Recv(t, end, 30*time.Second, "the counting loop to end")
 	if again, err := m.envd.ConnectProcess(ctx, pid, nil); err != nil || again != cend {
 		t.Fatalf("connect after the end: %+v %v, want the end replayed", again, err)
 	}
@@ -240,7 +241,7 @@ func TestEmulatorStdinSignalsListConnect(t *testing.T) {
 	if err := m.envd.SendSignal(ctx, pid, SIGTERM); err != nil {
 		t.Fatal(err)
 	}
-	if e := <-end; e != (ProcessEnd{ExitCode: -1, Status: "signal: terminated", Error: "signal: terminated"}) {
+	if e := waitfor.Recv(t, end, 30*time.Second, "sleep to end at its SIGTERM"); e != (ProcessEnd{ExitCode: -1, Status: "signal: terminated", Error: "signal: terminated"}) {
 		t.Fatalf("after SIGTERM %+v", e)
 	}
 	for _, err := range []error{
@@ -489,11 +490,11 @@ func TestEmulatorSandboxGone(t *testing.T) {
 		_, err := m.envd.RunCommand(context.Background(), "sleep 30", CommandOptions{OnStart: func(uint32) { close(started) }})
 		streamErr <- err
 	}()
-	<-started
+	waitfor.Recv(t, started, 30*time.Second, "the command to start")
 	if _, err := m.client.PauseSandbox(ctx, m.sb.SandboxID); err != nil {
 		t.Fatal(err)
 	}
-	if err := <-streamErr; !errors.Is(err, ErrStreamCut) || !errors.Is(err, errStreamCut) {
+	if err := waitfor.Recv(t, streamErr, 30*time.Second, "the stream of the paused sandbox to end"); !errors.Is(err, ErrStreamCut) || !errors.Is(err, errStreamCut) {
 		t.Fatalf("the stream of a paused sandbox: %v (%T), want it cut", err, err)
 	}
 	err := m.envd.Health(ctx)

@@ -7,6 +7,8 @@ import (
 	"net/http"
 	"testing"
 	"time"
+
+	"github.com/e2b-mcp/e2b-mcp/internal/waitfor"
 )
 
 // A kill of the process group that hangs (its command in the sandbox never answers) does not take the fallback's
@@ -31,7 +33,7 @@ func TestKillTreeFallbackOutlivesAHangingGroupKill(t *testing.T) {
 	if !errors.Is(err, context.Canceled) || res.PID != 77 {
 		t.Fatalf("res %+v err %v", res, err)
 	}
-	if got := <-kills; got != "tree" {
+	if got := waitfor.Recv(t, kills, 30*time.Second, "the kill of the process group"); got != "tree" {
 		t.Fatalf("first kill %q, want the process group's", got)
 	}
 	select {

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/e2b-mcp/e2b-mcp/internal/waitfor"
 )
 
 // Wire tests of the process service against a fake envd: the exact requests E2B's SDKs send.
@@ -246,10 +248,10 @@ func TestRunCommandCancelledKillsTheTree(t *testing.T) {
 	if !errors.Is(err, context.Canceled) || res.PID != 77 {
 		t.Fatalf("res %+v err %v", res, err)
 	}
-	if got := <-kills; got != "tree 77 0" {
+	if got := waitfor.Recv(t, kills, 30*time.Second, "the kill of the process group"); got != "tree 77 0" {
 		t.Fatalf("first kill %q, want the process group of 77", got)
 	}
-	if got := <-kills; got != `SendSignal {"process":{"pid":77},"signal":"SIGNAL_SIGKILL"}` {
+	if got := waitfor.Recv(t, kills, 30*time.Second, "the SendSignal of the pid"); got != `SendSignal {"process":{"pid":77},"signal":"SIGNAL_SIGKILL"}` {
 		t.Fatalf("then %q", got)
 	}
 }

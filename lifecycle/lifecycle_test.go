@@ -14,6 +14,7 @@ import (
 
 	"github.com/e2b-mcp/e2b-mcp/e2b"
 	"github.com/e2b-mcp/e2b-mcp/e2b/e2btest"
+	"github.com/e2b-mcp/e2b-mcp/internal/waitfor"
 	"github.com/e2b-mcp/e2b-mcp/state"
 )
 
@@ -339,7 +340,7 @@ func TestConcurrentSweepersActOnEachOrphanOnce(t *testing.T) {
 			reports[i] = rep
 		})
 	}
-	wg.Wait()
+	waitfor.Return(t, time.Minute, "the concurrent sweeps", wg.Wait)
 	var swept []string
 	for _, rep := range reports {
 		swept = append(swept, rep.LapsedSessions...)

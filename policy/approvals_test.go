@@ -12,6 +12,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/e2b-mcp/e2b-mcp/internal/waitfor"
 )
 
 // The test binary doubles as a second process touching the store: with
@@ -345,7 +347,7 @@ func TestApprovalsTwoInstancesOneDir(t *testing.T) {
 			}
 		}()
 	}
-	wg.Wait()
+	waitfor.Return(t, time.Minute, "the concurrent consumers of one approval", wg.Wait)
 	if wins != 1 {
 		t.Errorf("one approval was consumed %d times", wins)
 	}

@@ -8,6 +8,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/e2b-mcp/e2b-mcp/internal/waitfor"
 )
 
 const (
@@ -108,11 +110,7 @@ func TestHolderBuiltIn(t *testing.T) {
 		h.Watch(context.Background(), time.Millisecond, nil)
 		close(done)
 	}()
-	select {
-	case <-done:
-	case <-time.After(5 * time.Second):
-		t.Fatal("Watch without a file did not return")
-	}
+	waitfor.Recv(t, done, 30*time.Second, "Watch without a file to return")
 }
 
 // TestHolderCheck drives Watch's poll step directly, so every transition is checked
@@ -216,10 +214,10 @@ func TestHolderWatch(t *testing.T) {
 	}()
 
 	writePolicy(t, path, execDenied)
-	waitFor(t, func() bool { return h.Current().Evaluate(execCall).Action == Deny })
+	waitfor.Until(t, 30*time.Second, "Watch to load the changed file", func() bool { return h.Current().Evaluate(execCall).Action == Deny })
 
 	writePolicy(t, path, badPolicy)
-	waitFor(t, func() bool { mu.Lock(); defer mu.Unlock(); return len(errs) > 0 })
+	waitfor.Until(t, 30*time.Second, "Watch to report the broken file", func() bool { mu.Lock(); defer mu.Unlock(); return len(errs) > 0 })
 	if got := h.Current().Evaluate(execCall).Action; got != Deny {
 		t.Errorf("bad version changed the decision to %s", got)
 	}
@@ -230,23 +228,7 @@ func TestHolderWatch(t *testing.T) {
 	mu.Unlock()
 
 	cancel()
-	select {
-	case <-done:
-	case <-time.After(5 * time.Second):
-		t.Fatal("Watch did not stop when its context ended")
-	}
-}
-
-// waitFor polls cond: Watch runs on its own ticker, so a test can only observe it.
-func waitFor(t *testing.T, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatal("condition not reached in 10s")
-		}
-		time.Sleep(time.Millisecond)
-	}
+	waitfor.Recv(t, done, 30*time.Second, "Watch to stop when its context ended")
 }
 
 func TestHolderConcurrentUse(t *testing.T) {
@@ -279,5 +261,5 @@ func TestHolderConcurrentUse(t *testing.T) {
 		}
 		h.check(nil)
 	}
-	wg.Wait()
+	waitfor.Return(t, time.Minute, "the readers and the reloader", wg.Wait)
 }

@@ -9,6 +9,8 @@ import (
 	"github.com/mark3labs/mcp-go/client"
 	"github.com/mark3labs/mcp-go/client/transport"
 	"github.com/mark3labs/mcp-go/mcp"
+
+	"github.com/e2b-mcp/e2b-mcp/internal/waitfor"
 )
 
 // modernHTTP is a server over streamable HTTP and a way to attach 2026-07-28 clients to it.
@@ -86,23 +88,19 @@ func TestModernCancelIsTheCallersOwn(t *testing.T) {
 	id := createSandbox(t, mine)
 
 	answered := startCall(t, mine, "7", id, "exec sleep 4246")
-	waitFor(t, 30*time.Second, "the command runs", func() bool { return m.runs(t, id, "sleep 4246") })
+	waitfor.Until(t, 30*time.Second, "the command runs", func() bool { return m.runs(t, id, "sleep 4246") })
 	sendCancel(t, other, "7")
 	time.Sleep(500 * time.Millisecond)
 	if !m.runs(t, id, "sleep 4246") {
 		t.Fatal("another client's notifications/cancelled for its own request 7 killed this client's call 7")
 	}
 	sendCancel(t, mine, "7")
-	waitFor(t, 30*time.Second, "the cancelled command is gone", func() bool { return !m.runs(t, id, "sleep 4246") })
-	<-answered
+	waitfor.Until(t, 30*time.Second, "the cancelled command is gone", func() bool { return !m.runs(t, id, "sleep 4246") })
+	waitfor.Recv(t, answered, time.Minute, "the answer to the cancelled call 7")
 
 	sendCancel(t, mine, "8")
 	answered = startCall(t, mine, "8", id, "exec sleep 4247")
-	select {
-	case <-answered:
-	case <-time.After(15 * time.Second):
-		t.Fatal("a call whose cancel came first ran on")
-	}
+	waitfor.Recv(t, answered, 15*time.Second, "the answer to call 8, whose cancel came first (it ran on)")
 	// envd lists a killed process until it has reaped it, so the listing may lag the answer a little.
-	waitFor(t, 10*time.Second, "the command of a call whose cancel came first is gone", func() bool { return !m.runs(t, id, "sleep 4247") })
+	waitfor.Until(t, 10*time.Second, "the command of a call whose cancel came first is gone", func() bool { return !m.runs(t, id, "sleep 4247") })
 }

@@ -14,7 +14,6 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/mark3labs/mcp-go/client"
 	"github.com/mark3labs/mcp-go/client/transport"
@@ -236,13 +235,8 @@ func TestRunStdio(t *testing.T) {
 				t.Errorf("list over stdio: %v", ids)
 			}
 			c.Close()
-			select {
-			case err := <-done:
-				if err != nil {
-					t.Fatalf("Run after stdin closed: %v", err)
-				}
-			case <-time.After(30 * time.Second):
-				t.Fatal("Run did not return after stdin closed")
+			if err := awaitRun(t, done); err != nil {
+				t.Fatalf("Run after stdin closed: %v", err)
 			}
 			if sb, ok := f.emu.Sandbox(id); !ok || sb.State != "running" {
 				t.Errorf("after the server stopped the sandbox is %v/%q, want running", ok, sb.State)

@@ -13,6 +13,7 @@ import (
 	"github.com/mark3labs/mcp-go/mcp"
 
 	"github.com/e2b-mcp/e2b-mcp/credentials"
+	"github.com/e2b-mcp/e2b-mcp/internal/waitfor"
 	"github.com/e2b-mcp/e2b-mcp/state"
 )
 
@@ -42,7 +43,7 @@ func hammer(t *testing.T, link string, n int) {
 			}
 		})
 	}
-	wg.Wait()
+	waitfor.Return(t, 2*time.Minute, "the GETs of one link", wg.Wait)
 	t.Logf("%d GETs of one link: %v", n, codes)
 }
 

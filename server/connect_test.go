@@ -20,6 +20,7 @@ import (
 
 	"github.com/e2b-mcp/e2b-mcp/credentials"
 	"github.com/e2b-mcp/e2b-mcp/e2b/e2btest"
+	"github.com/e2b-mcp/e2b-mcp/internal/waitfor"
 	"github.com/e2b-mcp/e2b-mcp/policy"
 	"github.com/e2b-mcp/e2b-mcp/state"
 )
@@ -202,7 +203,7 @@ func TestConnectThroughURLElicitation(t *testing.T) {
 			e := &urlElicitor{t: t, key: connectKey, done: make(chan struct{})}
 			c := urlClient(t, f.srv, version, e)
 			id := createSandbox(t, c)
-			<-e.done
+			waitfor.Recv(t, e.done, time.Minute, "the connect page's form to be sent")
 			if sb, _ := f.emu.Sandbox(id); sb.Team != connectKey {
 				t.Error("the waiting call did not run with the connected key")
 			}

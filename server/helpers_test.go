@@ -21,6 +21,7 @@ import (
 	"github.com/e2b-mcp/e2b-mcp/credentials"
 	"github.com/e2b-mcp/e2b-mcp/e2b"
 	"github.com/e2b-mcp/e2b-mcp/e2b/e2btest"
+	"github.com/e2b-mcp/e2b-mcp/internal/waitfor"
 )
 
 // eras are the protocol versions every feature is tested in: the stateless core and the last handshake era.
@@ -283,11 +284,5 @@ func testKey(owner string) string {
 // awaitRun waits for Run to return (after its stdin closed), failing the test instead of hanging when it does not.
 func awaitRun(t *testing.T, done <-chan error) error {
 	t.Helper()
-	select {
-	case err := <-done:
-		return err
-	case <-time.After(30 * time.Second):
-		t.Fatal("Run did not return within 30s of its stdin closing")
-		return nil
-	}
+	return waitfor.Recv(t, done, 30*time.Second, "Run to return after its stdin closed")
 }

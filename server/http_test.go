@@ -18,6 +18,7 @@ import (
 
 	"github.com/e2b-mcp/e2b-mcp/credentials"
 	"github.com/e2b-mcp/e2b-mcp/e2b/e2btest"
+	"github.com/e2b-mcp/e2b-mcp/internal/waitfor"
 	"github.com/e2b-mcp/e2b-mcp/lifecycle"
 )
 
@@ -54,7 +55,7 @@ func serveHTTP(t *testing.T, f *fixture) string {
 	go func() { done <- f.srv.ServeHTTP(ctx, ln) }()
 	t.Cleanup(func() {
 		cancel()
-		if err := <-done; err != nil {
+		if err := waitfor.Recv(t, done, 30*time.Second, "the HTTP server to shut down"); err != nil {
 			t.Errorf("graceful shutdown: %v", err)
 		}
 	})
@@ -322,13 +323,8 @@ func TestHTTPShutdownKeepsSandboxes(t *testing.T) {
 	sseClient(t, base, "", "")
 
 	cancel()
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Fatalf("ServeHTTP after shutdown: %v", err)
-		}
-	case <-time.After(shutdownGrace + 5*time.Second):
-		t.Fatal("shutdown did not finish")
+	if err := waitfor.Recv(t, done, shutdownGrace+30*time.Second, "the shutdown to finish"); err != nil {
+		t.Fatalf("ServeHTTP after shutdown: %v", err)
 	}
 	if sb, ok := f.emu.Sandbox(id); !ok || sb.State != "running" {
 		t.Fatalf("after shutdown the sandbox is %v/%q, want running", ok, sb.State)

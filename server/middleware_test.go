@@ -17,6 +17,7 @@ import (
 
 	"github.com/e2b-mcp/e2b-mcp/audit"
 	"github.com/e2b-mcp/e2b-mcp/e2b/e2btest"
+	"github.com/e2b-mcp/e2b-mcp/internal/waitfor"
 	"github.com/e2b-mcp/e2b-mcp/lifecycle"
 	"github.com/e2b-mcp/e2b-mcp/state"
 )
@@ -188,15 +189,16 @@ func TestPolicyReloadOnSignal(t *testing.T) {
 	ctx, cancel := context.WithCancel(t.Context())
 	done := make(chan struct{})
 	go func() { f.srv.reloadOn(ctx, ch); close(done) }()
-	defer func() { cancel(); <-done }()
+	defer func() { cancel(); waitfor.Recv(t, done, 30*time.Second, "the signal reloader to stop") }()
 
 	mustOK(t, c, "e2b_list_sandboxes", map[string]any{})
 	path := f.srv.Policies().Path()
 	if err := os.WriteFile(path, []byte(denyListPolicy), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	ch <- syscall.SIGHUP
-	ch <- syscall.SIGHUP // the second send returns once the first reload is done
+	// The second send is taken once the first reload is done.
+	hangUp(t, ch)
+	hangUp(t, ch)
 	if msg := mustFail(t, c, "e2b_list_sandboxes", map[string]any{}); !strings.HasPrefix(msg, "Denied by policy rule 'no-listing'") {
 		t.Errorf("after the reload: %q", msg)
 	}
@@ -204,10 +206,20 @@ func TestPolicyReloadOnSignal(t *testing.T) {
 	if err := os.WriteFile(path, []byte("default_action: maybe\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	ch <- syscall.SIGHUP
-	ch <- syscall.SIGHUP
+	hangUp(t, ch)
+	hangUp(t, ch)
 	if msg := mustFail(t, c, "e2b_list_sandboxes", map[string]any{}); !strings.HasPrefix(msg, "Denied by policy rule 'no-listing'") {
 		t.Errorf("a broken policy file replaced the one in force: %q", msg)
+	}
+}
+
+// hangUp sends SIGHUP to the reloader listening on ch, failing t when it does not take it.
+func hangUp(t *testing.T, ch chan<- os.Signal) {
+	t.Helper()
+	select {
+	case ch <- syscall.SIGHUP:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the reloader did not take a SIGHUP within 30s (a reload is stuck)")
 	}
 }
 
@@ -481,26 +493,17 @@ func TestLeaseHeldWhileACallRuns(t *testing.T) {
 		res, err := c.CallTool(t.Context(), req)
 		done <- answer{res, err}
 	}()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		if _, err := os.Stat(filepath.Join(sb.Dir, "tmp", "running")); err == nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the command did not start")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	waitfor.Until(t, 30*time.Second, "the command to start", func() bool {
+		_, err := os.Stat(filepath.Join(sb.Dir, "tmp", "running"))
+		return err == nil
+	})
 	if got := expiry(); !got.Equal(start.Add(lease)) {
 		t.Fatalf("the lease at the call's start expires at %v, want %v", got, start.Add(lease))
 	}
 	setClock(10 * time.Second) // the lease taken at the call's start has run out meanwhile
-	for !expiry().Equal(start.Add(10*time.Second + lease)) {
-		if time.Now().After(deadline) {
-			t.Fatalf("the lease was not renewed while the call ran: it expires at %v", expiry())
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	waitfor.Until(t, 30*time.Second, "the lease to be renewed while the call runs", func() bool {
+		return expiry().Equal(start.Add(10*time.Second + lease))
+	})
 	setClock(20 * time.Second)
 	if err := os.WriteFile(filepath.Join(sb.Dir, "tmp", "go"), nil, 0o644); err != nil {
 		t.Fatal(err)

@@ -10,6 +10,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/e2b-mcp/e2b-mcp/internal/waitfor"
 )
 
 // manualClock is a clock that moves only when the test says.
@@ -94,7 +96,7 @@ func TestOAuthUnknownKeysFetchKeySetOnce(t *testing.T) {
 			}
 		})
 	}
-	wg.Wait()
+	waitfor.Return(t, 2*time.Minute, "the requests with forged tokens", wg.Wait)
 	if letIn.Load() != 0 || failed.Load() != 0 {
 		t.Fatalf("%d forged tokens let in, %d requests failed", letIn.Load(), failed.Load())
 	}

@@ -19,6 +19,7 @@ import (
 	"github.com/mark3labs/mcp-go/mcp"
 
 	"github.com/e2b-mcp/e2b-mcp/e2b/e2btest"
+	"github.com/e2b-mcp/e2b-mcp/internal/waitfor"
 )
 
 var orderCalls = flag.Int("order-calls", 1000, "calls with progress per transport in TestProgressBeforeResponse")
@@ -125,7 +126,7 @@ func callsWithProgress(t *testing.T, c *client.Client, version, id string, n int
 		work <- i
 	}
 	close(work)
-	wg.Wait()
+	waitfor.Return(t, 2*time.Minute, "the concurrent calls to be answered", wg.Wait)
 }
 
 // withProtocolMeta adds to params the _meta fields that protocol 2026-07-28 wants on every request (the client
@@ -155,7 +156,7 @@ func TestProgressBeforeResponse(t *testing.T) {
 		t.Cleanup(func() {
 			stop()
 			inW.Close()
-			<-served
+			waitfor.Recv(t, served, 30*time.Second, "the stdio server to stop")
 		})
 		check := newOrderCheck()
 		clientR, clientW := io.Pipe()
@@ -202,7 +203,7 @@ func TestProgressBeforeResponse(t *testing.T) {
 			id := createSandbox(t, c)
 			callsWithProgress(t, c, version, id, *orderCalls)
 			c.Close()
-			rec.wait()
+			rec.wait(t)
 			check.check(t, *orderCalls)
 		})
 	}
@@ -220,7 +221,7 @@ func TestProgressBeforeResponse(t *testing.T) {
 		id := createSandbox(t, c)
 		callsWithProgress(t, c, mcp.ProtocolVersion20251125, id, *orderCalls)
 		c.Close()
-		rec.wait()
+		rec.wait(t)
 		check.check(t, *orderCalls)
 	})
 }
@@ -267,7 +268,11 @@ func (r *rawStreams) RoundTrip(req *http.Request) (*http.Response, error) {
 	return resp, nil
 }
 
-func (r *rawStreams) wait() { r.wg.Wait() }
+// wait waits for every response body to be read to its end.
+func (r *rawStreams) wait(t *testing.T) {
+	t.Helper()
+	waitfor.Return(t, time.Minute, "every response stream to be read to its end", r.wg.Wait)
+}
 
 // framesOf splits a response body into its JSON-RPC messages: the data of each SSE event, or the one JSON body.
 func framesOf(contentType string, b []byte) []frame {

@@ -16,6 +16,7 @@ import (
 
 	"github.com/e2b-mcp/e2b-mcp/e2b"
 	"github.com/e2b-mcp/e2b-mcp/e2b/e2btest"
+	"github.com/e2b-mcp/e2b-mcp/internal/waitfor"
 )
 
 var (
@@ -76,7 +77,7 @@ func newSSETarget(t *testing.T, envd *e2btest.RealEnvd) *sseTarget {
 	go func() { served <- srv.ServeHTTP(ctx, ln) }()
 	t.Cleanup(func() {
 		stop()
-		<-served
+		waitfor.Recv(t, served, 30*time.Second, "the SSE server to stop")
 		srv.Close()
 	})
 	x := &sseTarget{emu: emu, proxy: proxy, base: "http://" + ln.Addr().String()}
@@ -137,7 +138,12 @@ func cancelledCall(ctx context.Context, c *client.Client, id, sandboxID, command
 	if err := tr.SendNotification(ctx, n); err != nil {
 		return fmt.Errorf("sending notifications/cancelled: %w", err)
 	}
-	return <-answered
+	select {
+	case err := <-answered:
+		return err
+	case <-time.After(30 * time.Second):
+		return fmt.Errorf("no answer to the cancelled call within 30s")
+	}
 }
 
 // Calls that ended early (one cancelled by the client, one killed by its timeout while the pipeline it started
@@ -244,36 +250,20 @@ func TestSSEDisconnectCancelsTheCall(t *testing.T) {
 				_, err := call(t.Context(), leaving, time.Minute, "e2b_exec", map[string]any{"sandbox_id": id, "command": "exec sleep 4243"})
 				answered <- err
 			}()
-			waitFor(t, 30*time.Second, "the command runs in the sandbox", func() bool { return x.running(t, id, "sleep 4243") })
+			waitfor.Until(t, 30*time.Second, "the command runs in the sandbox", func() bool { return x.running(t, id, "sleep 4243") })
 			disconnected := time.Now()
 			if err := leaving.Close(); err != nil {
 				t.Fatalf("closing the SSE client: %v", err)
 			}
 			// The kill is a command of its own through the edge proxy, which a loaded machine can slow down.
-			waitFor(t, 30*time.Second, "the command is gone from the sandbox", func() bool { return !x.running(t, id, "sleep 4243") })
+			waitfor.Until(t, 30*time.Second, "the command is gone from the sandbox", func() bool { return !x.running(t, id, "sleep 4243") })
 			t.Logf("the command was killed %v after the client disconnected", time.Since(disconnected).Round(time.Millisecond))
-			select {
-			case <-answered:
-			case <-time.After(30 * time.Second):
-				t.Error("the disconnected client's call never returned")
-			}
+			waitfor.Recv(t, answered, 30*time.Second, "the disconnected client's call to return")
 
 			// The other client's session is untouched.
 			if text, err := call(t.Context(), x.c, 30*time.Second, "e2b_exec", map[string]any{"sandbox_id": id, "command": "echo still here"}); err != nil || !strings.Contains(text, "still here") {
 				t.Fatalf("a call on the other connection: %q %v", text, err)
 			}
 		})
-	}
-}
-
-// waitFor polls cond until it holds, failing the test after d.
-func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within %v", what, d)
-		}
-		time.Sleep(50 * time.Millisecond)
 	}
 }

@@ -6,9 +6,11 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/e2b-mcp/e2b-mcp/e2b/e2btest"
 	"github.com/e2b-mcp/e2b-mcp/internal/pgtest"
+	"github.com/e2b-mcp/e2b-mcp/internal/waitfor"
 )
 
 // Through restarts of PostgreSQL under load, every call that fails says the state store failed: none blames E2B,
@@ -52,7 +54,7 @@ func TestDatabaseRestartIsTheStateStoresFailure(t *testing.T) {
 		}
 	}
 	stop.Store(true)
-	wg.Wait()
+	waitfor.Return(t, 2*time.Minute, "the calls made while the database restarted", wg.Wait)
 
 	if len(failures) == 0 {
 		t.Fatal("no call failed while the database restarted: the test saw no outage")

@@ -7,6 +7,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/e2b-mcp/e2b-mcp/internal/waitfor"
 )
 
 // The connect page's links and sessions, against the memory of a server alone and the database of replicas.
@@ -78,7 +80,7 @@ func TestConnectLinkIsSpentOnceEverywhere(t *testing.T) {
 				}
 			})
 		}
-		wg.Wait()
+		waitfor.Return(t, time.Minute, "the concurrent spends of one link", wg.Wait)
 		if won != 1 {
 			t.Fatalf("the link was spent %d times", won)
 		}

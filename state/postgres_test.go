@@ -14,6 +14,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/e2b-mcp/e2b-mcp/internal/pgtest"
+	"github.com/e2b-mcp/e2b-mcp/internal/waitfor"
 )
 
 // The PostgreSQL store's own concerns: what lies in the database, damaged or foreign databases, several
@@ -135,7 +136,7 @@ func TestPostgresConcurrentOpensCreateTheTablesOnce(t *testing.T) {
 			}
 		})
 	}
-	wg.Wait()
+	waitfor.Return(t, time.Minute, "the concurrent writers", wg.Wait)
 	close(errs)
 	for err := range errs {
 		t.Fatal(err)
@@ -247,7 +248,7 @@ func TestPostgresDocumentUpdatesFollowOneAnother(t *testing.T) {
 			}
 		})
 	}
-	wg.Wait()
+	waitfor.Return(t, time.Minute, "the concurrent writers", wg.Wait)
 	var got []byte
 	if err := docs[1].Update(false, func(doc []byte) ([]byte, error) { got = doc; return nil, nil }); err != nil {
 		t.Fatal(err)
@@ -346,7 +347,7 @@ func TestPostgresTicketNoncesSpentOnce(t *testing.T) {
 			}
 		}()
 	}
-	wg.Wait()
+	waitfor.Return(t, time.Minute, "the concurrent writers", wg.Wait)
 	if wins.Load() != 1 {
 		t.Fatalf("a nonce was spent %d times on two handles, want once", wins.Load())
 	}

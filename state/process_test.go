@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/e2b-mcp/e2b-mcp/internal/optional"
+	"github.com/e2b-mcp/e2b-mcp/internal/waitfor"
 )
 
 func runHelper(mode, dir, arg string) error {
@@ -185,7 +186,7 @@ func TestProcessesAndGoroutinesLoseNoUpdate(t *testing.T) {
 			}
 		})
 	}
-	wg.Wait()
+	waitfor.Return(t, time.Minute, "the concurrent writers", wg.Wait)
 	close(errs)
 	for err := range errs {
 		t.Fatal(err)

@@ -8,6 +8,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/e2b-mcp/e2b-mcp/internal/waitfor"
 )
 
 // rotatedDump is what lies at rest in the store: the bbolt file's bytes, or the sandboxes table as pg_dump
@@ -197,7 +199,7 @@ func TestRotationRacingWriters(t *testing.T) {
 		if _, err := rotator.Store.(Rekeyer).RotateDataKey(testKey(2)); err != nil {
 			t.Fatal(err)
 		}
-		wg.Wait()
+		waitfor.Return(t, time.Minute, "the writers racing the key rotation", wg.Wait)
 		fresh := k.reopen(t, s, Options{Keys: StaticKeySource(testKey(2))})
 		all, err := fresh.AllSandboxes()
 		if err != nil {

@@ -9,6 +9,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/e2b-mcp/e2b-mcp/internal/waitfor"
 )
 
 func sampleSandbox(owner, id, session string, created time.Time) SandboxRecord {
@@ -306,7 +308,7 @@ func TestConcurrentUpdatesLoseNothing(t *testing.T) {
 				}
 			})
 		}
-		wg.Wait()
+		waitfor.Return(t, time.Minute, "the concurrent writers", wg.Wait)
 		close(errs)
 		for err := range errs {
 			t.Fatal(err)

@@ -7,6 +7,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/e2b-mcp/e2b-mcp/internal/waitfor"
 )
 
 func TestTouchSession(t *testing.T) {
@@ -268,7 +270,7 @@ func TestTouchSessionBoundHoldsAcrossStores(t *testing.T) {
 			}
 		}
 		close(start)
-		wg.Wait()
+		waitfor.Return(t, time.Minute, "the concurrent writers", wg.Wait)
 		close(errs)
 		for err := range errs {
 			t.Errorf("a creation failed otherwise than on the bound: %v", err)

@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/e2b-mcp/e2b-mcp/internal/waitfor"
 )
 
 // A call running when its server is killed (kill -9) is in the audit log as started and never ended: after a
@@ -23,7 +25,7 @@ func TestCallRunningAtKill9IsAuditedAsStarted(t *testing.T) {
 		_, _ = callCtx(ctx, first.Client, "e2b_exec", map[string]any{"sandbox_id": id,
 			"command": "touch started; sleep 4; touch finished"}, nil)
 	}()
-	waitFor(t, 20*time.Second, "the exec's started record", func() bool {
+	waitfor.Until(t, 20*time.Second, "the exec's started record", func() bool {
 		return len(x.auditEntries("--tool", "e2b_exec", "--decision", "started")) == 1
 	})
 	time.Sleep(time.Second) // the command is running in the sandbox

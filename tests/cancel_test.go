@@ -21,6 +21,7 @@ import (
 	"github.com/e2b-mcp/e2b-mcp/e2b"
 	"github.com/e2b-mcp/e2b-mcp/e2b/e2btest"
 	"github.com/e2b-mcp/e2b-mcp/internal/optional"
+	"github.com/e2b-mcp/e2b-mcp/internal/waitfor"
 )
 
 var cancelRounds = flag.Int("cancel-rounds", 2, "cancelled calls per client and transport in the cancellation tests")
@@ -253,7 +254,7 @@ func cancelCall(t *testing.T, c *client.Client, way cancelWay, p *processes, id,
 		})
 		answered <- err
 	}()
-	waitFor(t, 30*time.Second, "the command runs in the sandbox", func() bool { return p.count(marker) >= 2 })
+	waitfor.Until(t, 30*time.Second, "the command runs in the sandbox", func() bool { return p.count(marker) >= 2 })
 	cancelled := time.Now()
 	if way.notify {
 		var n mcp.JSONRPCNotification
@@ -267,7 +268,7 @@ func cancelCall(t *testing.T, c *client.Client, way cancelWay, p *processes, id,
 	} else {
 		cancel()
 	}
-	waitFor(t, 30*time.Second, "the cancelled command is gone from the sandbox", func() bool { return p.count(marker) == 0 })
+	waitfor.Until(t, 30*time.Second, "the cancelled command is gone from the sandbox", func() bool { return p.count(marker) == 0 })
 	gone := time.Since(cancelled)
 	select {
 	case err := <-answered:

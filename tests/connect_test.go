@@ -11,6 +11,8 @@ import (
 	"github.com/mark3labs/mcp-go/client"
 	"github.com/mark3labs/mcp-go/client/transport"
 	"github.com/mark3labs/mcp-go/mcp"
+
+	"github.com/e2b-mcp/e2b-mcp/internal/waitfor"
 )
 
 var connectLinkRE = regexp.MustCompile(`http://127\.0\.0\.1:\d+/connect/[A-Za-z0-9_-]+`)
@@ -121,7 +123,7 @@ func TestConnectPageInChromium(t *testing.T) {
 	}}
 	c1 := x.connectURLClient(public, token1, mcp.ProtocolVersion20251125, opener)
 	id1 := create(t, c1, map[string]any{"title": "member 1"})
-	opener.wg.Wait()
+	waitfor.Return(t, time.Minute, "the browser to finish with the connect page", opener.wg.Wait)
 	if sb, _ := the.emu.Sandbox(id1); sb.Team != key1 {
 		t.Errorf("member 1's waiting call did not run with their own key")
 	}

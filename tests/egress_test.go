@@ -14,6 +14,7 @@ import (
 	"github.com/mark3labs/mcp-go/client"
 
 	"github.com/e2b-mcp/e2b-mcp/e2b/e2btest"
+	"github.com/e2b-mcp/e2b-mcp/internal/waitfor"
 )
 
 // The domains the emulator's egress proxy resolves to this machine, so that servers of the tests stand for
@@ -199,7 +200,7 @@ func TestEgressCredentialsEndToEnd(t *testing.T) {
 	}
 	the.noteSandbox(orphan.ID)
 	s2 := x.startStdio(clientOpts{}, args...)
-	waitFor(t, 30*time.Second, "the adopted sandbox's egress configuration", func() bool {
+	waitfor.Until(t, 30*time.Second, "the adopted sandbox's egress configuration", func() bool {
 		sb, ok := the.emu.Sandbox(orphan.ID)
 		return ok && sb.Network != nil && len(sb.Network.Rules) > 0
 	})

@@ -33,6 +33,7 @@ import (
 
 	"github.com/e2b-mcp/e2b-mcp/e2b/e2btest"
 	"github.com/e2b-mcp/e2b-mcp/internal/optional"
+	"github.com/e2b-mcp/e2b-mcp/internal/waitfor"
 )
 
 // suite is what TestMain prepares once for every test: the binary and the emulator.
@@ -546,7 +547,7 @@ func (s *httpServer) kill9(t testing.TB) {
 	if err := s.cmd.Process.Kill(); err != nil {
 		t.Fatalf("kill -9: %v", err)
 	}
-	<-s.done
+	waitfor.Recv(t, s.done, 30*time.Second, "the killed server to exit")
 }
 
 // startHTTP starts `serve` on a free loopback port and waits until /healthz answers.
@@ -574,7 +575,7 @@ func (x *h) startHTTPOn(port string, args ...string) *httpServer {
 		case <-s.done:
 		case <-time.After(10 * time.Second):
 			_ = cmd.Process.Kill()
-			<-s.done
+			waitfor.Recv(x.t, s.done, 30*time.Second, "the server to exit after its kill")
 		}
 	})
 	deadline := time.Now().Add(30 * time.Second)
@@ -744,18 +745,6 @@ func create(t testing.TB, c *client.Client, args map[string]any) string {
 	}
 	the.noteSandbox(id)
 	return id
-}
-
-// waitFor polls cond (a check against the emulator or the sandbox) until it holds, for at most d.
-func waitFor(t testing.TB, d time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting until %s", d, what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
 }
 
 // keysSince lists the distinct X-API-Key values of the emulator's requests since the mark (a count of recorded

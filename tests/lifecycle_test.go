@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/e2b-mcp/e2b-mcp/e2b"
+	"github.com/e2b-mcp/e2b-mcp/internal/waitfor"
 )
 
 // When a session's lease lapses, its sandboxes get the orphan action from whichever server sweeps next; sandboxes
@@ -59,7 +60,7 @@ func TestOrphanedSessionSandboxes(t *testing.T) {
 			// that judged other sessions by its own lease would take it too, and no later than the old one (a
 			// sweep goes through the sessions in name order, "current" before "old").
 			x.startStdio(clientOpts{}, x.serveArgs(owner, "sweeper", "--lease", short, "--sweep-interval", "50ms", "--orphan-action", tc.action)...)
-			waitFor(t, 30*time.Second, "the lapsed session's sandbox gets the orphan action "+tc.action, func() bool {
+			waitfor.Until(t, 30*time.Second, "the lapsed session's sandbox gets the orphan action "+tc.action, func() bool {
 				sb, found := the.emu.Sandbox(orphan)
 				return tc.check(found, sb.State)
 			})

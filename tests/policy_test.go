@@ -6,6 +6,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/e2b-mcp/e2b-mcp/internal/waitfor"
 )
 
 // A policy file edited while the server runs takes effect without a restart; an edit that does not parse leaves
@@ -36,7 +38,7 @@ func TestPolicyReload(t *testing.T) {
 	if err := s.cmd.Process.Signal(syscall.SIGHUP); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 30*time.Second, "the edited policy denies exec", func() bool {
+	waitfor.Until(t, 30*time.Second, "the edited policy denies exec", func() bool {
 		res := call(t, s.Client, "e2b_exec", echo)
 		return res.IsError && strings.Contains(text(res), "frozen")
 	})

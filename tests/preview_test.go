@@ -4,6 +4,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/e2b-mcp/e2b-mcp/internal/waitfor"
 )
 
 // A web server the assistant starts in a sandbox opens in the user's browser at the link e2b_get_url gives: E2B's
@@ -23,7 +25,7 @@ func TestPreviewInChromium(t *testing.T) {
 			ok(t, s.Client, "e2b_exec", map[string]any{"sandbox_id": id, "background": true, "timeout_ms": 100,
 				"command": "echo hi > hello.txt; python3 -m http.server 8000"})
 			var res map[string]any
-			waitFor(t, 30*time.Second, "the server in the sandbox to listen", func() bool {
+			waitfor.Until(t, 30*time.Second, "the server in the sandbox to listen", func() bool {
 				res = ok(t, s.Client, "e2b_get_url", map[string]any{"sandbox_id": id, "port": 8000})
 				return res["listening"] == true
 			})

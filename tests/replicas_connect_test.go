@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/mark3labs/mcp-go/mcp"
+
+	"github.com/e2b-mcp/e2b-mcp/internal/waitfor"
 )
 
 // Two replicas on two "hosts" (each its own state directory and its own copy of the master key file, no D-Bus)
@@ -122,10 +124,11 @@ func TestReplicasShareKeysAndConnectLinks(t *testing.T) {
 			t.Errorf("member 1's used link:\n%s", p)
 		}
 	}}
-	defer opener.wg.Wait() // a failing call must not end the test while the browser is still at work
+	// A failing call must not end the test while the browser is still at work.
+	defer waitfor.Return(t, time.Minute, "the browser to finish with the connect page", opener.wg.Wait)
 	c1 := x.connectURLClient(public, token1, mcp.ProtocolVersion20260728, opener)
 	id1 := create(t, c1, map[string]any{"title": "member 1"})
-	opener.wg.Wait()
+	waitfor.Return(t, time.Minute, "the browser to finish with the connect page", opener.wg.Wait)
 	if sb, _ := the.emu.Sandbox(id1); sb.Team != key1 {
 		t.Error("member 1's waiting call did not run with their own key")
 	}

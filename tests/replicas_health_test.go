@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/e2b-mcp/e2b-mcp/internal/smalldisk"
+	"github.com/e2b-mcp/e2b-mcp/internal/waitfor"
 )
 
 // healthOf is the status and body of GET base/healthz.
@@ -44,7 +45,7 @@ func TestReplicaWithFullDiskGetsNoCalls(t *testing.T) {
 
 	filler := smalldisk.Fill(t, full)
 	filled := time.Now()
-	waitFor(t, 5*time.Second, "replica 1's /healthz answers 503", func() bool {
+	waitfor.Until(t, 5*time.Second, "replica 1's /healthz answers 503", func() bool {
 		code, _ := healthOf(t, r1)
 		return code == http.StatusServiceUnavailable
 	})
@@ -59,7 +60,7 @@ func TestReplicaWithFullDiskGetsNoCalls(t *testing.T) {
 
 	// HAProxy passes /healthz on too: once it has marked replica 1 down, every request goes to replica 2, so
 	// /healthz through it answers 200 time after time (round robin over both would answer 503 every other time).
-	waitFor(t, 15*time.Second, "HAProxy marks the full replica down", func() bool {
+	waitfor.Until(t, 15*time.Second, "HAProxy marks the full replica down", func() bool {
 		for range 6 {
 			if code, _ := healthOf(t, rs.lb); code != http.StatusOK {
 				return false
@@ -84,12 +85,12 @@ func TestReplicaWithFullDiskGetsNoCalls(t *testing.T) {
 	if err := os.Remove(filler); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 5*time.Second, "replica 1's /healthz answers 200 again", func() bool {
+	waitfor.Until(t, 5*time.Second, "replica 1's /healthz answers 200 again", func() bool {
 		code, _ := healthOf(t, r1)
 		return code == http.StatusOK
 	})
 	back := x.connectVersion(rs.lb, rs.token, "back", "")
-	waitFor(t, 15*time.Second, "HAProxy sends replica 1 calls again", func() bool {
+	waitfor.Until(t, 15*time.Second, "HAProxy sends replica 1 calls again", func() bool {
 		ok(t, back, "e2b_list_sandboxes", map[string]any{})
 		return x.callsIn(rs.dirs[0], "back") > 0
 	})

@@ -21,6 +21,7 @@ import (
 	"github.com/e2b-mcp/e2b-mcp/e2b/e2btest"
 	"github.com/e2b-mcp/e2b-mcp/internal/pgtest"
 	"github.com/e2b-mcp/e2b-mcp/internal/shellquote"
+	"github.com/e2b-mcp/e2b-mcp/internal/waitfor"
 	"github.com/e2b-mcp/e2b-mcp/state"
 )
 
@@ -128,10 +129,10 @@ func (x *h) startHAProxy(listen string, replicas []string) string {
 	go func() { _ = cmd.Wait(); close(done) }()
 	x.t.Cleanup(func() {
 		_ = cmd.Process.Kill()
-		<-done
+		waitfor.Recv(x.t, done, 30*time.Second, "haproxy to exit after its kill")
 	})
 	base := "http://" + listen
-	waitFor(x.t, 30*time.Second, "HAProxy passes /healthz to the replicas", func() bool {
+	waitfor.Until(x.t, 30*time.Second, "HAProxy passes /healthz to the replicas", func() bool {
 		select {
 		case <-done:
 			x.t.Fatalf("haproxy exited:\n%s", cmd.Stderr)
@@ -388,7 +389,7 @@ func TestReplicaKilledMidLoad(t *testing.T) {
 	rs.replicas[1].kill9(t)
 	time.Sleep(3 * time.Second)
 	close(stop)
-	wg.Wait()
+	waitfor.Return(t, 2*time.Minute, "the callers to stop", wg.Wait)
 
 	var okCalls, failed, failedLate int
 	for _, o := range outcomes {
@@ -441,7 +442,7 @@ func TestReplicasSweepEachOrphanOnce(t *testing.T) {
 	c := x.connectVersion(rs.lb, rs.token, "left", "")
 	orphans := []string{create(t, c, map[string]any{"title": "a"}), create(t, c, map[string]any{"title": "b"})}
 	c.Close()
-	waitFor(t, 30*time.Second, "the lapsed session's sandboxes are paused", func() bool {
+	waitfor.Until(t, 30*time.Second, "the lapsed session's sandboxes are paused", func() bool {
 		for _, id := range orphans {
 			if sb, found := the.emu.Sandbox(id); !found || sb.State != "paused" {
 				return false

@@ -8,6 +8,8 @@ import (
 
 	"github.com/mark3labs/mcp-go/client"
 	"github.com/mark3labs/mcp-go/mcp"
+
+	"github.com/e2b-mcp/e2b-mcp/internal/waitfor"
 )
 
 // checkpointIDs lists the IDs of e2b_list_checkpoints' answer for a sandbox.
@@ -101,16 +103,11 @@ func TestCrashMidCreateIsAdopted(t *testing.T) {
 		req.Params.Arguments = map[string]any{"title": "made before the crash"}
 		first.Client.CallTool(context.Background(), req) // dies with the server; its answer never comes
 	}()
-	var id string
-	select {
-	case id = <-created:
-	case <-time.After(30 * time.Second):
-		t.Fatal("the create never reached the emulator")
-	}
+	id := waitfor.Recv(t, created, 30*time.Second, "the create to reach the emulator")
 	the.noteSandbox(id)
 	first.kill9(t)
 	release()
-	<-callDone
+	waitfor.Recv(t, callDone, 30*time.Second, "the call to the killed server to return")
 
 	second := x.startStdio(clientOpts{}, args...)
 	if got := sandboxIDs(t, second.Client); !slices.Equal(got, []string{id}) {

@@ -13,6 +13,7 @@ import (
 	"github.com/mark3labs/mcp-go/mcp"
 
 	"github.com/e2b-mcp/e2b-mcp/e2b"
+	"github.com/e2b-mcp/e2b-mcp/internal/waitfor"
 	"github.com/e2b-mcp/e2b-mcp/tools"
 )
 
@@ -224,12 +225,12 @@ func TestStdioProgressAndCancel(t *testing.T) {
 		_, err := callCtx(longCtx, c, "e2b_exec", map[string]any{"sandbox_id": id, "command": "echo started; sleep 4242"}, &mcp.Meta{ProgressToken: "long"})
 		done <- err
 	}()
-	waitFor(t, 30*time.Second, "the long command runs in the sandbox", sleeping)
+	waitfor.Until(t, 30*time.Second, "the long command runs in the sandbox", sleeping)
 	cancelCall()
-	if err := <-done; !errors.Is(err, context.Canceled) {
+	if err := waitfor.Recv(t, done, 30*time.Second, "the cancelled call to return"); !errors.Is(err, context.Canceled) {
 		t.Errorf("the cancelled call returned %v, want context.Canceled", err)
 	}
-	waitFor(t, 30*time.Second, "the cancelled command is gone from the sandbox", func() bool { return !sleeping() })
+	waitfor.Until(t, 30*time.Second, "the cancelled command is gone from the sandbox", func() bool { return !sleeping() })
 
 	// The server goes on serving after a cancellation.
 	if got := str(ok(t, c, "e2b_exec", map[string]any{"sandbox_id": id, "command": "echo still here"}), "stdout"); got != "still here\n" {

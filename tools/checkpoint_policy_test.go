@@ -5,9 +5,11 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/mark3labs/mcp-go/mcp"
 
+	"github.com/e2b-mcp/e2b-mcp/internal/waitfor"
 	"github.com/e2b-mcp/e2b-mcp/state"
 )
 
@@ -207,7 +209,7 @@ func TestSetCheckpointPolicyConcurrent(t *testing.T) {
 					}
 				})
 			}
-			wg.Wait()
+			waitfor.Return(t, time.Minute, "the concurrent policy changes", wg.Wait)
 			close(errs)
 			for msg := range errs {
 				t.Fatalf("round %d: %s", round, msg)

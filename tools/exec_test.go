@@ -13,6 +13,7 @@ import (
 
 	"github.com/mark3labs/mcp-go/mcp"
 
+	"github.com/e2b-mcp/e2b-mcp/internal/waitfor"
 	"github.com/e2b-mcp/e2b-mcp/state"
 )
 
@@ -156,7 +157,7 @@ func TestExecProgress(t *testing.T) {
 			t.Fatalf("stdout %q", out["stdout"])
 		}
 		var seen string
-		waitFor(t, "all output as progress", func() bool {
+		waitfor.Until(t, 30*time.Second, "all output as progress", func() bool {
 			seen = ""
 			for _, p := range s.progress() {
 				if p["progressToken"] != "tok-1" {
@@ -204,7 +205,7 @@ func TestExecCancel(t *testing.T) {
 			_, err := s.c.CallTool(ctx, req)
 			done <- err
 		}()
-		waitFor(t, "the command to start", func() bool {
+		waitfor.Until(t, 30*time.Second, "the command to start", func() bool {
 			for _, p := range s.progress() {
 				if strings.Contains(fmt.Sprint(p["message"]), "started") {
 					return true
@@ -229,12 +230,8 @@ func TestExecCancel(t *testing.T) {
 			t.Fatal("the command is not among the sandbox's processes while it runs")
 		}
 		cancel()
-		select {
-		case <-done:
-		case <-time.After(10 * time.Second):
-			t.Fatal("the call did not end when cancelled")
-		}
-		waitFor(t, "the process to be gone", func() bool { return !running() })
+		waitfor.Recv(t, done, 30*time.Second, "the cancelled call to end")
+		waitfor.Until(t, 30*time.Second, "the process to be gone", func() bool { return !running() })
 		sb, _ := e.emu.Sandbox(id)
 		if _, err := os.Stat(filepath.Join(sb.Dir, "tmp", "not-cancelled")); !os.IsNotExist(err) {
 			t.Fatalf("the cancelled command went on: %v", err)

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/e2b-mcp/e2b-mcp/e2b"
+	"github.com/e2b-mcp/e2b-mcp/internal/waitfor"
 	"github.com/e2b-mcp/e2b-mcp/state"
 )
 
@@ -65,7 +66,7 @@ func TestDownloadAndUploadURLs(t *testing.T) {
 		if status, _ := fetch(t, http.MethodPost, link, []byte("overwrite")); status != 401 {
 			t.Fatalf("a download link took an upload: %d", status)
 		}
-		waitFor(t, "the link to expire", func() bool {
+		waitfor.Until(t, 30*time.Second, "the link to expire", func() bool {
 			status, body := fetch(t, http.MethodGet, link, nil)
 			return status == 401 && strings.Contains(string(body), "signature is already expired")
 		})

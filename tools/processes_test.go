@@ -10,6 +10,7 @@ import (
 	"github.com/mark3labs/mcp-go/mcp"
 
 	"github.com/e2b-mcp/e2b-mcp/internal/optional"
+	"github.com/e2b-mcp/e2b-mcp/internal/waitfor"
 )
 
 // A server started with background true answers the next e2b_exec at 127.0.0.1, shows in e2b_list_processes,
@@ -106,7 +107,7 @@ func TestExecStopsTheWholeTree(t *testing.T) {
 				t.Fatalf("%s: %v", command, res)
 			}
 			wantContains(t, res["error"].(string), "everything it started were killed by the timeout after 500 ms")
-			waitFor(t, "the timed-out tree to be gone", func() bool { return running(t, s, id, "sleep "+dur) == "" })
+			waitfor.Until(t, 30*time.Second, "the timed-out tree to be gone", func() bool { return running(t, s, id, "sleep "+dur) == "" })
 
 			dur = fmt.Sprintf("31.%d%d", i, time.Now().UnixNano()%1e6)
 			ctx, cancel := context.WithCancel(context.Background())
@@ -119,7 +120,7 @@ func TestExecStopsTheWholeTree(t *testing.T) {
 			if time.Since(start) > 20*time.Second {
 				t.Fatalf("%s: the cancelled call went on", command)
 			}
-			waitFor(t, "the cancelled tree to be gone", func() bool { return running(t, s, id, "sleep "+dur) == "" })
+			waitfor.Until(t, 30*time.Second, "the cancelled tree to be gone", func() bool { return running(t, s, id, "sleep "+dur) == "" })
 		}
 	})
 }

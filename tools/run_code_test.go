@@ -26,6 +26,7 @@ import (
 	"github.com/e2b-mcp/e2b-mcp/e2b/emulator"
 	"github.com/e2b-mcp/e2b-mcp/imagesafe"
 	"github.com/e2b-mcp/e2b-mcp/internal/optional"
+	"github.com/e2b-mcp/e2b-mcp/internal/waitfor"
 	"github.com/e2b-mcp/e2b-mcp/state"
 )
 
@@ -220,7 +221,7 @@ func testRunCode(t *testing.T, e *env, tokens func() int64) {
 			"code": "import time\nprint('one', flush=True)\ntime.sleep(1)\nprint('two')"}, &mcp.Meta{ProgressToken: "ci-1"})
 		mustOK(t, runCodeName, res)
 		var msgs []string
-		waitFor(t, "both lines as progress", func() bool {
+		waitfor.Until(t, 30*time.Second, "both lines as progress", func() bool {
 			msgs = msgs[:0]
 			for _, p := range s.progress() {
 				if p["progressToken"] == "ci-1" {
@@ -279,7 +280,7 @@ func testRunCode(t *testing.T, e *env, tokens func() int64) {
 			req.Params.Meta = &mcp.Meta{ProgressToken: "ci-cancel"}
 			_, _ = s.c.CallTool(ctx, req)
 		}()
-		waitFor(t, "the loop to start", func() bool {
+		waitfor.Until(t, 30*time.Second, "the loop to start", func() bool {
 			for _, p := range s.progress() {
 				if p["progressToken"] == "ci-cancel" {
 					return true
@@ -288,7 +289,7 @@ func testRunCode(t *testing.T, e *env, tokens func() int64) {
 			return false
 		})
 		cancel()
-		<-done
+		waitfor.Recv(t, done, 30*time.Second, "the cancelled call to end")
 		res := run(t, map[string]any{"code": "x + 2"})
 		if got := mainText(t, res); got != "23" {
 			t.Fatalf("after the cancellation, x + 2 = %q: %v", got, res)

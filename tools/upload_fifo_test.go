@@ -13,6 +13,7 @@ import (
 
 	"github.com/e2b-mcp/e2b-mcp/e2b"
 	"github.com/e2b-mcp/e2b-mcp/internal/optional"
+	"github.com/e2b-mcp/e2b-mcp/internal/waitfor"
 )
 
 // A storage-root file swapped for a FIFO after the plan checked it must not hang the upload (opening a FIFO for
@@ -51,13 +52,8 @@ func TestUploadRefusesFileSwappedForFIFO(t *testing.T) {
 		_, err := plan.upload(context.Background(), envd)
 		done <- err
 	}()
-	select {
-	case err := <-done:
-		if !errors.Is(err, errNotRegular) {
-			t.Errorf("upload of a FIFO: %v, want %v", err, errNotRegular)
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("the upload hangs on a FIFO")
+	if err := waitfor.Recv(t, done, 30*time.Second, "the upload of a FIFO to end (it hangs on the FIFO)"); !errors.Is(err, errNotRegular) {
+		t.Errorf("upload of a FIFO: %v, want %v", err, errNotRegular)
 	}
 	target := plan.files[0].sandboxPath
 	if _, err := envd.Stat(context.Background(), target); !errors.Is(err, e2b.ErrNotFound) {

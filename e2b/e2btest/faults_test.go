@@ -9,8 +9,10 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/e2b-mcp/e2b-mcp/internal/connectframe"
+	"github.com/e2b-mcp/e2b-mcp/internal/waitfor"
 )
 
 func TestFaults(t *testing.T) {
@@ -92,7 +94,7 @@ func TestHoldCreatesWaitsWithTheSandboxMade(t *testing.T) {
 	created, release := s.HoldCreates()
 	done := make(chan answer, 1)
 	go func() { done <- create(t, s) }()
-	id := <-created
+	id := waitfor.Recv(t, created, 30*time.Second, "the held create's sandbox")
 	if _, ok := s.Sandbox(id); !ok {
 		t.Fatalf("held create's sandbox %s does not exist", id)
 	}
@@ -102,7 +104,7 @@ func TestHoldCreatesWaitsWithTheSandboxMade(t *testing.T) {
 	default:
 	}
 	release()
-	if a := <-done; a.status != 201 || !strings.Contains(string(a.body), id) {
+	if a := waitfor.Recv(t, done, 30*time.Second, "the released create's answer"); a.status != 201 || !strings.Contains(string(a.body), id) {
 		t.Fatalf("released create answered %d %s", a.status, a.body)
 	}
 	// After release creates answer at once again.

@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/e2b-mcp/e2b-mcp/internal/connectframe"
+	"github.com/e2b-mcp/e2b-mcp/internal/waitfor"
 )
 
 // Tests of the emulated envd on the wire: the exact answers of a real envd, byte for byte (docs/e2b.md,
@@ -259,7 +260,7 @@ func TestEnvdTimeoutKills(t *testing.T) {
 	if len(frames) != 2 || frames[1] != want {
 		t.Fatalf("frames %+v, want the start and %+v", frames, want)
 	}
-	waitFor(t, "the process to be killed", func() bool {
+	waitfor.Until(t, 30*time.Second, "the process to be killed", func() bool {
 		_, body := b.unary(t, "process.Process/List", `{}`, nil)
 		return !strings.Contains(string(body), "sleep")
 	})
@@ -366,19 +367,15 @@ func TestEnvdAnswersAfterTheRequestEnds(t *testing.T) {
 	case <-time.After(300 * time.Millisecond):
 	}
 	pw.Close()
-	select {
-	case resp := <-answered:
-		if resp == nil {
-			return
-		}
-		defer resp.Body.Close()
-		data, _ := io.ReadAll(resp.Body)
-		frames, _ := parseFrames(data)
-		if resp.StatusCode != http.StatusOK || len(frames) < 3 || frames[len(frames)-1].data != "{}" {
-			t.Fatalf("HTTP %d, frames %+v", resp.StatusCode, frames)
-		}
-	case <-time.After(30 * time.Second):
-		t.Fatal("no answer within 30s of the request's end")
+	resp := waitfor.Recv(t, answered, 30*time.Second, "the stream's answer once its request ended")
+	if resp == nil {
+		return
+	}
+	defer resp.Body.Close()
+	data, _ := io.ReadAll(resp.Body)
+	frames, _ := parseFrames(data)
+	if resp.StatusCode != http.StatusOK || len(frames) < 3 || frames[len(frames)-1].data != "{}" {
+		t.Fatalf("HTTP %d, frames %+v", resp.StatusCode, frames)
 	}
 }
 
@@ -542,7 +539,7 @@ func TestEnvdStdinAndSignals(t *testing.T) {
 	if status, body := b.unary(t, "process.Process/CloseStdin", fmt.Sprintf(`{"process":{"tag":"cat-1"}}`), nil); status != 200 {
 		t.Fatalf("close stdin: %d %s", status, body)
 	}
-	r := <-done
+	r := waitfor.Recv(t, done, 30*time.Second, "cat's stream to end once its stdin closed")
 	if stdout, _ := output(t, r.frames); stdout != "to cat\n" {
 		t.Fatalf("cat printed %q", stdout)
 	}
@@ -566,7 +563,7 @@ func TestEnvdStdinAndSignals(t *testing.T) {
 	if status, body := b.unary(t, "process.Process/SendSignal", fmt.Sprintf(`{"process":{"pid":%d},"signal":"SIGNAL_SIGTERM"}`, pid), nil); status != 200 {
 		t.Fatalf("SIGTERM: %d %s", status, body)
 	}
-	r = <-done
+	r = waitfor.Recv(t, done, 30*time.Second, "sleep's stream to end at its SIGTERM")
 	if end := r.frames[len(r.frames)-2].data; end != `{"event":{"end":{"exitCode":-1,"status":"signal: terminated","error":"signal: terminated"}}}` {
 		t.Fatalf("end after SIGTERM %s", end)
 	}
@@ -654,17 +651,6 @@ func procState(pid int) string {
 	return s[i+2 : i+3]
 }
 
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
-
 func TestEnvdPauseResumeKill(t *testing.T) {
 	s := envdServer(t, Options{})
 	b := envdCreate(t, s, nil)
@@ -706,14 +692,14 @@ func TestEnvdPauseResumeKill(t *testing.T) {
 		}
 	}
 	pause("pause")
-	waitFor(t, "the paused sandbox's process to stop", func() bool { return procState(host) == "T" })
-	data := <-cut
+	waitfor.Until(t, 30*time.Second, "the paused sandbox's process to stop", func() bool { return procState(host) == "T" })
+	data := waitfor.Recv(t, cut, 30*time.Second, "the paused sandbox's stream to be cut")
 	frames, _ := parseFrames(data)
 	if len(frames) == 0 || frames[len(frames)-1].flags == connectframe.FlagEndStream {
 		t.Fatalf("the stream of a paused sandbox was not cut: %+v", frames)
 	}
 	pause("connect")
-	waitFor(t, "the process to continue", func() bool { return procState(host) == "S" || procState(host) == "R" })
+	waitfor.Until(t, 30*time.Second, "the process to continue", func() bool { return procState(host) == "S" || procState(host) == "R" })
 	if got := envdWaitProcess(t, b, "long"); got != pid {
 		t.Fatalf("after resume the process is %d, want %d", got, pid)
 	}
@@ -724,7 +710,7 @@ func TestEnvdPauseResumeKill(t *testing.T) {
 		t.Fatal(err)
 	}
 	resp.Body.Close()
-	waitFor(t, "the process to be gone", func() bool { return procState(host) == "" || procState(host) == "Z" })
+	waitfor.Until(t, 30*time.Second, "the process to be gone", func() bool { return procState(host) == "" || procState(host) == "Z" })
 }
 
 func TestEnvdDeadlineHeldWhilePaused(t *testing.T) {
@@ -854,5 +840,5 @@ func TestEnvdInstantCommandsStart(t *testing.T) {
 			}
 		}()
 	}
-	wg.Wait()
+	waitfor.Return(t, time.Minute, "the concurrent commands to end", wg.Wait)
 }
