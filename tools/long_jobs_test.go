@@ -1,12 +1,17 @@
 package tools
 
 import (
+	"context"
 	"fmt"
+	"net/url"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/mark3labs/mcp-go/mcp"
+
 	"github.com/e2b-mcp/e2b-mcp/internal/optional"
+	"github.com/e2b-mcp/e2b-mcp/internal/waitfor"
 )
 
 // shortForeground is the foreground limit of these tests: a command still running after it is moved.
@@ -253,4 +258,90 @@ func TestListProcessesBoundsEnded(t *testing.T) {
 	if len(ended) != maxEndedListed || ended[0] != 1030-maxEndedListed+1 || ended[len(ended)-1] != 1030 {
 		t.Fatalf("ended listed: %v", ended)
 	}
+}
+
+// A command moved to the background at the foreground limit is not killed by the default timeout, which it
+// outlives: only a timeout_ms given kills a moved command.
+func TestMovedCommandOutlivesTheDefaultTimeout(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, e *env, s *session) {
+		id := s.createSandbox(t, nil)
+		res := s.exec(t, id, "echo started; sleep 4; echo survived")
+		if res["running"] != true {
+			t.Fatalf("a command of 4 s with a foreground limit of 1 s was not moved: %v", res)
+		}
+		end, out := s.readUntilEnd(t, id, num(res["pid"]), 0)
+		if !strings.HasSuffix(out, "survived\n") || end["exit_code"] == nil || num(end["exit_code"]) != 0 {
+			t.Fatalf("the moved command, past the default timeout of 2 s: read %q, last answer %v; want it to run to its end", out, end)
+		}
+	}, func(c *Config) { c.ExecForegroundLimit, c.ExecTimeout = time.Second, 2*time.Second })
+}
+
+// e2b_read_output's until finds a text that arrives in two writes, the first seen by one poll and the second by a
+// later one.
+func TestReadOutputUntilAcrossTwoPolls(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, e *env, s *session) {
+		id := s.createSandbox(t, nil)
+		// The second half is written once the test sends a line, after the call has scanned the first.
+		bg := s.ok(t, "e2b_exec", map[string]any{"sandbox_id": id, "background": true,
+			"command": "printf Listen; read l; printf 'ing on\\n'; sleep 60"})
+		pid, logFile := num(bg["pid"]), bg["log_file"].(string)
+		waitfor.Until(t, 30*time.Second, "the first half in the log", func() bool {
+			return s.ok(t, "e2b_read_output", map[string]any{"sandbox_id": id, "pid": pid})["output"] == "Listen"
+		})
+		mark := len(e.emu.Requests())
+		type answer struct {
+			res *mcp.CallToolResult
+			err error
+		}
+		answered := make(chan answer, 1)
+		go func() {
+			req := mcp.CallToolRequest{}
+			req.Params.Name = "e2b_read_output"
+			req.Params.Arguments = map[string]any{"sandbox_id": id, "pid": pid, "wait_ms": 30000, "until": "Listening on"}
+			res, err := s.c.CallTool(t.Context(), req)
+			answered <- answer{res, err}
+		}()
+		waitfor.Until(t, 30*time.Second, "the call to scan the first half", func() bool {
+			for _, r := range e.emu.Requests()[mark:] {
+				if q, _ := url.ParseQuery(r.RawQuery); r.Path == "/files" && q.Get("path") == logFile && r.Header.Get("Range") == "bytes=0-5" {
+					return true
+				}
+			}
+			return false
+		})
+		s.ok(t, "e2b_send_input", map[string]any{"sandbox_id": id, "pid": pid, "data": "go\n"})
+		a := waitfor.Recv(t, answered, time.Minute, "the answer of e2b_read_output")
+		if a.err != nil {
+			t.Fatal(a.err)
+		}
+		if res := mustOK(t, "e2b_read_output", a.res); res["found"] != true || res["output"] != "Listening on\n" {
+			t.Fatalf("until 'Listening on', written as 'Listen' then 'ing on': %v", res)
+		}
+		s.ok(t, "e2b_stop_process", map[string]any{"sandbox_id": id, "pid": pid})
+	})
+}
+
+// e2b_read_output waits at most the server's foreground limit, whatever wait_ms asks.
+func TestReadOutputWaitsAtMostTheForegroundLimit(t *testing.T) {
+	e := newEnv(t, shortForeground)
+	s := e.connect(t, eras[0], Caller{Owner: "alice", Session: "main"})
+	id := s.createSandbox(t, nil)
+	bg := s.ok(t, "e2b_exec", map[string]any{"sandbox_id": id, "background": true, "command": "sleep 600"})
+	// The test's own bound, far above the limit of 1 s, ends the call only when the limit did not.
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	req := mcp.CallToolRequest{}
+	req.Params.Name = "e2b_read_output"
+	req.Params.Arguments = map[string]any{"sandbox_id": id, "pid": num(bg["pid"]), "wait_ms": 600000, "until": "never printed"}
+	res, err := s.c.CallTool(ctx, req)
+	if ctx.Err() != nil {
+		t.Fatalf("e2b_read_output with wait_ms 600000 and a foreground limit of 1 s did not answer within 30 s, when the test's bound ended it")
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := mustOK(t, "e2b_read_output", res); got["running"] != true || got["found"] != false {
+		t.Fatalf("after the foreground limit: %v", got)
+	}
+	s.ok(t, "e2b_stop_process", map[string]any{"sandbox_id": id, "pid": num(bg["pid"])})
 }
