@@ -77,6 +77,7 @@ type serveOptions struct {
 	tokensFile                        string
 	keys                              *keyStoreFlags
 	publicURL                         string
+	clientAddressHeader               string
 	oauthIssuer, oauthOwnerClaim      string
 	oauthScopes                       stringList
 	allowOrigins                      stringList
@@ -127,6 +128,8 @@ func (a *app) serveFlags() (*flags, *serveOptions) {
 	o.keys = addKeyStoreFlags(f)
 	f.StringVar(&o.publicURL, "public-url", "", "the URL clients reach this server at, e.g. https://mcp.example.com (behind a TLS proxy); "+
 		"the OAuth resource is PUBLIC_URL"+server.PathMCP)
+	f.StringVar(&o.clientAddressHeader, "client-address-header", "", "HTTP servers behind a proxy: the header it sets to the client's "+
+		"address (X-Forwarded-For, X-Real-IP), whose last entry refused tokens are counted and logged by; only when every request comes through it")
 	f.StringVar(&o.oauthIssuer, "oauth-issuer", "", "accept OAuth access tokens of this authorization server (OpenID Connect issuer URL); needs --public-url")
 	f.StringVar(&o.oauthOwnerClaim, "oauth-owner-claim", server.DefaultOwnerClaim, "the access token claim that names the owner (sub, email, preferred_username, ...)")
 	f.StringVar(&o.oauthClientID, "oauth-client-id", "", "client ID (public, PKCE) at the identity provider for members' sign-in on the connect page; "+
@@ -227,29 +230,30 @@ func (a *app) serveConfig(f *flags, o *serveOptions) (server.Config, error) {
 	// Where `e2b-mcp approve` looks without --state-dir; an error just means it needs the flag.
 	defaultDir, _ := a.defaultStateDir()
 	cfg, err := server.Config{
-		Name:            "e2b-mcp",
-		Version:         Version(),
-		Owner:           owner,
-		Session:         o.session,
-		Transport:       o.transport,
-		Listen:          o.listen,
-		Backend:         backend,
-		StateDir:        stateDir,
-		DefaultStateDir: defaultDir,
-		Store:           o.store,
-		PolicyFile:      o.policyFile,
-		Lease:           o.lease,
-		OrphanAction:    lifecycle.OrphanAction(o.orphanAction),
-		SweepInterval:   o.sweepInterval,
-		TokensFile:      o.tokensFile,
-		OAuth:           oauth,
-		AllowOrigins:    o.allowOrigins,
-		Egress:          egress.Limits{AllowOut: splitList(o.allowOut), DenyOut: splitList(o.denyOut), NoInternet: o.noInternet},
-		Credentials:     creds,
-		PublicURL:       o.publicURL,
-		NoConnectPage:   o.noConnectPage,
-		PrivatePreviews: o.privatePreviews,
-		PreviewURL:      o.previewURL,
+		Name:                "e2b-mcp",
+		Version:             Version(),
+		Owner:               owner,
+		Session:             o.session,
+		Transport:           o.transport,
+		Listen:              o.listen,
+		Backend:             backend,
+		StateDir:            stateDir,
+		DefaultStateDir:     defaultDir,
+		Store:               o.store,
+		PolicyFile:          o.policyFile,
+		Lease:               o.lease,
+		OrphanAction:        lifecycle.OrphanAction(o.orphanAction),
+		SweepInterval:       o.sweepInterval,
+		TokensFile:          o.tokensFile,
+		OAuth:               oauth,
+		AllowOrigins:        o.allowOrigins,
+		Egress:              egress.Limits{AllowOut: splitList(o.allowOut), DenyOut: splitList(o.denyOut), NoInternet: o.noInternet},
+		Credentials:         creds,
+		PublicURL:           o.publicURL,
+		ClientAddressHeader: o.clientAddressHeader,
+		NoConnectPage:       o.noConnectPage,
+		PrivatePreviews:     o.privatePreviews,
+		PreviewURL:          o.previewURL,
 		Tools: tools.Config{
 			ResultLimit:         o.resultLimit,
 			OnTimeout:           o.onTimeout,

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/e2b-mcp/e2b-mcp/credentials"
@@ -82,6 +83,11 @@ type Config struct {
 	// OAuth, when set, accepts access tokens of the team's authorization server (MCP authorization). With
 	// neither TokensFile nor OAuth there is no authentication, and only a loopback address is served.
 	OAuth *OAuthConfig
+	// ClientAddressHeader names the header a trusted proxy in front of the server sets to the client's address
+	// (X-Forwarded-For, X-Real-IP); its last entry, the one the proxy added, is the address that refused tokens are
+	// counted and logged by. Empty: the connection's address. Set it only when every request comes through that
+	// proxy: a client reaching the server directly could send any address in it.
+	ClientAddressHeader string
 	// AllowOrigins are the web origins (scheme://host[:port]) besides the server's own whose pages may call the
 	// HTTP endpoints, for browser-based MCP clients; a request from any other page is refused.
 	AllowOrigins []string
@@ -188,6 +194,9 @@ func (c Config) Check() (Config, error) {
 		origins = append(origins, norm)
 	}
 	c.AllowOrigins = origins
+	if h := c.ClientAddressHeader; h != "" && (!isHeaderName(h) || c.Transport == TransportStdio) {
+		return c, fmt.Errorf("--client-address-header %q: want the name of an HTTP header, for an HTTP server", h)
+	}
 	// Over stdio the pages are served on 127.0.0.1 at an address of their own, whatever the public URL.
 	if c.PublicURL != "" && c.Transport != TransportStdio {
 		if err := checkPublicURL("--public-url", c.PublicURL); err != nil {
@@ -205,6 +214,11 @@ func (c Config) Check() (Config, error) {
 		c.OAuth = &o
 	}
 	return c, nil
+}
+
+// isHeaderName reports whether h is an HTTP header's name (RFC 9110's token).
+func isHeaderName(h string) bool {
+	return !strings.ContainsFunc(h, func(r rune) bool { return r <= ' ' || r >= 0x7f || strings.ContainsRune(`()<>@,;:\"/[]?={}`, r) })
 }
 
 // CheckStoreURL refuses a store (--store) that is not a PostgreSQL URL; "" (the embedded store) is fine. The

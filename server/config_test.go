@@ -39,6 +39,8 @@ func TestConfigCheck(t *testing.T) {
 		{func(c *Config) { c.AllowOrigins = []string{"https://*.example"} }, "--allow-origin: wildcards"},
 		{func(c *Config) { c.Transport, c.PublicURL = TransportHTTP, "http://mcp.example.com" }, `--public-url "http://mcp.example.com" must use https`},
 		{func(c *Config) { c.OAuth = &OAuthConfig{Issuer: "ftp://idp", Resource: testResource} }, "OAuth: the OAuth issuer"},
+		{func(c *Config) { c.Transport, c.ClientAddressHeader = TransportHTTP, "X-Forwarded-For: 1.2.3.4" }, `--client-address-header "X-Forwarded-For: 1.2.3.4": want the name`},
+		{func(c *Config) { c.ClientAddressHeader = "X-Real-IP" }, "for an HTTP server"},
 	} {
 		bad := good
 		tc.mistake(&bad)

@@ -140,26 +140,28 @@ func (s *Server) tokenOwner(ctx context.Context, token string) (string, error) {
 	return "", errTokenRefused
 }
 
-// refuse answers 401, telling an OAuth client where to find the authorization server, or 429 to an address past its
-// budget of refused tokens (see refusals). The reason is logged, not sent: it may say which checks a forged
-// token passed.
+// refuse answers 401, telling an OAuth client where to find the authorization server (a client starts its
+// sign-in on that answer). The reason is logged, not sent: it may say which checks a forged token passed. Past
+// its address's budget of refused tokens (see refusals), the answer adds Retry-After and is not logged.
 func (s *Server) refuse(w http.ResponseWriter, r *http.Request, err error) {
 	sent := !errors.Is(err, errNoToken)
-	if errors.Is(err, errTokenRefused) {
-		if wait := s.refusals.refuse(r.RemoteAddr); wait > 0 {
-			s.log.Debug("HTTP request refused past its address's budget of refusals", "remote", r.RemoteAddr, "reason", err)
+	addr := clientAddr(r, s.cfg.ClientAddressHeader)
+	level := slog.LevelInfo
+	switch {
+	case !sent:
+		level = slog.LevelDebug
+	case errors.Is(err, errTokenRefused):
+		wait, logIt := s.refusals.refuse(addr)
+		if wait > 0 {
 			w.Header().Set("Retry-After", strconv.Itoa(int(math.Ceil(wait.Seconds()))))
-			http.Error(w, "too many refused tokens from this address: retry later", http.StatusTooManyRequests)
-			return
 		}
-	}
-	if sent {
-		level := slog.LevelInfo
-		if !errors.Is(err, errTokenRefused) {
-			level = slog.LevelError // the authorization server could not be reached: no token can be checked
+		if !logIt {
+			level = slog.LevelDebug
 		}
-		s.log.Log(r.Context(), level, "HTTP request refused", "remote", r.RemoteAddr, "reason", err)
+	default:
+		level = slog.LevelError // the authorization server could not be reached: no token can be checked
 	}
+	s.log.Log(r.Context(), level, "HTTP request refused", "remote", addr, "reason", err)
 	if s.cfg.OAuth != nil {
 		w.Header().Set("WWW-Authenticate", s.cfg.OAuth.challenge(sent))
 	} else {

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/e2b-mcp/e2b-mcp/e2b/e2btest"
 	"github.com/e2b-mcp/e2b-mcp/internal/waitfor"
 )
 
@@ -197,72 +198,115 @@ func TestOAuthKeySetRetriedAfterFailure(t *testing.T) {
 	}
 }
 
-// A remote address whose bearer tokens keep being refused is told to wait (429 with Retry-After) after a burst
-// of refusals; its valid tokens are still let in (members behind one proxy share an address), and a request
-// without a token still gets the 401 challenge that starts an OAuth client's sign-in.
-func TestRefusedTokensRateLimited(t *testing.T) {
-	tokens, toks := tokensFor(t, "frank")
-	base := serveHTTP(t, newFixture(t, fixtureOpts{tokensFile: tokens, transport: TransportHTTP}))
-	for i := range refusalBurst {
-		if code, _, _ := do(t, http.MethodPost, base+PathMCP, "Bearer e2bmcp_wrong-token", toolsList, nil); code != http.StatusUnauthorized {
-			t.Fatalf("refusal %d: %d, want 401", i+1, code)
+// Forged tokens from an address never lock its members out. Behind the TLS proxy or HAProxy a team puts in front,
+// every member shares one address: after a flood of junk tokens from it, a member whose access token expired
+// must still get the 401 and its challenge (clients start the OAuth sign-in on 401, never on 429), a valid token
+// is let in, and a request without one gets the challenge too. Past the budget a refusal carries Retry-After and
+// is no longer logged one by one.
+func TestForgedTokensDoNotLockMembersOut(t *testing.T) {
+	iss := newTestIssuer(t)
+	base := oauthFixture(t, iss, "", "")
+	challenged := func(what, token string) http.Header {
+		t.Helper()
+		code, hdr, _ := do(t, http.MethodPost, base+PathMCP, token, toolsList, nil)
+		if code != http.StatusUnauthorized || !strings.Contains(hdr.Get("WWW-Authenticate"), "resource_metadata=") {
+			t.Fatalf("%s: %d, WWW-Authenticate %q; want 401 and the challenge", what, code, hdr.Get("WWW-Authenticate"))
 		}
+		return hdr
 	}
-	code, hdr, _ := do(t, http.MethodPost, base+PathMCP, "Bearer e2bmcp_wrong-token", toolsList, nil)
-	if code != http.StatusTooManyRequests || hdr.Get("Retry-After") != "1" {
-		t.Errorf("after %d refusals: %d, Retry-After %q; want 429 and 1", refusalBurst, code, hdr.Get("Retry-After"))
+	for i := range 3 * refusalBurst {
+		challenged(fmt.Sprintf("junk token %d", i+1), fmt.Sprintf("Bearer junk-%d", i))
 	}
-	if code, _, _ := do(t, http.MethodPost, base+PathMCP, "Bearer "+toks["frank"], toolsList, nil); refused(code) {
-		t.Errorf("a valid token from the same address: %d", code)
+	expired := iss.token(t, iss.claims("alice", func(c map[string]any) { c["exp"] = time.Now().Add(-time.Minute).Unix() }), nil)
+	if hdr := challenged("the member's expired token", "Bearer "+expired); !strings.Contains(hdr.Get("WWW-Authenticate"), `error="invalid_token"`) ||
+		hdr.Get("Retry-After") == "" {
+		t.Errorf("the expired token's answer past the budget: WWW-Authenticate %q, Retry-After %q", hdr.Get("WWW-Authenticate"), hdr.Get("Retry-After"))
 	}
-	if code, _, _ := do(t, http.MethodPost, base+PathMCP, "", toolsList, nil); code != http.StatusUnauthorized {
-		t.Errorf("no token from the same address: %d, want 401", code)
+	challenged("no token", "")
+	if code, _, _ := do(t, http.MethodPost, base+PathMCP, "Bearer "+iss.token(t, iss.claims("alice", nil), nil), toolsList, nil); refused(code) {
+		t.Errorf("the member's new token from the same address: %d", code)
+	}
+}
+
+// With --client-address-header the budget is kept per address the trusted proxy names, not per the proxy's own.
+func TestRefusalBudgetPerForwardedAddress(t *testing.T) {
+	tokens, _ := tokensFor(t, "frank")
+	base := serveHTTP(t, newFixture(t, fixtureOpts{tokensFile: tokens, transport: TransportHTTP,
+		mutate: func(c *Config, _ *e2btest.Server) { c.ClientAddressHeader = "X-Forwarded-For" }}))
+	refuse := func(forwarded string) http.Header {
+		t.Helper()
+		code, hdr, _ := do(t, http.MethodPost, base+PathMCP, "Bearer e2bmcp_wrong-token", toolsList, map[string]string{"X-Forwarded-For": forwarded})
+		if code != http.StatusUnauthorized {
+			t.Fatalf("a wrong token from %s: %d, want 401", forwarded, code)
+		}
+		return hdr
+	}
+	for range refusalBurst {
+		refuse("198.51.100.9, 203.0.113.7")
+	}
+	if refuse("203.0.113.7").Get("Retry-After") == "" {
+		t.Error("the address past its budget was not told to wait")
+	}
+	// The client's own part of the header is not believed: only the entry the proxy added counts.
+	if refuse("203.0.113.7, 203.0.113.8").Get("Retry-After") != "" {
+		t.Error("another address behind the same proxy was told to wait for the first one's refusals")
 	}
 }
 
 // The refusals' budget is per address (every port of an IPv4 address, every address of an IPv6 /64), refills
-// with time, and its table stays bounded however many addresses send refused tokens.
+// with time, and its table stays bounded however many addresses send refused tokens; the log takes a bounded
+// number of refusals whatever the addresses.
 func TestRefusalBudget(t *testing.T) {
 	clock := newManualClock()
 	r := newRefusals(clock.Now)
+	waitOf := func(addr string) time.Duration {
+		wait, _ := r.refuse(addr)
+		return wait
+	}
 	spend := func(addr string) {
 		t.Helper()
 		for i := range refusalBurst {
-			if wait := r.refuse(addr); wait != 0 {
+			if wait := waitOf(addr); wait != 0 {
 				t.Fatalf("%s: refusal %d told to wait %v", addr, i+1, wait)
 			}
 		}
 	}
 	spend("192.0.2.1:1000")
-	if wait := r.refuse("192.0.2.1:2000"); wait <= 0 || wait > refusalEvery {
+	if wait := waitOf("192.0.2.1:2000"); wait <= 0 || wait > refusalEvery {
 		t.Errorf("another port of a spent address: wait %v", wait)
 	}
-	if wait := r.refuse("192.0.2.2:1000"); wait != 0 {
+	if wait := waitOf("192.0.2.2:1000"); wait != 0 {
 		t.Errorf("another address: wait %v", wait)
 	}
 	spend("[2001:db8::1]:443")
-	if wait := r.refuse("[2001:db8::ffff]:443"); wait <= 0 {
+	if wait := waitOf("[2001:db8::ffff]:443"); wait <= 0 {
 		t.Error("another address of the same IPv6 /64 was not told to wait")
 	}
-	if wait := r.refuse("[2001:db8:0:1::1]:443"); wait != 0 {
+	if wait := waitOf("[2001:db8:0:1::1]:443"); wait != 0 {
 		t.Errorf("another /64: wait %v", wait)
 	}
 	clock.advance(refusalEvery)
-	if wait := r.refuse("192.0.2.1:1000"); wait != 0 {
+	if wait := waitOf("192.0.2.1:1000"); wait != 0 {
 		t.Errorf("after %v: wait %v", refusalEvery, wait)
 	}
 
+	logged := 0
 	for i := range 2 * maxRefusalAddrs {
-		r.refuse(fmt.Sprintf("10.%d.%d.%d:1", i>>16&0xff, i>>8&0xff, i&0xff))
+		if _, logIt := r.refuse(fmt.Sprintf("10.%d.%d.%d:1", i>>16&0xff, i>>8&0xff, i&0xff)); logIt {
+			logged++
+		}
+	}
+	if logged > logBurst {
+		t.Errorf("%d of %d refusals from as many addresses logged at once, want at most %d", logged, 2*maxRefusalAddrs, logBurst)
 	}
 	if n := len(r.byAddr); n > maxRefusalAddrs {
 		t.Errorf("%d addresses kept, want at most %d", n, maxRefusalAddrs)
 	}
-	if wait := r.refuse("198.51.100.1:1"); wait <= 0 {
-		t.Error("a new address while the table is full of addresses within their budget was not told to wait")
+	// A full table makes room for a new address rather than count it over a budget it never spent.
+	if wait := waitOf("198.51.100.1:1"); wait != 0 {
+		t.Errorf("a new address while the table is full: wait %v", wait)
 	}
-	clock.advance(refusalBurst * refusalEvery)
-	if wait := r.refuse("198.51.100.1:1"); wait != 0 {
-		t.Errorf("a new address once the others' budgets have refilled: wait %v", wait)
+	if n := len(r.byAddr); n > maxRefusalAddrs {
+		t.Errorf("%d addresses kept, want at most %d", n, maxRefusalAddrs)
 	}
 }
