@@ -1,8 +1,6 @@
 package server
 
 import (
-	"net/url"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -13,62 +11,63 @@ import (
 	"github.com/e2b-mcp/e2b-mcp/internal/waitfor"
 )
 
-// Through restarts of PostgreSQL under load, every call that fails says the state store failed: none blames E2B,
-// none is an "Internal error", and none shows the database's host, port, user or name to the caller.
-func TestDatabaseRestartIsTheStateStoresFailure(t *testing.T) {
+// PostgreSQL restarted under load (as pg_ctl restart does: a fast shutdown that ends every connection, then a
+// start) fails no call: the store makes an operation again on a new connection while the database is away.
+func TestDatabaseRestartFailsNoCall(t *testing.T) {
 	pg, db := pgtest.Database(t)
 	f := newFixture(t, fixtureOpts{mutate: func(cfg *Config, _ *e2btest.Server) { cfg.Store = db }})
 	c := connect(t, f.srv, eras[0], nil)
 	id := createSandbox(t, c)
-	u, err := url.Parse(db)
-	if err != nil {
-		t.Fatal(err)
-	}
-	secret := []string{u.Host, u.Port(), u.User.Username(), strings.TrimPrefix(u.Path, "/"), "postgres://"}
 
-	var stop atomic.Bool
-	var mu sync.Mutex
-	failures := map[string]int{}
-	var wg sync.WaitGroup
+	var (
+		stop             atomic.Bool
+		mu               sync.Mutex
+		failures         = map[string]int{}
+		calls, straddled atomic.Int64 // calls in all; calls running while the database restarted
+		restarting       atomic.Int64 // restarts begun, less those ended
+		wg               sync.WaitGroup
+	)
 	for i := range 4 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			for !stop.Load() {
 				tool, args := "e2b_list_sandboxes", map[string]any{}
 				if i%2 == 1 {
 					tool, args = "e2b_exec", map[string]any{"sandbox_id": id, "command": "true"}
 				}
-				if res := callTool(t, c, tool, args); res.IsError {
+				during := restarting.Load() > 0
+				res := callTool(t, c, tool, args)
+				calls.Add(1)
+				if during || restarting.Load() > 0 {
+					straddled.Add(1)
+				}
+				if res.IsError {
 					mu.Lock()
 					failures[resultText(res)]++
 					mu.Unlock()
 				}
 			}
-		}()
+		})
 	}
-	for range 3 {
-		if err := pg.Restart(); err != nil {
+	const restarts = 3
+	for range restarts {
+		time.Sleep(200 * time.Millisecond) // calls go through between restarts
+		restarting.Add(1)
+		err := pg.Restart()
+		restarting.Add(-1)
+		if err != nil {
 			t.Error(err)
 			break
 		}
 	}
+	time.Sleep(200 * time.Millisecond)
 	stop.Store(true)
 	waitfor.Return(t, 2*time.Minute, "the calls made while the database restarted", wg.Wait)
 
-	if len(failures) == 0 {
-		t.Fatal("no call failed while the database restarted: the test saw no outage")
+	t.Logf("%d calls, %d of them while the database restarted; %d restarts", calls.Load(), straddled.Load(), restarts)
+	if straddled.Load() == 0 {
+		t.Fatal("no call ran while the database restarted: the test saw no outage")
 	}
 	for text, n := range failures {
-		t.Logf("%d× %s", n, text)
-		if strings.Contains(text, "E2B") || strings.Contains(text, "Internal error") || !strings.Contains(text, "state store") {
-			t.Errorf("a failure of the database reads %q", text)
-		}
-		for _, s := range secret {
-			if strings.Contains(text, s) {
-				t.Errorf("a failure shows the caller the database's %q: %q", s, text)
-			}
-		}
+		t.Errorf("%d× %s", n, text)
 	}
-	mustOK(t, c, "e2b_exec", map[string]any{"sandbox_id": id, "command": "true"})
 }

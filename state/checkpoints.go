@@ -84,6 +84,7 @@ func (s *records) SessionCheckpoints(owner, session, sandboxID string) ([]Checkp
 	}
 	var out []Checkpoint
 	err := s.db.view(func(tx recordTx) error {
+		out = nil // of this attempt only: a transaction may run again (see Postgres.inTx)
 		return tx.each(tableCheckpoints, owner, func(owner, id string, v []byte) error {
 			var rec checkpointV1
 			if err := s.decode(tableCheckpoints, owner, id, v, &rec); err != nil {

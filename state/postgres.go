@@ -9,6 +9,7 @@ import (
 	"io"
 	"net"
 	"net/url"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -35,6 +36,7 @@ type Postgres struct {
 	pool       *pgxpool.Pool
 	keys       KeySource
 	timeout    time.Duration
+	redialFor  time.Duration // see inTx; none while the store opens
 	migrations []string
 	closed     atomic.Bool
 
@@ -63,12 +65,18 @@ func openPostgres(dbURL string, opts Options, migrations []string) (*Postgres, e
 		s.timeout = DefaultLockTimeout
 	}
 	cfg.ConnConfig.ConnectTimeout = s.timeout
+	cfg.ConnConfig.RuntimeParams["lock_timeout"] = strconv.FormatInt(s.timeout.Milliseconds(), 10)
 	if s.pool, err = pgxpool.NewWithConfig(context.Background(), cfg); err != nil {
 		return nil, fmt.Errorf("state store %s: %w", where, err)
 	}
 	if err := s.prepare(); err != nil {
 		s.pool.Close()
 		return nil, err
+	}
+	// A database out of reach at the start is reported at once; once open, the store rides out its restarts.
+	s.redialFor = opts.RedialFor
+	if s.redialFor == 0 {
+		s.redialFor = DefaultRedialFor
 	}
 	return s, nil
 }
@@ -138,27 +146,141 @@ func (s *Postgres) run(write bool, fn func(recordTx) error) error {
 	})
 }
 
-// inTx runs fn in a transaction within the store's timeout, and names the database in any error.
+// inTx runs fn in a transaction within the store's timeout, and names the database in any error. An attempt that
+// fails because the database could not be reached, did not answer, or dropped the connection before the
+// transaction committed is made again (fn included, so fn must not keep anything of an attempt that failed), on
+// a new connection with backoff, until redialFor has passed since the first: a restart or a failover of the
+// database (pg_ctl restart takes a second or two) costs calls time, not their results. A write whose commit
+// went unanswered is not made again, as whether it took effect is unknown.
 func (s *Postgres) inTx(opts pgx.TxOptions, fn func(context.Context, pgx.Tx) error) error {
-	if s.closed.Load() {
-		return ErrClosed
+	start := time.Now()
+	wait := redialFirstWait
+	for {
+		err, again := s.attemptTx(opts, fn)
+		if !again || s.closed.Load() || time.Since(start)+wait > s.redialFor {
+			return err
+		}
+		time.Sleep(wait)
+		wait = min(2*wait, redialMaxWait)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), s.timeout)
+}
+
+// DefaultRedialFor is Options.RedialFor's default, as long as the E2B client redials E2B (e2b.Config.RedialFor):
+// past a restart of the database, short of what an operator would call an outage.
+const DefaultRedialFor = 15 * time.Second
+
+// The backoff between attempts of a transaction the database could not take.
+const (
+	redialFirstWait = 50 * time.Millisecond
+	redialMaxWait   = time.Second
+)
+
+// attemptTx runs fn in a transaction once; again reports whether the attempt failed for want of the database
+// and changed nothing, so that it may be made again.
+func (s *Postgres) attemptTx(opts pgx.TxOptions, fn func(context.Context, pgx.Tx) error) (err error, again bool) {
+	if s.closed.Load() {
+		return ErrClosed, false
+	}
+	// Lock waits end at the timeout with PostgreSQL's own error (lock_timeout, set on every connection), which
+	// tells a lock held by a stuck process from a database that does not answer: the attempt's deadline is a
+	// little later, and passing it means no answer came.
+	ctx, cancel := context.WithTimeout(context.Background(), s.timeout+answerMargin)
 	defer cancel()
-	var fnErr error
-	err := pgx.BeginTxFunc(ctx, s.pool, opts, func(tx pgx.Tx) error {
-		fnErr = fn(ctx, tx)
-		return fnErr
-	})
+	tx, err := s.pool.BeginTx(ctx, opts)
+	if err != nil {
+		return s.txError(ctx, err, nil), unreachable(ctx, err)
+	}
+	// A write transaction's ID, asked for first, tells after a commit went unanswered whether it took effect.
+	var xid int64
+	if opts.AccessMode != pgx.ReadOnly {
+		if err := tx.QueryRow(ctx, "SELECT txid_current()").Scan(&xid); err != nil {
+			_ = tx.Rollback(ctx)
+			return s.txError(ctx, err, nil), unreachable(ctx, err)
+		}
+	}
+	if fnErr := fn(ctx, tx); fnErr != nil {
+		_ = tx.Rollback(ctx)
+		return s.txError(ctx, fnErr, fnErr), unreachable(ctx, fnErr)
+	}
+	err = tx.Commit(ctx)
 	switch {
 	case err == nil:
-		return nil
+		return nil, false
+	case !unreachable(ctx, err):
+		return s.txError(ctx, err, nil), false
+	case opts.AccessMode == pgx.ReadOnly || pgconn.SafeToRetry(err):
+		return s.txError(ctx, err, nil), true // it changed nothing, whatever became of its commit
+	}
+	committed, known := s.outcome(xid)
+	switch {
+	case !known:
+		return s.txError(ctx, err, nil), false
+	case committed:
+		return nil, false
+	}
+	return s.txError(ctx, err, nil), true
+}
+
+// outcome asks the database, on a new connection, whether the write transaction xid committed; known is false when
+// that cannot be learned within redialFor.
+func (s *Postgres) outcome(xid int64) (committed, known bool) {
+	deadline := time.Now().Add(s.redialFor)
+	for wait := redialFirstWait; ; wait = min(2*wait, redialMaxWait) {
+		ctx, cancel := context.WithTimeout(context.Background(), s.timeout+answerMargin)
+		var status *string
+		err := s.pool.QueryRow(ctx, "SELECT txid_status($1)", xid).Scan(&status)
+		cancel()
+		switch {
+		case err == nil && status != nil && *status == "committed":
+			return true, true
+		case err == nil && status != nil && *status == "aborted":
+			return false, true
+		case err == nil && status != nil && *status == "in progress":
+			// The old connection's backend has not yet ended it: ask again.
+		case err != nil && unreachable(ctx, err):
+		default: // too old to be known (NULL), or the database refuses to say
+			return false, false
+		}
+		if s.closed.Load() || time.Now().Add(wait).After(deadline) {
+			return false, false
+		}
+		time.Sleep(wait)
+	}
+}
+
+// answerMargin is how much longer than its lock timeout an attempt waits for the database's answer.
+const answerMargin = time.Second
+
+// unreachable reports whether err says that the database could not be reached, did not answer within ctx, or
+// dropped the connection (it shut down or restarts): what a new connection may cure.
+func unreachable(ctx context.Context, err error) bool {
+	var pgErr *pgconn.PgError
+	var connectErr *pgconn.ConnectError
+	var netErr net.Error
+	switch {
+	case errors.As(err, &pgErr):
+		// admin_shutdown, crash_shutdown, cannot_connect_now (starting up or shutting down).
+		return pgErr.Code == "57P01" || pgErr.Code == "57P02" || pgErr.Code == "57P03"
+	case ctx.Err() != nil, errors.As(err, &connectErr), errors.As(err, &netErr), errors.Is(err, io.EOF),
+		errors.Is(err, io.ErrUnexpectedEOF), pgconn.SafeToRetry(err):
+		return true
+	}
+	return false
+}
+
+// txError is the error of a failed attempt, fnErr set when fn's own error ended it, naming the database.
+func (s *Postgres) txError(ctx context.Context, err, fnErr error) error {
+	var pgErr *pgconn.PgError
+	switch {
 	case s.closed.Load():
 		return ErrClosed
 	case ctx.Err() != nil:
+		return &Error{where: s.where, err: ErrBusy, what: fmt.Sprintf("did not answer within %s "+
+			"(is the database reachable?)", s.timeout+answerMargin)}
+	case errors.As(err, &pgErr) && pgErr.Code == "55P03": // lock_not_available: lock_timeout passed
 		return &Error{where: s.where, err: ErrBusy, what: fmt.Sprintf("did not complete an operation within %s "+
-			"(is the database reachable, or a lock held by a stuck process?)", s.timeout)}
-	case fnErr != nil && err == fnErr:
+			"(is a lock held by a stuck process?)", s.timeout)}
+	case fnErr != nil:
 		var named *Error
 		switch {
 		case errors.As(err, &named):

@@ -225,6 +225,7 @@ const sandboxStateField = "state"
 func (s *records) sandboxes(owner string, keep func(sandboxV1) bool) ([]SandboxRecord, error) {
 	var out []SandboxRecord
 	err := s.db.view(func(tx recordTx) error {
+		out = nil // of this attempt only: a transaction may run again (see Postgres.inTx)
 		return tx.each(tableSandboxes, owner, func(owner, id string, v []byte) error {
 			var rec sandboxV1
 			if err := s.decode(tableSandboxes, owner, id, v, &rec); err != nil {

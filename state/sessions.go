@@ -171,6 +171,7 @@ func (s *records) LapsedSessions(now time.Time) ([]Session, error) {
 func (s *records) sessions(keep func(Session) bool) ([]Session, error) {
 	var out []Session
 	err := s.db.view(func(tx recordTx) error {
+		out = nil // of this attempt only: a transaction may run again (see Postgres.inTx)
 		return tx.each(tableSessions, "", func(owner, name string, v []byte) error {
 			var rec sessionV1
 			if err := s.decode(tableSessions, owner, name, v, &rec); err != nil {

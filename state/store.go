@@ -57,7 +57,9 @@ type Store interface {
 	SandboxesByState() (map[string]int, error)
 	// UpdateSandbox runs fn on the record as one atomic read-modify-write (across processes too). If fn returns
 	// an error nothing is written and that error is returned; a panic in fn is re-raised after nothing was
-	// written. fn must not change Owner or ID.
+	// written. fn must not change Owner or ID, and may run more than once, each time on the record as then read
+	// (a PostgreSQL store makes a transaction again when the database dropped its connection): it only changes
+	// the record.
 	UpdateSandbox(owner, id string, fn func(*SandboxRecord) error) (SandboxRecord, error)
 	// DeleteSandbox removes the record; ErrNotFound if absent. The sandbox's checkpoints are kept.
 	DeleteSandbox(owner, id string) error
@@ -117,6 +119,9 @@ type Options struct {
 	// LockTimeout bounds the wait for another process: its lock on the bbolt file, or a PostgreSQL operation
 	// (connection, locks and query together); default DefaultLockTimeout.
 	LockTimeout time.Duration
+	// RedialFor is how long an operation of a PostgreSQL store is tried again while the database cannot be
+	// reached or drops its connections (a restart, a failover); default DefaultRedialFor, negative for never.
+	RedialFor time.Duration
 	// MaxLiveSessions bounds the sessions one owner may have live at once (lease running, and a running or paused
 	// sandbox held or a call within IdleSessionAfter: see liveSessions); default DefaultMaxLiveSessions. A caller
 	// may name any session, and each is a durable record.
