@@ -75,7 +75,7 @@ func (s *Server) approveByElicitation(ctx context.Context, req mcp.CallToolReque
 		} else if err != nil {
 			// Whether the answer was used before is unknown: it is not honoured (it might run the call twice).
 			return verdict{result: mcp.NewToolResultError("The approval answer could not be checked, so the call did not run: " +
-				err.Error() + ". Call the tool again to be asked anew."), outcome: audit.OutcomeError}
+				state.PublicText(err) + ". Call the tool again to be asked anew."), outcome: audit.OutcomeError}
 		}
 		return s.fromAnswer(answer, binding, shown, dec)
 	}
@@ -84,11 +84,11 @@ func (s *Server) approveByElicitation(ctx context.Context, req mcp.CallToolReque
 	}
 	params := mcp.ElicitationParams{Message: approvalMessage(shown, dec), RequestedSchema: approvalSchema()}
 	if info := mcpserver.RequestProtocolInfoFromContext(ctx); info != nil && info.Modern {
-		state, err := s.elicit.issue(binding)
+		requestState, err := s.elicit.issue(binding)
 		if err != nil {
-			return verdict{result: mcp.NewToolResultError("Could not ask for approval: " + err.Error()), outcome: audit.OutcomeError}
+			return verdict{result: mcp.NewToolResultError("Could not ask for approval: " + state.PublicText(err)), outcome: audit.OutcomeError}
 		}
-		return verdict{result: mcpserver.NewInputRequestBuilder(state).Elicit(approvalInputID, params).ToolResult()}
+		return verdict{result: mcpserver.NewInputRequestBuilder(requestState).Elicit(approvalInputID, params).ToolResult()}
 	}
 	// Before 2026-07-28 the question is a request to the client, made here rather than by mcp-go's bridge for
 	// input requests, so that a failure to ask is this call's to handle, not an error that ends it.
@@ -160,7 +160,7 @@ func (s *Server) answeredElsewhere(b policy.Binding) (verdict, bool) {
 	p, found, err := s.approvals.Consume(b)
 	switch {
 	case err != nil:
-		return verdict{result: mcp.NewToolResultError("Could not check approvals: " + err.Error()), outcome: audit.OutcomeError}, true
+		return verdict{result: mcp.NewToolResultError("Could not check approvals: " + state.PublicText(err)), outcome: audit.OutcomeError}, true
 	case !found:
 		return verdict{}, false
 	case p.Approved:
@@ -222,7 +222,7 @@ func capitalize(s string) string {
 func (s *Server) request(b policy.Binding, shown policy.Call) (p policy.Pending, v verdict, ok bool) {
 	p, err := s.approvals.Request(b, shown)
 	if err != nil {
-		return p, verdict{result: mcp.NewToolResultError("Could not record the approval request: " + err.Error()), outcome: audit.OutcomeError}, false
+		return p, verdict{result: mcp.NewToolResultError("Could not record the approval request: " + state.PublicText(err)), outcome: audit.OutcomeError}, false
 	}
 	return p, verdict{}, true
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/e2b-mcp/e2b-mcp/e2b"
 	"github.com/e2b-mcp/e2b-mcp/policy"
+	"github.com/e2b-mcp/e2b-mcp/state"
 	"github.com/e2b-mcp/e2b-mcp/tools"
 )
 
@@ -83,7 +84,7 @@ func (s *Server) resumeConnect(ctx context.Context, req mcp.CallToolRequest, cal
 	if err := s.connectTickets.redeem(req.Params.RequestState, binding); errors.Is(err, errNotThisCallsTicket) {
 		return mcp.NewToolResultError("The answer to the connect request does not belong to this call. Call the tool again."), true
 	} else if err != nil {
-		return mcp.NewToolResultError("The answer to the connect request could not be checked: " + err.Error() + ". Call the tool again."), true
+		return mcp.NewToolResultError("The answer to the connect request could not be checked: " + state.PublicText(err) + ". Call the tool again."), true
 	}
 	if answer.Action == mcp.ElicitationResponseActionAccept && s.connector.waitForKey(ctx, caller.Owner, ConnectLinkTTL) {
 		return nil, false // the key is there: run the call

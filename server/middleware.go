@@ -91,7 +91,7 @@ func (s *Server) approveTool(ctx context.Context, req mcp.CallToolRequest, calle
 	dec policy.Decision) (via string, stop *reply[*mcp.CallToolResult]) {
 	if text, unknown, err := tools.UnknownTarget(s.store, caller, args); unknown || err != nil {
 		if err != nil {
-			text = "Could not check the sandbox before asking for approval: " + err.Error()
+			text = "Could not check the sandbox before asking for approval: " + state.PublicText(err)
 		}
 		r := toolAnswers.refusal(audit.OutcomeError, text)
 		return "", &r

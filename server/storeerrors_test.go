@@ -1,6 +1,8 @@
 package server
 
 import (
+	"net/url"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -69,5 +71,58 @@ func TestDatabaseRestartFailsNoCall(t *testing.T) {
 	}
 	for text, n := range failures {
 		t.Errorf("%d× %s", n, text)
+	}
+}
+
+// With the database refusing connections, a call that needs approval is answered with the state store's
+// failure in words that show the caller none of the database's host, port, user or name.
+func TestApprovalPathNamesNoDatabaseAddress(t *testing.T) {
+	pg, db := pgtest.Database(t)
+	f := newFixture(t, fixtureOpts{policy: approvalPolicy, mutate: func(cfg *Config, _ *e2btest.Server) { cfg.Store = db }})
+	c := connect(t, f.srv, eras[0], nil)
+	id := createSandbox(t, c)
+	u, err := url.Parse(db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	name := strings.TrimPrefix(u.Path, "/")
+	secret := []string{u.Host, u.Port(), u.User.Username(), name, "postgres://"}
+
+	// The outage: the database takes no new connection and its open ones are ended (not a restart, which the
+	// store rides out).
+	admin := pg.URL("postgres")
+	if err := pg.Exec(admin, "ALTER DATABASE "+name+" ALLOW_CONNECTIONS false"); err != nil {
+		t.Fatal(err)
+	}
+	if err := pg.Exec(admin, "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = $1", name); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		if err := pg.Exec(admin, "ALTER DATABASE "+name+" ALLOW_CONNECTIONS true"); err != nil {
+			t.Error(err)
+		}
+	}()
+
+	for _, tool := range []struct {
+		name string
+		args map[string]any
+	}{
+		{"e2b_write_file", map[string]any{"sandbox_id": id, "path": "a.txt", "content": "x"}},
+		{"e2b_manage_sandbox", map[string]any{"sandbox_id": id, "action": "delete"}},
+	} {
+		res := callTool(t, c, tool.name, tool.args)
+		text := resultText(res)
+		t.Logf("%s: %s", tool.name, text)
+		if !res.IsError || !strings.Contains(text, "state store") {
+			t.Errorf("%s with the database refusing connections answered %q; want the state store's failure", tool.name, text)
+		}
+		for _, s := range secret {
+			if strings.Contains(text, s) {
+				t.Errorf("%s: the answer shows the caller the database's %q: %q", tool.name, s, text)
+			}
+		}
+	}
+	if !sandboxExists(f, id) {
+		t.Fatal("the delete ran without approval while the database was out")
 	}
 }

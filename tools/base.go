@@ -71,7 +71,7 @@ func (b *base) client(ctx context.Context, owner string) (*e2b.Client, error) {
 		if errors.Is(err, ErrNoAPIKey) || errors.As(err, &stored) {
 			return nil, err // the keys are kept in the state store, and errorText names its failure as such
 		}
-		return nil, userErrorf("Could not get the E2B API key of %s: %v", owner, err)
+		return nil, userErrorf("Could not get the E2B API key of %s: %s", owner, state.PublicText(err))
 	}
 	if c == nil {
 		return nil, fmt.Errorf("%w for %s", ErrNoAPIKey, owner)
@@ -283,7 +283,7 @@ func (b *base) egressFor(call Caller) (egress.Config, error) {
 	if b.egress != nil {
 		var err error
 		if cfg, err = b.egress.Resolve(call.Owner, call.Session); err != nil {
-			return cfg, userErrorf("Could not read the egress credentials of %s: %v", call.Owner, err)
+			return cfg, userErrorf("Could not read the egress credentials of %s: %s", call.Owner, state.PublicText(err))
 		}
 	}
 	if b.previews != nil {
@@ -391,10 +391,10 @@ func (b *base) unrecorded(ctx context.Context, c *e2b.Client, call Caller, tool,
 	kctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
 	defer cancel()
 	if kerr := c.KillSandbox(kctx, id); kerr != nil {
-		return fmt.Sprintf("The sandbox %s was started but could not be recorded (%v), and deleting it failed too (%s): it runs "+
-			"until its timeout of %d seconds.", id, err, b.errorText(ctx, call, tool, kerr), timeout)
+		return fmt.Sprintf("The sandbox %s was started but could not be recorded (%s), and deleting it failed too (%s): it runs "+
+			"until its timeout of %d seconds.", id, state.PublicText(err), b.errorText(ctx, call, tool, kerr), timeout)
 	}
-	return fmt.Sprintf("The sandbox %s was started but could not be recorded (%v), so it was deleted again.", id, err)
+	return fmt.Sprintf("The sandbox %s was started but could not be recorded (%s), so it was deleted again.", id, state.PublicText(err))
 }
 
 // setState records what E2B said about a sandbox; the answer to the model does not depend on it, so a store
