@@ -19,41 +19,49 @@ const (
 	healthStoreTimeout = 750 * time.Millisecond
 )
 
-// Why a server cannot serve calls, as /healthz tells anyone who asks (it needs no token): what is wrong, never a
-// path or the database's address, which go to the server's log.
+// What /healthz tells anyone who asks (it needs no token): what is wrong, never a path or the database's address,
+// which go to the server's log.
 var (
 	errAuditCannotRecord = errors.New("the audit log cannot record calls (is the state directory's disk full?), so every call is refused")
 	errStoreUnreachable  = errors.New("the state store does not answer")
 )
 
-// health answers /healthz: 200 "ok" while the server can serve calls, 503 with the reason while it cannot, so that
-// a load balancer (the README's HAProxy block checks it) sends calls to another replica. The probe's result is
-// kept for healthProbeEvery.
+// health answers /healthz: 200 while this replica can serve calls, 503 with the reason while something of its own
+// keeps it from serving them (its audit log cannot record), so that a load balancer (the README's HAProxy block
+// checks it) sends calls to another replica. The state store is not of that kind: replicas share it, and a load
+// balancer that took every replica out while the database stalls would fail the calls that would have waited for
+// it and gone through; the body says whether the store answers, for monitoring. Probes are kept for
+// healthProbeEvery.
 type health struct {
-	probe func(context.Context) error
+	probe func(context.Context) healthState
 	log   *slog.Logger
 
 	mu     sync.Mutex
 	probed time.Time
-	last   error
+	last   healthState
 }
 
-func (s *Server) newHealth() *health { return &health{probe: s.canServe, log: s.log} }
+// healthState is what a probe found: local keeps this replica from serving calls; store is the state store's
+// failure to answer.
+type healthState struct{ local, store error }
 
-// canServe is nil when calls could be served now: the audit log's directory takes the records of one more call
-// than the log already has room for, and the state store answers.
-func (s *Server) canServe(ctx context.Context) error {
+func (s *Server) newHealth() *health { return &health{probe: s.probeHealth, log: s.log} }
+
+// probeHealth checks that the audit log's directory takes the records of one more call than the log already
+// has room for, and whether the state store answers.
+func (s *Server) probeHealth(ctx context.Context) healthState {
+	var st healthState
 	if s.audit != nil {
 		if err := roomFor(s.cfg.StateDir, audit.MaxEntryBytes); err != nil {
-			return errors.Join(errAuditCannotRecord, err)
+			st.local = errors.Join(errAuditCannotRecord, err)
 		}
 	}
 	ctx, cancel := context.WithTimeout(ctx, healthStoreTimeout)
 	defer cancel()
 	if err := s.store.Ping(ctx); err != nil {
-		return errors.Join(errStoreUnreachable, err)
+		st.store = errors.Join(errStoreUnreachable, err)
 	}
-	return nil
+	return st
 }
 
 // roomFor checks that n more bytes can be written in dir now (it exists, is writable, and its disk is not full),
@@ -73,21 +81,32 @@ func roomFor(dir string, n int) error {
 
 // check is the probe's result, probing again when the last one is older than healthProbeEvery. A change is
 // logged with its details.
-func (h *health) check(ctx context.Context) error {
+func (h *health) check(ctx context.Context) healthState {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if !h.probed.IsZero() && time.Since(h.probed) < healthProbeEvery {
 		return h.last
 	}
-	err := h.probe(ctx)
+	st := h.probe(ctx)
 	switch {
-	case err != nil && (h.last == nil || h.last.Error() != err.Error()):
-		h.log.Error("the server cannot serve calls: /healthz answers 503", "error", err)
-	case err == nil && h.last != nil:
+	case changed(h.last.local, st.local) && st.local != nil:
+		h.log.Error("the server cannot serve calls: /healthz answers 503", "error", st.local)
+	case changed(h.last.local, st.local):
 		h.log.Info("the server can serve calls again: /healthz answers 200")
 	}
-	h.probed, h.last = time.Now(), err
-	return err
+	switch {
+	case changed(h.last.store, st.store) && st.store != nil:
+		h.log.Error("the state store does not answer: calls that need it wait for it", "error", st.store)
+	case changed(h.last.store, st.store):
+		h.log.Info("the state store answers again")
+	}
+	h.probed, h.last = time.Now(), st
+	return st
+}
+
+// changed reports whether a probe's error differs from the last one's.
+func changed(last, now error) bool {
+	return (last == nil) != (now == nil) || last != nil && last.Error() != now.Error()
 }
 
 func (h *health) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -97,21 +116,16 @@ func (h *health) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 	w.Header().Set("Cache-Control", "no-store")
-	if err := h.check(r.Context()); err != nil {
+	st := h.check(r.Context())
+	store := "state store: answers\n"
+	if st.store != nil {
+		store = "state store: " + errStoreUnreachable.Error() + " (calls that need it wait for it)\n"
+	}
+	if st.local != nil {
 		w.WriteHeader(http.StatusServiceUnavailable)
-		_, _ = w.Write([]byte("unavailable: " + publicReason(err) + "\n"))
+		_, _ = w.Write([]byte("unavailable: " + errAuditCannotRecord.Error() + "\n" + store))
 		return
 	}
 	w.WriteHeader(http.StatusOK)
-	_, _ = w.Write([]byte("ok"))
-}
-
-// publicReason is the part of a probe's error that /healthz may show.
-func publicReason(err error) string {
-	for _, reason := range []error{errAuditCannotRecord, errStoreUnreachable} {
-		if errors.Is(err, reason) {
-			return reason.Error()
-		}
-	}
-	return "the server cannot serve calls"
+	_, _ = w.Write([]byte("ok\n" + store))
 }

@@ -131,7 +131,7 @@ func TestHTTPAuthentication(t *testing.T) {
 	f := newFixture(t, fixtureOpts{tokensFile: tokens, transport: TransportHTTP})
 	base := serveHTTP(t, f)
 
-	if code, _, body := do(t, http.MethodGet, base+PathHealth, "", "", nil); code != http.StatusOK || body != "ok" {
+	if code, _, body := do(t, http.MethodGet, base+PathHealth, "", "", nil); code != http.StatusOK || body != "ok\nstate store: answers\n" {
 		t.Errorf("/healthz: %d %q", code, body)
 	}
 	for _, auth := range []string{"", "Bearer", "Bearer nonsense-token", "Bearer " + toks["alice"] + "x", "Basic " + toks["alice"], toks["alice"]} {

@@ -1,12 +1,18 @@
 package tests
 
 import (
+	"context"
+	"fmt"
 	"io"
 	"net/http"
 	"os"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/mark3labs/mcp-go/client"
 
 	"github.com/e2b-mcp/e2b-mcp/internal/smalldisk"
 	"github.com/e2b-mcp/e2b-mcp/internal/waitfor"
@@ -94,4 +100,101 @@ func TestReplicaWithFullDiskGetsNoCalls(t *testing.T) {
 		ok(t, back, "e2b_list_sandboxes", map[string]any{})
 		return x.callsIn(rs.dirs[0], "back") > 0
 	})
+}
+
+// PostgreSQL stopped (SIGSTOP) for 10 s under load, behind the README's HAProxy block, fails no call: the
+// database is shared by both replicas, so /healthz stays 200 on each (saying the store does not answer), HAProxy
+// keeps sending calls, and they wait for the database and go through.
+func TestDatabaseStallFailsNoCall(t *testing.T) {
+	x := newH(t)
+	rs := x.startReplicas(2, "--lease", "1h")
+	const workers = 4
+	clients := make([]*client.Client, workers)
+	sandboxes := make([]string, workers)
+	for w := range workers {
+		clients[w] = x.connectVersion(rs.lb, rs.token, fmt.Sprintf("stall%d", w), "")
+		sandboxes[w] = create(t, clients[w], map[string]any{"title": fmt.Sprintf("stall %d", w)})
+	}
+
+	var (
+		stop              atomic.Bool
+		spans             [][2]time.Time // each call's start and end
+		mu                sync.Mutex
+		failures          []string
+		wg                sync.WaitGroup
+		storeSaidStalled  atomic.Bool
+		healthWhilePaused []int
+	)
+	for w := range workers {
+		wg.Go(func() {
+			for i := 0; !stop.Load(); i++ {
+				began := time.Now()
+				ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+				res, err := callCtx(ctx, clients[w], "e2b_write_file",
+					map[string]any{"sandbox_id": sandboxes[w], "path": fmt.Sprintf("f%d.txt", i), "content": "x"}, nil)
+				cancel()
+				mu.Lock()
+				spans = append(spans, [2]time.Time{began, time.Now()})
+				mu.Unlock()
+				failure := ""
+				switch {
+				case err != nil:
+					failure = err.Error()
+				case res.IsError:
+					failure = text(res)
+				}
+				if failure != "" {
+					mu.Lock()
+					failures = append(failures, failure)
+					mu.Unlock()
+					time.Sleep(100 * time.Millisecond) // as a client would before trying again
+				}
+			}
+		})
+	}
+	time.Sleep(time.Second)
+	pausedAt := time.Now()
+	if err := rs.pg.Pause(); err != nil {
+		t.Fatal(err)
+	}
+	for range 10 { // 10 s, asking the replicas' /healthz each second
+		time.Sleep(time.Second)
+		for _, r := range rs.replicas {
+			code, body := healthOf(t, r.base)
+			healthWhilePaused = append(healthWhilePaused, code)
+			if strings.Contains(body, "state store does not answer") {
+				storeSaidStalled.Store(true)
+			}
+		}
+	}
+	if err := rs.pg.Resume(); err != nil {
+		t.Fatal(err)
+	}
+	resumedAt := time.Now()
+	time.Sleep(2 * time.Second)
+	stop.Store(true)
+	wg.Wait()
+
+	straddled := 0
+	for _, span := range spans {
+		if span[0].Before(resumedAt) && span[1].After(pausedAt) {
+			straddled++
+		}
+	}
+	t.Logf("%d calls, %d of them while PostgreSQL was stopped; /healthz while stopped: %v", len(spans), straddled, healthWhilePaused)
+	if straddled == 0 {
+		t.Fatal("no call ran while PostgreSQL was stopped: the test saw no stall")
+	}
+	if len(failures) > 0 {
+		t.Errorf("%d calls failed with PostgreSQL stopped for 10 s; the first: %s", len(failures), failures[0])
+	}
+	for _, code := range healthWhilePaused {
+		if code != http.StatusOK {
+			t.Errorf("a replica's /healthz answered %d while the shared database was stopped, want 200", code)
+			break
+		}
+	}
+	if !storeSaidStalled.Load() {
+		t.Error("no replica's /healthz said that the state store does not answer while it was stopped")
+	}
 }

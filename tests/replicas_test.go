@@ -28,6 +28,7 @@ import (
 // replicaSet is two or more `serve` processes on one PostgreSQL database, behind HAProxy configured as the
 // docs/team-server.md tells operators to.
 type replicaSet struct {
+	pg       *pgtest.Server
 	db       string // the database URL, password included
 	tokens   string // the tokens file they share
 	token    string // the owner's bearer token
@@ -62,8 +63,8 @@ func (x *h) startReplicas(n int, extra ...string) *replicaSet {
 	if _, err := exec.LookPath("haproxy"); err != nil {
 		requireEnv(t, false, "HAProxy is not installed (apt-get install haproxy)")
 	}
-	_, db := startPostgres(t)
-	rs := &replicaSet{db: db, tokens: x.path("tokens.json"), owner: x.owner("team")}
+	pg, db := startPostgres(t)
+	rs := &replicaSet{pg: pg, db: db, tokens: x.path("tokens.json"), owner: x.owner("team")}
 	x.login(rs.owner)
 	rs.token = x.addToken(rs.owner, rs.tokens)
 	var addrs []string

@@ -18,6 +18,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -137,6 +138,35 @@ func (s *Server) Restart() error {
 		s.kill()
 	}
 	return s.run()
+}
+
+// Pause stops the server and each of its processes (SIGSTOP), as a stalled machine or a debugger would:
+// connections stay open and unanswered until Resume. Each backend leads a session of its own, so the
+// postmaster's children are signalled one by one, after the postmaster (which then forks no more).
+func (s *Server) Pause() error { return s.signalAll(syscall.SIGSTOP) }
+
+// Resume lets a paused server go on (SIGCONT).
+func (s *Server) Resume() error { return s.signalAll(syscall.SIGCONT) }
+
+func (s *Server) signalAll(sig syscall.Signal) error {
+	pid := s.cmd.Process.Pid
+	if err := syscall.Kill(pid, sig); err != nil {
+		return err
+	}
+	stats, _ := filepath.Glob("/proc/[0-9]*/stat")
+	for _, stat := range stats {
+		b, err := os.ReadFile(stat)
+		if err != nil {
+			continue // it ended
+		}
+		// pid (comm) state ppid ...: comm may hold spaces and parentheses, so the fields after the last ')'.
+		fields := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+1:]))
+		if len(fields) > 1 && fields[1] == strconv.Itoa(pid) {
+			child, _ := strconv.Atoi(filepath.Base(filepath.Dir(stat)))
+			_ = syscall.Kill(child, sig)
+		}
+	}
+	return nil
 }
 
 // run starts postgres on s.port and waits until it takes connections.
