@@ -10,7 +10,7 @@ JS_DEPS  := tests/js/node_modules/.package-lock.json
 GORELEASER  := bin/goreleaser
 BUNDLE_DEPS := packaging/bundle/node_modules/.package-lock.json
 
-.PHONY: all build cross test fmt-check vet lint demo bench clean prereqs-demo prereqs-test release-snapshot bundle
+.PHONY: all build cross test fmt-check vet lint demo bench clean prereqs-demo prereqs-test release-snapshot bundle clients
 
 all: build
 
@@ -60,6 +60,12 @@ lint: fmt-check vet
 # A real session of tool calls against the local backend (sandboxes on this machine; no E2B account, no keyring).
 demo: prereqs-demo build
 	$(GO) run ./examples/demo -bin $(BIN)
+
+# The real assistants (Claude Code, Codex CLI, Gemini CLI, Copilot CLI) from npm, each driven headless against the
+# local backend with a stand-in for its model API, over stdio and streamable HTTP; prints what reached the model.
+# Not part of test: it installs the assistants (scripts/clients/run.sh). CLIENTS_FLAGS go to the driver.
+clients: prereqs-demo
+	scripts/clients/run.sh $(CLIENTS_FLAGS)
 
 bench: prereqs-test $(JS_DEPS)
 	$(KEYRING) $(GO) test -run '^$$' -bench . -benchmem -timeout 20m ./...
