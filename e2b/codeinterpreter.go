@@ -10,6 +10,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"regexp"
 	"strings"
 )
 
@@ -70,6 +71,20 @@ type ExecutionError struct {
 	Name      string `json:"name"`
 	Value     string `json:"value"`
 	Traceback string `json:"traceback"`
+}
+
+// The server joins the kernel's traceback parts with nothing between them, where IPython prints them a line each:
+// the rule of dashes and the "Traceback (most recent call last)" header run into what follows. These put the
+// line breaks back where a part ended without one (the frames and the last line end with their own).
+var (
+	tracebackRule   = regexp.MustCompile(`(-{20,})([^-\n])`)
+	tracebackHeader = regexp.MustCompile(`(Traceback \(most recent call last\))([^\n])`)
+)
+
+// tracebackLines gives a traceback as the server joined it its line breaks back.
+func tracebackLines(tb string) string {
+	tb = tracebackRule.ReplaceAllString(tb, "$1\n$2")
+	return tracebackHeader.ReplaceAllString(tb, "$1\n$2")
 }
 
 // ExecuteHandlers receive an execution's output as it comes; either may be nil.
@@ -166,6 +181,7 @@ func (ex *Execution) take(line []byte, h ExecuteHandlers) (done bool, err error)
 		if err := json.Unmarshal(line, &e); err != nil {
 			return false, err
 		}
+		e.Traceback = tracebackLines(e.Traceback)
 		ex.Error = &e
 	case "end_of_execution":
 		return true, nil

@@ -135,3 +135,24 @@ func TestCodeInterpreterErrors(t *testing.T) {
 		t.Fatalf("context and language: %v", err)
 	}
 }
+
+// A traceback as E2B's server joins IPython's parts (no separator) gets its line breaks back: the rule, the header
+// and each frame on lines of their own, as IPython prints them.
+func TestTracebackLines(t *testing.T) {
+	rule := strings.Repeat("-", 75)
+	parts := []string{rule, "ZeroDivisionError                         Traceback (most recent call last)",
+		"Cell In[1], line 3\n      1 def g():\n----> 3 g()\n", "Cell In[1], line 2, in g()\n----> 2     return 1/0\n",
+		"ZeroDivisionError: division by zero"}
+	want := rule + "\nZeroDivisionError                         Traceback (most recent call last)\n" +
+		"Cell In[1], line 3\n      1 def g():\n----> 3 g()\nCell In[1], line 2, in g()\n----> 2     return 1/0\n" +
+		"ZeroDivisionError: division by zero"
+	if got := tracebackLines(strings.Join(parts, "")); got != want {
+		t.Fatalf("traceback:\n%s\nwant:\n%s", got, want)
+	}
+	// One already in lines, and a SyntaxError's (no rule, no header), are left as they are.
+	for _, tb := range []string{want, "  Cell In[1], line 1\n    1/\n      ^\nSyntaxError: invalid syntax\n"} {
+		if got := tracebackLines(tb); got != tb {
+			t.Errorf("changed %q to %q", tb, got)
+		}
+	}
+}

@@ -14,6 +14,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -213,6 +214,10 @@ func testRunCode(t *testing.T, e *env, tokens func() int64) {
 		if res["success"] != false || errv["name"] != "ZeroDivisionError" || errv["value"] != "division by zero" ||
 			!strings.Contains(fmt.Sprint(errv["traceback"]), "1/0") || res["stdout"] != "before\n" {
 			t.Fatalf("1/0: %v", res)
+		}
+		// As IPython prints it: the header on a line of its own, the frame after it.
+		if tb := fmt.Sprint(errv["traceback"]); !regexp.MustCompile(`(?m)^-+\nZeroDivisionError +Traceback \(most recent call last\)\n`).MatchString(tb) {
+			t.Fatalf("traceback without its line breaks: %q", tb)
 		}
 	})
 
