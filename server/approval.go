@@ -206,7 +206,7 @@ func (s *Server) routeOutside(p policy.Pending) string {
 	}
 	return fmt.Sprintf("give the user this link to the approval page of approval %s, where they see the whole call "+
 		"and press Approve or Deny: %s (it works once, until %s). Or they run %s. Then call this tool again with the "+
-		"same arguments.", p.ID, link, p.Expires.Local().Format(time.TimeOnly), command)
+		"same arguments.", p.ID, link, approvalExpiry(p.Expires), command)
 }
 
 // capitalize makes the first letter of s (ASCII) upper case.
@@ -216,6 +216,10 @@ func capitalize(s string) string {
 	}
 	return string(s[0]-'a'+'A') + s[1:]
 }
+
+// approvalExpiry words when an approval request expires for a human who may read it the next day, or in another
+// zone than the server's: its date, time and zone.
+func approvalExpiry(t time.Time) string { return t.Local().Format("2006-01-02 15:04:05 -07:00 MST") }
 
 // request records that the call waits for a human (reusing a waiting request for the same call); ok is false,
 // with the verdict to answer, when it could not be recorded.

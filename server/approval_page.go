@@ -162,7 +162,7 @@ func (p *approvalPage) show(w http.ResponseWriter, r *http.Request, id string) {
 		SameSite: http.SameSiteStrictMode, // no way here goes through another site
 	})
 	d := approvalPageData{Title: "Approve this call?", Form: true, Request: req, CSRF: fromCookie(cookie, forApprovalCSRF+req.ID),
-		Expires: req.Expires.Local().Format(time.TimeOnly)}
+		Expires: approvalExpiry(req.Expires)}
 	if ok {
 		d.Tool = call.Tool
 		d.Fields = decidingFields(call, pageValueBytes)

@@ -25,7 +25,7 @@ import (
 // and the link to the approval page.
 var outsideRE = regexp.MustCompile("^Approval needed \\(rule '[^']+': [^)]+\\), and the user was not asked in the chat: ([^.]+)\\. " +
 	"Give the user this link to the approval page of approval ([0-9a-z]{10}), where they see the whole call and press Approve or Deny: " +
-	"(http://127\\.0\\.0\\.1:[0-9]+/approve/[0-9a-z]{10}\\.[A-Za-z0-9_-]{43}) \\(it works once, until [0-9:]+\\)\\. " +
+	"(http://127\\.0\\.0\\.1:[0-9]+/approve/[0-9a-z]{10}\\.[A-Za-z0-9_-]{43}) \\(it works once, until [0-9]{4}-[0-9]{2}-[0-9]{2} [0-9]{2}:[0-9]{2}:[0-9]{2} [+-][0-9]{2}:[0-9]{2} [^ )]+\\)\\. " +
 	"Or they run `e2b-mcp approve ([0-9a-z]{10})[^`]*` in a terminal")
 
 // askedOutside checks that msg asks for approval outside the chat, for the reason why, and returns the ID and link.
