@@ -30,18 +30,27 @@ printf '%s%d\n' "$2" "$c"; printf '%s%d\n' "$2" "$c" >&3`
 // backgroundWrapper starts the user's command ($1) detached from envd's output pipes: its stdout and stderr go to
 // a log file named by the wrapper's pid in the directory $2 (BackgroundFiles), stdin stays envd's (a pipe for
 // SendStdin, or the terminal of a PTY), and once the redirection is in place the ready marker ($3) is written on
-// the original stdout, which is then closed. When the command ends the wrapper writes its exit code to the exit
-// file, so that how it ended can be read from the sandbox by anyone, later; SIGTERM is caught (the command, whose
-// process group gets it too, is not spared by that), so a stopped command has an exit file as well.
-const backgroundWrapper = `d=$2; mkdir -p -- "$d" && rm -f -- "$d/bg-$$.exit" && exec 3>&1 && exec >"$d/bg-$$.log" 2>&1 || exit 126
+// the original stdout, which is then closed. The command line goes to the command file, so that what ran can be
+// named after it ended. When the command ends the wrapper writes its exit code to the exit file, so that how it
+// ended can be read from the sandbox by anyone, later; SIGTERM is caught (the command, whose process group gets it
+// too, is not spared by that), so a stopped command has an exit file as well.
+const backgroundWrapper = `d=$2; mkdir -p -- "$d" && rm -f -- "$d/bg-$$.exit" && printf '%s' "$1" >"$d/bg-$$.cmd" && exec 3>&1 && exec >"$d/bg-$$.log" 2>&1 || exit 126
 printf '%s\n' "$3" >&3; exec 3>&-; trap : TERM; /bin/bash -l -c "$1"; c=$?
 printf '%d\n' "$c" >"$d/bg-$$.exit"`
 
 // BackgroundFiles are the log file (stdout and stderr) and the exit file (the exit code and a newline, once it
 // ended) of the background command pid whose BackgroundOptions.LogDir was dir.
 func BackgroundFiles(dir string, pid uint32) (log, exit string) {
-	base := fmt.Sprintf("%s/bg-%d", strings.TrimSuffix(dir, "/"), pid)
+	base := backgroundBase(dir, pid)
 	return base + ".log", base + ".exit"
+}
+
+// CommandFile is the file that holds the command line of the background command pid whose
+// BackgroundOptions.LogDir was dir (written when it starts, without a newline).
+func CommandFile(dir string, pid uint32) string { return backgroundBase(dir, pid) + ".cmd" }
+
+func backgroundBase(dir string, pid uint32) string {
+	return fmt.Sprintf("%s/bg-%d", strings.TrimSuffix(dir, "/"), pid)
 }
 
 // treeSignaller signals the process group $1: SIGTERM first when $2 (tenths of a second to wait for the group to

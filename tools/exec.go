@@ -41,25 +41,32 @@ type execArgs struct {
 }
 
 // execResult puts what happened first and the output last: a client that keeps only the start of a long result
-// still shows the exit code, whether output was cut, and where the whole of it is.
+// still shows whether the command still runs, its exit code, whether output was cut, and where the whole of it is.
+// While the command runs its outcome is unknown, and the result says none: exit_code, success and error are
+// absent until it has ended.
 type execResult struct {
-	ExitCode     int    `json:"exit_code" jsonschema_description:"The command's exit code; -1 when it was killed."`
-	Success      bool   `json:"success" jsonschema_description:"True when the command exited with code 0."`
-	Error        string `json:"error" jsonschema_description:"Why the command failed (exit status, or killed by the timeout); empty on success."`
-	Truncated    bool   `json:"truncated" jsonschema_description:"True when stdout or stderr was cut to its head and tail; the whole stream is in stdout_file / stderr_file."`
-	TotalLines   int64  `json:"total_lines" jsonschema_description:"Lines of stdout plus lines of stderr, before any cut."`
-	StdoutFile   string `json:"stdout_file,omitempty" jsonschema_description:"Path in the sandbox of the whole stdout, when it was truncated; read it with e2b_read_file."`
-	StderrFile   string `json:"stderr_file,omitempty" jsonschema_description:"Path in the sandbox of the whole stderr, when it was truncated."`
-	SandboxID    string `json:"sandbox_id"`
-	Resumed      bool   `json:"resumed,omitempty" jsonschema_description:"True when the sandbox had been paused at its timeout and this call resumed it first; its files, and the processes started before, are as they were."`
-	Cwd          string `json:"cwd"`
-	PID          uint32 `json:"pid,omitempty" jsonschema_description:"For background: the process's pid, for e2b_stop_process."`
-	LogFile      string `json:"log_file,omitempty" jsonschema_description:"For background: the file in the sandbox that receives its stdout and stderr; read it with e2b_read_file."`
-	Running      bool   `json:"running,omitempty" jsonschema_description:"True when the command still ran at the foreground limit and goes on in the background as pid: stdout and stderr are its output so far, the rest goes to log_file (e2b_read_output)."`
-	CheckpointID string `json:"checkpoint_id,omitempty" jsonschema_description:"The checkpoint taken automatically after this step, by the checkpoint policy."`
-	Warning      string `json:"warning,omitempty"`
-	Stdout       string `json:"stdout"`
-	Stderr       string `json:"stderr"`
+	Running      bool    `json:"running,omitempty" jsonschema_description:"True when the command still runs: started with background true, or still running at the foreground limit and moved to the background. It goes on as pid, its output going to log_file (e2b_read_output); exit_code, success and error are absent until it ends."`
+	PID          uint32  `json:"pid,omitempty" jsonschema_description:"While it runs: the process's pid, for e2b_read_output and e2b_stop_process."`
+	ExitCode     *int    `json:"exit_code,omitempty" jsonschema_description:"The command's exit code; -1 when it was killed. Absent while it runs."`
+	Success      *bool   `json:"success,omitempty" jsonschema_description:"True when the command exited with code 0. Absent while it runs."`
+	Error        *string `json:"error,omitempty" jsonschema_description:"Why the command failed (exit status, or killed by the timeout); empty on success. Absent while it runs."`
+	Truncated    bool    `json:"truncated" jsonschema_description:"True when stdout or stderr was cut to its head and tail; the whole stream is in stdout_file / stderr_file."`
+	TotalLines   int64   `json:"total_lines" jsonschema_description:"Lines of stdout plus lines of stderr, before any cut."`
+	StdoutFile   string  `json:"stdout_file,omitempty" jsonschema_description:"Path in the sandbox of the whole stdout, when it was truncated; read it with e2b_read_file."`
+	StderrFile   string  `json:"stderr_file,omitempty" jsonschema_description:"Path in the sandbox of the whole stderr, when it was truncated."`
+	LogFile      string  `json:"log_file,omitempty" jsonschema_description:"While it runs: the file in the sandbox that receives its stdout and stderr; read it with e2b_read_output."`
+	SandboxID    string  `json:"sandbox_id"`
+	Resumed      bool    `json:"resumed,omitempty" jsonschema_description:"True when the sandbox had been paused at its timeout and this call resumed it first; its files, and the processes started before, are as they were."`
+	Cwd          string  `json:"cwd"`
+	CheckpointID string  `json:"checkpoint_id,omitempty" jsonschema_description:"The checkpoint taken automatically after this step, by the checkpoint policy."`
+	Warning      string  `json:"warning,omitempty"`
+	Stdout       string  `json:"stdout"`
+	Stderr       string  `json:"stderr"`
+}
+
+// ended sets the outcome of a command that has ended.
+func (r *execResult) ended(exitCode int, success bool, why string) {
+	r.ExitCode, r.Success, r.Error = &exitCode, &success, &why
 }
 
 // execTool is e2b_exec.
@@ -70,8 +77,8 @@ func (t execTool) tool() Tool {
 		"(a non-zero exit is a normal result with success false, not a tool error). Runs with bash -l -c in cwd "+
 		"(default %s). The command and everything it started are killed after timeout_ms (default %d ms, max %d). "+
 		"A call waits at most %d ms (wait_ms): a command still running then is not killed but moved to the "+
-		"background, and the call returns its output so far with running true and its pid; e2b_read_output reads the "+
-		"rest, and only a timeout_ms given still kills it. "+
+		"background, and the call returns its output so far with running true and its pid (and no exit_code or success: "+
+		"it has none yet); e2b_read_output reads the rest, and only a timeout_ms given still kills it. "+
 		"Jobs a command leaves in the background (cmd &) keep running after it returns, their later output "+
 		"discarded; for servers and long jobs use background true instead, which returns at once with a pid and a "+
 		"log_file (read it with e2b_read_output, answer its prompts with e2b_send_input, with pty true for a terminal), "+
@@ -153,24 +160,25 @@ func (t execTool) run(ctx context.Context, call Caller, a *execArgs) (any, error
 		SandboxID:  rec.ID,
 		Resumed:    use.resumed,
 		Cwd:        cwd,
-		ExitCode:   out.ExitCode,
-		Success:    out.ExitCode == 0 && !out.TimedOut,
 		TotalLines: stdout.lines() + stderr.lines(),
 	}
 	switch {
 	case moved != nil:
-		res.Success, res.Running, res.PID, res.LogFile = false, true, moved.pid, moved.logFile
+		res.Running, res.PID, res.LogFile = true, moved.pid, moved.logFile
 	case out.TimedOut:
-		res.Error = fmt.Sprintf("The command and everything it started were killed by the timeout after %d ms "+
-			"(timeout_ms). Raise timeout_ms, or start it with background true and read its log_file.", timeout.Milliseconds())
-	case !res.Success:
-		res.Error = out.Error
-		if res.Error == "" {
-			res.Error = out.Status
+		res.ended(out.ExitCode, false, fmt.Sprintf("The command and everything it started were killed by the timeout after %d ms "+
+			"(timeout_ms). Raise timeout_ms, or start it with background true and read its log_file.", timeout.Milliseconds()))
+	case out.ExitCode != 0:
+		why := out.Error
+		if why == "" {
+			why = out.Status
 		}
-		if res.Error == "" {
-			res.Error = fmt.Sprintf("exit status %d", out.ExitCode)
+		if why == "" {
+			why = fmt.Sprintf("exit status %d", out.ExitCode)
 		}
+		res.ended(out.ExitCode, false, why)
+	default:
+		res.ended(0, true, "")
 	}
 	streams := [2]stream{
 		{c: stdout, name: "stdout", text: &res.Stdout, file: &res.StdoutFile},
@@ -277,7 +285,7 @@ func (t execTool) background(ctx context.Context, use inUse, rec state.SandboxRe
 		return nil, t.sandboxFailure(ctx, c, call, rec, err)
 	}
 	logFile, _ := e2b.BackgroundFiles(execOutputDir, pid)
-	res := execResult{SandboxID: rec.ID, Resumed: use.resumed, Cwd: cwd, Success: true, PID: pid, LogFile: logFile}
+	res := execResult{Running: true, PID: pid, LogFile: logFile, SandboxID: rec.ID, Resumed: use.resumed, Cwd: cwd}
 	var warning string
 	res.CheckpointID, warning = t.afterStep(ctx, c, call, rec, execName)
 	res.Warning = joinWarnings(use.warning, warning)

@@ -119,6 +119,9 @@ func (t execTool) runCommand(ctx context.Context, c *e2b.Client, call Caller, re
 		logErr = nil
 	}
 	if logErr == nil {
+		_, logErr = e.Upload(runCtx, e2b.CommandFile(execOutputDir, pid), strings.NewReader(a.Command))
+	}
+	if logErr == nil {
 		log, logErr = e.NewFileWriter(runCtx, logFile)
 	}
 	if logErr != nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/url"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -61,7 +62,7 @@ func TestExecMovesLongCommandToBackground(t *testing.T) {
 		res := s.exec(t, id, "echo started; sleep 3; echo done")
 		took := time.Since(start)
 		pid := num(res["pid"])
-		if res["running"] != true || pid <= 0 || res["stdout"] != "started\n" || res["success"] != false || took > 5*time.Second {
+		if res["running"] != true || pid <= 0 || res["stdout"] != "started\n" || took > 5*time.Second {
 			t.Fatalf("moved command: %v after %v", res, took)
 		}
 		wantContains(t, res["warning"].(string), "goes on in the background", "e2b_read_output", fmt.Sprint(pid))
@@ -85,7 +86,7 @@ func TestExecMovesLongCommandToBackground(t *testing.T) {
 			t.Fatalf("killed by its timeout: %v", end)
 		}
 		res = s.ok(t, "e2b_exec", map[string]any{"sandbox_id": id, "command": "sleep 1.5; echo late", "timeout_ms": 500, "wait_ms": 5000})
-		if res["running"] == true || res["success"] != false || !strings.Contains(res["error"].(string), "timeout") {
+		if res["running"] == true || res["success"] != false || !strings.Contains(fmt.Sprint(res["error"]), "timeout") {
 			t.Fatalf("timeout within wait_ms: %v", res)
 		}
 		// wait_ms of the call in place of the server's limit.
@@ -94,6 +95,51 @@ func TestExecMovesLongCommandToBackground(t *testing.T) {
 		}
 		wantContains(t, s.fail(t, "e2b_exec", map[string]any{"sandbox_id": id, "command": "true", "wait_ms": -1}), "Invalid wait_ms")
 		wantContains(t, s.fail(t, "e2b_exec", map[string]any{"sandbox_id": id, "command": "true", "pty": true}), "pty true needs background true")
+	}, shortForeground)
+}
+
+// A result says nothing of a command's outcome before it has one: while it runs (moved to the background, or
+// started there) there is no exit_code, success or error, and running and pid are its first facts; once it has
+// ended, e2b_read_output and e2b_list_processes name its command.
+func TestFactsOfARunningCommand(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, e *env, s *session) {
+		id := s.createSandbox(t, nil)
+		firstFacts := func(name string, res *mcp.CallToolResult) map[string]any {
+			t.Helper()
+			fields := mustOK(t, name, res)
+			if text := resultText(res); !regexp.MustCompile(`^\{"running":true,"pid":[1-9][0-9]*,`).MatchString(text) {
+				t.Fatalf("%s: running and pid are not the first facts: %.200s", name, text)
+			}
+			for _, k := range []string{"exit_code", "success", "error"} {
+				if v, has := fields[k]; has {
+					t.Fatalf("%s: %s %v of a command that still runs: %v", name, k, v, fields)
+				}
+			}
+			return fields
+		}
+		moved := firstFacts("e2b_exec", s.call(t, "e2b_exec", map[string]any{"sandbox_id": id, "command": "echo one; sleep 2; echo two; exit 3"}))
+		pid := num(moved["pid"])
+		firstFacts("e2b_read_output", s.call(t, "e2b_read_output", map[string]any{"sandbox_id": id, "pid": pid}))
+		firstFacts("e2b_exec", s.call(t, "e2b_exec", map[string]any{"sandbox_id": id, "command": "sleep 1", "background": true}))
+
+		end, _ := s.readUntilEnd(t, id, pid, 0)
+		if num(end["exit_code"]) != 3 || end["command"] != "echo one; sleep 2; echo two; exit 3" {
+			t.Fatalf("the ended command: %v", end)
+		}
+		if p := s.listed(t, id, pid); p["running"] != false || num(p["exit_code"]) != 3 || p["command"] != end["command"] {
+			t.Fatalf("listed once ended: %v", p)
+		}
+		// A text looked for in the output of an ended process that does not hold it will not come, and the answer
+		// says so.
+		never := s.ok(t, "e2b_read_output", map[string]any{"sandbox_id": id, "pid": pid, "until": "three", "wait_ms": 100})
+		if never["found"] != false || never["running"] != false {
+			t.Fatalf("until in an ended process's output: %v", never)
+		}
+		wantContains(t, fmt.Sprint(never["warning"]), "will not come")
+		// A command that ended in the foreground has its outcome.
+		if res := s.exec(t, id, "exit 2"); num(res["exit_code"]) != 2 || res["success"] != false || res["error"] != "exit status 2" || res["running"] != nil {
+			t.Fatalf("exit 2: %v", res)
+		}
 	}, shortForeground)
 }
 

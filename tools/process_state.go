@@ -8,6 +8,7 @@ import (
 	"io"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/e2b-mcp/e2b-mcp/e2b"
@@ -28,7 +29,10 @@ type processState struct {
 	// exitCode is the exit code the exit file holds once the process ended; nil while it runs, or when it ended
 	// without one (killed by SIGKILL, or moved by a server that stopped before it ended).
 	exitCode *int
-	logFile  string
+	// command is its command line: envd's while it runs, from its command file once it ended ("" when it left
+	// none).
+	command string
+	logFile string
 	// size is the log's size in bytes, and modified when it was last written; logged is false when there is no log.
 	size     int64
 	modified time.Time
@@ -69,13 +73,14 @@ func processStates(ctx context.Context, e *e2b.Envd, sandboxID string, maxEnded 
 				p = add(list[i].PID)
 			}
 			p.proc = &list[i]
+			p.command = list[i].Command
 		}
 	}
 	entries, err := e.ListDir(ctx, execOutputDir, 1)
 	if err != nil && !errors.Is(err, e2b.ErrNotFound) {
 		return nil, 0, err
 	}
-	exits := map[uint32]bool{}
+	exits, commands := map[uint32]bool{}, map[uint32]bool{}
 	for _, entry := range entries {
 		pid, kind, ok := backgroundFile(entry.Name)
 		if !ok {
@@ -93,6 +98,8 @@ func processStates(ctx context.Context, e *e2b.Envd, sandboxID string, maxEnded 
 			p.logged, p.size, p.modified = true, entry.Size, entry.ModifiedTime
 		case "exit":
 			exits[pid] = true
+		case "cmd":
+			commands[pid] = true
 		}
 	}
 	// A process has ended once envd no longer lists it and no relay of this server's still writes its log; only
@@ -116,13 +123,18 @@ func processStates(ctx context.Context, e *e2b.Envd, sandboxID string, maxEnded 
 				return nil, 0, err
 			}
 		}
+		if commands[p.pid] {
+			if p.command, err = readCommand(ctx, e, p.pid); err != nil {
+				return nil, 0, err
+			}
+		}
 		states = append(states, *p)
 	}
 	slices.SortFunc(states, func(a, b processState) int { return cmp.Compare(a.pid, b.pid) })
 	return states, omitted, nil
 }
 
-// backgroundFile reads the pid and kind ("log" or "exit") of a name e2b.BackgroundFiles makes.
+// backgroundFile reads the pid and kind ("log", "exit" or "cmd") of a name e2b.BackgroundFiles makes.
 func backgroundFile(name string) (pid uint32, kind string, ok bool) {
 	rest, found := bytes.CutPrefix([]byte(name), []byte("bg-"))
 	if !found {
@@ -137,7 +149,7 @@ func backgroundFile(name string) (pid uint32, kind string, ok bool) {
 		return 0, "", false
 	}
 	switch kind = string(rest[dot+1:]); kind {
-	case "log", "exit":
+	case "log", "exit", "cmd":
 		return uint32(n), kind, true
 	}
 	return 0, "", false
@@ -163,4 +175,27 @@ func readExitCode(ctx context.Context, e *e2b.Envd, pid uint32) (*int, error) {
 		return nil, nil // being written, or not the wrapper's
 	}
 	return &code, nil
+}
+
+// maxCommandShown bounds the bytes of an ended process's command line that are read and shown.
+const maxCommandShown = 2000
+
+// readCommand reads a process's command file, cut to maxCommandShown bytes (with "…" when cut).
+func readCommand(ctx context.Context, e *e2b.Envd, pid uint32) (string, error) {
+	body, _, err := e.Download(ctx, e2b.CommandFile(execOutputDir, pid), e2b.DownloadOptions{Length: maxCommandShown + 1})
+	if errors.Is(err, e2b.ErrNotFound) {
+		return "", nil
+	}
+	if err != nil {
+		return "", err
+	}
+	defer body.Close()
+	b, err := io.ReadAll(io.LimitReader(body, maxCommandShown+1))
+	if err != nil {
+		return "", err
+	}
+	if len(b) > maxCommandShown {
+		return strings.ToValidUTF8(string(trimPartialRuneEnd(b[:maxCommandShown])), "\uFFFD") + "…", nil
+	}
+	return strings.ToValidUTF8(string(b), "\uFFFD"), nil
 }

@@ -22,10 +22,10 @@ type listProcessesArgs struct {
 }
 
 type processInfo struct {
-	PID        uint32 `json:"pid"`
 	Running    bool   `json:"running"`
-	ExitCode   *int   `json:"exit_code,omitempty" jsonschema_description:"Its exit code once it ended (absent when it was killed without one)."`
-	Command    string `json:"command,omitempty" jsonschema_description:"Its command line, while it runs."`
+	PID        uint32 `json:"pid"`
+	ExitCode   *int   `json:"exit_code,omitempty" jsonschema_description:"Its exit code once it ended; absent while it runs or when it was killed without one."`
+	Command    string `json:"command,omitempty" jsonschema_description:"Its command line, running or ended."`
 	LogFile    string `json:"log_file" jsonschema_description:"The file that receives its stdout and stderr; e2b_read_output reads it."`
 	OutputSize int64  `json:"output_size" jsonschema_description:"The bytes of output in log_file so far."`
 	Cwd        string `json:"cwd,omitempty"`
@@ -50,7 +50,7 @@ type listProcesses struct{ *base }
 
 func (t listProcesses) tool() Tool {
 	const desc = "List the commands started with e2b_exec background true, or moved to the background by e2b_exec, " +
-		"in a sandbox: each with its pid, whether it runs, its exit code once it ended, its command while it runs, " +
+		"in a sandbox: each with whether it runs, its pid, its exit code once it ended, its command line, " +
 		"and its log_file with the output's size. Read one's output with e2b_read_output, stop it with e2b_stop_process."
 	return define(t.base, definition[listProcessesArgs, listProcessesResult]{
 		name: listProcessesName, description: desc,
@@ -74,9 +74,9 @@ func (t listProcesses) run(ctx context.Context, call Caller, a *listProcessesArg
 	res := listProcessesResult{SandboxID: rec.ID, Processes: []processInfo{}, EndedOmitted: omitted}
 	var links []mcp.Content
 	for _, p := range states {
-		info := processInfo{PID: p.pid, Running: p.running, ExitCode: p.exitCode, LogFile: p.logFile, OutputSize: p.size}
+		info := processInfo{Running: p.running, PID: p.pid, ExitCode: p.exitCode, Command: p.command, LogFile: p.logFile, OutputSize: p.size}
 		if p.proc != nil {
-			info.Command, info.Cwd, info.PTY, info.Foreground = p.proc.Command, p.proc.Cwd, p.proc.PTY, !p.proc.Background
+			info.Cwd, info.PTY, info.Foreground = p.proc.Cwd, p.proc.PTY, !p.proc.Background
 		}
 		res.Processes = append(res.Processes, info)
 		if p.running {

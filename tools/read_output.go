@@ -25,23 +25,26 @@ type readOutputArgs struct {
 	SandboxID string `json:"sandbox_id" jsonschema_description:"The sandbox the process runs in."`
 	PID       int    `json:"pid" jsonschema:"minimum=1" jsonschema_description:"The pid of a background command, as e2b_exec or e2b_list_processes gave it."`
 	Offset    int64  `json:"offset,omitempty" jsonschema:"minimum=0" jsonschema_description:"The byte of the output to start from: 0 for all of it, or the next_offset of the previous read for what came since."`
-	WaitMs    int    `json:"wait_ms,omitempty" jsonschema:"minimum=0,maximum=3600000" jsonschema_description:"Milliseconds to wait for the process to end (or for until to appear) before answering; 0 answers at once. At most the server's foreground limit."`
+	WaitMs    int    `json:"wait_ms,omitempty" jsonschema:"minimum=0,maximum=3600000" jsonschema_description:"Milliseconds to wait for the process to end (or for until to appear) before answering; 0 answers at once. A wait longer than the server's foreground limit (in the tool's description) is cut to it."`
 	Until     string `json:"until,omitempty" jsonschema_description:"With wait_ms: answer as soon as this text is in the output after offset (a server's ready line such as 'Listening on')."`
 }
 
+// readOutputResult puts what is true of the process first (whether it runs, and only once it ended its exit code),
+// then where this read stands in the output, and the output last.
 type readOutputResult struct {
-	SandboxID string `json:"sandbox_id"`
-	PID       int    `json:"pid"`
-	Running   bool   `json:"running" jsonschema_description:"True while the process runs."`
-	ExitCode  *int   `json:"exit_code,omitempty" jsonschema_description:"The exit code once it ended (143 when e2b_stop_process stopped it with SIGTERM); absent while it runs or when it was killed without one."`
-	Found     *bool  `json:"found,omitempty" jsonschema_description:"With until: whether the text is in the output after offset."`
-	Offset    int64  `json:"offset"`
+	Running  bool   `json:"running" jsonschema_description:"True while the process runs (its output may grow); false once it ended and all its output is in log_file."`
+	PID      int    `json:"pid"`
+	ExitCode *int   `json:"exit_code,omitempty" jsonschema_description:"The exit code once it ended (143 when e2b_stop_process stopped it with SIGTERM); absent while it runs or when it was killed without one."`
+	Command  string `json:"command,omitempty" jsonschema_description:"Its command line, running or ended."`
+	Found    *bool  `json:"found,omitempty" jsonschema_description:"Only with until: whether until's text is in the output from offset on (this read's bytes, not earlier ones). False with running false: it never will be."`
+	Offset   int64  `json:"offset"`
 	// NextOffset is where the next read starts to get only what comes after this one.
 	NextOffset  int64  `json:"next_offset" jsonschema_description:"The offset to read on from: the end of the output read so far."`
 	Truncated   bool   `json:"truncated" jsonschema_description:"True when the output was cut to its head and tail; the bytes omitted_from to omitted_to are left out, and a read from offset omitted_from shows them."`
 	OmittedFrom int64  `json:"omitted_from,omitempty"`
 	OmittedTo   int64  `json:"omitted_to,omitempty"`
 	LogFile     string `json:"log_file" jsonschema_description:"The file in the sandbox that holds the whole output."`
+	SandboxID   string `json:"sandbox_id"`
 	Warning     string `json:"warning,omitempty"`
 	Output      string `json:"output" jsonschema_description:"Its stdout and stderr from offset, as they were written."`
 }
@@ -51,9 +54,9 @@ type readOutput struct{ *base }
 
 func (t readOutput) tool() Tool {
 	desc := fmt.Sprintf("Read the output (stdout and stderr) of a command started with e2b_exec background true, "+
-		"or moved to the background by e2b_exec, from a byte offset: at once, or waiting up to wait_ms (at most %d "+
-		"ms) for it to end or for the text until to appear. Answers with running, exit_code once it ended, and "+
-		"next_offset for the next read. The output is kept within %d bytes: a longer one keeps its head and tail "+
+		"or moved to the background by e2b_exec (its log holds what it printed after the output e2b_exec returned), "+
+		"from a byte offset: at once, or waiting up to wait_ms (at most %d ms) for it to end or for the text until "+
+		"to appear. Answers with running, exit_code only once it ended, its command, and next_offset for the next read. The output is kept within %d bytes: a longer one keeps its head and tail "+
 		"around a line naming the bytes left out (omitted_from, omitted_to). Works for any command of this server's, "+
 		"also after the server restarted: the output is in the sandbox.",
 		t.cfg.ExecForegroundLimit.Milliseconds(), t.cfg.ResultLimit)
@@ -115,15 +118,20 @@ func (t readOutput) run(ctx context.Context, call Caller, a *readOutputArgs) (an
 		case <-time.After(min(outputPoll, left)):
 		}
 	}
-	res := readOutputResult{SandboxID: rec.ID, PID: a.PID, Running: p.running, ExitCode: p.exitCode,
-		Offset: a.Offset, NextOffset: p.size, LogFile: p.logFile}
+	res := readOutputResult{Running: p.running, PID: a.PID, ExitCode: p.exitCode, Command: p.command,
+		Offset: a.Offset, NextOffset: p.size, LogFile: p.logFile, SandboxID: rec.ID}
+	var warnings []string
 	if len(until) > 0 {
 		res.Found = &found
+		if !found && !p.running {
+			warnings = append(warnings, fmt.Sprintf("The process has ended and its output from offset %d on does not hold %q: it will not come.", a.Offset, a.Until))
+		}
 	}
 	if !p.running && p.exitCode == nil {
-		res.Warning = "The process ended without an exit code: it was killed (SIGKILL), or it had been moved to the " +
-			"background by a server that stopped before it ended, which leaves its later output out of the log."
+		warnings = append(warnings, "The process ended without an exit code: it was killed (SIGKILL), or it had been moved to the "+
+			"background by a server that stopped before it ended, which leaves its later output out of the log.")
 	}
+	res.Warning = joinWarnings(warnings...)
 	if err := t.fillOutput(ctx, e, &res); err != nil {
 		return nil, t.sandboxFailure(ctx, c, call, rec, err)
 	}

@@ -264,7 +264,8 @@ func BenchmarkExecAnswer(b *testing.B) {
 		stdout, stderr := newCapture(t.cfg.ResultLimit, ""), newCapture(t.cfg.ResultLimit, "")
 		stdout.write(out)
 		stderr.write(errOut)
-		res := execResult{SandboxID: "sbx", Cwd: "/home/user", Success: true, TotalLines: stdout.lines() + stderr.lines()}
+		res := execResult{SandboxID: "sbx", Cwd: "/home/user", TotalLines: stdout.lines() + stderr.lines()}
+		res.ended(0, true, "")
 		streams := [2]stream{{c: stdout, name: "stdout", text: &res.Stdout, file: &res.StdoutFile},
 			{c: stderr, name: "stderr", text: &res.Stderr, file: &res.StderrFile}}
 		probe := res
@@ -281,7 +282,7 @@ func BenchmarkExecAnswer(b *testing.B) {
 func TestEncodeResultSize(t *testing.T) {
 	link := fileLink("sbx", "/tmp/a <b>.txt", "a file & more")
 	for _, v := range []any{
-		execResult{Stdout: seqOutput(100), Stderr: "<x> & \"y\"\t\u2028 żółw \xff", Error: "exit status 1"},
+		execResult{Stdout: seqOutput(100), Stderr: "<x> & \"y\"\t\u2028 żółw \xff", ExitCode: new(1), Success: new(false), Error: new("exit status 1")},
 		withContent{result: readResult{Path: "/a&b", Content: strings.Repeat("\\\"\x01", 50)}, extra: []mcp.Content{link}},
 		withContent{result: readResult{Path: "x.png"}, extra: []mcp.Content{mcp.NewImageContent("aGVsbG8=", "image/png"), link}},
 		map[string]any{"nested": map[string]any{"list": []string{"<", ">", "&"}}},
