@@ -89,8 +89,6 @@ func (t execTool) runCommand(ctx context.Context, c *e2b.Client, call Caller, re
 		})
 		done <- runEnd{out, err}
 	}()
-	limitTimer := time.NewTimer(limit)
-	defer limitTimer.Stop()
 	var pid uint32
 	for pid == 0 {
 		select {
@@ -101,6 +99,10 @@ func (t execTool) runCommand(ctx context.Context, c *e2b.Client, call Caller, re
 		case pid = <-started:
 		}
 	}
+	// The limit counts from envd's start event: time the start spent queued behind a slow envd is not the
+	// command's, and a command moved before it could print would answer nothing.
+	limitTimer := time.NewTimer(limit)
+	defer limitTimer.Stop()
 	select {
 	case end := <-done:
 		stopCancelling()

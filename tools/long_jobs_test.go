@@ -11,6 +11,7 @@ import (
 
 	"github.com/mark3labs/mcp-go/mcp"
 
+	"github.com/e2b-mcp/e2b-mcp/e2b/e2btest"
 	"github.com/e2b-mcp/e2b-mcp/internal/optional"
 	"github.com/e2b-mcp/e2b-mcp/internal/waitfor"
 )
@@ -390,4 +391,19 @@ func TestReadOutputWaitsAtMostTheForegroundLimit(t *testing.T) {
 		t.Fatalf("after the foreground limit: %v", got)
 	}
 	s.ok(t, "e2b_stop_process", map[string]any{"sandbox_id": id, "pid": num(bg["pid"])})
+}
+
+// The foreground limit counts from envd's start event: a start held back by a slow envd past the limit is not
+// moved to the background before the command could print anything, and its answer is the command's own end.
+func TestSlowStartIsNotMoved(t *testing.T) {
+	e := newEnv(t, shortForeground)
+	s := e.connect(t, eras[0], Caller{Owner: "alice", Session: "main"})
+	id := s.createSandbox(t, nil)
+	s.exec(t, id, "true")
+	e.emu.SetFaults(e2btest.Faults{Latency: 1500 * time.Millisecond}) // every envd request answers after 1.5 s
+	defer e.emu.SetFaults(e2btest.Faults{})
+	res := s.exec(t, id, "echo hi")
+	if res["running"] != nil || res["pid"] != nil || res["stdout"] != "hi\n" || res["exit_code"] == nil || num(res["exit_code"]) != 0 || res["success"] != true {
+		t.Fatalf("echo hi, started 1.5 s late with a foreground limit of 1 s: %v", res)
+	}
 }
