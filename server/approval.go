@@ -202,7 +202,11 @@ func (s *Server) routeOutside(p policy.Pending) string {
 	command := fmt.Sprintf("`%s` in a terminal (`%s` shows the whole call first)", s.approveCommand(p.ID), s.approveCommand("show "+p.ID))
 	link := s.approvalLink(p.ID)
 	if link == "" {
-		return fmt.Sprintf("ask the user to run %s, then call this tool again with the same arguments.", command)
+		who := "the user"
+		if s.approvalPage.unprovable {
+			who = "an operator of this server"
+		}
+		return fmt.Sprintf("ask %s to run %s, then call this tool again with the same arguments.", who, command)
 	}
 	return fmt.Sprintf("give the user this link to the approval page of approval %s, where they see the whole call "+
 		"and press Approve or Deny: %s (it works once, until %s). Or they run %s. Then call this tool again with the "+

@@ -14,6 +14,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/e2b-mcp/e2b-mcp/credentials"
 	"github.com/e2b-mcp/e2b-mcp/policy"
 )
 
@@ -26,9 +27,13 @@ import (
 // (its Origin is the page's) carrying a CSRF token derived from a cookie set when the page was shown. An answer
 // is bound to the request, and so to the owner, session, tool and exact arguments of its call.
 //
-// Whoever holds the link can answer: the link is given to the model so that it gives it to the user, and a
-// model with a browser or shell on the user's machine could open it itself (the README says so). A policy that
-// wants an approver the model cannot reach says approver: operator, and then no page is offered.
+// Where the caller is the user (stdio, an HTTP server on loopback without authentication), whoever holds the link
+// can answer: the link is given to the model so that it gives it to the user, and a model with a browser or shell
+// on the user's machine could open it itself (the documentation says so). A server that authenticates its callers
+// is reachable from sandboxes (at --public-url), so there the link proves nothing: Approve takes the call's
+// owner's own e2b-mcp token, as the connect page does, and a server whose callers have no token to give (OAuth
+// alone) offers no page, so that only an operator approves outside the chat. A policy that wants an approver the
+// model cannot reach says approver: operator, and then no page is offered.
 
 // PathApprove is the approval page's path prefix: PathApprove + request ID + "." + MAC.
 const PathApprove = "/approve/"
@@ -48,6 +53,11 @@ type approvalPage struct {
 	approvals *policy.Approvals
 	key       []byte
 	log       *slog.Logger
+	// owners, when set, are the tokens whose owner must be the call's for Approve (an authenticated server).
+	owners *credentials.Tokens
+	// unprovable: the server authenticates its callers but they have no token to prove themselves with here, so
+	// no page is offered.
+	unprovable bool
 
 	mu     sync.Mutex
 	base   string // the page's origin, e.g. http://127.0.0.1:41234; "" until known
@@ -69,6 +79,10 @@ func (s *Server) setUpApprovalPage() error {
 		return err
 	}
 	s.approvalPage = &approvalPage{approvals: s.approvals, key: key, log: s.log}
+	if s.authenticated() && s.cfg.Transport != TransportStdio {
+		s.approvalPage.owners = s.tokens
+		s.approvalPage.unprovable = s.tokens == nil
+	}
 	if s.cfg.PublicURL != "" && s.cfg.Transport != TransportStdio {
 		s.approvalPage.setBase(s.cfg.PublicURL) // checked by Config.Check
 	}
@@ -76,8 +90,12 @@ func (s *Server) setUpApprovalPage() error {
 }
 
 // approvalLink is the link to the page for request id; "" when the page has no address (an HTTP server on a
-// public interface without --public-url). Over stdio it starts the local page first.
+// public interface without --public-url) or its callers cannot prove themselves on it. Over stdio it starts the
+// local page first.
 func (s *Server) approvalLink(id string) string {
+	if s.approvalPage.unprovable {
+		return ""
+	}
 	if s.cfg.Transport == TransportStdio {
 		if err := s.startLocalPage(); err != nil {
 			s.log.Warn("no approval page", "error", err)
@@ -162,7 +180,7 @@ func (p *approvalPage) show(w http.ResponseWriter, r *http.Request, id string) {
 		SameSite: http.SameSiteStrictMode, // no way here goes through another site
 	})
 	d := approvalPageData{Title: "Approve this call?", Form: true, Request: req, CSRF: fromCookie(cookie, forApprovalCSRF+req.ID),
-		Expires: approvalExpiry(req.Expires)}
+		Expires: approvalExpiry(req.Expires), Token: p.owners != nil}
 	if ok {
 		d.Tool = call.Tool
 		d.Fields = decidingFields(call, pageValueBytes)
@@ -197,6 +215,9 @@ func (p *approvalPage) answer(w http.ResponseWriter, r *http.Request, id string)
 		p.page(w, http.StatusBadRequest, pageMessage{Title: "Refused", Text: "Press Approve or Deny."})
 		return
 	}
+	if approve && p.owners != nil && !p.ownersToken(w, id, r.PostForm.Get("token")) {
+		return
+	}
 	req, err := p.approvals.Answer(id, approve, policy.ViaPage)
 	if errors.Is(err, policy.ErrAlreadyAnswered) {
 		if req, _, _, err := p.approvals.Show(id); err == nil {
@@ -210,6 +231,22 @@ func (p *approvalPage) answer(w http.ResponseWriter, r *http.Request, id string)
 	}
 	p.log.Info("approval page answered", "id", req.ID, "approved", req.Approved, "owner", req.Binding.Owner, "tool", req.Binding.Tool)
 	p.page(w, http.StatusOK, answeredMessage(req))
+}
+
+// ownersToken reports whether token is the e2b-mcp token of request id's owner; false with the refusal written
+// when it is not. Denying needs no proof: it only keeps a call from running.
+func (p *approvalPage) ownersToken(w http.ResponseWriter, id, token string) bool {
+	req, _, _, err := p.approvals.Show(id)
+	if err != nil {
+		p.failed(w, err)
+		return false
+	}
+	if owner, ok := p.owners.Owner(strings.TrimSpace(token)); !ok || owner != req.Binding.Owner {
+		p.page(w, http.StatusForbidden, pageMessage{Title: "Refused", Text: "Approving takes the e2b-mcp token of " +
+			req.Binding.Owner + ", whose call it is. Open the link again and give it with Approve."})
+		return false
+	}
+	return true
 }
 
 // answeredMessage says what became of a request a human answered.
@@ -253,6 +290,8 @@ session <strong>{{.Request.Binding.Session}}</strong>. Approve only if you asked
 tail. Only a value that is exactly a credential (an API key, a token) is masked, and the mask says what it is.</p>
 <form method="post" autocomplete="off">
 <input type="hidden" name="csrf" value="{{.CSRF}}">
+{{if .Token}}<p><label>Your e2b-mcp token, which Approve needs (it shows that the call is yours):
+<input type="password" name="token" autocomplete="off" size="40"></label></p>{{end}}
 <button type="submit" name="choice" value="approve">Approve</button>
 <button type="submit" name="choice" value="deny">Deny</button>
 </form>
@@ -271,6 +310,7 @@ type approvalPageData struct {
 	Args        []policy.Field
 	CSRF        string
 	Expires     string
+	Token       bool // Approve takes the owner's token
 }
 
 func (p *approvalPage) page(w http.ResponseWriter, status int, m pageMessage) {

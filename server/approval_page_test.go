@@ -432,3 +432,56 @@ func TestApprovalShowsWhatTheCallDoes(t *testing.T) {
 		t.Errorf("the audit log lost its redaction: %q", logged)
 	}
 }
+
+// On a server that authenticates its callers, a policy's approver: client puts the question in the chat, and the
+// approval page, where the client cannot ask, must not be a bearer credential: the link is handed to the model,
+// and code in a sandbox can reach the server. Approve there takes the call's owner's own e2b-mcp token, as the
+// connect page does; the link alone, as a plain HTTP client holding it would send it (its Origin, its cookie
+// and CSRF token), approves nothing, nor does another member's token.
+func TestApprovalPageNeedsTheOwnersProof(t *testing.T) {
+	tokens, toks := tokensFor(t, "alice", "bob")
+	f := newFixture(t, fixtureOpts{policy: "approver: client\n" + approvalPolicy, transport: TransportHTTP, tokensFile: tokens})
+	base := serveHTTP(t, f)
+	c := streamableClient(t, base, toks["alice"], "", eras[0])
+	sb := createSandbox(t, c)
+	del := map[string]any{"sandbox_id": sb, "action": "delete"}
+	_, link := askedOutside(t, mustFail(t, c, "e2b_manage_sandbox", del), "the client cannot put questions to them")
+
+	sandboxCode := newBrowser(t)
+	status, page, csrf := openApproval(sandboxCode, link)
+	if status != http.StatusOK || csrf == "" || !strings.Contains(page, `name="token"`) {
+		t.Fatalf("the page (%d) asks for no proof:\n%s", status, page)
+	}
+	for name, token := range map[string]string{"no token": "", "another member's token": toks["bob"], "a made-up token": "e2bmcp_nope"} {
+		status, page := sandboxCode.postForm(link, originOf(link), url.Values{"csrf": {csrf}, "choice": {"approve"}, "token": {token}})
+		if status != http.StatusForbidden || strings.Contains(page, "Approved") {
+			t.Errorf("Approve with %s: %d\n%s", name, status, page)
+		}
+	}
+	if msg := mustFail(t, c, "e2b_manage_sandbox", del); !strings.Contains(msg, "Approval needed") || !sandboxExists(f, sb) {
+		t.Fatalf("the call ran without its owner's approval: %q", msg)
+	}
+	status, page = sandboxCode.postForm(link, originOf(link), url.Values{"csrf": {csrf}, "choice": {"approve"}, "token": {toks["alice"]}})
+	if status != http.StatusOK || !strings.Contains(page, "Approved") {
+		t.Fatalf("Approve with the owner's token: %d\n%s", status, page)
+	}
+	if out := mustOK(t, c, "e2b_manage_sandbox", del); out["success"] != true || sandboxExists(f, sb) {
+		t.Fatalf("the approved delete: %v", out)
+	}
+}
+
+// A server whose callers sign in with OAuth alone has no token they could prove themselves with on the page: it
+// offers no page, and outside the chat an operator approves.
+func TestApprovalPageNotOfferedWithoutProof(t *testing.T) {
+	iss := newTestIssuer(t)
+	f := newFixture(t, fixtureOpts{policy: "approver: client\n" + approvalPolicy, transport: TransportHTTP, mutate: func(c *Config, _ *e2btest.Server) {
+		c.OAuth = &OAuthConfig{Issuer: iss.url, Resource: testResource, Scopes: []string{"openid"}}
+	}})
+	base := serveHTTP(t, f)
+	c := streamableClient(t, base, iss.token(t, iss.claims("alice", nil), nil), "", eras[0])
+	sb := createSandbox(t, c)
+	msg := mustFail(t, c, "e2b_manage_sandbox", map[string]any{"sandbox_id": sb, "action": "delete"})
+	if strings.Contains(msg, PathApprove) || !strings.Contains(msg, "Ask an operator of this server to run `e2b-mcp approve ") {
+		t.Errorf("the answer: %q", msg)
+	}
+}
