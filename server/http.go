@@ -231,8 +231,9 @@ func checkListen(addr string, haveTokens bool) error {
 // session holds memory until it ends, and a streamable one ends only when its client says so or after an idle
 // hour. At its bound, a new streamable session ends the owner's least recently used streamable session (its
 // client starts a new one if it comes back), and a new SSE stream ends the owner's least recently used stream
-// with no call running; when every stream has one, a new stream is refused. Neither kind ends the other: idle
-// SSE streams never end a live streamable client's session.
+// with no call running that is at least minStreamAge old; when there is none, a new stream is refused (429, with
+// Retry-After), so that clients reconnecting past the bound cannot end each other's streams in a loop. Neither
+// kind ends the other: idle SSE streams never end a live streamable client's session.
 type sessionOwners struct {
 	mu       sync.Mutex
 	sessions map[string]*httpSession // session ID → its owner, use and calls
@@ -241,6 +242,7 @@ type sessionOwners struct {
 	clock    uint64 // orders uses, for the least recently used
 	// end ends a streamable session in mcp-go as its client would (DELETE /mcp), freeing what mcp-go holds.
 	end func(id string)
+	now func() time.Time // when a stream opens, and how old it is
 }
 
 // httpSession is one HTTP protocol session: the owner that opened it, its last use and the calls running in it.
@@ -248,6 +250,7 @@ type httpSession struct {
 	owner    string
 	sse      bool
 	lastUsed uint64
+	opened   time.Time
 	calls    map[uint64]context.CancelCauseFunc
 	// endStream ends an SSE stream (its GET request's context), nil for a streamable session.
 	endStream func()
@@ -263,6 +266,8 @@ type sessionKind struct {
 const (
 	maxProtocolSessions = 100 // streamable HTTP sessions (protocol 2025-11-25 and earlier)
 	maxSSEStreams       = 100 // SSE streams
+	// minStreamAge is how long an SSE stream is kept from being ended to make room for another.
+	minStreamAge = 5 * time.Second
 )
 
 func (k sessionKind) bound() int {
@@ -273,7 +278,7 @@ func (k sessionKind) bound() int {
 }
 
 func newSessionOwners() *sessionOwners {
-	return &sessionOwners{sessions: map[string]*httpSession{}, perOwner: map[sessionKind]int{}}
+	return &sessionOwners{sessions: map[string]*httpSession{}, perOwner: map[sessionKind]int{}, now: time.Now}
 }
 
 const sessionIDPrefix = "mcp-session-"
@@ -284,8 +289,10 @@ func newSessionID() string {
 	return sessionIDPrefix + hex.EncodeToString(b)
 }
 
-// errTooManyStreams is a new SSE stream of an owner at the bound whose streams all have a call running.
-var errTooManyStreams = fmt.Errorf("too many open SSE streams, each with a call running: one owner may have %d; close one first", maxSSEStreams)
+// errTooManyStreams is a new SSE stream of an owner at the bound whose streams all have a call running or opened
+// within minStreamAge.
+var errTooManyStreams = fmt.Errorf("too many open SSE streams, each with a call running or just opened: one owner "+
+	"may have %d; close one first, or try again after the time Retry-After gives", maxSSEStreams)
 
 // add opens a session for owner, making room at the bound; endStream ends an SSE stream (nil for a streamable
 // session).
@@ -296,7 +303,8 @@ func (o *sessionOwners) add(owner string, sse bool, endStream func()) (string, e
 	evicted, err := o.makeRoomLocked(kind)
 	if err == nil {
 		o.clock++
-		o.sessions[id] = &httpSession{owner: owner, sse: sse, lastUsed: o.clock, calls: map[uint64]context.CancelCauseFunc{}, endStream: endStream}
+		o.sessions[id] = &httpSession{owner: owner, sse: sse, lastUsed: o.clock, opened: o.now(),
+			calls: map[uint64]context.CancelCauseFunc{}, endStream: endStream}
 		o.perOwner[kind]++
 	}
 	end := o.end
@@ -330,7 +338,7 @@ func (e *endedSession) cancelCalls() {
 }
 
 // makeRoomLocked forgets the least recently used session of kind that may be ended (any streamable session, an
-// SSE stream with no call running) when kind is at its bound, and returns it for ending. Only SSE streams can all
+// SSE stream with no call running, minStreamAge old) when kind is at its bound, and returns it for ending. Only SSE streams can all
 // be unendable, so a new streamable session is never refused.
 func (o *sessionOwners) makeRoomLocked(kind sessionKind) (*endedSession, error) {
 	if o.perOwner[kind] < kind.bound() {
@@ -347,7 +355,7 @@ func (o *sessionOwners) makeRoomLocked(kind sessionKind) (*endedSession, error) 
 func (o *sessionOwners) endableLocked(kind sessionKind) string {
 	victim, oldest := "", uint64(0)
 	for id, sess := range o.sessions {
-		if (sessionKind{sess.owner, sess.sse}) != kind || (kind.sse && len(sess.calls) > 0) {
+		if (sessionKind{sess.owner, sess.sse}) != kind || (kind.sse && !o.endableStreamLocked(sess)) {
 			continue
 		}
 		if victim == "" || sess.lastUsed < oldest {
@@ -355,6 +363,12 @@ func (o *sessionOwners) endableLocked(kind sessionKind) string {
 		}
 	}
 	return victim
+}
+
+// endableStreamLocked reports whether an SSE stream may be ended to make room: no call runs in it, and it has
+// been open minStreamAge.
+func (o *sessionOwners) endableStreamLocked(sess *httpSession) bool {
+	return len(sess.calls) == 0 && o.now().Sub(sess.opened) >= minStreamAge
 }
 
 func (o *sessionOwners) setEnd(end func(id string)) {
@@ -381,34 +395,52 @@ func (d discardResponse) Header() http.Header       { return d.header }
 func (discardResponse) Write(p []byte) (int, error) { return len(p), nil }
 func (discardResponse) WriteHeader(int)             {}
 
-// guardSSEStreams refuses (429) a new SSE stream of an owner at the bound whose streams all have a call running,
-// and gives the stream's request a context that ends the stream when it is made to make room.
+// guardSSEStreams opens an SSE stream's session, bound to the request's owner, or refuses the stream (429,
+// Retry-After saying when a stream may be ended) when the owner is at the bound with no stream to end; the
+// stream's request gets a context that ends the stream when it is made to make room.
 func (o *sessionOwners) guardSSEStreams(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		c, _ := identityFrom(r.Context())
+		c, ok := identityFrom(r.Context())
 		if r.Method != http.MethodGet {
 			next.ServeHTTP(w, r)
 			return
 		}
-		if o.full(sessionKind{c.Owner, true}) {
-			http.Error(w, errTooManyStreams.Error(), http.StatusTooManyRequests)
+		if !ok {
+			http.Error(w, "no authenticated caller", http.StatusInternalServerError)
 			return
 		}
-		// mcp-go ends a stream when its request's context does.
+		// The stream's session is made here, where a stream that finds no room can still be answered 429: mcp-go
+		// answers a failure of its session ID generator with 500. mcp-go ends a stream when its request's
+		// context does.
 		ctx, cancel := context.WithCancel(r.Context())
 		defer cancel()
-		next.ServeHTTP(w, r.WithContext(context.WithValue(ctx, streamEndKey{}, cancel)))
+		id, err := o.add(c.Owner, true, cancel)
+		if err != nil {
+			wait := o.streamWait(c.Owner)
+			w.Header().Set("Retry-After", strconv.Itoa(int((wait+time.Second-1)/time.Second)))
+			http.Error(w, err.Error(), http.StatusTooManyRequests)
+			return
+		}
+		defer o.forget(id) // mcp-go forgets it at the stream's end too, once it has registered it
+		next.ServeHTTP(w, r.WithContext(context.WithValue(ctx, streamIDKey{}, id)))
 	})
 }
 
-// streamEndKey carries the function that ends an SSE stream, from guardSSEStreams to newSSESession.
-type streamEndKey struct{}
+// streamIDKey carries an SSE stream's session ID, from guardSSEStreams to newSSESession.
+type streamIDKey struct{}
 
-// full reports whether kind is at its bound with no session to end to make room.
-func (o *sessionOwners) full(kind sessionKind) bool {
+// streamWait is how long until one of owner's SSE streams may be ended to make room: until the oldest idle stream
+// is minStreamAge old, or minStreamAge when a call runs in every stream; at least a second, Retry-After's unit.
+func (o *sessionOwners) streamWait(owner string) time.Duration {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	return o.perOwner[kind] >= kind.bound() && o.endableLocked(kind) == ""
+	wait := minStreamAge
+	for _, sess := range o.sessions {
+		if sess.owner == owner && sess.sse && len(sess.calls) == 0 {
+			wait = min(wait, minStreamAge-o.now().Sub(sess.opened))
+		}
+	}
+	return max(wait, time.Second)
 }
 
 // use returns the owner of session id and marks it used.
@@ -532,14 +564,14 @@ func (m ownerSessions) Terminate(id string) (bool, error) {
 	return false, nil
 }
 
-// newSSESession is the SSE server's session ID generator: the ID is bound to the owner opening the stream.
+// newSSESession is the SSE server's session ID generator: the ID guardSSEStreams made, bound to the owner opening
+// the stream.
 func (o *sessionOwners) newSSESession(_ context.Context, r *http.Request) (string, error) {
-	c, ok := identityFrom(r.Context())
+	id, ok := r.Context().Value(streamIDKey{}).(string)
 	if !ok {
-		return "", errors.New("no authenticated caller")
+		return "", errors.New("an SSE stream opened outside guardSSEStreams")
 	}
-	end, _ := r.Context().Value(streamEndKey{}).(context.CancelFunc)
-	return o.add(c.Owner, true, end)
+	return id, nil
 }
 
 // guardSSEMessages lets a POST to /message through only into an SSE session of the same owner.

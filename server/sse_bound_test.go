@@ -4,7 +4,9 @@ import (
 	"context"
 	"io"
 	"net/http"
+	"strconv"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -57,9 +59,14 @@ func TestIdleSSEStreamsLeaveStreamableClientsAlone(t *testing.T) {
 			}
 		})
 	}
+	clock := &testClock{t: time.Now()}
+	f.srv.sessions.mu.Lock()
+	f.srv.sessions.now = clock.now
+	f.srv.sessions.mu.Unlock()
 	var streams []*http.Response
 	calls := 0
 	for i := range 150 {
+		clock.advance(minStreamAge) // every stream open is old enough to be ended
 		resp := openSSEStream(t, base, toks["alice"])
 		if resp.StatusCode != http.StatusOK {
 			t.Fatalf("SSE stream %d: HTTP %d", i, resp.StatusCode)
@@ -91,6 +98,8 @@ func TestIdleSSEStreamsLeaveStreamableClientsAlone(t *testing.T) {
 // when every stream has one, a new stream is refused.
 func TestSSEStreamBoundEndsOldestIdle(t *testing.T) {
 	o := newSessionOwners()
+	clock := &testClock{t: time.Now()}
+	o.now = clock.now
 	var mu sync.Mutex
 	ended := map[string]bool{}
 	open := func() (string, error) {
@@ -112,6 +121,7 @@ func TestSSEStreamBoundEndsOldestIdle(t *testing.T) {
 		o.sessions[id].calls[uint64(len(o.sessions[id].calls)+1)] = func(error) {}
 		o.mu.Unlock()
 	}
+	clock.advance(minStreamAge)
 	busy(ids[0])  // the oldest has a call running
 	o.use(ids[1]) // the second oldest was just used: ids[2] is now the least recently used idle stream
 	if _, err := open(); err != nil {
@@ -129,5 +139,102 @@ func TestSSEStreamBoundEndsOldestIdle(t *testing.T) {
 	o.mu.Unlock()
 	if _, err := open(); err == nil {
 		t.Error("a new stream while every stream has a call running was let in")
+	}
+}
+
+// Clients that reconnect their SSE stream as soon as it ends, more of them than the bound, do not end each other's
+// streams in a loop: a stream younger than minStreamAge is not ended to make room, and the reconnect is refused
+// with 429 and Retry-After instead. With the clock held, 150 clients making 10 attempts each against a bound of
+// 100 set up exactly 100 streams; once the streams are minStreamAge old, at most another 100 (the bound per
+// minStreamAge, however fast the clients try).
+func TestReconnectingSSEClientsPastTheBound(t *testing.T) {
+	tokens, toks := tokensFor(t, "alice")
+	f := newFixture(t, fixtureOpts{transport: TransportHTTP, tokensFile: tokens, policy: allowAll})
+	clock := &testClock{t: time.Now()}
+	f.srv.sessions.now = clock.now
+	base := serveHTTP(t, f)
+
+	const clients, attempts = 150, 10
+	var (
+		setups, refusals atomic.Int64
+		noRetryAfter     atomic.Int64
+		mu               sync.Mutex
+		failures         []string
+	)
+	open := func(ctx context.Context) (*http.Response, error) {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, base+PathSSE, nil)
+		req.Header.Set("Authorization", "Bearer "+toks["alice"])
+		return http.DefaultClient.Do(req)
+	}
+	// round lets each client that holds no stream make up to attempts attempts, reconnecting at once when its
+	// stream ends or is refused; it returns once every client holds a stream or has used its attempts. A stream
+	// still open stays open for the next round.
+	var held sync.Map // client → the body of its open stream's
+	round := func() (setupsInRound int64) {
+		before := setups.Load()
+		var wg sync.WaitGroup
+		for c := range clients {
+			if _, holding := held.Load(c); holding {
+				continue
+			}
+			wg.Go(func() {
+				for range attempts {
+					resp, err := open(t.Context())
+					if err != nil {
+						mu.Lock()
+						failures = append(failures, err.Error())
+						mu.Unlock()
+						return
+					}
+					if resp.StatusCode == http.StatusTooManyRequests {
+						refusals.Add(1)
+						if n, err := strconv.Atoi(resp.Header.Get("Retry-After")); err != nil || n < 1 {
+							noRetryAfter.Add(1)
+						}
+						resp.Body.Close()
+						continue // no wait: the harshest client
+					}
+					if resp.StatusCode != http.StatusOK {
+						mu.Lock()
+						failures = append(failures, resp.Status)
+						mu.Unlock()
+						resp.Body.Close()
+						return
+					}
+					setups.Add(1)
+					// Held until ended to make room for another (then reconnected), or to the round's end.
+					ended := make(chan struct{})
+					go func() { _, _ = io.Copy(io.Discard, resp.Body); close(ended) }()
+					held.Store(c, resp.Body)
+					select {
+					case <-ended:
+						held.Delete(c)
+						resp.Body.Close()
+					case <-time.After(2 * time.Second):
+						return // holds its stream: nothing ended it
+					}
+				}
+			})
+		}
+		wg.Wait()
+		return setups.Load() - before
+	}
+
+	first := round()
+	clock.advance(minStreamAge)
+	second := round()
+	t.Logf("stream setups: %d with the clock held, %d once the streams were %v old; %d refusals", first, second, minStreamAge, refusals.Load())
+	held.Range(func(_, body any) bool { body.(io.Closer).Close(); return true })
+	for _, f := range failures {
+		t.Errorf("a reconnect failed: %s", f)
+	}
+	if first != maxSSEStreams {
+		t.Errorf("%d stream setups of %d clients making %d attempts each with the clock held; want the bound, %d", first, clients, attempts, maxSSEStreams)
+	}
+	if second > maxSSEStreams {
+		t.Errorf("%d stream setups once the streams were old enough; want at most the bound, %d", second, maxSSEStreams)
+	}
+	if noRetryAfter.Load() > 0 {
+		t.Errorf("%d refusals without a Retry-After of at least a second", noRetryAfter.Load())
 	}
 }
