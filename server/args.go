@@ -134,8 +134,12 @@ func unknownParam(name string, sh *argShape) error {
 		known = append(known, k)
 	}
 	slices.Sort(known)
+	// The model reads these as the whole answer of the call, worded as the other argument errors are
+	// ("Missing required parameter: ...").
 	if len(known) == 0 {
+		//lint:ignore ST1005 a tool result's sentence, not an error wrapped into another message
 		return fmt.Errorf("Unknown parameter: %s (this takes no parameters)", name)
 	}
+	//lint:ignore ST1005 a tool result's sentence, not an error wrapped into another message
 	return fmt.Errorf("Unknown parameter: %s (parameters are: %s; names are case-sensitive)", name, strings.Join(known, ", "))
 }

@@ -49,9 +49,10 @@ type providerKeys struct {
 	fetching  chan struct{}     // closed when the fetch under way ends; nil when none is
 }
 
-// VerifySignature returns the payload of raw when a key of the set verifies its signature.
+// VerifySignature returns the payload of raw, a compact JWS (a JWT never takes the JSON serialization), when a key
+// of the set verifies its signature.
 func (k *providerKeys) VerifySignature(ctx context.Context, raw string) ([]byte, error) {
-	jws, err := jose.ParseSigned(raw, signingAlgs)
+	jws, err := jose.ParseSignedCompact(raw, signingAlgs)
 	if err != nil {
 		return nil, fmt.Errorf("malformed JWT: %v", err)
 	}

@@ -197,6 +197,7 @@ func TestOAuthTokenChecks(t *testing.T) {
 		{"owner with a control character", iss.token(t, iss.claims("al\nice", nil), nil)},
 		{"reserved owner name", iss.token(t, iss.claims("state-data-key", nil), nil)},
 		{"not a JWT", "e2bmcp_not-a-jwt"},
+		{"JWS JSON serialization", jsonSerialized(t, iss, iss.claims("alice", nil))},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			code, _, _ := do(t, http.MethodPost, base+PathMCP, "Bearer "+tc.token, toolsList, nil)
@@ -216,6 +217,26 @@ func TestOAuthTokenChecks(t *testing.T) {
 	if !strings.Contains(msg, "not found") {
 		t.Errorf("another owner's sandbox: %q", msg)
 	}
+}
+
+// jsonSerialized signs claims with the issuer's key as a valid access token would be, but in the JWS JSON
+// serialization, which a JWT never uses (RFC 7519, section 1): a token must be compact.
+func jsonSerialized(t testing.TB, iss *testIssuer, claims map[string]any) string {
+	t.Helper()
+	signer, err := jose.NewSigner(jose.SigningKey{Algorithm: jose.RS256, Key: jose.JSONWebKey{Key: iss.key, KeyID: iss.kid}},
+		(&jose.SignerOptions{}).WithType("at+jwt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	payload, err := json.Marshal(claims)
+	if err != nil {
+		t.Fatal(err)
+	}
+	jws, err := signer.Sign(payload)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return jws.FullSerialize()
 }
 
 func unsigned(claims map[string]any) string {

@@ -58,6 +58,7 @@ func parseFilesParams(r *http.Request) (filesParams, error) {
 	if q.Has("signature_expiration") {
 		n, err := strconv.ParseInt(q.Get("signature_expiration"), 10, 64)
 		if err != nil {
+			//lint:ignore ST1005 envd's own words (its oapi-codegen router's), which the emulator answers as they are
 			return p, fmt.Errorf("Invalid format for parameter signature_expiration: %v", err)
 		}
 		p.expiration = &n

@@ -536,7 +536,7 @@ func TestEnvdStdinAndSignals(t *testing.T) {
 	if status, body := b.unary(t, "process.Process/SendInput", fmt.Sprintf(`{"process":{"pid":%d},"input":{"stdin":%q}}`, pid, input), nil); status != 200 || body != "{}" {
 		t.Fatalf("send input: %d %s", status, body)
 	}
-	if status, body := b.unary(t, "process.Process/CloseStdin", fmt.Sprintf(`{"process":{"tag":"cat-1"}}`), nil); status != 200 {
+	if status, body := b.unary(t, "process.Process/CloseStdin", `{"process":{"tag":"cat-1"}}`, nil); status != 200 {
 		t.Fatalf("close stdin: %d %s", status, body)
 	}
 	r := waitfor.Recv(t, done, 30*time.Second, "cat's stream to end once its stdin closed")
