@@ -1,7 +1,10 @@
-// Package server builds e2b-mcp's MCP server: the mcp-go server with the tools, the middleware every tool call
-// passes through (caller → lease renewal → policy → tool → audit), the E2B client source (the owner's key read
-// from the OS keyring on each call, or the in-process emulator of the local backend), the orphan sweeper, and
-// the transports: stdio, and streamable HTTP plus SSE with bearer-token authentication on one listener.
+// Package server builds e2b-mcp's MCP server from a checked Config: the mcp-go server with the tools and the
+// sandboxes' files as resources; the pipeline every tool call and resource read goes through (govern, in
+// pipeline.go: caller → audit reservation → lease → shape check → policy → approval → run → audit record); the
+// backend (E2B, with each owner's key read from Config.Secrets, the OS keyring or the encrypted key store, on every
+// call; or the in-process emulator of the local backend); the orphan sweeper; and the transports: stdio, and on one
+// HTTP listener streamable HTTP and SSE behind bearer tokens or OAuth access tokens, the connect and approval pages,
+// the preview proxy, /metrics and /healthz.
 package server
 
 import (
