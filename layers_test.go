@@ -11,7 +11,7 @@ import (
 const module = "github.com/e2b-mcp/e2b-mcp"
 
 // layers are the module's packages from the top down (docs/ARCHITECTURE.md, "Layers"): a package may import its
-// own tree (e2b/emulator imports e2b) and the layers below its own, never a layer above or beside it. A package
+// own tree (e2b and e2b/emulator import e2b/wire) and the layers below its own, never a layer above or beside it. A package
 // is placed by its first path element; the end-to-end tests, the examples and the scripts sit at the top beside
 // main, since nothing imports them.
 var layers = [][]string{

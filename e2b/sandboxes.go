@@ -60,7 +60,7 @@ func (c *Client) CreateSandbox(ctx context.Context, req NewSandbox) (*Sandbox, e
 	}
 	log := c.cfg.Logger.With("op", op, "request_id", requestID)
 	for attempt := 1; ; attempt++ {
-		call := apiCall{op: op, method: http.MethodPost, path: "/v2/sandboxes", body: v2Body, secrets: req.Network.headerValues()}
+		call := apiCall{op: op, method: http.MethodPost, path: "/v2/sandboxes", body: v2Body, secrets: req.Network.HeaderValues()}
 		if c.v1Only.Load() {
 			call.path, call.body = "/sandboxes", body
 		}

@@ -12,6 +12,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/e2b-mcp/e2b-mcp/e2b/wire"
 )
 
 // Creating sandboxes: POST /sandboxes (and /v2), CreateSandbox, and the templates and snapshots a create names.
@@ -57,7 +59,7 @@ type createParams struct {
 	autoResume       bool
 	secure           bool
 	allowInternet    *bool
-	network          *Network
+	network          *wire.Network
 	metadata         map[string]string
 	envVars          map[string]string
 }
@@ -73,7 +75,7 @@ type newSandboxV2Body struct {
 	AllowInternetAccess *bool             `json:"allow_internet_access"`
 	Metadata            map[string]string `json:"metadata"`
 	EnvVars             map[string]string `json:"envVars"`
-	Network             *Network          `json:"network"`
+	Network             *wire.Network     `json:"network"`
 }
 
 // newSandboxBody is NewSandbox, the body of the v1 create: NewSandboxV2 and secure (v2 sandboxes always are).
@@ -123,7 +125,7 @@ func (s *Server) handleCreate(w http.ResponseWriter, r *http.Request, team strin
 		writeAPIError(w, e)
 		return
 	}
-	if e := body.Network.check(); e != nil {
+	if e := checkNetwork(body.Network); e != nil {
 		writeAPIError(w, e)
 		return
 	}

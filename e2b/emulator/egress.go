@@ -16,6 +16,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/e2b-mcp/e2b-mcp/e2b/wire"
 )
 
 // Egress: E2B's egress proxy, emulated. On E2B every connection a sandbox opens passes a proxy outside the VM
@@ -47,48 +49,8 @@ const egressProxyURL = "socks5h://localhost" + egressSocket
 // sandbox) could not reach.
 const loopbackHosts = "localhost,127.0.0.1,::1"
 
-// allTraffic is E2B's CIDR for every destination.
-const allTraffic = "0.0.0.0/0"
-
-// Network is a sandbox's egress configuration as E2B keeps it: create's network, replaced whole by PUT
-// /sandboxes/{id}/network.
-type Network struct {
-	AllowOut []string                 `json:"allowOut"`
-	DenyOut  []string                 `json:"denyOut"`
-	Rules    map[string][]NetworkRule `json:"rules"`
-	// AllowPublicTraffic false (create only) makes the sandbox's ports answer only requests that carry its
-	// traffic access token (see ports.go); nil or true leaves them public.
-	AllowPublicTraffic *bool `json:"allowPublicTraffic,omitempty"`
-}
-
-// NetworkRule is one rule of a domain: headers the proxy sets on the sandbox's requests to it.
-type NetworkRule struct {
-	Transform struct {
-		Headers map[string]string `json:"headers"`
-	} `json:"transform"`
-}
-
-func (n *Network) clone() *Network {
-	if n == nil {
-		return nil
-	}
-	c := &Network{AllowOut: slices.Clone(n.AllowOut), DenyOut: slices.Clone(n.DenyOut), Rules: map[string][]NetworkRule{}}
-	if n.AllowPublicTraffic != nil {
-		v := *n.AllowPublicTraffic
-		c.AllowPublicTraffic = &v
-	}
-	for d, rules := range n.Rules {
-		for _, r := range rules {
-			var cr NetworkRule
-			cr.Transform.Headers = cloneMap(r.Transform.Headers)
-			c.Rules[d] = append(c.Rules[d], cr)
-		}
-	}
-	return c
-}
-
-// check refuses what E2B refuses: a domain in denyOut, an entry that is none of IP, CIDR or domain.
-func (n *Network) check() *apiError {
+// checkNetwork refuses what E2B refuses: a domain in denyOut, an entry that is none of IP, CIDR or domain.
+func checkNetwork(n *wire.Network) *apiError {
 	if n == nil {
 		return nil
 	}
@@ -139,9 +101,9 @@ func matchDomain(pattern, host string) bool {
 	return host == pattern
 }
 
-// decide applies allowOut and denyOut as E2B does: an allowOut match wins, then a denyOut match denies, and
-// anything else goes out.
-func (n *Network) decide(host string, ip netip.Addr) bool {
+// egressAllowed applies allowOut and denyOut as E2B does: an allowOut match wins, then a denyOut match denies,
+// and anything else goes out.
+func egressAllowed(n *wire.Network, host string, ip netip.Addr) bool {
 	if n == nil {
 		return true
 	}
@@ -155,15 +117,15 @@ func (n *Network) decide(host string, ip netip.Addr) bool {
 		}
 	}
 	for _, d := range n.DenyOut {
-		if p, ok := parseAddrOrPrefix(d); ok && (p.Contains(ip) || d == allTraffic) {
+		if p, ok := parseAddrOrPrefix(d); ok && (p.Contains(ip) || d == wire.AllTraffic) {
 			return false
 		}
 	}
 	return true
 }
 
-// headers are the headers the rules set on requests to host; an exact rule's header wins over a wildcard's.
-func (n *Network) headers(host string) map[string]string {
+// ruleHeaders are the headers the rules set on requests to host; an exact rule's header wins over a wildcard's.
+func ruleHeaders(n *wire.Network, host string) map[string]string {
 	if n == nil || host == "" {
 		return nil
 	}
@@ -301,14 +263,14 @@ func (e *egressProxies) serve(id string, ln net.Listener) {
 }
 
 // network is the sandbox's configuration now (a PUT applies to the next connection), and whether it runs.
-func (e *egressProxies) network(id string) (*Network, bool) {
+func (e *egressProxies) network(id string) (*wire.Network, bool) {
 	e.srv.mu.Lock()
 	defer e.srv.mu.Unlock()
 	sb := e.srv.sandboxes[id]
 	if sb == nil || sb.State != StateRunning {
 		return nil, false
 	}
-	return sb.Network.clone(), true
+	return sb.Network.Clone(), true
 }
 
 // SOCKS5 (RFC 1928) replies.
@@ -346,7 +308,7 @@ func (e *egressProxies) handle(id string, c net.Conn) {
 	if _, err := netip.ParseAddr(host); err == nil {
 		name = ""
 	}
-	if !n.decide(name, ip) || !mapped && !publicAddr(ip) {
+	if !egressAllowed(n, name, ip) || !mapped && !publicAddr(ip) {
 		socksReply(c, socksNotAllowed)
 		return
 	}
@@ -362,7 +324,7 @@ func (e *egressProxies) handle(id string, c net.Conn) {
 	defer e.untrack(up)
 	socksReply(c, socksOK)
 	_ = c.SetDeadline(time.Time{})
-	if h := n.headers(name); len(h) > 0 {
+	if h := ruleHeaders(n, name); len(h) > 0 {
 		if first, err := br.Peek(1); err == nil && first[0] != 0x16 { // 0x16 starts a TLS handshake
 			forwardHTTP(br, c, up, h)
 			return

@@ -12,6 +12,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/e2b-mcp/e2b-mcp/e2b/wire"
 )
 
 // origin is a test server standing for a domain of the internet; it records what each request brought.
@@ -65,7 +67,7 @@ func TestEgressRulesAndLimits(t *testing.T) {
 	const secret = "Bearer s3cr3t-value-never-inside"
 	b := envdCreate(t, s, map[string]any{"network": map[string]any{
 		"allowOut": []string{"git.test", "*.other.test", "other.test"},
-		"denyOut":  []string{allTraffic},
+		"denyOut":  []string{wire.AllTraffic},
 		"rules":    map[string]any{"git.test": []any{map[string]any{"transform": map[string]any{"headers": map[string]string{"Authorization": secret}}}}},
 	}})
 	curl := func(url string, extra ...string) string {
@@ -138,7 +140,7 @@ func TestEgressNetworkAnswers(t *testing.T) {
 	}
 	sb := cpCreate(t, s, envdTestKey, map[string]any{"templateID": "base", "allow_internet_access": false})
 	id := sb["sandboxID"].(string)
-	if rec, _ := s.Sandbox(id); rec.Network == nil || rec.Network.DenyOut[0] != allTraffic {
+	if rec, _ := s.Sandbox(id); rec.Network == nil || rec.Network.DenyOut[0] != wire.AllTraffic {
 		t.Fatalf("allow_internet_access false: %+v", rec.Network)
 	}
 	if a := cpCall(t, s, http.MethodPut, "/sandboxes/nosuchbox/network", envdTestKey, map[string]any{}); a.status != http.StatusNotFound {

@@ -6,6 +6,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/e2b-mcp/e2b-mcp/e2b/wire"
 )
 
 // The control plane's calls on one sandbox: get, kill, pause, resume, connect, timeout, refresh and network.
@@ -211,16 +213,16 @@ func (s *Server) moveEnd(w http.ResponseWriter, team, id string, move func(end t
 }
 
 // withInternetAccess folds allow_internet_access false into the configuration: it means denyOut [0.0.0.0/0].
-func withInternetAccess(n *Network, allow *bool) *Network {
-	n = n.clone()
+func withInternetAccess(n *wire.Network, allow *bool) *wire.Network {
+	n = n.Clone()
 	if allow == nil || *allow {
 		return n
 	}
 	if n == nil {
-		n = &Network{}
+		n = &wire.Network{}
 	}
-	if !slices.Contains(n.DenyOut, allTraffic) {
-		n.DenyOut = append(n.DenyOut, allTraffic)
+	if !slices.Contains(n.DenyOut, wire.AllTraffic) {
+		n.DenyOut = append(n.DenyOut, wire.AllTraffic)
 	}
 	return n
 }
@@ -229,14 +231,14 @@ func withInternetAccess(n *Network, allow *bool) *Network {
 // field left out is cleared). New connections of the sandbox follow it at once.
 func (s *Server) handleNetwork(w http.ResponseWriter, r *http.Request, team, id string) {
 	var body struct {
-		Network
+		wire.Network
 		AllowInternetAccess *bool `json:"allow_internet_access"`
 	}
 	if e := decodeBody(r, &body, false); e != nil {
 		writeAPIError(w, e)
 		return
 	}
-	if e := body.Network.check(); e != nil {
+	if e := checkNetwork(&body.Network); e != nil {
 		writeAPIError(w, e)
 		return
 	}

@@ -9,6 +9,8 @@ import (
 	"net/http"
 	"net/http/httputil"
 	"strconv"
+
+	"github.com/e2b-mcp/e2b-mcp/e2b/wire"
 )
 
 // The sandbox's other ports, as E2B's edge serves them: every port of a sandbox at <port>-<sandboxID>.<domain>
@@ -24,7 +26,7 @@ var errPortClosed = errors.New("nothing listens on the port")
 
 // trafficToken is the traffic access token of a new sandbox with the create's network n: one when n turns public
 // traffic off, else none.
-func trafficToken(n *Network) string {
+func trafficToken(n *wire.Network) string {
 	if n == nil || n.AllowPublicTraffic == nil || *n.AllowPublicTraffic {
 		return ""
 	}

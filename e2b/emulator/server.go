@@ -19,6 +19,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/e2b-mcp/e2b-mcp/e2b/wire"
 )
 
 // Server is a running emulator. Point e2b.Config.APIURL and SandboxURL at URL().
@@ -129,7 +131,7 @@ type Sandbox struct {
 	// AllowInternetAccess is the create request's allow_internet_access (nil when it was not sent).
 	AllowInternetAccess *bool
 	// Network is the egress configuration (create's network, replaced by PUT .../network); nil: none.
-	Network   *Network
+	Network   *wire.Network
 	StartedAt time.Time
 	EndAt     time.Time
 	// Dir is the sandbox's filesystem on the host: Dir/home is /home/user and Dir/tmp is /tmp inside it.
@@ -458,7 +460,7 @@ func (sb *Sandbox) copy() Sandbox {
 		v := *sb.AllowInternetAccess
 		c.AllowInternetAccess = &v
 	}
-	c.Network = sb.Network.clone()
+	c.Network = sb.Network.Clone()
 	c.lifecycle = nil
 	return c
 }

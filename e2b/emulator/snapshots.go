@@ -256,7 +256,7 @@ func (s *Server) forkOne(base *Sandbox, dir string, timeout time.Duration) (*San
 		Metadata: cloneMap(base.Metadata), EnvVars: cloneMap(base.EnvVars), State: StateRunning,
 		Secure: base.Secure, EnvdVersion: base.EnvdVersion, AutoPause: base.AutoPause,
 		AutoPauseMemory: base.AutoPauseMemory, AutoResume: base.AutoResume, Timeout: timeout,
-		AllowInternetAccess: base.AllowInternetAccess, Network: base.Network.clone(), StartedAt: now, EndAt: now.Add(timeout), Dir: sbDir,
+		AllowInternetAccess: base.AllowInternetAccess, Network: base.Network.Clone(), StartedAt: now, EndAt: now.Add(timeout), Dir: sbDir,
 		DefaultUser: base.DefaultUser, DefaultWorkdir: base.DefaultWorkdir, lifecycle: &sync.Mutex{},
 	}
 	if sb.Secure {
