@@ -6,11 +6,11 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"io"
 	"net/http"
 	"net/url"
 	"regexp"
+	"strconv"
 	"strings"
 )
 
@@ -21,21 +21,98 @@ const CodeInterpreterPort = 49999
 // CodeInterpreterTemplate is E2B's template whose sandboxes run that server.
 const CodeInterpreterTemplate = "code-interpreter-v1"
 
-// maxExecuteLine bounds one line of an execution's stream: a result carries its PNG or HTML whole, in one line.
-const maxExecuteLine = 32 << 20
+// maxExecuteLine is the default bound of one line of an execution's stream (a result carries its PNG or HTML whole,
+// in one line); a caller that shows results within a limit gives a bound near it (WithMaxLine). A line over the
+// bound is left out, not held, and counted in Execution.Dropped. The results held of one execution are bounded by
+// heldLines lines' worth.
+const (
+	maxExecuteLine = 32 << 20
+	heldLines      = 4
+)
 
 // CodeInterpreter talks to the code-interpreter server of one sandbox, addressed as E2B's code-interpreter SDK
 // addresses it: https://49999-<id>.<domain>, or the configured sandbox URL with the routing headers. Make one with
 // Envd.CodeInterpreter; it is cheap and safe for concurrent use.
+//
+// Port 49999 is the sandbox's like any other: code running in the sandbox can stop E2B's server and answer in its
+// place, and it then receives the envd access token and the traffic token with every request, as E2B's server
+// does. So every text that comes back (output, results, errors, tracebacks, contexts, error answers) has any
+// piece of either token replaced (scrub), and what one execution makes the client hold is bounded.
 type CodeInterpreter struct {
 	envd    *Envd
 	traffic string
+	maxLine int
 }
 
 // CodeInterpreter returns a handle on the sandbox's code-interpreter server. trafficToken is the sandbox's
 // traffic access token ("" for a sandbox with public traffic), which its ports then require.
 func (e *Envd) CodeInterpreter(trafficToken string) *CodeInterpreter {
-	return &CodeInterpreter{envd: e, traffic: trafficToken}
+	return &CodeInterpreter{envd: e, traffic: trafficToken, maxLine: maxExecuteLine}
+}
+
+// WithMaxLine returns a copy of ci whose executions leave out every line of their stream over n bytes.
+func (ci *CodeInterpreter) WithMaxLine(n int) *CodeInterpreter {
+	c := *ci
+	c.maxLine = n
+	return &c
+}
+
+// scrub hides both tokens in s (see CodeInterpreter).
+func (ci *CodeInterpreter) scrub(s string) string {
+	return scrub(s, ci.envd.conn.AccessToken, ci.traffic)
+}
+
+// scrubJSON hides both tokens in every string (and name) of a JSON value.
+func (ci *CodeInterpreter) scrubJSON(raw json.RawMessage) json.RawMessage {
+	if len(raw) == 0 {
+		return raw
+	}
+	var v any
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	if err := dec.Decode(&v); err != nil {
+		return json.RawMessage(strconv.Quote(ci.scrub(string(raw))))
+	}
+	out, err := json.Marshal(ci.scrubValue(v))
+	if err != nil {
+		return nil
+	}
+	return out
+}
+
+func (ci *CodeInterpreter) scrubValue(v any) any {
+	switch x := v.(type) {
+	case string:
+		return ci.scrub(x)
+	case []any:
+		for i := range x {
+			x[i] = ci.scrubValue(x[i])
+		}
+	case map[string]any:
+		out := make(map[string]any, len(x))
+		for k, item := range x {
+			out[ci.scrub(k)] = ci.scrubValue(item)
+		}
+		return out
+	}
+	return v
+}
+
+// scrubResult hides both tokens in every text format of r; the images (PNG, JPEG, PDF) are data, not text.
+func (ci *CodeInterpreter) scrubResult(r *CodeResult) {
+	for _, s := range []*string{&r.Text, &r.HTML, &r.Markdown, &r.SVG, &r.LaTeX, &r.JavaScript} {
+		*s = ci.scrub(*s)
+	}
+	for _, raw := range []*json.RawMessage{&r.JSON, &r.Data, &r.Chart} {
+		*raw = ci.scrubJSON(*raw)
+	}
+	if r.Extra != nil {
+		extra := make(map[string]json.RawMessage, len(r.Extra))
+		for k, raw := range r.Extra {
+			extra[ci.scrub(k)] = ci.scrubJSON(raw)
+		}
+		r.Extra = extra
+	}
 }
 
 // Execution is one cell's run: what it printed came through ExecuteHandlers, this is the rest.
@@ -44,6 +121,11 @@ type Execution struct {
 	// Error is the cell's exception, or an error of the server's own (ExecutionAborted, ContextRestarting, ...).
 	Error          *ExecutionError
 	ExecutionCount int
+	// Dropped is how many lines of the stream were left out: over the line bound, or past what one execution
+	// may hold (see WithMaxLine).
+	Dropped int
+
+	held int // bytes of the results kept
 }
 
 // CodeResult is one result of a cell: the value of its last line (IsMainResult) or something it displayed
@@ -123,13 +205,14 @@ func (ci *CodeInterpreter) Execute(ctx context.Context, in ExecuteRequest, h Exe
 	ex := &Execution{}
 	r := bufio.NewReaderSize(resp.Body, 64<<10)
 	for {
-		line, err := readLine(r, maxExecuteLine)
+		line, err := readLine(r, ci.maxLine)
 		if err != nil {
 			switch {
 			case ctx.Err() != nil:
 				return nil, contextError(op, ctx.Err())
 			case errors.Is(err, errLineTooLong):
-				return nil, errorf(op, ErrBadAnswer, "unexpected answer from the code interpreter: %w", err)
+				ex.Dropped++
+				continue
 			case errors.Is(err, io.EOF):
 				return nil, ci.envd.client.noAnswer(op, ErrStreamCut, errors.New("the execution's stream ended before its end_of_execution"))
 			default:
@@ -139,7 +222,7 @@ func (ci *CodeInterpreter) Execute(ctx context.Context, in ExecuteRequest, h Exe
 		if len(bytes.TrimSpace(line)) == 0 {
 			continue
 		}
-		done, err := ex.take(line, h)
+		done, err := ci.take(ex, line, h)
 		if err != nil {
 			return nil, errorf(op, ErrBadAnswer, "unexpected answer from the code interpreter: %w", err)
 		}
@@ -149,8 +232,8 @@ func (ci *CodeInterpreter) Execute(ctx context.Context, in ExecuteRequest, h Exe
 	}
 }
 
-// take adds one line of the stream to ex; done is the end of the execution.
-func (ex *Execution) take(line []byte, h ExecuteHandlers) (done bool, err error) {
+// take adds one line of the stream to ex, every text in it scrubbed; done is the end of the execution.
+func (ci *CodeInterpreter) take(ex *Execution, line []byte, h ExecuteHandlers) (done bool, err error) {
 	var head struct {
 		Type           string `json:"type"`
 		Text           string `json:"text"`
@@ -162,26 +245,32 @@ func (ex *Execution) take(line []byte, h ExecuteHandlers) (done bool, err error)
 	switch head.Type {
 	case "stdout":
 		if h.OnStdout != nil {
-			h.OnStdout(head.Text)
+			h.OnStdout(ci.scrub(head.Text))
 		}
 	case "stderr":
 		if h.OnStderr != nil {
-			h.OnStderr(head.Text)
+			h.OnStderr(ci.scrub(head.Text))
 		}
 	case "number_of_executions":
 		ex.ExecutionCount = head.ExecutionCount
 	case "result":
+		if ex.held+len(line) > heldLines*ci.maxLine {
+			ex.Dropped++
+			return false, nil
+		}
 		var res CodeResult
 		if err := json.Unmarshal(line, &res); err != nil {
 			return false, err
 		}
+		ci.scrubResult(&res)
+		ex.held += len(line)
 		ex.Results = append(ex.Results, res)
 	case "error":
 		var e ExecutionError
 		if err := json.Unmarshal(line, &e); err != nil {
 			return false, err
 		}
-		e.Traceback = tracebackLines(e.Traceback)
+		e.Name, e.Value, e.Traceback = ci.scrub(e.Name), ci.scrub(e.Value), ci.scrub(tracebackLines(e.Traceback))
 		ex.Error = &e
 	case "end_of_execution":
 		return true, nil
@@ -190,14 +279,21 @@ func (ex *Execution) take(line []byte, h ExecuteHandlers) (done bool, err error)
 	return false, nil
 }
 
-var errLineTooLong = fmt.Errorf("a line of over %d bytes", maxExecuteLine)
+var errLineTooLong = errors.New("a line over the bound")
 
-// readLine reads one line of at most limit bytes (without its newline); the last line may end without one.
+// readLine reads one line of at most limit bytes (without its newline); the last line may end without one. A
+// longer line is read to its end without being kept, and is errLineTooLong.
 func readLine(r *bufio.Reader, limit int) ([]byte, error) {
 	var line []byte
 	for {
 		chunk, err := r.ReadSlice('\n')
 		if len(line)+len(chunk) > limit+1 {
+			for errors.Is(err, bufio.ErrBufferFull) {
+				_, err = r.ReadSlice('\n')
+			}
+			if err != nil && !errors.Is(err, io.EOF) {
+				return nil, err
+			}
 			return nil, errLineTooLong
 		}
 		line = append(line, chunk...)
@@ -223,13 +319,21 @@ func (ci *CodeInterpreter) CreateContext(ctx context.Context, language, cwd stri
 	}{language, cwd}
 	var out CodeContext
 	err := ci.unary(ctx, "code interpreter create context", http.MethodPost, "/contexts", in, &out, false)
-	return out, err
+	return ci.scrubContext(out), err
+}
+
+// scrubContext hides both tokens in what a context says of itself.
+func (ci *CodeInterpreter) scrubContext(c CodeContext) CodeContext {
+	return CodeContext{ID: ci.scrub(c.ID), Language: ci.scrub(c.Language), Cwd: ci.scrub(c.Cwd)}
 }
 
 // ListContexts lists the contexts, the default ones included.
 func (ci *CodeInterpreter) ListContexts(ctx context.Context) ([]CodeContext, error) {
 	var out []CodeContext
 	err := ci.unary(ctx, "code interpreter list contexts", http.MethodGet, "/contexts", nil, &out, true)
+	for i := range out {
+		out[i] = ci.scrubContext(out[i])
+	}
 	return out, err
 }
 
@@ -306,9 +410,7 @@ func (ci *CodeInterpreter) call(ctx context.Context, op, method, path string, in
 	if resp.StatusCode != http.StatusOK {
 		defer resp.Body.Close()
 		apiErr := ci.envd.responseError(op, resp)
-		if ci.traffic != "" {
-			apiErr.Message = strings.ReplaceAll(apiErr.Message, ci.traffic, "[redacted]")
-		}
+		apiErr.Message = ci.scrub(apiErr.Message)
 		return nil, apiErr
 	}
 	return resp, nil

@@ -96,7 +96,7 @@ func TestCodeInterpreterHost(t *testing.T) {
 }
 
 // The server's errors are text: they become an *APIError with that text, a token it echoes redacted; a stream
-// that ends before end_of_execution, or a line past the limit, is an error, never a result.
+// that ends before end_of_execution is an error, never a result.
 func TestCodeInterpreterErrors(t *testing.T) {
 	answer := ""
 	status := http.StatusOK
@@ -123,9 +123,14 @@ func TestCodeInterpreterErrors(t *testing.T) {
 	if err := run(); !errors.Is(err, ErrStreamCut) {
 		t.Fatalf("a stream without its end: %v", err)
 	}
-	answer = "{\"type\": \"result\", \"text\": \"" + strings.Repeat("x", maxExecuteLine) + "\"}\n{\"type\": \"end_of_execution\"}\n"
-	if err := run(); !errors.Is(err, ErrBadAnswer) {
-		t.Fatalf("a line over the limit: %v", err)
+	// A line over the bound is left out and counted, and so is a result past what one execution holds: a server
+	// in the sandbox's hands cannot make the client hold more than a few lines' worth.
+	result := func(text string) string { return "{\"type\": \"result\", \"text\": \"" + text + "\"}\n" }
+	answer = result(strings.Repeat("x", 64<<10)) + result("kept") + strings.Repeat(result(strings.Repeat("y", 900)), 5) +
+		"{\"type\": \"end_of_execution\"}\n"
+	ex, err := ci.WithMaxLine(1<<10).Execute(context.Background(), ExecuteRequest{Code: "1"}, ExecuteHandlers{})
+	if err != nil || ex.Dropped != 2 || len(ex.Results) != 5 || ex.Results[0].Text != "kept" {
+		t.Fatalf("lines over the bounds: %d results, %d dropped, %v", len(ex.Results), ex.Dropped, err)
 	}
 	answer = "not json\n"
 	if err := run(); !errors.Is(err, ErrBadAnswer) {
@@ -154,5 +159,73 @@ func TestTracebackLines(t *testing.T) {
 		if got := tracebackLines(tb); got != tb {
 			t.Errorf("changed %q to %q", tb, got)
 		}
+	}
+}
+
+// Port 49999 is the sandbox's: code in it can stop E2B's server and answer in its place, and it then receives
+// the envd access token (and, on E2B, the traffic token) with every request. Whatever it sends back, neither
+// token reaches the caller, whole, cut or in pieces: in output, results, errors, tracebacks, contexts and error
+// answers alike.
+func TestCodeInterpreterHidesTheTokens(t *testing.T) {
+	const (
+		tok     = "f3a9c1e07b5d4a2e9c8b7a6f5e4d3c2b1a0f9e8d7c6b5a4f3e2d1c0b9a8f7e6d"
+		traffic = "9d8c7b6a5f4e3d2c1b0a9f8e7d6c5b4a3f2e1d0c9b8a7f6e5d4c3b2a1f0e9d8c"
+	)
+	line := func(w http.ResponseWriter, v map[string]any) {
+		b, _ := json.Marshal(v)
+		_, _ = w.Write(append(b, '\n'))
+	}
+	f := newFakeEnvd(t, func(w http.ResponseWriter, r *http.Request, body []byte) {
+		got, gotTraffic := r.Header.Get("X-Access-Token"), r.Header.Get(TrafficTokenHeader)
+		switch r.URL.Path {
+		case "/execute":
+			line(w, map[string]any{"type": "stdout", "text": "leak " + got + "\n"})
+			line(w, map[string]any{"type": "stdout", "text": got[:30]})
+			line(w, map[string]any{"type": "stderr", "text": got[30:] + " " + gotTraffic})
+			line(w, map[string]any{"type": "result", "text": got, "html": "<b>" + gotTraffic + "</b>", "markdown": got[8:],
+				"json": map[string]any{"k": got}, "data": map[string]any{got: []string{gotTraffic}}, "extra": map[string]any{"x/y": got}})
+			line(w, map[string]any{"type": "error", "name": "E" + got, "value": "cut " + got[:56], "traceback": "tb " + gotTraffic[5:]})
+			line(w, map[string]any{"type": "end_of_execution"})
+		case "/contexts":
+			_ = json.NewEncoder(w).Encode([]map[string]any{{"id": got, "language": "python", "cwd": "/home/" + got}})
+		default:
+			w.WriteHeader(http.StatusNotFound)
+			_, _ = w.Write([]byte("Context " + strings.Repeat("x", 160) + got + gotTraffic))
+		}
+	})
+	c, err := NewClient(Config{APIKey: testAPIKey, SandboxURL: f.srv.URL})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ci := c.Envd(SandboxConn{ID: "sbx1", Domain: "e2b.app", EnvdVersion: "0.6.13", AccessToken: tok}).CodeInterpreter(traffic)
+	var printed []string
+	ex, err := ci.Execute(context.Background(), ExecuteRequest{Code: "1"}, ExecuteHandlers{
+		OnStdout: func(s string) { printed = append(printed, s) }, OnStderr: func(s string) { printed = append(printed, s) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	shown, _ := json.Marshal(ex)
+	list, err := ci.ListContexts(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	listed, _ := json.Marshal(list)
+	restartErr := ci.RestartContext(context.Background(), "c1")
+	if restartErr == nil {
+		t.Fatal("the restart's 404 was no error")
+	}
+	for what, text := range map[string]string{"output": strings.Join(printed, ""), "execution": string(shown),
+		"contexts": string(listed), "error answer": restartErr.Error()} {
+		for _, secret := range []string{tok, traffic} {
+			for i := 0; i+8 <= len(secret); i++ {
+				if strings.Contains(text, secret[i:i+8]) {
+					t.Errorf("the %s shows a piece of a token (%s...): %s", what, secret[i:i+8], text)
+					break
+				}
+			}
+		}
+	}
+	if !strings.Contains(string(shown), "[redacted]") || !strings.Contains(strings.Join(printed, ""), "leak [redacted]") {
+		t.Errorf("the execution lost what was around the tokens: %s %q", shown, printed)
 	}
 }

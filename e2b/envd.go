@@ -211,11 +211,7 @@ func (e *Envd) responseError(op string, resp *http.Response) *APIError {
 
 // redact removes secrets from text that came from elsewhere: a proxy could echo a request back.
 func (e *Envd) redact(s string) string {
-	s = e.client.redact(s)
-	if e.conn.AccessToken != "" && strings.Contains(s, e.conn.AccessToken) {
-		s = strings.ReplaceAll(s, e.conn.AccessToken, "[redacted]")
-	}
-	return s
+	return scrub(e.client.redact(s), e.conn.AccessToken)
 }
 
 // wireError is a Connect error that arrived as a message (an end-of-stream error).

@@ -122,7 +122,7 @@ func (t runCode) run(ctx context.Context, call Caller, a *runCodeArgs) (any, err
 	awake := t.keepAwake(ctx, use.c, call, rec)
 	runCtx, cancel := context.WithTimeout(ctx, timeout)
 	ex, err := withCodeInterpreter(runCtx, use.c, rec, func(ci *e2b.CodeInterpreter) (*e2b.Execution, error) {
-		return ci.Execute(runCtx, e2b.ExecuteRequest{Code: a.Code, ContextID: a.ContextID, Language: a.Language}, e2b.ExecuteHandlers{
+		return ci.WithMaxLine(t.codeLineLimit()).Execute(runCtx, e2b.ExecuteRequest{Code: a.Code, ContextID: a.ContextID, Language: a.Language}, e2b.ExecuteHandlers{
 			OnStdout: func(s string) { stdout.write([]byte(s)); prog.add([]byte(s)) },
 			OnStderr: func(s string) { stderr.write([]byte(s)); prog.add([]byte(s)) },
 		})
@@ -146,6 +146,11 @@ func (t runCode) run(ctx context.Context, call Caller, a *runCodeArgs) (any, err
 	} else {
 		res.ExecutionCount, res.Error = ex.ExecutionCount, ex.Error
 		res.Results, images = t.results(ctx, call, ex.Results)
+		if ex.Dropped > 0 {
+			res.Warning = fmt.Sprintf("%d of the code interpreter's answers were over the %d bytes e2b_run_code takes of one "+
+				"(a result, or output printed at once) and are left out. Print less at once, or save large output to a "+
+				"file and read it with e2b_read_file.", ex.Dropped, t.codeLineLimit())
+		}
 	}
 	res.Success = !timedOut && res.Error == nil
 	var cutOut, cutErr bool
@@ -204,6 +209,13 @@ func (s *settling) wait(ctx context.Context, key string) error {
 	case <-t.C:
 		return nil
 	}
+}
+
+// codeLineLimit bounds each line the code interpreter sends (see e2b.CodeInterpreter.WithMaxLine): port 49999 is
+// the sandbox's, and what answers there may send anything. A line is one result or one piece of output: the
+// result limit's worth of text, or a chart of up to twice the image limit in base64, which is scaled down to fit.
+func (t runCode) codeLineLimit() int {
+	return t.cfg.ResultLimit + 2*t.cfg.ImageLimitBytes*4/3
 }
 
 // withCodeInterpreter calls f with the sandbox's code interpreter, and once more with its traffic token (from
