@@ -29,8 +29,13 @@ var errCancelledByClient = errors.New("the client cancelled the call (notificati
 // earlyCancelTTL is how long a cancel is kept for a call that has not arrived yet.
 const earlyCancelTTL = time.Minute
 
-// maxEarlyCancels bounds the remembered cancels (clients may send any number of them).
-const maxEarlyCancels = 4096
+// Clients may send any number of cancels for calls that never come. Each owner keeps at most
+// maxEarlyCancelsPerOwner of them, and all owners together maxEarlyCancels: past either bound the oldest cancel of
+// the owner with the most goes, so that one member's flood costs only that member's cancels.
+const (
+	maxEarlyCancelsPerOwner = 256
+	maxEarlyCancels         = 4096
+)
 
 // callKey names a call of protocol 2026-07-28 over streamable HTTP.
 type callKey struct {
@@ -43,19 +48,76 @@ type callKey struct {
 type modernCalls struct {
 	mu    sync.Mutex
 	calls map[callKey]context.CancelCauseFunc
-	early map[callKey]time.Time
+	early earlyCancels
 }
 
 func newModernCalls() *modernCalls {
-	return &modernCalls{calls: map[callKey]context.CancelCauseFunc{}, early: map[callKey]time.Time{}}
+	return &modernCalls{calls: map[callKey]context.CancelCauseFunc{}, early: earlyCancels{byOwner: map[string][]earlyCancel{}}}
+}
+
+// earlyCancels are the cancels that came before their calls, by owner, each owner's oldest first. Not safe for
+// concurrent use (modernCalls.mu guards it).
+type earlyCancels struct {
+	byOwner map[string][]earlyCancel
+	total   int
+}
+
+type earlyCancel struct {
+	key callKey
+	at  time.Time
+}
+
+// take removes k's cancel and reports whether there was one.
+func (e *earlyCancels) take(k callKey) bool {
+	list := e.byOwner[k.caller.Owner]
+	for i, c := range list {
+		if c.key == k {
+			e.set(k.caller.Owner, append(list[:i:i], list[i+1:]...))
+			return true
+		}
+	}
+	return false
+}
+
+// add remembers k's cancel, made at now, within the bounds (see maxEarlyCancels).
+func (e *earlyCancels) add(k callKey, now time.Time) {
+	owner := k.caller.Owner
+	list := e.byOwner[owner]
+	expired := 0
+	for expired < len(list) && now.Sub(list[expired].at) > earlyCancelTTL {
+		expired++
+	}
+	list = list[expired:]
+	if len(list) >= maxEarlyCancelsPerOwner {
+		list = list[1:]
+	}
+	e.set(owner, append(list, earlyCancel{key: k, at: now}))
+	if e.total > maxEarlyCancels {
+		most := ""
+		for o, l := range e.byOwner {
+			if len(l) > len(e.byOwner[most]) {
+				most = o
+			}
+		}
+		e.set(most, e.byOwner[most][1:])
+	}
+}
+
+// set makes list owner's cancels, keeping the total.
+func (e *earlyCancels) set(owner string, list []earlyCancel) {
+	e.total += len(list) - len(e.byOwner[owner])
+	if len(list) == 0 {
+		delete(e.byOwner, owner)
+		return
+	}
+	e.byOwner[owner] = list
 }
 
 // start registers a call and returns its context, cancelled at once if its cancel came first; done unregisters it.
 func (m *modernCalls) start(ctx context.Context, k callKey) (_ context.Context, done func()) {
 	ctx, cancel := context.WithCancelCause(ctx)
 	m.mu.Lock()
-	_, early := m.early[k]
-	delete(m.early, k)
+	early := m.early.take(k)
 	if !early {
 		m.calls[k] = cancel
 	}
@@ -79,17 +141,7 @@ func (m *modernCalls) cancel(k callKey, now time.Time) {
 	if ok {
 		delete(m.calls, k)
 	} else {
-		if len(m.early) >= maxEarlyCancels {
-			for key, at := range m.early {
-				if now.Sub(at) > earlyCancelTTL {
-					delete(m.early, key)
-				}
-			}
-			if len(m.early) >= maxEarlyCancels {
-				clear(m.early)
-			}
-		}
-		m.early[k] = now
+		m.early.add(k, now)
 	}
 	m.mu.Unlock()
 	if ok {
