@@ -260,3 +260,34 @@ func TestRoomOfOtherLogsCounts(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// A started call's outcome record is redacted as its started record is: an E2B error that echoes the key it was
+// sent with does not put the key in the log.
+func TestOutcomeErrorIsRedacted(t *testing.T) {
+	dir := t.TempDir()
+	l := openLog(t, dir, Options{})
+	c, err := l.Reserve()
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := numbered("s1", 0)
+	e.Outcome, e.DurationMS = "", 0
+	if err := c.Start(e); err != nil {
+		t.Fatal(err)
+	}
+	key := "e2b_" + strings.Repeat("0123456789abcdef", 3)
+	if err := c.Finish(Entry{Outcome: OutcomeError, Error: "E2B API error 401: invalid API key " + key}); err != nil {
+		t.Fatal(err)
+	}
+	raw, err := os.ReadFile(filepath.Join(dir, activeName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(raw), key) {
+		t.Fatalf("the outcome record holds the key its error echoed:\n%s", raw)
+	}
+	got, err := Read(dir, Filter{})
+	if err != nil || len(got) != 1 || got[0].Error != "E2B API error 401: invalid API key "+Redacted {
+		t.Fatalf("read %+v %v; want the error with the key redacted", got, err)
+	}
+}
