@@ -338,3 +338,49 @@ func TestUpdateTokenFileFailsWholeAndSweepsLeftovers(t *testing.T) {
 		t.Errorf("the dead writer's temporary file is still there: %v", err)
 	}
 }
+
+// The owner rules a tokens file was opened with hold for every version of it: a reload that names a refused owner
+// refuses every token, as any unusable version does, until the file is fixed.
+func TestTokensOwnerRulesRecheckedOnReload(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "tokens.json")
+	tokA, a, _ := NewTokenEntry("alice", time.Now())
+	if err := WriteTokenFile(path, []TokenEntry{a}); err != nil {
+		t.Fatal(err)
+	}
+	noIssuerNames := func(owner string) error {
+		if strings.HasPrefix(owner, "idp-") {
+			return errors.New("names like the identity provider's are not the tokens file's to give")
+		}
+		return nil
+	}
+	toks, err := OpenTokens(path, noIssuerNames)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var reloadErrs []error
+	toks.OnReloadError = func(err error) { reloadErrs = append(reloadErrs, err) }
+	if owner, ok := toks.Owner(tokA); !ok || owner != "alice" {
+		t.Fatalf("alice's token at open: %q %v", owner, ok)
+	}
+
+	tokM, m, _ := NewTokenEntry("idp-alice", time.Now())
+	if err := WriteTokenFile(path, []TokenEntry{a, m}); err != nil {
+		t.Fatal(err)
+	}
+	if owner, ok := toks.Owner(tokM); ok {
+		t.Fatalf("a token for an owner the rules refuse, added after open, is accepted as %q", owner)
+	}
+	if _, ok := toks.Owner(tokA); ok {
+		t.Fatal("a version of the file that breaks the owner rules still lets alice's token in")
+	}
+	if len(reloadErrs) != 1 || !errors.Is(reloadErrs[0], ErrTokenFile) || !strings.Contains(reloadErrs[0].Error(), "identity provider's") {
+		t.Fatalf("reload errors %v; want the rule's refusal", reloadErrs)
+	}
+
+	if err := WriteTokenFile(path, []TokenEntry{a}); err != nil {
+		t.Fatal(err)
+	}
+	if owner, ok := toks.Owner(tokA); !ok || owner != "alice" {
+		t.Fatalf("after the file was fixed: %q %v", owner, ok)
+	}
+}
