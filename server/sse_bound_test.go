@@ -9,6 +9,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/e2b-mcp/e2b-mcp/internal/waitfor"
 )
 
 // openSSEStream opens an SSE stream for token and returns its answer, whose body stays open until the stream ends.
@@ -236,5 +238,57 @@ func TestReconnectingSSEClientsPastTheBound(t *testing.T) {
 	}
 	if noRetryAfter.Load() > 0 {
 		t.Errorf("%d refusals without a Retry-After of at least a second", noRetryAfter.Load())
+	}
+}
+
+// An owner's SSE streams and streamable sessions are bounded apart: at the bound of either, the session ended to
+// make room is the owner's least recently used of that kind, never one of the other, even when that one is older.
+func TestSessionBoundsNeverEndTheOtherKind(t *testing.T) {
+	for _, sse := range []bool{true, false} {
+		kind := map[bool]string{true: "SSE stream", false: "streamable session"}
+		t.Run(kind[sse], func(t *testing.T) {
+			o := newSessionOwners()
+			clock := &testClock{t: time.Now()}
+			o.now = clock.now
+			var mu sync.Mutex
+			ended := map[string]bool{}
+			end := func(id string) { mu.Lock(); ended[id] = true; mu.Unlock() }
+			o.setEnd(end)
+			open := func(sse bool) string {
+				t.Helper()
+				var id string
+				var endStream func()
+				if sse {
+					endStream = func() { end(id) }
+				}
+				id, err := o.add("alice", sse, endStream)
+				if err != nil {
+					t.Fatal(err)
+				}
+				return id
+			}
+			other := open(!sse) // the owner's oldest session, idle, of the other kind
+			first := open(sse)
+			bound := sessionKind{"alice", sse}.bound()
+			for range bound - 1 {
+				open(sse)
+			}
+			clock.advance(minStreamAge) // every stream is old enough to be ended
+			open(sse)                   // past the bound
+			// A streamable session is ended on a goroutine of its own.
+			waitfor.Until(t, 10*time.Second, "a session to be ended to make room", func() bool {
+				mu.Lock()
+				defer mu.Unlock()
+				return len(ended) > 0
+			})
+			mu.Lock()
+			defer mu.Unlock()
+			if ended[other] {
+				t.Fatalf("a new %s past its bound ended the owner's %s", kind[sse], kind[!sse])
+			}
+			if !ended[first] || len(ended) != 1 {
+				t.Errorf("ended %v, want only the oldest %s %s", ended, kind[sse], first)
+			}
+		})
 	}
 }
