@@ -21,9 +21,10 @@ const (
 	MinResultLimit = 4096
 )
 
-// envelopeRoom is what the JSON-RPC envelope around a result takes ({"jsonrpc":"2.0","id":...,"result":...}, the
-// resultType of the 2026 era), kept free of the limit.
-const envelopeRoom = 128
+// envelopeRoom is what the JSON-RPC envelope around a result takes, kept free of the limit: about 40 bytes of
+// {"jsonrpc":"2.0","id":...,"result":...} with a client's usual ID, and in the 2026 era the result's resultType
+// (about 25) and the _meta naming the server that mcp-go adds to every result (about 80, and the version).
+const envelopeRoom = 256
 
 // resultSize is the size of res as the server writes it, image data left out.
 func resultSize(res *mcp.CallToolResult) int {
