@@ -187,3 +187,52 @@ func TestLifecycleRefused(t *testing.T) {
 		t.Fatalf("record %+v", rec)
 	}
 }
+
+// TestPausedAtTimeoutResumedWithinTheThrottle: a sandbox E2B paused at its timeout is resumed by the next call,
+// even when the keep-alive extended it so recently that a running sandbox would not be extended again. The
+// server's clock stands still here, so every extension is recent to it; the emulator's runs, and pauses the
+// sandbox at its timeout.
+func TestPausedAtTimeoutResumedWithinTheThrottle(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	frozen := time.Now()
+	e.deps.Now = func() time.Time { return frozen }
+	s := e.connect(t, eras[0], Caller{Owner: "alice", Session: "main"})
+	id := s.createSandbox(t, map[string]any{"timeout_seconds": shortTimeout})
+	s.exec(t, id, "echo extended > /tmp/mark") // extends it: the throttle now holds for as long as the clock stands
+	waitState(t, e, id, e2btest.StatePaused)
+	info := s.ok(t, "e2b_list_sandboxes", nil)["sandboxes"].([]any)[0].(map[string]any)
+	if info["state"] != "paused" || info["paused_by"] != state.PausedAtTimeout {
+		t.Fatalf("listed %v; want paused at its timeout", info)
+	}
+	res := s.call(t, "e2b_exec", map[string]any{"sandbox_id": id, "command": "cat /tmp/mark"})
+	if res.IsError {
+		t.Fatalf("the call after E2B paused the sandbox, within the throttle of its last extension: %s", resultText(res))
+	}
+	if out := mustOK(t, "e2b_exec", res); out["resumed"] != true || out["stdout"] != "extended\n" {
+		t.Fatalf("the call after E2B paused the sandbox: %v; want it resumed first", out)
+	}
+}
+
+// TestExtendNeverShortensTheRecordedExpiry: a connect with a shorter timeout than the time a sandbox has left
+// leaves E2B's expiry as it is, and the server records and shows that expiry, not the shorter one it asked for.
+func TestExtendNeverShortensTheRecordedExpiry(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	s := e.connect(t, eras[0], Caller{Owner: "alice", Session: "main"})
+	id := s.createSandbox(t, map[string]any{"timeout_seconds": 3600})
+	s.ok(t, "e2b_manage_sandbox", map[string]any{"sandbox_id": id, "action": "resume", "timeout_seconds": 60})
+	sb, _ := e.emu.Sandbox(id)
+	if left := time.Until(sb.EndAt); left < 50*time.Minute {
+		t.Fatalf("E2B's expiry is %v away after a connect of 60 s; the emulator shortened it", left)
+	}
+	rec := recordState(t, e, id)
+	if d := rec.ExpiresAt.Sub(sb.EndAt); d < -time.Second || d > time.Second {
+		t.Fatalf("recorded expiry %v, E2B's %v: the record took the shorter timeout asked for", rec.ExpiresAt, sb.EndAt)
+	}
+	info := s.ok(t, "e2b_list_sandboxes", nil)["sandboxes"].([]any)[0].(map[string]any)
+	shown, err := time.Parse(time.RFC3339, info["expires_at"].(string))
+	if err != nil || shown.Sub(sb.EndAt) < -time.Second || shown.Sub(sb.EndAt) > time.Second {
+		t.Fatalf("listed expires_at %v (%v), E2B's %v", info["expires_at"], err, sb.EndAt)
+	}
+}
