@@ -511,3 +511,28 @@ func TestWhoPaused(t *testing.T) {
 		}
 	}
 }
+
+// A sandbox adopted from E2B's listing (by a restarted server, or another replica) keeps the on_timeout it was
+// created with, whichever it is: what E2B does at its timeout is what the record says.
+func TestReconcileAdoptsOnTimeout(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	made := map[string]string{}
+	for _, onTimeout := range []string{e2b.OnTimeoutPause, e2b.OnTimeoutKill} {
+		req := e2b.NewSandbox{TemplateID: "base", Timeout: 600, Secure: true, Metadata: Metadata("alice", "s1", onTimeout)}
+		sb, err := f.c.CreateSandbox(ctx, req.WithLifecycle(onTimeout, false))
+		if err != nil {
+			t.Fatal(err)
+		}
+		made[sb.SandboxID] = onTimeout
+	}
+	rep, err := Reconcile(ctx, f.c, f.st, "alice", "s1", nil)
+	if err != nil || len(rep.Adopted) != 2 {
+		t.Fatalf("reconcile = %+v, %v; want both adopted", rep, err)
+	}
+	for id, want := range made {
+		if got := f.record(t, "alice", id).OnTimeout; got != want {
+			t.Errorf("sandbox %s made with on_timeout %s is adopted with %q", id, want, got)
+		}
+	}
+}

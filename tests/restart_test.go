@@ -84,8 +84,8 @@ func TestRestartAfterKill9(t *testing.T) {
 }
 
 // A server that dies between E2B's create and its own record of the sandbox (here: killed while E2B's answer is
-// held back) loses nothing either: started again, it finds the sandbox by its tags, adopts it with its envd token,
-// and there is exactly one sandbox, not a second one made by a repeated create.
+// held back) loses nothing either: started again, it finds the sandbox by its tags, adopts it with its envd token
+// and on_timeout, and there is exactly one sandbox, not a second one made by a repeated create.
 func TestCrashMidCreateIsAdopted(t *testing.T) {
 	x := newH(t)
 	owner := x.owner("midcreate")
@@ -100,7 +100,8 @@ func TestCrashMidCreateIsAdopted(t *testing.T) {
 		defer close(callDone)
 		req := mcp.CallToolRequest{}
 		req.Params.Name = "e2b_create_sandbox"
-		req.Params.Arguments = map[string]any{"title": "made before the crash"}
+		// Not the server's default: the adopted record must take it from E2B.
+		req.Params.Arguments = map[string]any{"title": "made before the crash", "on_timeout": "kill"}
 		first.Client.CallTool(context.Background(), req) // dies with the server; its answer never comes
 	}()
 	id := waitfor.Recv(t, created, 30*time.Second, "the create to reach the emulator")
@@ -112,6 +113,10 @@ func TestCrashMidCreateIsAdopted(t *testing.T) {
 	second := x.startStdio(clientOpts{}, args...)
 	if got := sandboxIDs(t, second.Client); !slices.Equal(got, []string{id}) {
 		t.Fatalf("after the crash the server lists %v, want exactly the adopted %s", got, id)
+	}
+	listed := ok(t, second.Client, "e2b_list_sandboxes", map[string]any{})["sandboxes"].([]any)[0].(map[string]any)
+	if listed["on_timeout"] != "kill" {
+		t.Errorf("the adopted sandbox, made with on_timeout kill, is listed with %v", listed["on_timeout"])
 	}
 	out := ok(t, second.Client, "e2b_exec", map[string]any{"sandbox_id": id, "command": "echo adopted"})
 	if str(out, "stdout") != "adopted\n" {
