@@ -272,6 +272,10 @@ func (p *previewProxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		previewRefusal(w, http.StatusForbidden, "Refused: a page of another preview asked for this one.")
 		return
 	}
+	if crossOriginUpgrade(r, p.scheme+"://"+r.Host) {
+		previewRefusal(w, http.StatusForbidden, "Refused: a WebSocket opened by a page of another site.")
+		return
+	}
 	if grant := r.URL.Query().Get(previewParam); grant != "" {
 		if p.owner(grant, id, port) == "" {
 			previewRefusal(w, http.StatusForbidden, "This preview link is not valid: it was altered, has expired, or is for another sandbox or port. Ask your assistant for a new one.")
@@ -328,6 +332,18 @@ func fromAnotherPreview(r *http.Request) bool {
 	return r.Header.Get("Sec-Fetch-Mode") != "navigate" || (r.Method != http.MethodGet && r.Method != http.MethodHead)
 }
 
+// crossOriginUpgrade reports a WebSocket handshake a page of another origin than the preview's (self) started.
+// The same-origin policy does not hold WebSockets back: a page of any site can open one, and the browser sends it
+// the origin's cookies where their SameSite allows (another preview is the same site). Browsers always send
+// Origin on a handshake; a program that sends none has only what it holds, the link, and is let through.
+func crossOriginUpgrade(r *http.Request, self string) bool {
+	if !strings.EqualFold(r.Header.Get("Upgrade"), "websocket") {
+		return false
+	}
+	origin := r.Header.Get("Origin")
+	return origin != "" && !strings.EqualFold(origin, self)
+}
+
 // trafficToken is the sandbox's traffic access token, from memory or else from E2B's connect (which answers it,
 // and resumes the sandbox if it is paused).
 func (p *previewProxy) trafficToken(ctx context.Context, c *e2b.Client, rec state.SandboxRecord) (string, error) {
@@ -379,6 +395,7 @@ func (p *previewProxy) proxy(w http.ResponseWriter, r *http.Request, c *e2b.Clie
 		Transport: p.transport,
 		ModifyResponse: func(resp *http.Response) error {
 			resp.Header.Del(e2b.TrafficTokenHeader)
+			scopeCookies(resp.Header)
 			return sameSandboxRedirect(resp, public, target, self)
 		},
 		ErrorHandler: func(w http.ResponseWriter, _ *http.Request, err error) {
@@ -392,28 +409,91 @@ func (p *previewProxy) proxy(w http.ResponseWriter, r *http.Request, c *e2b.Clie
 	rp.ServeHTTP(w, r)
 }
 
-// sameSandboxRedirect lets a redirect through only within the previewed port: a relative Location, or one to the
-// port's own address (which the app may build from the Host it sees), rewritten to the preview's origin.
+// sameSandboxRedirect lets a redirect through only within the previewed port: a path on it, or the port's own
+// address (which the app may build from the Host it sees), rewritten to the preview's origin. The Location is
+// read as a browser reads it (browserURL): `\\evil.example/` and `\/evil.example/` are `//evil.example/` to a
+// browser, another host.
 func sameSandboxRedirect(resp *http.Response, public, target *url.URL, self string) error {
 	loc := resp.Header.Get("Location")
 	if loc == "" {
 		return nil
 	}
-	u, err := url.Parse(loc)
+	norm := browserURL(loc)
+	u, err := url.Parse(norm)
 	if err != nil {
 		return errLeftSandbox
 	}
 	if u.Scheme == "" && u.Host == "" {
-		if strings.HasPrefix(loc, "//") || strings.HasPrefix(loc, `/\`) {
+		if strings.HasPrefix(norm, "//") || u.Opaque != "" {
 			return errLeftSandbox
 		}
 		return nil
+	}
+	if !strings.HasPrefix(norm, u.Scheme+"://") {
+		return errLeftSandbox // http:evil.example: another host to a browser whose page is not http
 	}
 	if (u.Scheme == "http" || u.Scheme == "https") && (u.Host == public.Host || u.Host == target.Host) {
 		resp.Header.Set("Location", self+u.RequestURI())
 		return nil
 	}
 	return errLeftSandbox
+}
+
+// browserURL is a redirect's target as a browser parses it (the WHATWG URL standard) before it is checked: no
+// leading or trailing C0 control or space, no tab or newline anywhere, and, for a target without a scheme or of
+// an http(s) scheme, every backslash before the query a slash.
+func browserURL(loc string) string {
+	loc = strings.TrimFunc(loc, func(r rune) bool { return r <= ' ' })
+	loc = strings.NewReplacer("\t", "", "\n", "", "\r", "").Replace(loc)
+	scheme, _, hasScheme := strings.Cut(loc, ":")
+	if hasScheme && !isScheme(scheme) {
+		hasScheme = false
+	}
+	if hasScheme && !strings.EqualFold(scheme, "http") && !strings.EqualFold(scheme, "https") {
+		return loc
+	}
+	end := strings.IndexAny(loc, "?#")
+	if end < 0 {
+		end = len(loc)
+	}
+	return strings.ReplaceAll(loc[:end], `\`, "/") + loc[end:]
+}
+
+// isScheme reports whether s is a URL scheme: a letter, then letters, digits, +, - and dots.
+func isScheme(s string) bool {
+	for i, r := range s {
+		letter := 'a' <= r && r <= 'z' || 'A' <= r && r <= 'Z'
+		if !letter && (i == 0 || !('0' <= r && r <= '9' || r == '+' || r == '-' || r == '.')) {
+			return false
+		}
+	}
+	return s != ""
+}
+
+// scopeCookies keeps the previewed app's cookies to its own preview: every preview is under one domain, and a
+// cookie whose Domain attribute names it (or a parent) would reach every other preview, another member's too.
+// Without Domain a cookie belongs to the host that set it alone. A cookie that would take the place of the
+// preview's own grant cookie is dropped.
+func scopeCookies(h http.Header) {
+	lines := h.Values("Set-Cookie")
+	if len(lines) == 0 {
+		return
+	}
+	h.Del("Set-Cookie")
+	for _, line := range lines {
+		parts := strings.Split(line, ";")
+		name, _, _ := strings.Cut(parts[0], "=")
+		if strings.TrimSpace(name) == previewCookie {
+			continue
+		}
+		kept := parts[:1]
+		for _, attr := range parts[1:] {
+			if n, _, _ := strings.Cut(attr, "="); !strings.EqualFold(strings.TrimSpace(n), "domain") {
+				kept = append(kept, attr)
+			}
+		}
+		h.Add("Set-Cookie", strings.Join(kept, ";"))
+	}
 }
 
 // withoutCookie removes the cookie name from the Cookie headers of h.

@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -22,9 +23,14 @@ import (
 )
 
 // previewApp is a web app for the sandbox, python3 with nothing else: /headers answers the request's headers (and
-// a traffic token header of its own), /away redirects out of the sandbox, /here to its own address, and /ws is a
+// a traffic token header of its own), /away (and each path of AWAY) redirects out of the sandbox, /here to its own
+// address, /cookies sets cookies for every preview's domain and one in place of the grant's, and /ws is a
 // WebSocket (RFC 6455) echo of text messages.
 const previewApp = `import base64, hashlib, http.server, json, sys
+
+# Redirects a browser reads as leaving for another host: backslashes are slashes, tabs and newlines are dropped.
+AWAY = {"/backslashes": "\\\\evil.example/", "/backslash-slash": "\\/evil.example/", "/tab": "/\t/evil.example/",
+        "/scheme-backslashes": "http:\\\\evil.example/"}
 
 class H(http.server.BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
@@ -42,6 +48,14 @@ class H(http.server.BaseHTTPRequestHandler):
             self.reply(302, b"", Location="http://elsewhere.example/steal")
         elif self.path == "/here":
             self.reply(302, b"", Location="http://" + self.headers["Host"] + "/headers")
+        elif self.path in AWAY:
+            self.reply(302, b"", Location=AWAY[self.path])
+        elif self.path == "/cookies":
+            self.send_response(200)
+            for c in ("session=abc; Domain=localhost; Path=/", "wide=1; path=/; domain=.localhost; HttpOnly", "e2b_preview=forged; Path=/", "theme=dark"):
+                self.send_header("Set-Cookie", c)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
         elif self.path == "/ws" and self.headers.get("Upgrade", "").lower() == "websocket":
             accept = base64.b64encode(hashlib.sha1((self.headers["Sec-WebSocket-Key"] + "258EAFA5-E914-47DA-95CA-C5AB0DC85B11").encode()).digest()).decode()
             self.send_response(101)
@@ -228,6 +242,29 @@ func TestPrivatePreview(t *testing.T) {
 		t.Errorf("a redirect within the sandbox: HTTP %d %q", resp.StatusCode, resp.Header.Get("Location"))
 	}
 
+	// Read as a browser reads them, these redirects leave the sandbox too.
+	for _, path := range []string{"/backslashes", "/backslash-slash", "/tab", "/scheme-backslashes"} {
+		if resp, body := previewGet(t, at(8001, path), map[string]string{"Cookie": appCookie}); resp.StatusCode != http.StatusBadGateway || resp.Header.Get("Location") != "" {
+			t.Errorf("a redirect out of the sandbox (%s): HTTP %d %q %s", path, resp.StatusCode, resp.Header.Get("Location"), body)
+		}
+	}
+	// The app's cookies stay with its own preview: none reaches the other previews through Domain, and none takes
+	// the grant's place.
+	resp, _ = previewGet(t, at(8001, "/cookies"), map[string]string{"Cookie": appCookie})
+	set := resp.Header.Values("Set-Cookie")
+	if len(set) != 3 || !slices.Contains(set, "theme=dark") {
+		t.Errorf("the app's cookies: %q", set)
+	}
+	for _, line := range set {
+		if strings.Contains(strings.ToLower(line), "domain") || strings.HasPrefix(line, previewCookie+"=") {
+			t.Errorf("a cookie of the app leaves its preview or replaces the grant: %q", line)
+		}
+	}
+	// A page of another site cannot open a WebSocket to the preview with the browser's cookie.
+	if _, _, resp := wsHandshake(t, at(8001, "/ws"), appCookie, "http://evil.example"); resp.StatusCode != http.StatusForbidden {
+		t.Errorf("a WebSocket from another site's page: HTTP %d", resp.StatusCode)
+	}
+
 	// A page of another preview (here of port 8001) may link to this one, but not send it requests of its own.
 	for _, mode := range []string{"cors", "no-cors", "websocket"} {
 		if resp, body := previewGet(t, at(8000, "/hello.txt"), map[string]string{"Cookie": cookie, "Sec-Fetch-Site": "same-site", "Sec-Fetch-Mode": mode}); resp.StatusCode != http.StatusForbidden {
@@ -244,24 +281,37 @@ func TestPrivatePreview(t *testing.T) {
 	}
 }
 
-// wsEcho opens a WebSocket at link with cookie, sends msg and returns the first text message back.
-func wsEcho(t *testing.T, link, cookie, msg string) string {
+// wsHandshake sends a WebSocket handshake for link with cookie, as a page of origin does, and returns the
+// connection (closed with the test) and the answer.
+func wsHandshake(t *testing.T, link, cookie, origin string) (net.Conn, *bufio.Reader, *http.Response) {
 	t.Helper()
 	u, _ := url.Parse(link)
 	conn, err := net.DialTimeout("tcp", localhostAddr(u.Host), 10*time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer conn.Close()
+	t.Cleanup(func() { conn.Close() })
 	_ = conn.SetDeadline(time.Now().Add(30 * time.Second))
 	key := make([]byte, 16)
 	_, _ = rand.Read(key)
 	fmt.Fprintf(conn, "GET %s HTTP/1.1\r\nHost: %s\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Key: %s\r\n"+
-		"Sec-WebSocket-Version: 13\r\nOrigin: http://%s\r\nCookie: %s\r\n\r\n", u.RequestURI(), u.Host, base64.StdEncoding.EncodeToString(key), u.Host, cookie)
+		"Sec-WebSocket-Version: 13\r\nOrigin: %s\r\nCookie: %s\r\n\r\n", u.RequestURI(), u.Host, base64.StdEncoding.EncodeToString(key), origin, cookie)
 	br := bufio.NewReader(conn)
 	resp, err := http.ReadResponse(br, nil)
-	if err != nil || resp.StatusCode != http.StatusSwitchingProtocols {
-		t.Fatalf("websocket handshake: %v %v", resp, err)
+	if err != nil {
+		t.Fatalf("websocket handshake: %v", err)
+	}
+	return conn, br, resp
+}
+
+// wsEcho opens a WebSocket at link with cookie, from a page of the preview itself, sends msg and returns the
+// first text message back.
+func wsEcho(t *testing.T, link, cookie, msg string) string {
+	t.Helper()
+	u, _ := url.Parse(link)
+	conn, br, resp := wsHandshake(t, link, cookie, "http://"+u.Host)
+	if resp.StatusCode != http.StatusSwitchingProtocols {
+		t.Fatalf("websocket handshake: %v", resp)
 	}
 	mask := [4]byte{1, 2, 3, 4}
 	frame := []byte{0x81, 0x80 | byte(len(msg)), mask[0], mask[1], mask[2], mask[3]}
