@@ -21,7 +21,7 @@ var layers = [][]string{
 	{"tools"},
 	{"egress"},
 	{"lifecycle", "credentials"},
-	{"state", "e2b", "policy", "audit", "imagesafe"},
+	{"state", "e2b", "policy", "audit", "imagesafe", "workspace"},
 	{"internal"},
 }
 

@@ -1,0 +1,130 @@
+package workspace
+
+import (
+	"archive/tar"
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// A file of 10 GB (sparse: it takes no disk) is refused by its size before a byte of it is read.
+func TestWalkRefusesAHugeSparseFile(t *testing.T) {
+	dir := t.TempDir()
+	f, err := os.Create(filepath.Join(dir, "huge.img"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Truncate(10 << 30); err != nil {
+		t.Skipf("no sparse files here: %v", err)
+	}
+	f.Close()
+	_, err = Walk(openRoot(t, dir), Options{})
+	var le *LimitError
+	if !errors.As(err, &le) || !strings.Contains(err.Error(), "huge.img is 10.0 GiB") {
+		t.Fatalf("walk = %v, want a limit error naming huge.img", err)
+	}
+}
+
+// 100,000 empty files are refused once the walk passes the limit of entries, naming the way out.
+func TestWalkRefusesTooManyFiles(t *testing.T) {
+	dir := t.TempDir()
+	for d := range 100 {
+		sub := filepath.Join(dir, fmt.Sprintf("d%03d", d))
+		if err := os.Mkdir(sub, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		for i := range 1000 {
+			f, err := os.Create(filepath.Join(sub, fmt.Sprintf("f%04d", i)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			f.Close()
+		}
+	}
+	tree, err := Walk(openRoot(t, dir), Options{})
+	var le *LimitError
+	if !errors.As(err, &le) || !strings.Contains(err.Error(), "more than 50000 files and directories") {
+		t.Fatalf("walk = %v (%d entries), want a limit error", err, len(tree.entriesOrNil()))
+	}
+}
+
+func (t *Tree) entriesOrNil() []Entry {
+	if t == nil {
+		return nil
+	}
+	return t.Entries
+}
+
+// The listing is the sandbox's word: a path that climbs out of the tree is an error, not a path to diff.
+func TestParseListingRefusesPathsOutOfTheTree(t *testing.T) {
+	tree, err := Walk(openRoot(t, t.TempDir()), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, bad := range []string{"../escape", "a/../../escape", "/etc/passwd", "a//b", "./a"} {
+		listing := []byte("f\x00644\x001\x001.0\x00" + bad + "\x00\x00")
+		if _, err := ParseListing(listing, tree, 100); err == nil || !strings.Contains(err.Error(), "outside the tree") {
+			t.Errorf("listing %q: %v, want it refused", bad, err)
+		}
+	}
+}
+
+// A tar from the sandbox may carry only the files asked for, as regular files.
+func TestReadFetchedRefusesWhatWasNotAskedFor(t *testing.T) {
+	asked := []Change{{Path: "a.txt", New: &Entry{Path: "a.txt", Type: TypeFile}}}
+	for _, hdr := range []*tar.Header{
+		{Name: "../a.txt", Typeflag: tar.TypeReg, Size: 1},
+		{Name: "b.txt", Typeflag: tar.TypeReg, Size: 1},
+		{Name: "a.txt", Typeflag: tar.TypeSymlink, Linkname: "/etc/passwd"},
+	} {
+		var buf bytes.Buffer
+		tw := tar.NewWriter(&buf)
+		tw.WriteHeader(hdr)
+		if hdr.Size > 0 {
+			tw.Write([]byte("x"))
+		}
+		tw.Close()
+		if _, err := ReadFetched(&buf, append([]Change(nil), asked...), DefaultLimits); err == nil {
+			t.Errorf("a tar with %s (%c) was read", hdr.Name, hdr.Typeflag)
+		}
+	}
+}
+
+// Changes that would write through a symlink, or make one leading out of the tree, or touch ../, are refused as
+// a whole, and nothing is written.
+func TestApplyRefusesEscapes(t *testing.T) {
+	outside := t.TempDir()
+	for name, c := range map[string]Change{
+		"a file through a local symlink":  {Path: "link/x.txt", New: &Entry{Path: "link/x.txt", Type: TypeFile, Mode: 0o644}, NewData: []byte("x")},
+		"a file through a symlink inside": {Path: "inner/x.txt", New: &Entry{Path: "inner/x.txt", Type: TypeFile, Mode: 0o644}, NewData: []byte("x")},
+		"a symlink out of the tree":       {Path: "esc", New: &Entry{Path: "esc", Type: TypeSymlink, Link: "../../" + filepath.Base(outside)}},
+		"an absolute symlink":             {Path: "abs", New: &Entry{Path: "abs", Type: TypeSymlink, Link: outside}},
+		"a path with ..":                  {Path: "../x.txt", New: &Entry{Path: "../x.txt", Type: TypeFile, Mode: 0o644}, NewData: []byte("x")},
+	} {
+		t.Run(name, func(t *testing.T) {
+			local := t.TempDir()
+			os.Symlink(outside, filepath.Join(local, "link"))
+			os.Mkdir(filepath.Join(local, "sub"), 0o755)
+			os.Symlink("sub", filepath.Join(local, "inner"))
+			ok := Change{Path: "fine.txt", New: &Entry{Path: "fine.txt", Type: TypeFile, Mode: 0o644}, NewData: []byte("fine")}
+			err := Apply(openRoot(t, local), []Change{ok, c}, nil)
+			var ce *ConflictError
+			if !errors.As(err, &ce) {
+				t.Fatalf("apply = %v, want it refused", err)
+			}
+			if _, err := os.Stat(filepath.Join(local, "fine.txt")); err == nil {
+				t.Error("a refused apply wrote fine.txt")
+			}
+			if _, err := os.Stat(filepath.Join(local, "sub", "x.txt")); err == nil {
+				t.Error("a refused apply wrote through the symlink inner")
+			}
+			if ents, _ := os.ReadDir(outside); len(ents) > 0 {
+				t.Errorf("something was written outside the tree: %v", ents)
+			}
+		})
+	}
+}
