@@ -64,6 +64,7 @@ type serveOptions struct {
 	stateDir                          string
 	store                             string
 	storageRoots                      stringList
+	workspaces                        stringList
 	resultLimit                       int
 	execForegroundLimit               time.Duration
 	policyFile                        string
@@ -108,6 +109,7 @@ func (a *app) serveFlags() (*flags, *serveOptions) {
 	f.StringVar(&o.stateDir, "state-dir", "", "state directory (sessions, sandbox records, approvals, audit log) (default $XDG_STATE_HOME/e2b-mcp or the OS's place)")
 	f.StringVar(&o.store, "store", "", "postgres:// URL of a PostgreSQL database for the records and approvals that replicas share (default: the embedded store in the state directory; the audit log stays there)")
 	f.Var(&o.storageRoots, "storage-root", "host directory that upload_files may read from (repeatable; none: uploads are off)")
+	f.Var(&o.workspaces, "workspace", "directory of this machine that e2b_sync_in may read and e2b_sync_out may write, with all below it (repeatable; default over stdio: the working directory, unless it is / or the home directory; over HTTP: none)")
 	f.IntVar(&o.resultLimit, "result-limit", tools.DefaultResultLimit, fmt.Sprintf("bytes a tool result takes as the client receives it, JSON escaping counted (at least %d); longer command output is cut to head and tail and saved whole in the sandbox, longer files are read in parts", tools.MinResultLimit))
 	// --output-budget bounded e2b_exec's stdout and stderr alone; --result-limit bounds every whole result.
 	a.retire(f, "output-budget", "result-limit")
@@ -181,6 +183,33 @@ func runServe(ctx context.Context, a *app, args []string) error {
 	return srv.Run(ctx, a.stdin, a.stdout)
 }
 
+// workspaceRoots are the --workspace directories, checked; without any, a stdio server (started by an assistant
+// in the user's project) takes its working directory, unless that is / or the home directory, which would open
+// the whole machine or every dotfile to a sync. An HTTP server takes none: its disk is not its callers'.
+func (o *serveOptions) workspaceRoots() ([]string, error) {
+	for _, w := range o.workspaces {
+		fi, err := os.Stat(w)
+		if err != nil {
+			return nil, fmt.Errorf("--workspace: %w", err)
+		}
+		if !fi.IsDir() {
+			return nil, fmt.Errorf("--workspace %s is not a directory", w)
+		}
+	}
+	if len(o.workspaces) > 0 || o.transport != server.TransportStdio {
+		return o.workspaces, nil
+	}
+	wd, err := os.Getwd()
+	if err != nil {
+		return nil, nil
+	}
+	home, _ := os.UserHomeDir()
+	if wd == string(filepath.Separator) || (home != "" && filepath.Clean(wd) == filepath.Clean(home)) {
+		return nil, nil
+	}
+	return []string{wd}, nil
+}
+
 // serveConfig turns serve's flags into a server.Config, checked (by Config.Check, whose mistakes are usage errors
 // here) before anything is opened. Only what a Config cannot tell is checked here: an empty flag value, where an
 // empty Config field means its default, the backend's name, and the tools' settings.
@@ -201,6 +230,10 @@ func (a *app) serveConfig(f *flags, o *serveOptions) (server.Config, error) {
 		if !fi.IsDir() {
 			return server.Config{}, fmt.Errorf("--storage-root %s is not a directory", root)
 		}
+	}
+	workspaces, err := o.workspaceRoots()
+	if err != nil {
+		return server.Config{}, err
 	}
 	var backend server.Backend
 	switch o.backend {
@@ -259,6 +292,7 @@ func (a *app) serveConfig(f *flags, o *serveOptions) (server.Config, error) {
 			OnTimeout:           o.onTimeout,
 			ExecForegroundLimit: o.execForegroundLimit,
 			StorageRoots:        o.storageRoots,
+			Workspaces:          workspaces,
 			Checkpoints:         state.CheckpointPolicy{EverySteps: o.checkpointEvery, OnPause: o.checkpointOnPause},
 		},
 		Now: a.now,

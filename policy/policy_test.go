@@ -413,7 +413,7 @@ func TestParseErrors(t *testing.T) {
 		{"globstar not a segment", rule(`{path: "/home/a**"}`), `p.yaml:4: bad path pattern: "/home/a**": ** must be a whole path segment`},
 		{"unclean path pattern", rule(`{path: "/home/../etc"}`), `p.yaml:4: path pattern "/home/../etc" is not a clean path (write "/etc")`},
 		{"trailing slash path pattern", rule(`{path: "/home/"}`), `p.yaml:4: path pattern "/home/" is not a clean path (write "/home")`},
-		{"unknown action", rule("{action: destroy}"), `p.yaml:4: unknown action "destroy" (want pause, resume, delete, create, list, restart or remove)`},
+		{"unknown action", rule("{action: destroy}"), `p.yaml:4: unknown action "destroy" (want pause, resume, delete, create, list, restart, remove, patch or apply)`},
 		{"action item not a string", rule("{action: [pause, 3]}"), "p.yaml:4: each action must be a string, got a number"},
 		{"count not a number", rule("{count: three}"), "p.yaml:4: count must be a number, got a string"},
 		{"count empty range", rule("{count: {}}"), "p.yaml:4: count needs min, max or both"},
@@ -423,7 +423,7 @@ func TestParseErrors(t *testing.T) {
 		{"timeout infinite", rule("{timeout_seconds: {max: .inf}}"), "p.yaml:4: timeout_seconds max must be a finite number, got .inf"},
 		{"timeout not a number", rule("{timeout_seconds: {max: an hour}}"), "p.yaml:4: timeout_seconds max must be a number, got a string"},
 		{"condition not for target", rule("{target: e2b_read_file, command: rm*}"), `p.yaml:4: condition "command" can never match in this rule: it applies only to e2b_exec, e2b_send_input, e2b_run_code, and the rule's other conditions allow only e2b_read_file`},
-		{"conditions on different tools", rule("{command: rm*, action: delete}"), `p.yaml:4: condition "action" can never match in this rule: it applies only to e2b_manage_sandbox, e2b_code_context, and the rule's other conditions allow only e2b_exec, e2b_send_input, e2b_run_code`},
+		{"conditions on different tools", rule("{command: rm*, action: delete}"), `p.yaml:4: condition "action" can never match in this rule: it applies only to e2b_manage_sandbox, e2b_code_context, e2b_sync_out, and the rule's other conditions allow only e2b_exec, e2b_send_input, e2b_run_code`},
 		{"alias", "default_action: &d deny\nrules:\n  - id: r\n    when: {target: e2b_exec}\n    then: {decision: *d}\n", "p.yaml:5: YAML aliases (*d) are not supported"},
 	}
 	for _, c := range cases {

@@ -28,6 +28,8 @@ const (
 	toolStopProcess      = "e2b_stop_process"
 	toolRunCode          = "e2b_run_code"
 	toolCodeContext      = "e2b_code_context"
+	toolSyncIn           = "e2b_sync_in"
+	toolSyncOut          = "e2b_sync_out"
 )
 
 var testToolList = []Tool{
@@ -52,6 +54,8 @@ var testToolList = []Tool{
 	{Name: toolStopProcess},
 	{Name: toolRunCode, Args: map[Arg]string{ArgCommand: "code", ArgTimeoutMillis: "timeout_ms"}},
 	{Name: toolCodeContext, Args: map[Arg]string{ArgAction: "action"}, Actions: []string{"create", "list", "restart", "remove"}},
+	{Name: toolSyncIn, Args: map[Arg]string{ArgPath: "remote_path"}},
+	{Name: toolSyncOut, Args: map[Arg]string{ArgPath: "remote_path", ArgAction: "action"}, Actions: []string{"patch", "apply"}},
 }
 
 var testTools = mustTools(testToolList)

@@ -57,6 +57,14 @@ func newBase(d Deps) *base {
 		roots = append(roots, r)
 	}
 	b.cfg.StorageRoots = roots
+	workspaces := make([]string, 0, len(b.cfg.Workspaces))
+	for _, w := range b.cfg.Workspaces {
+		if abs, err := filepath.Abs(w); err == nil {
+			w = abs
+		}
+		workspaces = append(workspaces, w)
+	}
+	b.cfg.Workspaces = workspaces
 	return b
 }
 

@@ -37,7 +37,10 @@ type definition[A, R any] struct {
 	grants string
 	// shown, when set, rewrites the arguments for the policy and for a human approving the call (see Tool.Shown).
 	shown func(args map[string]any) map[string]any
-	run   handlerFunc[A]
+	// actions, when set, are the values shown gives the "action" argument, which is not a parameter: the policy's
+	// action condition reads it (e2b_sync_out is a patch or an apply).
+	actions []string
+	run     handlerFunc[A]
 }
 
 // Tool is one tool of e2b-mcp: what clients list and call, and what the server and the policy know of its
@@ -99,9 +102,16 @@ func define[A, R any](b *base, d definition[A, R]) Tool {
 		IdempotentHint:  mcp.ToBoolPtr(d.hints.idempotent),
 		OpenWorldHint:   mcp.ToBoolPtr(d.hints.openWorld),
 	}
+	pt := policyTool[A](d.name, d.grants, in)
+	if d.actions != nil {
+		if pt.Args == nil {
+			pt.Args = map[policy.Arg]string{}
+		}
+		pt.Args[policy.ArgAction], pt.Actions = "action", d.actions
+	}
 	return Tool{
 		ServerTool: server.ServerTool{Tool: t, Handler: adapt(b, d.name, d.run)},
-		Policy:     policyTool[A](d.name, d.grants, in),
+		Policy:     pt,
 		defaults:   asDecoded(defaults),
 		shown:      d.shown,
 	}

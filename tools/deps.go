@@ -8,11 +8,14 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"os"
+	"path/filepath"
 	"time"
 
 	"github.com/e2b-mcp/e2b-mcp/e2b"
 	"github.com/e2b-mcp/e2b-mcp/egress"
 	"github.com/e2b-mcp/e2b-mcp/state"
+	"github.com/e2b-mcp/e2b-mcp/workspace"
 )
 
 // ClientSource hands out an E2B client for an owner. The key is read on every call, so a login in another
@@ -54,6 +57,13 @@ type Config struct {
 	// StorageRoots are the host directories upload_files of e2b_create_sandbox may read from; none means
 	// uploads are off. A relative session_path is resolved against the first root.
 	StorageRoots []string
+	// Workspaces are the directories of the user's machine e2b_sync_in may read and e2b_sync_out may write, with
+	// everything below them; none means the sync tools are off (a team server cannot see its users' disks).
+	Workspaces []string
+	// SyncLimits bound one sync (workspace.DefaultLimits).
+	SyncLimits workspace.Limits
+	// PatchDir is where e2b_sync_out saves its patches (the user's cache directory, e2b-mcp/patches).
+	PatchDir string
 	// Checkpoints is the session's automatic checkpoint policy (off by default); a sandbox's own policy wins.
 	Checkpoints state.CheckpointPolicy
 	// ProgressInterval is the least time between two progress notifications of one call (200 ms).
@@ -106,6 +116,16 @@ func (c Config) withDefaults() Config {
 	}
 	if c.ImageSourceLimitBytes <= 0 {
 		c.ImageSourceLimitBytes = DefaultImageSourceLimit
+	}
+	if c.SyncLimits == (workspace.Limits{}) {
+		c.SyncLimits = workspace.DefaultLimits
+	}
+	if c.PatchDir == "" {
+		dir, err := os.UserCacheDir()
+		if err != nil {
+			dir = os.TempDir()
+		}
+		c.PatchDir = filepath.Join(dir, "e2b-mcp", "patches")
 	}
 	if c.ProgressInterval <= 0 {
 		c.ProgressInterval = DefaultProgressInterval

@@ -22,7 +22,7 @@ var wantTools = []string{
 	"e2b_manage_sandbox", "e2b_checkpoint_sandbox", "e2b_list_checkpoints", "e2b_fork_sandbox",
 	"e2b_delete_checkpoint", "e2b_set_checkpoint_policy", "e2b_download_url", "e2b_upload_url",
 	"e2b_get_url", "e2b_list_processes", "e2b_read_output", "e2b_send_input", "e2b_stop_process",
-	"e2b_run_code", "e2b_code_context",
+	"e2b_run_code", "e2b_code_context", "e2b_sync_in", "e2b_sync_out",
 }
 
 // listed is what a client sees of the tools, in both protocol eras.
@@ -174,6 +174,10 @@ func TestAnnotationsTruthful(t *testing.T) {
 		// Code does whatever it does, as a command would; a context's restart or removal loses its state.
 		"e2b_run_code":     {false, true, false, true},
 		"e2b_code_context": {false, true, false, true},
+		// A sync in replaces the sandbox's copy of the tree; sending the same tree again changes nothing more.
+		"e2b_sync_in": {false, true, true, true},
+		// A sync out may write into the local tree (apply), and a second apply finds its base changed.
+		"e2b_sync_out": {false, true, false, true},
 	}
 	all := All(Deps{})
 	if len(all) != len(want) {

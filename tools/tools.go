@@ -9,7 +9,7 @@ import (
 
 // All is every tool of e2b-mcp, in the order clients list them: the six of the capability spec, then
 // checkpoints, forks, the per-sandbox checkpoint policy, links for the user to download and upload files and to
-// preview what a sandbox serves, background processes, and the code interpreter. A new tool is its own file and
+// preview what a sandbox serves, background processes, the code interpreter, and the sync of a local directory in and out. A new tool is its own file and
 // one line here.
 func All(d Deps) []Tool {
 	b := newBase(d)
@@ -34,6 +34,8 @@ func All(d Deps) []Tool {
 		stopProcess{b}.tool(),
 		runCode{b, newSettling()}.tool(),
 		codeContext{b}.tool(),
+		syncIn{b}.tool(),
+		syncOut{b}.tool(),
 	}
 }
 

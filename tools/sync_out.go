@@ -1,0 +1,295 @@
+package tools
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path"
+	"path/filepath"
+	"strings"
+
+	"github.com/e2b-mcp/e2b-mcp/e2b"
+	"github.com/e2b-mcp/e2b-mcp/workspace"
+)
+
+const syncOutName = "e2b_sync_out"
+
+// The actions of e2b_sync_out as the policy sees them (its "action" condition): a patch only, or applied.
+const (
+	syncActionPatch = "patch"
+	syncActionApply = "apply"
+)
+
+type syncOutArgs struct {
+	SandboxID  string `json:"sandbox_id" jsonschema_description:"The sandbox to bring changes back from."`
+	RemotePath string `json:"remote_path" policy:"path" jsonschema_description:"The sandbox directory an e2b_sync_in copied into; relative paths are under /home/user."`
+	LocalPath  string `json:"local_path,omitempty" jsonschema_description:"The local directory that was synced in (default: the one the last e2b_sync_in into remote_path copied)."`
+	Apply      bool   `json:"apply,omitempty" jsonschema_description:"Apply the changes to the local directory, all or nothing: refused, naming the files, where the local side changed since the sync in."`
+}
+
+type syncOutFile struct {
+	Path   string `json:"path"`
+	Change string `json:"change" jsonschema_description:"added, modified or deleted."`
+	Binary bool   `json:"binary,omitempty"`
+}
+
+type syncOutResult struct {
+	SandboxID  string               `json:"sandbox_id"`
+	LocalPath  string               `json:"local_path"`
+	RemotePath string               `json:"remote_path"`
+	Changed    int                  `json:"changed" jsonschema_description:"Files changed in the sandbox since the sync in."`
+	Applied    bool                 `json:"applied" jsonschema_description:"True when the changes were applied to the local directory."`
+	PatchFile  string               `json:"patch_file,omitempty" jsonschema_description:"The patch on the user's machine, for git apply."`
+	PatchBytes int                  `json:"patch_bytes"`
+	Conflicts  []workspace.Conflict `json:"conflicts,omitempty" jsonschema_description:"Files whose local side changed since the sync in: left out of the patch, and no apply happens while there are any."`
+	Files      []syncOutFile        `json:"files" jsonschema_description:"The changed files (the first 200)."`
+	Patch      string               `json:"patch,omitempty" jsonschema_description:"The patch itself, when it fits in the result."`
+	Note       string               `json:"note,omitempty"`
+	Seconds    float64              `json:"seconds"`
+}
+
+// maxFilesShown bounds the files a result lists.
+const maxFilesShown = 200
+
+// syncOut is e2b_sync_out.
+type syncOut struct{ *base }
+
+func (t syncOut) tool() Tool {
+	return define(t.base, definition[syncOutArgs, syncOutResult]{
+		name: syncOutName,
+		description: "Bring back what changed in a sandbox directory since e2b_sync_in: the added, modified and deleted files " +
+			"as a patch git apply accepts, saved on the user's machine (patch_file) and shown when it fits. With apply " +
+			"true it is applied to the local directory, all or nothing, and refused where the local side changed since " +
+			"the sync in. From a fork it gives that fork's changes against the same base.",
+		hints: hints{readOnly: false, destructive: true, idempotent: false, openWorld: true},
+		shown: func(args map[string]any) map[string]any {
+			out := make(map[string]any, len(args)+1)
+			for k, v := range args {
+				out[k] = v
+			}
+			out["action"] = syncActionPatch
+			if apply, _ := args["apply"].(bool); apply {
+				out["action"] = syncActionApply
+			}
+			return out
+		},
+		actions: []string{syncActionPatch, syncActionApply},
+		run:     t.run,
+	})
+}
+
+func (t syncOut) run(ctx context.Context, call Caller, a *syncOutArgs) (any, error) {
+	switch {
+	case a.SandboxID == "":
+		return nil, missing("sandbox_id")
+	case a.RemotePath == "":
+		return nil, missing("remote_path")
+	case len(t.cfg.Workspaces) == 0:
+		return nil, noWorkspaces(syncOutName)
+	}
+	start := t.now()
+	use, err := t.running(ctx, call, a.SandboxID)
+	if err != nil {
+		return nil, err
+	}
+	rec, err := t.countStep(call, use.rec.ID)
+	if err != nil {
+		return nil, err
+	}
+	e := envd(use.c, rec)
+	remote := remoteDir(a.RemotePath, "")
+	man, err := readManifest(ctx, e, remote)
+	if err != nil {
+		return nil, t.sandboxFailure(ctx, use.c, call, rec, err)
+	}
+	if man == nil {
+		return nil, userErrorf("No e2b_sync_in into %s was found in sandbox %s (nor in the sandbox it was forked from): sync a "+
+			"local directory in first.", remote, rec.ID)
+	}
+	want := a.LocalPath
+	if want == "" {
+		want = man.Local
+	}
+	local, err := t.openLocal(syncOutName, want)
+	if err != nil {
+		return nil, err
+	}
+	defer local.root.Close()
+	if local.path != man.Local {
+		return nil, userErrorf("The last e2b_sync_in into %s copied %s, not %s; give that local_path (or leave it out).", remote, man.Local, local.path)
+	}
+	tree, err := workspace.Walk(local.root, workspace.Options{Excludes: man.Excludes, IncludeSecrets: man.IncludeSecrets, Limits: t.cfg.SyncLimits})
+	if err != nil {
+		return nil, syncError(local.path, err)
+	}
+	changes, listing, err := t.changes(ctx, e, remote, man, tree)
+	if err != nil {
+		var le *workspace.LimitError
+		if errors.As(err, &le) {
+			return nil, userErrorf("Nothing was brought back: %s.", le.Text)
+		}
+		return nil, t.sandboxFailure(ctx, use.c, call, rec, err)
+	}
+	conflicts := workspace.ReadBase(local.root, changes)
+	clean := withoutConflicts(changes, conflicts)
+	var patch bytes.Buffer
+	workspace.WritePatch(&patch, clean)
+	res := syncOutResult{SandboxID: rec.ID, LocalPath: local.path, RemotePath: remote, Changed: len(changes), Conflicts: conflicts,
+		PatchBytes: patch.Len(), Files: []syncOutFile{}}
+	for _, c := range changes[:min(len(changes), maxFilesShown)] {
+		res.Files = append(res.Files, syncOutFile{Path: c.Path, Change: c.Kind(), Binary: c.Binary()})
+	}
+	if patch.Len() > 0 {
+		if res.PatchFile, err = t.savePatch(rec.ID, patch.Bytes()); err != nil {
+			return nil, userErrorf("The patch could not be saved in %s: %v", t.cfg.PatchDir, unwrapPathError(err))
+		}
+	}
+	if a.Apply && len(changes) > 0 {
+		if len(conflicts) > 0 {
+			return nil, userErrorf("Nothing was applied: %s. The patch of the other changes is %s; apply it by hand, or sync the "+
+				"local changes in first.", (&workspace.ConflictError{Conflicts: conflicts}).Error()[len("nothing was applied: "):], res.PatchFile)
+		}
+		if err := workspace.Apply(local.root, changes, dirsOf(listing)); err != nil {
+			return nil, userErrorf("%s (the patch is %s).", upperFirst(err.Error()), res.PatchFile)
+		}
+		res.Applied = true
+		if err := t.rebase(ctx, e, man, listing, changes); err != nil {
+			res.Note = "Applied, but the sandbox's sync manifest could not be brought up to date (" + t.errorText(ctx, call, syncOutName, err) +
+				"): the next e2b_sync_out will report these changes again."
+		}
+	}
+	res.Seconds = t.now().Sub(start).Seconds()
+	if len(changes) == 0 {
+		res.Note = "Nothing changed in the sandbox since the sync in."
+	}
+	res.Patch = patch.String()
+	if sizeOf(res) > t.room() {
+		res.Patch = ""
+		res.Note = strings.TrimSpace(res.Note + fmt.Sprintf(" The patch (%d bytes) is too long to show here; it is saved in patch_file.", patch.Len()))
+		for sizeOf(res) > t.room() && len(res.Files) > 0 {
+			res.Files = res.Files[:len(res.Files)/2]
+		}
+	}
+	return res, nil
+}
+
+// changes lists the sandbox's tree, fetches the files that may have changed as one tar, and returns the changes
+// against the manifest with the listing they come from.
+func (t syncOut) changes(ctx context.Context, e *e2b.Envd, remote string, man *workspace.Manifest, tree *workspace.Tree) ([]workspace.Change, []workspace.Entry, error) {
+	var prune []string
+	if rel, ok := strings.CutPrefix(manifestDir, remote+"/"); ok {
+		prune = append(prune, rel)
+	}
+	out, err := runScript(ctx, e, workspace.ListCommand(remote, tree.PrunedNames(), prune), maxListingBytes)
+	if err != nil {
+		return nil, nil, err
+	}
+	listing, err := workspace.ParseListing(out, tree, t.cfg.SyncLimits.MaxEntries)
+	if err != nil {
+		return nil, nil, err
+	}
+	changes, fetch := workspace.Compare(man.Index(), listing, tree)
+	if len(fetch) == 0 {
+		return changes, listing, nil
+	}
+	list, tarPath := scratchPath("out.list"), scratchPath("out.tar")
+	if err := uploadTo(ctx, e, list, strings.NewReader(strings.Join(fetch, "\x00"))); err != nil {
+		return nil, nil, err
+	}
+	if _, err := runScript(ctx, e, workspace.TarCommand(remote, list, tarPath), 4096); err != nil {
+		return nil, nil, err
+	}
+	defer func() { _ = e.Remove(context.WithoutCancel(ctx), tarPath) }()
+	r, _, err := e.Download(ctx, tarPath, e2b.DownloadOptions{})
+	if err != nil {
+		return nil, nil, err
+	}
+	defer r.Close()
+	changes, err = workspace.ReadFetched(r, changes, t.cfg.SyncLimits)
+	return changes, listing, err
+}
+
+// maxListingBytes bounds the sandbox's listing of a tree (about 100 bytes an entry).
+const maxListingBytes = 64 << 20
+
+// rebase makes the applied state the sandbox's new base: the listing, with the hashes known.
+func (t syncOut) rebase(ctx context.Context, e *e2b.Envd, man *workspace.Manifest, listing []workspace.Entry, changes []workspace.Change) error {
+	base := man.Index()
+	changed := map[string]*workspace.Entry{}
+	for _, c := range changes {
+		changed[c.Path] = c.New
+	}
+	next := *man
+	next.Entries = nil
+	for _, l := range listing {
+		switch n, ok := changed[l.Path]; {
+		case ok && n != nil:
+			l.Hash = n.Hash
+		case l.Type == workspace.TypeFile:
+			l.Hash = base[l.Path].Hash
+		}
+		next.Entries = append(next.Entries, l)
+	}
+	b, err := json.Marshal(next)
+	if err != nil {
+		return err
+	}
+	return uploadTo(ctx, e, manifestPath(man.Remote), bytes.NewReader(b))
+}
+
+func withoutConflicts(changes []workspace.Change, conflicts []workspace.Conflict) []workspace.Change {
+	if len(conflicts) == 0 {
+		return changes
+	}
+	skip := map[string]bool{}
+	for _, c := range conflicts {
+		skip[c.Path] = true
+	}
+	var out []workspace.Change
+	for _, c := range changes {
+		if !skip[c.Path] {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+func dirsOf(listing []workspace.Entry) map[string]bool {
+	out := map[string]bool{}
+	for _, e := range listing {
+		if e.Type == workspace.TypeDir {
+			out[e.Path] = true
+		}
+	}
+	return out
+}
+
+// savePatch writes the patch to a new file of the patch directory, readable by the user alone.
+func (t syncOut) savePatch(id string, patch []byte) (string, error) {
+	if err := os.MkdirAll(t.cfg.PatchDir, 0o700); err != nil {
+		return "", err
+	}
+	f, err := os.CreateTemp(t.cfg.PatchDir, path.Base(id)+"-"+t.now().UTC().Format("20060102T150405")+"-*.patch")
+	if err != nil {
+		return "", err
+	}
+	_, err = f.Write(patch)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		os.Remove(f.Name())
+		return "", err
+	}
+	return filepath.Clean(f.Name()), nil
+}
+
+func upperFirst(s string) string {
+	if s == "" {
+		return s
+	}
+	return strings.ToUpper(s[:1]) + s[1:]
+}

@@ -1,0 +1,259 @@
+package tools
+
+import (
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/e2b-mcp/e2b-mcp/policy"
+)
+
+// copyModules copies Go modules of the module cache (read-only there) into dir as a writable tree: a real
+// repository of a couple of thousand files, with its tests.
+func copyModules(t *testing.T, dir string, modules map[string]string) {
+	t.Helper()
+	out, err := exec.Command("go", "env", "GOMODCACHE").Output()
+	if err != nil {
+		t.Skipf("no Go module cache: %v", err)
+	}
+	cache := strings.TrimSpace(string(out))
+	for name, mod := range modules {
+		src := filepath.Join(cache, mod)
+		if _, err := os.Stat(src); err != nil {
+			t.Skipf("module %s is not in the module cache", mod)
+		}
+		if out, err := exec.Command("cp", "-r", src, filepath.Join(dir, name)).CombinedOutput(); err != nil {
+			t.Fatalf("copying %s: %v\n%s", mod, err, out)
+		}
+	}
+	if out, err := exec.Command("chmod", "-R", "u+w", dir).CombinedOutput(); err != nil {
+		t.Fatalf("chmod: %v\n%s", err, out)
+	}
+}
+
+// treeSums lists "sha256  path" of every file under dir that a sync covers here (no .env, no .git), sorted.
+func treeSums(t *testing.T, dir string) string {
+	t.Helper()
+	var lines []string
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(dir, p)
+		if d.IsDir() || rel == ".env" || strings.HasSuffix(rel, ".out") {
+			return nil
+		}
+		b, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		sum := sha256.Sum256(b)
+		lines = append(lines, hex.EncodeToString(sum[:])+"  "+rel)
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sort.Strings(lines)
+	return strings.Join(lines, "\n")
+}
+
+// sandboxSums is treeSums of the sandbox's copy at remote.
+func (s *session) sandboxSums(t *testing.T, id, remote string) string {
+	t.Helper()
+	res := s.ok(t, "e2b_exec", map[string]any{"sandbox_id": id, "command": "cd " + remote +
+		` && find . -type f ! -name .env ! -name '*.out' -printf '%P\0' | xargs -0 sha256sum | LC_ALL=C sort -k2 | sha256sum`})
+	return strings.Fields(res["stdout"].(string))[0]
+}
+
+func localSumsDigest(t *testing.T, dir string) string {
+	t.Helper()
+	cmd := exec.Command("bash", "-c", `find . -type f ! -name .env ! -name '*.out' -printf '%P\0' | xargs -0 sha256sum | LC_ALL=C sort -k2 | sha256sum`)
+	cmd.Dir = dir
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.Fields(string(out))[0]
+}
+
+func syncConfig(root, patches string) func(*Config) {
+	return func(c *Config) {
+		c.Workspaces = []string{root}
+		c.PatchDir = patches
+		c.ExecForegroundLimit = 10 * time.Minute
+	}
+}
+
+// TestSyncRoundTrip is the loop a coding assistant runs: a repository synced in, its tests run in the sandbox, a
+// fix made there, the patch checked by git apply and applied, and a second sync in that sends one file.
+func TestSyncRoundTrip(t *testing.T) {
+	root, patches := t.TempDir(), t.TempDir()
+	forEachBackend(t, func(t *testing.T, e *env, s *session) {
+		repo := filepath.Join(root, filepath.Base(t.Name()))
+		os.Mkdir(repo, 0o755)
+		copyModules(t, repo, map[string]string{"text": "golang.org/x/text@v0.42.0", "sys": "golang.org/x/sys@v0.48.0",
+			"protobuf": "google.golang.org/protobuf@v1.36.12"})
+		os.WriteFile(filepath.Join(repo, ".gitignore"), []byte("*.out\n"), 0o644)
+		os.WriteFile(filepath.Join(repo, ".env"), []byte("TOKEN=do-not-send\n"), 0o600)
+		os.WriteFile(filepath.Join(repo, "build.out"), []byte("ignored"), 0o644)
+		id := s.createSandbox(t, nil)
+		remote := "/home/user/repo-" + strings.ToLower(rand.Text()[:8])
+		in := s.ok(t, syncInName, map[string]any{"sandbox_id": id, "local_path": repo, "remote_path": remote})
+		if in["first_sync"] != true || num(in["sent"]) != num(in["entries"]) || num(in["entries"]) < 1500 {
+			t.Fatalf("first sync: %v", in)
+		}
+		t.Logf("first sync: %d entries, %d bytes in %.2fs", num(in["entries"]), num(in["bytes_sent"]), in["seconds"])
+		wantContains(t, in["note"].(string), "secret")
+		if s.sandboxSums(t, id, remote) != localSumsDigest(t, repo) {
+			t.Fatal("the sandbox's copy differs from the local tree after the first sync")
+		}
+
+		// The module's tests run in the sandbox.
+		goroot, err := exec.Command("go", "env", "GOROOT").Output()
+		if err != nil {
+			t.Fatal(err)
+		}
+		gotest := "cd " + remote + "/text && GOCACHE=/tmp/e2b-mcp-sync-test-gocache GOPROXY=off GOFLAGS=-mod=mod GOTOOLCHAIN=local " +
+			strings.TrimSpace(string(goroot)) + "/bin/go test ./internal/tag"
+		res := s.ok(t, "e2b_exec", map[string]any{"sandbox_id": id, "command": gotest, "timeout_ms": 600_000})
+		if res["exit_code"] != float64(0) {
+			t.Fatalf("the tests failed in the sandbox: %v", res)
+		}
+
+		// A fix there: a change, a new file, a deletion, a mode; then the patch.
+		s.exec(t, id, "cd "+remote+" && printf '\\n// Fixed in the sandbox.\\n' >> text/internal/tag/tag.go && "+
+			"printf 'new\\n' > text/NEW.md && rm sys/unix/README.md && chmod +x text/README.md && printf 'x' > more.out")
+		out := s.ok(t, syncOutName, map[string]any{"sandbox_id": id, "remote_path": remote})
+		if num(out["changed"]) != 4 || out["applied"] == true {
+			t.Fatalf("sync out: %v", out)
+		}
+		check := exec.Command("git", "apply", "--check", "-v", out["patch_file"].(string))
+		check.Dir = repo
+		if b, err := check.CombinedOutput(); err != nil {
+			t.Fatalf("git apply --check: %v\n%s", err, b)
+		}
+		applied := s.ok(t, syncOutName, map[string]any{"sandbox_id": id, "remote_path": remote, "local_path": repo, "apply": true})
+		if applied["applied"] != true {
+			t.Fatalf("apply: %v", applied)
+		}
+		if s.sandboxSums(t, id, remote) != localSumsDigest(t, repo) {
+			t.Fatal("the local tree differs from the sandbox's after apply")
+		}
+		if again := s.ok(t, syncOutName, map[string]any{"sandbox_id": id, "remote_path": remote}); num(again["changed"]) != 0 {
+			t.Fatalf("after apply the sandbox still has changes: %v", again)
+		}
+
+		// One local change: a second sync in sends that file alone.
+		os.WriteFile(filepath.Join(repo, "text", "doc.go"), []byte("// Package text, changed locally.\npackage text\n"), 0o644)
+		second := s.ok(t, syncInName, map[string]any{"sandbox_id": id, "local_path": repo, "remote_path": remote})
+		if second["first_sync"] == true || num(second["sent"]) != 1 || num(second["deleted"]) != 0 {
+			t.Fatalf("second sync: %v", second)
+		}
+		if s.sandboxSums(t, id, remote) != localSumsDigest(t, repo) {
+			t.Fatal("the sandbox's copy differs after the second sync")
+		}
+	}, syncConfig(root, patches))
+}
+
+// The sync tools read and write only inside the workspace roots, with symlinks and .. resolved first.
+func TestSyncOutsideTheRoots(t *testing.T) {
+	root, outside := t.TempDir(), t.TempDir()
+	os.Symlink(outside, filepath.Join(root, "escape"))
+	os.Mkdir(filepath.Join(root, "inside"), 0o755)
+	forEachEra(t, func(t *testing.T, e *env, s *session) {
+		id := s.createSandbox(t, nil)
+		for _, p := range []string{outside, "/etc", filepath.Join(root, "escape"), "escape", filepath.Join(root, "inside", "..", "..")} {
+			text := s.fail(t, syncInName, map[string]any{"sandbox_id": id, "local_path": p})
+			wantContains(t, text, "outside the workspace roots")
+		}
+		s.ok(t, syncInName, map[string]any{"sandbox_id": id, "local_path": "inside"})
+		text := s.fail(t, syncOutName, map[string]any{"sandbox_id": id, "remote_path": "inside", "local_path": filepath.Join(root, "escape")})
+		wantContains(t, text, "outside the workspace roots")
+	}, syncConfig(root, t.TempDir()))
+}
+
+// A server without workspace roots (a team server over HTTP) says the sync tools are not available there.
+func TestSyncWithoutWorkspaces(t *testing.T) {
+	forEachEra(t, func(t *testing.T, e *env, s *session) {
+		id := s.createSandbox(t, nil)
+		wantContains(t, s.fail(t, syncInName, map[string]any{"sandbox_id": id, "local_path": "."}), "not available on this server")
+		wantContains(t, s.fail(t, syncOutName, map[string]any{"sandbox_id": id, "remote_path": "x"}), "not available on this server")
+	})
+}
+
+// The policy sees e2b_sync_out's action (patch or apply) and the sandbox path: the built-in policy asks before an
+// apply, and a rule can deny syncing out, or a path.
+func TestSyncPolicy(t *testing.T) {
+	var out, in Tool
+	for _, tl := range All(Deps{}) {
+		switch tl.Tool.Name {
+		case syncOutName:
+			out = tl
+		case syncInName:
+			in = tl
+		}
+	}
+	decide := func(p *policy.Policy, tl Tool, args map[string]any) policy.Action {
+		return p.Evaluate(policy.Call{Tool: tl.Tool.Name, Args: tl.Judged(args)}).Action
+	}
+	builtin := PolicyTools().Default()
+	if got := decide(builtin, out, map[string]any{"sandbox_id": "s", "remote_path": "p", "apply": true}); got != policy.RequireApproval {
+		t.Errorf("built-in policy on an apply: %s, want require_approval", got)
+	}
+	if got := decide(builtin, out, map[string]any{"sandbox_id": "s", "remote_path": "p"}); got != policy.Allow {
+		t.Errorf("built-in policy on a patch: %s, want allow", got)
+	}
+	custom, err := PolicyTools().Parse("p.yaml", []byte(`default_action: allow
+rules:
+  - id: no-sync-out
+    when: { target: e2b_sync_out, action: [patch, apply] }
+    then: { decision: deny }
+  - id: no-secrets-dir
+    when: { target: e2b_sync_in, path: "/home/user/secret/**" }
+    then: { decision: deny }
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := decide(custom, out, map[string]any{"sandbox_id": "s", "remote_path": "p"}); got != policy.Deny {
+		t.Errorf("a rule denying sync out: %s", got)
+	}
+	if got := decide(custom, in, map[string]any{"sandbox_id": "s", "local_path": ".", "remote_path": "secret/x"}); got != policy.Deny {
+		t.Errorf("a rule denying a sandbox path: %s", got)
+	}
+	if got := decide(custom, in, map[string]any{"sandbox_id": "s", "local_path": ".", "remote_path": "work"}); got != policy.Allow {
+		t.Errorf("a path no rule names: %s", got)
+	}
+}
+
+// A fork of a sandbox synced into carries the manifest: syncing out of it gives the fork's own changes against
+// the same base, and the source's changes stay the source's.
+func TestSyncOutOfAFork(t *testing.T) {
+	root := t.TempDir()
+	repo := filepath.Join(root, "repo")
+	os.Mkdir(repo, 0o755)
+	os.WriteFile(filepath.Join(repo, "a.txt"), []byte("base\n"), 0o644)
+	forEachEra(t, func(t *testing.T, e *env, s *session) {
+		id := s.createSandbox(t, nil)
+		s.ok(t, syncInName, map[string]any{"sandbox_id": id, "local_path": repo})
+		cp := s.ok(t, "e2b_checkpoint_sandbox", map[string]any{"sandbox_id": id})
+		fork := s.ok(t, "e2b_fork_sandbox", map[string]any{"checkpoint_id": cp["checkpoint_id"]})
+		forkID := fork["sandboxes"].([]any)[0].(map[string]any)["sandbox_id"].(string)
+		s.exec(t, forkID, "echo fork >> repo/a.txt")
+		s.exec(t, id, "echo source > repo/b.txt")
+		out := s.ok(t, syncOutName, map[string]any{"sandbox_id": forkID, "remote_path": "repo"})
+		wantContains(t, out["patch"].(string), "diff --git a/a.txt b/a.txt", "+fork")
+		if strings.Contains(out["patch"].(string), "b.txt") {
+			t.Errorf("the fork's patch has the source's change: %s", out["patch"])
+		}
+	}, syncConfig(root, t.TempDir()))
+}

@@ -1,0 +1,157 @@
+package tools
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path"
+	"path/filepath"
+	"strings"
+
+	"github.com/e2b-mcp/e2b-mcp/e2b"
+	"github.com/e2b-mcp/e2b-mcp/policy"
+	"github.com/e2b-mcp/e2b-mcp/workspace"
+)
+
+// What e2b_sync_in and e2b_sync_out share: where on the user's machine they may read and write (the workspace
+// roots), and where in the sandbox the manifest of the last sync in is kept.
+
+// manifestDir is where a sandbox keeps the manifests of the syncs into it, one per remote path. It lives in the
+// sandbox so that a fork carries it (and diffs against the same base); it is outside what a sync lists unless
+// the remote path holds it, and then it is pruned.
+const manifestDir = WorkspacePath + "/.e2b-mcp-sync"
+
+// maxManifestBytes bounds a manifest read back from the sandbox.
+const maxManifestBytes = 64 << 20
+
+func manifestPath(remote string) string {
+	sum := sha256.Sum256([]byte(remote))
+	return manifestDir + "/" + hex.EncodeToString(sum[:12]) + ".json"
+}
+
+// noWorkspaces is the answer of the sync tools on a server that has no workspace roots: a team server (over
+// HTTP) cannot see its users' disks.
+func noWorkspaces(tool string) error {
+	return userErrorf("%s is not available on this server: it has no workspace roots (start it with --workspace DIR). "+
+		"A server reached over HTTP cannot see your disk; syncing through a command you run yourself (e2b-mcp sync with a "+
+		"one-time link) is not built yet. Use e2b_write_file and e2b_read_file, or the upload and download links, meanwhile.", tool)
+}
+
+// localTree is a local directory inside a workspace root: the path as resolved (symlinks and ".." followed) and
+// an os.Root on it, through which every read and write goes, so that nothing reaches outside it.
+type localTree struct {
+	path string
+	root *os.Root
+}
+
+// openLocal resolves p (absolute, or relative to the first workspace root) and opens it when it is a directory
+// inside one of the roots, every symlink and ".." resolved before the check.
+func (b *base) openLocal(tool, p string) (*localTree, error) {
+	if len(b.cfg.Workspaces) == 0 {
+		return nil, noWorkspaces(tool)
+	}
+	if !filepath.IsAbs(p) {
+		p = filepath.Join(b.cfg.Workspaces[0], p)
+	}
+	real, err := filepath.EvalSymlinks(p)
+	if err != nil {
+		return nil, userErrorf("Cannot use '%s': %v", p, unwrapPathError(err))
+	}
+	inside := false
+	for _, r := range b.cfg.Workspaces {
+		rr, err := filepath.EvalSymlinks(r)
+		if err != nil {
+			continue
+		}
+		if rel, err := filepath.Rel(rr, real); err == nil && (rel == "." || filepath.IsLocal(rel)) {
+			inside = true
+			break
+		}
+	}
+	if !inside {
+		return nil, userErrorf("Cannot use '%s': it is outside the workspace roots (%s), with symlinks and .. resolved. Start the "+
+			"server with --workspace DIR to allow another directory.", p, strings.Join(b.cfg.Workspaces, ", "))
+	}
+	fi, err := os.Stat(real)
+	if err != nil {
+		return nil, userErrorf("Cannot use '%s': %v", p, unwrapPathError(err))
+	}
+	if !fi.IsDir() {
+		return nil, userErrorf("Cannot use '%s': it is not a directory; a sync takes a whole directory.", p)
+	}
+	root, err := os.OpenRoot(real)
+	if err != nil {
+		return nil, userErrorf("Cannot open '%s': %v", p, unwrapPathError(err))
+	}
+	return &localTree{path: real, root: root}, nil
+}
+
+// readManifest reads the manifest of the last sync into remote; nil when there is none (or one that cannot be
+// read, which a sync in replaces by sending everything).
+func readManifest(ctx context.Context, e *e2b.Envd, remote string) (*workspace.Manifest, error) {
+	r, _, err := e.Download(ctx, manifestPath(remote), e2b.DownloadOptions{})
+	if errors.Is(err, e2b.ErrNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	defer r.Close()
+	m, err := workspace.ReadManifest(r, maxManifestBytes)
+	if err != nil || m.Remote != remote {
+		return nil, nil
+	}
+	return m, nil
+}
+
+// remoteDir is the sandbox directory a sync uses: remote as the sandbox resolves it, else the home directory
+// joined with the local directory's name.
+func remoteDir(remote, local string) string {
+	if remote == "" {
+		return path.Join(WorkspacePath, filepath.Base(local))
+	}
+	return policy.SandboxPath(remote)
+}
+
+// scratchPath is a file of one call in the sandbox's /tmp.
+func scratchPath(kind string) string {
+	return fmt.Sprintf("/tmp/e2b-mcp-sync-%s-%s", rand.Text()[:12], kind)
+}
+
+// runScript runs one of the sync's commands and returns its stdout, at most limit bytes; a command that fails is
+// an error with its stderr.
+func runScript(ctx context.Context, e *e2b.Envd, script string, limit int) ([]byte, error) {
+	var out, stderr []byte
+	over := false
+	res, err := e.RunCommand(ctx, script, e2b.CommandOptions{OnOutput: func(kind e2b.EventKind, data []byte) {
+		switch {
+		case kind == e2b.EventStdout && len(out)+len(data) <= limit:
+			out = append(out, data...)
+		case kind == e2b.EventStdout:
+			over = true
+		case kind == e2b.EventStderr && len(stderr) < 4096:
+			stderr = append(stderr, data[:min(len(data), 4096-len(stderr))]...)
+		}
+	}})
+	if err != nil {
+		return nil, err
+	}
+	if over {
+		return nil, &workspace.LimitError{Text: fmt.Sprintf("the sandbox's answer to a sync command is over %d bytes", limit)}
+	}
+	if res.ExitCode != 0 {
+		return nil, userErrorf("A sync command failed in the sandbox (exit %d): %s", res.ExitCode, strings.TrimSpace(string(stderr)))
+	}
+	return out, nil
+}
+
+// upload sends r to path in the sandbox.
+func uploadTo(ctx context.Context, e *e2b.Envd, p string, r io.Reader) error {
+	_, err := e.Upload(ctx, p, r)
+	return err
+}
