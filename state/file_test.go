@@ -224,7 +224,7 @@ func TestUnusableFilesAreRefusedAndLeftAlone(t *testing.T) {
 			return editedStoreFile(t, func(tx *bolt.Tx) error {
 				return tx.Bucket([]byte(bucketMeta)).Put([]byte(metaSchema), []byte("99"))
 			})
-		}, "schema version 99, newer than the 1"},
+		}, "schema version 99, newer than the 2"},
 		{"unreadable schema version", func(t *testing.T) []byte {
 			return editedStoreFile(t, func(tx *bolt.Tx) error {
 				return tx.Bucket([]byte(bucketMeta)).Put([]byte(metaSchema), []byte("one"))

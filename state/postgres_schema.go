@@ -82,10 +82,20 @@ CREATE TABLE e2b_mcp_ticket_nonces (
 CREATE INDEX e2b_mcp_ticket_nonces_expires ON e2b_mcp_ticket_nonces (expires);
 `
 
+// pgSchemaV4 adds the tool calls answered as tasks (see tasks.go), so that any replica answers for a task.
+const pgSchemaV4 = `
+CREATE TABLE e2b_mcp_tasks (
+	owner  text COLLATE "C" NOT NULL,
+	id     text COLLATE "C" NOT NULL,
+	record json NOT NULL,
+	PRIMARY KEY (owner, id)
+);
+`
+
 // pgMigrations is the list OpenPostgres applies: entry i is the SQL that takes the database from schema version
 // i+1 to i+2, as schemaMigrations does for the bbolt file. The current version is len(pgMigrations())+1. Append
 // only; never edit an entry once released.
-func pgMigrations() []string { return []string{pgSchemaV2, pgSchemaV3} }
+func pgMigrations() []string { return []string{pgSchemaV2, pgSchemaV3, pgSchemaV4} }
 
 func (s *Postgres) currentVersion() int { return len(s.migrations) + 1 }
 

@@ -34,6 +34,7 @@ const (
 	tableSessions    = "sessions"
 	tableSandboxes   = "sandboxes"
 	tableCheckpoints = "checkpoints"
+	tableTasks       = "tasks"
 )
 
 // recordTx is one transaction of a store, as the record logic sees it. Records of a write transaction that get

@@ -16,6 +16,7 @@ const (
 	bucketSessions    = tableSessions
 	bucketSandboxes   = tableSandboxes
 	bucketCheckpoints = tableCheckpoints
+	bucketTasks       = tableTasks
 
 	metaApplication = "application" // must hold applicationMarker
 	metaSchema      = "schema"      // decimal schema version
@@ -34,7 +35,13 @@ type migration func(tx *bolt.Tx) error
 
 // schemaMigrations is the list Open applies. The current schema version is len(schemaMigrations())+1. Append
 // only; never edit an entry once released.
-func schemaMigrations() []migration { return nil }
+func schemaMigrations() []migration { return []migration{addTasksBucket} }
+
+// addTasksBucket (schema 1 to 2) makes the bucket of the tool calls answered as tasks (tasks.go).
+func addTasksBucket(tx *bolt.Tx) error {
+	_, err := tx.CreateBucketIfNotExists([]byte(bucketTasks))
+	return err
+}
 
 func (s *Bolt) currentVersion() int { return len(s.migrations) + 1 }
 

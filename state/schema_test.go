@@ -101,6 +101,14 @@ func TestV1FileIsRead(t *testing.T) {
 	if got, err := s.Checkpoint("alice", "cp1"); err != nil || !reflect.DeepEqual(got, wantCheckpoint) {
 		t.Fatalf("Checkpoint = %+v, %v; want %+v", got, err, wantCheckpoint)
 	}
+	// Version 2 added the tasks.
+	task := sampleTask("alice", "task1", time.Date(2026, 1, 3, 0, 0, 0, 0, time.UTC))
+	if err := s.PutTask(task); err != nil {
+		t.Fatalf("a task in a file migrated from version 1: %v", err)
+	}
+	if version := schemaOf(t, statePath(dir)); version != "2" {
+		t.Fatalf("schema after opening a version 1 file = %q, want 2", version)
+	}
 }
 
 // A v2 for testing the migration machinery: templates gain a registry prefix.
@@ -144,7 +152,7 @@ func TestV1FileMigratesToV2(t *testing.T) {
 
 	// The version-1 build refuses the migrated file and leaves it alone.
 	before := readFile(t, s.Path())
-	_, err = Open(dir, opts)
+	_, err = open(dir, opts, nil)
 	if !errors.Is(err, ErrUnusable) {
 		t.Fatalf("v1 Open of a v2 file: %v, want ErrUnusable", err)
 	}
@@ -175,11 +183,16 @@ func TestFailedMigrationLeavesV1(t *testing.T) {
 // into a file a newer process has migrated.
 func TestOldProcessStopsAfterMigration(t *testing.T) {
 	dir := t.TempDir()
-	old := openTestStore(t, dir, Options{})
-	if _, err := open(dir, Options{Keys: StaticKeySource(testKey(1))}, []migration{prefixTemplates}); err != nil {
+	opts := Options{Keys: StaticKeySource(testKey(1))}
+	old, err := open(dir, opts, nil)
+	if err != nil {
 		t.Fatal(err)
 	}
-	_, err := old.TouchSession("alice", "main", time.Hour)
+	defer old.Close()
+	if _, err := open(dir, opts, []migration{prefixTemplates}); err != nil {
+		t.Fatal(err)
+	}
+	_, err = old.TouchSession("alice", "main", time.Hour)
 	if !errors.Is(err, ErrUnusable) {
 		t.Fatalf("old store writing a migrated file: %v, want ErrUnusable", err)
 	}

@@ -74,6 +74,14 @@ type Store interface {
 	// DeleteCheckpoint removes the checkpoint record; ErrNotFound if absent.
 	DeleteCheckpoint(owner, id string) error
 
+	// PutTask inserts or replaces the task keyed by (Owner, ID), and deletes the owner's expired tasks.
+	PutTask(t Task) error
+	// Task returns one task; ErrNotFound if absent or of another owner.
+	Task(owner, id string) (Task, error)
+	// UpdateTask runs fn on the task as one atomic read-modify-write (across processes too), as UpdateSandbox
+	// does; ErrNotFound if there is no such task.
+	UpdateTask(owner, id string, fn func(*Task) error) (Task, error)
+
 	// Owners lists every owner the store has seen, sorted.
 	Owners() ([]string, error)
 	// Ping reports whether the store can be used now: nil, or why not (ErrClosed, a file that cannot be opened, a
