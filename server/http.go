@@ -81,7 +81,7 @@ func (s *Server) newHTTPTransport() *httpTransport {
 	}
 	handle(PathApprove, s.approvalPage) // a human's browser: the page checks its link, the POST's origin and CSRF token
 	// Outermost first: the page's origin, the body's type and size, then the caller.
-	handle(PathMCP, browsers.guardOrigin(s.limits.limitBody(s.authenticate(s.cancelModernCalls(withPOSTNotifier(t.streamable))))))
+	handle(PathMCP, browsers.guardOrigin(s.limits.limitBody(s.authenticate(s.cancelModernCalls(withPOSTNotifier(s.serveTasks(t.streamable)))))))
 	handle(PathSSE, browsers.guardOrigin(s.limits.limitBody(s.authenticate(s.sessions.guardSSEStreams(t.sse)))))
 	handle(PathMessage, browsers.guardOrigin(requireJSON(s.limits.limitBody(s.authenticate(s.sessions.guardSSEMessages(withSSENotifier(t.sse, t.sse)))))))
 	handle(PathMetrics, browsers.guardOrigin(s.authenticate(s.metrics.handler())))

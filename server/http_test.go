@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -46,20 +47,32 @@ func tokensFor(t *testing.T, owners ...string) (string, map[string]string) {
 // cleanly then.
 func serveHTTP(t *testing.T, f *fixture) string {
 	t.Helper()
+	base, _ := serveHTTPUntil(t, f.srv)
+	return base
+}
+
+// serveHTTPUntil serves srv over HTTP on a port of its own until stop is called or the test ends, and checks that
+// it shut down gracefully.
+func serveHTTPUntil(t *testing.T, srv *Server) (base string, stop func()) {
+	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- f.srv.ServeHTTP(ctx, ln) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := waitfor.Recv(t, done, 30*time.Second, "the HTTP server to shut down"); err != nil {
-			t.Errorf("graceful shutdown: %v", err)
-		}
-	})
-	return "http://" + ln.Addr().String()
+	go func() { done <- srv.ServeHTTP(ctx, ln) }()
+	var once sync.Once
+	stop = func() {
+		once.Do(func() {
+			cancel()
+			if err := waitfor.Recv(t, done, 30*time.Second, "the HTTP server to shut down"); err != nil {
+				t.Errorf("graceful shutdown: %v", err)
+			}
+		})
+	}
+	t.Cleanup(stop)
+	return "http://" + ln.Addr().String(), stop
 }
 
 func headers(token, session string) map[string]string {

@@ -132,6 +132,22 @@ func (p *postStream) notify(ctx context.Context, n mcp.JSONRPCNotification) erro
 	return nil
 }
 
+// respond writes the POST's response: a JSON body, or the last event of its stream once a notification made it one.
+func (p *postStream) respond(b []byte) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if !p.wrote {
+		p.w.Header().Set("Content-Type", "application/json")
+		p.writeHeaderLocked(http.StatusOK)
+		_, _ = p.w.Write(b)
+		return
+	}
+	_, _ = fmt.Fprintf(p.w, "event: message\ndata: %s\n\n", b)
+	if p.flusher != nil {
+		p.flusher.Flush()
+	}
+}
+
 // withPOSTNotifier gives the calls of a POST to /mcp a notifier that writes on the POST's own stream.
 func withPOSTNotifier(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

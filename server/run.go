@@ -157,10 +157,20 @@ func (s *Server) ServeStdio(ctx context.Context, in io.Reader, out io.Writer) er
 	ss := mcpserver.NewStdioServer(s.mcp)
 	ss.SetErrorLogger(slog.NewLogLogger(s.log.Handler(), slog.LevelError))
 	stdout := &stdioOut{w: out}
-	ss.SetContextFunc(func(ctx context.Context) context.Context { return tools.WithNotifier(ctx, stdout.notify) })
+	// The Tasks extension's messages are answered in front of mcp-go (see tasks.go), on the context mcp-go gives
+	// its own calls, which it makes once, as it starts listening.
+	toMCP, fromInput := io.Pipe()
+	front := &stdioTasks{s: s, out: stdout}
+	defer front.calls.Wait()
+	ss.SetContextFunc(func(ctx context.Context) context.Context {
+		ctx = tools.WithNotifier(ctx, stdout.notify)
+		go front.pump(ctx, in, fromInput)
+		return ctx
+	})
 	s.log.Info("serving MCP over stdio", "owner", s.cfg.Owner, "session", s.cfg.Session, "backend", s.cfg.Backend,
 		"egress", s.egressLine())
-	err := ss.Listen(ctx, in, stdout)
+	err := ss.Listen(ctx, toMCP, stdout)
+	toMCP.Close() // the pump stops at its next line
 	if ctx.Err() != nil || errors.Is(err, io.EOF) || errors.Is(err, context.Canceled) {
 		return nil
 	}

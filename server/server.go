@@ -68,6 +68,8 @@ type Server struct {
 	limits         httpLimits
 	sweeper        *lifecycle.Sweeper
 	shapes         map[string]*argShape // tool name → the argument names its schema declares
+	taskTools      map[string]bool      // the tools whose calls may become MCP tasks (tasks.go)
+	taskCommands   tools.TaskCommands
 	leases         leaseCache
 	metrics        *metrics
 
@@ -169,6 +171,7 @@ func (s *Server) buildMCP() *mcpserver.MCPServer {
 		mcpserver.WithResourceRecovery(),
 		mcpserver.WithResourceCapabilities(false, false),
 		mcpserver.WithResourceHandlerMiddleware(s.governResources),
+		mcpserver.WithExtensions(map[string]any{tools.TasksExtension: map[string]any{}}),
 	)
 	deps := tools.Deps{
 		Clients:  keyProbe{s.clients},
@@ -181,9 +184,12 @@ func (s *Server) buildMCP() *mcpserver.MCPServer {
 	}
 	all := tools.All(deps)
 	s.shapes = make(map[string]*argShape, len(all))
+	s.taskTools = map[string]bool{}
 	for _, t := range all {
 		s.shapes[t.Tool.Name] = shapeOfTool(t)
+		s.taskTools[t.Tool.Name] = t.Tasks
 	}
+	s.taskCommands = tools.NewTaskCommands(deps)
 	m.AddTools(tools.ServerTools(all)...)
 	m.AddResourceTemplates(tools.ResourceTemplates(deps)...)
 	return m

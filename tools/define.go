@@ -40,7 +40,9 @@ type definition[A, R any] struct {
 	// actions, when set, are the values shown gives the "action" argument, which is not a parameter: the policy's
 	// action condition reads it (e2b_sync_out is a patch or an apply).
 	actions []string
-	run     handlerFunc[A]
+	// tasks says a call may become a task when its client declared MCP tasks (see tasks.go).
+	tasks bool
+	run   handlerFunc[A]
 }
 
 // Tool is one tool of e2b-mcp: what clients list and call, and what the server and the policy know of its
@@ -52,6 +54,8 @@ type Tool struct {
 	// defaults are definition.defaults as JSON decoding gives them (numbers float64), by parameter name.
 	defaults map[string]any
 	shown    func(map[string]any) map[string]any
+	// Tasks says a call of the tool may be answered with a task (TaskOffer).
+	Tasks bool
 }
 
 // Shown returns the arguments as the policy and a human approving the call must see them: for uploads, every file
@@ -109,11 +113,15 @@ func define[A, R any](b *base, d definition[A, R]) Tool {
 		}
 		pt.Args[policy.ArgAction], pt.Actions = "action", d.actions
 	}
+	if d.tasks {
+		t.Meta = mcp.NewMetaFromMap(map[string]any{TasksExtension: map[string]any{"taskSupport": "optional"}})
+	}
 	return Tool{
 		ServerTool: server.ServerTool{Tool: t, Handler: adapt(b, d.name, d.run)},
 		Policy:     pt,
 		defaults:   asDecoded(defaults),
 		shown:      d.shown,
+		Tasks:      d.tasks,
 	}
 }
 

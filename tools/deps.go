@@ -41,6 +41,9 @@ type Config struct {
 	// ExecForegroundLimit is how long e2b_exec waits for a command before it moves it to the background, and
 	// the longest e2b_read_output waits (DefaultExecForegroundLimit).
 	ExecForegroundLimit time.Duration
+	// TaskWait is how long a call whose client declared MCP tasks waits for its command before it becomes a task
+	// (DefaultTaskWait; see tasks.go).
+	TaskWait time.Duration
 	// ResultLimit bounds every result as the client receives it, in bytes (DefaultResultLimit, at least
 	// MinResultLimit; see resultSize): e2b_exec cuts its output to head and tail and saves it whole in the
 	// sandbox, e2b_read_file and resource reads return what fits.
@@ -100,6 +103,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.ExecForegroundLimit <= 0 {
 		c.ExecForegroundLimit = DefaultExecForegroundLimit
+	}
+	if c.TaskWait <= 0 {
+		c.TaskWait = DefaultTaskWait
 	}
 	if c.ResultLimit <= 0 {
 		c.ResultLimit = DefaultResultLimit

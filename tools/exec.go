@@ -2,6 +2,7 @@ package tools
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"strings"
 	"time"
@@ -92,6 +93,7 @@ func (t execTool) tool() Tool {
 		name: execName, description: desc,
 		hints:    hints{readOnly: false, destructive: true, idempotent: false, openWorld: true},
 		defaults: execArgs{Cwd: WorkspacePath, TimeoutMs: int(t.cfg.ExecTimeout.Milliseconds())},
+		tasks:    true,
 		run:      t.run,
 	})
 }
@@ -132,6 +134,11 @@ func (t execTool) run(ctx context.Context, call Caller, a *execArgs) (any, error
 
 	if a.Background {
 		return t.background(ctx, use, rec, call, a.Command, cwd, a.PTY)
+	}
+	// A call offered a task runs its command in the background from the start, unless it gave a timeout, which
+	// only a command this server streams can be held to: that one becomes a task if it is moved (below).
+	if o := taskOfferFrom(ctx); o != nil && a.TimeoutMs == 0 {
+		return t.runAsTask(ctx, use, rec, call, a, cwd, o)
 	}
 	stdout, stderr := newCapture(t.cfg.ResultLimit, ""), newCapture(t.cfg.ResultLimit, "")
 	defer stdout.close()
@@ -191,7 +198,7 @@ func (t execTool) run(ctx context.Context, call Caller, a *execArgs) (any, error
 	rooms := splitRoom(t.room()-sizeOf(withContent{result: probe, extra: t.outputLinks(rec, "stdout", "stderr")}), stdout, stderr)
 	warnings := []string{use.warning}
 	if moved != nil {
-		warnings = append(warnings, movedNote(moved, t.foregroundLimit(a)), moved.warning)
+		warnings = append(warnings, movedNote(moved, t.foregroundLimit(ctx, a)), moved.warning)
 	}
 	var links []mcp.Content
 	for i, s := range streams {
@@ -209,7 +216,13 @@ func (t execTool) run(ctx context.Context, call Caller, a *execArgs) (any, error
 	var warn string
 	res.CheckpointID, warn = t.afterStep(ctx, c, call, rec, execName)
 	res.Warning = joinWarnings(append(warnings, warn)...)
-	return fitOutput(t.room(), &res, links, streams), nil
+	answer := fitOutput(t.room(), &res, links, streams)
+	if o := taskOfferFrom(ctx); o != nil && moved != nil {
+		if head, err := json.Marshal(res); err == nil {
+			o.take(TaskCommand{SandboxID: rec.ID, PID: moved.pid, LogFile: moved.logFile, Head: head})
+		}
+	}
+	return answer, nil
 }
 
 // stream is one output stream of a command and the fields of the result that show it.

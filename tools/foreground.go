@@ -34,10 +34,14 @@ type movedCommand struct {
 	warning string
 }
 
-// foregroundLimit is how long this call waits for its command.
-func (t execTool) foregroundLimit(a *execArgs) time.Duration {
+// foregroundLimit is how long this call waits for its command: wait_ms, or the wait of a task offered to it, or
+// the server's limit.
+func (t execTool) foregroundLimit(ctx context.Context, a *execArgs) time.Duration {
 	if a.WaitMs > 0 {
 		return time.Duration(a.WaitMs) * time.Millisecond
+	}
+	if taskOfferFrom(ctx) != nil {
+		return t.cfg.TaskWait
 	}
 	return t.cfg.ExecForegroundLimit
 }
@@ -47,7 +51,7 @@ func (t execTool) foregroundLimit(a *execArgs) time.Duration {
 // command, moved or not; a default timeout (timeout_ms not given) beyond the limit does not apply.
 func (t execTool) runCommand(ctx context.Context, c *e2b.Client, call Caller, rec state.SandboxRecord, a *execArgs, cwd string,
 	timeout time.Duration, onOutput func(e2b.EventKind, []byte)) (e2b.CommandResult, *movedCommand, error) {
-	limit := t.foregroundLimit(a)
+	limit := t.foregroundLimit(ctx, a)
 	if a.TimeoutMs == 0 && limit < timeout {
 		timeout = 0
 	}
