@@ -440,3 +440,17 @@ func TestRunCodeImagesShareTheLimit(t *testing.T) {
 	}
 	wantContains(t, fmt.Sprint(results[3]), "not shown")
 }
+
+// Port 49999 answers as the sandbox's code lets it: one value far over what a result can show (here a 5 MB
+// repr, one line of the server's stream) is left out, not held, and the answer says so; the rest of the cell's
+// answer still comes.
+func TestRunCodeLeavesOutAHugeLine(t *testing.T) {
+	e := emulatedCodeInterpreterEnv(t)
+	s := e.connect(t, eras[0], Caller{Owner: "alice", Session: "main"})
+	id := s.createSandbox(t, map[string]any{"template": e2b.CodeInterpreterTemplate})
+	out := mustOK(t, runCodeName, s.call(t, runCodeName, map[string]any{"sandbox_id": id, "code": "print('before')\n'x' * 5_000_000"}))
+	if out["success"] != true || !strings.Contains(fmt.Sprint(out["stdout"]), "before") {
+		t.Fatalf("the cell's answer: %.300v", out)
+	}
+	wantContains(t, fmt.Sprint(out["warning"]), "1 of the code interpreter's answers were over the", "left out")
+}
