@@ -12,6 +12,7 @@ import (
 	"image/gif"
 	"image/jpeg"
 	"image/png"
+	"io"
 	"math/rand/v2"
 	"slices"
 	"testing"
@@ -44,26 +45,22 @@ func Chart(t testing.TB, w, h int, noise bool) []byte {
 
 // ChartJPEG is Chart's picture as a JPEG, ChartGIF as a GIF.
 func ChartJPEG(t testing.TB, w, h int) []byte {
-	t.Helper()
-	img, err := png.Decode(bytes.NewReader(Chart(t, w, h, false)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var buf bytes.Buffer
-	if err := jpeg.Encode(&buf, img, nil); err != nil {
-		t.Fatal(err)
-	}
-	return buf.Bytes()
+	return chartAs(t, w, h, func(out io.Writer, img image.Image) error { return jpeg.Encode(out, img, nil) })
 }
 
 func ChartGIF(t testing.TB, w, h int) []byte {
+	return chartAs(t, w, h, func(out io.Writer, img image.Image) error { return gif.Encode(out, img, nil) })
+}
+
+// chartAs is Chart's picture as encode writes it.
+func chartAs(t testing.TB, w, h int, encode func(io.Writer, image.Image) error) []byte {
 	t.Helper()
 	img, err := png.Decode(bytes.NewReader(Chart(t, w, h, false)))
 	if err != nil {
 		t.Fatal(err)
 	}
 	var buf bytes.Buffer
-	if err := gif.Encode(&buf, img, nil); err != nil {
+	if err := encode(&buf, img); err != nil {
 		t.Fatal(err)
 	}
 	return buf.Bytes()
