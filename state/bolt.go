@@ -34,17 +34,18 @@ const DefaultLockTimeout = 10 * time.Second
 // # Sharing the file between processes
 //
 // Every assistant window starts its own e2b-mcp process, and they all use the same state directory. bbolt takes an
-// exclusive flock on its file for as long as a DB handle is open, so a Bolt does not keep one: each operation
-// opens the file, runs one transaction and closes it again. Reads open it read-only under a shared lock (readers in
-// any process run side by side); writes open it read-write under the exclusive lock. A lock that can time out has
+// exclusive flock on its file for as long as a DB handle is open, so a Bolt keeps one only while no other process
+// asks for the file (see withKept); otherwise each operation opens the file, runs one transaction and closes it
+// again. Reads open it read-only under a shared lock (readers in any process run side by side); writes open it
+// read-write under the exclusive lock. A lock that can time out has
 // to be polled, and polling alone lets a process that writes back to back starve the others, so processes first
 // queue through a turnstile (state.lock beside state.db, see turnstile). Waiting gives up after
 // Options.LockTimeout (10s by default) with an error wrapping ErrBusy that names the file. Within one process a
 // sync.RWMutex orders the operations of a Bolt, so goroutines never poll against each other. One Bolt per
 // directory per process is enough; a second one works but polls against the first.
 //
-// The price is an open, mmap and close per operation: about 30µs for a read against under 1µs through a handle
-// held open; a write is dominated by its two fsyncs either way. BenchmarkSandboxRead, BenchmarkBoltViewHeldOpen,
+// Opening the file costs an open, mmap and close: about 30µs for a read against under 1µs through a handle held
+// open; a write is dominated by its two fsyncs either way. BenchmarkSandboxRead, BenchmarkBoltViewHeldOpen,
 // BenchmarkPutSandbox and BenchmarkPutSandboxContended (another process writing all the while) measure it.
 //
 // # Durability and damaged files
@@ -80,6 +81,14 @@ type Bolt struct {
 	key keyCache // the data key's AEAD once checked against the file
 
 	users *os.File // holds the lock on state.users until Close; nil where locks are not supported
+
+	// The file kept open between operations (see withKept), under mu.
+	kept      *bolt.DB
+	keptFile  *os.File
+	keptUsed  time.Time
+	keptStat  os.FileInfo // the kept file as this Bolt's last operation left it
+	turnProbe *os.File    // the turnstile, to learn whether another process waits
+	noKeeping bool        // the file cannot be kept open here
 }
 
 // Open opens the store in dir, creating dir (0700) and the file (0600) if missing. It validates the file and
@@ -232,11 +241,15 @@ func (s *Bolt) prepare() error {
 // Path is the store's file.
 func (s *Bolt) Path() string { return s.path }
 
-// Close marks the store closed; later operations return ErrClosed. The file is not held open between operations,
-// so there is nothing else to release.
+// Close marks the store closed and closes the file if it is kept open; later operations return ErrClosed.
 func (s *Bolt) Close() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.closeKeptLocked()
+	if s.turnProbe != nil {
+		_ = s.turnProbe.Close()
+		s.turnProbe = nil
+	}
 	s.closed = true
 	s.key.reset()
 	s.unlockUsers()
@@ -274,6 +287,11 @@ func (s *Bolt) withDB(write bool, fn func(*bolt.Tx) error) error {
 
 // withDBOpts is withDB; preload makes a read-only open load the freelist on this goroutine too.
 func (s *Bolt) withDBOpts(write, preload bool, fn func(*bolt.Tx) error) (err error) {
+	if !preload { // preload is the check of the file at Open, which must open it afresh
+		if ok, err := s.withKept(write, fn); ok {
+			return err
+		}
+	}
 	if write {
 		s.mu.Lock()
 		defer s.mu.Unlock()

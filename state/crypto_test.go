@@ -145,13 +145,10 @@ func TestCiphertextBoundToRecord(t *testing.T) {
 
 func sealedToken(t *testing.T, path, key string) []byte {
 	t.Helper()
-	db, err := bolt.Open(path, 0o600, &bolt.Options{ReadOnly: true, Timeout: time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
+	db := openAsAnotherProcess(t, path, &bolt.Options{ReadOnly: true})
 	defer db.Close()
 	var rec sandboxV1
-	err = db.View(func(tx *bolt.Tx) error {
+	err := db.View(func(tx *bolt.Tx) error {
 		return json.Unmarshal(tx.Bucket([]byte(bucketSandboxes)).Get([]byte(key)), &rec)
 	})
 	if err != nil || len(rec.SealedToken) == 0 {

@@ -68,29 +68,91 @@ func TestClosedStore(t *testing.T) {
 	}
 }
 
-// TestStoreDoesNotHoldTheFile checks the multi-process design: between operations another process (here another
-// bbolt handle, which takes the same exclusive flock) can open the file.
-func TestStoreDoesNotHoldTheFile(t *testing.T) {
+// openAsAnotherProcess opens the store's file at path with bbolt as another e2b-mcp process would: through the
+// turnstile, which tells a Bolt keeping the file open to let go of it. It waits at most 10 s.
+func openAsAnotherProcess(t testing.TB, path string, opts *bolt.Options) *bolt.DB {
+	t.Helper()
+	turn, err := os.OpenFile(filepath.Join(filepath.Dir(path), lockFileName), os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer turn.Close()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		ok, err := filelock.TryLock(turn)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ok {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the turnstile of the state directory stayed locked for 10 s")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	defer filelock.Unlock(turn)
+	o := bolt.Options{Timeout: 10 * time.Second}
+	if opts != nil {
+		o = *opts
+		o.Timeout = 10 * time.Second
+	}
+	db, err := bolt.Open(path, 0o600, &o)
+	if err != nil {
+		t.Fatalf("opening %s as another process would: %v", path, err)
+	}
+	return db
+}
+
+// Between operations a Bolt keeps the file open only while no other process asks for it: bbolt's lock on it is
+// held after an operation, and another process that comes through the turnstile gets the file; the Bolt then
+// opens it again for its next operation, and lets go of it keptIdle after its last one.
+func TestStoreLetsGoOfTheFileForAnotherProcess(t *testing.T) {
 	s, _ := newBoltStore(t)
 	if _, err := s.TouchSession("alice", "main", time.Hour); err != nil {
 		t.Fatal(err)
 	}
-	db, err := bolt.Open(s.Path(), 0o600, &bolt.Options{Timeout: 100 * time.Millisecond})
-	if err != nil {
-		t.Fatalf("the file is still locked after an operation: %v", err)
+	if db, err := bolt.Open(s.Path(), 0o600, &bolt.Options{Timeout: time.Nanosecond}); err == nil {
+		db.Close()
+		t.Fatal("the file was not kept open after an operation")
+	}
+	db := openAsAnotherProcess(t, s.Path(), nil)
+	ops := make(chan error, 1)
+	go func() { _, err := s.Sessions(); ops <- err }()
+	select {
+	case err := <-ops:
+		t.Fatalf("an operation ran while another process had the file: %v", err)
+	case <-time.After(50 * time.Millisecond):
 	}
 	if err := db.Close(); err != nil {
 		t.Fatal(err)
+	}
+	select {
+	case err := <-ops:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the operation waiting for the file did not run within 10 s of the other process closing it")
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		db, err := bolt.Open(s.Path(), 0o600, &bolt.Options{Timeout: time.Nanosecond})
+		if err == nil {
+			db.Close()
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the file is still kept open 10 s after the last operation (keptIdle is %v)", keptIdle)
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }
 
 func TestBusyStore(t *testing.T) {
 	dir := t.TempDir()
 	s := openTestStore(t, dir, Options{LockTimeout: 60 * time.Millisecond})
-	holder, err := bolt.Open(s.Path(), 0o600, &bolt.Options{Timeout: time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
+	holder := openAsAnotherProcess(t, s.Path(), nil)
 	for name, op := range map[string]func() error{
 		"write": func() error { _, err := s.TouchSession("alice", "main", time.Hour); return err },
 		"read":  func() error { _, err := s.Sessions(); return err },
@@ -368,10 +430,7 @@ func editedStoreFile(t *testing.T, edit func(*bolt.Tx) error) []byte {
 
 func editBolt(t *testing.T, path string, edit func(*bolt.Tx) error) {
 	t.Helper()
-	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
+	db := openAsAnotherProcess(t, path, nil)
 	defer db.Close()
 	if err := db.Update(edit); err != nil {
 		t.Fatal(err)

@@ -201,10 +201,7 @@ func TestOldProcessStopsAfterMigration(t *testing.T) {
 
 func schemaOf(t *testing.T, path string) string {
 	t.Helper()
-	db, err := bolt.Open(path, 0o600, &bolt.Options{ReadOnly: true, Timeout: time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
+	db := openAsAnotherProcess(t, path, &bolt.Options{ReadOnly: true})
 	defer db.Close()
 	var v string
 	_ = db.View(func(tx *bolt.Tx) error {
