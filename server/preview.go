@@ -429,7 +429,7 @@ func sameSandboxRedirect(resp *http.Response, public, target *url.URL, self stri
 		}
 		return nil
 	}
-	if !strings.HasPrefix(norm, u.Scheme+"://") {
+	if !strings.HasPrefix(strings.ToLower(norm), u.Scheme+"://") {
 		return errLeftSandbox // http:evil.example: another host to a browser whose page is not http
 	}
 	if (u.Scheme == "http" || u.Scheme == "https") && (u.Host == public.Host || u.Host == target.Host) {

@@ -6,6 +6,7 @@ import (
 	"crypto/rand"
 	"encoding/base64"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -418,5 +419,38 @@ func TestPreviewConfig(t *testing.T) {
 	ok.Transport, ok.PublicURL, ok.PreviewURL = TransportHTTP, "https://mcp.example.com", "https://example-preview.net"
 	if c, err := ok.Check(); err != nil || !c.PrivatePreviews {
 		t.Errorf("a preview URL of its own domain: %v, private previews %v", err, c.PrivatePreviews)
+	}
+}
+
+// A redirect is judged as a browser will follow it (the WHATWG URL parser): spaces and controls around it, tabs
+// and newlines within it, and backslashes for slashes change nothing of where it goes.
+func TestPreviewRedirectAsBrowsersRead(t *testing.T) {
+	public := &url.URL{Scheme: "https", Host: "8000-sbx.e2b.app"}
+	target := &url.URL{Scheme: "http", Host: "127.0.0.1:49983"}
+	const self = "http://8000-sbx.localhost:41000"
+	for loc, want := range map[string]string{
+		"/next?to=\\\\x":                          "/next?to=\\\\x",
+		"page.html":                               "page.html",
+		"HTTP://8000-sbx.e2b.app/x":               self + "/x",
+		"http://8000-sbx.e2b.app\\@evil.example/": self + "/@evil.example/",
+		"\\\\evil.example/":                       "",
+		"\\/evil.example/":                        "",
+		"/\\evil.example/":                        "",
+		"  //evil.example/":                       "",
+		"\t\\\\evil.example":                      "",
+		"/\t/evil.example/":                       "",
+		"ht\ntp://evil.example/":                  "",
+		"http:\\\\evil.example/":                  "",
+		"https:evil.example":                      "",
+		"javascript:alert(1)":                     "",
+	} {
+		resp := &http.Response{Header: http.Header{"Location": {loc}}}
+		err := sameSandboxRedirect(resp, public, target, self)
+		switch got := resp.Header.Get("Location"); {
+		case want == "" && !errors.Is(err, errLeftSandbox):
+			t.Errorf("%q: let through as %q", loc, got)
+		case want != "" && (err != nil || got != want):
+			t.Errorf("%q: %q, %v; want %q", loc, got, err, want)
+		}
 	}
 }
