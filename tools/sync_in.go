@@ -115,16 +115,25 @@ func (t syncIn) run(ctx context.Context, call Caller, a *syncInArgs) (any, error
 // send uploads the plan's tar, its deletions and the new manifest, then unpacks it all with one command, which
 // moves the manifest into place last.
 func (t syncIn) send(ctx context.Context, e *e2b.Envd, local *localTree, remote string, opts workspace.Options, plan *workspace.Plan) error {
-	man, err := json.Marshal(workspace.Manifest{Version: workspace.ManifestVersion, Local: local.path, Remote: remote,
-		Excludes: opts.Excludes, IncludeSecrets: opts.IncludeSecrets, Entries: plan.Entries})
+	tarPath, manTmp, delPath := scratchPath("in.tar"), scratchPath("manifest"), ""
+	pr, pw := io.Pipe()
+	tarred := make(chan error, 1)
+	go func() {
+		err := workspace.WriteTar(pw, local.root, plan.Send)
+		pw.CloseWithError(err)
+		tarred <- err
+	}()
+	err := uploadTo(ctx, e, tarPath, pr)
+	pr.CloseWithError(io.ErrClosedPipe) // unblocks the writer should the upload stop early
+	if terr := <-tarred; terr != nil {
+		return syncError(local.path, terr) // what went wrong here, rather than the upload's word for it
+	}
 	if err != nil {
 		return err
 	}
-	tarPath, manTmp, delPath := scratchPath("in.tar"), scratchPath("manifest"), ""
-	pr, pw := io.Pipe()
-	go func() { pw.CloseWithError(workspace.WriteTar(pw, local.root, plan.Send)) }()
-	err = uploadTo(ctx, e, tarPath, pr)
-	pr.CloseWithError(io.ErrClosedPipe)
+	// Only now are the hashes of a first sync known: WriteTar made them as it sent the files.
+	man, err := json.Marshal(workspace.Manifest{Version: workspace.ManifestVersion, Local: local.path, Remote: remote,
+		Excludes: opts.Excludes, IncludeSecrets: opts.IncludeSecrets, Entries: plan.Entries})
 	if err != nil {
 		return err
 	}

@@ -98,47 +98,48 @@ type Plan struct {
 	Entries []Entry // the tree as the sandbox has it after the sync: the next manifest
 }
 
-// PlanSync hashes the files of t (reusing nothing the manifest says: it is not trusted) and compares them with
-// the last manifest, nil when there is none (everything is sent).
+// PlanSync compares the tree with the last manifest, nil when there is none. A file whose size, time and mode are
+// the manifest's keeps the manifest's hash unread (git's and rsync's quick check: the manifest is the sandbox's
+// word, so a lie in it only keeps the sandbox's own copy stale, and a sync out then finds the local file's hash
+// differs and refuses to apply over it); any other file is hashed. On a first sync nothing is hashed here:
+// everything is sent, and WriteTar hashes each file as it sends it, into Send, which is Entries then.
 func PlanSync(root *os.Root, t *Tree, last *Manifest) (*Plan, error) {
-	old := map[string]Entry{}
-	if last != nil {
-		old = last.Index()
+	if last == nil {
+		return &Plan{Send: t.Entries, Entries: t.Entries}, nil
 	}
+	old := last.Index()
 	p := &Plan{}
 	seen := make(map[string]bool, len(t.Entries))
 	for _, e := range t.Entries {
+		o, had := old[e.Path]
 		if e.Type == TypeFile {
-			h, n, err := HashFile(root, e.Path)
-			if err != nil {
-				return nil, err
+			if had && o.Type == TypeFile && o.Size == e.Size && o.MTime == e.MTime && o.Mode == e.Mode && o.Hash != "" {
+				e.Hash = o.Hash
+			} else {
+				h, n, err := HashFile(root, e.Path)
+				if err != nil {
+					return nil, err
+				}
+				if n != e.Size {
+					return nil, fmt.Errorf("%s changed while it was read; sync again", e.Path)
+				}
+				e.Hash = h
 			}
-			if n != e.Size {
-				return nil, fmt.Errorf("%s changed while it was read; sync again", e.Path)
-			}
-			e.Hash = h
 		}
 		seen[e.Path] = true
-		if o, ok := old[e.Path]; ok && same(o, e) {
+		if had && same(o, e) {
 			e.MTime = o.MTime // the sandbox's copy keeps the time it was sent with
 		} else {
 			p.Send = append(p.Send, e)
 		}
 		p.Entries = append(p.Entries, e)
 	}
-	for i := len(last.entries()) - 1; i >= 0; i-- {
+	for i := len(last.Entries) - 1; i >= 0; i-- {
 		if e := last.Entries[i]; !seen[e.Path] {
 			p.Delete = append(p.Delete, e.Path)
 		}
 	}
 	return p, nil
-}
-
-func (m *Manifest) entries() []Entry {
-	if m == nil {
-		return nil
-	}
-	return m.Entries
 }
 
 // same reports whether the sandbox's copy of a, as sent, is b.

@@ -11,12 +11,13 @@ import (
 )
 
 // WriteTar writes entries of the tree under root to w as one tar stream, in their order (a directory before what
-// it holds), with their modes and times; a symlink is sent as a symlink. Each file is read as it was hashed: one
-// whose size or content changed since is an error, so that the sandbox never gets a file the manifest does not
-// describe.
+// it holds), with their modes and times; a symlink is sent as a symlink. A file not hashed yet is hashed as it is
+// sent (its Hash set in entries); one hashed already must still have that content, and a file whose size
+// changed is an error, so that the sandbox never gets a file the manifest does not describe.
 func WriteTar(w io.Writer, root *os.Root, entries []Entry) error {
 	tw := tar.NewWriter(w)
-	for _, e := range entries {
+	for i := range entries {
+		e := &entries[i]
 		hdr := &tar.Header{Name: e.Path, Mode: int64(e.Mode), ModTime: time.Unix(0, e.MTime), Format: tar.FormatPAX}
 		switch e.Type {
 		case TypeDir:
@@ -40,7 +41,7 @@ func WriteTar(w io.Writer, root *os.Root, entries []Entry) error {
 	return tw.Close()
 }
 
-func copyFile(w io.Writer, root *os.Root, e Entry) error {
+func copyFile(w io.Writer, root *os.Root, e *Entry) error {
 	f, err := openRegular(root, e.Path)
 	if err != nil {
 		return err
@@ -51,8 +52,10 @@ func copyFile(w io.Writer, root *os.Root, e Entry) error {
 	if err != nil {
 		return err
 	}
-	if n != e.Size || hex.EncodeToString(h.Sum(nil)) != e.Hash {
+	sum := hex.EncodeToString(h.Sum(nil))
+	if n != e.Size || (e.Hash != "" && sum != e.Hash) {
 		return fmt.Errorf("%s changed while it was sent; sync again", e.Path)
 	}
+	e.Hash = sum
 	return nil
 }
