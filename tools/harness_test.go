@@ -81,7 +81,7 @@ func newEnvWith(t testing.TB, opts e2btest.Options, configure ...func(*Config)) 
 }
 
 // e2bClient is a direct client of the emulator, for checking what the tools did.
-func (e *env) e2bClient(t *testing.T, key string) *e2b.Client {
+func (e *env) e2bClient(t testing.TB, key string) *e2b.Client {
 	t.Helper()
 	c, err := e2b.NewClient(e2b.Config{APIKey: key, APIURL: e.emu.URL(), SandboxURL: e.emu.URL(), MaxRetries: -1})
 	if err != nil {
@@ -91,7 +91,7 @@ func (e *env) e2bClient(t *testing.T, key string) *e2b.Client {
 }
 
 // envdOf reaches a recorded sandbox's envd directly.
-func (e *env) envdOf(t *testing.T, owner, id string) *e2b.Envd {
+func (e *env) envdOf(t testing.TB, owner, id string) *e2b.Envd {
 	t.Helper()
 	rec, err := e.store.Sandbox(owner, id)
 	if err != nil {

@@ -18,7 +18,7 @@ import (
 
 // copyModules copies Go modules of the module cache (read-only there) into dir as a writable tree: a real
 // repository of a couple of thousand files, with its tests.
-func copyModules(t *testing.T, dir string, modules map[string]string) {
+func copyModules(t testing.TB, dir string, modules map[string]string) {
 	t.Helper()
 	out, err := exec.Command("go", "env", "GOMODCACHE").Output()
 	if err != nil {
