@@ -257,3 +257,30 @@ func TestSyncOutOfAFork(t *testing.T) {
 		}
 	}, syncConfig(root, t.TempDir()))
 }
+
+// Code in the sandbox that swaps a synced directory for a symlink leading out of the tree gets no apply: nothing
+// is written, locally or through the link, and the change is named.
+func TestSyncOutRefusesAPlantedSymlink(t *testing.T) {
+	root := t.TempDir()
+	forEachBackend(t, func(t *testing.T, e *env, s *session) {
+		repo := filepath.Join(root, filepath.Base(t.Name()))
+		os.MkdirAll(filepath.Join(repo, "lib"), 0o755)
+		os.WriteFile(filepath.Join(repo, "lib", "a.txt"), []byte("a\n"), 0o644)
+		os.WriteFile(filepath.Join(repo, "b.txt"), []byte("b\n"), 0o644)
+		id := s.createSandbox(t, nil)
+		remote := "/home/user/planted-" + strings.ToLower(rand.Text()[:8])
+		s.ok(t, syncInName, map[string]any{"sandbox_id": id, "local_path": repo, "remote_path": remote})
+		s.exec(t, id, "cd "+remote+" && rm -rf lib && ln -s /tmp lib && echo changed > b.txt")
+		text := s.fail(t, syncOutName, map[string]any{"sandbox_id": id, "remote_path": remote, "apply": true})
+		wantContains(t, text, "Nothing was applied", "lib (the sandbox made it a symlink pointing outside the tree)")
+		if fi, err := os.Lstat(filepath.Join(repo, "lib")); err != nil || !fi.IsDir() {
+			t.Fatalf("lib was replaced locally: %v %v", fi, err)
+		}
+		if b, _ := os.ReadFile(filepath.Join(repo, "b.txt")); string(b) != "b\n" {
+			t.Errorf("b.txt was changed by a refused apply: %q", b)
+		}
+		if b, _ := os.ReadFile(filepath.Join(repo, "lib", "a.txt")); string(b) != "a\n" {
+			t.Errorf("lib/a.txt was changed by a refused apply: %q", b)
+		}
+	}, syncConfig(root, t.TempDir()))
+}
