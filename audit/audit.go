@@ -5,12 +5,13 @@
 // (see Call); a call refused before it runs has one.
 //
 // The log is audit.jsonl in a directory, shared by every server process of a user.
-// Each entry is appended and fsync'd under an exclusive flock on audit.lock, which
+// Entries are appended and synced under an exclusive flock on audit.lock, which
 // also guards rotation by size (audit.jsonl becomes audit.1.jsonl, audit.1.jsonl
 // becomes audit.2.jsonl, ..., and the oldest beyond MaxFiles is removed), so that no
-// process writes into a file another is renaming and no line is lost. The file is
-// opened for each entry rather than held, which lets rotation rename it on every
-// platform.
+// process writes into a file another is renaming and no line is lost. The entries of
+// concurrent calls are written and synced together (see commit). The active file is
+// kept open between entries and opened again when another process has rotated it
+// away; on Windows, where an open file cannot be renamed, it is opened for each entry.
 package audit
 
 import (
@@ -20,6 +21,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -117,9 +119,17 @@ type Log struct {
 	// system that cannot.
 	preallocate func(f *os.File, off, n int64) error
 
-	// syncFile makes an appended entry durable: (*os.File).Sync, which a test replaces to see that every entry
-	// is on disk before Record returns.
+	// syncFile makes appended entries durable: syncData, which a test replaces to see that every entry is on
+	// disk before Record returns.
 	syncFile func(*os.File) error
+
+	// active is the active file, kept open between appends (under the lock) while the directory still names it:
+	// another Log may rotate it away.
+	active *os.File
+
+	// queue holds the records waiting for the next group commit (see commit).
+	queueMu sync.Mutex
+	queue   []*queuedRecord
 }
 
 // Open opens (creating) the audit log in dir.
@@ -144,7 +154,7 @@ func Open(dir string, opts Options) (*Log, error) {
 		return nil, fmt.Errorf("audit: %w", err)
 	}
 	f.Close()
-	l := &Log{dir: dir, opts: opts, lock: lock, syncFile: (*os.File).Sync, preallocate: reserve}
+	l := &Log{dir: dir, opts: opts, lock: lock, syncFile: syncData, preallocate: reserve}
 	if l.roomFile, err = openRoomFile(dir); err != nil {
 		lock.Close()
 		return nil, err
@@ -193,11 +203,63 @@ func (l *Log) underLock(fn func() error) error {
 // the entry is recorded, and the next write tries to rotate again.
 var ErrNotRotated = errors.New("audit: the log could not rotate")
 
-// appendLocked appends a line, in room reserved for it, rotating the active file first if the line would take it
+// queuedRecord is a record waiting for a group commit: its line, what its call does under the lock once the
+// group's write is over (given the write's error; it returns the record's), and where that result goes.
+type queuedRecord struct {
+	line  []byte
+	after func(writeErr error) error
+	done  chan error
+}
+
+// commit appends line durably, together with the records of this Log's other calls that come meanwhile: while
+// one group is written and synced under the lock, the records that arrive queue, and the next holder of the lock
+// writes and syncs them all at once (a group commit: one write and one sync for many calls). after runs under the
+// lock with the group's write error. commit returns once the line is on disk (or with why it is not).
+func (l *Log) commit(line []byte, after func(writeErr error) error) error {
+	r := &queuedRecord{line: line, after: after, done: make(chan error, 1)}
+	l.queueMu.Lock()
+	l.queue = append(l.queue, r)
+	l.queueMu.Unlock()
+	err := l.underLock(func() error {
+		l.queueMu.Lock()
+		group := l.queue
+		l.queue = nil
+		l.queueMu.Unlock()
+		if len(group) == 0 {
+			return nil // an earlier holder wrote this record
+		}
+		lines := group[0].line
+		for _, q := range group[1:] {
+			lines = append(lines, q.line...)
+		}
+		werr := l.appendLocked(lines)
+		for _, q := range group {
+			q.done <- q.after(werr)
+		}
+		l.letGoOfActiveLocked()
+		return nil
+	})
+	if err != nil {
+		// The lock could not be had (the Log closed): the record is this call's to take back, unless a holder
+		// took it into a group already.
+		l.queueMu.Lock()
+		i := slices.Index(l.queue, r)
+		if i >= 0 {
+			l.queue = slices.Delete(l.queue, i, i+1)
+		}
+		l.queueMu.Unlock()
+		if i >= 0 {
+			return err
+		}
+	}
+	return <-r.done
+}
+
+// appendLocked appends lines, in room reserved for them, rotating the active file first if they would take it
 // past Options.MaxBytes.
 func (l *Log) appendLocked(line []byte) error {
 	active := filepath.Join(l.dir, activeName)
-	f, size, err := openActive(active)
+	f, size, err := l.activeLocked()
 	if err != nil {
 		return err
 	}
@@ -207,7 +269,7 @@ func (l *Log) appendLocked(line []byte) error {
 			rotateErr = fmt.Errorf("%w: rotating %s: %w", ErrNotRotated, active, err)
 		} else {
 			f.Close()
-			f, size = next, 0
+			l.active, f, size = next, next, 0
 		}
 	}
 	if size > 0 && !endsWithNewline(f, size) {
@@ -224,12 +286,11 @@ func (l *Log) appendLocked(line []byte) error {
 			werr = errors.Join(werr, fmt.Errorf("rolling back: %w", terr))
 		}
 	}
-	cerr := f.Close()
-	if werr != nil || cerr != nil {
+	if werr != nil {
 		if rotateErr != nil { // not wrapped: errors.Is(err, ErrNotRotated) means the line is in
 			werr = fmt.Errorf("%w (and before it: %v)", werr, rotateErr)
 		}
-		return fmt.Errorf("audit: writing %s (local disk): %w", active, errors.Join(werr, cerr))
+		return fmt.Errorf("audit: writing %s (local disk): %w", active, werr)
 	}
 	if size == 0 {
 		// A new file: make its directory entry durable too.
@@ -248,6 +309,39 @@ func endsWithNewline(f *os.File, size int64) bool {
 		return true
 	}
 	return b[0] == '\n'
+}
+
+// keepActiveOpen is whether the active file stays open between entries: not on Windows, where a file open
+// cannot be renamed by a rotation.
+const keepActiveOpen = runtime.GOOS != "windows"
+
+// letGoOfActiveLocked closes the active file where it is not kept open.
+func (l *Log) letGoOfActiveLocked() {
+	if !keepActiveOpen && l.active != nil {
+		l.active.Close()
+		l.active = nil
+	}
+}
+
+// activeLocked is the active file, open, and its size: the one kept open when the directory still names it,
+// else the one it names, opened (created) and kept.
+func (l *Log) activeLocked() (*os.File, int64, error) {
+	name := filepath.Join(l.dir, activeName)
+	if l.active != nil {
+		named, err := os.Stat(name)
+		open, ferr := l.active.Stat()
+		if err == nil && ferr == nil && os.SameFile(named, open) {
+			return l.active, open.Size(), nil
+		}
+		l.active.Close()
+		l.active = nil
+	}
+	f, size, err := openActive(name)
+	if err != nil {
+		return nil, 0, err
+	}
+	l.active = f
+	return f, size, nil
 }
 
 func openActive(name string) (*os.File, int64, error) {
@@ -337,6 +431,10 @@ func (l *Log) Close() error {
 		return nil
 	}
 	l.closed = true
+	if l.active != nil {
+		l.active.Close()
+		l.active = nil
+	}
 	// This Log's calls in flight will not be recorded now: their room is given back with the room file.
 	rerr := errors.Join(l.roomFile.Close(), os.Remove(l.roomFile.Name()))
 	return errors.Join(l.lock.Close(), rerr)

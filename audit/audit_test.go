@@ -493,3 +493,52 @@ func TestEntryCapKeepsHistory(t *testing.T) {
 		t.Errorf("nested = %v", e.Args["nested"])
 	}
 }
+
+// BenchmarkCallRecords is one call's records as the server writes them (Reserve, Start, Finish), one call at a
+// time and many at once, each record durable before its method returns.
+func BenchmarkCallRecords(b *testing.B) {
+	for _, concurrent := range []bool{false, true} {
+		name := "serial"
+		if concurrent {
+			name = "parallel"
+		}
+		b.Run(name, func(b *testing.B) {
+			l, err := Open(b.TempDir(), Options{})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer l.Close()
+			e := numbered("bench", 1)
+			call := func() error {
+				c, err := l.Reserve()
+				if err != nil {
+					return err
+				}
+				if err := c.Start(e); err != nil {
+					return err
+				}
+				e := e
+				e.Outcome = OutcomeOK
+				return c.Finish(e)
+			}
+			b.ReportAllocs()
+			if !concurrent {
+				for b.Loop() {
+					if err := call(); err != nil {
+						b.Fatal(err)
+					}
+				}
+				return
+			}
+			b.SetParallelism(16) // 32 calls at once on 2 cores
+			b.RunParallel(func(pb *testing.PB) {
+				for pb.Next() {
+					if err := call(); err != nil {
+						b.Error(err)
+						return
+					}
+				}
+			})
+		})
+	}
+}

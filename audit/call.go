@@ -78,8 +78,7 @@ func (c *Call) Start(e Entry) error {
 	if err != nil {
 		return err
 	}
-	err = c.l.underLock(func() error {
-		werr := c.l.appendLocked(line)
+	err = c.l.commit(line, func(werr error) error {
 		if werr != nil && !errors.Is(werr, ErrNotRotated) {
 			return werr
 		}
@@ -108,8 +107,7 @@ func (c *Call) Finish(e Entry) error {
 	if err != nil {
 		return errors.Join(err, c.Release())
 	}
-	return c.l.underLock(func() error {
-		werr := c.l.appendLocked(line)
+	return c.l.commit(line, func(werr error) error {
 		return errors.Join(werr, c.giveBackLocked(c.room))
 	})
 }
@@ -137,12 +135,13 @@ func (l *Log) keepRoomLocked(need int64) error {
 		return err
 	}
 	active := filepath.Join(l.dir, activeName)
-	f, size, err := openActive(active)
+	f, size, err := l.activeLocked()
 	if err != nil {
 		return err
 	}
-	defer f.Close()
-	if err := l.provide(f, size, total+need); err != nil {
+	err = l.provide(f, size, total+need)
+	l.letGoOfActiveLocked()
+	if err != nil {
 		return fmt.Errorf("audit: reserving space for entries in %s (local disk): %w", active, err)
 	}
 	return l.setRoomLocked(l.room + need)
@@ -183,7 +182,8 @@ func (l *Log) rotateLocked(old *os.File, size int64) (*os.File, error) {
 	}
 	active := filepath.Join(l.dir, activeName)
 	next := filepath.Join(l.dir, nextName)
-	f, err := os.OpenFile(next, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o600)
+	// O_APPEND as openActive's: the file is kept open, and other Logs append to it meanwhile.
+	f, err := os.OpenFile(next, os.O_RDWR|os.O_CREATE|os.O_TRUNC|os.O_APPEND, 0o600)
 	if err != nil {
 		return nil, err
 	}
