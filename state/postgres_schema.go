@@ -92,10 +92,20 @@ CREATE TABLE e2b_mcp_tasks (
 );
 `
 
+// pgSchemaV5 adds the places held in owners' sandbox caps (see reservations.go).
+const pgSchemaV5 = `
+CREATE TABLE e2b_mcp_reservations (
+	owner  text COLLATE "C" NOT NULL,
+	id     text COLLATE "C" NOT NULL,
+	record json NOT NULL,
+	PRIMARY KEY (owner, id)
+);
+`
+
 // pgMigrations is the list OpenPostgres applies: entry i is the SQL that takes the database from schema version
 // i+1 to i+2, as schemaMigrations does for the bbolt file. The current version is len(pgMigrations())+1. Append
 // only; never edit an entry once released.
-func pgMigrations() []string { return []string{pgSchemaV2, pgSchemaV3, pgSchemaV4} }
+func pgMigrations() []string { return []string{pgSchemaV2, pgSchemaV3, pgSchemaV4, pgSchemaV5} }
 
 func (s *Postgres) currentVersion() int { return len(s.migrations) + 1 }
 

@@ -103,14 +103,14 @@ func TestPostgresForeignAndFutureDatabasesRefusedAndUntouched(t *testing.T) {
 	}
 	// A newer e2b-mcp migrates the database while this one runs: this one stops writing, and a fresh open
 	// refuses it.
-	if err := pgServer.Exec(s.where, "UPDATE e2b_mcp_meta SET value = '5' WHERE key = 'schema'"); err != nil {
+	if err := pgServer.Exec(s.where, "UPDATE e2b_mcp_meta SET value = '6' WHERE key = 'schema'"); err != nil {
 		t.Fatal(err)
 	}
 	before := queryValue[string](t, s.where, "SELECT record::text FROM e2b_mcp_sandboxes")
 	err = s.PutSandbox(sampleSandbox("alice", "sbx1", "other", clock.Now()))
 	wantErr(t, err, "schema version", "reopen")
 	_, err = OpenPostgres(s.where, Options{Keys: StaticKeySource(testKey(1))})
-	wantErr(t, err, "schema version 5, newer than the 4", "upgrade e2b-mcp")
+	wantErr(t, err, "schema version 6, newer than the 5", "upgrade e2b-mcp")
 	if after := queryValue[string](t, s.where, "SELECT record::text FROM e2b_mcp_sandboxes"); after != before {
 		t.Fatalf("a refused database was written to:\n%s\n%s", before, after)
 	}
@@ -265,7 +265,7 @@ func TestPostgresDocumentUpdatesFollowOneAnother(t *testing.T) {
 func TestPostgresMigratesOlderVersionsInPlace(t *testing.T) {
 	current := len(pgMigrations()) + 1
 	// laterTables are the tables each version adds to its predecessor's.
-	laterTables := map[int]string{2: "'e2b_mcp_secrets', 'e2b_mcp_connect_links'", 3: "'e2b_mcp_ticket_nonces'", 4: "'e2b_mcp_tasks'"}
+	laterTables := map[int]string{2: "'e2b_mcp_secrets', 'e2b_mcp_connect_links'", 3: "'e2b_mcp_ticket_nonces'", 4: "'e2b_mcp_tasks'", 5: "'e2b_mcp_reservations'"}
 	for old := 1; old < current; old++ {
 		t.Run(fmt.Sprintf("version %d", old), func(t *testing.T) {
 			where := freshDatabase(t)

@@ -31,10 +31,11 @@ func checkName(what, v string) error {
 // in both stores, so that the logic that reads and writes them (here and in sessions.go, sandboxes.go,
 // checkpoints.go) is written once.
 const (
-	tableSessions    = "sessions"
-	tableSandboxes   = "sandboxes"
-	tableCheckpoints = "checkpoints"
-	tableTasks       = "tasks"
+	tableSessions     = "sessions"
+	tableSandboxes    = "sandboxes"
+	tableCheckpoints  = "checkpoints"
+	tableTasks        = "tasks"
+	tableReservations = "reservations"
 )
 
 // recordTx is one transaction of a store, as the record logic sees it. Records of a write transaction that get

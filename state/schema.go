@@ -11,12 +11,13 @@ import (
 // Layout of schema version 1. Every bucket is top level; record keys are "owner\x00id" (owners: "owner";
 // sessions: "owner\x00name") and values are JSON documents (record*V1 types).
 const (
-	bucketMeta        = "meta"
-	bucketOwners      = "owners"
-	bucketSessions    = tableSessions
-	bucketSandboxes   = tableSandboxes
-	bucketCheckpoints = tableCheckpoints
-	bucketTasks       = tableTasks
+	bucketMeta         = "meta"
+	bucketOwners       = "owners"
+	bucketSessions     = tableSessions
+	bucketSandboxes    = tableSandboxes
+	bucketCheckpoints  = tableCheckpoints
+	bucketTasks        = tableTasks
+	bucketReservations = tableReservations
 
 	metaApplication = "application" // must hold applicationMarker
 	metaSchema      = "schema"      // decimal schema version
@@ -35,11 +36,18 @@ type migration func(tx *bolt.Tx) error
 
 // schemaMigrations is the list Open applies. The current schema version is len(schemaMigrations())+1. Append
 // only; never edit an entry once released.
-func schemaMigrations() []migration { return []migration{addTasksBucket} }
+func schemaMigrations() []migration { return []migration{addTasksBucket, addReservationsBucket} }
 
 // addTasksBucket (schema 1 to 2) makes the bucket of the tool calls answered as tasks (tasks.go).
 func addTasksBucket(tx *bolt.Tx) error {
 	_, err := tx.CreateBucketIfNotExists([]byte(bucketTasks))
+	return err
+}
+
+// addReservationsBucket (schema 2 to 3) makes the bucket of the places held in owners' sandbox caps
+// (reservations.go).
+func addReservationsBucket(tx *bolt.Tx) error {
+	_, err := tx.CreateBucketIfNotExists([]byte(bucketReservations))
 	return err
 }
 

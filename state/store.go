@@ -82,6 +82,15 @@ type Store interface {
 	// does; ErrNotFound if there is no such task.
 	UpdateTask(owner, id string, fn func(*Task) error) (Task, error)
 
+	// ReserveSandboxes holds n places of kind in owner's caps for hold, or refuses with a *CapError when the
+	// owner's running and paused sandboxes and held places leave no room; count and reservation are one
+	// transaction, so racing calls of any process sharing the store never pass a cap together.
+	ReserveSandboxes(owner string, kind SlotKind, n int, caps SandboxCaps, hold time.Duration) (Reservation, error)
+	// ReleaseReservation gives a reservation's places back (once its sandboxes are recorded, or failed).
+	ReleaseReservation(r Reservation) error
+	// SandboxUse reports owner's live and running sandboxes, held places included.
+	SandboxUse(owner string) (live, running int, err error)
+
 	// Owners lists every owner the store has seen, sorted.
 	Owners() ([]string, error)
 	// Ping reports whether the store can be used now: nil, or why not (ErrClosed, a file that cannot be opened, a
