@@ -51,7 +51,7 @@ func Compare(base map[string]Entry, remote []Entry, t *Tree) (changes []Change, 
 		}
 	}
 	for p, b := range base {
-		if b.Type != TypeDir && !inRemote[p] && !t.Ignored(p, false) {
+		if b.Type != TypeDir && !inRemote[p] && !t.IgnoredWithin(p, false) {
 			changes = append(changes, Change{Path: p, Old: &b})
 		}
 	}

@@ -264,6 +264,16 @@ func (t *Tree) Ignored(name string, dir bool) bool {
 	return skip
 }
 
+// IgnoredWithin is Ignored of name and of every directory above it: what a walk would not reach.
+func (t *Tree) IgnoredWithin(name string, dir bool) bool {
+	for d := path.Dir(name); d != "." && d != "/"; d = path.Dir(d) {
+		if t.Ignored(d, true) {
+			return true
+		}
+	}
+	return t.Ignored(name, dir)
+}
+
 // PrunedNames are names the sandbox's listing may prune wherever they are (see Rules.prunedNames).
 func (t *Tree) PrunedNames() []string {
 	names := []string{".git"}

@@ -238,3 +238,16 @@ func TestApplyRefusesLocalChangesAndTouchesNothing(t *testing.T) {
 		t.Errorf("a refused apply left files behind: %v", ents)
 	}
 }
+
+// A directory the local .gitignore leaves out after the sync in is out of the sync out too: its files, which the
+// sandbox still has, are not reported deleted.
+func TestSyncOutHonoursAnIgnoreAddedLater(t *testing.T) {
+	local, remote := t.TempDir(), t.TempDir()
+	write(t, local, map[string]string{"gen/x.txt": "x\n", "a.txt": "a\n"})
+	m, _, _ := syncIn(t, local, remote, nil, Options{})
+	write(t, local, map[string]string{".gitignore": "gen/\n"})
+	changes, _, _ := syncOut(t, local, remote, m, Options{})
+	for _, c := range changes {
+		t.Errorf("change %s %s, want none", c.Kind(), c.Path)
+	}
+}
