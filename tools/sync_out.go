@@ -26,7 +26,7 @@ const (
 type syncOutArgs struct {
 	SandboxID  string `json:"sandbox_id" jsonschema_description:"The sandbox to bring changes back from."`
 	RemotePath string `json:"remote_path" policy:"path" jsonschema_description:"The sandbox directory an e2b_sync_in copied into; relative paths are under /home/user."`
-	LocalPath  string `json:"local_path,omitempty" jsonschema_description:"The local directory that was synced in (default: the one the last e2b_sync_in into remote_path copied)."`
+	LocalPath  string `json:"local_path,omitempty" jsonschema_description:"The local directory that was synced in (default: the one the last e2b_sync_in into remote_path copied); required with apply."`
 	Apply      bool   `json:"apply,omitempty" jsonschema_description:"Apply the changes to the local directory, all or nothing: refused, naming the files, where the local side changed since the sync in."`
 }
 
@@ -110,6 +110,12 @@ func (t syncOut) run(ctx context.Context, call Caller, a *syncOutArgs) (any, err
 			"local directory in first.", remote, rec.ID)
 	}
 	want := a.LocalPath
+	if want == "" && a.Apply {
+		// The manifest is the sandbox's word: an apply writes only where the call itself, which the policy and a
+		// human approving it see, says.
+		return nil, userErrorf("apply needs local_path: give the local directory to write into (the last e2b_sync_in into %s "+
+			"copied %s).", remote, man.Local)
+	}
 	if want == "" {
 		want = man.Local
 	}

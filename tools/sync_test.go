@@ -271,7 +271,9 @@ func TestSyncOutRefusesAPlantedSymlink(t *testing.T) {
 		remote := "/home/user/planted-" + strings.ToLower(rand.Text()[:8])
 		s.ok(t, syncInName, map[string]any{"sandbox_id": id, "local_path": repo, "remote_path": remote})
 		s.exec(t, id, "cd "+remote+" && rm -rf lib && ln -s /tmp lib && echo changed > b.txt")
-		text := s.fail(t, syncOutName, map[string]any{"sandbox_id": id, "remote_path": remote, "apply": true})
+		// The manifest naming the local directory is the sandbox's word: an apply must name it itself.
+		wantContains(t, s.fail(t, syncOutName, map[string]any{"sandbox_id": id, "remote_path": remote, "apply": true}), "apply needs local_path")
+		text := s.fail(t, syncOutName, map[string]any{"sandbox_id": id, "remote_path": remote, "local_path": repo, "apply": true})
 		wantContains(t, text, "Nothing was applied", "lib (the sandbox made it a symlink pointing outside the tree)")
 		if fi, err := os.Lstat(filepath.Join(repo, "lib")); err != nil || !fi.IsDir() {
 			t.Fatalf("lib was replaced locally: %v %v", fi, err)

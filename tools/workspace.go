@@ -12,6 +12,7 @@ import (
 	"path"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/e2b-mcp/e2b-mcp/e2b"
 	"github.com/e2b-mcp/e2b-mcp/policy"
@@ -123,12 +124,15 @@ func scratchPath(kind string) string {
 	return fmt.Sprintf("/tmp/e2b-mcp-sync-%s-%s", rand.Text()[:12], kind)
 }
 
+// scriptTimeout bounds one of the sync's commands in the sandbox (a tar of 2 GiB takes well under it).
+const scriptTimeout = 10 * time.Minute
+
 // runScript runs one of the sync's commands and returns its stdout, at most limit bytes; a command that fails is
 // an error with its stderr.
 func runScript(ctx context.Context, e *e2b.Envd, script string, limit int) ([]byte, error) {
 	var out, stderr []byte
 	over := false
-	res, err := e.RunCommand(ctx, script, e2b.CommandOptions{OnOutput: func(kind e2b.EventKind, data []byte) {
+	res, err := e.RunCommand(ctx, script, e2b.CommandOptions{Timeout: scriptTimeout, OnOutput: func(kind e2b.EventKind, data []byte) {
 		switch {
 		case kind == e2b.EventStdout && len(out)+len(data) <= limit:
 			out = append(out, data...)
