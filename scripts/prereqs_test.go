@@ -3,6 +3,7 @@ package scripts
 
 import (
 	"context"
+	"io"
 	"os"
 	"os/exec"
 	"os/user"
@@ -64,8 +65,9 @@ func searchableByAll(dir string) bool {
 }
 
 // runPrereqs runs scripts/prereqs.sh TARGET with the given PATH as an unprivileged user without sudo, and returns
-// its exit code and what it printed. It fails the test if the script takes more than a few seconds: a newcomer
-// without rights must be told at once what to run.
+// its exit code and what it printed. A newcomer without rights must be told at once what to run: the script asks
+// for nothing, so it fails the test if it reads its standard input (a line is waiting there, and must still be
+// there when the script ends). sudo is not on PATH, so no password prompt can come either.
 func runPrereqs(t *testing.T, target, path string) (int, string) {
 	t.Helper()
 	if os.Getuid() != 0 {
@@ -87,13 +89,27 @@ func runPrereqs(t *testing.T, target, path string) (int, string) {
 	defer cancel()
 	cmd := exec.CommandContext(ctx, "runuser", "-u", nobody.Username, "--", "/bin/sh", script, target)
 	cmd.Env = []string{"PATH=" + path, "HOME=" + home, "GOCACHE=" + filepath.Join(home, "cache"), "GOTOOLCHAIN=local"}
-	start := time.Now()
-	out, err := cmd.CombinedOutput()
-	if elapsed := time.Since(start); elapsed > 10*time.Second {
-		t.Errorf("prereqs.sh %s took %v as a user without sudo; it must stop at once", target, elapsed)
+	stdin, answer, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
 	}
+	defer stdin.Close()
+	defer answer.Close()
+	// The line stays open while the script runs: a read of it waits for more rather than ending at EOF.
+	const typed = "y\n"
+	if _, err := answer.WriteString(typed); err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stdin = stdin
+	cmd.WaitDelay = time.Second // a process the script left behind must not hold its output open past the bound
+	out, err := cmd.CombinedOutput()
 	if ctx.Err() != nil {
-		t.Fatalf("prereqs.sh %s did not finish: %s", target, out)
+		t.Fatalf("prereqs.sh %s did not finish within 30s (it waits for something): %s", target, out)
+	}
+	// With its only writer closed, the pipe gives what is left in it and ends.
+	answer.Close()
+	if left, _ := io.ReadAll(stdin); string(left) != typed {
+		t.Errorf("prereqs.sh %s read its standard input (%q of %q is left): it must ask for nothing", target, left, typed)
 	}
 	code := 0
 	if exit, ok := err.(*exec.ExitError); ok {
