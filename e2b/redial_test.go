@@ -5,10 +5,13 @@ import (
 	"errors"
 	"io"
 	"net"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/e2b-mcp/e2b-mcp/internal/waitfor"
 )
 
 // outage is a TCP front for a backend that can be taken down (its port refuses connections) and brought back on
@@ -131,22 +134,25 @@ func TestRedialGivesUp(t *testing.T) {
 		!strings.Contains(err.Error(), "gave up after") || strings.Contains(err.Error(), "looking for") {
 		t.Fatalf("create against a dead E2B: %v", err)
 	}
-	if took := time.Since(began); took < 200*time.Millisecond || took > 10*time.Second {
-		t.Fatalf("gave up after %v, want about RedialFor (300 ms)", took)
+	// It went on trying (for RedialFor), rather than giving up at the first refusal.
+	if m := regexp.MustCompile(`gave up after (\d+) attempts`).FindStringSubmatch(err.Error()); m == nil || m[1] == "1" {
+		t.Fatalf("create against a dead E2B: %v; want it tried more than once", err)
 	}
+	t.Logf("gave up after %v with RedialFor 300 ms", time.Since(began))
 
 	// The call's deadline comes first.
 	c = cpClient(t, dead, func(cfg *Config) { cfg.RedialFor = time.Hour; cfg.RetryWaitMax = 50 * time.Millisecond })
 	ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
 	defer cancel()
 	began = time.Now()
-	_, err = c.Envd(SandboxConn{ID: "sbx1"}).Start(ctx, StartOptions{Process: ProcessConfig{Cmd: "true"}}, nil)
+	// A call that outlived its deadline would try for RedialFor, an hour: the test's bound ends it instead.
+	waitfor.Return(t, 30*time.Second, "the command against a dead envd to give up at its deadline", func() {
+		_, err = c.Envd(SandboxConn{ID: "sbx1"}).Start(ctx, StartOptions{Process: ProcessConfig{Cmd: "true"}}, nil)
+	})
 	if !errors.Is(err, ErrNoAnswer) && !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("a command against a dead envd: %v", err)
 	}
-	if took := time.Since(began); took > 10*time.Second {
-		t.Fatalf("gave up after %v, past the call's deadline (500 ms)", took)
-	}
+	t.Logf("gave up after %v with a deadline of 500 ms", time.Since(began))
 
 	// Retries disabled: one attempt.
 	c = cpClient(t, dead, func(cfg *Config) { cfg.MaxRetries = -1; cfg.RedialFor = time.Hour })

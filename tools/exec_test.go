@@ -57,11 +57,8 @@ func TestExec(t *testing.T) {
 func TestExecTimeout(t *testing.T) {
 	forEachEra(t, func(t *testing.T, e *env, s *session) {
 		id := s.createSandbox(t, nil)
-		start := time.Now()
+		// A timeout that did not stop the command would let it print "never".
 		res := s.ok(t, "e2b_exec", map[string]any{"sandbox_id": id, "command": "echo begun; sleep 20; echo never", "timeout_ms": 400})
-		if time.Since(start) > 10*time.Second {
-			t.Fatalf("the timeout did not stop the command (took %v)", time.Since(start))
-		}
 		if res["success"] != false || res["stdout"] != "begun\n" {
 			t.Fatalf("result %v", res)
 		}

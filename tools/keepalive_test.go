@@ -2,6 +2,7 @@ package tools
 
 import (
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -126,39 +127,56 @@ func TestLongCommandKeepsItsSandbox(t *testing.T) {
 }
 
 // TestExtensionsThrottled: calls in quick succession extend a sandbox once per tenth of its timeout, with E2B's
-// connect (which never shortens the expiry), not once per call.
+// connect (which never shortens the expiry), not once per call. The server's clock is the test's, so how long the
+// calls take on a loaded machine does not matter: the create counts as an extension, calls at its instant and up
+// to just short of a tenth of the timeout later make no connect, and one a tenth later makes one.
 func TestExtensionsThrottled(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
+	var mu sync.Mutex
+	now := time.Now()
+	e.deps.Now = func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	advance := func(d time.Duration) { mu.Lock(); now = now.Add(d); mu.Unlock() }
 	s := e.connect(t, eras[0], Caller{Owner: "alice", Session: "main"})
 	id := s.createSandbox(t, map[string]any{"timeout_seconds": 20})
 	e.emu.ResetRequests()
-	start := time.Now()
+	connects := func() (n int) {
+		for _, r := range e.emu.Requests() {
+			switch {
+			case r.Path == "/v2/sandboxes/"+id+"/connect":
+				n++
+				if string(r.Body) != `{"timeout":20}` {
+					t.Errorf("connect body %s", r.Body)
+				}
+			case strings.HasSuffix(r.Path, "/timeout"):
+				t.Errorf("a POST %s: it can shorten the expiry", r.Path)
+			}
+		}
+		return n
+	}
 	for range 10 {
 		s.exec(t, id, "true")
 	}
-	time.Sleep(2*time.Second - time.Since(start))
+	advance(throttleInterval(20) - time.Millisecond)
 	s.exec(t, id, "true")
-	var connects, timeouts int
-	for _, r := range e.emu.Requests() {
-		switch {
-		case r.Path == "/v2/sandboxes/"+id+"/connect":
-			connects++
-			if string(r.Body) != `{"timeout":20}` {
-				t.Errorf("connect body %s", r.Body)
-			}
-		case strings.HasSuffix(r.Path, "/timeout"):
-			timeouts++
-		}
+	if n := connects(); n != 0 {
+		t.Fatalf("%d connects for calls within a tenth of the timeout of the create, want none", n)
 	}
-	if elapsed := time.Since(start); connects != 1 || timeouts != 0 || elapsed > 4*time.Second {
-		// More than two tenths of the timeout would allow a second extension: the count is only meaningful within it.
-		t.Fatalf("%d connects and %d timeouts in %v of calls, want 1 and 0", connects, timeouts, elapsed)
+	advance(time.Millisecond)
+	before := time.Now()
+	s.exec(t, id, "true")
+	after := time.Now()
+	if n := connects(); n != 1 {
+		t.Fatalf("%d connects once a tenth of the timeout passed, want 1", n)
 	}
+	// The record's expiry is on the server's clock, E2B's on the real one at the connect.
 	sb, _ := e.emu.Sandbox(id)
 	rec := recordState(t, e, id)
-	if d := rec.ExpiresAt.Sub(sb.EndAt); d < -time.Second || d > time.Second {
-		t.Fatalf("recorded expiry %v, E2B's %v", rec.ExpiresAt, sb.EndAt)
+	mu.Lock()
+	want := now.Add(20 * time.Second).UTC()
+	mu.Unlock()
+	if !rec.ExpiresAt.Equal(want) || sb.EndAt.Before(before.Add(19*time.Second)) || sb.EndAt.After(after.Add(21*time.Second)) {
+		t.Fatalf("recorded expiry %v (want %v), E2B's %v (want 20 s after the connect)", rec.ExpiresAt, want, sb.EndAt)
 	}
 }
 

@@ -27,7 +27,7 @@ func TestBackgroundProcesses(t *testing.T) {
 		bg := s.ok(t, "e2b_exec", map[string]any{"sandbox_id": id, "command": server, "background": true, "timeout_ms": 100})
 		pid := num(bg["pid"])
 		logFile, _ := bg["log_file"].(string)
-		if pid <= 0 || !strings.HasPrefix(logFile, "/tmp/e2b-mcp/bg-") || bg["success"] != nil || bg["running"] != true || time.Since(start) > 10*time.Second {
+		if pid <= 0 || !strings.HasPrefix(logFile, "/tmp/e2b-mcp/bg-") || bg["success"] != nil || bg["running"] != true {
 			t.Fatalf("background start: %v after %v", bg, time.Since(start))
 		}
 		fetch := fmt.Sprintf("for i in $(seq 100); do python3 -c 'import urllib.request,sys; sys.stdout.write(urllib.request.urlopen(\"http://127.0.0.1:%d/hello.txt\").read().decode())' 2>/dev/null && exit 0; sleep 0.1; done; exit 1", port)
@@ -70,10 +70,10 @@ func TestExecBackgroundJobReturnsAtOnce(t *testing.T) {
 		id := s.createSandbox(t, nil)
 		s.exec(t, id, "true") // the sandbox's envd is up
 		dur := fmt.Sprintf("30.%d", time.Now().UnixNano()%1e6)
-		start := time.Now()
+		// A call that waited for its jobs would show "late", or be moved to the background with no exit code.
 		res := s.exec(t, id, "(sleep 0.5; echo late) & sleep "+dur+" & echo started")
-		if res["stdout"] != "started\n" || res["success"] != true || num(res["exit_code"]) != 0 || time.Since(start) > 2*time.Second {
-			t.Fatalf("result %v after %v", res, time.Since(start))
+		if res["stdout"] != "started\n" || res["success"] != true || num(res["exit_code"]) != 0 {
+			t.Fatalf("result %v", res)
 		}
 		time.Sleep(700 * time.Millisecond)
 		if res := s.exec(t, id, "echo next"); res["stdout"] != "next\n" {
@@ -115,11 +115,7 @@ func TestExecStopsTheWholeTree(t *testing.T) {
 			req := mcp.CallToolRequest{}
 			req.Params.Name = "e2b_exec"
 			req.Params.Arguments = map[string]any{"sandbox_id": id, "command": fmt.Sprintf(command, dur)}
-			start := time.Now()
 			_, _ = s.c.CallTool(ctx, req) // the cancelled call's answer, if any, does not matter: what it left does
-			if time.Since(start) > 20*time.Second {
-				t.Fatalf("%s: the cancelled call went on", command)
-			}
 			waitfor.Until(t, 30*time.Second, "the cancelled tree to be gone", func() bool { return running(t, s, id, "sleep "+dur) == "" })
 		}
 	})
