@@ -128,7 +128,8 @@ type isolation struct {
 	nsenter string // util-linux's, to start processes in a sandbox's namespaces
 	// err says why processes cannot be isolated here (no bwrap, or user namespaces are not allowed).
 	err error
-	// systemArgs bind the host's system directories (computed once: the host does not change under a test).
+	// systemArgs bind the host's system directories but /etc (computed once: they do not change under a test;
+	// /etc, which other programs change at any time, is listed anew for each sandbox by etcArgs).
 	systemArgs []string
 }
 
@@ -157,6 +158,7 @@ func probeIsolation() isolation {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	args := append([]string{"--unshare-all", "--unshare-user", "--uid", "1000", "--gid", "1000", "--die-with-parent"}, iso.systemArgs...)
+	args = append(args, etcArgs()...)
 	args = append(args, "--proc", "/proc", "--dev", "/dev", "--", "/bin/sh", "-c", "exit 0")
 	cmd := exec.CommandContext(ctx, iso.bwrap, args...)
 	var stderr bytes.Buffer
@@ -171,7 +173,8 @@ func probeIsolation() isolation {
 	return iso
 }
 
-// systemBindArgs binds the host's system directories read-only, keeping usr-merge symlinks as symlinks.
+// systemBindArgs binds the host's system directories read-only, keeping usr-merge symlinks as symlinks. /etc is
+// etcArgs'.
 func systemBindArgs() []string {
 	args := []string{"--ro-bind", "/usr", "/usr"}
 	for _, d := range []string{"/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32"} {
@@ -186,44 +189,71 @@ func systemBindArgs() []string {
 			args = append(args, "--ro-bind", d, d)
 		}
 	}
-	args = append(args, "--ro-bind", "/etc", "/etc")
-	if os.Geteuid() == 0 {
-		args = append(args, maskPrivateEtc()...)
-	}
 	return args
 }
 
-// maskPrivateEtc hides what only root may read under /etc (shadow files, private keys). A sandbox user maps to
-// the emulator's uid, which as root owns those files.
-func maskPrivateEtc() []string {
-	var args []string
-	_ = filepath.WalkDir("/etc", func(p string, de fs.DirEntry, err error) error {
+// etcArgs give a sandbox the host's /etc, read-only, with inside bound the files of into (pairs of --ro-bind-data
+// FD and path: /etc/passwd, /etc/group).
+//
+// As root, the emulator hides what only root may read (shadow files, private keys): a sandbox user maps to the
+// emulator's uid, which then owns those files. /etc is then a tmpfs made of the host's entries, listed now: each
+// readable one bound (--ro-bind-try, which skips an entry gone by the time bwrap binds it), each private file
+// covered by /dev/null and each private directory left empty, and the tmpfs made read-only last. Other programs
+// change /etc at any time (useradd adds and removes lock and backup files): an entry that vanishes between the
+// listing and bwrap's mounts is skipped, and one that appears is not there for this sandbox. Masking inside a
+// read-only bind of the whole /etc instead fails the sandbox's start when a masked file has vanished, since bwrap
+// cannot make a mount point for it there.
+func etcArgs(into ...string) []string {
+	if os.Geteuid() != 0 {
+		return append([]string{"--ro-bind", "/etc", "/etc"}, into...)
+	}
+	args := []string{"--perms", "0755", "--tmpfs", "/etc"}
+	entries, _ := etcEntries("/etc", 0)
+	args = append(args, entries...)
+	args = append(args, into...)
+	return append(args, "--remount-ro", "/etc")
+}
+
+// etcMaxDepth is how deep under /etc private entries are looked for; deeper directories are bound whole.
+const etcMaxDepth = 3
+
+// etcEntries are the bwrap arguments that rebuild dir (under /etc, depth levels below it) in the sandbox, and
+// whether it holds a private entry (so that it cannot be bound whole). An entry that cannot be read is one that
+// vanished while it was listed: it is left out.
+func etcEntries(dir string, depth int) (args []string, private bool) {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, false
+	}
+	for _, de := range entries {
+		p := filepath.Join(dir, de.Name())
+		fi, err := os.Lstat(p)
 		if err != nil {
-			return nil
+			continue
 		}
-		if p == "/etc" {
-			return nil
-		}
-		if strings.Count(p, "/") > 4 {
-			return fs.SkipDir
-		}
-		fi, err := de.Info()
-		if err != nil || fi.Mode()&fs.ModeSymlink != 0 {
-			return nil
-		}
-		if fi.Mode().Perm()&0o004 != 0 {
-			return nil
-		}
-		if fi.IsDir() {
-			args = append(args, "--tmpfs", p)
-			return fs.SkipDir
-		}
-		if fi.Mode().IsRegular() {
+		switch {
+		case fi.Mode()&fs.ModeSymlink != 0:
+			if target, err := os.Readlink(p); err == nil {
+				args = append(args, "--symlink", target, p)
+			}
+		case fi.Mode().Perm()&0o004 == 0 && fi.IsDir():
+			private = true
+			args = append(args, "--dir", p)
+		case fi.Mode().Perm()&0o004 == 0:
+			private = true
 			args = append(args, "--ro-bind", "/dev/null", p)
+		case fi.IsDir() && depth < etcMaxDepth:
+			if sub, hides := etcEntries(p, depth+1); hides {
+				private = true
+				args = append(append(args, "--dir", p), sub...)
+				continue
+			}
+			args = append(args, "--ro-bind-try", p, p)
+		default:
+			args = append(args, "--ro-bind-try", p, p)
 		}
-		return nil
-	})
-	return args
+	}
+	return args, private
 }
 
 // initScript keeps a sandbox's namespaces alive: it says it is ready (bwrap reports its pid before the
@@ -279,7 +309,7 @@ func (iso *isolation) initCommand(dir, egressDir string) (cmd *exec.Cmd, info *o
 	infoFD := strconv.Itoa(2 + len(extra))
 	args := []string{"--unshare-all", "--unshare-user", "--uid", "1000", "--gid", "1000", "--hostname", "e2b", "--info-fd", infoFD}
 	args = append(args, iso.systemArgs...)
-	args = append(args, "--ro-bind-data", passwdFD, "/etc/passwd", "--ro-bind-data", groupFD, "/etc/group")
+	args = append(args, etcArgs("--ro-bind-data", passwdFD, "/etc/passwd", "--ro-bind-data", groupFD, "/etc/group")...)
 	for _, m := range sandboxMounts() {
 		args = append(args, "--bind", filepath.Join(dir, m.sub), m.at)
 	}
