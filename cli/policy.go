@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strings"
 
 	"github.com/e2b-mcp/e2b-mcp/policy"
 	"github.com/e2b-mcp/e2b-mcp/server"
@@ -12,7 +13,7 @@ import (
 )
 
 const policyUsage = `Usage: e2b-mcp policy check FILE
-       e2b-mcp policy explain FILE TOOL ARGS_JSON
+       e2b-mcp policy explain [--owner NAME] FILE TOOL ARGS_JSON
 
   check     parse and validate a policy file; errors are reported as file:line: reason
   explain   show which rule decides a call and why the rules before it did not match,
@@ -66,11 +67,13 @@ func runPolicyCheck(_ context.Context, a *app, args []string) error {
 }
 
 func runPolicyExplain(_ context.Context, a *app, args []string) error {
-	f := newFlags("policy explain", "FILE TOOL ARGS_JSON [--storage-root DIR]...", "Show which rule of a policy decides a call, and why.\n"+
+	f := newFlags("policy explain", "FILE TOOL ARGS_JSON [--storage-root DIR]... [--owner NAME]", "Show which rule of a policy decides a call, and why,\n"+
+		"and which of the owner's limits (the policy's limits section) it would meet.\n"+
 		"Paths are shown and judged as the sandbox resolves them (relative to /home/user); give serve's\n"+
 		"--storage-root to see every file an upload_files entry would write.")
 	var roots stringList
 	f.Var(&roots, "storage-root", "storage root of the server, as given to serve (repeatable)")
+	owner := f.String("owner", "", "the owner making the call, for the limits that apply to it (default: an owner without overrides)")
 	rest, err := a.parse(f, args)
 	if err != nil {
 		return err
@@ -95,5 +98,43 @@ func runPolicyExplain(_ context.Context, a *app, args []string) error {
 	// Judge the call as the server would: with the tools' defaults for the parameters it leaves out.
 	call.Args = server.EffectiveArgs(tools.Config{StorageRoots: roots}, call.Tool, call.Args)
 	fmt.Fprint(a.stdout, policy.Explain(p, call))
+	fmt.Fprint(a.stdout, explainLimits(p.Limits(*owner), call))
 	return nil
+}
+
+// explainLimits says which of an owner's limits a call of a tool that brings sandboxes alive would meet: those
+// decided by the call alone (template, timeout) are judged, the caps counted against the owner's sandboxes are
+// named. Other calls meet no limit and get no lines.
+func explainLimits(l policy.Limits, c policy.Call) string {
+	timeout := 0
+	if v, ok := c.Args["timeout_seconds"].(float64); ok {
+		timeout = int(v)
+	}
+	var why string
+	caps := []string{}
+	switch {
+	case c.Tool == "e2b_create_sandbox":
+		template, _ := c.Args["template"].(string)
+		why = l.CheckNew(template, timeout)
+		caps = append(caps, "live_sandboxes", "running_sandboxes")
+	case c.Tool == "e2b_fork_sandbox":
+		caps = append(caps, "live_sandboxes", "running_sandboxes")
+	case c.Tool == "e2b_manage_sandbox" && c.Args["action"] == "resume":
+		why = l.CheckTimeout(timeout)
+		caps = append(caps, "running_sandboxes")
+	default:
+		return ""
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "limits:   %s\n", l)
+	if why != "" {
+		fmt.Fprintf(&b, "          refused: %s\n", why)
+	}
+	set := map[string]int{"live_sandboxes": l.LiveSandboxes, "running_sandboxes": l.RunningSandboxes}
+	for _, name := range caps {
+		if set[name] > 0 {
+			fmt.Fprintf(&b, "          counts against %s %d (the owner's sandboxes when it is made)\n", name, set[name])
+		}
+	}
+	return b.String()
 }

@@ -203,7 +203,7 @@ func (ps *parser) policy(root *yaml.Node) *Policy {
 		ps.errorf(root, "a policy is a mapping with default_action and rules, got %s", kindName(root))
 		return pol
 	}
-	fs := ps.fields(root, "top-level key", []string{"default_action", "approver", "rules"})
+	fs := ps.fields(root, "top-level key", []string{"default_action", "approver", "limits", "rules"})
 	if f, ok := lookup(fs, "default_action"); ok {
 		pol.defaultAction = ps.action(f.val, "default_action")
 	} else {
@@ -211,6 +211,9 @@ func (ps *parser) policy(root *yaml.Node) *Policy {
 	}
 	if f, ok := lookup(fs, "approver"); ok {
 		pol.approver = ps.approver(f.val)
+	}
+	if f, ok := lookup(fs, "limits"); ok {
+		pol.limits = ps.limitsSection(f.val)
 	}
 	f, ok := lookup(fs, "rules")
 	if !ok {

@@ -68,6 +68,7 @@ type Policy struct {
 	name          string
 	defaultAction Action
 	approver      Approver
+	limits        limitsSection
 	rules         []rule
 }
 
