@@ -37,6 +37,9 @@ type syncInResult struct {
 	LeftOut      []workspace.LeftOut `json:"left_out,omitempty" jsonschema_description:"Paths not copied for a reason other than .gitignore and exclude (first 20)."`
 	LeftOutCount int                 `json:"left_out_count,omitempty"`
 	Note         string              `json:"note,omitempty"`
+	Resumed      bool                `json:"resumed,omitempty" jsonschema_description:"True when the sandbox had been paused at its timeout and this call resumed it first."`
+	CheckpointID string              `json:"checkpoint_id,omitempty" jsonschema_description:"The checkpoint taken automatically after this step, by the checkpoint policy."`
+	Warning      string              `json:"warning,omitempty"`
 }
 
 // maxLeftOutShown bounds the paths a result names as left out.
@@ -108,6 +111,9 @@ func (t syncIn) run(ctx context.Context, call Caller, a *syncInArgs) (any, error
 	if res.LeftOutCount > 0 {
 		res.Note = leftOutNote(tree.LeftOut)
 	}
+	var warning string
+	res.CheckpointID, warning = t.afterStep(ctx, use.c, call, rec, syncInName)
+	res.Resumed, res.Warning = use.resumed, joinWarnings(use.warning, warning)
 	res.Seconds = t.now().Sub(start).Seconds()
 	return res, nil
 }

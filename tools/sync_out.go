@@ -37,18 +37,21 @@ type syncOutFile struct {
 }
 
 type syncOutResult struct {
-	SandboxID  string               `json:"sandbox_id"`
-	LocalPath  string               `json:"local_path"`
-	RemotePath string               `json:"remote_path"`
-	Changed    int                  `json:"changed" jsonschema_description:"Files changed in the sandbox since the sync in."`
-	Applied    bool                 `json:"applied" jsonschema_description:"True when the changes were applied to the local directory."`
-	PatchFile  string               `json:"patch_file,omitempty" jsonschema_description:"The patch on the user's machine, for git apply."`
-	PatchBytes int                  `json:"patch_bytes"`
-	Conflicts  []workspace.Conflict `json:"conflicts,omitempty" jsonschema_description:"Files whose local side changed since the sync in: left out of the patch, and no apply happens while there are any."`
-	Files      []syncOutFile        `json:"files" jsonschema_description:"The changed files (the first 200)."`
-	Patch      string               `json:"patch,omitempty" jsonschema_description:"The patch itself, when it fits in the result."`
-	Note       string               `json:"note,omitempty"`
-	Seconds    float64              `json:"seconds"`
+	SandboxID    string               `json:"sandbox_id"`
+	LocalPath    string               `json:"local_path"`
+	RemotePath   string               `json:"remote_path"`
+	Changed      int                  `json:"changed" jsonschema_description:"Files changed in the sandbox since the sync in."`
+	Applied      bool                 `json:"applied" jsonschema_description:"True when the changes were applied to the local directory."`
+	PatchFile    string               `json:"patch_file,omitempty" jsonschema_description:"The patch on the user's machine, for git apply."`
+	PatchBytes   int                  `json:"patch_bytes"`
+	Conflicts    []workspace.Conflict `json:"conflicts,omitempty" jsonschema_description:"Files whose local side changed since the sync in: left out of the patch, and no apply happens while there are any."`
+	Files        []syncOutFile        `json:"files" jsonschema_description:"The changed files (the first 200)."`
+	Patch        string               `json:"patch,omitempty" jsonschema_description:"The patch itself, when it fits in the result."`
+	Note         string               `json:"note,omitempty"`
+	Seconds      float64              `json:"seconds"`
+	Resumed      bool                 `json:"resumed,omitempty" jsonschema_description:"True when the sandbox had been paused at its timeout and this call resumed it first."`
+	CheckpointID string               `json:"checkpoint_id,omitempty" jsonschema_description:"The checkpoint taken automatically after this step, by the checkpoint policy."`
+	Warning      string               `json:"warning,omitempty"`
 }
 
 // maxFilesShown bounds the files a result lists.
@@ -167,6 +170,9 @@ func (t syncOut) run(ctx context.Context, call Caller, a *syncOutArgs) (any, err
 				"): the next e2b_sync_out will report these changes again."
 		}
 	}
+	var warning string
+	res.CheckpointID, warning = t.afterStep(ctx, use.c, call, rec, syncOutName)
+	res.Resumed, res.Warning = use.resumed, joinWarnings(use.warning, warning)
 	res.Seconds = t.now().Sub(start).Seconds()
 	if len(changes) == 0 {
 		res.Note = "Nothing changed in the sandbox since the sync in."

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/e2b-mcp/e2b-mcp/policy"
+	"github.com/e2b-mcp/e2b-mcp/state"
 )
 
 // copyModules copies Go modules of the module cache (read-only there) into dir as a writable tree: a real
@@ -285,4 +286,26 @@ func TestSyncOutRefusesAPlantedSymlink(t *testing.T) {
 			t.Errorf("lib/a.txt was changed by a refused apply: %q", b)
 		}
 	}, syncConfig(root, t.TempDir()))
+}
+
+// A sync is a step of the checkpoint policy: the checkpoint taken after a sync in is one to fork from, and its
+// forks carry the sync's base.
+func TestSyncInIsAStep(t *testing.T) {
+	root := t.TempDir()
+	os.WriteFile(filepath.Join(root, "a.txt"), []byte("a\n"), 0o644)
+	forEachEra(t, func(t *testing.T, e *env, s *session) {
+		id := s.createSandbox(t, nil)
+		in := s.ok(t, syncInName, map[string]any{"sandbox_id": id, "local_path": root, "remote_path": "proj"})
+		cp, _ := in["checkpoint_id"].(string)
+		if cp == "" {
+			t.Fatalf("no checkpoint after a sync in, with one every step: %v", in)
+		}
+		fork := s.ok(t, "e2b_fork_sandbox", map[string]any{"checkpoint_id": cp})
+		forkID := fork["sandboxes"].([]any)[0].(map[string]any)["sandbox_id"].(string)
+		s.exec(t, forkID, "echo b > proj/b.txt")
+		out := s.ok(t, syncOutName, map[string]any{"sandbox_id": forkID, "remote_path": "proj"})
+		if num(out["changed"]) != 1 || out["files"].([]any)[0].(map[string]any)["path"] != "b.txt" {
+			t.Fatalf("the fork's changes: %v", out)
+		}
+	}, syncConfig(root, t.TempDir()), func(c *Config) { c.Checkpoints = state.CheckpointPolicy{EverySteps: 1} })
 }
