@@ -65,7 +65,6 @@ func openPostgres(dbURL string, opts Options, migrations []string) (*Postgres, e
 		s.timeout = DefaultLockTimeout
 	}
 	cfg.ConnConfig.ConnectTimeout = s.timeout
-	cfg.ConnConfig.RuntimeParams["lock_timeout"] = strconv.FormatInt(s.timeout.Milliseconds(), 10)
 	if s.pool, err = pgxpool.NewWithConfig(context.Background(), cfg); err != nil {
 		return nil, fmt.Errorf("state store %s: %w", where, err)
 	}
@@ -181,9 +180,10 @@ func (s *Postgres) attemptTx(opts pgx.TxOptions, fn func(context.Context, pgx.Tx
 	if s.closed.Load() {
 		return ErrClosed, false
 	}
-	// Lock waits end at the timeout with PostgreSQL's own error (lock_timeout, set on every connection), which
-	// tells a lock held by a stuck process from a database that does not answer: the attempt's deadline is a
-	// little later, and passing it means no answer came.
+	// A write's lock waits end at the timeout with PostgreSQL's own error (lock_timeout, set in the transaction
+	// rather than at connect, which poolers such as PgBouncer refuse), which tells a lock held by a stuck process
+	// from a database that does not answer: the attempt's deadline is a little later, and passing it means no
+	// answer came.
 	ctx, cancel := context.WithTimeout(context.Background(), s.timeout+answerMargin)
 	defer cancel()
 	tx, err := s.pool.BeginTx(ctx, opts)
@@ -193,7 +193,9 @@ func (s *Postgres) attemptTx(opts pgx.TxOptions, fn func(context.Context, pgx.Tx
 	// A write transaction's ID, asked for first, tells after a commit went unanswered whether it took effect.
 	var xid int64
 	if opts.AccessMode != pgx.ReadOnly {
-		if err := tx.QueryRow(ctx, "SELECT txid_current()").Scan(&xid); err != nil {
+		var lockTimeout string
+		if err := tx.QueryRow(ctx, "SELECT txid_current(), set_config('lock_timeout', $1, true)",
+			strconv.FormatInt(s.timeout.Milliseconds(), 10)).Scan(&xid, &lockTimeout); err != nil {
 			_ = tx.Rollback(ctx)
 			return s.txError(ctx, err, nil), unreachable(ctx, err)
 		}
