@@ -128,3 +128,24 @@ func TestApplyRefusesEscapes(t *testing.T) {
 		})
 	}
 }
+
+// A file that changes between its hash and its sending fails the tar, so the sandbox never unpacks content the
+// manifest does not describe.
+func TestWriteTarRefusesAFileChangedSinceItsHash(t *testing.T) {
+	dir := t.TempDir()
+	write(t, dir, map[string]string{"a.txt": "before\n"})
+	root := openRoot(t, dir)
+	tree, err := Walk(root, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	plan, err := PlanSync(root, tree, &Manifest{Version: ManifestVersion})
+	if err != nil {
+		t.Fatal(err)
+	}
+	write(t, dir, map[string]string{"a.txt": "after!\n"}) // the same size
+	var buf bytes.Buffer
+	if err := WriteTar(&buf, root, plan.Send); err == nil || !strings.Contains(err.Error(), "a.txt changed while it was sent") {
+		t.Fatalf("WriteTar = %v, want a.txt named as changed", err)
+	}
+}
