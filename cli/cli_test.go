@@ -102,7 +102,7 @@ func TestCommandDispatchAndExitCodes(t *testing.T) {
 		{[]string{"serve", "--lease", "0s"}, exitUsage, "", "-lease: must be positive"},
 		{[]string{"serve", "--exec-foreground-limit", "0s"}, exitUsage, "", "-exec-foreground-limit: must be positive"},
 		{[]string{"serve", "--exec-foreground-limit", "2h"}, exitUsage, "", "--exec-foreground-limit 2h0m0s: want a duration above 0 and at most 1h0m0s"},
-		{[]string{"serve", "--result-limit", "4095"}, exitUsage, "", "--result-limit must be at least 4096 bytes"},
+		{[]string{"serve", "--result-limit", "4095"}, exitUsage, "", "--result-limit must be at least 4096 characters"},
 		{[]string{"serve", "--store", "mysql://u:hunter2@db/x"}, exitUsage, "", "--store: want a postgres:// URL"},
 		{[]string{"serve", "--store", "postgres://db/x", "--backend", "local"}, exitUsage, "", "--store and --backend local do not go together"},
 		{[]string{"approve", "--store", "/var/lib/db"}, exitFailure, "", "--store: want a postgres:// URL"},
@@ -151,7 +151,7 @@ func TestServeFlags(t *testing.T) {
 	}
 	if cfg.Transport != "stdio" || cfg.Listen != "127.0.0.1:8931" || cfg.Session != "default" || cfg.Owner != "tester" ||
 		cfg.Lease != 4*time.Hour || cfg.OrphanAction != lifecycle.OrphanPause ||
-		cfg.SweepInterval != 5*time.Minute || cfg.Tools.ResultLimit != 40000 || cfg.TokensFile != "" || cfg.PolicyFile != "" {
+		cfg.SweepInterval != 5*time.Minute || cfg.Tools.ResultLimit != 0 || cfg.ClientProfile != "" || cfg.TokensFile != "" || cfg.PolicyFile != "" {
 		t.Errorf("defaults: %+v", cfg)
 	}
 	if b, ok := cfg.Backend.(server.E2B); !ok || b.Location.Domain != "e2b.example" || b.Location.APIURL != "http://api.example" || b.Location.SandboxURL != "" {

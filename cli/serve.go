@@ -66,6 +66,7 @@ type serveOptions struct {
 	storageRoots                      stringList
 	workspaces                        stringList
 	resultLimit                       int
+	clientProfile                     string
 	execForegroundLimit               time.Duration
 	policyFile                        string
 	lease                             time.Duration
@@ -110,7 +111,8 @@ func (a *app) serveFlags() (*flags, *serveOptions) {
 	f.StringVar(&o.store, "store", "", "postgres:// URL of a PostgreSQL database for the records and approvals that replicas share (default: the embedded store in the state directory; the audit log stays there)")
 	f.Var(&o.storageRoots, "storage-root", "host directory that upload_files may read from (repeatable; none: uploads are off)")
 	f.Var(&o.workspaces, "workspace", "directory of this machine that e2b_sync_in may read and e2b_sync_out may write, with all below it (repeatable; default over stdio: the working directory, unless it is / or the home directory; over HTTP: none)")
-	f.IntVar(&o.resultLimit, "result-limit", tools.DefaultResultLimit, fmt.Sprintf("bytes a tool result takes as the client receives it, JSON escaping counted (at least %d); longer command output is cut to head and tail and saved whole in the sandbox, longer files are read in parts", tools.MinResultLimit))
+	f.IntVar(&o.resultLimit, "result-limit", 0, fmt.Sprintf("characters of a tool result the model reads (each copy on its own: the text content, and structuredContent), for every client (at least %d; default: what the client shows whole, by --client-profile); longer command output is cut to head and tail and saved whole in the sandbox, longer files are read in parts", tools.MinResultLimit))
+	f.StringVar(&o.clientProfile, "client-profile", "", "size results and images for this client instead of the one its clientInfo names: "+strings.Join(tools.ClientProfiles(), ", "))
 	// --output-budget bounded e2b_exec's stdout and stderr alone; --result-limit bounds every whole result.
 	a.retire(f, "output-budget", "result-limit")
 	o.execForegroundLimit = tools.DefaultExecForegroundLimit
@@ -217,8 +219,8 @@ func (a *app) serveConfig(f *flags, o *serveOptions) (server.Config, error) {
 	switch {
 	case o.session == "":
 		return server.Config{}, f.usageErrorf("--session must not be empty")
-	case o.resultLimit < tools.MinResultLimit:
-		return server.Config{}, f.usageErrorf("--result-limit must be at least %d bytes: a result needs room for its fields and for a useful part of the output", tools.MinResultLimit)
+	case o.resultLimit != 0 && o.resultLimit < tools.MinResultLimit:
+		return server.Config{}, f.usageErrorf("--result-limit must be at least %d characters: a result needs room for its fields and for a useful part of the output", tools.MinResultLimit)
 	case o.checkpointEvery < 0:
 		return server.Config{}, f.usageErrorf("--checkpoint-every must not be negative")
 	}
@@ -287,6 +289,7 @@ func (a *app) serveConfig(f *flags, o *serveOptions) (server.Config, error) {
 		NoConnectPage:       o.noConnectPage,
 		PrivatePreviews:     o.privatePreviews,
 		PreviewURL:          o.previewURL,
+		ClientProfile:       o.clientProfile,
 		Tools: tools.Config{
 			ResultLimit:         o.resultLimit,
 			OnTimeout:           o.onTimeout,

@@ -57,6 +57,9 @@ type Config struct {
 	Store string
 	// Tools configures the tools (output budget, storage roots, checkpoint policy, ...).
 	Tools tools.Config
+	// ClientProfile names the client whose limits results are sized to (tools.ClientProfiles), whatever client
+	// calls; empty: each caller's own, by the clientInfo it sends.
+	ClientProfile string
 	// PolicyFile is the policy; empty means the built-in policy.
 	PolicyFile string
 	// Lease is how long a session lives without calls before its sandboxes get the orphan action (default 4h).
@@ -123,6 +126,9 @@ func (c Config) Check() (Config, error) {
 	}
 	if c.Session == "" {
 		c.Session = DefaultSession
+	}
+	if _, ok := tools.ClientNamed(c.ClientProfile); c.ClientProfile != "" && !ok {
+		return c, fmt.Errorf("--client-profile %q: want one of %s", c.ClientProfile, strings.Join(tools.ClientProfiles(), ", "))
 	}
 	if c.Transport == "" {
 		c.Transport = TransportStdio

@@ -47,6 +47,7 @@ func (s *Server) callerFor(ctx context.Context) (tools.Caller, error) {
 // arguments as mcp-go decoded them, and the tool binds its own from their JSON (see callArgs).
 func (s *Server) governTools(next mcpserver.ToolHandlerFunc) mcpserver.ToolHandlerFunc {
 	return func(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		ctx = tools.WithClient(ctx, s.client(ctx))
 		tool := req.Params.Name
 		args := callArgs(req)
 		return govern(ctx, s, governed[*mcp.CallToolResult]{

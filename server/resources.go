@@ -23,6 +23,7 @@ const resourceRead = "resources/read"
 // sandbox. require_approval refuses the read: a resource read cannot wait for a human, e2b_read_file can.
 func (s *Server) governResources(next mcpserver.ResourceHandlerFunc) mcpserver.ResourceHandlerFunc {
 	return func(ctx context.Context, req mcp.ReadResourceRequest) ([]mcp.ResourceContents, error) {
+		ctx = tools.WithClient(ctx, s.client(ctx))
 		id, p, targetErr := tools.ResourceTarget(req)
 		return govern(ctx, s, governed[[]mcp.ResourceContents]{
 			answers: resourceAnswers,

@@ -180,7 +180,7 @@ func TestResourceSizeCap(t *testing.T) {
 		t.Fatalf("a file within the limit: %+v", got.Contents)
 	}
 	_, err = readResource(t, c, "e2b://sandbox/"+id+"/home/user/big.bin")
-	if err == nil || !strings.Contains(err.Error(), "is 3500 bytes (") || !strings.Contains(err.Error(), "result limit is 4096 bytes") ||
+	if err == nil || !strings.Contains(err.Error(), "is 3500 bytes (") || !strings.Contains(err.Error(), "result limit is 4096 characters") ||
 		!strings.Contains(err.Error(), "e2b_download_url") {
 		t.Fatalf("a file over the limit: %v", err)
 	}

@@ -14,13 +14,31 @@ import (
 	"github.com/e2b-mcp/e2b-mcp/tools"
 )
 
-// responseSizes records, for each JSON-RPC response the server writes on stdout, its length as the client reads
-// it: the whole line, envelope and all.
+// responseSizes records, for each tool result the server writes on stdout, the size of each copy a client may
+// hand its model: the text content, and structuredContent's JSON (the larger of the two).
 type responseSizes struct {
 	w       *io.PipeWriter
 	mu      sync.Mutex
 	pending []byte
 	sizes   []int
+}
+
+// copySize is the size of the larger copy of a result as a client reads it off the wire.
+func copySize(raw json.RawMessage) int {
+	var res struct {
+		Content []struct {
+			Text string `json:"text"`
+		} `json:"content"`
+		StructuredContent json.RawMessage `json:"structuredContent"`
+	}
+	if json.Unmarshal(raw, &res) != nil {
+		return -1
+	}
+	text := 0
+	for _, c := range res.Content {
+		text += len(c.Text)
+	}
+	return max(text, len(res.StructuredContent))
 }
 
 func (r *responseSizes) Write(p []byte) (int, error) {
@@ -35,7 +53,7 @@ func (r *responseSizes) Write(p []byte) (int, error) {
 			Result json.RawMessage `json:"result"`
 		}
 		if json.Unmarshal(r.pending[:i], &msg) == nil && len(msg.Result) > 0 {
-			r.sizes = append(r.sizes, i)
+			r.sizes = append(r.sizes, copySize(msg.Result))
 		}
 		r.pending = r.pending[i+1:]
 	}
@@ -43,9 +61,10 @@ func (r *responseSizes) Write(p []byte) (int, error) {
 	return r.w.Write(p)
 }
 
-// The result limit holds for the response as the client receives it, the JSON-RPC envelope included: over stdio,
-// in both eras, a call whose output fills the limit is answered in a line no longer than the limit.
-func TestResultLimitCountsTheEnvelope(t *testing.T) {
+// The result limit holds for what a model reads, as the client receives it off the wire: over stdio, in both
+// eras, a call whose output fills the limit is answered with each copy of its result (the text content, the
+// structuredContent) within the limit, and near it: the limit is each copy's, not their sum.
+func TestResultLimitEachCopyOnTheWire(t *testing.T) {
 	const limit = tools.MinResultLimit
 	for _, version := range eras {
 		t.Run(version, func(t *testing.T) {
@@ -88,11 +107,11 @@ func TestResultLimitCountsTheEnvelope(t *testing.T) {
 			for i, n := range answers {
 				tool := []string{"e2b_exec", "e2b_read_file"}[i]
 				if n > limit {
-					t.Errorf("the response to %s is %d bytes as the client reads it, over the result limit of %d", tool, n, limit)
+					t.Errorf("a copy of the result of %s is %d bytes as the client reads it, over the result limit of %d", tool, n, limit)
 				}
 				// The limit is used, not merely kept: a result cut far short of it would pass the test above.
 				if n < limit*9/10 {
-					t.Errorf("the response to %s is %d bytes, not near the limit of %d", tool, n, limit)
+					t.Errorf("the result of %s is %d bytes, not near the limit of %d", tool, n, limit)
 				}
 			}
 		})

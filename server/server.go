@@ -70,6 +70,7 @@ type Server struct {
 	shapes         map[string]*argShape // tool name → the argument names its schema declares
 	taskTools      map[string]bool      // the tools whose calls may become MCP tasks (tasks.go)
 	taskCommands   tools.TaskCommands
+	imageTools     map[string]bool // the tools whose results may carry images (tools.Tool.Images)
 	leases         leaseCache
 	metrics        *metrics
 
@@ -168,6 +169,7 @@ func (s *Server) buildMCP() *mcpserver.MCPServer {
 		mcpserver.WithHooks(hooks),
 		mcpserver.WithInstructions(instructions),
 		mcpserver.WithToolHandlerMiddleware(s.governTools),
+		mcpserver.WithToolFilter(s.toolsFor),
 		mcpserver.WithResourceRecovery(),
 		mcpserver.WithResourceCapabilities(false, false),
 		mcpserver.WithResourceHandlerMiddleware(s.governResources),
@@ -185,9 +187,11 @@ func (s *Server) buildMCP() *mcpserver.MCPServer {
 	all := tools.All(deps)
 	s.shapes = make(map[string]*argShape, len(all))
 	s.taskTools = map[string]bool{}
+	s.imageTools = map[string]bool{}
 	for _, t := range all {
 		s.shapes[t.Tool.Name] = shapeOfTool(t)
 		s.taskTools[t.Tool.Name] = t.Tasks
+		s.imageTools[t.Tool.Name] = t.Images
 	}
 	s.taskCommands = tools.NewTaskCommands(deps)
 	m.AddTools(tools.ServerTools(all)...)

@@ -218,7 +218,8 @@ func (s *Server) followTask(ctx context.Context, caller tools.Caller, t state.Ta
 	if t.Terminal() {
 		return t
 	}
-	res, done, err := s.taskCommands.Outcome(ctx, caller, t)
+	// The result is sized to the client that asks for it, as the call's would have been.
+	res, done, err := s.taskCommands.Outcome(tools.WithClient(ctx, s.client(ctx)), caller, t)
 	if err != nil {
 		s.log.Warn("a task's command could not be checked", "task", t.ID, "sandbox", t.SandboxID, "error", err)
 		return t

@@ -115,7 +115,7 @@ func (t listCheckpoints) tool() Tool {
 	})
 }
 
-func (t listCheckpoints) run(_ context.Context, call Caller, a *listCheckpointsArgs) (any, error) {
+func (t listCheckpoints) run(ctx context.Context, call Caller, a *listCheckpointsArgs) (any, error) {
 	if err := checkListOffset(a.Offset); err != nil {
 		return nil, err
 	}
@@ -127,7 +127,7 @@ func (t listCheckpoints) run(_ context.Context, call Caller, a *listCheckpointsA
 	for _, cp := range cps {
 		all = append(all, checkpointOf(cp))
 	}
-	return listPage(t.base, all, a.Offset, func(page []checkpointInfo, next int) any {
+	return listPage(ctx, t.base, all, a.Offset, func(page []checkpointInfo, next int) any {
 		return listCheckpointsResult{Count: len(all), Truncated: next > 0, NextOffset: next, Checkpoints: page}
 	}), nil
 }

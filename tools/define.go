@@ -42,7 +42,9 @@ type definition[A, R any] struct {
 	actions []string
 	// tasks says a call may become a task when its client declared MCP tasks (see tasks.go).
 	tasks bool
-	run   handlerFunc[A]
+	// images says its results may carry image content (see Tool.Images).
+	images bool
+	run    handlerFunc[A]
 }
 
 // Tool is one tool of e2b-mcp: what clients list and call, and what the server and the policy know of its
@@ -56,6 +58,11 @@ type Tool struct {
 	shown    func(map[string]any) map[string]any
 	// Tasks says a call of the tool may be answered with a task (TaskOffer).
 	Tasks bool
+	// Images says its results may carry image content. A client that hands its model only structuredContent
+	// (Codex, Copilot CLI) gets such a tool without its outputSchema and such a result without structuredContent,
+	// so that the image is not dropped with the content (MCP: a tool that declares an outputSchema answers with
+	// structuredContent).
+	Images bool
 }
 
 // Shown returns the arguments as the policy and a human approving the call must see them: for uploads, every file
@@ -122,6 +129,7 @@ func define[A, R any](b *base, d definition[A, R]) Tool {
 		defaults:   asDecoded(defaults),
 		shown:      d.shown,
 		Tasks:      d.tasks,
+		Images:     d.images,
 	}
 }
 
@@ -272,9 +280,9 @@ func adapt[A any](b *base, name string, h handlerFunc[A]) server.ToolHandlerFunc
 		}
 		out, err := h(ctx, call, &args)
 		if err != nil {
-			return b.failure(b.errorText(ctx, call, name, err)), nil
+			return b.failure(ctx, b.errorText(ctx, call, name, err)), nil
 		}
-		return b.success(name, out), nil
+		return b.success(ctx, name, out), nil
 	}
 }
 

@@ -44,9 +44,10 @@ type Config struct {
 	// TaskWait is how long a call whose client declared MCP tasks waits for its command before it becomes a task
 	// (DefaultTaskWait; see tasks.go).
 	TaskWait time.Duration
-	// ResultLimit bounds every result as the client receives it, in bytes (DefaultResultLimit, at least
-	// MinResultLimit; see resultSize): e2b_exec cuts its output to head and tail and saves it whole in the
-	// sandbox, e2b_read_file and resource reads return what fits.
+	// ResultLimit bounds each copy of a result a client hands its model, in characters, for every client (at
+	// least MinResultLimit; see resultSize); 0 leaves it to each client's budget (Client.Budget). e2b_exec cuts
+	// its output to head and tail and saves it whole in the sandbox, e2b_read_file and resource reads return what
+	// fits.
 	ResultLimit int
 	// WriteLimitBytes bounds the content of one e2b_write_file call (10 MiB).
 	WriteLimitBytes int
@@ -107,10 +108,9 @@ func (c Config) withDefaults() Config {
 	if c.TaskWait <= 0 {
 		c.TaskWait = DefaultTaskWait
 	}
-	if c.ResultLimit <= 0 {
-		c.ResultLimit = DefaultResultLimit
+	if c.ResultLimit > 0 {
+		c.ResultLimit = max(c.ResultLimit, MinResultLimit)
 	}
-	c.ResultLimit = max(c.ResultLimit, MinResultLimit)
 	if c.WriteLimitBytes <= 0 {
 		c.WriteLimitBytes = DefaultWriteLimitBytes
 	}

@@ -83,12 +83,12 @@ func (t execTool) tool() Tool {
 		"Jobs a command leaves in the background (cmd &) keep running after it returns, their later output "+
 		"discarded; for servers and long jobs use background true instead, which returns at once with a pid and a "+
 		"log_file (read it with e2b_read_output, answer its prompts with e2b_send_input, with pty true for a terminal), "+
-		"and see them with e2b_list_processes, stop them with e2b_stop_process. The result is kept within %d bytes: longer "+
+		"and see them with e2b_list_processes, stop them with e2b_stop_process. The result is kept within the result limit (what your client shows whole): longer "+
 		"output keeps its head and tail around a line '... [N bytes / M lines omitted] ...', truncated is true and "+
 		"the whole stream is saved in the sandbox (stdout_file / stderr_file) for e2b_read_file. Output is streamed as "+
 		"progress notifications when the client asks for progress; cancelling the call kills the command and "+
 		"everything it started.",
-		WorkspacePath, t.cfg.ExecTimeout.Milliseconds(), maxExecTimeoutMs, t.cfg.ExecForegroundLimit.Milliseconds(), t.cfg.ResultLimit)
+		WorkspacePath, t.cfg.ExecTimeout.Milliseconds(), maxExecTimeoutMs, t.cfg.ExecForegroundLimit.Milliseconds())
 	return define(t.base, definition[execArgs, execResult]{
 		name: execName, description: desc,
 		hints:    hints{readOnly: false, destructive: true, idempotent: false, openWorld: true},
@@ -140,7 +140,7 @@ func (t execTool) run(ctx context.Context, call Caller, a *execArgs) (any, error
 	if o := taskOfferFrom(ctx); o != nil && a.TimeoutMs == 0 {
 		return t.runAsTask(ctx, use, rec, call, a, cwd, o)
 	}
-	stdout, stderr := newCapture(t.cfg.ResultLimit, ""), newCapture(t.cfg.ResultLimit, "")
+	stdout, stderr := newCapture(t.limit(ctx), ""), newCapture(t.limit(ctx), "")
 	defer stdout.close()
 	defer stderr.close()
 	prog := startProgress(ctx, t.cfg.ProgressInterval, t.log)
@@ -195,7 +195,7 @@ func (t execTool) run(ctx context.Context, call Caller, a *execArgs) (any, error
 	// named; what is shown of them is decided last, once every other field is known.
 	probe := res
 	probe.Truncated, probe.StdoutFile, probe.StderrFile = true, t.outputPath(rec, "stdout"), t.outputPath(rec, "stderr")
-	rooms := splitRoom(t.room()-sizeOf(withContent{result: probe, extra: t.outputLinks(rec, "stdout", "stderr")}), stdout, stderr)
+	rooms := splitRoom(t.limit(ctx)-sizeOf(withContent{result: probe, extra: t.outputLinks(rec, "stdout", "stderr")}), stdout, stderr)
 	warnings := []string{use.warning}
 	if moved != nil {
 		warnings = append(warnings, movedNote(moved, t.foregroundLimit(ctx, a)), moved.warning)
@@ -216,7 +216,7 @@ func (t execTool) run(ctx context.Context, call Caller, a *execArgs) (any, error
 	var warn string
 	res.CheckpointID, warn = t.afterStep(ctx, c, call, rec, execName)
 	res.Warning = joinWarnings(append(warnings, warn)...)
-	answer := fitOutput(t.room(), &res, links, streams)
+	answer := fitOutput(t.limit(ctx), &res, links, streams)
 	if o := taskOfferFrom(ctx); o != nil && moved != nil {
 		if head, err := json.Marshal(res); err == nil {
 			o.take(TaskCommand{SandboxID: rec.ID, PID: moved.pid, LogFile: moved.logFile, Head: head})

@@ -140,7 +140,7 @@ func TestReadHugeFile(t *testing.T) {
 		if len(long) < limit/4 || strings.Trim(long, "x") != "" || res["truncated"] != true || num(res["next_offset"]) != 2 {
 			t.Fatalf("long line: %d bytes, %v", len(long), res["next_offset"])
 		}
-		wantContains(t, res["note"].(string), "line 1 is longer than one result holds (the server's result limit is 4096 bytes)")
+		wantContains(t, res["note"].(string), "line 1 is longer than one result holds (the result limit is 4096 characters)")
 		res = s.ok(t, "e2b_read_file", map[string]any{"sandbox_id": id, "path": "long.txt", "offset": 2})
 		if res["content"] != "after\n" {
 			t.Fatalf("after the long line: %v", res)

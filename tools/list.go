@@ -83,7 +83,7 @@ func (t listSandboxes) run(ctx context.Context, call Caller, a *listArgs) (any, 
 	for _, r := range recs {
 		all = append(all, describe(r))
 	}
-	return listPage(t.base, all, a.Offset, func(page []sandboxInfo, next int) any {
+	return listPage(ctx, t.base, all, a.Offset, func(page []sandboxInfo, next int) any {
 		res.Count, res.Sandboxes, res.Truncated, res.NextOffset = len(all), page, next > 0, next
 		return res
 	}), nil

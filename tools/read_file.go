@@ -56,15 +56,15 @@ type readFile struct{ *base }
 
 func (t readFile) tool() Tool {
 	desc := fmt.Sprintf("Read a text file from a sandbox by lines. offset is the line to start at (default 1), limit the "+
-		"number of lines (default %d); a result is kept within %d bytes as sent (JSON escaping counted), so a long "+
+		"number of lines (default %d); a result is kept within the result limit (what your client shows whole), so a long "+
 		"file comes back in parts: truncated/next_offset say when it goes on and where. A PNG, JPEG, GIF or WebP image (known by its content, not its name) comes back as image "+
 		"content you can see, scaled down to at most %d pixels on its longer side and %d bytes; image files over %d "+
 		"bytes are refused. SVG is text and is read as text. Any other binary file is not dumped: the answer gives "+
 		"its size and how to inspect it (xxd or base64 via e2b_exec, or an explicit offset/limit). Directories are "+
 		"refused: list them with e2b_exec (ls -la).",
-		DefaultReadLines, t.cfg.ResultLimit, t.cfg.ImageMaxEdge, t.cfg.ImageLimitBytes, t.cfg.ImageSourceLimitBytes)
+		DefaultReadLines, t.cfg.ImageMaxEdge, t.cfg.ImageLimitBytes, t.cfg.ImageSourceLimitBytes)
 	return define(t.base, definition[readArgs, readResult]{
-		name: readFileName, description: desc,
+		name: readFileName, description: desc, images: true,
 		hints:    hints{readOnly: true, destructive: false, idempotent: true, openWorld: true},
 		defaults: readArgs{Offset: 1, Limit: DefaultReadLines},
 		run:      t.run,
@@ -141,12 +141,12 @@ func (t readFile) run(ctx context.Context, call Caller, a *readArgs) (any, error
 	if res.Binary {
 		binaryNote = "binary file: bytes that are not UTF-8 are shown as \uFFFD"
 	}
-	cutNote := fmt.Sprintf("line %d is longer than one result holds (the server's result limit is %d bytes) and was "+
-		"cut; see it with e2b_exec (e.g. sed -n '%dp' %s | cut -c 1-2000).", offset, t.cfg.ResultLimit, offset, shellquote.Quote(res.Path))
+	cutNote := fmt.Sprintf("line %d is longer than one result holds (the result limit is %d characters) and was "+
+		"cut; see it with e2b_exec (e.g. sed -n '%dp' %s | cut -c 1-2000).", offset, t.limit(ctx), offset, shellquote.Quote(res.Path))
 	// The content gets what the other fields leave of the limit, at their largest.
 	probe := res
 	probe.Truncated, probe.NextOffset, probe.Note = true, offset+limit, joinWarnings(binaryNote, cutNote)
-	content, lines, more, cut, err := readLines(br, limit, t.room()-sizeOf(probe))
+	content, lines, more, cut, err := readLines(br, limit, t.limit(ctx)-sizeOf(probe))
 	if err != nil {
 		return nil, t.sandboxFailure(ctx, c, call, rec, err)
 	}
@@ -206,6 +206,10 @@ func (t readFile) image(ctx context.Context, c *e2b.Client, call Caller, rec sta
 		res.Note = fmt.Sprintf("%s image of %d×%d pixels and %d bytes, shown scaled down to %d×%d (%s, %d bytes) to "+
 			"fit the limits; the file is unchanged", imagesafe.FormatName(mime), info.SourceWidth, info.SourceHeight,
 			len(data), info.Width, info.Height, imagesafe.FormatName(info.MIMEType), info.Bytes)
+	}
+	if c := clientOf(ctx); !c.Images {
+		res.Note += fmt.Sprintf("; but this client (%s) is not known to hand a tool's images to its model, so you "+
+			"may not see it: to show it to the user, make a link with e2b_download_url", c.Profile)
 	}
 	return withContent{result: res, extra: []mcp.Content{mcp.NewImageContent(base64.StdEncoding.EncodeToString(out), info.MIMEType)}}, nil
 }

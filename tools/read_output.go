@@ -56,10 +56,10 @@ func (t readOutput) tool() Tool {
 	desc := fmt.Sprintf("Read the output (stdout and stderr) of a command started with e2b_exec background true, "+
 		"or moved to the background by e2b_exec (its log holds what it printed after the output e2b_exec returned), "+
 		"from a byte offset: at once, or waiting up to wait_ms (at most %d ms) for it to end or for the text until "+
-		"to appear. Answers with running, exit_code only once it ended, its command, and next_offset for the next read. The output is kept within %d bytes: a longer one keeps its head and tail "+
+		"to appear. Answers with running, exit_code only once it ended, its command, and next_offset for the next read. The output is kept within the result limit (what your client shows whole): a longer one keeps its head and tail "+
 		"around a line naming the bytes left out (omitted_from, omitted_to). Works for any command of this server's, "+
 		"also after the server restarted: the output is in the sandbox.",
-		t.cfg.ExecForegroundLimit.Milliseconds(), t.cfg.ResultLimit)
+		t.cfg.ExecForegroundLimit.Milliseconds())
 	return define(t.base, definition[readOutputArgs, readOutputResult]{
 		name: readOutputName, description: desc,
 		hints: hints{readOnly: true, destructive: false, idempotent: true, openWorld: true},
@@ -180,7 +180,7 @@ func (t readOutput) fillOutput(ctx context.Context, e *e2b.Envd, res *readOutput
 	}
 	probe := *res
 	probe.Truncated, probe.OmittedFrom, probe.OmittedTo = true, res.NextOffset, res.NextOffset
-	room := max(t.room()-sizeOf(withContent{result: probe, extra: []mcp.Content{fileLink(res.SandboxID, res.LogFile, fmt.Sprintf("the whole output of process %d", res.PID))}}), 0)
+	room := max(t.limit(ctx)-sizeOf(withContent{result: probe, extra: []mcp.Content{fileLink(res.SandboxID, res.LogFile, fmt.Sprintf("the whole output of process %d", res.PID))}}), 0)
 	// Every byte costs at least two (it is in the text content and in structuredContent).
 	window := int64(room/2 + 1)
 	head, err := readRange(ctx, e, res.LogFile, res.Offset, min(total, window))

@@ -87,9 +87,9 @@ func ResourceTemplates(d Deps) []server.ServerResourceTemplate {
 	return []server.ServerResourceTemplate{{
 		Template: mcp.NewResourceTemplate(SandboxFileTemplate, "sandbox-file",
 			mcp.WithTemplateDescription(fmt.Sprintf("A file of one of this session's sandboxes, by absolute path: text "+
-				"as text, other files as base64 blobs, within the server's result limit of %d bytes as sent (images: "+
+				"as text, other files as base64 blobs, within the result limit of the client (images: "+
 				"up to %d bytes). A directory reads as the URIs of its entries (text/uri-list), e.g. "+
-				"e2b://sandbox/ID/home/user/.", r.cfg.ResultLimit, r.cfg.ImageLimitBytes))),
+				"e2b://sandbox/ID/home/user/.", r.cfg.ImageLimitBytes))),
 		Handler: r.read,
 	}}
 }
@@ -130,11 +130,11 @@ func (r sandboxFiles) contents(ctx context.Context, call Caller, req mcp.ReadRes
 	}
 	// Text and blobs are sent once (there is no structuredContent copy), escaped or in base64; an image is the
 	// exception, with the image limit of e2b_read_file, since clients show it as an image.
-	fetch := max(r.room(), r.cfg.ImageLimitBytes)
+	fetch := max(r.limit(ctx), r.cfg.ImageLimitBytes)
 	tooLarge := func(size string) error {
-		return userErrorf("'%s' is %s, more than one result holds (the server's result limit is %d bytes, %d for an "+
+		return userErrorf("'%s' is %s, more than one result holds (the result limit is %d characters, %d bytes for an "+
 			"image); read it in parts with e2b_read_file, or get a download link with e2b_download_url.", p, size,
-			r.cfg.ResultLimit, r.cfg.ImageLimitBytes)
+			r.limit(ctx), r.cfg.ImageLimitBytes)
 	}
 	if info.Size > int64(fetch) {
 		return nil, tooLarge(fmt.Sprintf("%d bytes", info.Size))
@@ -163,7 +163,7 @@ func (r sandboxFiles) contents(ctx context.Context, call Caller, req mcp.ReadRes
 		if len(data) > r.cfg.ImageLimitBytes {
 			return nil, tooLarge(fmt.Sprintf("an image of %d bytes", len(data)))
 		}
-	} else if sent, _ := json.Marshal(mcp.ReadResourceResult{Contents: []mcp.ResourceContents{contents}}); len(sent) > r.room() {
+	} else if sent, _ := json.Marshal(mcp.ReadResourceResult{Contents: []mcp.ResourceContents{contents}}); len(sent) > r.limit(ctx) {
 		return nil, tooLarge(fmt.Sprintf("%d bytes (%d as sent)", len(data), len(sent)))
 	}
 	return []mcp.ResourceContents{contents}, nil
@@ -176,12 +176,12 @@ func (r sandboxFiles) listing(ctx context.Context, c *e2b.Client, call Caller, r
 	if err != nil {
 		return nil, r.sandboxFailure(ctx, c, call, rec, err)
 	}
-	// The listing stops where the result limit would be passed, with room left for the line saying so (a
-	// line costs at most half its fieldCost sent once, plus the quotes and names around the text).
+	// The listing stops where the result limit would be passed, with room left for the line saying so and the
+	// quotes and names around the text.
 	moreLine := func(n int) string {
 		return fmt.Sprintf("# ... and %d more entries; list them with e2b_exec (ls -la %s)\r\n", n, shellquote.Quote(dir))
 	}
-	room := r.room() - fieldCost([]byte(uri+moreLine(len(entries)))) - 256
+	room := r.limit(ctx) - fieldCost([]byte(uri+moreLine(len(entries)))) - 256
 	var b strings.Builder
 	for i, en := range entries {
 		p := en.Path
@@ -189,7 +189,7 @@ func (r sandboxFiles) listing(ctx context.Context, c *e2b.Client, call Caller, r
 			p += "/"
 		}
 		line := SandboxFileURI(rec.ID, p) + "\r\n"
-		room -= (fieldCost([]byte(line)) + 1) / 2
+		room -= fieldCost([]byte(line))
 		if i == maxDirEntries || room < 0 {
 			b.WriteString(moreLine(len(entries) - i))
 			break

@@ -2,6 +2,7 @@ package tools
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"strings"
@@ -10,32 +11,51 @@ import (
 	"github.com/mark3labs/mcp-go/mcp"
 )
 
-// The result limit bounds every tool result as the client receives it: the JSON-RPC response, with the result's
-// JSON sent twice (as structuredContent and as the text content of clients that read only text) and each string
-// escaped on the wire. Assistants keep only so much of a result: Claude Code about 50,000 characters inline (it
-// shows the model JSON.stringify(structuredContent)), so the default stays below that with room to spare. Image
-// data is not counted: an image has its own limit (Config.ImageLimitBytes) and clients pass it on as an image.
+// The result limit bounds what a model reads of a tool result. A result is sent in two copies, the text content
+// (the JSON of the result, for clients that show text) and structuredContent (for clients that show only that,
+// as Codex and Copilot CLI do), and a client hands its model one of them: so the limit applies to each copy on
+// its own, not to their sum. It is the client's (Client.Budget, from the table in clients.go, chosen by the
+// clientInfo the client sends) unless --result-limit sets one for every client. Sizes are counted in bytes of
+// UTF-8, which is never fewer than the characters a client counts. Image data is not counted: an image has its
+// own limit (Config.ImageLimitBytes) and clients pass it on as an image, or not at all.
 const (
-	DefaultResultLimit = 40_000
+	// DefaultResultLimit is the budget of a client e2b-mcp does not know (unknownClient).
+	DefaultResultLimit = 18_000
 	// MinResultLimit leaves room for a result's fixed fields and a useful head and tail of output.
 	MinResultLimit = 4096
 )
 
-// envelopeRoom is what the JSON-RPC envelope around a result takes, kept free of the limit: about 40 bytes of
-// {"jsonrpc":"2.0","id":...,"result":...} with a client's usual ID, and in the 2026 era the result's resultType
-// (about 25) and the _meta naming the server that mcp-go adds to every result (about 80, and the version).
-const envelopeRoom = 256
-
-// resultSize is the size of res as the server writes it, image data left out.
+// resultSize is what res takes of the limit: the longer of its copies as a model reads them, the content's text
+// (a resource link as its name, URI and description, as clients show it) and structuredContent's JSON.
 func resultSize(res *mcp.CallToolResult) int {
-	b, err := json.Marshal(res)
-	if err != nil {
-		return 0
+	text := contentSize(res.Content)
+	if res.StructuredContent == nil {
+		return text
 	}
-	n := len(b)
-	for _, c := range res.Content {
-		if ic, ok := c.(mcp.ImageContent); ok {
-			n -= len(ic.Data)
+	b, err := json.Marshal(res.StructuredContent)
+	if err != nil {
+		return text
+	}
+	return max(text, len(b))
+}
+
+// resourceLinkRoom is what a client adds around a resource link's name, URI and description when it shows it
+// to its model ("[Resource link: NAME] URI (DESCRIPTION)").
+const resourceLinkRoom = 32
+
+// contentSize is the text a model reads of content: text, resource links, embedded text; images left out.
+func contentSize(content []mcp.Content) int {
+	n := 0
+	for _, c := range content {
+		switch c := c.(type) {
+		case mcp.TextContent:
+			n += len(c.Text)
+		case mcp.ResourceLink:
+			n += len(c.Name) + len(c.URI) + len(c.Description) + resourceLinkRoom
+		case mcp.EmbeddedResource:
+			if t, ok := c.Resource.(mcp.TextResourceContents); ok {
+				n += len(t.URI) + len(t.Text)
+			}
 		}
 	}
 	return n
@@ -43,8 +63,8 @@ func resultSize(res *mcp.CallToolResult) int {
 
 // encodeResult is the answer with v both as structuredContent and, for clients that read only text, as its JSON,
 // followed by any extra content (withContent), and its size as resultSize measures it. The size is worked out
-// from the JSON at hand rather than by encoding the answer a second time: what the wire's encoder makes of the
-// text and of structuredContent (the same JSON with <, > and & escaped) is known character by character.
+// from the JSON at hand rather than by encoding the answer a second time: structuredContent is the same JSON
+// with <, > and & escaped (\u003c), five bytes more each.
 func encodeResult(v any) (*mcp.CallToolResult, int) {
 	var extra []mcp.Content
 	if wc, ok := v.(withContent); ok {
@@ -59,43 +79,21 @@ func encodeResult(v any) (*mcp.CallToolResult, int) {
 		return res, resultSize(res)
 	}
 	text := bytes.TrimSuffix(buf.Bytes(), []byte{'\n'})
-	// The answer with an empty text and a one-byte structuredContent, whose size the JSON's sizes complete.
-	skeleton := &mcp.CallToolResult{Content: append([]mcp.Content{mcp.NewTextContent("")}, extra...), StructuredContent: json.RawMessage("0")}
-	textLen, html := wireLen(text)
-	size := resultSize(skeleton) - len(`""`) - len("0") + textLen + len(text) + 5*html
+	html := bytes.Count(text, []byte{'<'}) + bytes.Count(text, []byte{'>'}) + bytes.Count(text, []byte{'&'})
+	size := len(text) + max(contentSize(extra), 5*html)
 	return &mcp.CallToolResult{
 		Content:           append([]mcp.Content{mcp.NewTextContent(string(text))}, extra...),
 		StructuredContent: v,
 	}, size
 }
 
-// wireLen is the length of s as a JSON string from encoding/json, quotes included, and how many of its
-// characters that encoder escapes for HTML's sake (\u003c for <, and so on).
-func wireLen(s []byte) (n, html int) {
-	n = 2
-	for i := 0; i < len(s); {
-		if c := s[i]; c < utf8.RuneSelf {
-			n += costs.wire[c]
-			if c == '<' || c == '>' || c == '&' {
-				html++
-			}
-			i++
-			continue
-		}
-		r, size := utf8.DecodeRune(s[i:])
-		switch {
-		case r == utf8.RuneError && size == 1, r == '\u2028', r == '\u2029':
-			n += len(`\ufffd`)
-		default:
-			n += size
-		}
-		i += size
+// limit is the result limit of a call: --result-limit where it is set, else the calling client's budget.
+func (b *base) limit(ctx context.Context) int {
+	if b.cfg.ResultLimit > 0 {
+		return b.cfg.ResultLimit
 	}
-	return n, html
+	return clientOf(ctx).Budget
 }
-
-// room is what a result may take of the limit.
-func (b *base) room() int { return b.cfg.ResultLimit - envelopeRoom }
 
 // sizeOf is the size v's answer takes of the limit.
 func sizeOf(v any) int {
@@ -105,41 +103,51 @@ func sizeOf(v any) int {
 
 // success answers with v, within the result limit: a result the tool could not bring within it (one that has no
 // output to cut, like a list far too long) is refused with a note saying so rather than sent to be lost.
-func (b *base) success(tool string, v any) *mcp.CallToolResult {
+func (b *base) success(ctx context.Context, tool string, v any) *mcp.CallToolResult {
 	res, n := encodeResult(v)
-	if n > b.room() {
-		b.log.Warn("a result over the result limit", "tool", tool, "bytes", n, "limit", b.cfg.ResultLimit)
-		return b.failure(fmt.Sprintf("The result of %s is %d bytes, over this server's result limit of %d bytes "+
-			"(--result-limit), so it was not sent: assistants cannot read a result that long. Ask for less at a time.",
-			tool, n, b.cfg.ResultLimit))
+	if clientOf(ctx).Reads == ReadsStructured && hasImage(res.Content) {
+		// Such a client would hand its model structuredContent alone, the image dropped (see Tool.Images).
+		res.StructuredContent = nil
+	}
+	if limit := b.limit(ctx); n > limit {
+		b.log.Warn("a result over the result limit", "tool", tool, "bytes", n, "limit", limit)
+		return b.failure(ctx, fmt.Sprintf("The result of %s is %d characters, over the result limit of %d for this "+
+			"client, so it was not sent: the client would not hand it to you whole. Ask for less at a time.",
+			tool, n, limit))
 	}
 	return res
 }
 
-// failure is an error result, its text cut to its head and tail when it is over the result limit. The text is
-// sent once (there is no structuredContent), so fieldCost, which counts it twice, keeps the cut well within.
-func (b *base) failure(text string) *mcp.CallToolResult {
+func hasImage(content []mcp.Content) bool {
+	for _, c := range content {
+		if _, ok := c.(mcp.ImageContent); ok {
+			return true
+		}
+	}
+	return false
+}
+
+// failure is an error result, its text cut to its head and tail when it is over the result limit.
+func (b *base) failure(ctx context.Context, text string) *mcp.CallToolResult {
 	res := mcp.NewToolResultError(text)
-	if resultSize(res) <= b.room() {
+	limit := b.limit(ctx)
+	if resultSize(res) <= limit {
 		return res
 	}
 	s := []byte(text)
-	room := b.room() - resultSize(mcp.NewToolResultError(""))
-	cut, _ := headAndTail(s, s, int64(len(s)), int64(bytes.Count(s, []byte{'\n'})), room)
+	cut, _ := headAndTail(s, s, int64(len(s)), int64(bytes.Count(s, []byte{'\n'})), limit)
 	return mcp.NewToolResultError(cut)
 }
 
-// costs says what one byte or character of a string field costs in the result as sent: once in the text
-// content, escaped by the result's encoder and again by the wire's, and once in structuredContent, escaped by
-// the wire's (which escapes <, > and & as \u003c...). It is measured from encoding/json itself, so it stays
-// exact whatever the encoder's choices.
+// costs says what one byte or character of a string field costs in the longer copy of a result: in the text
+// content, escaped by the result's encoder, or in structuredContent, where <, > and & are escaped as \u003c....
+// It is measured from encoding/json itself, so it stays exact whatever the encoder's choices.
 var costs = measureCosts()
 
 type costTable struct {
 	ascii     [utf8.RuneSelf]int
-	wire      [utf8.RuneSelf]int // an ASCII character in a JSON string from encoding/json
-	invalid   int                // a byte that is not UTF-8, sent as \ufffd
-	separator int                // U+2028 and U+2029, which JSON encoders escape for JavaScript's sake
+	invalid   int // a byte that is not UTF-8, sent as \ufffd
+	separator int // U+2028 and U+2029, which JSON encoders escape for JavaScript's sake
 }
 
 func measureCosts() costTable {
@@ -149,16 +157,12 @@ func measureCosts() costTable {
 		enc.SetEscapeHTML(false)
 		_ = enc.Encode(s)
 		text := strings.TrimSuffix(inner.String(), "\n")
-		text = text[1 : len(text)-1] // the quotes are the field's, not the unit's
-		wireText, _ := json.Marshal(text)
-		wireField, _ := json.Marshal(s)
-		return len(wireText) - 2 + len(wireField) - 2
+		structured, _ := json.Marshal(s)
+		return max(len(text), len(structured)) - 2 // the quotes are the field's, not the unit's
 	}
 	var t costTable
 	for c := range utf8.RuneSelf {
 		t.ascii[c] = unit(string(rune(c)))
-		wire, _ := json.Marshal(string(rune(c)))
-		t.wire[c] = len(wire) - 2
 	}
 	t.invalid = unit("\xff")
 	t.separator = unit("\u2028")
@@ -177,7 +181,7 @@ func runeCost(b []byte) (cost, size int) {
 	case r == '\u2028' || r == '\u2029':
 		return costs.separator, size
 	}
-	return 2 * size, size
+	return size, size
 }
 
 // fieldCost is what b costs as a string field of the result.
@@ -241,6 +245,8 @@ func headAndTail(head, tail []byte, total, newlines int64, room int) (text strin
 		return string(head), false
 	}
 	room = max(0, room-markerCost)
+	// A head kept of a longer stream may end inside a character, which no cut may show.
+	head = trimPartialRuneEnd(head)
 	h := head[:headWithin(head, room/2)]
 	if i := bytes.LastIndexByte(h, '\n'); i >= len(h)/2 {
 		h = h[:i+1]
@@ -268,7 +274,7 @@ func headAndTail(head, tail []byte, total, newlines int64, room int) (text strin
 // next offset, so that everything the result holds besides the items is counted. A list that fits whole costs one
 // encoding, a longer one a binary search over how many fit; at least one item is given, so that paging always
 // moves on (an item too large alone is refused by success like any result over the limit).
-func listPage[T any](b *base, items []T, offset int, page func(items []T, next int) any) any {
+func listPage[T any](ctx context.Context, b *base, items []T, offset int, page func(items []T, next int) any) any {
 	rest := items[min(offset, len(items)):]
 	at := func(n int) any {
 		next := 0
@@ -277,14 +283,14 @@ func listPage[T any](b *base, items []T, offset int, page func(items []T, next i
 		}
 		return page(rest[:n], next)
 	}
-	if whole := at(len(rest)); sizeOf(whole) <= b.room() {
+	if whole := at(len(rest)); sizeOf(whole) <= b.limit(ctx) {
 		return whole
 	}
 	// The longest run that fits is in [lo, hi): lo fits (or is the one item given at least), hi does not.
 	lo, hi := min(1, len(rest)), len(rest)
 	for lo+1 < hi {
 		mid := (lo + hi) / 2
-		if sizeOf(at(mid)) <= b.room() {
+		if sizeOf(at(mid)) <= b.limit(ctx) {
 			lo = mid
 		} else {
 			hi = mid

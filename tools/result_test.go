@@ -2,6 +2,7 @@ package tools
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"io"
 	"strings"
@@ -80,7 +81,7 @@ func TestHeadAndTailWithin(t *testing.T) {
 		"multibyte":  strings.Repeat("żółw 🐢 ", 4000),
 		"one line":   strings.Repeat("0123456789", 5000),
 		"not utf-8":  strings.Repeat("\xff\x00ab", 5000),
-		"separators": strings.Repeat("\u2028x", 5000),
+		"separators": strings.Repeat("\u2028x", 8000),
 	} {
 		b := []byte(s)
 		for _, room := range []int{0, 10, 500, 4096, 40000} {
@@ -115,19 +116,19 @@ func TestSuccessAndFailureWithinLimit(t *testing.T) {
 	type list struct {
 		Items []string `json:"items"`
 	}
-	res := b.success("e2b_list_things", list{Items: strings.Split(strings.Repeat("item,", 2000), ",")})
-	if !res.IsError || resultSize(res) > b.room() {
+	res := b.success(t.Context(), "e2b_list_things", list{Items: strings.Split(strings.Repeat("item,", 2000), ",")})
+	if !res.IsError || resultSize(res) > b.limit(t.Context()) {
 		t.Fatalf("an oversized list: error %v, %d bytes", res.IsError, resultSize(res))
 	}
-	wantContains(t, resultText(res), "e2b_list_things", "over this server's result limit of 4096 bytes", "--result-limit")
+	wantContains(t, resultText(res), "e2b_list_things", "over the result limit of 4096 for this client")
 
-	res = b.failure("E2B API error: " + strings.Repeat("no such thing \"x\"\n", 2000) + "the end")
-	if !res.IsError || resultSize(res) > b.room() {
+	res = b.failure(t.Context(), "E2B API error: "+strings.Repeat("no such thing \"x\"\n", 2000)+"the end")
+	if !res.IsError || resultSize(res) > b.limit(t.Context()) {
 		t.Fatalf("an oversized error: %d bytes", resultSize(res))
 	}
 	wantContains(t, resultText(res), "E2B API error: no such thing", "lines omitted", "the end")
 
-	small := b.success("e2b_list_things", list{Items: []string{"a"}})
+	small := b.success(t.Context(), "e2b_list_things", list{Items: []string{"a"}})
 	if raw, _ := json.Marshal(small.StructuredContent); small.IsError || string(raw) != `{"items":["a"]}` {
 		t.Fatalf("a small result: %s", resultText(small))
 	}
@@ -261,7 +262,7 @@ func BenchmarkExecAnswer(b *testing.B) {
 	out, errOut := []byte(seqOutput(2000)), []byte("warning: x <y> & z\n")
 	b.ReportAllocs()
 	for b.Loop() {
-		stdout, stderr := newCapture(t.cfg.ResultLimit, ""), newCapture(t.cfg.ResultLimit, "")
+		stdout, stderr := newCapture(t.limit(context.Background()), ""), newCapture(t.limit(context.Background()), "")
 		stdout.write(out)
 		stderr.write(errOut)
 		res := execResult{SandboxID: "sbx", Cwd: "/home/user", TotalLines: stdout.lines() + stderr.lines()}
@@ -270,11 +271,11 @@ func BenchmarkExecAnswer(b *testing.B) {
 			{c: stderr, name: "stderr", text: &res.Stderr, file: &res.StderrFile}}
 		probe := res
 		probe.Truncated, probe.StdoutFile, probe.StderrFile = true, "/tmp/e2b-mcp/exec-1.stdout", "/tmp/e2b-mcp/exec-1.stderr"
-		rooms := splitRoom(t.room()-sizeOf(probe), stdout, stderr)
+		rooms := splitRoom(t.limit(context.Background())-sizeOf(probe), stdout, stderr)
 		if !stdout.fits(rooms[0]) || !stderr.fits(rooms[1]) {
 			b.Fatal("the output does not fit")
 		}
-		t.success("e2b_exec", fitOutput(t.room(), &res, nil, streams))
+		t.success(context.Background(), "e2b_exec", fitOutput(t.limit(context.Background()), &res, nil, streams))
 	}
 }
 

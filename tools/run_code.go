@@ -70,14 +70,14 @@ type runCode struct {
 
 func (t runCode) tool() Tool {
 	return define(t.base, definition[runCodeArgs, runCodeResult]{
-		name: runCodeName,
+		name: runCodeName, images: true,
 		description: fmt.Sprintf("Run Python code in a sandbox of the code-interpreter template (create it with "+
 			"e2b_create_sandbox template %s) in a stateful Jupyter kernel: variables, imports and loaded data stay "+
 			"for the next call in the same context. Answers with the cell's results: its last line's value (main "+
 			"result), matplotlib charts as images, DataFrames as tables, the exception's name, value and traceback, "+
 			"and what it printed. timeout_ms (default %d, max %d) interrupts the kernel, not the sandbox. Use "+
-			"e2b_code_context for separate contexts. The result stays within %d bytes.",
-			e2b.CodeInterpreterTemplate, t.cfg.ExecForegroundLimit.Milliseconds(), maxExecTimeoutMs, t.cfg.ResultLimit),
+			"e2b_code_context for separate contexts. The result stays within the result limit (what your client shows whole).",
+			e2b.CodeInterpreterTemplate, t.cfg.ExecForegroundLimit.Milliseconds(), maxExecTimeoutMs),
 		hints:    hints{readOnly: false, destructive: true, idempotent: false, openWorld: true},
 		defaults: runCodeArgs{TimeoutMs: int(t.cfg.ExecForegroundLimit.Milliseconds())},
 		run:      t.run,
@@ -107,7 +107,7 @@ func (t runCode) run(ctx context.Context, call Caller, a *runCodeArgs) (any, err
 	if err != nil {
 		return nil, err
 	}
-	stdout, stderr := newCapture(t.cfg.ResultLimit, ""), newCapture(t.cfg.ResultLimit, "")
+	stdout, stderr := newCapture(t.limit(ctx), ""), newCapture(t.limit(ctx), "")
 	defer stdout.close()
 	defer stderr.close()
 	lang := a.Language
@@ -122,7 +122,7 @@ func (t runCode) run(ctx context.Context, call Caller, a *runCodeArgs) (any, err
 	awake := t.keepAwake(ctx, use.c, call, rec)
 	runCtx, cancel := context.WithTimeout(ctx, timeout)
 	ex, err := withCodeInterpreter(runCtx, use.c, rec, func(ci *e2b.CodeInterpreter) (*e2b.Execution, error) {
-		return ci.WithMaxLine(t.codeLineLimit()).Execute(runCtx, e2b.ExecuteRequest{Code: a.Code, ContextID: a.ContextID, Language: a.Language}, e2b.ExecuteHandlers{
+		return ci.WithMaxLine(t.codeLineLimit(ctx)).Execute(runCtx, e2b.ExecuteRequest{Code: a.Code, ContextID: a.ContextID, Language: a.Language}, e2b.ExecuteHandlers{
 			OnStdout: func(s string) { stdout.write([]byte(s)); prog.add([]byte(s)) },
 			OnStderr: func(s string) { stderr.write([]byte(s)); prog.add([]byte(s)) },
 		})
@@ -149,19 +149,19 @@ func (t runCode) run(ctx context.Context, call Caller, a *runCodeArgs) (any, err
 		if ex.Dropped > 0 {
 			res.Warning = fmt.Sprintf("%d of the code interpreter's answers were over the %d bytes e2b_run_code takes of one "+
 				"(a result, or output printed at once) and are left out. Print less at once, or save large output to a "+
-				"file and read it with e2b_read_file.", ex.Dropped, t.codeLineLimit())
+				"file and read it with e2b_read_file.", ex.Dropped, t.codeLineLimit(ctx))
 		}
 	}
 	res.Success = !timedOut && res.Error == nil
 	var cutOut, cutErr bool
-	res.Stdout, cutOut = stdout.text(t.room())
-	res.Stderr, cutErr = stderr.text(t.room())
+	res.Stdout, cutOut = stdout.text(t.limit(ctx))
+	res.Stderr, cutErr = stderr.text(t.limit(ctx))
 	res.Truncated = cutOut || cutErr
 	// A cell changes the sandbox as a command does: the checkpoint policy counts it as a step.
 	var warn string
 	res.CheckpointID, warn = t.afterStep(ctx, use.c, call, rec, runCodeName)
 	res.Warning = joinWarnings(use.warning, res.Warning, warn)
-	t.fit(&res, images)
+	t.fit(ctx, &res, images)
 	if len(images) == 0 {
 		return res, nil
 	}
@@ -214,8 +214,8 @@ func (s *settling) wait(ctx context.Context, key string) error {
 // codeLineLimit bounds each line the code interpreter sends (see e2b.CodeInterpreter.WithMaxLine): port 49999 is
 // the sandbox's, and what answers there may send anything. A line is one result or one piece of output: the
 // result limit's worth of text, or a chart of up to twice the image limit in base64, which is scaled down to fit.
-func (t runCode) codeLineLimit() int {
-	return t.cfg.ResultLimit + 2*t.cfg.ImageLimitBytes*4/3
+func (t runCode) codeLineLimit(ctx context.Context) int {
+	return t.limit(ctx) + 2*t.cfg.ImageLimitBytes*4/3
 }
 
 // withCodeInterpreter calls f with the sandbox's code interpreter, and once more with its traffic token (from
@@ -361,10 +361,10 @@ func htmlText(s string) string {
 
 // fit brings the result within the result limit by cutting its longest text to its head and tail, again until
 // it fits: output, a traceback, a long repr, whichever is the longest at each step.
-func (t runCode) fit(res *runCodeResult, images []mcp.Content) {
+func (t runCode) fit(ctx context.Context, res *runCodeResult, images []mcp.Content) {
 	size := func() int { return sizeOf(withContent{result: *res, extra: images}) }
 	for range 64 {
-		over := size() - t.room()
+		over := size() - t.limit(ctx)
 		if over <= 0 {
 			return
 		}

@@ -372,7 +372,7 @@ func TestRunCodeWithinTheResultLimit(t *testing.T) {
 	if out["truncated"] != true {
 		t.Fatalf("not truncated: %.300v", out)
 	}
-	if n := resultSize(res); n > DefaultResultLimit-envelopeRoom {
+	if n := resultSize(res); n > DefaultResultLimit {
 		t.Fatalf("result of %d bytes, over the limit %d", n, DefaultResultLimit)
 	}
 	wantContains(t, fmt.Sprint(out["stdout"]), "<a><a>", "omitted")

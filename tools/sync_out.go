@@ -178,10 +178,10 @@ func (t syncOut) run(ctx context.Context, call Caller, a *syncOutArgs) (any, err
 		res.Note = "Nothing changed in the sandbox since the sync in."
 	}
 	res.Patch = patch.String()
-	if sizeOf(res) > t.room() {
+	if sizeOf(res) > t.limit(ctx) {
 		res.Patch = ""
 		res.Note = strings.TrimSpace(res.Note + fmt.Sprintf(" The patch (%d bytes) is too long to show here; it is saved in patch_file.", patch.Len()))
-		for sizeOf(res) > t.room() && len(res.Files) > 0 {
+		for sizeOf(res) > t.limit(ctx) && len(res.Files) > 0 {
 			res.Files = res.Files[:len(res.Files)/2]
 		}
 	}

@@ -90,7 +90,7 @@ func (tc TaskCommands) Outcome(ctx context.Context, call Caller, t state.Task) (
 	rec, c, err := b.sandbox(ctx, call, t.SandboxID, true)
 	var told *toolError
 	if errors.As(err, &told) { // the sandbox is gone, or no longer the caller's: the command ended with it
-		return b.failure(b.errorText(ctx, call, execName, err)), true, nil
+		return b.failure(ctx, b.errorText(ctx, call, execName, err)), true, nil
 	}
 	if err != nil {
 		return nil, false, err
@@ -108,7 +108,7 @@ func (tc TaskCommands) Outcome(ctx context.Context, call Caller, t state.Task) (
 	if err != nil {
 		return nil, false, err
 	}
-	return b.success(execName, answer), true, nil
+	return b.success(ctx, execName, answer), true, nil
 }
 
 // ended is the result of a command of e2b_exec that ended in the background: head's facts (the sandbox, the cwd)
@@ -125,7 +125,7 @@ func (t execTool) ended(ctx context.Context, e *e2b.Envd, rec state.SandboxRecor
 	default:
 		res.ended(*p.exitCode, false, fmt.Sprintf("exit status %d", *p.exitCode))
 	}
-	stdout, stderr := newCapture(t.cfg.ResultLimit, ""), newCapture(t.cfg.ResultLimit, "")
+	stdout, stderr := newCapture(t.limit(ctx), ""), newCapture(t.limit(ctx), "")
 	defer stdout.close()
 	defer stderr.close()
 	stdout.write([]byte(head.Stdout))
@@ -142,7 +142,7 @@ func (t execTool) ended(ctx context.Context, e *e2b.Envd, rec state.SandboxRecor
 		}
 	}
 	res.TotalLines = stdout.lines() + stderr.lines()
-	if !stdout.fits(t.room() / 2) {
+	if !stdout.fits(t.limit(ctx) / 2) {
 		res.StdoutFile = p.logFile
 	}
 	note := "stdout is the command's stdout and stderr together, as written to " + p.logFile + "."
@@ -155,7 +155,7 @@ func (t execTool) ended(ctx context.Context, e *e2b.Envd, rec state.SandboxRecor
 		{c: stdout, name: "stdout", text: &res.Stdout, file: &res.StdoutFile},
 		{c: stderr, name: "stderr", text: &res.Stderr, file: &res.StderrFile},
 	}
-	return fitOutput(t.room(), &res, []mcp.Content{fileLink(rec.ID, p.logFile, "the log (stdout and stderr) of the command")}, streams), nil
+	return fitOutput(t.limit(ctx), &res, []mcp.Content{fileLink(rec.ID, p.logFile, "the log (stdout and stderr) of the command")}, streams), nil
 }
 
 // runAsTask runs the command of a call offered a task as a background command from its start, so that its
