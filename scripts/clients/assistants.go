@@ -59,8 +59,8 @@ var assistants = map[string]assistant{
 		return []string{"codex", "exec", "--skip-git-repo-check", prompt},
 			[]string{"CODEX_HOME=" + codexHome, "STANDIN_API_KEY=standin"}, nil
 	}},
-	// Gemini CLI: GOOGLE_GEMINI_BASE_URL points it at the stand-in with an API key; headless it declares an MCP
-	// server's tools only when the server is trusted.
+	// Gemini CLI: GOOGLE_GEMINI_BASE_URL points it at the stand-in with an API key; headless it runs only in a
+	// trusted folder (GEMINI_CLI_TRUST_WORKSPACE) and declares an MCP server's tools only when the server is trusted.
 	"gemini": {setup: func(home, modelURL string, server mcpServer) ([]string, []string, error) {
 		cfg := map[string]any{"command": server.command, "args": server.args, "trust": true, "timeout": 600000}
 		if server.url != "" {
@@ -75,7 +75,7 @@ var assistants = map[string]assistant{
 			return nil, nil, err
 		}
 		return []string{"gemini", "-p", prompt, "--model", "gemini-2.5-pro"},
-			[]string{"GEMINI_API_KEY=standin", "GOOGLE_GEMINI_BASE_URL=" + modelURL}, nil
+			[]string{"GEMINI_API_KEY=standin", "GOOGLE_GEMINI_BASE_URL=" + modelURL, "GEMINI_CLI_TRUST_WORKSPACE=true"}, nil
 	}},
 }
 

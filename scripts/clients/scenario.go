@@ -30,8 +30,8 @@ type step struct {
 
 const maxRepeats = 12
 
-// pngBase64 is a 4×3 PNG, red, that the model must see as an image.
-const pngBase64 = "iVBORw0KGgoAAAANSUhEUgAAAAQAAAADCAIAAAA7ljmRAAAAEklEQVR4nGP4z8CAQEg8BgYGAIPUBPzpyCDTAAAAAElFTkSuQmCC"
+// pngBase64 is a 96×64 PNG, a red to orange gradient, that the model must see as an image.
+const pngBase64 = "iVBORw0KGgoAAAANSUhEUgAAAGAAAABACAIAAABqVuVZAAAAo0lEQVR4nOzQQRGDUADFwNfpF4N/FcjCAEMM7B4iIOfete236WvP/uODQcGgYFAwKBgUDAoGBYOCQcGgYFAwKBgUDAoGBYOCQcGgYFAwKBgUDAoGBYOCQcGgYFAwKBgUDAoGBYOCQcGgYFAwKBgUDAoGBYOCQcGgYFAwKBgUDAoGBYOCQcGgYFAwKBgUDAoGBYOCQcGgYFAwKBgUDApPAAAA//+PNwLdwWFWKAAAAABJRU5ErkJggg=="
 
 var (
 	sandboxIDRE = regexp.MustCompile(`"sandbox_id":\s*"([^"]+)"`)
