@@ -10,7 +10,7 @@ JS_DEPS  := tests/js/node_modules/.package-lock.json
 GORELEASER  := bin/goreleaser
 BUNDLE_DEPS := packaging/bundle/node_modules/.package-lock.json
 
-.PHONY: all build cross test fmt-check vet lint demo bench clean prereqs-demo prereqs-test release-snapshot bundle clients
+.PHONY: all build cross test fuzz fmt-check vet lint demo bench clean prereqs-demo prereqs-test release-snapshot bundle clients
 
 all: build
 
@@ -45,7 +45,7 @@ $(JS_DEPS): tests/js/package-lock.json tests/js/package.json
 # -count=1: the end-to-end tests build the binary from every package, which go test's result cache cannot see.
 # Halves of tests that need what this machine lacks skip and are listed at the end (internal/optional); in CI
 # (CI set) a missing dependency the suite itself installs fails instead.
-test: prereqs-test fmt-check vet cross $(JS_DEPS) bundle
+test: prereqs-test fmt-check vet cross $(JS_DEPS) bundle fuzz
 	@skips=$$(mktemp); \
 	echo "$(KEYRING) $(GO) test -race -count=1 -timeout 10m ./..."; \
 	E2B_MCP_SKIP_LOG=$$skips $(KEYRING) $(GO) test -race -count=1 -timeout 10m ./...; status=$$?; \
@@ -66,6 +66,11 @@ demo: prereqs-demo build
 # Not part of test: it installs the assistants (scripts/clients/run.sh). CLIENTS_FLAGS go to the driver.
 clients: prereqs-demo
 	scripts/clients/run.sh $(CLIENTS_FLAGS)
+
+# Every fuzz target a second beyond its seed corpus, which `go test` runs anyway (scripts/fuzz.sh; FUZZTIME=30s
+# for longer).
+fuzz:
+	@GO=$(GO) scripts/fuzz.sh
 
 bench: prereqs-test $(JS_DEPS)
 	$(KEYRING) $(GO) test -run '^$$' -bench . -benchmem -timeout 20m ./...
