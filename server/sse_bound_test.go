@@ -218,7 +218,7 @@ func TestReconnectingSSEClientsPastTheBound(t *testing.T) {
 				}
 			})
 		}
-		wg.Wait()
+		waitfor.Return(t, 2*time.Minute, "the reconnecting clients' attempts", wg.Wait)
 		return setups.Load() - before
 	}
 

@@ -18,6 +18,7 @@ import (
 	"github.com/mark3labs/mcp-go/mcp"
 
 	"github.com/e2b-mcp/e2b-mcp/e2b"
+	"github.com/e2b-mcp/e2b-mcp/internal/waitfor"
 )
 
 // Start-up of the binary to its first tools/list answer: what a user waits for when an assistant launches the
@@ -223,7 +224,7 @@ func startSDKWriter(b *testing.B, x *h, node, key, id, path, contentFile string)
 		case <-done:
 		case <-time.After(10 * time.Second):
 			cancel()
-			<-done
+			waitfor.Recv(b, done, 30*time.Second, "the SDK client to exit after its kill")
 		}
 		cancel()
 	})

@@ -170,7 +170,7 @@ func TestDatabaseStallFailsNoCall(t *testing.T) {
 	resumedAt := time.Now()
 	time.Sleep(2 * time.Second)
 	stop.Store(true)
-	wg.Wait()
+	waitfor.Return(t, 2*time.Minute, "the callers to stop", wg.Wait)
 
 	straddled := 0
 	for _, span := range spans {

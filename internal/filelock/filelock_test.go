@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/e2b-mcp/e2b-mcp/internal/optional"
+	"github.com/e2b-mcp/e2b-mcp/internal/waitfor"
 )
 
 // Helper processes: the test binary re-executes itself with helperEnv set to a mode, and TestMain runs that mode
@@ -281,7 +282,9 @@ func startHolder(t *testing.T, path, mode string) *child {
 func (c *child) release(t *testing.T) {
 	t.Helper()
 	_ = c.stdin.Close()
-	if err := c.cmd.Wait(); err != nil {
+	var err error
+	waitfor.Return(t, time.Minute, "the helper to unlock and exit", func() { err = c.cmd.Wait() })
+	if err != nil {
 		t.Fatalf("helper: %v, stderr: %s", err, c.stderr)
 	}
 }
