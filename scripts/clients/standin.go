@@ -357,8 +357,14 @@ func (s *standIn) gemini(w http.ResponseWriter, req *http.Request, msg map[strin
 			if fr == nil {
 				continue
 			}
-			raw, _ := json.Marshal(fr["response"])
-			res := toolResult{ID: str(fr["id"]), Text: string(raw)}
+			// Gemini CLI hands the model the result as {"output": TEXT} ({"error": TEXT} for a tool error).
+			response := obj(fr["response"])
+			text := str(response["output"]) + str(response["error"])
+			if text == "" {
+				raw, _ := json.Marshal(response)
+				text = string(raw)
+			}
+			res := toolResult{ID: str(fr["id"]), Text: text}
 			for _, inner := range list(fr["parts"]) {
 				if isImage(str(obj(obj(inner)["inlineData"])["data"])) {
 					res.Images++
