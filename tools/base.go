@@ -40,8 +40,10 @@ type base struct {
 }
 
 func newBase(d Deps) *base {
-	b := &base{clients: d.Clients, egress: d.Egress, store: d.Store, cfg: d.Config.withDefaults(), log: d.Logger, now: d.Now,
-		scaling: imagesafe.NewSlots(imagesafe.SlotsTotal, imagesafe.SlotsWait), extended: newExtensions(), previews: d.Previews}
+	b := &base{clients: d.Clients, egress: d.Egress, store: d.Store, cfg: d.Config.withDefaults(),
+		log: d.Logger, now: d.Now,
+		scaling: imagesafe.NewSlots(imagesafe.SlotsTotal, imagesafe.SlotsWait), extended: newExtensions(),
+		previews: d.Previews}
 	if b.log == nil {
 		b.log = slog.New(slog.DiscardHandler)
 	}
@@ -176,7 +178,8 @@ func (b *base) sandboxNotFound(call Caller, id string) error {
 // refused when usable says it cannot serve the call, and the owner's E2B client. The order decides which
 // failure the model hears first: an unknown sandbox, then its state, then a missing key. A call that needs the
 // sandbox running uses it (running), which keeps it alive.
-func (b *base) sandbox(ctx context.Context, call Caller, id string, needRunning bool) (state.SandboxRecord, *e2b.Client, error) {
+func (b *base) sandbox(ctx context.Context, call Caller, id string,
+	needRunning bool) (state.SandboxRecord, *e2b.Client, error) {
 	if needRunning {
 		u, err := b.running(ctx, call, id)
 		return u.rec, u.c, err
@@ -242,7 +245,8 @@ func pausedError(rec state.SandboxRecord) error {
 		return userErrorf("Sandbox '%s' had been paused by E2B (at its timeout); call again and it is resumed first (or "+
 			"resume it with e2b_manage_sandbox action resume).", rec.ID)
 	}
-	return userErrorf("Sandbox '%s' is paused%s; resume it with e2b_manage_sandbox action resume", rec.ID, pausedByText(rec.PausedBy))
+	return userErrorf("Sandbox '%s' is paused%s; resume it with e2b_manage_sandbox action resume", rec.ID,
+		pausedByText(rec.PausedBy))
 }
 
 // pausedByText says who paused a sandbox, for a message ("" when it is not known).
@@ -269,7 +273,8 @@ func goneError(id, reason string) error {
 // newSandbox is the request for a new sandbox of the caller's session, whether made or forked from a checkpoint:
 // secure, so that its envd wants the access token only this server keeps, tagged, so that the server finds it
 // again and E2B's dashboard shows whose it is, and with its owner's egress configuration.
-func newSandbox(call Caller, template, title string, timeout int, env map[string]string, net egress.Config) e2b.NewSandbox {
+func newSandbox(call Caller, template, title string, timeout int, env map[string]string,
+	net egress.Config) e2b.NewSandbox {
 	if env == nil {
 		env = map[string]string{}
 	}
@@ -317,16 +322,19 @@ func (b *base) applyEgress(ctx context.Context, c *e2b.Client, call Caller, id s
 	}
 	summary, err := egress.Apply(ctx, c, b.egress, call.Owner, call.Session, id)
 	if err != nil {
-		b.log.Warn("applying the egress configuration", "sandbox", id, "owner", call.Owner, "session", call.Session, "err", err)
-		return nil, fmt.Sprintf("The egress configuration of %s could not be brought up to date (%s); credentials changed or "+
-			"removed since it last ran may still be in force in it, and new ones may be missing.", id, b.errorText(ctx, call, "egress", err))
+		b.log.Warn("applying the egress configuration", "sandbox", id, "owner", call.Owner, "session",
+			call.Session, "err", err)
+		return nil, fmt.Sprintf("The egress configuration of %s could not be brought up to date (%s); credentials changed "+
+			"or removed since it last ran may still be in force in it, and new ones may be missing.", id, b.errorText(ctx,
+			call, "egress", err))
 	}
 	return &summary, ""
 }
 
 // newRecord is the record of a sandbox just started for the caller, made or forked: running for timeout seconds,
 // then paused or killed as onTimeout says, with the domain and envd access token it is reached by.
-func (b *base) newRecord(call Caller, c *e2b.Client, sb *e2b.Sandbox, title, template string, timeout int, onTimeout string) state.SandboxRecord {
+func (b *base) newRecord(call Caller, c *e2b.Client, sb *e2b.Sandbox, title, template string, timeout int,
+	onTimeout string) state.SandboxRecord {
 	conn := sb.Conn(c.Domain())
 	now := b.now().UTC()
 	b.extended.done(call.Owner, sb.SandboxID, now)
@@ -349,7 +357,8 @@ func envd(c *e2b.Client, rec state.SandboxRecord) *e2b.Envd {
 
 // sandboxFailure explains an envd failure that means the sandbox is not running: it asks E2B whether the sandbox
 // is paused or gone, brings the record up to date and says so. Other errors pass through.
-func (b *base) sandboxFailure(ctx context.Context, c *e2b.Client, call Caller, rec state.SandboxRecord, err error) error {
+func (b *base) sandboxFailure(ctx context.Context, c *e2b.Client, call Caller,
+	rec state.SandboxRecord, err error) error {
 	if !errors.Is(err, e2b.ErrSandboxGone) {
 		return err
 	}
@@ -394,15 +403,17 @@ func (b *base) setPaused(call Caller, id, by string) {
 // unrecorded deletes a sandbox just started that the store could not record, and says so: no call could reach it,
 // and adopting it writes to the same store (a replaced data key fails both), so it would run, billed, until its
 // timeout.
-func (b *base) unrecorded(ctx context.Context, c *e2b.Client, call Caller, tool, id string, timeout int, err error) string {
+func (b *base) unrecorded(ctx context.Context, c *e2b.Client, call Caller, tool, id string,
+	timeout int, err error) string {
 	b.log.Error("recording a new sandbox", "tool", tool, "sandbox", id, "err", err)
 	kctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
 	defer cancel()
 	if kerr := c.KillSandbox(kctx, id); kerr != nil {
-		return fmt.Sprintf("The sandbox %s was started but could not be recorded (%s), and deleting it failed too (%s): it runs "+
-			"until its timeout of %d seconds.", id, state.PublicText(err), b.errorText(ctx, call, tool, kerr), timeout)
+		return fmt.Sprintf("The sandbox %s was started but could not be recorded (%s), and deleting it failed too (%s): it "+
+			"runs until its timeout of %d seconds.", id, state.PublicText(err), b.errorText(ctx, call, tool, kerr), timeout)
 	}
-	return fmt.Sprintf("The sandbox %s was started but could not be recorded (%s), so it was deleted again.", id, state.PublicText(err))
+	return fmt.Sprintf("The sandbox %s was started but could not be recorded (%s), so it was deleted again.", id,
+		state.PublicText(err))
 }
 
 // setState records what E2B said about a sandbox; the answer to the model does not depend on it, so a store
@@ -438,7 +449,8 @@ func (b *base) policy(rec state.SandboxRecord) state.CheckpointPolicy {
 }
 
 // capture snapshots the sandbox at E2B and records the snapshot as a checkpoint of this session.
-func (b *base) capture(ctx context.Context, c *e2b.Client, call Caller, rec state.SandboxRecord, name string) (state.Checkpoint, error) {
+func (b *base) capture(ctx context.Context, c *e2b.Client, call Caller, rec state.SandboxRecord,
+	name string) (state.Checkpoint, error) {
 	info, err := c.CreateSnapshot(ctx, rec.ID, "")
 	if errors.Is(err, e2b.ErrNotFound) {
 		// E2B snapshots running sandboxes only: a paused one is "not found" too.
@@ -456,7 +468,8 @@ func (b *base) capture(ctx context.Context, c *e2b.Client, call Caller, rec stat
 	}
 	if err := b.store.PutCheckpoint(cp); err != nil {
 		// An unrecorded snapshot would be a leak nobody can name; remove it.
-		if derr := c.DeleteSnapshot(context.WithoutCancel(ctx), info.SnapshotID); derr != nil && !errors.Is(derr, e2b.ErrNotFound) {
+		if derr := c.DeleteSnapshot(context.WithoutCancel(ctx), info.SnapshotID); derr != nil &&
+			!errors.Is(derr, e2b.ErrNotFound) {
 			b.log.Warn("removing an unrecorded snapshot", "snapshot", info.SnapshotID, "err", derr)
 		}
 		return state.Checkpoint{}, err
@@ -466,14 +479,16 @@ func (b *base) capture(ctx context.Context, c *e2b.Client, call Caller, rec stat
 
 // afterStep applies the every_steps policy to a step just counted. It returns the checkpoint taken, or a warning
 // when the capture failed (the call's own result stands either way).
-func (b *base) afterStep(ctx context.Context, c *e2b.Client, call Caller, rec state.SandboxRecord, tool string) (checkpointID, warning string) {
+func (b *base) afterStep(ctx context.Context, c *e2b.Client, call Caller, rec state.SandboxRecord,
+	tool string) (checkpointID, warning string) {
 	p := b.policy(rec)
 	if p.EverySteps <= 0 || rec.Steps%p.EverySteps != 0 || ctx.Err() != nil {
 		return "", ""
 	}
 	cp, err := b.capture(ctx, c, call, rec, fmt.Sprintf("auto: every %d steps, step %d", p.EverySteps, rec.Steps))
 	if err != nil {
-		return "", fmt.Sprintf("The automatic checkpoint after step %d failed: %s", rec.Steps, b.errorText(ctx, call, tool, err))
+		return "", fmt.Sprintf("The automatic checkpoint after step %d failed: %s", rec.Steps,
+			b.errorText(ctx, call, tool, err))
 	}
 	return cp.ID, ""
 }

@@ -50,7 +50,8 @@ func (b *base) lookupCheckpoint(call Caller, id string) (state.Checkpoint, error
 	if len(ids) > 0 {
 		have = strings.Join(ids, ", ")
 	}
-	return state.Checkpoint{}, userErrorf("Checkpoint '%s' not found in this session. Checkpoints in this session: %s", echo(id), have)
+	return state.Checkpoint{}, userErrorf("Checkpoint '%s' not found in this session. Checkpoints in this session: %s",
+		echo(id), have)
 }
 
 type checkpointArgs struct {
@@ -63,7 +64,8 @@ type checkpointSandbox struct{ *base }
 
 func (t checkpointSandbox) tool() Tool {
 	const desc = "Save a checkpoint of a sandbox: a snapshot of its files and memory that e2b_fork_sandbox can start " +
-		"new sandboxes from later, to retry from a known good state or to try alternatives side by side. The sandbox pauses for a moment and then carries on. Returns the checkpoint_id."
+		"new sandboxes from later, to retry from a known good state or to try alternatives side by side. The sandbox " +
+		"pauses for a moment and then carries on. Returns the checkpoint_id."
 	return define(t.base, definition[checkpointArgs, checkpointInfo]{
 		name: checkpointSandboxName, description: desc,
 		hints: hints{readOnly: false, destructive: false, idempotent: false, openWorld: true},

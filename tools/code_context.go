@@ -92,7 +92,8 @@ func (t codeContext) run(ctx context.Context, call Caller, a *codeContextArgs) (
 			if lang == "" {
 				lang = "python"
 			}
-			return nil, userErrorf("The code interpreter could not start a context for language '%s': %s", echo(lang), ae.Message)
+			return nil, userErrorf("The code interpreter could not start a context for language '%s': %s",
+				echo(lang), ae.Message)
 		}
 		return nil, t.codeFailure(ctx, use.c, call, rec, a.ContextID, err)
 	}

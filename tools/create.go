@@ -37,19 +37,20 @@ type createResult struct {
 type createSandbox struct{ *base }
 
 func (t createSandbox) tool() Tool {
-	desc := fmt.Sprintf("Create a new E2B cloud sandbox (an isolated Linux VM) for this session. Returns its sandbox_id, which "+
-		"the other e2b_ tools take. Defaults: template %q, timeout_seconds %d, on_timeout %s; commands run as 'user' in %s. "+
-		"env_vars are set for every command. upload_files copies files or directories from the server's storage root "+
-		"(only if the server was started with --storage-root). The sandbox keeps running, and costs money, while it "+
-		"is used and for timeout_seconds after; then E2B pauses it (on_timeout pause: the next call resumes it as it "+
-		"was) or kills it (kill). e2b_manage_sandbox pauses or deletes it sooner.",
+	desc := fmt.Sprintf("Create a new E2B cloud sandbox (an isolated Linux VM) for this session. Returns its "+
+		"sandbox_id, which the other e2b_ tools take. Defaults: template %q, timeout_seconds %d, on_timeout %s; commands "+
+		"run as 'user' in %s. env_vars are set for every command. upload_files copies files or directories from the "+
+		"server's storage root (only if the server was started with --storage-root). The sandbox keeps running, and costs "+
+		"money, while it is used and for timeout_seconds after; then E2B pauses it (on_timeout pause: the next call "+
+		"resumes it as it was) or kills it (kill). e2b_manage_sandbox pauses or deletes it sooner.",
 		t.cfg.DefaultTemplate, t.cfg.DefaultTimeoutSeconds, t.cfg.OnTimeout, WorkspacePath)
 	return define(t.base, definition[createArgs, createResult]{
 		name: createSandboxName, description: desc,
-		hints:    hints{readOnly: false, destructive: false, idempotent: false, openWorld: true},
-		defaults: createArgs{Template: t.cfg.DefaultTemplate, TimeoutSeconds: t.cfg.DefaultTimeoutSeconds, OnTimeout: t.cfg.OnTimeout},
-		shown:    t.withUploadTargets,
-		run:      t.run,
+		hints: hints{readOnly: false, destructive: false, idempotent: false, openWorld: true},
+		defaults: createArgs{Template: t.cfg.DefaultTemplate, TimeoutSeconds: t.cfg.DefaultTimeoutSeconds,
+			OnTimeout: t.cfg.OnTimeout},
+		shown: t.withUploadTargets,
+		run:   t.run,
 	})
 }
 
@@ -86,7 +87,8 @@ func (t createSandbox) run(ctx context.Context, call Caller, a *createArgs) (any
 	timeout := a.TimeoutSeconds
 	switch {
 	case timeout < 0:
-		return nil, userErrorf("Invalid timeout_seconds %d: it must be a positive number of seconds (default %d).", timeout, t.cfg.DefaultTimeoutSeconds)
+		return nil, userErrorf("Invalid timeout_seconds %d: it must be a positive number of seconds (default %d).", timeout,
+			t.cfg.DefaultTimeoutSeconds)
 	case timeout == 0:
 		timeout = t.cfg.DefaultTimeoutSeconds
 	}
@@ -120,7 +122,8 @@ func (t createSandbox) run(ctx context.Context, call Caller, a *createArgs) (any
 	if err != nil {
 		return nil, err
 	}
-	sb, onTimeout, lifecycleWarning, err := t.createWithLifecycle(ctx, c, newSandbox(call, template, a.Title, timeout, a.EnvVars, net), onTimeout)
+	sb, onTimeout, lifecycleWarning, err := t.createWithLifecycle(ctx, c, newSandbox(call, template, a.Title, timeout,
+		a.EnvVars, net), onTimeout)
 	if err != nil {
 		return nil, err
 	}

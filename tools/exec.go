@@ -83,11 +83,11 @@ func (t execTool) tool() Tool {
 		"Jobs a command leaves in the background (cmd &) keep running after it returns, their later output "+
 		"discarded; for servers and long jobs use background true instead, which returns at once with a pid and a "+
 		"log_file (read it with e2b_read_output, answer its prompts with e2b_send_input, with pty true for a terminal), "+
-		"and see them with e2b_list_processes, stop them with e2b_stop_process. The result is kept within the result limit (what your client shows whole): longer "+
-		"output keeps its head and tail around a line '... [N bytes / M lines omitted] ...', truncated is true and "+
-		"the whole stream is saved in the sandbox (stdout_file / stderr_file) for e2b_read_file. Output is streamed as "+
-		"progress notifications when the client asks for progress; cancelling the call kills the command and "+
-		"everything it started.",
+		"and see them with e2b_list_processes, stop them with e2b_stop_process. The result is kept within the result limit "+
+		"(what your client shows whole): longer output keeps its head and tail around a line '... [N bytes / M lines "+
+		"omitted] ...', truncated is true and the whole stream is saved in the sandbox (stdout_file / stderr_file) for "+
+		"e2b_read_file. Output is streamed as progress notifications when the client asks for progress; cancelling the "+
+		"call kills the command and everything it started.",
 		WorkspacePath, t.cfg.ExecTimeout.Milliseconds(), maxExecTimeoutMs, t.cfg.ExecForegroundLimit.Milliseconds())
 	return define(t.base, definition[execArgs, execResult]{
 		name: execName, description: desc,
@@ -105,13 +105,17 @@ func (t execTool) run(ctx context.Context, call Caller, a *execArgs) (any, error
 	case a.Command == "":
 		return nil, missing("command")
 	case strings.ContainsRune(a.Command, 0) || strings.ContainsRune(a.Cwd, 0):
-		return nil, userErrorf("Invalid command or cwd: it contains a NUL byte, which no command line or path can hold. Nothing was run.")
+		return nil, userErrorf("Invalid command or cwd: it contains a NUL byte, which no command line or path can hold. " +
+			"Nothing was run.")
 	case a.TimeoutMs < 0 || a.TimeoutMs > maxExecTimeoutMs:
-		return nil, userErrorf("Invalid timeout_ms %d: it must be between 1 and %d (default %d).", a.TimeoutMs, maxExecTimeoutMs, t.cfg.ExecTimeout.Milliseconds())
+		return nil, userErrorf("Invalid timeout_ms %d: it must be between 1 and %d (default %d).", a.TimeoutMs,
+			maxExecTimeoutMs, t.cfg.ExecTimeout.Milliseconds())
 	case a.WaitMs < 0 || a.WaitMs > maxExecTimeoutMs:
-		return nil, userErrorf("Invalid wait_ms %d: it must be between 1 and %d (default %d).", a.WaitMs, maxExecTimeoutMs, t.cfg.ExecForegroundLimit.Milliseconds())
+		return nil, userErrorf("Invalid wait_ms %d: it must be between 1 and %d (default %d).", a.WaitMs, maxExecTimeoutMs,
+			t.cfg.ExecForegroundLimit.Milliseconds())
 	case a.PTY && !a.Background:
-		return nil, userErrorf("pty true needs background true: a command on a terminal is answered with e2b_send_input while it runs. Nothing was run.")
+		return nil, userErrorf("pty true needs background true: a command on a terminal is answered with e2b_send_input " +
+			"while it runs. Nothing was run.")
 	}
 	timeout := t.cfg.ExecTimeout
 	if a.TimeoutMs > 0 {
@@ -173,8 +177,9 @@ func (t execTool) run(ctx context.Context, call Caller, a *execArgs) (any, error
 	case moved != nil:
 		res.Running, res.PID, res.LogFile = true, moved.pid, moved.logFile
 	case out.TimedOut:
-		res.ended(out.ExitCode, false, fmt.Sprintf("The command and everything it started were killed by the timeout after %d ms "+
-			"(timeout_ms). Raise timeout_ms, or start it with background true and read its log_file.", timeout.Milliseconds()))
+		res.ended(out.ExitCode, false, fmt.Sprintf("The command and everything it started were killed by the timeout after "+
+			"%d ms (timeout_ms). Raise timeout_ms, or start it with background true and read its log_file.",
+			timeout.Milliseconds()))
 	case out.ExitCode != 0:
 		why := out.Error
 		if why == "" {
@@ -195,7 +200,8 @@ func (t execTool) run(ctx context.Context, call Caller, a *execArgs) (any, error
 	// named; what is shown of them is decided last, once every other field is known.
 	probe := res
 	probe.Truncated, probe.StdoutFile, probe.StderrFile = true, t.outputPath(rec, "stdout"), t.outputPath(rec, "stderr")
-	rooms := splitRoom(t.limit(ctx)-sizeOf(withContent{result: probe, extra: t.outputLinks(rec, "stdout", "stderr")}), stdout, stderr)
+	rooms := splitRoom(t.limit(ctx)-sizeOf(withContent{result: probe, extra: t.outputLinks(rec, "stdout",
+		"stderr")}), stdout, stderr)
 	warnings := []string{use.warning}
 	if moved != nil {
 		warnings = append(warnings, movedNote(moved, t.foregroundLimit(ctx, a)), moved.warning)
@@ -207,7 +213,8 @@ func (t execTool) run(ctx context.Context, call Caller, a *execArgs) (any, error
 		}
 		p := t.outputPath(rec, s.name)
 		if err := t.save(ctx, c, rec, s.c, p); err != nil {
-			warnings = append(warnings, fmt.Sprintf("The whole %s could not be saved in the sandbox: %s", s.name, t.errorText(ctx, call, execName, err)))
+			warnings = append(warnings, fmt.Sprintf("The whole %s could not be saved in the sandbox: %s", s.name,
+				t.errorText(ctx, call, execName, err)))
 			continue
 		}
 		*s.file = p
@@ -290,10 +297,12 @@ func (t execTool) save(ctx context.Context, c *e2b.Client, rec state.SandboxReco
 }
 
 // background starts a command that outlives the call, with its output in a log file under execOutputDir.
-func (t execTool) background(ctx context.Context, use inUse, rec state.SandboxRecord, call Caller, command, cwd string, pty bool) (any, error) {
+func (t execTool) background(ctx context.Context, use inUse, rec state.SandboxRecord, call Caller, command, cwd string,
+	pty bool) (any, error) {
 	c := use.c
 	id := fmt.Sprintf("%d-%d", rec.Steps, time.Now().UnixNano()%1e9)
-	pid, err := envd(c, rec).StartBackground(ctx, command, e2b.BackgroundOptions{Cwd: cwd, Envs: backgroundEnv, LogDir: execOutputDir, Tag: backgroundTagPrefix + id, PTY: pty})
+	pid, err := envd(c, rec).StartBackground(ctx, command, e2b.BackgroundOptions{Cwd: cwd, Envs: backgroundEnv,
+		LogDir: execOutputDir, Tag: backgroundTagPrefix + id, PTY: pty})
 	if err != nil {
 		return nil, t.sandboxFailure(ctx, c, call, rec, err)
 	}
@@ -302,5 +311,6 @@ func (t execTool) background(ctx context.Context, use inUse, rec state.SandboxRe
 	var warning string
 	res.CheckpointID, warning = t.afterStep(ctx, c, call, rec, execName)
 	res.Warning = joinWarnings(use.warning, warning)
-	return withContent{result: res, extra: []mcp.Content{fileLink(rec.ID, logFile, "the log (stdout and stderr) of the background command")}}, nil
+	return withContent{result: res, extra: []mcp.Content{fileLink(rec.ID, logFile, "the log (stdout and stderr) of the "+
+		"background command")}}, nil
 }

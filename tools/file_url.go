@@ -81,7 +81,8 @@ func (t fileURL) run(ctx context.Context, call Caller, a *fileURLArgs) (any, err
 	case a.Path == "":
 		return nil, missing("path")
 	case a.ExpiresInSeconds < 0 || a.ExpiresInSeconds > maxLinkSeconds:
-		return nil, userErrorf("Invalid expires_in_seconds %d: it must be between 1 and %d (default %d).", a.ExpiresInSeconds, maxLinkSeconds, defaultLinkSeconds)
+		return nil, userErrorf("Invalid expires_in_seconds %d: it must be between 1 and %d (default %d).", a.ExpiresInSeconds,
+			maxLinkSeconds, defaultLinkSeconds)
 	case t.op == e2b.FileWrite && strings.HasSuffix(a.Path, "/"):
 		return nil, userErrorf("path '%s' names a directory; give a file name.", a.Path)
 	}
@@ -105,7 +106,8 @@ func (t fileURL) run(ctx context.Context, call Caller, a *fileURLArgs) (any, err
 	info, err := e.Stat(ctx, p)
 	switch {
 	case err == nil && info.Type == e2b.FileTypeDirectory:
-		return nil, userErrorf("'%s' is a directory; links are made for files (pack it first, e.g. tar czf out.tgz -C %s .).", p, shellquote.Quote(p))
+		return nil, userErrorf("'%s' is a directory; links are made for files (pack it first, e.g. tar czf out.tgz -C %s .).",
+			p, shellquote.Quote(p))
 	case err == nil && t.op == e2b.FileRead:
 		res.Size = &info.Size
 	case errors.Is(err, e2b.ErrNotFound) && t.op == e2b.FileRead:
@@ -121,12 +123,15 @@ func (t fileURL) run(ctx context.Context, call Caller, a *fileURLArgs) (any, err
 	res.ExpiresAt = linkExpiry(link, t.now().Add(time.Duration(seconds)*time.Second)).UTC().Format(time.RFC3339)
 	if t.op == e2b.FileWrite {
 		res.Method = "POST"
-		res.Usage = fmt.Sprintf("curl -X POST -H 'Content-Type: application/octet-stream' --data-binary @LOCAL_FILE '%s'", link)
-		res.Note = "Give the link and the command to the user; the upload replaces " + p + " if it exists. The link stops working when it expires or the sandbox is paused or deleted."
+		res.Usage = fmt.Sprintf("curl -X POST -H 'Content-Type: application/octet-stream' --data-binary @LOCAL_FILE '%s'",
+			link)
+		res.Note = "Give the link and the command to the user; the upload replaces " + p + " if it exists. The link stops " +
+			"working when it expires or the sandbox is paused or deleted."
 	} else {
 		res.Method = "GET"
 		res.Usage = fmt.Sprintf("curl -fo %s '%s'", shellquote.Quote(path.Base(p)), link)
-		res.Note = "Give the link to the user: it opens in a browser. It stops working when it expires or the sandbox is paused or deleted."
+		res.Note = "Give the link to the user: it opens in a browser. It stops working when it expires or the sandbox is " +
+			"paused or deleted."
 	}
 	return res, nil
 }

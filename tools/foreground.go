@@ -49,7 +49,8 @@ func (t execTool) foregroundLimit(ctx context.Context, a *execArgs) time.Duratio
 // runCommand runs a command of e2b_exec as RunCommand does, within the foreground limit: it returns the command's
 // end, or (moved) the command still running at the limit, which goes on in the background. timeout kills the
 // command, moved or not; a default timeout (timeout_ms not given) beyond the limit does not apply.
-func (t execTool) runCommand(ctx context.Context, c *e2b.Client, call Caller, rec state.SandboxRecord, a *execArgs, cwd string,
+func (t execTool) runCommand(ctx context.Context, c *e2b.Client, call Caller, rec state.SandboxRecord,
+	a *execArgs, cwd string,
 	timeout time.Duration, onOutput func(e2b.EventKind, []byte)) (e2b.CommandResult, *movedCommand, error) {
 	limit := t.foregroundLimit(ctx, a)
 	if a.TimeoutMs == 0 && limit < timeout {
@@ -149,14 +150,17 @@ func (t execTool) runCommand(ctx context.Context, c *e2b.Client, call Caller, re
 			logErr = err
 		}
 		if logErr != nil {
-			t.log.Warn("the log of a command moved to the background is incomplete", "sandbox", rec.ID, "pid", pid, "err", logErr)
+			t.log.Warn("the log of a command moved to the background is incomplete", "sandbox", rec.ID,
+				"pid", pid, "err", logErr)
 		}
 		if end.err != nil {
-			t.log.Warn("a command moved to the background ended without its exit code", "sandbox", rec.ID, "pid", pid, "err", end.err)
+			t.log.Warn("a command moved to the background ended without its exit code", "sandbox", rec.ID, "pid",
+				pid, "err", end.err)
 			return
 		}
 		if _, err := e.Upload(runCtx, exitFile, strings.NewReader(fmt.Sprintf("%d\n", end.out.ExitCode))); err != nil {
-			t.log.Warn("the exit code of a command moved to the background could not be saved", "sandbox", rec.ID, "pid", pid, "err", err)
+			t.log.Warn("the exit code of a command moved to the background could not be saved", "sandbox", rec.ID,
+				"pid", pid, "err", err)
 		}
 	}()
 	return e2b.CommandResult{PID: pid}, m, nil

@@ -47,9 +47,10 @@ type forkResult struct {
 type forkSandbox struct{ *base }
 
 func (t forkSandbox) tool() Tool {
-	desc := fmt.Sprintf("Start new sandboxes as copies of a running sandbox or of a checkpoint. Give exactly one of sandbox_id "+
-		"(its files and memory as they are now) or checkpoint_id (as it was when e2b_checkpoint_sandbox took it). count copies (default 1, at most %d) join this session, each with its own "+
-		"sandbox_id and a timeout of %d seconds; the source is not changed.", maxForks, t.cfg.DefaultTimeoutSeconds)
+	desc := fmt.Sprintf("Start new sandboxes as copies of a running sandbox or of a checkpoint. Give exactly one of "+
+		"sandbox_id (its files and memory as they are now) or checkpoint_id (as it was when e2b_checkpoint_sandbox took "+
+		"it). count copies (default 1, at most %d) join this session, each with its own sandbox_id and a timeout of %d "+
+		"seconds; the source is not changed.", maxForks, t.cfg.DefaultTimeoutSeconds)
 	return define(t.base, definition[forkArgs, forkResult]{
 		name: forkSandboxName, description: desc,
 		hints:    hints{readOnly: false, destructive: false, idempotent: false, openWorld: true},
@@ -100,7 +101,8 @@ func (t forkSandbox) fromSandbox(ctx context.Context, call Caller, a *forkArgs, 
 		// E2B's fork keeps the source's lifecycle.
 		fs, err := t.record(call, c, r.Sandbox, src.Template, forkTitle(a.Title, src, i, count), src, src.OnTimeout)
 		if err != nil {
-			failures = append(failures, t.unrecorded(ctx, c, call, forkSandboxName, r.Sandbox.SandboxID, t.cfg.DefaultTimeoutSeconds, err))
+			failures = append(failures, t.unrecorded(ctx, c, call, forkSandboxName, r.Sandbox.SandboxID,
+				t.cfg.DefaultTimeoutSeconds, err))
 			continue
 		}
 		res.Sandboxes = append(res.Sandboxes, fs)
@@ -133,11 +135,13 @@ func (t forkSandbox) fromCheckpoint(ctx context.Context, call Caller, a *forkArg
 	if err != nil {
 		return nil, err
 	}
-	res := forkResult{Sandboxes: []forkedSandbox{}, Source: forkSource{SandboxID: cp.SandboxID, CheckpointID: cp.ID}, Egress: &net.Summary}
+	res := forkResult{Sandboxes: []forkedSandbox{}, Source: forkSource{SandboxID: cp.SandboxID, CheckpointID: cp.ID},
+		Egress: &net.Summary}
 	var failures []string
 	for i := range count {
 		title := forkTitle(a.Title, src, i, count)
-		sb, onTimeout, warning, err := t.createWithLifecycle(ctx, c, newSandbox(call, cp.SnapshotID, title, t.cfg.DefaultTimeoutSeconds, nil, net), t.cfg.OnTimeout)
+		sb, onTimeout, warning, err := t.createWithLifecycle(ctx, c, newSandbox(call, cp.SnapshotID, title,
+			t.cfg.DefaultTimeoutSeconds, nil, net), t.cfg.OnTimeout)
 		failures = append(failures, warning)
 		if err != nil {
 			if len(res.Sandboxes) == 0 {
@@ -148,7 +152,8 @@ func (t forkSandbox) fromCheckpoint(ctx context.Context, call Caller, a *forkArg
 		}
 		fs, err := t.record(call, c, sb, src.Template, title, src, onTimeout)
 		if err != nil {
-			failures = append(failures, t.unrecorded(ctx, c, call, forkSandboxName, sb.SandboxID, t.cfg.DefaultTimeoutSeconds, err))
+			failures = append(failures, t.unrecorded(ctx, c, call, forkSandboxName, sb.SandboxID,
+				t.cfg.DefaultTimeoutSeconds, err))
 			continue
 		}
 		res.Sandboxes = append(res.Sandboxes, fs)
@@ -157,7 +162,8 @@ func (t forkSandbox) fromCheckpoint(ctx context.Context, call Caller, a *forkArg
 }
 
 // record adds a new fork to the session. It inherits the source's step count (its history) and checkpoint policy.
-func (t forkSandbox) record(call Caller, c *e2b.Client, sb *e2b.Sandbox, template, title string, src state.SandboxRecord, onTimeout string) (forkedSandbox, error) {
+func (t forkSandbox) record(call Caller, c *e2b.Client, sb *e2b.Sandbox, template, title string,
+	src state.SandboxRecord, onTimeout string) (forkedSandbox, error) {
 	rec := t.newRecord(call, c, sb, title, template, t.cfg.DefaultTimeoutSeconds, onTimeout)
 	rec.Steps, rec.Checkpoint = src.Steps, src.Checkpoint
 	if err := t.store.PutSandbox(rec); err != nil {

@@ -65,9 +65,11 @@ func (t getURL) run(ctx context.Context, call Caller, a *getURLArgs) (any, error
 	case a.Port < 1 || a.Port > 65535:
 		return nil, userErrorf("Invalid port %d: it must be between 1 and 65535.", a.Port)
 	case a.Port == e2b.EnvdPort:
-		return nil, userErrorf("Port %d is E2B's own daemon in the sandbox, not a web server of yours; no link is made.", a.Port)
+		return nil, userErrorf("Port %d is E2B's own daemon in the sandbox, not a web server of yours; no link is made.",
+			a.Port)
 	case a.ExpiresInSeconds < 0 || a.ExpiresInSeconds > maxLinkSeconds:
-		return nil, userErrorf("Invalid expires_in_seconds %d: it must be between 1 and %d (default %d).", a.ExpiresInSeconds, maxLinkSeconds, defaultLinkSeconds)
+		return nil, userErrorf("Invalid expires_in_seconds %d: it must be between 1 and %d (default %d).", a.ExpiresInSeconds,
+			maxLinkSeconds, defaultLinkSeconds)
 	}
 	seconds := a.ExpiresInSeconds
 	if seconds == 0 {
@@ -99,7 +101,8 @@ func (t getURL) run(ctx context.Context, call Caller, a *getURLArgs) (any, error
 			res.ExpiresAt + " for whoever has it, for this port only."
 	}
 	if !res.Listening {
-		res.Note += fmt.Sprintf(" Nothing listens on port %d yet: start the server (in the background) before the user opens the link.", a.Port)
+		res.Note += fmt.Sprintf(" Nothing listens on port %d yet: start the server (in the background) before the user "+
+			"opens the link.", a.Port)
 	}
 	return res, nil
 }
@@ -133,7 +136,8 @@ func parseListening(table string) []int {
 			continue
 		}
 		_, hexPort, ok := strings.Cut(f[1], ":")
-		if p, err := strconv.ParseUint(hexPort, 16, 16); ok && err == nil && !slices.Contains(ports, int(p)) && p != e2b.EnvdPort {
+		p, err := strconv.ParseUint(hexPort, 16, 16)
+		if ok && err == nil && !slices.Contains(ports, int(p)) && p != e2b.EnvdPort {
 			ports = append(ports, int(p))
 		}
 	}

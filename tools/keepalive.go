@@ -85,7 +85,8 @@ func resumable(rec state.SandboxRecord) bool {
 // configuration could not be brought up to date after a resume. A sandbox E2B no longer has is a goneError; any
 // other failure to extend is logged and left to the call itself, which finds out soon enough whether the sandbox
 // still runs.
-func (b *base) keepAlive(ctx context.Context, c *e2b.Client, call Caller, rec state.SandboxRecord) (state.SandboxRecord, bool, string, error) {
+func (b *base) keepAlive(ctx context.Context, c *e2b.Client, call Caller,
+	rec state.SandboxRecord) (state.SandboxRecord, bool, string, error) {
 	timeout := b.lifetime(rec)
 	if rec.State == state.StateRunning && !b.extended.due(call.Owner, rec.ID, timeout, b.now()) {
 		return rec, false, "", nil
@@ -118,7 +119,8 @@ func (b *base) keepAlive(ctx context.Context, c *e2b.Client, call Caller, rec st
 
 // connected records what a connect (an extension or a resume) made of a sandbox: running until at least
 // timeout seconds from now, reached at the domain and with the token E2B answered.
-func (b *base) connected(call Caller, id string, sb *e2b.Sandbox, timeout int, now time.Time) (state.SandboxRecord, error) {
+func (b *base) connected(call Caller, id string, sb *e2b.Sandbox, timeout int,
+	now time.Time) (state.SandboxRecord, error) {
 	rec, err := b.store.UpdateSandbox(call.Owner, id, func(r *state.SandboxRecord) error {
 		r.State, r.GoneReason, r.PausedBy, r.TimeoutSeconds = state.StateRunning, "", "", timeout
 		if expires := now.Add(time.Duration(timeout) * time.Second).UTC(); expires.After(r.ExpiresAt) {
@@ -173,7 +175,8 @@ func (b *base) keepAwake(ctx context.Context, c *e2b.Client, call Caller, rec st
 // fields (a self-hosted one that predates them) gets the create again without what it refused, and the warning
 // says what the sandbox then does: without autoResume it still pauses (and this server resumes it on use), without
 // autoPause it is killed at its timeout. The onTimeout returned is what E2B was asked for.
-func (b *base) createWithLifecycle(ctx context.Context, c *e2b.Client, req e2b.NewSandbox, onTimeout string) (*e2b.Sandbox, string, string, error) {
+func (b *base) createWithLifecycle(ctx context.Context, c *e2b.Client, req e2b.NewSandbox,
+	onTimeout string) (*e2b.Sandbox, string, string, error) {
 	req = req.WithLifecycle(onTimeout, true)
 	var warnings []string
 	for {

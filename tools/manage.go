@@ -106,7 +106,8 @@ func (t manageSandbox) pause(ctx context.Context, c *e2b.Client, call Caller, re
 	return res, nil
 }
 
-func (t manageSandbox) resume(ctx context.Context, c *e2b.Client, call Caller, rec state.SandboxRecord, timeout int) (any, error) {
+func (t manageSandbox) resume(ctx context.Context, c *e2b.Client, call Caller, rec state.SandboxRecord,
+	timeout int) (any, error) {
 	if timeout == 0 {
 		timeout = t.cfg.DefaultTimeoutSeconds
 	}
@@ -121,7 +122,8 @@ func (t manageSandbox) resume(ctx context.Context, c *e2b.Client, call Caller, r
 	}
 	// The sandbox may have slept through a rotation or removal of a credential: it gets its owner's as they are.
 	summary, warning := t.applyEgress(ctx, c, call, rec.ID)
-	return manageResult{SandboxID: rec.ID, Action: "resume", Success: true, TimeoutSeconds: timeout, Egress: summary, Warning: warning}, nil
+	return manageResult{SandboxID: rec.ID, Action: "resume", Success: true, TimeoutSeconds: timeout, Egress: summary,
+		Warning: warning}, nil
 }
 
 // delete kills the sandbox and forgets it: the list then shows only what still exists or vanished on its own.

@@ -65,7 +65,8 @@ func annotations(t server.ServerTool) string {
 	for _, h := range []struct {
 		v    *bool
 		name string
-	}{{a.ReadOnlyHint, "read-only"}, {a.DestructiveHint, "destructive"}, {a.IdempotentHint, "idempotent"}, {a.OpenWorldHint, "open-world"}} {
+	}{{a.ReadOnlyHint, "read-only"}, {a.DestructiveHint, "destructive"}, {a.IdempotentHint,
+		"idempotent"}, {a.OpenWorldHint, "open-world"}} {
 		if h.v != nil && *h.v {
 			out = append(out, h.name)
 		}
@@ -86,7 +87,8 @@ func firstSentence(text string) string {
 			if i+1 == len(text) {
 				return text
 			}
-			if rest := strings.TrimLeft(text[i+1:], " \n"); len(rest) < len(text[i+1:]) && rest != "" && rest[0] >= 'A' && rest[0] <= 'Z' {
+			if rest := strings.TrimLeft(text[i+1:], " \n"); len(rest) < len(text[i+1:]) && rest != "" &&
+				rest[0] >= 'A' && rest[0] <= 'Z' {
 				return text[:i+1]
 			}
 		}

@@ -46,7 +46,8 @@ func (p processState) known() bool { return p.logged || p.proc != nil }
 // the sandbox knows (running, or with a log), by pid. Of the ended ones, only the maxEnded (0: all) whose log was
 // written last are read, and omitted says how many others there are: a sandbox that has run many commands costs
 // one read per command shown.
-func processStates(ctx context.Context, e *e2b.Envd, sandboxID string, maxEnded int, pids ...uint32) (states []processState, omitted int, err error) {
+func processStates(ctx context.Context, e *e2b.Envd, sandboxID string, maxEnded int,
+	pids ...uint32) (states []processState, omitted int, err error) {
 	// The list is read first: a process it no longer shows has written its exit file, which is read after.
 	list, err := e.ListBackground(ctx, backgroundTagPrefix)
 	if err != nil {

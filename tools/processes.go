@@ -74,7 +74,8 @@ func (t listProcesses) run(ctx context.Context, call Caller, a *listProcessesArg
 	res := listProcessesResult{SandboxID: rec.ID, Processes: []processInfo{}, EndedOmitted: omitted}
 	var links []mcp.Content
 	for _, p := range states {
-		info := processInfo{Running: p.running, PID: p.pid, ExitCode: p.exitCode, Command: p.command, LogFile: p.logFile, OutputSize: p.size}
+		info := processInfo{Running: p.running, PID: p.pid, ExitCode: p.exitCode, Command: p.command,
+			LogFile: p.logFile, OutputSize: p.size}
 		if p.proc != nil {
 			info.Cwd, info.PTY, info.Foreground = p.proc.Cwd, p.proc.PTY, !p.proc.Background
 		}

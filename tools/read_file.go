@@ -57,11 +57,11 @@ type readFile struct{ *base }
 func (t readFile) tool() Tool {
 	desc := fmt.Sprintf("Read a text file from a sandbox by lines. offset is the line to start at (default 1), limit the "+
 		"number of lines (default %d); a result is kept within the result limit (what your client shows whole), so a long "+
-		"file comes back in parts: truncated/next_offset say when it goes on and where. A PNG, JPEG, GIF or WebP image (known by its content, not its name) comes back as image "+
-		"content you can see, scaled down to at most %d pixels on its longer side and %d bytes; image files over %d "+
-		"bytes are refused. SVG is text and is read as text. Any other binary file is not dumped: the answer gives "+
-		"its size and how to inspect it (xxd or base64 via e2b_exec, or an explicit offset/limit). Directories are "+
-		"refused: list them with e2b_exec (ls -la).",
+		"file comes back in parts: truncated/next_offset say when it goes on and where. A PNG, JPEG, GIF or WebP image "+
+		"(known by its content, not its name) comes back as image content you can see, scaled down to at most %d pixels on "+
+		"its longer side and %d bytes; image files over %d bytes are refused. SVG is text and is read as text. Any other "+
+		"binary file is not dumped: the answer gives its size and how to inspect it (xxd or base64 via e2b_exec, or an "+
+		"explicit offset/limit). Directories are refused: list them with e2b_exec (ls -la).",
 		DefaultReadLines, t.cfg.ImageMaxEdge, t.cfg.ImageLimitBytes, t.cfg.ImageSourceLimitBytes)
 	return define(t.base, definition[readArgs, readResult]{
 		name: readFileName, description: desc, images: true,
@@ -100,7 +100,8 @@ func (t readFile) run(ctx context.Context, call Caller, a *readArgs) (any, error
 	case err != nil:
 		return nil, t.sandboxFailure(ctx, c, call, rec, err)
 	case info.Type == e2b.FileTypeDirectory:
-		return nil, userErrorf("'%s' is a directory, not a file; list it with e2b_exec (ls -la %s).", a.Path, shellquote.Quote(a.Path))
+		return nil, userErrorf("'%s' is a directory, not a file; list it with e2b_exec (ls -la %s).", a.Path,
+			shellquote.Quote(a.Path))
 	}
 	res := readResult{SandboxID: rec.ID, Resumed: use.resumed, Path: a.Path, Size: info.Size, StartLine: offset}
 	if info.Path != "" {
@@ -125,7 +126,8 @@ func (t readFile) run(ctx context.Context, call Caller, a *readArgs) (any, error
 		res.Lines, res.StartLine = 0, 0
 		res.Truncated = info.Size > 0
 		res.Note = fmt.Sprintf("binary file (%d bytes), not shown as text; read a range with offset/limit to see "+
-			"its lines anyway, or run `xxd %s | head` or `base64 %s` via e2b_exec.", info.Size, shellquote.Quote(res.Path), shellquote.Quote(res.Path))
+			"its lines anyway, or run `xxd %s | head` or `base64 %s` via e2b_exec.", info.Size, shellquote.Quote(res.Path),
+			shellquote.Quote(res.Path))
 		return res, nil
 	}
 
@@ -142,7 +144,8 @@ func (t readFile) run(ctx context.Context, call Caller, a *readArgs) (any, error
 		binaryNote = "binary file: bytes that are not UTF-8 are shown as \uFFFD"
 	}
 	cutNote := fmt.Sprintf("line %d is longer than one result holds (the result limit is %d characters) and was "+
-		"cut; see it with e2b_exec (e.g. sed -n '%dp' %s | cut -c 1-2000).", offset, t.limit(ctx), offset, shellquote.Quote(res.Path))
+		"cut; see it with e2b_exec (e.g. sed -n '%dp' %s | cut -c 1-2000).", offset, t.limit(ctx), offset,
+		shellquote.Quote(res.Path))
 	// The content gets what the other fields leave of the limit, at their largest.
 	probe := res
 	probe.Truncated, probe.NextOffset, probe.Note = true, offset+limit, joinWarnings(binaryNote, cutNote)
@@ -167,7 +170,8 @@ func (t readFile) run(ctx context.Context, call Caller, a *readArgs) (any, error
 }
 
 // image answers with an image file as image content, scaled down to the limits when it is over them.
-func (t readFile) image(ctx context.Context, c *e2b.Client, call Caller, rec state.SandboxRecord, res readResult, body io.Reader, mime string) (any, error) {
+func (t readFile) image(ctx context.Context, c *e2b.Client, call Caller, rec state.SandboxRecord, res readResult,
+	body io.Reader, mime string) (any, error) {
 	shrink := fmt.Sprintf("Make a smaller copy in the sandbox and read that instead (e.g. save the chart with a lower "+
 		"dpi or size, or `convert %s -resize 1024x1024 small.png` where ImageMagick is installed); to hand the file "+
 		"itself to the user, make a link with e2b_download_url.", shellquote.Quote(res.Path))
@@ -184,7 +188,8 @@ func (t readFile) image(ctx context.Context, c *e2b.Client, call Caller, rec sta
 		return nil, userErrorf("'%s' is a %s image of more than %d bytes, which e2b_read_file does not fetch to "+
 			"show an image. %s", res.Path, imagesafe.FormatName(mime), t.cfg.ImageSourceLimitBytes, shrink)
 	}
-	lim := imagesafe.Limits{MaxBytes: t.cfg.ImageLimitBytes, MaxEdge: t.cfg.ImageMaxEdge, MaxPixels: imagesafe.DefaultMaxPixels, MaxDecodeBytes: imagesafe.DefaultMaxDecodeBytes}
+	lim := imagesafe.Limits{MaxBytes: t.cfg.ImageLimitBytes, MaxEdge: t.cfg.ImageMaxEdge,
+		MaxPixels: imagesafe.DefaultMaxPixels, MaxDecodeBytes: imagesafe.DefaultMaxDecodeBytes}
 	out, info, err := imagesafe.Fit(ctx, data, mime, lim, t.scaling, call.Owner)
 	var tooLarge *imagesafe.TooLargeError
 	switch {
@@ -196,7 +201,8 @@ func (t readFile) image(ctx context.Context, c *e2b.Client, call Caller, rec sta
 	case ctx.Err() != nil:
 		return nil, err
 	case err != nil:
-		return nil, userErrorf("'%s' cannot be shown: %v. Inspect it with e2b_exec (e.g. file %s).", res.Path, err, shellquote.Quote(res.Path))
+		return nil, userErrorf("'%s' cannot be shown: %v. Inspect it with e2b_exec (e.g. file %s).", res.Path, err,
+			shellquote.Quote(res.Path))
 	}
 	res.Binary, res.Image = true, &info
 	res.Size = int64(len(data))
@@ -211,7 +217,8 @@ func (t readFile) image(ctx context.Context, c *e2b.Client, call Caller, rec sta
 		res.Note += fmt.Sprintf("; but this client (%s) is not known to hand a tool's images to its model, so you "+
 			"may not see it: to show it to the user, make a link with e2b_download_url", c.Profile)
 	}
-	return withContent{result: res, extra: []mcp.Content{mcp.NewImageContent(base64.StdEncoding.EncodeToString(out), info.MIMEType)}}, nil
+	return withContent{result: res, extra: []mcp.Content{mcp.NewImageContent(base64.StdEncoding.EncodeToString(out),
+		info.MIMEType)}}, nil
 }
 
 // isBinary says whether a file's first bytes look like anything but UTF-8 text. partial is true when more of the

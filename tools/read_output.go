@@ -56,9 +56,10 @@ func (t readOutput) tool() Tool {
 	desc := fmt.Sprintf("Read the output (stdout and stderr) of a command started with e2b_exec background true, "+
 		"or moved to the background by e2b_exec (its log holds what it printed after the output e2b_exec returned), "+
 		"from a byte offset: at once, or waiting up to wait_ms (at most %d ms) for it to end or for the text until "+
-		"to appear. Answers with running, exit_code only once it ended, its command, and next_offset for the next read. The output is kept within the result limit (what your client shows whole): a longer one keeps its head and tail "+
-		"around a line naming the bytes left out (omitted_from, omitted_to). Works for any command of this server's, "+
-		"also after the server restarted: the output is in the sandbox.",
+		"to appear. Answers with running, exit_code only once it ended, its command, and next_offset for the next read. "+
+		"The output is kept within the result limit (what your client shows whole): a longer one keeps its head and tail "+
+		"around a line naming the bytes left out (omitted_from, omitted_to). Works for any command of this server's, also "+
+		"after the server restarted: the output is in the sandbox.",
 		t.cfg.ExecForegroundLimit.Milliseconds())
 	return define(t.base, definition[readOutputArgs, readOutputResult]{
 		name: readOutputName, description: desc,
@@ -101,10 +102,12 @@ func (t readOutput) run(ctx context.Context, call Caller, a *readOutputArgs) (an
 				"e2b_list_processes).", a.PID, rec.ID)
 		}
 		if a.Offset > p.size {
-			return nil, userErrorf("Offset %d is past the end of the output of process %d, which is %d bytes.", a.Offset, a.PID, p.size)
+			return nil, userErrorf("Offset %d is past the end of the output of process %d, which is %d bytes.",
+				a.Offset, a.PID, p.size)
 		}
 		if len(until) > 0 && p.size > scanned {
-			if found, scanned, err = scanFor(ctx, e, p.logFile, until, max(a.Offset, scanned-int64(len(until))+1), p.size); err != nil {
+			if found, scanned, err = scanFor(ctx, e, p.logFile, until, max(a.Offset, scanned-int64(len(until))+1),
+				p.size); err != nil {
 				return nil, t.sandboxFailure(ctx, c, call, rec, err)
 			}
 		}
@@ -124,18 +127,20 @@ func (t readOutput) run(ctx context.Context, call Caller, a *readOutputArgs) (an
 	if len(until) > 0 {
 		res.Found = &found
 		if !found && !p.running {
-			warnings = append(warnings, fmt.Sprintf("The process has ended and its output from offset %d on does not hold %q: it will not come.", a.Offset, a.Until))
+			warnings = append(warnings, fmt.Sprintf("The process has ended and its output from offset %d on does not hold %q: "+
+				"it will not come.", a.Offset, a.Until))
 		}
 	}
 	if !p.running && p.exitCode == nil {
-		warnings = append(warnings, "The process ended without an exit code: it was killed (SIGKILL), or it had been moved to the "+
-			"background by a server that stopped before it ended, which leaves its later output out of the log.")
+		warnings = append(warnings, "The process ended without an exit code: it was killed (SIGKILL), or it had been moved "+
+			"to the background by a server that stopped before it ended, which leaves its later output out of the log.")
 	}
 	res.Warning = joinWarnings(warnings...)
 	if err := t.fillOutput(ctx, e, &res); err != nil {
 		return nil, t.sandboxFailure(ctx, c, call, rec, err)
 	}
-	return withContent{result: res, extra: []mcp.Content{fileLink(rec.ID, p.logFile, fmt.Sprintf("the whole output of process %d", a.PID))}}, nil
+	return withContent{result: res, extra: []mcp.Content{fileLink(rec.ID, p.logFile, fmt.Sprintf("the whole output of "+
+		"process %d", a.PID))}}, nil
 }
 
 // scanFor looks for text in the file's bytes from to end, and says whether it is there and how far it looked.
@@ -168,7 +173,8 @@ func scanFor(ctx context.Context, e *e2b.Envd, file string, text []byte, from, e
 
 // omittedMarker is the line that stands for the middle of an output cut to its head and tail.
 func omittedMarker(from, to int64) string {
-	return fmt.Sprintf("... [bytes %d to %d omitted; e2b_read_output with offset %d reads on from there] ...\n", from, to, from)
+	return fmt.Sprintf("... [bytes %d to %d omitted; e2b_read_output with offset %d reads on from there] ...\n", from, to,
+		from)
 }
 
 // fillOutput sets res.Output to the log's bytes from res.Offset to res.NextOffset, cut to head and tail when they
@@ -180,7 +186,8 @@ func (t readOutput) fillOutput(ctx context.Context, e *e2b.Envd, res *readOutput
 	}
 	probe := *res
 	probe.Truncated, probe.OmittedFrom, probe.OmittedTo = true, res.NextOffset, res.NextOffset
-	room := max(t.limit(ctx)-sizeOf(withContent{result: probe, extra: []mcp.Content{fileLink(res.SandboxID, res.LogFile, fmt.Sprintf("the whole output of process %d", res.PID))}}), 0)
+	room := max(t.limit(ctx)-sizeOf(withContent{result: probe, extra: []mcp.Content{fileLink(res.SandboxID, res.LogFile,
+		fmt.Sprintf("the whole output of process %d", res.PID))}}), 0)
 	// Every byte costs at least two (it is in the text content and in structuredContent).
 	window := int64(room/2 + 1)
 	head, err := readRange(ctx, e, res.LogFile, res.Offset, min(total, window))

@@ -109,7 +109,8 @@ func (r sandboxFiles) read(ctx context.Context, req mcp.ReadResourceRequest) ([]
 	return contents, nil
 }
 
-func (r sandboxFiles) contents(ctx context.Context, call Caller, req mcp.ReadResourceRequest) ([]mcp.ResourceContents, error) {
+func (r sandboxFiles) contents(ctx context.Context, call Caller,
+	req mcp.ReadResourceRequest) ([]mcp.ResourceContents, error) {
 	id, p, err := ResourceTarget(req)
 	if err != nil {
 		return nil, userErrorf("%v", err)
@@ -157,7 +158,8 @@ func (r sandboxFiles) contents(ctx context.Context, call Caller, req mcp.ReadRes
 	if !isBinary(sniff, len(data) > binarySniff) {
 		contents = mcp.TextResourceContents{URI: uri, MIMEType: textMIME(p), Text: string(data)}
 	} else {
-		contents = mcp.BlobResourceContents{URI: uri, MIMEType: binaryMIME(p, data), Blob: base64.StdEncoding.EncodeToString(data)}
+		contents = mcp.BlobResourceContents{URI: uri, MIMEType: binaryMIME(p, data),
+			Blob: base64.StdEncoding.EncodeToString(data)}
 	}
 	if imagesafe.MIME(sniff) != "" {
 		if len(data) > r.cfg.ImageLimitBytes {
@@ -171,7 +173,8 @@ func (r sandboxFiles) contents(ctx context.Context, call Caller, req mcp.ReadRes
 
 // listing answers a directory read: the URIs of its entries, one per line (text/uri-list), directories with a
 // trailing slash.
-func (r sandboxFiles) listing(ctx context.Context, c *e2b.Client, call Caller, rec state.SandboxRecord, uri, dir string) ([]mcp.ResourceContents, error) {
+func (r sandboxFiles) listing(ctx context.Context, c *e2b.Client, call Caller, rec state.SandboxRecord, uri,
+	dir string) ([]mcp.ResourceContents, error) {
 	entries, err := envd(c, rec).ListDir(ctx, dir, 1)
 	if err != nil {
 		return nil, r.sandboxFailure(ctx, c, call, rec, err)

@@ -93,7 +93,8 @@ func (t runCode) run(ctx context.Context, call Caller, a *runCodeArgs) (any, err
 	case a.Language != "" && a.ContextID != "":
 		return nil, userErrorf("Give language or context_id, not both: a context has its language. Nothing was run.")
 	case a.TimeoutMs < 0 || a.TimeoutMs > maxExecTimeoutMs:
-		return nil, userErrorf("Invalid timeout_ms %d: it must be between 1 and %d (default %d).", a.TimeoutMs, maxExecTimeoutMs, t.cfg.ExecForegroundLimit.Milliseconds())
+		return nil, userErrorf("Invalid timeout_ms %d: it must be between 1 and %d (default %d).", a.TimeoutMs,
+			maxExecTimeoutMs, t.cfg.ExecForegroundLimit.Milliseconds())
 	}
 	timeout := t.cfg.ExecForegroundLimit
 	if a.TimeoutMs > 0 {
@@ -122,7 +123,8 @@ func (t runCode) run(ctx context.Context, call Caller, a *runCodeArgs) (any, err
 	awake := t.keepAwake(ctx, use.c, call, rec)
 	runCtx, cancel := context.WithTimeout(ctx, timeout)
 	ex, err := withCodeInterpreter(runCtx, use.c, rec, func(ci *e2b.CodeInterpreter) (*e2b.Execution, error) {
-		return ci.WithMaxLine(t.codeLineLimit(ctx)).Execute(runCtx, e2b.ExecuteRequest{Code: a.Code, ContextID: a.ContextID, Language: a.Language}, e2b.ExecuteHandlers{
+		return ci.WithMaxLine(t.codeLineLimit(ctx)).Execute(runCtx, e2b.ExecuteRequest{Code: a.Code, ContextID: a.ContextID,
+			Language: a.Language}, e2b.ExecuteHandlers{
 			OnStdout: func(s string) { stdout.write([]byte(s)); prog.add([]byte(s)) },
 			OnStderr: func(s string) { stderr.write([]byte(s)); prog.add([]byte(s)) },
 		})
@@ -220,7 +222,8 @@ func (t runCode) codeLineLimit(ctx context.Context) int {
 
 // withCodeInterpreter calls f with the sandbox's code interpreter, and once more with its traffic token (from
 // E2B's connect) when the sandbox's ports refuse a request without one: an edge refusal means nothing ran.
-func withCodeInterpreter[T any](ctx context.Context, c *e2b.Client, rec state.SandboxRecord, f func(*e2b.CodeInterpreter) (T, error)) (T, error) {
+func withCodeInterpreter[T any](ctx context.Context, c *e2b.Client, rec state.SandboxRecord,
+	f func(*e2b.CodeInterpreter) (T, error)) (T, error) {
 	e := envd(c, rec)
 	out, err := f(e.CodeInterpreter(""))
 	var ae *e2b.APIError
@@ -236,7 +239,8 @@ func withCodeInterpreter[T any](ctx context.Context, c *e2b.Client, rec state.Sa
 
 // codeFailure words a failure of the code interpreter: a sandbox without one, an unknown context, or the
 // sandbox's own state.
-func (b *base) codeFailure(ctx context.Context, c *e2b.Client, call Caller, rec state.SandboxRecord, contextID string, err error) error {
+func (b *base) codeFailure(ctx context.Context, c *e2b.Client, call Caller, rec state.SandboxRecord,
+	contextID string, err error) error {
 	var ae *e2b.APIError
 	if errors.As(err, &ae) {
 		switch {
@@ -245,7 +249,8 @@ func (b *base) codeFailure(ctx context.Context, c *e2b.Client, call Caller, rec 
 				"Create a sandbox with e2b_create_sandbox template %s for e2b_run_code, or use e2b_exec here.",
 				rec.ID, rec.Template, e2b.CodeInterpreterPort, e2b.CodeInterpreterTemplate)
 		case ae.Status == http.StatusNotFound && contextID != "":
-			return userErrorf("Context '%s' not found in sandbox '%s': list its contexts with e2b_code_context action list.", echo(contextID), rec.ID)
+			return userErrorf("Context '%s' not found in sandbox '%s': list its contexts with e2b_code_context action list.",
+				echo(contextID), rec.ID)
 		}
 	}
 	return b.sandboxFailure(ctx, c, call, rec, err)
@@ -258,7 +263,8 @@ func (t runCode) results(ctx context.Context, call Caller, in []e2b.CodeResult) 
 	var images []mcp.Content
 	left := t.cfg.ImageLimitBytes
 	for _, r := range in {
-		cr := codeResult{IsMainResult: r.IsMainResult, Formats: formatsOf(r), Text: r.Text, Markdown: r.Markdown, LaTeX: r.LaTeX}
+		cr := codeResult{IsMainResult: r.IsMainResult, Formats: formatsOf(r), Text: r.Text,
+			Markdown: r.Markdown, LaTeX: r.LaTeX}
 		if r.HTML != "" && (r.Text == "" || objectRepr.MatchString(r.Text)) {
 			cr.HTMLText = htmlText(r.HTML)
 		}
@@ -287,21 +293,26 @@ func (t runCode) results(ctx context.Context, call Caller, in []e2b.CodeResult) 
 }
 
 // image fits one base64 image result within room bytes, or says why it is not shown.
-func (t runCode) image(ctx context.Context, call Caller, encoded, mime string, room int) ([]byte, imagesafe.Info, string) {
+func (t runCode) image(ctx context.Context, call Caller, encoded, mime string,
+	room int) ([]byte, imagesafe.Info, string) {
 	data, err := base64.StdEncoding.DecodeString(encoded)
 	if err != nil || imagesafe.MIME(data) != mime {
-		return nil, imagesafe.Info{}, fmt.Sprintf("The %s result is not a valid %s image; it is not shown.", imagesafe.FormatName(mime), imagesafe.FormatName(mime))
+		return nil, imagesafe.Info{}, fmt.Sprintf("The %s result is not a valid %s image; it is not shown.",
+			imagesafe.FormatName(mime), imagesafe.FormatName(mime))
 	}
 	if room < minImageRoom {
-		return nil, imagesafe.Info{}, "This image is not shown: the images before it took the room images have in one result. Show fewer charts per call."
+		return nil, imagesafe.Info{}, "This image is not shown: the images before it took the room images have in one " +
+			"result. Show fewer charts per call."
 	}
-	lim := imagesafe.Limits{MaxBytes: room, MaxEdge: t.cfg.ImageMaxEdge, MaxPixels: imagesafe.DefaultMaxPixels, MaxDecodeBytes: imagesafe.DefaultMaxDecodeBytes}
+	lim := imagesafe.Limits{MaxBytes: room, MaxEdge: t.cfg.ImageMaxEdge, MaxPixels: imagesafe.DefaultMaxPixels,
+		MaxDecodeBytes: imagesafe.DefaultMaxDecodeBytes}
 	out, info, err := imagesafe.Fit(ctx, data, mime, lim, t.scaling, call.Owner)
 	if err != nil {
 		return nil, imagesafe.Info{}, "This image is not shown: " + err.Error()
 	}
 	if info.Scaled {
-		return out, info, fmt.Sprintf("Shown scaled down from %d×%d to %d×%d to fit the limits.", info.SourceWidth, info.SourceHeight, info.Width, info.Height)
+		return out, info, fmt.Sprintf("Shown scaled down from %d×%d to %d×%d to fit the limits.", info.SourceWidth,
+			info.SourceHeight, info.Width, info.Height)
 	}
 	return out, info, ""
 }

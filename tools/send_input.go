@@ -59,7 +59,8 @@ func (t sendInput) run(ctx context.Context, call Caller, a *sendInputArgs) (any,
 	case a.Data == "" && !a.Close:
 		return nil, missing("data")
 	case len(a.Data) > maxInputBytes:
-		return nil, userErrorf("The data is %d bytes, over the %d of one e2b_send_input: send it in parts, or write a file with e2b_write_file.", len(a.Data), maxInputBytes)
+		return nil, userErrorf("The data is %d bytes, over the %d of one e2b_send_input: send it in parts, or write a file "+
+			"with e2b_write_file.", len(a.Data), maxInputBytes)
 	}
 	rec, c, err := t.sandbox(ctx, call, a.SandboxID, true)
 	if err != nil {
@@ -107,12 +108,14 @@ func (t sendInput) run(ctx context.Context, call Caller, a *sendInputArgs) (any,
 		}
 	}
 	logFile, _ := e2b.BackgroundFiles(execOutputDir, pid)
-	return sendInputResult{SandboxID: rec.ID, PID: a.PID, Bytes: len(a.Data), Closed: a.Close, PTY: proc.PTY, LogFile: logFile}, nil
+	return sendInputResult{SandboxID: rec.ID, PID: a.PID, Bytes: len(a.Data), Closed: a.Close, PTY: proc.PTY,
+		LogFile: logFile}, nil
 }
 
 // inputFailure words a failure to write to a process: one that ended meanwhile, or closed its stdin, is the
 // model's to know of; the rest is E2B's.
-func (t sendInput) inputFailure(ctx context.Context, c *e2b.Client, call Caller, rec state.SandboxRecord, pid int, err error) error {
+func (t sendInput) inputFailure(ctx context.Context, c *e2b.Client, call Caller, rec state.SandboxRecord,
+	pid int, err error) error {
 	var ae *e2b.APIError
 	if errors.As(err, &ae) && (ae.Code == "not_found" || strings.Contains(ae.Message, "stdin")) {
 		return userErrorf("Process %d takes no more input: %s. See how it ended with e2b_read_output.", pid, ae.Message)
