@@ -501,7 +501,8 @@ func clipEntry(e Entry, whole int) ([]byte, error) {
 	e.Args = clipped
 	e.Clipped = &Clipped{EntryBytes: whole, CapBytes: MaxEntryBytes}
 	for _, a := range args {
-		e.Args[a.key] = fmt.Sprintf("[%d bytes clipped: the entry is over the audit log's cap of %d bytes]", a.size, MaxEntryBytes)
+		e.Args[a.key] = fmt.Sprintf("[%d bytes clipped: the entry is over the audit log's cap of %d bytes]",
+			a.size, MaxEntryBytes)
 		e.Clipped.Args = append(e.Clipped.Args, a.key)
 		line, err := encodeLine(e)
 		if err != nil {

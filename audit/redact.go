@@ -47,7 +47,8 @@ type secretPattern struct {
 // concurrent use.
 var secretPatterns = []secretPattern{
 	// PEM private keys, also when the block is cut off.
-	{re: regexp.MustCompile(`-----BEGIN[A-Z0-9 ]*PRIVATE KEY-----(?s:.*?)(?:-----END[A-Z0-9 ]*PRIVATE KEY-----|\z)`), repl: "[redacted private key]",
+	{re: regexp.MustCompile(`-----BEGIN[A-Z0-9 ]*PRIVATE KEY-----(?s:.*?)(?:-----END[A-Z0-9 ]*PRIVATE KEY-----|\z)`),
+		repl:  "[redacted private key]",
 		hints: []string{"private key-----"}, token: "a private key",
 		// whole: only a complete block (a cut one may be followed by anything)
 		whole: `-----BEGIN[A-Z0-9 ]*PRIVATE KEY-----[A-Za-z0-9+/=\s:,-]*-----END[A-Z0-9 ]*PRIVATE KEY-----`},
@@ -55,26 +56,36 @@ var secretPatterns = []secretPattern{
 	{re: regexp.MustCompile(`e2b_[0-9a-fA-F]{20,}`), repl: Redacted, hints: []string{"e2b_"}, token: "an E2B API key"},
 	// sk-... (OpenAI, Anthropic), sk_live_... (Stripe), sk_e2b_...: only with a digit,
 	// so that words like "sk-learn-style-names" stay readable.
-	{re: regexp.MustCompile(`\bsk[-_][A-Za-z0-9_-]{16,}`), repl: Redacted, keep: noDigit, hints: []string{"sk-", "sk_"}, token: "an API key (sk-…)"},
+	{re: regexp.MustCompile(`\bsk[-_][A-Za-z0-9_-]{16,}`), repl: Redacted, keep: noDigit, hints: []string{"sk-", "sk_"},
+		token: "an API key (sk-…)"},
 	// GitHub tokens.
 	{re: regexp.MustCompile(`\b(?:gh[pousr]_[A-Za-z0-9]{20,}|github_pat_[A-Za-z0-9_]{20,})`), repl: Redacted,
 		hints: []string{"ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_"}, token: "a GitHub token"},
 	// Slack, Hugging Face, Google API keys, AWS access key IDs.
-	{re: regexp.MustCompile(`\bxox[abposr]-[A-Za-z0-9-]{10,}`), repl: Redacted, hints: []string{"xox"}, token: "a Slack token"},
-	{re: regexp.MustCompile(`\bhf_[A-Za-z0-9]{20,}`), repl: Redacted, hints: []string{"hf_"}, token: "a Hugging Face token"},
-	{re: regexp.MustCompile(`\bAIza[0-9A-Za-z_-]{30,}`), repl: Redacted, hints: []string{"aiza"}, token: "a Google API key"},
-	{re: regexp.MustCompile(`\b(?:AKIA|ASIA)[0-9A-Z]{16}\b`), repl: Redacted, hints: []string{"akia", "asia"}, token: "an AWS access key ID"},
+	{re: regexp.MustCompile(`\bxox[abposr]-[A-Za-z0-9-]{10,}`), repl: Redacted, hints: []string{"xox"},
+		token: "a Slack token"},
+	{re: regexp.MustCompile(`\bhf_[A-Za-z0-9]{20,}`), repl: Redacted, hints: []string{"hf_"}, token: "a Hugging Face " +
+		"token"},
+	{re: regexp.MustCompile(`\bAIza[0-9A-Za-z_-]{30,}`), repl: Redacted, hints: []string{"aiza"},
+		token: "a Google API key"},
+	{re: regexp.MustCompile(`\b(?:AKIA|ASIA)[0-9A-Z]{16}\b`), repl: Redacted, hints: []string{"akia", "asia"},
+		token: "an AWS access key ID"},
 	// JSON Web Tokens.
-	{re: regexp.MustCompile(`\beyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]*`), repl: Redacted, hints: []string{"eyj"}, token: "a JSON Web Token"},
+	{re: regexp.MustCompile(`\beyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]*`), repl: Redacted,
+		hints: []string{"eyj"}, token: "a JSON Web Token"},
 	// Authorization headers and bearer tokens.
-	{re: regexp.MustCompile(`(?i)(\bauthorization["']?\s*[:=]\s*["']?)(?:(?:basic|bearer|token|digest)\s+)?[^\s"']+`), repl: "${1}" + Redacted,
+	{re: regexp.MustCompile(`(?i)(\bauthorization["']?\s*[:=]\s*["']?)(?:(?:basic|bearer|token|digest)\s+)?[^\s"']+`),
+		repl:  "${1}" + Redacted,
 		hints: []string{"authorization"}},
-	{re: regexp.MustCompile(`(?i)\b(bearer)\s+[A-Za-z0-9._~+/=-]{8,}`), repl: "${1} " + Redacted, hints: []string{"bearer"}},
+	{re: regexp.MustCompile(`(?i)\b(bearer)\s+[A-Za-z0-9._~+/=-]{8,}`), repl: "${1} " + Redacted,
+		hints: []string{"bearer"}},
 	// Passwords in URLs: scheme://user:password@host.
-	{re: regexp.MustCompile(`([A-Za-z][A-Za-z0-9+.-]*://[^/\s:@]+):[^/\s@]+@`), repl: "${1}:" + Redacted + "@", hints: []string{"://"}},
+	{re: regexp.MustCompile(`([A-Za-z][A-Za-z0-9+.-]*://[^/\s:@]+):[^/\s@]+@`), repl: "${1}:" + Redacted + "@",
+		hints: []string{"://"}},
 	// name=value and name: value where the name says secret: API_KEY=..., "password": "...".
 	{re: regexp.MustCompile(`(?i)(\b[A-Za-z0-9_.-]*(?:password|passwd|secret|token|api[_-]?key|access[_-]?key|private[_-]?key|credentials?)["']?\s*[:=]\s*)(?:\[redacted[^\]]*\]|"[^"\n]*"|'[^'\n]*'|[^\s"'&;,|)}\]]+)`), repl: "${1}" + Redacted,
-		hints: []string{"password", "passwd", "secret", "token", "apikey", "api_key", "api-key", "accesskey", "access_key", "access-key",
+		hints: []string{"password", "passwd", "secret", "token", "apikey", "api_key", "api-key", "accesskey",
+			"access_key", "access-key",
 			"privatekey", "private_key", "private-key", "credential"}},
 }
 
