@@ -110,7 +110,8 @@ func printRequest(w io.Writer, p policy.Pending, call policy.Call, ok bool, max 
 	case p.Denied:
 		status = "denied"
 	}
-	fmt.Fprintf(w, "%s  %s  owner %s, session %s, expires %s\n", p.ID, status, cell(p.Binding.Owner), cell(p.Binding.Session),
+	fmt.Fprintf(w, "%s  %s  owner %s, session %s, expires %s\n", p.ID, status, cell(p.Binding.Owner),
+		cell(p.Binding.Session),
 		p.Expires.Local().Format(time.TimeOnly))
 	printFields(w, p, call, ok, max)
 }

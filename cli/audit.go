@@ -30,8 +30,8 @@ func runAudit(_ context.Context, a *app, args []string) error {
 	f.StringVar(&filter.Session, "session", "", "only calls of this session")
 	f.StringVar(&filter.SandboxID, "sandbox", "", "only calls about this sandbox ID")
 	f.StringVar(&filter.Tool, "tool", "", "only calls of this tool")
-	decision := f.String("decision", "", "only calls with this policy decision (allow, deny, require_approval) or outcome ("+
-		"ok, error, denied, declined, approval_pending, input_required, started)")
+	decision := f.String("decision", "", "only calls with this policy decision (allow, deny, require_approval) or "+
+		"outcome (ok, error, denied, declined, approval_pending, input_required, started)")
 	since := f.String("since", "", "only calls at or after this time")
 	until := f.String("until", "", "only calls before this time")
 	asJSON := f.Bool("json", false, "print one JSON object per line")
@@ -117,7 +117,8 @@ func runAudit(_ context.Context, a *app, args []string) error {
 	}
 	switch {
 	case unended == 1:
-		fmt.Fprintln(a.stderr, "1 call started and has no outcome: it is still running, or its server stopped before it ended.")
+		fmt.Fprintln(a.stderr, "1 call started and has no outcome: it is still running, or its server stopped before it "+
+			"ended.")
 	case unended > 1:
 		fmt.Fprintf(a.stderr, "%d calls started and have no outcome: they are still running, or their server stopped "+
 			"before they ended.\n", unended)

@@ -87,7 +87,8 @@ type authTarget struct {
 func (a *app) authFlags(f *flags, ownerWhat string, nargs int) func(args []string) (authTarget, error) {
 	ownerOpt := ownerFlag(f, ownerWhat)
 	stateDirOpt := f.String("state-dir", "", "state directory, where the encrypted key store is by default")
-	storeOpt := f.String("store", "", "postgres:// URL of the database replicas share (serve's --store): with --master-key-file, the key store is there")
+	storeOpt := f.String("store", "", "postgres:// URL of the database replicas share (serve's --store): with "+
+		"--master-key-file, the key store is there")
 	keys := addKeyStoreFlags(f)
 	return func(args []string) (authTarget, error) {
 		rest, err := a.parse(f, args)
@@ -102,7 +103,8 @@ func (a *app) authFlags(f *flags, ownerWhat string, nargs int) func(args []strin
 			return authTarget{}, err
 		}
 		if *storeOpt != "" && keys.masterKeyFile == "" {
-			return authTarget{}, f.usageErrorf("--store needs --master-key-file: the key store in the database is sealed under the master key")
+			return authTarget{}, f.usageErrorf("--store needs --master-key-file: the key store in the database is sealed " +
+				"under the master key")
 		}
 		var stateDir string
 		if keys.masterKeyFile != "" && keys.keyStore == "" && *storeOpt == "" {
@@ -119,7 +121,8 @@ func (a *app) authFlags(f *flags, ownerWhat string, nargs int) func(args []strin
 }
 
 func runAuthLogin(ctx context.Context, a *app, args []string) error {
-	f := newFlags("auth login", "[--owner NAME] [--master-key-file FILE [--store URL]] [--domain D | --api-url URL] [--no-verify]",
+	f := newFlags("auth login", "[--owner NAME] [--master-key-file FILE [--store URL]] [--domain D | --api-url URL] "+
+		"[--no-verify]",
 		"Store an E2B API key (e2b_...) for an owner, in the OS keyring or, with --master-key-file, in the\n"+
 			"encrypted key store. The key is read from the terminal without echo, or from the first line of\n"+
 			"standard input when it is piped. It is checked with E2B first: a key E2B refuses is not stored.")
@@ -214,7 +217,8 @@ func (a *app) readSecret(prompt, what, command string) (string, error) {
 }
 
 func runAuthStatus(_ context.Context, a *app, args []string) error {
-	f := newFlags("auth status", "[--owner NAME] [--master-key-file FILE [--store URL]]", "Say whether an E2B API key is stored for an owner. Exit status 1 when none is.")
+	f := newFlags("auth status", "[--owner NAME] [--master-key-file FILE [--store URL]]", "Say whether an E2B API key "+
+		"is stored for an owner. Exit status 1 when none is.")
 	target := a.authFlags(f, "owner", 0)
 	t, err := target(args)
 	if err != nil {
@@ -222,7 +226,8 @@ func runAuthStatus(_ context.Context, a *app, args []string) error {
 	}
 	key, err := credentials.APIKey(t.store, t.owner)
 	if errors.Is(err, credentials.ErrNoKey) {
-		fmt.Fprintf(a.stdout, "%s: not connected (no E2B API key in %s). Run `e2b-mcp auth login --owner %s`.\n", t.owner, t.store, t.owner)
+		fmt.Fprintf(a.stdout, "%s: not connected (no E2B API key in %s). Run `e2b-mcp auth login --owner %s`.\n",
+			t.owner, t.store, t.owner)
 		return errSilent
 	}
 	if err != nil {

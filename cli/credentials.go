@@ -45,15 +45,18 @@ func runCredentials(ctx context.Context, a *app, args []string) error {
 }
 
 func runCredentialsAdd(_ context.Context, a *app, args []string) error {
-	f := newFlags("credentials add", "NAME --domain DOMAIN (--github | --bearer | --header NAME) [--e2b-secret SECRET] [--owner NAME]",
+	f := newFlags("credentials add", "NAME --domain DOMAIN (--github | --bearer | --header NAME) [--e2b-secret SECRET] "+
+		"[--owner NAME]",
 		"Store a credential for an owner's sandboxes, in the OS keyring or, with --master-key-file, in the\n"+
 			"encrypted key store. Its value is read from the terminal without echo, or from the first line of\n"+
 			"standard input when it is piped. Adding a credential of an existing name replaces it (a rotated token).\n"+
 			"With --e2b-secret the value stays in E2B (a project secret of that name) and never passes through\n"+
 			"e2b-mcp; no value is read then.")
 	target := a.authFlags(f, "owner whose sandboxes get the credential", 1)
-	domain := f.String("domain", "", "the domain whose requests carry the header: a host name (github.com) or *.example.com")
-	github := f.Bool("github", false, "a GitHub token for git over HTTPS: Authorization: Basic base64(x-access-token:TOKEN)")
+	domain := f.String("domain", "", "the domain whose requests carry the header: a host name (github.com) or "+
+		"*.example.com")
+	github := f.Bool("github", false, "a GitHub token for git over HTTPS: Authorization: Basic "+
+		"base64(x-access-token:TOKEN)")
 	bearer := f.Bool("bearer", false, "a bearer token: Authorization: Bearer TOKEN")
 	header := f.String("header", "", "set this header to the value as it is (e.g. X-Api-Key)")
 	secret := f.String("e2b-secret", "", "name of an E2B project secret holding the value (with --bearer or --header)")
@@ -63,7 +66,8 @@ func runCredentialsAdd(_ context.Context, a *app, args []string) error {
 	}
 	c := credentials.Credential{Name: t.args[0], Domain: *domain, E2BSecret: *secret}
 	forms := 0
-	for form, on := range map[string]bool{credentials.FormGitHub: *github, credentials.FormBearer: *bearer, credentials.FormHeader: *header != ""} {
+	for form, on := range map[string]bool{credentials.FormGitHub: *github, credentials.FormBearer: *bearer,
+		credentials.FormHeader: *header != ""} {
 		if on {
 			c.Form = form
 			forms++
@@ -95,12 +99,14 @@ func runCredentialsAdd(_ context.Context, a *app, args []string) error {
 		return err
 	}
 	fmt.Fprintf(a.stdout, "Stored credential %s for %s in %s: requests of %s's sandboxes to %s get\n    %s\n"+
-		"It is in force in sandboxes created, resumed or forked from now on.\n", c.Name, owner, t.store, owner, c.Domain, c.Describe())
+		"It is in force in sandboxes created, resumed or forked from now on.\n", c.Name, owner, t.store, owner,
+		c.Domain, c.Describe())
 	return nil
 }
 
 func runCredentialsList(_ context.Context, a *app, args []string) error {
-	f := newFlags("credentials list", "[--owner NAME]", "List an owner's credentials: names, domains and headers, never the values.")
+	f := newFlags("credentials list", "[--owner NAME]", "List an owner's credentials: names, domains and headers, never "+
+		"the values.")
 	t, err := a.authFlags(f, "owner", 0)(args)
 	if err != nil {
 		return err
@@ -111,7 +117,8 @@ func runCredentialsList(_ context.Context, a *app, args []string) error {
 		return err
 	}
 	if len(list) == 0 {
-		fmt.Fprintf(a.stdout, "No credentials for %s. Add one with `e2b-mcp credentials add NAME --domain DOMAIN --github`.\n", owner)
+		fmt.Fprintf(a.stdout, "No credentials for %s. Add one with `e2b-mcp credentials add NAME --domain DOMAIN "+
+			"--github`.\n", owner)
 		return nil
 	}
 	tw := newTable(a.stdout, "NAME\tDOMAIN\tHEADER")

@@ -43,7 +43,8 @@ func runKeys(ctx context.Context, a *app, args []string) error {
 }
 
 func runKeysRotateMaster(_ context.Context, a *app, args []string) error {
-	f := newFlags("keys rotate-master", "--master-key-file OLD --new-master-key-file NEW [--key-store FILE | --state-dir DIR | --store URL]",
+	f := newFlags("keys rotate-master", "--master-key-file OLD --new-master-key-file NEW [--key-store FILE | "+
+		"--state-dir DIR | --store URL]",
 		"Seal every entry of the encrypted key store again under the master key in NEW, in one atomic step: if it\n"+
 			"fails or is stopped, the store is whole under OLD or whole under NEW. Nothing is written in the clear.\n"+
 			"NEW must be a new key (`umask 077; openssl rand -hex 32 > NEW`), private, and kept outside the state\n"+

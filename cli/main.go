@@ -58,13 +58,17 @@ type command struct {
 func commands() []command {
 	return []command{
 		{"serve", "[flags]", "run the MCP server (stdio by default; --transport http|sse)", runServe},
-		{"auth", "login|status|logout [flags]", "connect, inspect or remove an E2B API key (OS keyring or encrypted key store)", runAuth},
-		{"credentials", "add NAME --domain D | list | remove NAME", "credentials your sandboxes' requests carry without holding them", runCredentials},
-		{"policy", "check FILE | explain FILE TOOL ARGS_JSON", "validate a policy file, or explain its decision for a call", runPolicy},
+		{"auth", "login|status|logout [flags]", "connect, inspect or remove an E2B API key (OS keyring or encrypted key " +
+			"store)", runAuth},
+		{"credentials", "add NAME --domain D | list | remove NAME", "credentials your sandboxes' requests carry without " +
+			"holding them", runCredentials},
+		{"policy", "check FILE | explain FILE TOOL ARGS_JSON", "validate a policy file, or explain its decision for a call",
+			runPolicy},
 		{"approve", "[ID]", "list the calls waiting for approval, or approve one", runApprove},
 		{"audit", "[flags]", "show the audit log of tool calls", runAudit},
 		{"tokens", "add OWNER | list | revoke ID|OWNER|TOKEN", "manage the bearer tokens of the HTTP transport", runTokens},
-		{"keys", "rotate-master --master-key-file OLD --new-master-key-file NEW", "seal the encrypted key store again under a new master key", runKeys},
+		{"keys", "rotate-master --master-key-file OLD --new-master-key-file NEW", "seal the encrypted key store again " +
+			"under a new master key", runKeys},
 		{"version", "", "print the version", runVersion},
 	}
 }

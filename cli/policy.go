@@ -67,13 +67,14 @@ func runPolicyCheck(_ context.Context, a *app, args []string) error {
 }
 
 func runPolicyExplain(_ context.Context, a *app, args []string) error {
-	f := newFlags("policy explain", "FILE TOOL ARGS_JSON [--storage-root DIR]... [--owner NAME]", "Show which rule of a policy decides a call, and why,\n"+
-		"and which of the owner's limits (the policy's limits section) it would meet.\n"+
+	f := newFlags("policy explain", "FILE TOOL ARGS_JSON [--storage-root DIR]... [--owner NAME]", "Show which rule of a "+
+		"policy decides a call, and why,\nand which of the owner's limits (the policy's limits section) it would meet.\n"+
 		"Paths are shown and judged as the sandbox resolves them (relative to /home/user); give serve's\n"+
 		"--storage-root to see every file an upload_files entry would write.")
 	var roots stringList
 	f.Var(&roots, "storage-root", "storage root of the server, as given to serve (repeatable)")
-	owner := f.String("owner", "", "the owner making the call, for the limits that apply to it (default: an owner without overrides)")
+	owner := f.String("owner", "", "the owner making the call, for the limits that apply to it (default: an owner "+
+		"without overrides)")
 	rest, err := a.parse(f, args)
 	if err != nil {
 		return err

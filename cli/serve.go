@@ -103,55 +103,86 @@ func (a *app) serveFlags() (*flags, *serveOptions) {
 			"the encrypted key store (see `e2b-mcp auth login`).")
 	o := &serveOptions{}
 	f.StringVar(&o.transport, "transport", server.TransportStdio, "stdio, http or sse (http and sse serve both protocols)")
-	f.StringVar(&o.listen, "listen", server.DefaultListen, "HTTP listen address; without --tokens-file it must be loopback")
-	f.StringVar(&o.session, "session", server.DefaultSession, "session that groups this server's sandboxes (HTTP callers may send "+server.SessionHeader+")")
-	f.StringVar(&o.owner, "owner", "", "owner (principal and keyring account) of stdio calls, and of HTTP calls without tokens (default: the OS user)")
+	f.StringVar(&o.listen, "listen", server.DefaultListen, "HTTP listen address; without --tokens-file it must be "+
+		"loopback")
+	f.StringVar(&o.session, "session", server.DefaultSession, "session that groups this server's sandboxes (HTTP "+
+		"callers may send "+server.SessionHeader+")")
+	f.StringVar(&o.owner, "owner", "", "owner (principal and keyring account) of stdio calls, and of HTTP calls without "+
+		"tokens (default: the OS user)")
 	o.loc = a.addE2BFlags(f, true)
-	f.StringVar(&o.stateDir, "state-dir", "", "state directory (sessions, sandbox records, approvals, audit log) (default $XDG_STATE_HOME/e2b-mcp or the OS's place)")
-	f.StringVar(&o.store, "store", "", "postgres:// URL of a PostgreSQL database for the records and approvals that replicas share (default: the embedded store in the state directory; the audit log stays there)")
-	f.Var(&o.storageRoots, "storage-root", "host directory that upload_files may read from (repeatable; none: uploads are off)")
-	f.Var(&o.workspaces, "workspace", "directory of this machine that e2b_sync_in may read and e2b_sync_out may write, with all below it (repeatable; default over stdio: the working directory, unless it is / or the home directory; over HTTP: none)")
-	f.IntVar(&o.resultLimit, "result-limit", 0, fmt.Sprintf("characters of a tool result the model reads (each copy on its own: the text content, and structuredContent), for every client (at least %d; default: what the client shows whole, by --client-profile); longer command output is cut to head and tail and saved whole in the sandbox, longer files are read in parts", tools.MinResultLimit))
-	f.StringVar(&o.clientProfile, "client-profile", "", "size results and images for this client instead of the one its clientInfo names: "+strings.Join(tools.ClientProfiles(), ", "))
+	f.StringVar(&o.stateDir, "state-dir", "", "state directory (sessions, sandbox records, approvals, audit log) "+
+		"(default $XDG_STATE_HOME/e2b-mcp or the OS's place)")
+	f.StringVar(&o.store, "store", "", "postgres:// URL of a PostgreSQL database for the records and approvals that "+
+		"replicas share (default: the embedded store in the state directory; the audit log stays there)")
+	f.Var(&o.storageRoots, "storage-root", "host directory that upload_files may read from (repeatable; none: uploads "+
+		"are off)")
+	f.Var(&o.workspaces, "workspace", "directory of this machine that e2b_sync_in may read and e2b_sync_out may write, "+
+		"with all below it (repeatable; default over stdio: the working directory, unless it is / or the home directory; "+
+		"over HTTP: none)")
+	f.IntVar(&o.resultLimit, "result-limit", 0, fmt.Sprintf("characters of a tool result the model reads (each copy on "+
+		"its own: the text content, and structuredContent), for every client (at least %d; default: what the client shows "+
+		"whole, by --client-profile); longer command output is cut to head and tail and saved whole in the sandbox, "+
+		"longer files are read in parts", tools.MinResultLimit))
+	f.StringVar(&o.clientProfile, "client-profile", "", "size results and images for this client instead of the one its "+
+		"clientInfo names: "+strings.Join(tools.ClientProfiles(), ", "))
 	// --output-budget bounded e2b_exec's stdout and stderr alone; --result-limit bounds every whole result.
 	a.retire(f, "output-budget", "result-limit")
 	o.execForegroundLimit = tools.DefaultExecForegroundLimit
-	f.Var(positiveDuration{&o.execForegroundLimit}, "exec-foreground-limit", "how long e2b_exec waits for a command before it moves it to the background and answers (running true, e2b_read_output reads on); keep it below the client's own time limit for a call (claude.ai's is 60s)")
-	f.StringVar(&o.policyFile, "policy", "", "policy file (YAML; default: the built-in policy, shown by 'e2b-mcp policy explain builtin TOOL')")
+	f.Var(positiveDuration{&o.execForegroundLimit}, "exec-foreground-limit", "how long e2b_exec waits for a command "+
+		"before it moves it to the background and answers (running true, e2b_read_output reads on); keep it below the "+
+		"client's own time limit for a call (claude.ai's is 60s)")
+	f.StringVar(&o.policyFile, "policy", "", "policy file (YAML; default: the built-in policy, shown by 'e2b-mcp policy "+
+		"explain builtin TOOL')")
 	o.lease = server.DefaultLease
-	f.Var(positiveDuration{&o.lease}, "lease", "how long a session lives without calls before its sandboxes get the orphan action")
-	f.StringVar(&o.orphanAction, "orphan-action", string(lifecycle.OrphanPause), "what happens to sandboxes of lapsed sessions: pause, kill or keep")
-	f.StringVar(&o.onTimeout, "on-timeout", e2b.OnTimeoutPause, "what E2B does to a sandbox left unused for its timeout_seconds: pause (memory and files kept; the next call resumes it) or kill (e2b_create_sandbox on_timeout chooses per sandbox)")
+	f.Var(positiveDuration{&o.lease}, "lease", "how long a session lives without calls before its sandboxes get the "+
+		"orphan action")
+	f.StringVar(&o.orphanAction, "orphan-action", string(lifecycle.OrphanPause), "what happens to sandboxes of lapsed "+
+		"sessions: pause, kill or keep")
+	f.StringVar(&o.onTimeout, "on-timeout", e2b.OnTimeoutPause, "what E2B does to a sandbox left unused for its "+
+		"timeout_seconds: pause (memory and files kept; the next call resumes it) or kill (e2b_create_sandbox on_timeout "+
+		"chooses per sandbox)")
 	o.sweepInterval = server.DefaultSweepInterval
 	f.Var(positiveDuration{&o.sweepInterval}, "sweep-interval", "time between orphan sweeps (one runs at start)")
 	f.IntVar(&o.checkpointEvery, "checkpoint-every", 0, "checkpoint a sandbox automatically every N steps (0: off)")
 	f.BoolVar(&o.checkpointOnPause, "checkpoint-on-pause", false, "checkpoint a sandbox before pausing it")
-	f.StringVar(&o.backend, "backend", server.BackendE2B, "e2b, or local: emulate sandboxes on this machine (no E2B account needed)")
-	f.StringVar(&o.tokensFile, "tokens-file", "", "bearer tokens of HTTP callers (see 'e2b-mcp tokens'); each token's owner is the caller. "+
-		"Beside --oauth-issuer it needs --oauth-owner-claim email, and its owners must not be email addresses")
+	f.StringVar(&o.backend, "backend", server.BackendE2B, "e2b, or local: emulate sandboxes on this machine (no E2B "+
+		"account needed)")
+	f.StringVar(&o.tokensFile, "tokens-file", "", "bearer tokens of HTTP callers (see 'e2b-mcp tokens'); each token's "+
+		"owner is the caller. Beside --oauth-issuer it needs --oauth-owner-claim email, and its owners must not be email "+
+		"addresses")
 	o.keys = addKeyStoreFlags(f)
-	f.StringVar(&o.publicURL, "public-url", "", "the URL clients reach this server at, e.g. https://mcp.example.com (behind a TLS proxy); "+
-		"the OAuth resource is PUBLIC_URL"+server.PathMCP)
-	f.StringVar(&o.clientAddressHeader, "client-address-header", "", "HTTP servers behind a proxy: the header it sets to the client's "+
-		"address (X-Forwarded-For, X-Real-IP), whose last entry refused tokens are counted and logged by; only when every request comes through it")
-	f.StringVar(&o.oauthIssuer, "oauth-issuer", "", "accept OAuth access tokens of this authorization server (OpenID Connect issuer URL); needs --public-url")
-	f.StringVar(&o.oauthOwnerClaim, "oauth-owner-claim", server.DefaultOwnerClaim, "the access token claim that names the owner (sub, email, preferred_username, ...)")
-	f.StringVar(&o.oauthClientID, "oauth-client-id", "", "client ID (public, PKCE) at the identity provider for members' sign-in on the connect page; "+
-		"its redirect URI is PUBLIC_URL"+server.PathConnect+"callback")
-	f.BoolVar(&o.privatePreviews, "private-previews", false, "create sandboxes with public traffic off: e2b_get_url's links "+
-		"then go through this server's preview proxy on 127.0.0.1, signed for one sandbox and port, and expire")
-	f.StringVar(&o.previewURL, "preview-url", "", "HTTP servers: serve private previews at <port>-<sandbox>.DOMAIN of this "+
-		"https://DOMAIN (wildcard DNS and certificate pointing here; a domain of its own, not the public URL's); turns private previews on")
-	f.BoolVar(&o.noConnectPage, "no-connect-page", false, "no connect page: members without a key are told to run `e2b-mcp auth login`")
-	f.BoolVar(&o.oauthRequireATJWT, "oauth-require-at-jwt", false, "accept only access tokens whose header typ is at+jwt (RFC 9068), "+
-		"for identity providers that mark their access tokens so (default: also tokens typed JWT or untyped, unless they carry ID-token claims)")
+	f.StringVar(&o.publicURL, "public-url", "", "the URL clients reach this server at, e.g. https://mcp.example.com "+
+		"(behind a TLS proxy); the OAuth resource is PUBLIC_URL"+server.PathMCP)
+	f.StringVar(&o.clientAddressHeader, "client-address-header", "", "HTTP servers behind a proxy: the header it sets "+
+		"to the client's address (X-Forwarded-For, X-Real-IP), whose last entry refused tokens are counted and logged by; "+
+		"only when every request comes through it")
+	f.StringVar(&o.oauthIssuer, "oauth-issuer", "", "accept OAuth access tokens of this authorization server (OpenID "+
+		"Connect issuer URL); needs --public-url")
+	f.StringVar(&o.oauthOwnerClaim, "oauth-owner-claim", server.DefaultOwnerClaim, "the access token claim that names "+
+		"the owner (sub, email, preferred_username, ...)")
+	f.StringVar(&o.oauthClientID, "oauth-client-id", "", "client ID (public, PKCE) at the identity provider for "+
+		"members' sign-in on the connect page; its redirect URI is PUBLIC_URL"+server.PathConnect+"callback")
+	f.BoolVar(&o.privatePreviews, "private-previews", false, "create sandboxes with public traffic off: e2b_get_url's "+
+		"links then go through this server's preview proxy on 127.0.0.1, signed for one sandbox and port, and expire")
+	f.StringVar(&o.previewURL, "preview-url", "", "HTTP servers: serve private previews at <port>-<sandbox>.DOMAIN of "+
+		"this https://DOMAIN (wildcard DNS and certificate pointing here; a domain of its own, not the public URL's); "+
+		"turns private previews on")
+	f.BoolVar(&o.noConnectPage, "no-connect-page", false, "no connect page: members without a key are told to run "+
+		"`e2b-mcp auth login`")
+	f.BoolVar(&o.oauthRequireATJWT, "oauth-require-at-jwt", false, "accept only access tokens whose header typ is "+
+		"at+jwt (RFC 9068), for identity providers that mark their access tokens so (default: also tokens typed JWT or "+
+		"untyped, unless they carry ID-token claims)")
 	f.Var(&o.oauthScopes, "oauth-scope", "a scope clients should ask for, published in the resource metadata (repeatable)")
-	f.Var(&o.allowOrigins, "allow-origin", "web origin (scheme://host[:port]) whose pages may call the HTTP endpoints, for browser-based clients (repeatable; default: none but the server's own)")
-	f.Var(&o.allowOut, "allow-out", "the only destinations sandboxes may reach: domains (github.com, *.example.com), IPs or CIDRs (repeatable or comma-separated; default: no allow-list)")
+	f.Var(&o.allowOrigins, "allow-origin", "web origin (scheme://host[:port]) whose pages may call the HTTP endpoints, "+
+		"for browser-based clients (repeatable; default: none but the server's own)")
+	f.Var(&o.allowOut, "allow-out", "the only destinations sandboxes may reach: domains (github.com, *.example.com), "+
+		"IPs or CIDRs (repeatable or comma-separated; default: no allow-list)")
 	f.Var(&o.denyOut, "deny-out", "IPs or CIDRs sandboxes may not reach (repeatable or comma-separated)")
 	f.BoolVar(&o.noInternet, "no-internet", false, "sandboxes reach nothing but the --allow-out destinations")
-	f.StringVar(&o.credentials, "credentials", "all", "the owner's credentials (see 'e2b-mcp credentials') sandboxes get: all, none, or NAME,NAME...")
-	f.StringVar(&o.egressFile, "egress-file", "", "YAML file of per-owner and per-session egress limits and credentials (see README)")
+	f.StringVar(&o.credentials, "credentials", "all", "the owner's credentials (see 'e2b-mcp credentials') sandboxes "+
+		"get: all, none, or NAME,NAME...")
+	f.StringVar(&o.egressFile, "egress-file", "", "YAML file of per-owner and per-session egress limits and credentials "+
+		"(see README)")
 	o.logLevel = logLevelFlag(f)
 	return f, o
 }
@@ -220,7 +251,8 @@ func (a *app) serveConfig(f *flags, o *serveOptions) (server.Config, error) {
 	case o.session == "":
 		return server.Config{}, f.usageErrorf("--session must not be empty")
 	case o.resultLimit != 0 && o.resultLimit < tools.MinResultLimit:
-		return server.Config{}, f.usageErrorf("--result-limit must be at least %d characters: a result needs room for its fields and for a useful part of the output", tools.MinResultLimit)
+		return server.Config{}, f.usageErrorf("--result-limit must be at least %d characters: a result needs room for its "+
+			"fields and for a useful part of the output", tools.MinResultLimit)
 	case o.checkpointEvery < 0:
 		return server.Config{}, f.usageErrorf("--checkpoint-every must not be negative")
 	}
@@ -265,24 +297,25 @@ func (a *app) serveConfig(f *flags, o *serveOptions) (server.Config, error) {
 	// Where `e2b-mcp approve` looks without --state-dir; an error just means it needs the flag.
 	defaultDir, _ := a.defaultStateDir()
 	cfg, err := server.Config{
-		Name:                "e2b-mcp",
-		Version:             Version(),
-		Owner:               owner,
-		Session:             o.session,
-		Transport:           o.transport,
-		Listen:              o.listen,
-		Backend:             backend,
-		StateDir:            stateDir,
-		DefaultStateDir:     defaultDir,
-		Store:               o.store,
-		PolicyFile:          o.policyFile,
-		Lease:               o.lease,
-		OrphanAction:        lifecycle.OrphanAction(o.orphanAction),
-		SweepInterval:       o.sweepInterval,
-		TokensFile:          o.tokensFile,
-		OAuth:               oauth,
-		AllowOrigins:        o.allowOrigins,
-		Egress:              egress.Limits{AllowOut: splitList(o.allowOut), DenyOut: splitList(o.denyOut), NoInternet: o.noInternet},
+		Name:            "e2b-mcp",
+		Version:         Version(),
+		Owner:           owner,
+		Session:         o.session,
+		Transport:       o.transport,
+		Listen:          o.listen,
+		Backend:         backend,
+		StateDir:        stateDir,
+		DefaultStateDir: defaultDir,
+		Store:           o.store,
+		PolicyFile:      o.policyFile,
+		Lease:           o.lease,
+		OrphanAction:    lifecycle.OrphanAction(o.orphanAction),
+		SweepInterval:   o.sweepInterval,
+		TokensFile:      o.tokensFile,
+		OAuth:           oauth,
+		AllowOrigins:    o.allowOrigins,
+		Egress: egress.Limits{AllowOut: splitList(o.allowOut), DenyOut: splitList(o.denyOut),
+			NoInternet: o.noInternet},
 		Credentials:         creds,
 		PublicURL:           o.publicURL,
 		ClientAddressHeader: o.clientAddressHeader,

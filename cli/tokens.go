@@ -84,7 +84,8 @@ func readTokensOrEmpty(path string) ([]credentials.TokenEntry, error) {
 }
 
 func runTokensAdd(_ context.Context, a *app, args []string) error {
-	f := newFlags("tokens add", "OWNER [--tokens-file FILE]", "Make a bearer token for OWNER, print it once and keep its hash in the tokens file.")
+	f := newFlags("tokens add", "OWNER [--tokens-file FILE]", "Make a bearer token for OWNER, print it once and keep "+
+		"its hash in the tokens file.")
 	ownerFlag := f.String("owner", "", "the token's owner (instead of the OWNER argument)")
 	file := a.tokensFileFlag(f)
 	rest, err := a.parse(f, args)
@@ -121,7 +122,8 @@ func runTokensAdd(_ context.Context, a *app, args []string) error {
 }
 
 func runTokensList(_ context.Context, a *app, args []string) error {
-	f := newFlags("tokens list", "[--tokens-file FILE]", "List the tokens in the tokens file (IDs and owners; never the tokens).")
+	f := newFlags("tokens list", "[--tokens-file FILE]", "List the tokens in the tokens file (IDs and owners; never the "+
+		"tokens).")
 	_, path, err := a.parseTokens(f, a.tokensFileFlag(f), args, 0, 0)
 	if err != nil {
 		return err
