@@ -37,7 +37,8 @@ func OpenDatabaseStore(dbURL, masterKeyFile string) (*DatabaseStore, error) {
 	if err != nil {
 		return nil, err
 	}
-	db, err := state.OpenPostgres(dbURL, state.Options{Keys: state.NoDataKey("the key store opens no record of the state store")})
+	db, err := state.OpenPostgres(dbURL, state.Options{Keys: state.NoDataKey("the key store opens no record of the " +
+		"state store")})
 	if err != nil {
 		return nil, err
 	}
@@ -70,7 +71,8 @@ func (s *DatabaseStore) sealedUnder(key *MasterKey) state.SecretsCheck {
 	return func(check []byte) error {
 		if check == nil || !opensCheck(key, check) {
 			return fmt.Errorf("%w: the master key in %s does not open %s (it was sealed under another master key: "+
-				"after `e2b-mcp keys rotate-master`, give every replica and command the new one)", ErrMasterKey, key.File(), s.where())
+				"after `e2b-mcp keys rotate-master`, give every replica and command the new one)", ErrMasterKey,
+				key.File(), s.where())
 		}
 		return nil
 	}

@@ -65,7 +65,8 @@ var reservedHeaders = []string{"Host", "Content-Length", "Transfer-Encoding", "C
 // canonical spelling (Authorization for the GitHub and bearer forms).
 func (c Credential) Normalize() (Credential, error) {
 	if !credentialName.MatchString(c.Name) {
-		return c, fmt.Errorf("%w: the name %q must be 1 to 64 letters, digits, '.', '_' or '-', starting with a letter or digit", ErrCredential, c.Name)
+		return c, fmt.Errorf("%w: the name %q must be 1 to 64 letters, digits, '.', '_' or '-', starting with a letter or "+
+			"digit", ErrCredential, c.Name)
 	}
 	d, err := NormalizeDomain(c.Domain)
 	if err != nil {
@@ -87,7 +88,8 @@ func (c Credential) Normalize() (Credential, error) {
 			return c, fmt.Errorf("%w: the header %s cannot be set by a credential", ErrCredential, c.Header)
 		}
 	default:
-		return c, fmt.Errorf("%w: unknown form %q (want %s, %s or %s)", ErrCredential, c.Form, FormGitHub, FormBearer, FormHeader)
+		return c, fmt.Errorf("%w: unknown form %q (want %s, %s or %s)", ErrCredential, c.Form, FormGitHub,
+			FormBearer, FormHeader)
 	}
 	if c.E2BSecret != "" {
 		if err := checkE2BSecretName(c.E2BSecret); err != nil {
@@ -95,7 +97,8 @@ func (c Credential) Normalize() (Credential, error) {
 		}
 		if c.Form == FormGitHub {
 			return c, fmt.Errorf("%w: E2B cannot base64-encode a secret, so the github form cannot use one; store the "+
-				"whole header value (Basic base64 of x-access-token:TOKEN) as the E2B secret and use --header Authorization", ErrCredential)
+				"whole header value (Basic base64 of x-access-token:TOKEN) as the E2B secret and use --header Authorization",
+				ErrCredential)
 		}
 	}
 	return c, nil
@@ -112,7 +115,8 @@ func NormalizeDomain(domain string) (string, error) {
 		ok = ok && domainLabel.MatchString(l)
 	}
 	if !ok {
-		return "", fmt.Errorf("%w: %q is not a domain (want a host name such as github.com, or *.example.com; no scheme, port or path)", ErrCredential, domain)
+		return "", fmt.Errorf("%w: %q is not a domain (want a host name such as github.com, or *.example.com; no scheme, "+
+			"port or path)", ErrCredential, domain)
 	}
 	return d, nil
 }
@@ -120,7 +124,8 @@ func NormalizeDomain(domain string) (string, error) {
 // checkE2BSecretName applies E2B's rule for secret names (no braces, no control characters).
 func checkE2BSecretName(name string) error {
 	if name == "" || len(name) > 256 || strings.ContainsAny(name, "{}") || strings.ContainsFunc(name, isControl) {
-		return fmt.Errorf("%w: %q is not an E2B secret name (1 to 256 characters, no braces or control characters)", ErrCredential, name)
+		return fmt.Errorf("%w: %q is not an E2B secret name (1 to 256 characters, no braces or control characters)",
+			ErrCredential, name)
 	}
 	return nil
 }
@@ -201,7 +206,8 @@ func Credentials(store SecretStore, owner string) ([]Credential, error) {
 	}
 	var list credentialList
 	if err := json.Unmarshal([]byte(raw), &list); err != nil {
-		return nil, fmt.Errorf("the list of credentials of %q in %s is damaged (%v); remove the credentials and add them again",
+		return nil, fmt.Errorf("the list of credentials of %q in %s is damaged (%v); remove the credentials and add them "+
+			"again",
 			owner, store, err)
 	}
 	if list.Credentials == nil {
@@ -232,7 +238,8 @@ func AddCredential(store SecretStore, owner string, c Credential, value string) 
 	list = slices.DeleteFunc(list, func(o Credential) bool { return o.Name == c.Name })
 	for _, o := range list {
 		if o.Domain == c.Domain && o.Header == c.Header {
-			return c, fmt.Errorf("%w: credential %s already sets %s for %s; remove it first", ErrCredential, o.Name, o.Header, o.Domain)
+			return c, fmt.Errorf("%w: credential %s already sets %s for %s; remove it first", ErrCredential,
+				o.Name, o.Header, o.Domain)
 		}
 	}
 	// The value goes first: a list entry never names a value that is not there (a failure in between leaves
@@ -297,7 +304,8 @@ func CredentialValue(store SecretStore, owner string, c Credential) (string, err
 	}
 	v, err := store.Secret(valueAccount(owner, c.Name))
 	if errors.Is(err, ErrNotFound) {
-		return "", fmt.Errorf("%w: the value of credential %q of owner %q is missing from %s; add it again", ErrNoCredential, c.Name, owner, store)
+		return "", fmt.Errorf("%w: the value of credential %q of owner %q is missing from %s; add it again", ErrNoCredential,
+			c.Name, owner, store)
 	}
 	if err != nil {
 		return "", fmt.Errorf("reading credential %q of %q: %w", c.Name, owner, err)

@@ -272,7 +272,8 @@ func (s *FileStore) write(secrets map[string][]byte, key *MasterKey) error {
 	if err != nil {
 		return err
 	}
-	f := keyStoreJSON{Version: keyStoreVersion, Check: base64.StdEncoding.EncodeToString(check), Secrets: map[string]string{}}
+	f := keyStoreJSON{Version: keyStoreVersion, Check: base64.StdEncoding.EncodeToString(check),
+		Secrets: map[string]string{}}
 	for a, box := range secrets {
 		f.Secrets[a] = base64.StdEncoding.EncodeToString(box)
 	}
@@ -326,7 +327,8 @@ func parseKeyStore(path string, data []byte, key *MasterKey) (map[string][]byte,
 		return nil, fmt.Errorf("%w: %s is not an e2b-mcp key store: %v", ErrKeyStore, path, err)
 	}
 	if f.Version != keyStoreVersion {
-		return nil, fmt.Errorf("%w: %s has version %d; this e2b-mcp reads version %d", ErrKeyStore, path, f.Version, keyStoreVersion)
+		return nil, fmt.Errorf("%w: %s has version %d; this e2b-mcp reads version %d", ErrKeyStore, path,
+			f.Version, keyStoreVersion)
 	}
 	check, err := base64.StdEncoding.DecodeString(f.Check)
 	if err != nil {

@@ -93,7 +93,8 @@ func readMasterKey(path string) ([]byte, error) {
 	if key, err := hex.DecodeString(text); err == nil && len(key) == MasterKeySize {
 		return key, nil
 	}
-	for _, enc := range []*base64.Encoding{base64.StdEncoding, base64.URLEncoding, base64.RawStdEncoding, base64.RawURLEncoding} {
+	for _, enc := range []*base64.Encoding{base64.StdEncoding, base64.URLEncoding, base64.RawStdEncoding,
+		base64.RawURLEncoding} {
 		if key, err := enc.DecodeString(text); err == nil && len(key) == MasterKeySize {
 			return key, nil
 		}

@@ -171,7 +171,8 @@ func parseTokenLines(name string, data []byte) ([]TokenEntry, error) {
 			copy(e.Hash[:], raw)
 		} else {
 			if len(tok) < minPlainTokenLen {
-				return nil, fmt.Errorf("%w: %s line %d: the token is shorter than %d characters", ErrTokenFile, name, n, minPlainTokenLen)
+				return nil, fmt.Errorf("%w: %s line %d: the token is shorter than %d characters", ErrTokenFile, name,
+					n, minPlainTokenLen)
 			}
 			e.Hash = HashToken(tok)
 			e.Plain = true
@@ -190,7 +191,8 @@ func parseTokenLines(name string, data []byte) ([]TokenEntry, error) {
 func WriteTokenFile(path string, entries []TokenEntry) error {
 	f := tokenFileJSON{Tokens: make([]tokenJSON, 0, len(entries))}
 	for _, e := range entries {
-		f.Tokens = append(f.Tokens, tokenJSON{ID: e.ID, Owner: e.Owner, SHA256: hex.EncodeToString(e.Hash[:]), Created: e.Created})
+		f.Tokens = append(f.Tokens, tokenJSON{ID: e.ID, Owner: e.Owner, SHA256: hex.EncodeToString(e.Hash[:]),
+			Created: e.Created})
 	}
 	data, err := json.MarshalIndent(f, "", "  ")
 	if err != nil {
