@@ -157,7 +157,8 @@ func probeIsolation() isolation {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	args := append([]string{"--unshare-all", "--unshare-user", "--uid", "1000", "--gid", "1000", "--die-with-parent"}, iso.systemArgs...)
+	args := append([]string{"--unshare-all", "--unshare-user", "--uid", "1000", "--gid", "1000",
+		"--die-with-parent"}, iso.systemArgs...)
 	args = append(args, etcArgs()...)
 	args = append(args, "--proc", "/proc", "--dev", "/dev", "--", "/bin/sh", "-c", "exit 0")
 	cmd := exec.CommandContext(ctx, iso.bwrap, args...)
@@ -168,7 +169,8 @@ func probeIsolation() isolation {
 		if msg == "" {
 			msg = err.Error()
 		}
-		iso.err = fmt.Errorf("emulator: bubblewrap cannot create a sandbox on this host (%s); user namespaces may be disabled", msg)
+		iso.err = fmt.Errorf("emulator: bubblewrap cannot create a sandbox on this host (%s); user namespaces may be "+
+			"disabled", msg)
 	}
 	return iso
 }
@@ -265,7 +267,8 @@ const initScript = `echo ready; exec 1>&-; read -r _; exit 0`
 // initCommand builds a sandbox's init. The returned files are the child's ends of pipes that carry the
 // generated /etc files and bwrap's info (the host pid of the sandbox's pid 1); the caller closes them once the
 // init has started.
-func (iso *isolation) initCommand(dir, egressDir string) (cmd *exec.Cmd, info *os.File, childFiles []*os.File, err error) {
+func (iso *isolation) initCommand(dir,
+	egressDir string) (cmd *exec.Cmd, info *os.File, childFiles []*os.File, err error) {
 	if iso.err != nil {
 		return nil, nil, nil, iso.err
 	}
@@ -307,7 +310,8 @@ func (iso *isolation) initCommand(dir, egressDir string) (cmd *exec.Cmd, info *o
 	}
 	extra = append(extra, infoW)
 	infoFD := strconv.Itoa(2 + len(extra))
-	args := []string{"--unshare-all", "--unshare-user", "--uid", "1000", "--gid", "1000", "--hostname", "e2b", "--info-fd", infoFD}
+	args := []string{"--unshare-all", "--unshare-user", "--uid", "1000", "--gid", "1000", "--hostname", "e2b",
+		"--info-fd", infoFD}
 	args = append(args, iso.systemArgs...)
 	args = append(args, etcArgs("--ro-bind-data", passwdFD, "/etc/passwd", "--ro-bind-data", groupFD, "/etc/group")...)
 	for _, m := range sandboxMounts() {

@@ -36,8 +36,8 @@ const codeInterpreterPython = "/usr/bin/python3"
 // codeInterpreterModules are what the server imports beyond Python's standard library.
 var codeInterpreterModules = []string{"jupyter_client", "ipykernel"}
 
-// CodeInterpreterAvailable says whether this machine can run the code-interpreter template's server: /usr/bin/python3 with
-// jupyter_client and ipykernel (Debian: python3-jupyter-server python3-ipykernel); the error says what is missing.
+// CodeInterpreterAvailable says whether this machine can run the code-interpreter template's server: /usr/bin/python3
+// with jupyter_client and ipykernel (Debian: python3-jupyter-server python3-ipykernel); the error says what is missing.
 func CodeInterpreterAvailable() error {
 	script := "import " + codeInterpreterModules[0] + ", " + codeInterpreterModules[1]
 	ctx, cancel := context.WithTimeout(context.Background(), codeInterpreterStartup)
@@ -87,7 +87,8 @@ func (s *Server) ensureCodeInterpreter(ctx context.Context, id, accessToken stri
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("the code interpreter did not start in %v (its log: /tmp/.code-interpreter.log in the sandbox)", codeInterpreterStartup)
+			return fmt.Errorf("the code interpreter did not start in %v (its log: /tmp/.code-interpreter.log in the sandbox)",
+				codeInterpreterStartup)
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
@@ -98,8 +99,9 @@ func (s *Server) ensureCodeInterpreter(ctx context.Context, id, accessToken stri
 // environment, which the script clears before any kernel inherits it.
 func (s *Server) startInSandbox(ctx context.Context, id, accessToken string) error {
 	start := map[string]any{"process": map[string]any{
-		"cmd":  "/bin/bash",
-		"args": []string{"-l", "-c", `exec ` + codeInterpreterPython + ` -c "$E2B_CODE_INTERPRETER" ` + strconv.Itoa(codeInterpreterPort) + ` >/tmp/.code-interpreter.log 2>&1`},
+		"cmd": "/bin/bash",
+		"args": []string{"-l", "-c", `exec ` + codeInterpreterPython + ` -c "$E2B_CODE_INTERPRETER" ` +
+			strconv.Itoa(codeInterpreterPort) + ` >/tmp/.code-interpreter.log 2>&1`},
 		"envs": map[string]string{"E2B_CODE_INTERPRETER": codeInterpreterServer, "PYDEVD_DISABLE_FILE_VALIDATION": "1"},
 	}}
 	payload, err := json.Marshal(start)

@@ -91,7 +91,8 @@ func (s *Server) authed(h func(w http.ResponseWriter, r *http.Request, team stri
 			return
 		}
 		if !s.keyAccepted(key) {
-			WriteError(w, http.StatusUnauthorized, "Invalid API key, please visit https://e2b.dev/docs/api-key for more information.")
+			WriteError(w, http.StatusUnauthorized, "Invalid API key, please visit https://e2b.dev/docs/api-key for more "+
+				"information.")
 			return
 		}
 		h(w, r, key)
@@ -108,7 +109,8 @@ func (s *Server) keyAccepted(key string) bool {
 
 // withSandboxID parses the {sandboxID} path parameter as E2B does: the legacy "<id>-<clientID>" form keeps the
 // part before the dash, and anything but [a-z0-9]+ is 400 "Invalid sandbox ID".
-func (s *Server) withSandboxID(h func(w http.ResponseWriter, r *http.Request, team, id string)) func(http.ResponseWriter, *http.Request, string) {
+func (s *Server) withSandboxID(h func(w http.ResponseWriter, r *http.Request, team,
+	id string)) func(http.ResponseWriter, *http.Request, string) {
 	return func(w http.ResponseWriter, r *http.Request, team string) {
 		id, ok := shortID(r.PathValue("sandboxID"))
 		if !ok {
@@ -150,7 +152,8 @@ func decodeBody(r *http.Request, v any, required bool) *apiError {
 	}
 	if len(bytes.TrimSpace(data)) == 0 {
 		if required {
-			return errorf(http.StatusBadRequest, "Error when parsing request: request body has an error: value is required but missing")
+			return errorf(http.StatusBadRequest, "Error when parsing request: request body has an error: value is required "+
+				"but missing")
 		}
 		return nil
 	}
@@ -162,7 +165,8 @@ func decodeBody(r *http.Request, v any, required bool) *apiError {
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
 		field, _ := strings.CutPrefix(err.Error(), "json: unknown field ")
-		return errorf(http.StatusBadRequest, "Error when parsing request: request body has an error: doesn't match schema: property %s is unsupported", field)
+		return errorf(http.StatusBadRequest, "Error when parsing request: request body has an error: doesn't match schema: "+
+			"property %s is unsupported", field)
 	}
 	return nil
 }
@@ -317,7 +321,8 @@ func timeoutBody(r *http.Request, propertyRequired bool) (*int64, *apiError) {
 		return nil, e
 	}
 	if propertyRequired && body.Timeout == nil {
-		return nil, errorf(http.StatusBadRequest, "%s", `Error when parsing request: request body has an error: doesn't match schema: property "timeout" is missing`)
+		return nil, errorf(http.StatusBadRequest, "%s",
+			`Error when parsing request: request body has an error: doesn't match schema: property "timeout" is missing`)
 	}
 	return body.Timeout, nil
 }

@@ -104,7 +104,8 @@ func createLifecycle(autoPause, memory *bool, resume *autoResumeJSON) (lifecycle
 	case !lc.autoPauseMemory && !lc.autoPause:
 		return lc, errorf(http.StatusBadRequest, "autoPauseMemory=false only applies when autoPause is true.")
 	case !lc.autoPauseMemory && lc.autoResume:
-		return lc, errorf(http.StatusBadRequest, "autoPauseMemory=false takes a filesystem-only snapshot, which cannot be auto-resumed by traffic and must be resumed explicitly.")
+		return lc, errorf(http.StatusBadRequest, "autoPauseMemory=false takes a filesystem-only snapshot, which cannot be "+
+			"auto-resumed by traffic and must be resumed explicitly.")
 	case lc.autoResume && !lc.autoPause:
 		return lc, errorf(http.StatusBadRequest, "autoResume only applies when autoPause is true.")
 	}
@@ -130,7 +131,8 @@ func (s *Server) handleCreate(w http.ResponseWriter, r *http.Request, team strin
 		return
 	}
 	if body.TemplateID == nil {
-		WriteError(w, http.StatusBadRequest, `Error when parsing request: request body has an error: doesn't match schema: property "templateID" is missing`)
+		WriteError(w, http.StatusBadRequest,
+			`Error when parsing request: request body has an error: doesn't match schema: property "templateID" is missing`)
 		return
 	}
 	timeout, e := s.parseTimeout(body.Timeout)
@@ -142,9 +144,11 @@ func (s *Server) handleCreate(w http.ResponseWriter, r *http.Request, team strin
 		for _, f := range []struct {
 			name string
 			sent bool
-		}{{"autoResume", body.AutoResume != nil}, {"autoPauseMemory", body.AutoPauseMemory != nil}, {"autoPause", body.AutoPause != nil}} {
+		}{{"autoResume", body.AutoResume != nil}, {"autoPauseMemory", body.AutoPauseMemory != nil}, {"autoPause",
+			body.AutoPause != nil}} {
 			if f.sent {
-				WriteError(w, http.StatusBadRequest, fmt.Sprintf("Error when parsing request: request body has an error: doesn't match schema: property %q is unsupported", f.name))
+				WriteError(w, http.StatusBadRequest, fmt.Sprintf("Error when parsing request: request body has an error: doesn't "+
+					"match schema: property %q is unsupported", f.name))
 				return
 			}
 		}
@@ -188,7 +192,8 @@ func (s *Server) resolveTemplate(team, ref string, codeInterpreter bool) (templa
 	if identifier == "" {
 		return templateRef{}, errorf(http.StatusBadRequest, "Invalid template reference: template name cannot be empty")
 	}
-	if identifier == baseTemplate || slices.Contains(s.opts.Templates, identifier) || identifier == codeInterpreterTemplate && codeInterpreter {
+	if identifier == baseTemplate || slices.Contains(s.opts.Templates, identifier) ||
+		identifier == codeInterpreterTemplate && codeInterpreter {
 		if tag != "" && tag != "default" {
 			return templateRef{}, errorf(http.StatusNotFound, "template '%s' with tag '%s' not found", identifier, tag)
 		}

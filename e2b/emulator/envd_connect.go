@@ -148,9 +148,11 @@ func envelopeError(err error) *rpcError {
 	var incomplete *connectframe.IncompleteError
 	switch {
 	case errors.As(err, &tooLarge):
-		return rpcErrorf("resource_exhausted", "message size %d is larger than configured max %d", tooLarge.Size, tooLarge.Max)
+		return rpcErrorf("resource_exhausted", "message size %d is larger than configured max %d",
+			tooLarge.Size, tooLarge.Max)
 	case errors.As(err, &incomplete) && !incomplete.Header:
-		return rpcErrorf("invalid_argument", "protocol error: promised %d bytes in enveloped message, got fewer: %v", incomplete.Size, incomplete.Err)
+		return rpcErrorf("invalid_argument", "protocol error: promised %d bytes in enveloped message, got fewer: %v",
+			incomplete.Size, incomplete.Err)
 	case errors.As(err, &incomplete):
 		err = incomplete.Err
 	}
@@ -177,7 +179,8 @@ func readRequest(r *http.Request, streaming bool) ([]byte, *rpcError) {
 			return nil, rpcErrorf("invalid_argument", "read message: %v", err)
 		}
 		if len(data) > maxRequestMessage {
-			return nil, rpcErrorf("resource_exhausted", "message size %d is larger than configured max %d", len(data), maxRequestMessage)
+			return nil, rpcErrorf("resource_exhausted", "message size %d is larger than configured max %d",
+				len(data), maxRequestMessage)
 		}
 		return data, nil
 	}

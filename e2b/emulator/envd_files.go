@@ -117,7 +117,8 @@ func filesUser(w http.ResponseWriter, p filesParams, v sandboxView) (sandboxUser
 	}
 	u, ok := lookupSandboxUser(name)
 	if !ok {
-		envdJSONError(w, http.StatusUnauthorized, fmt.Sprintf("error looking up user '%s': user: unknown user %s", name, name))
+		envdJSONError(w, http.StatusUnauthorized, fmt.Sprintf("error looking up user '%s': user: unknown user %s", name,
+			name))
 		return sandboxUser{}, false
 	}
 	return u, true
@@ -125,7 +126,8 @@ func filesUser(w http.ResponseWriter, p filesParams, v sandboxView) (sandboxUser
 
 // filesParams reads the parameters of a /files request for op ("read" or "write") and checks its access token
 // or signature, answering the request when they fail.
-func (e *envdService) filesParams(w http.ResponseWriter, r *http.Request, v sandboxView, op string) (filesParams, bool) {
+func (e *envdService) filesParams(w http.ResponseWriter, r *http.Request, v sandboxView,
+	op string) (filesParams, bool) {
 	p, err := parseFilesParams(r)
 	if err != nil {
 		http.Error(w, err.Error(), http.StatusBadRequest)
@@ -160,7 +162,8 @@ func (e *envdService) getFiles(w http.ResponseWriter, r *http.Request, v sandbox
 			envdJSONError(w, http.StatusNotFound, fmt.Sprintf("path '%s' does not exist", target))
 			return
 		}
-		envdJSONError(w, http.StatusInternalServerError, fmt.Sprintf("error checking if path exists '%s': %v", target, pathErr("stat", target, err)))
+		envdJSONError(w, http.StatusInternalServerError, fmt.Sprintf("error checking if path exists '%s': %v", target,
+			pathErr("stat", target, err)))
 		return
 	}
 	if fi.IsDir() {
@@ -173,7 +176,8 @@ func (e *envdService) getFiles(w http.ResponseWriter, r *http.Request, v sandbox
 		f, err = root.Open(rel)
 	}
 	if err != nil {
-		envdJSONError(w, http.StatusInternalServerError, fmt.Sprintf("error opening file '%s': %v", target, pathErr("open", target, err)))
+		envdJSONError(w, http.StatusInternalServerError, fmt.Sprintf("error opening file '%s': %v", target,
+			pathErr("open", target, err)))
 		return
 	}
 	defer f.Close()
@@ -246,7 +250,8 @@ func (e *envdService) postFiles(w http.ResponseWriter, r *http.Request, v sandbo
 		defer zr.Close()
 		body = zr
 	default:
-		envdJSONError(w, http.StatusBadRequest, fmt.Sprintf("error decompressing request body: unsupported Content-Encoding: %s", enc))
+		envdJSONError(w, http.StatusBadRequest, fmt.Sprintf("error decompressing request body: unsupported "+
+			"Content-Encoding: %s", enc))
 		return
 	}
 	u, ok := filesUser(w, p, v)
@@ -267,7 +272,8 @@ func (e *envdService) postFiles(w http.ResponseWriter, r *http.Request, v sandbo
 		r.Body = io.NopCloser(body)
 		entries, uerr = multipartUpload(sfs, r, p, u, v)
 	default:
-		uerr = &uploadError{http.StatusBadRequest, fmt.Errorf("unsupported content type: %s, expected multipart/form-data or application/octet-stream", contentType)}
+		uerr = &uploadError{http.StatusBadRequest, fmt.Errorf("unsupported content type: %s, expected multipart/form-data "+
+			"or application/octet-stream", contentType)}
 	}
 	if uerr != nil {
 		envdJSONError(w, uerr.status, uerr.err.Error())
@@ -278,7 +284,8 @@ func (e *envdService) postFiles(w http.ResponseWriter, r *http.Request, v sandbo
 	_, _ = w.Write(data)
 }
 
-func rawUpload(sfs *sandboxFS, body io.Reader, length int64, p filesParams, u sandboxUser, v sandboxView) ([]uploadEntry, *uploadError) {
+func rawUpload(sfs *sandboxFS, body io.Reader, length int64, p filesParams, u sandboxUser,
+	v sandboxView) ([]uploadEntry, *uploadError) {
 	if !p.pathSet {
 		return nil, &uploadError{http.StatusBadRequest, errors.New("path query parameter is required for raw body upload")}
 	}
@@ -292,7 +299,8 @@ func rawUpload(sfs *sandboxFS, body io.Reader, length int64, p filesParams, u sa
 	return []uploadEntry{{Name: path.Base(target), Path: target, Type: "file"}}, nil
 }
 
-func multipartUpload(sfs *sandboxFS, r *http.Request, p filesParams, u sandboxUser, v sandboxView) ([]uploadEntry, *uploadError) {
+func multipartUpload(sfs *sandboxFS, r *http.Request, p filesParams, u sandboxUser,
+	v sandboxView) ([]uploadEntry, *uploadError) {
 	mr, err := r.MultipartReader()
 	if err != nil {
 		return nil, &uploadError{http.StatusInternalServerError, fmt.Errorf("error parsing multipart form: %w", err)}
@@ -316,7 +324,8 @@ func multipartUpload(sfs *sandboxFS, r *http.Request, p filesParams, u sandboxUs
 			_, params, err := mime.ParseMediaType(part.Header.Get("Content-Disposition"))
 			if err != nil || params["filename"] == "" {
 				part.Close()
-				return nil, &uploadError{http.StatusBadRequest, errors.New("error resolving path: error getting multipart custom part file name: the part has no filename")}
+				return nil, &uploadError{http.StatusBadRequest, errors.New("error resolving path: error getting multipart custom " +
+					"part file name: the part has no filename")}
 			}
 			name = params["filename"]
 		}
@@ -328,7 +337,8 @@ func multipartUpload(sfs *sandboxFS, r *http.Request, p filesParams, u sandboxUs
 		for _, done := range entries {
 			if done.Path == target {
 				part.Close()
-				return nil, &uploadError{http.StatusBadRequest, fmt.Errorf("you cannot upload multiple files to the same path '%s' in one upload request, only the first specified file was uploaded", target)}
+				return nil, &uploadError{http.StatusBadRequest, fmt.Errorf("you cannot upload multiple files to the same path "+
+					"'%s' in one upload request, only the first specified file was uploaded", target)}
 			}
 		}
 		uerr := writeFile(sfs, target, part, -1)
@@ -352,7 +362,8 @@ func writeFile(sfs *sandboxFS, target string, content io.Reader, length int64) *
 	case err != nil:
 		var pe *fs.PathError
 		if !isNotExist(err) || !errors.As(err, &pe) || pe.Path != resolved {
-			return &uploadError{http.StatusInternalServerError, fmt.Errorf("error getting file info: %w", pathErr("stat", target, err))}
+			return &uploadError{http.StatusInternalServerError, fmt.Errorf("error getting file info: %w",
+				pathErr("stat", target, err))}
 		}
 	}
 	root, rel, err := sfs.locate(resolved)
@@ -364,9 +375,11 @@ func writeFile(sfs *sandboxFS, target string, content io.Reader, length int64) *
 	}
 	if err != nil {
 		if errors.Is(err, syscall.ENOSPC) {
-			return &uploadError{http.StatusInsufficientStorage, fmt.Errorf("not enough inodes available: %w", pathErr("open", target, err))}
+			return &uploadError{http.StatusInsufficientStorage, fmt.Errorf("not enough inodes available: %w",
+				pathErr("open", target, err))}
 		}
-		return &uploadError{http.StatusInternalServerError, fmt.Errorf("error opening file: %w", pathErr("open", target, err))}
+		return &uploadError{http.StatusInternalServerError, fmt.Errorf("error opening file: %w",
+			pathErr("open", target, err))}
 	}
 	defer f.Close()
 	if _, err := f.ReadFrom(content); err != nil {

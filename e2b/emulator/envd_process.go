@@ -163,7 +163,8 @@ func (p *envdProcess) readOutput(f *os.File, stream outputStream, wg *sync.WaitG
 // sandbox answers curl localhost), then the sandbox's variables, then the request's (a later value of a name wins).
 func processEnv(u sandboxUser, sandboxVars, requestVars map[string]string) []string {
 	env := []string{"PATH=" + sandboxPATH, "HOME=" + u.Home, "USER=" + u.Name, "LOGNAME=" + u.Name,
-		"ALL_PROXY=" + egressProxyURL, "all_proxy=" + egressProxyURL, "NO_PROXY=" + loopbackHosts, "no_proxy=" + loopbackHosts}
+		"ALL_PROXY=" + egressProxyURL, "all_proxy=" + egressProxyURL, "NO_PROXY=" +
+			loopbackHosts, "no_proxy=" + loopbackHosts}
 	for _, k := range slices.Sorted(maps.Keys(sandboxVars)) {
 		env = append(env, k+"="+sandboxVars[k])
 	}
@@ -189,7 +190,8 @@ func (e *envdService) cwdExists(sfs *sandboxFS, cwd string) bool {
 }
 
 // startProcess starts a process and subscribes a stream to it before any output can be missed.
-func (e *envdService) startProcess(c *rpcCall, cfg *pbProcessConfigIn, tag *string, withStdin bool, tty *ptySize, cwd string, timeout time.Duration) (*envdProcess, *subscriber, *rpcError) {
+func (e *envdService) startProcess(c *rpcCall, cfg *pbProcessConfigIn, tag *string, withStdin bool, tty *ptySize,
+	cwd string, timeout time.Duration) (*envdProcess, *subscriber, *rpcError) {
 	userCmd := strings.Join(append([]string{cfg.Cmd}, cfg.Args...), " ")
 	startErr := func(err error) *rpcError {
 		return rpcErrorf("invalid_argument", "error starting process '%s': %v", userCmd, err)

@@ -95,7 +95,8 @@ func (e *envdService) procStart(c *rpcCall, sw *streamWriter) *rpcError {
 	if !e.cwdExists(c.fs, cwd) {
 		return rpcErrorf("invalid_argument", "cwd '%s' does not exist", cwd)
 	}
-	p, sub, rerr := e.startProcess(c, req.Process, req.Tag, tty == nil && (req.Stdin == nil || *req.Stdin), tty, cwd, c.timeout)
+	p, sub, rerr := e.startProcess(c, req.Process, req.Tag, tty == nil && (req.Stdin == nil || *req.Stdin),
+		tty, cwd, c.timeout)
 	if rerr != nil {
 		return rerr
 	}
@@ -286,7 +287,8 @@ func (e *envdService) procCloseStdin(c *rpcCall) (any, *rpcError) {
 		return nil, rerr
 	}
 	if p.pty {
-		return nil, rpcErrorf("unknown", "error closing stdin: cannot close stdin for PTY process — send Ctrl+D (0x04) instead")
+		return nil, rpcErrorf("unknown", "error closing stdin: cannot close stdin for PTY process — send Ctrl+D (0x04) "+
+			"instead")
 	}
 	p.stdinMu.Lock()
 	defer p.stdinMu.Unlock()

@@ -152,7 +152,8 @@ func (in *sandboxInit) signalAll(sig string) {
 }
 
 func newSandboxState(id string) *sandboxState {
-	return &sandboxState{id: id, procs: map[uint32]*envdProcess{}, ended: map[uint32]*envdProcess{}, cut: make(chan struct{})}
+	return &sandboxState{id: id, procs: map[uint32]*envdProcess{}, ended: map[uint32]*envdProcess{},
+		cut: make(chan struct{})}
 }
 
 // prepare makes sure the sandbox's directories exist (once per Dir).

@@ -30,7 +30,8 @@ type envdService struct {
 }
 
 func newEnvdService(s *Server, probe func() isolation) *envdService {
-	return &envdService{srv: s, isolation: sync.OnceValue(probe), started: time.Now(), boxes: map[string]*sandboxState{}, gone: map[string]bool{}}
+	return &envdService{srv: s, isolation: sync.OnceValue(probe), started: time.Now(), boxes: map[string]*sandboxState{},
+		gone: map[string]bool{}}
 }
 
 // now is the emulator's clock (Options.Now), for signature expiry and retained process ends.
@@ -104,7 +105,8 @@ func (e *envdService) serve(w http.ResponseWriter, r *http.Request, sb *Sandbox)
 	}
 	v := e.view(sb)
 	if v.token != "" && !authExcluded(r.Method+r.URL.Path) && r.Header.Get("X-Access-Token") != v.token {
-		envdJSONError(w, http.StatusUnauthorized, "unauthorized access, please provide a valid access token or method signing if supported")
+		envdJSONError(w, http.StatusUnauthorized, "unauthorized access, please provide a valid access token or method "+
+			"signing if supported")
 		return
 	}
 	st := e.state(v.id)
@@ -199,7 +201,8 @@ func (e *envdService) streamHandlers() map[string]streamHandler {
 }
 
 // serveRPC answers a Connect call as connect-go does, after envd's Basic-auth user check.
-func (e *envdService) serveRPC(w http.ResponseWriter, r *http.Request, st *sandboxState, v sandboxView, procedure string) {
+func (e *envdService) serveRPC(w http.ResponseWriter, r *http.Request, st *sandboxState,
+	v sandboxView, procedure string) {
 	streaming := isStreaming(procedure)
 	uh := e.unaryHandlers()[procedure]
 	sh := e.streamHandlers()[procedure]

@@ -68,7 +68,8 @@ func (s *Server) pause(team, id string) *apiError {
 
 // resume brings a paused sandbox back for timeout. It reports whether the sandbox was paused; a running one has
 // its end time extended (never shortened) instead.
-func (s *Server) resume(team, id string, timeout time.Duration, resumeOnly bool) (answer sandboxJSON, resumed bool, e *apiError) {
+func (s *Server) resume(team, id string, timeout time.Duration,
+	resumeOnly bool) (answer sandboxJSON, resumed bool, e *apiError) {
 	sb, e := s.holdSandbox(team, id)
 	if e != nil {
 		return sandboxJSON{}, false, e
@@ -120,7 +121,8 @@ func (s *Server) handleConnect(w http.ResponseWriter, r *http.Request, team, id 
 		return
 	}
 	if *seconds < 0 {
-		WriteError(w, http.StatusBadRequest, "Error when parsing request: request body has an error: doesn't match schema: number must be at least 0")
+		WriteError(w, http.StatusBadRequest, "Error when parsing request: request body has an error: doesn't match schema: "+
+			"number must be at least 0")
 		return
 	}
 	timeout, e := s.capTimeout(*seconds)
@@ -185,7 +187,8 @@ func (s *Server) handleRefresh(w http.ResponseWriter, r *http.Request, team, id 
 	d := defaultTimeout
 	if body.Duration != nil {
 		if *body.Duration < 0 || *body.Duration > 3600 {
-			WriteError(w, http.StatusBadRequest, "Error when parsing request: request body has an error: doesn't match schema: duration must be between 0 and 3600")
+			WriteError(w, http.StatusBadRequest, "Error when parsing request: request body has an error: doesn't match "+
+				"schema: duration must be between 0 and 3600")
 			return
 		}
 		d = max(time.Duration(*body.Duration)*time.Second, defaultTimeout)

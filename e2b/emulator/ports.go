@@ -52,7 +52,8 @@ func (s *Server) servePort(w http.ResponseWriter, r *http.Request, id, port stri
 		writeEdgeError(w, http.StatusForbidden, id, "Missing or invalid traffic access token")
 		return
 	}
-	if n == codeInterpreterPort && template == codeInterpreterTemplate && s.codeInterpreterOffered() && s.opts.Envd == nil {
+	if n == codeInterpreterPort && template == codeInterpreterTemplate && s.codeInterpreterOffered() &&
+		s.opts.Envd == nil {
 		if err := s.ensureCodeInterpreter(r.Context(), id, accessToken); err != nil {
 			writeProxyError(w, id, "The sandbox is running but port is not open: "+err.Error())
 			return

@@ -371,7 +371,8 @@ func (s *Server) signedBy(r *http.Request) string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for id, sb := range s.sandboxes {
-		if sb.AccessToken != "" && subtle.ConstantTimeCompare([]byte(fileSignature(p.path, op, user, sb.AccessToken, p.expiration)), []byte(*p.signature)) == 1 {
+		if sb.AccessToken != "" && subtle.ConstantTimeCompare([]byte(fileSignature(p.path, op, user, sb.AccessToken,
+			p.expiration)), []byte(*p.signature)) == 1 {
 			return id
 		}
 	}

@@ -69,7 +69,8 @@ func (s *Server) handleSnapshot(w http.ResponseWriter, r *http.Request, team, id
 		alias := identifier
 		if ns, a, ok := strings.Cut(identifier, "/"); ok {
 			if ns != slug {
-				WriteError(w, http.StatusBadRequest, fmt.Sprintf("namespace '%s' does not match the team's namespace '%s'", ns, slug))
+				WriteError(w, http.StatusBadRequest, fmt.Sprintf("namespace '%s' does not match the team's namespace '%s'", ns,
+					slug))
 				return
 			}
 			alias = a
@@ -212,7 +213,8 @@ func (s *Server) handleFork(w http.ResponseWriter, r *http.Request, team, id str
 	}
 	checkpointDir := filepath.Join(s.root, "snapshots", "fork-"+randomID(20))
 	defer func() { _ = removeTree(checkpointDir) }()
-	orig, e := s.checkpoint(team, id, checkpointDir, fmt.Sprintf("Sandbox '%s' is paused and cannot be forked; resume it first", id))
+	orig, e := s.checkpoint(team, id, checkpointDir, fmt.Sprintf("Sandbox '%s' is paused and cannot be forked; resume "+
+		"it first", id))
 	if e != nil {
 		writeAPIError(w, e)
 		return
@@ -256,7 +258,8 @@ func (s *Server) forkOne(base *Sandbox, dir string, timeout time.Duration) (*San
 		Metadata: cloneMap(base.Metadata), EnvVars: cloneMap(base.EnvVars), State: StateRunning,
 		Secure: base.Secure, EnvdVersion: base.EnvdVersion, AutoPause: base.AutoPause,
 		AutoPauseMemory: base.AutoPauseMemory, AutoResume: base.AutoResume, Timeout: timeout,
-		AllowInternetAccess: base.AllowInternetAccess, Network: base.Network.Clone(), StartedAt: now, EndAt: now.Add(timeout), Dir: sbDir,
+		AllowInternetAccess: base.AllowInternetAccess, Network: base.Network.Clone(), StartedAt: now,
+		EndAt: now.Add(timeout), Dir: sbDir,
 		DefaultUser: base.DefaultUser, DefaultWorkdir: base.DefaultWorkdir, lifecycle: &sync.Mutex{},
 	}
 	if sb.Secure {
