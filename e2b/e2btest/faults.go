@@ -44,8 +44,8 @@ type Faults struct {
 	CutStreamAfterFrames int
 }
 
-// SetFaults replaces the fault configuration; counters (RefuseCreate, CutAfterCreate, FailAfterCreate) and failures queued with
-// FailNext start afresh.
+// SetFaults replaces the fault configuration; counters (RefuseCreate, CutAfterCreate, FailAfterCreate) and failures
+// queued with FailNext start afresh.
 func (s *Server) SetFaults(f Faults) { s.faults.set(f) }
 
 // FailNext answers the next n control-plane requests with status (429 carries Retry-After), before any other
@@ -229,8 +229,8 @@ func writeInjected(w http.ResponseWriter, status int, f Faults) {
 		w.WriteHeader(status)
 		fmt.Fprintf(w, "<html><head>\n<meta http-equiv=\"content-type\" content=\"text/html;charset=utf-8\">\n"+
 			"<title>%d %s</title>\n</head>\n<body text=#000000 bgcolor=#ffffff>\n<h1>Error: %s</h1>\n"+
-			"<h2>The server encountered a temporary error and could not complete your request.<p>Please try again in 30 seconds.</h2>\n"+
-			"<h2></h2>\n</body></html>\n", status, http.StatusText(status), http.StatusText(status))
+			"<h2>The server encountered a temporary error and could not complete your request.<p>Please try again in 30 "+
+			"seconds.</h2>\n<h2></h2>\n</body></html>\n", status, http.StatusText(status), http.StatusText(status))
 		return
 	}
 	msg := http.StatusText(status)
