@@ -124,7 +124,8 @@ func NewHTTPClient() *http.Client {
 
 // ErrForeignRedirect is a redirect to another origin (scheme, host or port) than the request's: it is never
 // followed, because the request carries the API key or an envd access token, which must reach no one but E2B.
-var ErrForeignRedirect = errors.New("refusing a redirect to another host: the API key and envd tokens are sent to no one but E2B")
+var ErrForeignRedirect = errors.New("refusing a redirect to another host: the API key and envd tokens are sent to no " +
+	"one but E2B")
 
 // errRedirectLoop is net/http's limit of ten redirects, which a CheckRedirect of its own has to keep.
 var errRedirectLoop = errors.New("stopped after 10 redirects")
@@ -137,7 +138,8 @@ func withSameOriginRedirects(hc *http.Client) *http.Client {
 	next := hc.CheckRedirect
 	c.CheckRedirect = func(req *http.Request, via []*http.Request) error {
 		if first := via[0].URL; req.URL.Scheme != first.Scheme || !strings.EqualFold(req.URL.Host, first.Host) {
-			return fmt.Errorf("%w (%s://%s → %s://%s)", ErrForeignRedirect, first.Scheme, first.Host, req.URL.Scheme, req.URL.Host)
+			return fmt.Errorf("%w (%s://%s → %s://%s)", ErrForeignRedirect, first.Scheme, first.Host,
+				req.URL.Scheme, req.URL.Host)
 		}
 		if next != nil {
 			return next(req, via)

@@ -214,7 +214,8 @@ func (ci *CodeInterpreter) Execute(ctx context.Context, in ExecuteRequest, h Exe
 				ex.Dropped++
 				continue
 			case errors.Is(err, io.EOF):
-				return nil, ci.envd.client.noAnswer(op, ErrStreamCut, errors.New("the execution's stream ended before its end_of_execution"))
+				return nil, ci.envd.client.noAnswer(op, ErrStreamCut, errors.New("the execution's stream ended before its "+
+					"end_of_execution"))
 			default:
 				return nil, ci.envd.client.transportError(ctx, op, err)
 			}
@@ -339,12 +340,14 @@ func (ci *CodeInterpreter) ListContexts(ctx context.Context) ([]CodeContext, err
 
 // RestartContext restarts a context's kernel: its state and execution count are gone.
 func (ci *CodeInterpreter) RestartContext(ctx context.Context, id string) error {
-	return ci.unary(ctx, "code interpreter restart context", http.MethodPost, "/contexts/"+url.PathEscape(id)+"/restart", nil, nil, false)
+	return ci.unary(ctx, "code interpreter restart context", http.MethodPost, "/contexts/"+url.PathEscape(id)+"/restart",
+		nil, nil, false)
 }
 
 // RemoveContext shuts a context's kernel down.
 func (ci *CodeInterpreter) RemoveContext(ctx context.Context, id string) error {
-	return ci.unary(ctx, "code interpreter remove context", http.MethodDelete, "/contexts/"+url.PathEscape(id), nil, nil, false)
+	return ci.unary(ctx, "code interpreter remove context", http.MethodDelete, "/contexts/"+url.PathEscape(id), nil, nil,
+		false)
 }
 
 // unary makes a call whose answer is one JSON value, decoded into out (when not nil), within the request timeout.
@@ -374,7 +377,8 @@ func (ci *CodeInterpreter) unary(ctx context.Context, op, method, path string, i
 
 // call sends a request to the server, with in (when not nil) as its JSON body, and returns a 200 answer; any
 // other answer becomes an *APIError, whose message is the server's text (it answers errors as text/plain).
-func (ci *CodeInterpreter) call(ctx context.Context, op, method, path string, in any, retry bool) (*http.Response, error) {
+func (ci *CodeInterpreter) call(ctx context.Context, op, method, path string, in any,
+	retry bool) (*http.Response, error) {
 	base, headers := ci.envd.PortTarget(CodeInterpreterPort)
 	var body io.Reader
 	if in != nil {

@@ -341,7 +341,8 @@ func (e *Envd) killTree(ctx context.Context, pid uint32) {
 	if err := step(func(kctx context.Context) error { _, err := e.SignalTree(kctx, pid, 0); return err }); err != nil {
 		e.client.cfg.Logger.Debug("e2b: could not kill a command's process group", "pid", pid, "err", err)
 	}
-	if err := step(func(kctx context.Context) error { return e.SendSignal(kctx, pid, SIGKILL) }); err != nil && !errors.Is(err, ErrNotFound) {
+	if err := step(func(kctx context.Context) error { return e.SendSignal(kctx, pid, SIGKILL) }); err != nil &&
+		!errors.Is(err, ErrNotFound) {
 		e.client.cfg.Logger.Debug("e2b: could not kill an abandoned command", "pid", pid, "err", err)
 	}
 }
@@ -380,7 +381,8 @@ func (e *Envd) SignalTree(ctx context.Context, pid uint32, grace time.Duration) 
 	case "KILL":
 		return TreeKilled, nil
 	}
-	return "", errorf(fmt.Sprintf("stopping process group %d", pid), ErrBadAnswer, "unexpected answer %q (%s)", out.String(), end.Status)
+	return "", errorf(fmt.Sprintf("stopping process group %d", pid), ErrBadAnswer, "unexpected answer %q (%s)",
+		out.String(), end.Status)
 }
 
 // BackgroundOptions are the options of StartBackground.

@@ -112,7 +112,8 @@ func (c *Client) noAnswer(op string, kind, err error, secrets ...string) *Error 
 // apiError turns an unexpected answer into an *APIError: E2B's JSON {code, message, error_code} when the body is
 // one, else the start of whatever a proxy sent (an HTML error page, say).
 func (c *Client) apiError(call apiCall, resp *http.Response, body []byte) *APIError {
-	e := &APIError{Op: call.op, Status: resp.StatusCode, SandboxID: call.sandboxID, RetryAfter: retryAfterOf(resp, c.now()),
+	e := &APIError{Op: call.op, Status: resp.StatusCode, SandboxID: call.sandboxID,
+		RetryAfter:   retryAfterOf(resp, c.now()),
 		controlPlane: true}
 	var wire struct {
 		Code      int    `json:"code"`

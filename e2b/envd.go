@@ -67,7 +67,8 @@ func versionCode(s string) (int, bool) {
 		n := 0
 		if i < len(parts) {
 			var err error
-			if n, err = strconv.Atoi(parts[i]); err != nil || n < 0 || (i > 0 && n >= versionPart) || n > versionMax/(versionPart*versionPart) {
+			if n, err = strconv.Atoi(parts[i]); err != nil || n < 0 || (i > 0 && n >= versionPart) ||
+				n > versionMax/(versionPart*versionPart) {
 				return 0, false
 			}
 		}
@@ -220,7 +221,8 @@ func (e *Envd) wireError(op string, w *connectframe.Error) *APIError {
 	if code == "" {
 		code = "unknown"
 	}
-	return &APIError{Op: op, Status: connectframe.CodeStatus(code), Code: code, Message: e.redact(w.Message), SandboxID: e.conn.ID}
+	return &APIError{Op: op, Status: connectframe.CodeStatus(code), Code: code, Message: e.redact(w.Message),
+		SandboxID: e.conn.ID}
 }
 
 // unary makes a unary Connect call: in is sent as JSON and the answer decoded into out (which may be nil).
@@ -271,7 +273,8 @@ type streamOptions struct {
 // serverStream makes a server-streaming Connect call and gives each message to onMessage (valid only during the
 // call) until the stream ends. An end-of-stream error becomes an *APIError, and a stream that ends without an
 // end-of-stream message is an error too, because its answer is incomplete.
-func (e *Envd) serverStream(ctx context.Context, op, procedure string, in any, so streamOptions, onMessage func([]byte) error) error {
+func (e *Envd) serverStream(ctx context.Context, op, procedure string, in any, so streamOptions,
+	onMessage func([]byte) error) error {
 	payload, err := json.Marshal(in)
 	if err != nil {
 		return errorf(op, ErrInvalidArgument, "encode request: %w", err)

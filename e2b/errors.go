@@ -122,7 +122,8 @@ func (e *APIError) Error() string {
 		msg = http.StatusText(e.Status)
 	}
 	if e.Status == http.StatusBadGateway && e.SandboxID != "" && e.Code == "" && !e.controlPlane {
-		return fmt.Sprintf("E2B API error (%s: %d): sandbox %s is not running (paused, killed or timed out): %s", e.Op, e.Status, e.SandboxID, msg)
+		return fmt.Sprintf("E2B API error (%s: %d): sandbox %s is not running (paused, killed or timed out): %s", e.Op,
+			e.Status, e.SandboxID, msg)
 	}
 	if e.Code != "" {
 		return fmt.Sprintf("E2B API error (%s: %d %s): %s", e.Op, e.Status, e.Code, msg)
@@ -158,7 +159,8 @@ func (e *APIError) Is(target error) bool {
 	case ErrConflict:
 		return e.Status == http.StatusConflict || e.Code == "already_exists"
 	case ErrUnauthorized:
-		return e.Status == http.StatusUnauthorized || e.Status == http.StatusForbidden || e.Code == "unauthenticated" || e.Code == "permission_denied"
+		return e.Status == http.StatusUnauthorized || e.Status == http.StatusForbidden || e.Code == "unauthenticated" ||
+			e.Code == "permission_denied"
 	case ErrRateLimited:
 		return e.Status == http.StatusTooManyRequests || e.Code == "resource_exhausted"
 	case ErrSandboxGone:

@@ -33,7 +33,8 @@ func (e *Envd) filesQuery(path string) string {
 
 // Download streams a file's bytes (GET /files, Range for partial reads). The caller closes the reader.
 // size is the whole file's size when envd says it (-1 otherwise).
-func (e *Envd) Download(ctx context.Context, path string, opts DownloadOptions) (r io.ReadCloser, size int64, err error) {
+func (e *Envd) Download(ctx context.Context, path string,
+	opts DownloadOptions) (r io.ReadCloser, size int64, err error) {
 	const op = "envd download"
 	if opts.Offset < 0 || opts.Length < 0 {
 		return nil, 0, errorf(op, ErrInvalidArgument, "negative offset or length")

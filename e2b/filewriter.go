@@ -48,7 +48,8 @@ func (e *Envd) NewFileWriter(ctx context.Context, path string) (*FileWriter, err
 		return w, nil
 	case <-w.done:
 		if w.err == nil {
-			w.err = errorf("writing "+path, ErrInvalidArgument, "the file could not be made: %s", strings.TrimSpace(string(stderr)))
+			w.err = errorf("writing "+path, ErrInvalidArgument, "the file could not be made: %s",
+				strings.TrimSpace(string(stderr)))
 		}
 		return nil, w.err
 	}

@@ -249,7 +249,8 @@ func (d *eventDecoder) decode(msg []byte) (ProcessEvent, bool, error) {
 
 // processStream runs a Start or Connect stream, giving events to onEvent as they arrive, and returns the end. An
 // error from onEvent stops the stream and is returned as it is.
-func (e *Envd) processStream(ctx context.Context, op, procedure string, in any, so streamOptions, onEvent func(ProcessEvent) error) (ProcessEnd, error) {
+func (e *Envd) processStream(ctx context.Context, op, procedure string, in any, so streamOptions,
+	onEvent func(ProcessEvent) error) (ProcessEnd, error) {
 	var end *ProcessEnd
 	var dec eventDecoder
 	err := e.serverStream(ctx, op, procedure, in, so, func(msg []byte) error {
@@ -347,12 +348,14 @@ func (e *Envd) sendInput(ctx context.Context, pid uint32, in pbInput) error {
 			*b = []byte{} // encoding/json writes a nil slice as null
 		}
 	}
-	return e.unary(ctx, "envd SendInput", "process.Process/SendInput", pbSendInputRequest{Process: pbSelector{PID: pid}, Input: in}, nil, false)
+	return e.unary(ctx, "envd SendInput", "process.Process/SendInput", pbSendInputRequest{Process: pbSelector{PID: pid},
+		Input: in}, nil, false)
 }
 
 // CloseStdin closes a process's stdin (envd >= 0.5.2).
 func (e *Envd) CloseStdin(ctx context.Context, pid uint32) error {
-	return e.unary(ctx, "envd CloseStdin", "process.Process/CloseStdin", pbSelectorRequest{Process: pbSelector{PID: pid}}, nil, false)
+	return e.unary(ctx, "envd CloseStdin", "process.Process/CloseStdin", pbSelectorRequest{Process: pbSelector{PID: pid}},
+		nil, false)
 }
 
 // ListProcesses lists running processes.
@@ -386,7 +389,8 @@ func (e *Envd) ListProcesses(ctx context.Context) ([]ProcessInfo, error) {
 // ConnectProcess reattaches to a running process's stream (output from before is not replayed).
 func (e *Envd) ConnectProcess(ctx context.Context, pid uint32, onEvent func(ProcessEvent)) (ProcessEnd, error) {
 	so := streamOptions{keepalive: DefaultKeepaliveInterval}
-	return e.processStream(ctx, "envd Connect", "process.Process/Connect", pbSelectorRequest{Process: pbSelector{PID: pid}}, so, eachEvent(onEvent))
+	return e.processStream(ctx, "envd Connect", "process.Process/Connect",
+		pbSelectorRequest{Process: pbSelector{PID: pid}}, so, eachEvent(onEvent))
 }
 
 // eachEvent adapts a callback that cannot stop the stream.

@@ -124,7 +124,8 @@ func (t redialing) RoundTrip(req *http.Request) (*http.Response, error) {
 		if time.Now().Add(wait).After(giveUp) {
 			return nil, triedError(err, attempt+1)
 		}
-		t.cfg.Logger.Debug("e2b: E2B refused the connection, trying again", "host", req.URL.Host, "attempt", attempt+1, "wait", wait)
+		t.cfg.Logger.Debug("e2b: E2B refused the connection, trying again", "host", req.URL.Host, "attempt",
+			attempt+1, "wait", wait)
 		if err := sleepCtx(ctx, wait); err != nil {
 			return nil, err
 		}

@@ -60,7 +60,8 @@ func (c *Client) CreateSandbox(ctx context.Context, req NewSandbox) (*Sandbox, e
 	}
 	log := c.cfg.Logger.With("op", op, "request_id", requestID)
 	for attempt := 1; ; attempt++ {
-		call := apiCall{op: op, method: http.MethodPost, path: "/v2/sandboxes", body: v2Body, secrets: req.Network.HeaderValues()}
+		call := apiCall{op: op, method: http.MethodPost, path: "/v2/sandboxes", body: v2Body,
+			secrets: req.Network.HeaderValues()}
 		if c.v1Only.Load() {
 			call.path, call.body = "/sandboxes", body
 		}
@@ -235,7 +236,8 @@ type timeoutBody struct {
 
 // ConnectSandbox resumes a paused sandbox (resumed=true, 201) or extends a running one's timeout (200), with the
 // v2 route E2B's current SDKs send, or the v1 one on an E2B without it.
-func (c *Client) ConnectSandbox(ctx context.Context, id string, timeoutSeconds int) (sb *Sandbox, resumed bool, err error) {
+func (c *Client) ConnectSandbox(ctx context.Context, id string,
+	timeoutSeconds int) (sb *Sandbox, resumed bool, err error) {
 	const op = "connect sandbox"
 	id, err = c.checkSandboxID(op, id)
 	if err != nil {
@@ -269,7 +271,8 @@ func (c *Client) GetSandbox(ctx context.Context, id string) (*SandboxDetail, err
 	if err != nil {
 		return nil, err
 	}
-	ans, err := c.do(ctx, apiCall{op: op, method: http.MethodGet, path: "/sandboxes/" + id, idempotent: true, sandboxID: id}, http.StatusOK)
+	ans, err := c.do(ctx, apiCall{op: op, method: http.MethodGet, path: "/sandboxes/" + id, idempotent: true,
+		sandboxID: id}, http.StatusOK)
 	if err != nil {
 		return nil, err
 	}
@@ -357,7 +360,8 @@ func (c *Client) KillSandbox(ctx context.Context, id string) error {
 	if err != nil {
 		return err
 	}
-	_, err = c.do(ctx, apiCall{op: op, method: http.MethodDelete, path: "/sandboxes/" + id, idempotent: true, sandboxID: id}, http.StatusNoContent)
+	_, err = c.do(ctx, apiCall{op: op, method: http.MethodDelete, path: "/sandboxes/" + id, idempotent: true,
+		sandboxID: id}, http.StatusNoContent)
 	return err
 }
 
@@ -439,7 +443,8 @@ func (c *Client) ListSnapshots(ctx context.Context, sandboxID string) ([]Snapsho
 		if token != "" {
 			qb.add("nextToken", token)
 		}
-		return apiCall{op: op, method: http.MethodGet, path: "/snapshots", rawQuery: qb.String(), idempotent: true, sandboxID: sandboxID}
+		return apiCall{op: op, method: http.MethodGet, path: "/snapshots", rawQuery: qb.String(), idempotent: true,
+			sandboxID: sandboxID}
 	})
 	if err != nil {
 		return nil, err
