@@ -191,7 +191,8 @@ func OnAdopt(c *e2b.Client, src Source, log *slog.Logger) func(context.Context, 
 			return
 		}
 		if _, err := Apply(ctx, c, src, rec.Owner, rec.Session, rec.ID); err != nil {
-			log.Warn("applying the egress configuration to an adopted sandbox", "sandbox", rec.ID, "owner", rec.Owner, "error", err)
+			log.Warn("applying the egress configuration to an adopted sandbox", "sandbox", rec.ID, "owner",
+				rec.Owner, "error", err)
 		}
 	}
 }
