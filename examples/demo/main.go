@@ -64,7 +64,8 @@ func (c consent) Elicit(_ context.Context, req mcp.ElicitationRequest) (*mcp.Eli
 			}
 		}
 	}
-	return &mcp.ElicitationResult{ElicitationResponse: mcp.ElicitationResponse{Action: mcp.ElicitationResponseActionAccept, Content: content}}, nil
+	return &mcp.ElicitationResult{ElicitationResponse: mcp.ElicitationResponse{Action: mcp.ElicitationResponseActionAccept,
+		Content: content}}, nil
 }
 
 func run(bin string, keep, verbose bool, out io.Writer) (err error) {
@@ -92,7 +93,8 @@ func runWaiting(bin string, keep, verbose bool, out io.Writer, wait func(link st
 		defer os.RemoveAll(dir)
 	}
 
-	args := []string{"serve", "--backend", "local", "--session", "demo", "--state-dir", dir + "/state", "--storage-root", dir}
+	args := []string{"serve", "--backend", "local", "--session", "demo", "--state-dir", dir + "/state",
+		"--storage-root", dir}
 	fmt.Fprintf(out, "$ %s %s\n\n", bin, strings.Join(args, " "))
 	// The server's stderr is kept (its end) so that a failure shows the server's own words, not only what the
 	// client saw (a closed transport).
@@ -131,7 +133,8 @@ func runWaiting(bin string, keep, verbose bool, out io.Writer, wait func(link st
 	if err != nil {
 		return fmt.Errorf("initialize: %w", err)
 	}
-	fmt.Fprintf(out, "connected to %s %s (protocol %s)\n", info.ServerInfo.Name, info.ServerInfo.Version, info.ProtocolVersion)
+	fmt.Fprintf(out, "connected to %s %s (protocol %s)\n", info.ServerInfo.Name, info.ServerInfo.Version,
+		info.ProtocolVersion)
 
 	tools, err := c.ListTools(ctx, mcp.ListToolsRequest{})
 	if err != nil {
@@ -150,7 +153,8 @@ func runWaiting(bin string, keep, verbose bool, out io.Writer, wait func(link st
 		return fmt.Errorf("no sandbox was created")
 	}
 	s.call("e2b_write_file", map[string]any{"sandbox_id": id, "path": "/home/user/primes.sh", "content": primes})
-	s.call("e2b_exec", map[string]any{"sandbox_id": id, "command": "bash primes.sh 30 | tee primes.txt", "cwd": "/home/user"})
+	s.call("e2b_exec", map[string]any{"sandbox_id": id, "command": "bash primes.sh 30 | tee primes.txt",
+		"cwd": "/home/user"})
 	s.call("e2b_read_file", map[string]any{"sandbox_id": id, "path": "/home/user/primes.txt", "offset": 2, "limit": 3})
 	s.call("e2b_exec", map[string]any{"sandbox_id": id, "command": "ls /nonexistent"})
 	cp := s.call("e2b_checkpoint_sandbox", map[string]any{"sandbox_id": id, "name": "after-primes"})
@@ -200,7 +204,8 @@ func (s *session) preview(id string, wait func(string)) error {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	browser := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
+	browser := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, network,
+		addr string) (net.Conn, error) {
 		if host, port, err := net.SplitHostPort(addr); err == nil && strings.HasSuffix(host, ".localhost") {
 			addr = net.JoinHostPort("127.0.0.1", port)
 		}
