@@ -138,7 +138,8 @@ func decodeAndScale(data []byte, info Info, lim Limits) ([]byte, Info, error) {
 			return out, info, nil
 		}
 		if w <= 64 && h <= 64 {
-			return nil, Info{}, &TooLargeError{Reason: fmt.Sprintf("even scaled down to %d×%d it takes more than %d bytes", w, h, lim.MaxBytes)}
+			return nil, Info{}, &TooLargeError{Reason: fmt.Sprintf("even scaled down to %d×%d it takes more than %d bytes",
+				w, h, lim.MaxBytes)}
 		}
 		// Three quarters of the edge is a bit more than half the bytes: a few rounds reach any limit.
 		w, h = max(w*3/4, 1), max(h*3/4, 1)

@@ -104,7 +104,8 @@ func readPNGHeader(data []byte) (header, error) {
 			// image, and the decoder would find out only after allocating it.
 			rowBytes := (int64(h.width)*int64(channels)*int64(depth) + 7) / 8
 			if raw := rowBytes * int64(h.height); compressed*1032 < raw {
-				return h, fmt.Errorf("its %d bytes of compressed pixel data cannot hold %d×%d pixels", compressed, h.width, h.height)
+				return h, fmt.Errorf("its %d bytes of compressed pixel data cannot hold %d×%d pixels",
+					compressed, h.width, h.height)
 			}
 			return h, nil
 		}
@@ -250,7 +251,8 @@ func readGIFHeader(data []byte) (header, error) {
 	if len(data) < 13 {
 		return header{}, errors.New("it ends inside its screen descriptor")
 	}
-	h := header{width: int(binary.LittleEndian.Uint16(data[6:])), height: int(binary.LittleEndian.Uint16(data[8:])), passes: 1}
+	h := header{width: int(binary.LittleEndian.Uint16(data[6:])), height: int(binary.LittleEndian.Uint16(data[8:])),
+		passes: 1}
 	h.decodeBytes = int64(h.width) * int64(h.height) // the first frame, a byte a pixel, lies within the screen
 	p := 13 + gifColorTable(data[10])
 	errEnds := errors.New("it ends inside a block")
@@ -273,7 +275,8 @@ func readGIFHeader(data []byte) (header, error) {
 			w, ht := int(binary.LittleEndian.Uint16(d[4:])), int(binary.LittleEndian.Uint16(d[6:]))
 			frames++
 			if x+w > h.width || y+ht > h.height {
-				return h, fmt.Errorf("its frame %d of %d×%d at (%d, %d) falls outside the %d×%d screen", frames, w, ht, x, y, h.width, h.height)
+				return h, fmt.Errorf("its frame %d of %d×%d at (%d, %d) falls outside the %d×%d screen", frames, w, ht, x,
+					y, h.width, h.height)
 			}
 			p += 10 + gifColorTable(d[8]) + 1 // the descriptor, a local colour table, the LZW code size
 		case 0x3b:
@@ -366,7 +369,8 @@ func readWebPHeader(data []byte) (header, error) {
 			x, y := 2*int(le24At(body)), 2*int(le24At(body[3:]))
 			w, ht := 1+int(le24At(body[6:])), 1+int(le24At(body[9:]))
 			if x+w > h.width || y+ht > h.height {
-				return fmt.Errorf("its animation frame %d of %d×%d at (%d, %d) falls outside the %d×%d canvas", frames, w, ht, x, y, h.width, h.height)
+				return fmt.Errorf("its animation frame %d of %d×%d at (%d, %d) falls outside the %d×%d canvas", frames, w, ht, x,
+					y, h.width, h.height)
 			}
 			return riffChunks(body[16:], func(id string, body []byte) error {
 				if id != "VP8 " && id != "VP8L" {
@@ -374,7 +378,8 @@ func readWebPHeader(data []byte) (header, error) {
 				}
 				fw, fh, err := webpFrame(id, body)
 				if err == nil && (fw != w || fh != ht) {
-					err = fmt.Errorf("its animation frame %d is %d×%d pixels, not the %d×%d its ANMF chunk places", frames, fw, fh, w, ht)
+					err = fmt.Errorf("its animation frame %d is %d×%d pixels, not the %d×%d its ANMF chunk places",
+						frames, fw, fh, w, ht)
 				}
 				return err
 			})

@@ -29,7 +29,8 @@ var (
 
 	// vp8lAlphabets are the sizes of a group's five alphabets: green with the length codes (and the colour cache),
 	// red, blue, alpha, distance.
-	vp8lAlphabets = [5]int{vp8lLiteralCodes + vp8lLengthCodes, vp8lLiteralCodes, vp8lLiteralCodes, vp8lLiteralCodes, vp8lDistanceCodes}
+	vp8lAlphabets = [5]int{vp8lLiteralCodes + vp8lLengthCodes, vp8lLiteralCodes, vp8lLiteralCodes,
+		vp8lLiteralCodes, vp8lDistanceCodes}
 	// The order in which a code's lengths of code lengths are written, and the repeat codes' extra bits and
 	// offsets (VP8L specification, section 5.2.2).
 	vp8lCodeLengthOrder = [19]uint8{17, 18, 0, 1, 2, 3, 4, 5, 16, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15}
