@@ -25,7 +25,8 @@ func Mount(t testing.TB, dir string, size int64) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		t.Fatal(err)
 	}
-	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", fmt.Sprintf("size=%d,mode=0700", size), "tmpfs", dir).CombinedOutput(); err != nil {
+	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", fmt.Sprintf("size=%d,mode=0700", size), "tmpfs",
+		dir).CombinedOutput(); err != nil {
 		optional.Missing(t, fmt.Sprintf("cannot mount a tmpfs here: %v: %s", err, bytes.TrimSpace(out)))
 	}
 	t.Cleanup(func() {
