@@ -23,7 +23,8 @@ type AdoptHook func(ctx context.Context, rec state.SandboxRecord)
 // Reconcile makes the store's records of one session match E2B. A record whose sandbox E2B no longer has is kept
 // with State "gone" and a reason, never silently dropped, so the assistant learns what happened to its work.
 // onAdopt (nil: nothing) is called for every adopted sandbox.
-func Reconcile(ctx context.Context, c *e2b.Client, st state.Store, owner, session string, onAdopt AdoptHook) (Report, error) {
+func Reconcile(ctx context.Context, c *e2b.Client, st state.Store, owner, session string,
+	onAdopt AdoptHook) (Report, error) {
 	var rep Report
 	listed, err := c.ListSandboxes(ctx, e2b.ListQuery{Metadata: sessionFilter(owner, session)})
 	if err != nil {
@@ -128,10 +129,12 @@ func GoneReason(rec state.SandboxRecord, now time.Time) string {
 	}
 	if !expires.IsZero() && now.After(expires) {
 		if rec.OnTimeout == e2b.OnTimeoutKill {
-			return fmt.Sprintf("killed by E2B at its timeout (%s, %ds after it was last used), with its files and processes, as on_timeout kill asks",
+			return fmt.Sprintf("killed by E2B at its timeout (%s, %ds after it was last used), with its files and processes, "+
+				"as on_timeout kill asks",
 				expires.UTC().Format(time.RFC3339), rec.TimeoutSeconds)
 		}
-		return fmt.Sprintf("E2B no longer has it; it was running with a %ds timeout, which ran out at %s, so it most likely timed out",
+		return fmt.Sprintf("E2B no longer has it; it was running with a %ds timeout, which ran out at %s, so it most "+
+			"likely timed out",
 			rec.TimeoutSeconds, expires.UTC().Format(time.RFC3339))
 	}
 	return "E2B no longer has it: it was killed outside this session (dashboard, another client) or expired"
@@ -139,7 +142,8 @@ func GoneReason(rec state.SandboxRecord, now time.Time) string {
 
 // adopt records a tagged sandbox the store lacks, e.g. after a crash between E2B's create answer and the record.
 // The detail call yields the envd access token, which the list omits.
-func adopt(ctx context.Context, c *e2b.Client, st state.Store, owner, session string, ls e2b.ListedSandbox) (state.SandboxRecord, error) {
+func adopt(ctx context.Context, c *e2b.Client, st state.Store, owner, session string,
+	ls e2b.ListedSandbox) (state.SandboxRecord, error) {
 	detail, err := c.GetSandbox(ctx, ls.SandboxID)
 	if err != nil {
 		return state.SandboxRecord{}, fmt.Errorf("adopting sandbox %s: %w", ls.SandboxID, err)
