@@ -181,7 +181,8 @@ func (a *Approvals) Request(b Binding, c Call) (Pending, error) {
 		}
 		switch {
 		case mine >= maxOpenPerOwner:
-			err = fmt.Errorf("approvals: %d requests of yours are already waiting for a human; have them approved or let them expire first", mine)
+			err = fmt.Errorf("approvals: %d requests of yours are already waiting for a human; have them approved or let them "+
+				"expire first", mine)
 			return false
 		case open >= maxOpenRequests:
 			err = fmt.Errorf("approvals: %d requests are already waiting; approve or let them expire first", open)
@@ -228,7 +229,8 @@ func Summarize(c Call, n int) string {
 func (a *Approvals) Show(id string) (p Pending, c Call, ok bool, err error) {
 	want, valid := normalizeID(id)
 	if !valid {
-		return Pending{}, Call{}, false, fmt.Errorf("%w: %q is not an approval ID (%d letters and digits)", ErrUnknownApproval, clipForDisplay(id), idLength)
+		return Pending{}, Call{}, false, fmt.Errorf("%w: %q is not an approval ID (%d letters and digits)",
+			ErrUnknownApproval, clipForDisplay(id), idLength)
 	}
 	found := false
 	err = a.with(false, func(s *approvalStore, now time.Time) bool {
@@ -297,7 +299,8 @@ func (a *Approvals) Answer(id string, approve bool, via string) (Pending, error)
 func (a *Approvals) answer(id string, approve bool, via string, once bool) (Pending, error) {
 	want, ok := normalizeID(id)
 	if !ok {
-		return Pending{}, fmt.Errorf("%w: %q is not an approval ID (%d letters and digits)", ErrUnknownApproval, clipForDisplay(id), idLength)
+		return Pending{}, fmt.Errorf("%w: %q is not an approval ID (%d letters and digits)", ErrUnknownApproval,
+			clipForDisplay(id), idLength)
 	}
 	var out Pending
 	var err error
@@ -421,7 +424,8 @@ func (a *Approvals) decode(data []byte) (*approvalStore, error) {
 		return nil, fmt.Errorf("approvals: %s is corrupt (%v); delete it to start over", a.storage.Location(), err)
 	}
 	if s.Version != storeVersion {
-		return nil, fmt.Errorf("approvals: %s has version %d, this program reads version %d", a.storage.Location(), s.Version, storeVersion)
+		return nil, fmt.Errorf("approvals: %s has version %d, this program reads version %d", a.storage.Location(),
+			s.Version, storeVersion)
 	}
 	return &s, nil
 }

@@ -129,7 +129,8 @@ func (t pathCond) match(ts Tools, c Call, explain bool) (bool, string) {
 				if !explain {
 					return false, ""
 				}
-				return false, fmt.Sprintf("path %q does not match %s (an allow rule must cover every path)", clipForDisplay(p), globList(t.globs))
+				return false, fmt.Sprintf("path %q does not match %s (an allow rule must cover every path)",
+					clipForDisplay(p), globList(t.globs))
 			}
 		}
 		if !explain {

@@ -17,7 +17,8 @@ const uploadsArg = "upload_files"
 
 // decidingArgs are the arguments that say what a call does, in the order a human approving it reads them: what
 // runs, where, what happens to which sandbox. The rest (a write's content, env_vars, a title) follows on request.
-var decidingArgs = []string{"command", "code", "cwd", "path", "action", "sandbox_id", "checkpoint_id", "template", "count", "timeout_seconds", "timeout_ms"}
+var decidingArgs = []string{"command", "code", "cwd", "path", "action", "sandbox_id", "checkpoint_id", "template",
+	"count", "timeout_seconds", "timeout_ms"}
 
 // DecidingFields returns the arguments of a call that decide what it does, first the ones a policy judges and a
 // human approving it must see: command, path (with the path the sandbox resolves it to when that differs),

@@ -267,7 +267,8 @@ func (ps *parser) rule(n *yaml.Node) (rule, bool) {
 	} else if f.val.Kind != yaml.ScalarNode || f.val.ShortTag() != "!!str" {
 		ps.errorf(f.val, "rule id must be a string, got %s", kindName(f.val))
 	} else if len(f.val.Value) > maxRuleIDBytes || !ruleIDPattern.MatchString(f.val.Value) {
-		ps.errorf(f.val, "rule id %q must be letters, digits, '.', '_' or '-' (at most %d), starting with a letter or digit", clipForDisplay(f.val.Value), maxRuleIDBytes)
+		ps.errorf(f.val, "rule id %q must be letters, digits, '.', '_' or '-' (at most %d), starting with a letter or digit",
+			clipForDisplay(f.val.Value), maxRuleIDBytes)
 	} else {
 		r.id = f.val.Value
 	}
@@ -423,7 +424,8 @@ func (ps *parser) when(n *yaml.Node, decision Action, label string) []condition 
 		if tools := ps.tools.appliesTo(f.key.Value); tools != nil {
 			narrowed := intersect(candidates, tools)
 			if len(narrowed) == 0 {
-				ps.errorf(f.key, "condition %q can never match in this rule: it applies only to %s, and the rule's other conditions allow only %s",
+				ps.errorf(f.key, "condition %q can never match in this rule: it applies only to %s, and the rule's other "+
+					"conditions allow only %s",
 					f.key.Value, strings.Join(tools, ", "), orNone(candidates))
 				continue
 			}
@@ -496,7 +498,8 @@ func (ps *parser) globs(n *yaml.Node, what string, mode globMode) []glob {
 			continue
 		}
 		if mode == globPath && path.Clean(s.Value) != s.Value {
-			ps.errorf(s, "path pattern %q is not a clean path (write %q): paths are cleaned before matching, so it would never match",
+			ps.errorf(s, "path pattern %q is not a clean path (write %q): paths are cleaned before matching, so it would "+
+				"never match",
 				s.Value, path.Clean(s.Value))
 			continue
 		}

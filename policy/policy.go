@@ -208,7 +208,8 @@ func Explain(p *Policy, c Call) string {
 	}
 	if g, ok := p.tools.granted(c); ok {
 		gd := p.firstMatch(g)
-		fmt.Fprintf(&b, "grants:   %s of the same path, which the policy decides %s (rule %s)\n", g.Tool, gd.Action, gd.Rule())
+		fmt.Fprintf(&b, "grants:   %s of the same path, which the policy decides %s (rule %s)\n", g.Tool,
+			gd.Action, gd.Rule())
 		if strictness(gd.Action) > strictness(d.Action) {
 			fmt.Fprintf(&b, "          stricter than the link's own decision %s (rule %s), so it stands\n", d.Action, d.Rule())
 			d = gd
@@ -222,11 +223,13 @@ func Explain(p *Policy, c Call) string {
 	if d.Action == RequireApproval {
 		switch d.Approver {
 		case ApproverClient:
-			b.WriteString("approver: client (the user, through the client; an operator with e2b-mcp approve when it cannot ask)\n")
+			b.WriteString("approver: client (the user, through the client; an operator with e2b-mcp approve when it cannot " +
+				"ask)\n")
 		case ApproverOperator:
 			b.WriteString("approver: operator (with e2b-mcp approve)\n")
 		default:
-			b.WriteString("approver: the server's default (the client over stdio and without authentication; an operator when the server authenticates its HTTP callers)\n")
+			b.WriteString("approver: the server's default (the client over stdio and without authentication; an operator when " +
+				"the server authenticates its HTTP callers)\n")
 		}
 	}
 	if len(trace) > 0 {

@@ -43,7 +43,8 @@ const (
 )
 
 // argKinds lists every Arg, for checking a Tool.
-var argKinds = []Arg{ArgCommand, ArgTemplate, ArgAction, ArgCount, ArgPath, ArgUploads, ArgTimeoutSeconds, ArgTimeoutMillis}
+var argKinds = []Arg{ArgCommand, ArgTemplate, ArgAction, ArgCount, ArgPath, ArgUploads,
+	ArgTimeoutSeconds, ArgTimeoutMillis}
 
 // Tools is the catalogue of tools policies are written against, in the order the tools list them. Parse, Load,
 // Default and NewHolder are its methods: a policy is always read against the tools it governs.
