@@ -51,7 +51,8 @@ const viaClient = "client"
 // the approval page's link and the approval ID to hand on. args are the arguments as sent, which the approval
 // is bound to and which the human is shown (uploads planned: where each file lands), never defaults the caller
 // did not send.
-func (s *Server) approve(ctx context.Context, req mcp.CallToolRequest, caller tools.Caller, args map[string]any, dec policy.Decision) verdict {
+func (s *Server) approve(ctx context.Context, req mcp.CallToolRequest, caller tools.Caller, args map[string]any,
+	dec policy.Decision) verdict {
 	binding := policy.BindingFor(caller.Owner, caller.Session, req.Params.Name, args)
 	shown := policy.Call{Tool: req.Params.Name, Args: s.shapes[req.Params.Name].shown(args)}
 	if v, answered := s.answeredElsewhere(binding); answered {
@@ -64,7 +65,8 @@ func (s *Server) approve(ctx context.Context, req mcp.CallToolRequest, caller to
 }
 
 // approveByElicitation asks the client's user in the chat, or reads their answer to the question (see approve).
-func (s *Server) approveByElicitation(ctx context.Context, req mcp.CallToolRequest, binding policy.Binding, shown policy.Call, dec policy.Decision) verdict {
+func (s *Server) approveByElicitation(ctx context.Context, req mcp.CallToolRequest, binding policy.Binding,
+	shown policy.Call, dec policy.Decision) verdict {
 	if answer := mcpserver.ElicitationResponse(req.Params.InputResponses, approvalInputID); answer != nil {
 		if err := s.elicit.redeem(req.Params.RequestState, binding); errors.Is(err, errNotThisCallsTicket) {
 			return verdict{
@@ -86,7 +88,8 @@ func (s *Server) approveByElicitation(ctx context.Context, req mcp.CallToolReque
 	if info := mcpserver.RequestProtocolInfoFromContext(ctx); info != nil && info.Modern {
 		requestState, err := s.elicit.issue(binding)
 		if err != nil {
-			return verdict{result: mcp.NewToolResultError("Could not ask for approval: " + state.PublicText(err)), outcome: audit.OutcomeError}
+			return verdict{result: mcp.NewToolResultError("Could not ask for approval: " + state.PublicText(err)),
+				outcome: audit.OutcomeError}
 		}
 		return verdict{result: mcpserver.NewInputRequestBuilder(requestState).Elicit(approvalInputID, params).ToolResult()}
 	}
@@ -98,7 +101,8 @@ func (s *Server) approveByElicitation(ctx context.Context, req mcp.CallToolReque
 		Request: mcp.Request{Method: string(mcp.MethodElicitationCreate)}, Params: params})
 	switch {
 	case ctx.Err() != nil:
-		return verdict{result: mcp.NewToolResultError("The call was cancelled while waiting for approval; it did not run."), outcome: audit.OutcomeError}
+		return verdict{result: mcp.NewToolResultError("The call was cancelled while waiting for approval; it did not run."),
+			outcome: audit.OutcomeError}
 	case err != nil:
 		s.log.Info("asking for approval through the client failed", "tool", req.Params.Name, "error", err)
 		return s.askOutside(binding, shown, dec, "asking through the client failed")
@@ -125,12 +129,14 @@ func clientCanElicit(ctx context.Context) bool {
 // fromAnswer reads the human's answer to the question in the chat: accept (with the box ticked) approves, an
 // unticked box refuses, decline refuses too (see declined), and cancel, which says nothing of the call (Claude
 // Code in -p mode sends it without showing the question), falls back to asking outside the chat.
-func (s *Server) fromAnswer(answer *mcp.ElicitationResult, b policy.Binding, shown policy.Call, dec policy.Decision) verdict {
+func (s *Server) fromAnswer(answer *mcp.ElicitationResult, b policy.Binding, shown policy.Call,
+	dec policy.Decision) verdict {
 	switch {
 	case approved(answer):
 		return verdict{proceed: true, via: viaClient}
 	case answer.Action == mcp.ElicitationResponseActionAccept:
-		return verdict{result: mcp.NewToolResultError("Declined by the user."), outcome: audit.OutcomeDeclined, via: viaClient}
+		return verdict{result: mcp.NewToolResultError("Declined by the user."),
+			outcome: audit.OutcomeDeclined, via: viaClient}
 	case answer.Action == mcp.ElicitationResponseActionDecline:
 		return s.declined(b, shown, dec)
 	}
@@ -160,7 +166,8 @@ func (s *Server) answeredElsewhere(b policy.Binding) (verdict, bool) {
 	p, found, err := s.approvals.Consume(b)
 	switch {
 	case err != nil:
-		return verdict{result: mcp.NewToolResultError("Could not check approvals: " + state.PublicText(err)), outcome: audit.OutcomeError}, true
+		return verdict{result: mcp.NewToolResultError("Could not check approvals: " + state.PublicText(err)),
+			outcome: audit.OutcomeError}, true
 	case !found:
 		return verdict{}, false
 	case p.Approved:
@@ -170,7 +177,8 @@ func (s *Server) answeredElsewhere(b policy.Binding) (verdict, bool) {
 	if p.Via == policy.ViaCommand {
 		who = "The operator denied this call (`e2b-mcp approve deny " + p.ID + "`)"
 	}
-	return verdict{result: mcp.NewToolResultError(who + "; it did not run. Do not make it again unless the user asks for it."),
+	return verdict{result: mcp.NewToolResultError(who + "; it did not run. Do not make it again unless the user asks " +
+		"for it."),
 		outcome: audit.OutcomeDeclined, via: p.Via}, true
 }
 
@@ -199,7 +207,8 @@ func (s *Server) askOutside(b policy.Binding, shown policy.Call, dec policy.Deci
 // routeOutside tells the model how the user answers approval request p outside the chat (the approval page's
 // link where there is one, and the `e2b-mcp approve` command), and to call again afterwards.
 func (s *Server) routeOutside(p policy.Pending) string {
-	command := fmt.Sprintf("`%s` in a terminal (`%s` shows the whole call first)", s.approveCommand(p.ID), s.approveCommand("show "+p.ID))
+	command := fmt.Sprintf("`%s` in a terminal (`%s` shows the whole call first)", s.approveCommand(p.ID),
+		s.approveCommand("show "+p.ID))
 	link := s.approvalLink(p.ID)
 	if link == "" {
 		who := "the user"
@@ -230,7 +239,8 @@ func approvalExpiry(t time.Time) string { return t.Local().Format("2006-01-02 15
 func (s *Server) request(b policy.Binding, shown policy.Call) (p policy.Pending, v verdict, ok bool) {
 	p, err := s.approvals.Request(b, shown)
 	if err != nil {
-		return p, verdict{result: mcp.NewToolResultError("Could not record the approval request: " + state.PublicText(err)), outcome: audit.OutcomeError}, false
+		return p, verdict{result: mcp.NewToolResultError("Could not record the approval request: " + state.PublicText(err)),
+			outcome: audit.OutcomeError}, false
 	}
 	return p, verdict{}, true
 }

@@ -134,9 +134,11 @@ func (p *approvalPage) mac(id string) string {
 
 var (
 	errApprovalLinkGone = pageMessage{Title: "This link cannot be used",
-		Text: "The call is no longer waiting: it was answered and made, or its time ran out. Ask your assistant to make the call again for a new link."}
+		Text: "The call is no longer waiting: it was answered and made, or its time ran out. Ask your assistant to make " +
+			"the call again for a new link."}
 	errApprovalStale = pageMessage{Title: "Refused",
-		Text: "The answer did not come from this page as it was shown in this browser. Open the link again and press the button there."}
+		Text: "The answer did not come from this page as it was shown in this browser. Open the link again and press the " +
+			"button there."}
 )
 
 // ServeHTTP shows the page (GET) and takes its answer (POST).
@@ -144,7 +146,8 @@ func (p *approvalPage) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	setPageHeaders(w.Header())
 	id, mac, _ := strings.Cut(strings.TrimPrefix(r.URL.Path, PathApprove), ".")
 	if id == "" || subtle.ConstantTimeCompare([]byte(mac), []byte(p.mac(id))) != 1 {
-		p.page(w, http.StatusNotFound, pageMessage{Title: "Not an approval link", Text: "Open the link exactly as your assistant gave it."})
+		p.page(w, http.StatusNotFound, pageMessage{Title: "Not an approval link", Text: "Open the link exactly as your " +
+			"assistant gave it."})
 		return
 	}
 	switch r.Method {
@@ -179,7 +182,8 @@ func (p *approvalPage) show(w http.ResponseWriter, r *http.Request, id string) {
 		HttpOnly: true, Secure: secure,
 		SameSite: http.SameSiteStrictMode, // no way here goes through another site
 	})
-	d := approvalPageData{Title: "Approve this call?", Form: true, Request: req, CSRF: fromCookie(cookie, forApprovalCSRF+req.ID),
+	d := approvalPageData{Title: "Approve this call?", Form: true, Request: req, CSRF: fromCookie(cookie,
+		forApprovalCSRF+req.ID),
 		Expires: approvalExpiry(req.Expires), Token: p.owners != nil}
 	if ok {
 		d.Tool = call.Tool
@@ -195,14 +199,16 @@ func (p *approvalPage) show(w http.ResponseWriter, r *http.Request, id string) {
 // a request nobody has answered yet.
 func (p *approvalPage) answer(w http.ResponseWriter, r *http.Request, id string) {
 	if base, _ := p.origin(); base == "" || postOrigin(r) != base {
-		p.page(w, http.StatusForbidden, pageMessage{Title: "Refused", Text: "The answer was not sent from the approval page."})
+		p.page(w, http.StatusForbidden, pageMessage{Title: "Refused", Text: "The answer was not sent from the approval " +
+			"page."})
 		return
 	}
 	if !readForm(w, r, maxApproveForm, p.page) {
 		return
 	}
 	ck, err := r.Cookie(approveCookie)
-	if err != nil || subtle.ConstantTimeCompare([]byte(r.PostForm.Get("csrf")), []byte(fromCookie(ck.Value, forApprovalCSRF+id))) != 1 {
+	if err != nil || subtle.ConstantTimeCompare([]byte(r.PostForm.Get("csrf")), []byte(fromCookie(ck.Value,
+		forApprovalCSRF+id))) != 1 {
 		p.page(w, http.StatusForbidden, errApprovalStale)
 		return
 	}
@@ -229,7 +235,8 @@ func (p *approvalPage) answer(w http.ResponseWriter, r *http.Request, id string)
 		p.failed(w, err)
 		return
 	}
-	p.log.Info("approval page answered", "id", req.ID, "approved", req.Approved, "owner", req.Binding.Owner, "tool", req.Binding.Tool)
+	p.log.Info("approval page answered", "id", req.ID, "approved", req.Approved, "owner", req.Binding.Owner,
+		"tool", req.Binding.Tool)
 	p.page(w, http.StatusOK, answeredMessage(req))
 }
 
@@ -252,9 +259,11 @@ func (p *approvalPage) ownersToken(w http.ResponseWriter, id, token string) bool
 // answeredMessage says what became of a request a human answered.
 func answeredMessage(req policy.Pending) pageMessage {
 	if req.Approved {
-		return pageMessage{Title: "Approved", Text: "Your assistant can now make the call, once: tell it to go on. You can close this page."}
+		return pageMessage{Title: "Approved", Text: "Your assistant can now make the call, once: tell it to go on. You can " +
+			"close this page."}
 	}
-	return pageMessage{Title: "Denied", Text: "The call will not run: your assistant is told you denied it when it tries again. You can close this page."}
+	return pageMessage{Title: "Denied", Text: "The call will not run: your assistant is told you denied it when it " +
+		"tries again. You can close this page."}
 }
 
 // failed answers a request the approvals could not serve: a request that is not waiting (used, expired) is gone;
@@ -265,7 +274,8 @@ func (p *approvalPage) failed(w http.ResponseWriter, err error) {
 		return
 	}
 	p.log.Error("approval page: the approvals store failed", "error", err)
-	p.page(w, http.StatusServiceUnavailable, pageMessage{Title: "Try again", Text: "The server could not reach its approvals; try again in a moment."})
+	p.page(w, http.StatusServiceUnavailable, pageMessage{Title: "Try again", Text: "The server could not reach its " +
+		"approvals; try again in a moment."})
 }
 
 // pageValueBytes bounds each value the page shows, by its head and tail: the page shows the whole call, and a

@@ -141,5 +141,6 @@ func unknownParam(name string, sh *argShape) error {
 		return fmt.Errorf("Unknown parameter: %s (this takes no parameters)", name)
 	}
 	//lint:ignore ST1005 a tool result's sentence, not an error wrapped into another message
-	return fmt.Errorf("Unknown parameter: %s (parameters are: %s; names are case-sensitive)", name, strings.Join(known, ", "))
+	return fmt.Errorf("Unknown parameter: %s (parameters are: %s; names are case-sensitive)", name,
+		strings.Join(known, ", "))
 }

@@ -52,7 +52,8 @@ type modernCalls struct {
 }
 
 func newModernCalls() *modernCalls {
-	return &modernCalls{calls: map[callKey]context.CancelCauseFunc{}, early: earlyCancels{byOwner: map[string][]earlyCancel{}}}
+	return &modernCalls{calls: map[callKey]context.CancelCauseFunc{},
+		early: earlyCancels{byOwner: map[string][]earlyCancel{}}}
 }
 
 // earlyCancels are the cancels that came before their calls, by owner, each owner's oldest first. Not safe for
@@ -177,7 +178,8 @@ func (s *Server) cancelModernCalls(next http.Handler) http.Handler {
 		r.Body = io.NopCloser(bytes.NewReader(body))
 		var msg rpcMessage
 		if json.Unmarshal(body, &msg) != nil ||
-			!(mcp.IsModernProtocol(r.Header.Get(mcp.HeaderProtocolVersion)) || mcp.IsModernProtocol(msg.Params.Meta.ProtocolVersion())) {
+			!(mcp.IsModernProtocol(r.Header.Get(mcp.HeaderProtocolVersion)) ||
+				mcp.IsModernProtocol(msg.Params.Meta.ProtocolVersion())) {
 			next.ServeHTTP(w, r)
 			return
 		}

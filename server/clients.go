@@ -19,7 +19,8 @@ type storedKeyClients struct {
 	base    e2b.Config
 }
 
-func newStoredKeyClients(secrets credentials.SecretStore, loc e2b.Config, log *slog.Logger, m *metrics) *storedKeyClients {
+func newStoredKeyClients(secrets credentials.SecretStore, loc e2b.Config, log *slog.Logger,
+	m *metrics) *storedKeyClients {
 	base := e2b.Config{
 		Domain:     loc.Domain,
 		APIURL:     loc.APIURL,

@@ -171,7 +171,8 @@ func (c Config) Check() (Config, error) {
 		return c, err
 	}
 	if _, local := c.Backend.(Local); local && c.Store != "" {
-		return c, errors.New("--store and --backend local do not go together: the local backend keeps its records in a temporary store of its own")
+		return c, errors.New("--store and --backend local do not go together: the local backend keeps its records in a " +
+			"temporary store of its own")
 	}
 	if _, err := lifecycle.ParseOrphanAction(string(c.OrphanAction)); err != nil {
 		return c, fmt.Errorf("--orphan-action: %w", err)
@@ -180,7 +181,8 @@ func (c Config) Check() (Config, error) {
 		return c, fmt.Errorf("--on-timeout %q: want pause or kill", t)
 	}
 	if l := c.Tools.ExecForegroundLimit; l < 0 || l > tools.MaxExecForegroundLimit {
-		return c, fmt.Errorf("--exec-foreground-limit %v: want a duration above 0 and at most %v", l, tools.MaxExecForegroundLimit)
+		return c, fmt.Errorf("--exec-foreground-limit %v: want a duration above 0 and at most %v", l,
+			tools.MaxExecForegroundLimit)
 	}
 	if err := checkSessionName(c.Session); err != nil {
 		return c, fmt.Errorf("--session: %w", err)
@@ -224,7 +226,10 @@ func (c Config) Check() (Config, error) {
 
 // isHeaderName reports whether h is an HTTP header's name (RFC 9110's token).
 func isHeaderName(h string) bool {
-	return !strings.ContainsFunc(h, func(r rune) bool { return r <= ' ' || r >= 0x7f || strings.ContainsRune(`()<>@,;:\"/[]?={}`, r) })
+	return !strings.ContainsFunc(h, func(r rune) bool {
+		return r <= ' ' || r >= 0x7f ||
+			strings.ContainsRune(`()<>@,;:\"/[]?={}`, r)
+	})
 }
 
 // CheckStoreURL refuses a store (--store) that is not a PostgreSQL URL; "" (the embedded store) is fine. The

@@ -55,7 +55,8 @@ const (
 )
 
 // connectLimits are the bounds of the connect store.
-var connectLimits = state.ConnectLimits{Links: maxPendingConnects, LinksPerOwner: maxLinksPerOwner, SessionsPerLink: maxSessionsPerLink}
+var connectLimits = state.ConnectLimits{Links: maxPendingConnects, LinksPerOwner: maxLinksPerOwner,
+	SessionsPerLink: maxSessionsPerLink}
 
 // How the page knows that the person at the browser is the link's owner.
 const (
@@ -156,7 +157,8 @@ func (c *connector) link(owner string) (string, time.Time, error) {
 		}
 	}
 	id, expires := randomID(), now.Add(ConnectLinkTTL)
-	if err := c.store.AddConnectLink(state.ConnectKeyOf(id), state.ConnectLink{Owner: owner, Expires: expires}, now); err != nil {
+	if err := c.store.AddConnectLink(state.ConnectKeyOf(id), state.ConnectLink{Owner: owner,
+		Expires: expires}, now); err != nil {
 		return "", time.Time{}, err
 	}
 	c.mu.Lock()
@@ -245,10 +247,12 @@ func (c *connector) storeFailed(w http.ResponseWriter, err error, gone pageMessa
 	case errors.Is(err, state.ErrNotFound):
 		c.page(w, goneStatus, gone)
 	case errors.Is(err, state.ErrTooManyConnects):
-		c.page(w, http.StatusServiceUnavailable, pageMessage{Title: "Busy", Text: "Too many members are connecting at the moment; try again in a few minutes."})
+		c.page(w, http.StatusServiceUnavailable, pageMessage{Title: "Busy", Text: "Too many members are connecting at the " +
+			"moment; try again in a few minutes."})
 	default:
 		c.log.Error("connect page: the store of links and sessions failed", "error", err)
-		c.page(w, http.StatusServiceUnavailable, pageMessage{Title: "Try again", Text: "The server could not reach its store; try again in a moment."})
+		c.page(w, http.StatusServiceUnavailable, pageMessage{Title: "Try again", Text: "The server could not reach its " +
+			"store; try again in a moment."})
 	}
 }
 
@@ -274,7 +278,8 @@ func (c *connector) open(w http.ResponseWriter, r *http.Request, id string) {
 		}
 	}
 	if sess.SigningIn {
-		to, err := c.signIn.authURL(r.Context(), fromCookie(cookie, forState), fromCookie(cookie, forNonce), fromCookie(cookie, forVerifier))
+		to, err := c.signIn.authURL(r.Context(), fromCookie(cookie, forState), fromCookie(cookie, forNonce),
+			fromCookie(cookie, forVerifier))
 		if err != nil {
 			c.page(w, http.StatusBadGateway, pageMessage{Title: "Sign-in unavailable",
 				Text: "The team's identity provider cannot be reached; try again in a moment."})
@@ -343,14 +348,17 @@ func (c *connector) callback(w http.ResponseWriter, r *http.Request) {
 		c.page(w, http.StatusForbidden, pageMessage{Title: "Sign-in failed", Text: "The identity provider said: " + e})
 		return
 	}
-	owner, err := c.signIn.owner(r.Context(), r.URL.Query().Get("code"), fromCookie(cookie, forVerifier), fromCookie(cookie, forNonce))
+	owner, err := c.signIn.owner(r.Context(), r.URL.Query().Get("code"), fromCookie(cookie, forVerifier),
+		fromCookie(cookie, forNonce))
 	if err != nil {
-		c.page(w, http.StatusForbidden, pageMessage{Title: "Sign-in failed", Text: "The sign-in could not be checked. Open the link from your assistant again."})
+		c.page(w, http.StatusForbidden, pageMessage{Title: "Sign-in failed", Text: "The sign-in could not be checked. Open " +
+			"the link from your assistant again."})
 		return
 	}
 	if owner != l.Owner {
 		c.page(w, http.StatusForbidden, pageMessage{Title: "This link is not yours",
-			Text: "You signed in as " + owner + ", but this link was made for another member. Ask your own assistant for a link."})
+			Text: "You signed in as " + owner + ", but this link was made for another member. Ask your own assistant for a " +
+				"link."})
 		return
 	}
 	// A new session for the form: the sign-in's is spent.
@@ -379,7 +387,8 @@ func (c *connector) submit(w http.ResponseWriter, r *http.Request) {
 		c.storeFailed(w, err, errStale, http.StatusForbidden)
 		return
 	}
-	if sess.SigningIn || subtle.ConstantTimeCompare([]byte(r.PostForm.Get("csrf")), []byte(fromCookie(cookie, forCSRF))) != 1 {
+	if sess.SigningIn || subtle.ConstantTimeCompare([]byte(r.PostForm.Get("csrf")),
+		[]byte(fromCookie(cookie, forCSRF))) != 1 {
 		c.page(w, http.StatusForbidden, errStale)
 		return
 	}
@@ -398,7 +407,8 @@ func (c *connector) submit(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	if owner == "" || owner != l.Owner {
-		c.page(w, http.StatusForbidden, pageMessage{Title: "This link is not yours", Text: "This link was made for another member."})
+		c.page(w, http.StatusForbidden, pageMessage{Title: "This link is not yours", Text: "This link was made for another " +
+			"member."})
 		return
 	}
 	key := strings.TrimSpace(r.PostForm.Get("key"))
@@ -427,7 +437,8 @@ func (c *connector) submit(w http.ResponseWriter, r *http.Request) {
 	}
 	c.stored(owner)
 	c.page(w, http.StatusOK, pageMessage{Title: "Connected",
-		Text: fmt.Sprintf("Your E2B API key ending in %s is stored for %s. You can close this page; your assistant carries on.", credentials.LastFour(key), owner)})
+		Text: fmt.Sprintf("Your E2B API key ending in %s is stored for %s. You can close this page; your assistant carries "+
+			"on.", credentials.LastFour(key), owner)})
 }
 
 // sameOrigin refuses a POST whose Origin (or, without one, Referer) names another site. Browsers send Origin on

@@ -36,7 +36,8 @@ func (p keyProbe) Client(ctx context.Context, owner string) (*e2b.Client, error)
 }
 
 // runNoting runs the tool and reports whether it found no key for its owner.
-func runNoting(ctx context.Context, next mcpserver.ToolHandlerFunc, req mcp.CallToolRequest) (res *mcp.CallToolResult, noKey bool, err error) {
+func runNoting(ctx context.Context, next mcpserver.ToolHandlerFunc,
+	req mcp.CallToolRequest) (res *mcp.CallToolResult, noKey bool, err error) {
 	hit := new(atomic.Bool)
 	res, err = next(context.WithValue(ctx, noKeyKey{}, hit), req)
 	return res, hit.Load(), err
@@ -75,16 +76,19 @@ func (s *Server) connect(ctx context.Context, req mcp.CallToolRequest, caller to
 // resumeConnect handles the repeated call that answers connect's input request: with the member's consent, it
 // waits (as long as the link lives) for the key, then the call runs. handled is false when the call answers no connect
 // request.
-func (s *Server) resumeConnect(ctx context.Context, req mcp.CallToolRequest, caller tools.Caller, args map[string]any) (res *mcp.CallToolResult, handled bool) {
+func (s *Server) resumeConnect(ctx context.Context, req mcp.CallToolRequest, caller tools.Caller,
+	args map[string]any) (res *mcp.CallToolResult, handled bool) {
 	answer := mcpserver.ElicitationResponse(req.Params.InputResponses, connectInputID)
 	if answer == nil || s.connector == nil {
 		return nil, false
 	}
 	binding := policy.BindingFor(caller.Owner, caller.Session, req.Params.Name, args)
 	if err := s.connectTickets.redeem(req.Params.RequestState, binding); errors.Is(err, errNotThisCallsTicket) {
-		return mcp.NewToolResultError("The answer to the connect request does not belong to this call. Call the tool again."), true
+		return mcp.NewToolResultError("The answer to the connect request does not belong to this call. Call the tool " +
+			"again."), true
 	} else if err != nil {
-		return mcp.NewToolResultError("The answer to the connect request could not be checked: " + state.PublicText(err) + ". Call the tool again."), true
+		return mcp.NewToolResultError("The answer to the connect request could not be checked: " + state.PublicText(err) +
+			". Call the tool again."), true
 	}
 	if answer.Action == mcp.ElicitationResponseActionAccept && s.connector.waitForKey(ctx, caller.Owner, ConnectLinkTTL) {
 		return nil, false // the key is there: run the call

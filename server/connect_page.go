@@ -55,6 +55,7 @@ func (c *connector) formError(w http.ResponseWriter, owner, cookie, msg string) 
 	if msg != "" {
 		status = http.StatusBadRequest
 	}
-	writePage(w, status, connectTemplates, pageData{Title: "Connect your E2B account", Form: true, AskToken: c.prove == proveToken,
-		Owner: owner, Action: pathConnectSubmit, CSRF: fromCookie(cookie, forCSRF), Error: msg})
+	writePage(w, status, connectTemplates, pageData{Title: "Connect your E2B account", Form: true,
+		AskToken: c.prove == proveToken,
+		Owner:    owner, Action: pathConnectSubmit, CSRF: fromCookie(cookie, forCSRF), Error: msg})
 }

@@ -22,8 +22,9 @@ const (
 // What /healthz tells anyone who asks (it needs no token): what is wrong, never a path or the database's address,
 // which go to the server's log.
 var (
-	errAuditCannotRecord = errors.New("the audit log cannot record calls (is the state directory's disk full?), so every call is refused")
-	errStoreUnreachable  = errors.New("the state store does not answer")
+	errAuditCannotRecord = errors.New("the audit log cannot record calls (is the state directory's disk full?), so " +
+		"every call is refused")
+	errStoreUnreachable = errors.New("the state store does not answer")
 )
 
 // health answers /healthz: 200 while this replica can serve calls, 503 with the reason while something of its own

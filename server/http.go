@@ -81,9 +81,11 @@ func (s *Server) newHTTPTransport() *httpTransport {
 	}
 	handle(PathApprove, s.approvalPage) // a human's browser: the page checks its link, the POST's origin and CSRF token
 	// Outermost first: the page's origin, the body's type and size, then the caller.
-	handle(PathMCP, browsers.guardOrigin(s.limits.limitBody(s.authenticate(s.cancelModernCalls(withPOSTNotifier(s.serveTasks(t.streamable)))))))
+	mcpCalls := s.cancelModernCalls(withPOSTNotifier(s.serveTasks(t.streamable)))
+	handle(PathMCP, browsers.guardOrigin(s.limits.limitBody(s.authenticate(mcpCalls))))
 	handle(PathSSE, browsers.guardOrigin(s.limits.limitBody(s.authenticate(s.sessions.guardSSEStreams(t.sse)))))
-	handle(PathMessage, browsers.guardOrigin(requireJSON(s.limits.limitBody(s.authenticate(s.sessions.guardSSEMessages(withSSENotifier(t.sse, t.sse)))))))
+	sseMessages := s.sessions.guardSSEMessages(withSSENotifier(t.sse, t.sse))
+	handle(PathMessage, browsers.guardOrigin(requireJSON(s.limits.limitBody(s.authenticate(sseMessages)))))
 	handle(PathMetrics, browsers.guardOrigin(s.authenticate(s.metrics.handler())))
 	t.handler = s.withPreviews(browsers.guardHost(mux))
 	return t
@@ -215,8 +217,8 @@ func checkListen(addr string, haveTokens bool) error {
 		return fmt.Errorf("listen address %q: %w", addr, err)
 	}
 	if !haveTokens && !isLoopback(host) {
-		return fmt.Errorf("refusing to listen on %s without --tokens-file or --oauth-issuer: anyone who can reach it would act "+
-			"with your E2B key. Listen on 127.0.0.1, ::1 or localhost, or authenticate callers (a tokens file from "+
+		return fmt.Errorf("refusing to listen on %s without --tokens-file or --oauth-issuer: anyone who can reach it would "+
+			"act with your E2B key. Listen on 127.0.0.1, ::1 or localhost, or authenticate callers (a tokens file from "+
 			"`e2b-mcp tokens add OWNER`, or your identity provider)", addr)
 	}
 	return nil
@@ -337,9 +339,9 @@ func (e *endedSession) cancelCalls() {
 	}
 }
 
-// makeRoomLocked forgets the least recently used session of kind that may be ended (any streamable session, an
-// SSE stream with no call running, minStreamAge old) when kind is at its bound, and returns it for ending. Only SSE streams can all
-// be unendable, so a new streamable session is never refused.
+// makeRoomLocked forgets the least recently used session of kind that may be ended (any streamable session, an SSE
+// stream with no call running, minStreamAge old) when kind is at its bound, and returns it for ending. Only SSE streams
+// can all be unendable, so a new streamable session is never refused.
 func (o *sessionOwners) makeRoomLocked(kind sessionKind) (*endedSession, error) {
 	if o.perOwner[kind] < kind.bound() {
 		return nil, nil

@@ -72,7 +72,8 @@ func (l *localBackend) storeDir() string { return filepath.Join(l.dir.Path, "sta
 // clients points every owner at the emulator with a key of its own (each owner is its own team there). The
 // location flags are ignored: the emulator is the only E2B the local backend knows.
 func (l *localBackend) clients(m *metrics) tools.ClientSource {
-	return staticClients{base: e2b.Config{APIURL: l.url, SandboxURL: l.url, HTTPClient: newSharedHTTPClient(m)}, key: l.keys.key}
+	return staticClients{base: e2b.Config{APIURL: l.url, SandboxURL: l.url,
+		HTTPClient: newSharedHTTPClient(m)}, key: l.keys.key}
 }
 
 func (l *localBackend) close() {

@@ -33,7 +33,8 @@ func newMetrics() *metrics {
 		registry: prometheus.NewRegistry(),
 		calls: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "e2b_mcp_tool_calls_total",
-			Help: "Tool calls by tool, policy decision (allow, deny, require_approval, invalid_arguments) and outcome (ok, error, denied, declined, pending_approval).",
+			Help: "Tool calls by tool, policy decision (allow, deny, require_approval, invalid_arguments) and outcome (ok, " +
+				"error, denied, declined, pending_approval).",
 		}, []string{"tool", "decision", "outcome"}),
 		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name: "e2b_mcp_tool_call_duration_seconds",
@@ -43,7 +44,8 @@ func newMetrics() *metrics {
 		}, []string{"tool", "outcome"}),
 		e2bErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "e2b_mcp_e2b_api_errors_total",
-			Help: "Answers of E2B (control plane and envd) with an HTTP status of 400 or more, by status; \"unreachable\" counts requests that got no answer. Retried attempts count each.",
+			Help: "Answers of E2B (control plane and envd) with an HTTP status of 400 or more, by status; \"unreachable\" " +
+				"counts requests that got no answer. Retried attempts count each.",
 		}, []string{"status"}),
 	}
 	m.registry.MustRegister(m.calls, m.latency, m.e2bErrors,

@@ -106,7 +106,8 @@ func (s *Server) approveTool(ctx context.Context, req mcp.CallToolRequest, calle
 
 // runTool runs a tool call, or answers the repeated call of one that was sent to the connect page; a call that
 // finds no key for its owner sends the member there (see connect).
-func (s *Server) runTool(ctx context.Context, next mcpserver.ToolHandlerFunc, req mcp.CallToolRequest, caller tools.Caller,
+func (s *Server) runTool(ctx context.Context, next mcpserver.ToolHandlerFunc, req mcp.CallToolRequest,
+	caller tools.Caller,
 	args map[string]any) (*mcp.CallToolResult, error) {
 	if res, handled := s.resumeConnect(ctx, req, caller, args); handled {
 		return res, nil

@@ -125,7 +125,10 @@ func (a *authServer) discover(ctx context.Context) (*oidc.Provider, error) {
 		now = time.Now
 	}
 	a.provider, a.keys = p, &providerKeys{url: meta.KeysURL, client: a.client, now: now}
-	a.algs = slices.DeleteFunc(meta.Algs, func(alg string) bool { return !slices.Contains(signingAlgs, jose.SignatureAlgorithm(alg)) })
+	a.algs = slices.DeleteFunc(meta.Algs, func(alg string) bool {
+		return !slices.Contains(signingAlgs,
+			jose.SignatureAlgorithm(alg))
+	})
 	return p, nil
 }
 
@@ -212,7 +215,8 @@ func checkAccessToken(raw string, claims map[string]any, requireAT bool) error {
 	case oneOf(typ, accessTokenTypes):
 		return nil
 	case requireAT && typ == "":
-		return fmt.Errorf("%w: the token has no type, and this server accepts only tokens typed at+jwt (RFC 9068)", errTokenRefused)
+		return fmt.Errorf("%w: the token has no type, and this server accepts only tokens typed at+jwt (RFC 9068)",
+			errTokenRefused)
 	case requireAT:
 		return fmt.Errorf("%w: the token's type is %q, and this server accepts only tokens typed at+jwt (RFC 9068)",
 			errTokenRefused, typ)
@@ -223,7 +227,8 @@ func checkAccessToken(raw string, claims map[string]any, requireAT bool) error {
 		if s, _ := kind.(string); strings.EqualFold(s, "Bearer") {
 			return nil
 		}
-		return fmt.Errorf("%w: the token says it is of kind %q, not an access token (Bearer)", errTokenRefused, fmt.Sprint(kind))
+		return fmt.Errorf("%w: the token says it is of kind %q, not an access token (Bearer)",
+			errTokenRefused, fmt.Sprint(kind))
 	}
 	for _, c := range notAccessTokenClaims {
 		if _, ok := claims[c]; ok {

@@ -77,7 +77,8 @@ func (k *providerKeys) VerifySignature(ctx context.Context, raw string) ([]byte,
 func verifyWithAny(jws *jose.JSONWebSignature, keys []jose.JSONWebKey) ([]byte, bool) {
 	header := jws.Signatures[0].Header // ParseSigned of a compact JWS: exactly one signature
 	for i := range keys {
-		if header.KeyID != "" && keys[i].KeyID != header.KeyID || keys[i].Algorithm != "" && keys[i].Algorithm != header.Algorithm {
+		if header.KeyID != "" && keys[i].KeyID != header.KeyID || keys[i].Algorithm != "" &&
+			keys[i].Algorithm != header.Algorithm {
 			continue
 		}
 		if payload, err := jws.Verify(&keys[i]); err == nil {

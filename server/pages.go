@@ -13,7 +13,8 @@ import (
 // setPageHeaders marks an answer of a page: never cached, no script, no frame, forms only to the page itself.
 func setPageHeaders(h http.Header) {
 	h.Set("Cache-Control", "no-store")
-	h.Set("Content-Security-Policy", "default-src 'none'; style-src 'unsafe-inline'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'")
+	h.Set("Content-Security-Policy", "default-src 'none'; style-src 'unsafe-inline'; form-action 'self'; "+
+		"frame-ancestors 'none'; base-uri 'none'")
 	h.Set("X-Frame-Options", "DENY")
 	h.Set("Referrer-Policy", "same-origin") // not no-referrer: that makes the form's Origin "null"
 	h.Set("X-Content-Type-Options", "nosniff")
@@ -40,7 +41,8 @@ func writePage(w http.ResponseWriter, status int, tmpl *template.Template, data 
 
 // readForm reads the form a page POSTed, of at most limit bytes; when it cannot, it answers with page and returns
 // false.
-func readForm(w http.ResponseWriter, r *http.Request, limit int64, page func(http.ResponseWriter, int, pageMessage)) bool {
+func readForm(w http.ResponseWriter, r *http.Request, limit int64, page func(http.ResponseWriter, int,
+	pageMessage)) bool {
 	r.Body = http.MaxBytesReader(w, r.Body, limit)
 	if err := r.ParseForm(); err != nil {
 		page(w, http.StatusBadRequest, pageMessage{Title: "Refused", Text: "The form could not be read."})

@@ -124,7 +124,8 @@ func (s *Server) unrecordable(name string, err error) string {
 
 // decideAndRun is steps 4 to 7 of govern; it notes the policy's decision and the approval in entry, and writes
 // the call's started record before it runs: a request whose started record cannot be written does not run.
-func (g governed[R]) decideAndRun(ctx context.Context, s *Server, caller tools.Caller, call *audit.Call, entry *audit.Entry) reply[R] {
+func (g governed[R]) decideAndRun(ctx context.Context, s *Server, caller tools.Caller, call *audit.Call,
+	entry *audit.Entry) reply[R] {
 	judged, err := g.judged()
 	if err != nil {
 		entry.Decision = decisionInvalid

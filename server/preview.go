@@ -121,7 +121,8 @@ func checkPreviews(c *Config) error {
 	}
 	u, _ := url.Parse(c.PreviewURL)
 	if u.Path != "" && u.Path != "/" {
-		return fmt.Errorf("--preview-url %q: want scheme://domain[:port] and nothing more (each preview is at <port>-<sandbox>.domain)", c.PreviewURL)
+		return fmt.Errorf("--preview-url %q: want scheme://domain[:port] and nothing more (each preview is at "+
+			"<port>-<sandbox>.domain)", c.PreviewURL)
 	}
 	preview := strings.ToLower(u.Hostname())
 	if pub, err := url.Parse(c.PublicURL); err == nil && c.PublicURL != "" {
@@ -278,7 +279,8 @@ func (p *previewProxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	if grant := r.URL.Query().Get(previewParam); grant != "" {
 		if p.owner(grant, id, port) == "" {
-			previewRefusal(w, http.StatusForbidden, "This preview link is not valid: it was altered, has expired, or is for another sandbox or port. Ask your assistant for a new one.")
+			previewRefusal(w, http.StatusForbidden, "This preview link is not valid: it was altered, has expired, or is for "+
+				"another sandbox or port. Ask your assistant for a new one.")
 			return
 		}
 		// The grant moves to a cookie of this origin alone, and the address loses it.
@@ -299,7 +301,8 @@ func (p *previewProxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		owner = p.owner(ck.Value, id, port)
 	}
 	if owner == "" {
-		previewRefusal(w, http.StatusForbidden, "This preview needs a valid link: yours has expired or was never opened in this browser. Ask your assistant for a new one.")
+		previewRefusal(w, http.StatusForbidden, "This preview needs a valid link: yours has expired or was never opened in "+
+			"this browser. Ask your assistant for a new one.")
 		return
 	}
 	rec, err := p.store.Sandbox(owner, id)
@@ -367,7 +370,8 @@ func (p *previewProxy) trafficToken(ctx context.Context, c *e2b.Client, rec stat
 }
 
 // proxy passes the request to the sandbox's port with its traffic token, and the answer back.
-func (p *previewProxy) proxy(w http.ResponseWriter, r *http.Request, c *e2b.Client, rec state.SandboxRecord, port int, token string) {
+func (p *previewProxy) proxy(w http.ResponseWriter, r *http.Request, c *e2b.Client, rec state.SandboxRecord,
+	port int, token string) {
 	domain := rec.Domain
 	if domain == "" {
 		domain = c.Domain()
@@ -380,7 +384,8 @@ func (p *previewProxy) proxy(w http.ResponseWriter, r *http.Request, c *e2b.Clie
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			pr.SetURL(target)
 			pr.Out.Host = target.Host
-			for _, h := range []string{"Authorization", "Proxy-Authorization", e2b.TrafficTokenHeader, "E2b-Sandbox-Id", "E2b-Sandbox-Port",
+			for _, h := range []string{"Authorization", "Proxy-Authorization", e2b.TrafficTokenHeader,
+				"E2b-Sandbox-Id", "E2b-Sandbox-Port",
 				"Forwarded", "X-Forwarded-For", "X-Forwarded-Host", "X-Forwarded-Proto"} {
 				pr.Out.Header.Del(h)
 			}
@@ -400,7 +405,8 @@ func (p *previewProxy) proxy(w http.ResponseWriter, r *http.Request, c *e2b.Clie
 		},
 		ErrorHandler: func(w http.ResponseWriter, _ *http.Request, err error) {
 			if errors.Is(err, errLeftSandbox) {
-				previewRefusal(w, http.StatusBadGateway, "The previewed app redirected outside its sandbox; the redirect was not followed.")
+				previewRefusal(w, http.StatusBadGateway, "The previewed app redirected outside its sandbox; the redirect was not "+
+					"followed.")
 				return
 			}
 			previewRefusal(w, http.StatusBadGateway, "The sandbox's port could not be reached.")

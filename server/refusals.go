@@ -46,7 +46,8 @@ type refusals struct {
 }
 
 func newRefusals(now func() time.Time) *refusals {
-	return &refusals{now: now, log: rate.NewLimiter(rate.Every(logEvery), logBurst), byAddr: map[netip.Prefix]*rate.Limiter{}}
+	return &refusals{now: now, log: rate.NewLimiter(rate.Every(logEvery), logBurst),
+		byAddr: map[netip.Prefix]*rate.Limiter{}}
 }
 
 // refuse records a refused token from addr (an address, with or without a port) and returns how long the address

@@ -50,7 +50,8 @@ var resourceAnswers = answers[[]mcp.ResourceContents]{
 
 // listSandboxFiles adds to resources/list the workspace of each of the caller's sandboxes, so that a client can
 // browse their files from there (a directory reads as the URIs of its entries).
-func (s *Server) listSandboxFiles(ctx context.Context, _ any, _ *mcp.ListResourcesRequest, result *mcp.ListResourcesResult) {
+func (s *Server) listSandboxFiles(ctx context.Context, _ any, _ *mcp.ListResourcesRequest,
+	result *mcp.ListResourcesResult) {
 	caller, err := s.callerFor(ctx)
 	if err != nil || result == nil {
 		return

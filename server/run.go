@@ -22,9 +22,9 @@ import (
 )
 
 // Run serves the configured transport until ctx ends (or, over stdio, until the client closes stdin), with the
-// background work around it: the store's reconciliation with E2B for every live session, the orphan sweep (once
-// at start, then every SweepInterval) and policy reloads (when the file changes, and at once on SIGHUP). Shutdown is graceful and kills no sandbox; Run does not Close
-// the server.
+// background work around it: the store's reconciliation with E2B for every live session, the orphan sweep (once at
+// start, then every SweepInterval) and policy reloads (when the file changes, and at once on SIGHUP). Shutdown is
+// graceful and kills no sandbox; Run does not Close the server.
 func (s *Server) Run(ctx context.Context, stdin io.Reader, stdout io.Writer) error {
 	var ln net.Listener
 	if s.cfg.Transport != TransportStdio {

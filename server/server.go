@@ -85,7 +85,8 @@ func New(cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{cfg: cfg, log: cfg.Logger, sessions: newSessionOwners(), modern: newModernCalls(), limits: newHTTPLimits(cfg.Tools), leases: leaseCache{last: map[tools.Caller]time.Time{}}}
+	s := &Server{cfg: cfg, log: cfg.Logger, sessions: newSessionOwners(), modern: newModernCalls(),
+		limits: newHTTPLimits(cfg.Tools), leases: leaseCache{last: map[tools.Caller]time.Time{}}}
 	ok := false
 	defer func() {
 		if !ok {
@@ -102,7 +103,8 @@ func New(cfg Config) (*Server, error) {
 	}
 	s.dataKeys = s.backend.keys
 	s.clients = s.backend.clients
-	s.egress = &egress.Policy{Limits: cfg.Egress, Credentials: cfg.Credentials, Store: s.backend.secrets, Owners: cfg.EgressScopes}
+	s.egress = &egress.Policy{Limits: cfg.Egress, Credentials: cfg.Credentials, Store: s.backend.secrets,
+		Owners: cfg.EgressScopes}
 
 	if s.policies, err = tools.PolicyTools().NewHolder(cfg.PolicyFile); err != nil {
 		return nil, err
@@ -130,7 +132,8 @@ func New(cfg Config) (*Server, error) {
 		s.tokens.OnReloadError = func(err error) { s.log.Error("tokens file", "error", err) }
 	}
 	if cfg.OAuth != nil {
-		s.authServer = &authServer{issuer: cfg.OAuth.Issuer, client: e2b.NewHTTPClient(), now: cfg.Now} // not E2B: not counted as E2B's
+		s.authServer = &authServer{issuer: cfg.OAuth.Issuer, client: e2b.NewHTTPClient(),
+			now: cfg.Now} // not E2B: not counted as E2B's
 		s.oauth = newOAuthVerifier(*cfg.OAuth, s.authServer)
 	}
 	if s.elicit, err = s.newTickets("e2b-mcp approval tickets"); err != nil {

@@ -114,7 +114,9 @@ func (s *Server) answerTask(ctx context.Context, m taskMessage, raw []byte) []by
 	if !m.declares() {
 		return rpcError(m.ID, codeMissingCapability, "Missing required client capability: "+m.Method+" is of the "+
 			tools.TasksExtension+" extension, which this request did not declare",
-			map[string]any{"requiredCapabilities": map[string]any{"extensions": map[string]any{tools.TasksExtension: map[string]any{}}}})
+			map[string]any{"requiredCapabilities": map[string]any{
+				"extensions": map[string]any{tools.TasksExtension: map[string]any{}},
+			}})
 	}
 	if m.Params.TaskID == nil || *m.Params.TaskID == "" {
 		return rpcError(m.ID, mcp.INVALID_PARAMS, m.Method+" needs params.taskId", nil)
@@ -190,7 +192,8 @@ func (s *Server) callMayBeTask(ctx context.Context, m taskMessage, raw []byte) [
 const resultTypeTask mcp.ResultType = "task"
 
 func workingMessage(c tools.TaskCommand) string {
-	return fmt.Sprintf("The command runs in sandbox %s as process %d; its output goes to %s.", c.SandboxID, c.PID, c.LogFile)
+	return fmt.Sprintf("The command runs in sandbox %s as process %d; its output goes to %s.",
+		c.SandboxID, c.PID, c.LogFile)
 }
 
 // errNoTask is the error of a task ID the caller has no task of.
