@@ -52,12 +52,13 @@ const DefaultLockTimeout = 10 * time.Second
 //
 // Every acknowledged write is a committed bbolt transaction, which fsyncs the data pages and then the meta page.
 // state.db is only ever created when no file of that name exists (an empty file, which holds nothing to lose, is
-// initialised too). Before bbolt sees an existing file, Open checks its header itself (bbolt can crash the process
-// on a file shorter than its meta page claims), then, in a read-only transaction, reads every key and value and
-// runs bbolt's consistency check. bbolt panics and memory faults on a damaged file become errors. A file that is truncated, garbage, another program's bbolt
-// database or from a newer e2b-mcp gives an error wrapping ErrUnusable that names the file; the store never
-// writes to such a file, let alone "repairs" it. Every transaction re-checks the application marker and the schema
-// version, so a process started before a newer e2b-mcp migrated the file stops instead of writing the old layout.
+// initialised too). Before bbolt sees an existing file, Open checks its header itself (bbolt can crash the process on a
+// file shorter than its meta page claims), then, in a read-only transaction, reads every key and value and runs bbolt's
+// consistency check. bbolt panics and memory faults on a damaged file become errors. A file that is truncated, garbage,
+// another program's bbolt database or from a newer e2b-mcp gives an error wrapping ErrUnusable that names the file; the
+// store never writes to such a file, let alone "repairs" it. Every transaction re-checks the application marker and the
+// schema version, so a process started before a newer e2b-mcp migrated the file stops instead of writing the old
+// layout.
 //
 // # Secrets
 //

@@ -90,7 +90,8 @@ type keyCache struct {
 // cipher returns the AEAD for the store whose check value (as the current transaction sees it) is check, nil
 // when there is none. create, nil in a read-only transaction, stores a first check value and returns the value
 // the store holds afterwards (another process's may have won).
-func (c *keyCache) cipher(keys KeySource, where string, check []byte, create func(box []byte) ([]byte, error)) (cipher.AEAD, error) {
+func (c *keyCache) cipher(keys KeySource, where string, check []byte, create func(box []byte) ([]byte,
+	error)) (cipher.AEAD, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.aead != nil {

@@ -19,12 +19,12 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
-// Postgres is the store that replicas share: the same records as Bolt's, one table per kind of record, in a
-// PostgreSQL database. Every operation is one transaction: reads see one snapshot, and a read-modify-write
-// (UpdateSandbox, a session's claim) locks its row with SELECT ... FOR UPDATE, so replicas never lose each
-// other's updates; a decision over all of an owner's records (a new session within the owner's bound) locks
-// the owner's row the same way. Each operation, connection included, must finish within Options.LockTimeout; past it the
-// error wraps ErrBusy and names the database.
+// Postgres is the store that replicas share: the same records as Bolt's, one table per kind of record, in a PostgreSQL
+// database. Every operation is one transaction: reads see one snapshot, and a read-modify-write (UpdateSandbox, a
+// session's claim) locks its row with SELECT ... FOR UPDATE, so replicas never lose each other's updates; a decision
+// over all of an owner's records (a new session within the owner's bound) locks the owner's row the same way. Each
+// operation, connection included, must finish within Options.LockTimeout; past it the error wraps ErrBusy and names the
+// database.
 //
 // The tables (see pgMigrations) are created in the connection's search_path, so one database can hold several
 // stores in different schemas (?search_path=NAME in the URL). e2b_mcp_meta holds the application marker, the

@@ -34,12 +34,13 @@ func (s *Postgres) write(fn func(ctx context.Context, tx pgx.Tx) error) error {
 
 // read runs fn in one read-only snapshot transaction, after the schema check.
 func (s *Postgres) read(fn func(ctx context.Context, tx pgx.Tx) error) error {
-	return s.inTx(pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}, func(ctx context.Context, tx pgx.Tx) error {
-		if err := s.checkSchema(ctx, tx, false); err != nil {
-			return err
-		}
-		return fn(ctx, tx)
-	})
+	return s.inTx(pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly},
+		func(ctx context.Context, tx pgx.Tx) error {
+			if err := s.checkSchema(ctx, tx, false); err != nil {
+				return err
+			}
+			return fn(ctx, tx)
+		})
 }
 
 // SealedSecretsCheck returns the sealed check value of the secrets, storing initial first when there is none:
@@ -93,7 +94,8 @@ func (s *Postgres) PutSealedSecret(account string, box []byte, only bool, ok Sec
 	if err := checkName("account", account); err != nil {
 		return false, err
 	}
-	q := "INSERT INTO e2b_mcp_secrets (account, sealed) VALUES ($1, $2) ON CONFLICT (account) DO UPDATE SET sealed = EXCLUDED.sealed"
+	q := "INSERT INTO e2b_mcp_secrets (account, sealed) VALUES ($1, $2) ON CONFLICT (account) DO UPDATE SET sealed = " +
+		"EXCLUDED.sealed"
 	if only {
 		q = "INSERT INTO e2b_mcp_secrets (account, sealed) VALUES ($1, $2) ON CONFLICT (account) DO NOTHING"
 	}
@@ -129,7 +131,8 @@ func (s *Postgres) DeleteSealedSecret(account string) error {
 // ResealSecrets replaces every sealed secret, and the check value, in one transaction that holds them all: ok
 // checks the current check value, reseal turns each account's sealed value into its replacement, and check is
 // the new check value. Any error leaves everything as it was. It returns how many secrets it replaced.
-func (s *Postgres) ResealSecrets(ok SecretsCheck, reseal func(account string, box []byte) ([]byte, error), check []byte) (int, error) {
+func (s *Postgres) ResealSecrets(ok SecretsCheck, reseal func(account string, box []byte) ([]byte, error),
+	check []byte) (int, error) {
 	n := 0
 	err := s.write(func(ctx context.Context, tx pgx.Tx) error {
 		if err := s.checkSecrets(ctx, tx, ok, " FOR UPDATE"); err != nil {

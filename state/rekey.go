@@ -166,7 +166,8 @@ func (s *Postgres) RotateDataKey(next []byte) (int, error) {
 		if n, box, err = s.rekey(t, s.keys, check, next); err != nil {
 			return err
 		}
-		_, err = t.tx.Exec(t.ctx, "INSERT INTO e2b_mcp_meta (key, value) VALUES ($1, $2) ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value",
+		_, err = t.tx.Exec(t.ctx, "INSERT INTO e2b_mcp_meta (key, value) VALUES ($1, $2) ON CONFLICT (key) DO UPDATE SET "+
+			"value = EXCLUDED.value",
 			metaKeyCheck, box)
 		return s.dbError(err)
 	})

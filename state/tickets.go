@@ -65,7 +65,8 @@ type pgTicketNonces struct{ s *Postgres }
 func (p pgTicketNonces) Spend(nonce string, expires, now time.Time) (bool, error) {
 	var spent bool
 	err := p.s.write(func(ctx context.Context, tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, "DELETE FROM e2b_mcp_ticket_nonces WHERE expires < $1", now.Add(-ticketSweepGrace)); err != nil {
+		if _, err := tx.Exec(ctx, "DELETE FROM e2b_mcp_ticket_nonces WHERE expires < $1",
+			now.Add(-ticketSweepGrace)); err != nil {
 			return p.s.dbError(err)
 		}
 		tag, err := tx.Exec(ctx, "INSERT INTO e2b_mcp_ticket_nonces (nonce, expires) VALUES ($1, $2) ON CONFLICT DO NOTHING",
