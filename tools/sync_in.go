@@ -51,10 +51,10 @@ type syncIn struct{ *base }
 func (t syncIn) tool() Tool {
 	return define(t.base, definition[syncInArgs, syncInResult]{
 		name: syncInName,
-		description: "Copy a directory of the user's machine into a running sandbox as one stream, honouring its .gitignore " +
-			"files, modes and symlinks (never one leading out of the tree). The next call sends only what changed since " +
-			"and deletes there what was deleted locally. Files that look like secrets are left out unless include_secrets. " +
-			"Then run its tests with e2b_exec, and bring the sandbox's changes back with e2b_sync_out.",
+		description: "Copy a directory of the user's machine into a running sandbox as one stream, honouring its " +
+			".gitignore files, modes and symlinks (never one leading out of the tree). The next call sends only what changed " +
+			"since and deletes there what was deleted locally. Files that look like secrets are left out unless " +
+			"include_secrets. Then run its tests with e2b_exec, and bring the sandbox's changes back with e2b_sync_out.",
 		hints: hints{readOnly: false, destructive: true, idempotent: true, openWorld: true},
 		run:   t.run,
 	})
@@ -73,7 +73,8 @@ func (t syncIn) run(ctx context.Context, call Caller, a *syncInArgs) (any, error
 		return nil, err
 	}
 	defer local.root.Close()
-	opts := workspace.Options{Excludes: a.Exclude, IncludeGit: a.IncludeGit, IncludeSecrets: a.IncludeSecrets, Limits: t.cfg.SyncLimits}
+	opts := workspace.Options{Excludes: a.Exclude, IncludeGit: a.IncludeGit, IncludeSecrets: a.IncludeSecrets,
+		Limits: t.cfg.SyncLimits}
 	tree, err := workspace.Walk(local.root, opts)
 	if err != nil {
 		return nil, syncError(local.path, err)
@@ -120,7 +121,8 @@ func (t syncIn) run(ctx context.Context, call Caller, a *syncInArgs) (any, error
 
 // send uploads the plan's tar, its deletions and the new manifest, then unpacks it all with one command, which
 // moves the manifest into place last.
-func (t syncIn) send(ctx context.Context, e *e2b.Envd, local *localTree, remote string, opts workspace.Options, plan *workspace.Plan) error {
+func (t syncIn) send(ctx context.Context, e *e2b.Envd, local *localTree, remote string, opts workspace.Options,
+	plan *workspace.Plan) error {
 	tarPath, manTmp, delPath := scratchPath("in.tar"), scratchPath("manifest"), ""
 	pr, pw := io.Pipe()
 	tarred := make(chan error, 1)
@@ -171,7 +173,8 @@ func leftOutNote(left []workspace.LeftOut) string {
 		counts[l.Why]++
 	}
 	var parts []string
-	for _, why := range []string{workspace.WhySecret, workspace.WhyLinkOutside, workspace.WhyNotAFile, workspace.WhyUnreadableIg} {
+	for _, why := range []string{workspace.WhySecret, workspace.WhyLinkOutside, workspace.WhyNotAFile,
+		workspace.WhyUnreadableIg} {
 		if n := counts[why]; n > 0 {
 			parts = append(parts, fmt.Sprintf("%d %s", n, why))
 		}

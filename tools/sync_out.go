@@ -63,8 +63,8 @@ type syncOut struct{ *base }
 func (t syncOut) tool() Tool {
 	return define(t.base, definition[syncOutArgs, syncOutResult]{
 		name: syncOutName,
-		description: "Bring back what changed in a sandbox directory since e2b_sync_in: the added, modified and deleted files " +
-			"as a patch git apply accepts, saved on the user's machine (patch_file) and shown when it fits. With apply " +
+		description: "Bring back what changed in a sandbox directory since e2b_sync_in: the added, modified and deleted " +
+			"files as a patch git apply accepts, saved on the user's machine (patch_file) and shown when it fits. With apply " +
 			"true it is applied to the local directory, all or nothing, and refused where the local side changed since " +
 			"the sync in. From a fork it gives that fork's changes against the same base.",
 		hints: hints{readOnly: false, destructive: true, idempotent: false, openWorld: true},
@@ -109,15 +109,15 @@ func (t syncOut) run(ctx context.Context, call Caller, a *syncOutArgs) (any, err
 		return nil, t.sandboxFailure(ctx, use.c, call, rec, err)
 	}
 	if man == nil {
-		return nil, userErrorf("No e2b_sync_in into %s was found in sandbox %s (nor in the sandbox it was forked from): sync a "+
-			"local directory in first.", remote, rec.ID)
+		return nil, userErrorf("No e2b_sync_in into %s was found in sandbox %s (nor in the sandbox it was forked from): "+
+			"sync a local directory in first.", remote, rec.ID)
 	}
 	want := a.LocalPath
 	if want == "" && a.Apply {
 		// The manifest is the sandbox's word: an apply writes only where the call itself, which the policy and a
 		// human approving it see, says.
-		return nil, userErrorf("apply needs local_path: give the local directory to write into (the last e2b_sync_in into %s "+
-			"copied %s).", remote, man.Local)
+		return nil, userErrorf("apply needs local_path: give the local directory to write into (the last e2b_sync_in into "+
+			"%s copied %s).", remote, man.Local)
 	}
 	if want == "" {
 		want = man.Local
@@ -128,9 +128,11 @@ func (t syncOut) run(ctx context.Context, call Caller, a *syncOutArgs) (any, err
 	}
 	defer local.root.Close()
 	if local.path != man.Local {
-		return nil, userErrorf("The last e2b_sync_in into %s copied %s, not %s; give that local_path (or leave it out).", remote, man.Local, local.path)
+		return nil, userErrorf("The last e2b_sync_in into %s copied %s, not %s; give that local_path (or leave it out).",
+			remote, man.Local, local.path)
 	}
-	tree, err := workspace.Walk(local.root, workspace.Options{Excludes: man.Excludes, IncludeSecrets: man.IncludeSecrets, Limits: t.cfg.SyncLimits})
+	tree, err := workspace.Walk(local.root, workspace.Options{Excludes: man.Excludes, IncludeSecrets: man.IncludeSecrets,
+		Limits: t.cfg.SyncLimits})
 	if err != nil {
 		return nil, syncError(local.path, err)
 	}
@@ -146,7 +148,8 @@ func (t syncOut) run(ctx context.Context, call Caller, a *syncOutArgs) (any, err
 	clean := withoutConflicts(changes, conflicts)
 	var patch bytes.Buffer
 	workspace.WritePatch(&patch, clean)
-	res := syncOutResult{SandboxID: rec.ID, LocalPath: local.path, RemotePath: remote, Changed: len(changes), Conflicts: conflicts,
+	res := syncOutResult{SandboxID: rec.ID, LocalPath: local.path, RemotePath: remote, Changed: len(changes),
+		Conflicts:  conflicts,
 		PatchBytes: patch.Len(), Files: []syncOutFile{}}
 	for _, c := range changes[:min(len(changes), maxFilesShown)] {
 		res.Files = append(res.Files, syncOutFile{Path: c.Path, Change: c.Kind(), Binary: c.Binary()})
@@ -158,15 +161,17 @@ func (t syncOut) run(ctx context.Context, call Caller, a *syncOutArgs) (any, err
 	}
 	if a.Apply && len(changes) > 0 {
 		if len(conflicts) > 0 {
-			return nil, userErrorf("Nothing was applied: %s. The patch of the other changes is %s; apply it by hand, or sync the "+
-				"local changes in first.", (&workspace.ConflictError{Conflicts: conflicts}).Error()[len("nothing was applied: "):], res.PatchFile)
+			return nil, userErrorf("Nothing was applied: %s. The patch of the other changes is %s; apply it by hand, or sync "+
+				"the local changes in first.",
+				(&workspace.ConflictError{Conflicts: conflicts}).Error()[len("nothing was applied: "):], res.PatchFile)
 		}
 		if err := workspace.Apply(local.root, changes, dirsOf(listing)); err != nil {
 			return nil, userErrorf("%s (the patch is %s).", upperFirst(err.Error()), res.PatchFile)
 		}
 		res.Applied = true
 		if err := t.rebase(ctx, e, man, listing, changes); err != nil {
-			res.Note = "Applied, but the sandbox's sync manifest could not be brought up to date (" + t.errorText(ctx, call, syncOutName, err) +
+			res.Note = "Applied, but the sandbox's sync manifest could not be brought up to date (" + t.errorText(ctx,
+				call, syncOutName, err) +
 				"): the next e2b_sync_out will report these changes again."
 		}
 	}
@@ -180,7 +185,8 @@ func (t syncOut) run(ctx context.Context, call Caller, a *syncOutArgs) (any, err
 	res.Patch = patch.String()
 	if sizeOf(res) > t.limit(ctx) {
 		res.Patch = ""
-		res.Note = strings.TrimSpace(res.Note + fmt.Sprintf(" The patch (%d bytes) is too long to show here; it is saved in patch_file.", patch.Len()))
+		res.Note = strings.TrimSpace(res.Note + fmt.Sprintf(" The patch (%d bytes) is too long to show here; it is saved "+
+			"in patch_file.", patch.Len()))
 		for sizeOf(res) > t.limit(ctx) && len(res.Files) > 0 {
 			res.Files = res.Files[:len(res.Files)/2]
 		}
@@ -190,7 +196,8 @@ func (t syncOut) run(ctx context.Context, call Caller, a *syncOutArgs) (any, err
 
 // changes lists the sandbox's tree, fetches the files that may have changed as one tar, and returns the changes
 // against the manifest with the listing they come from.
-func (t syncOut) changes(ctx context.Context, e *e2b.Envd, remote string, man *workspace.Manifest, tree *workspace.Tree) ([]workspace.Change, []workspace.Entry, error) {
+func (t syncOut) changes(ctx context.Context, e *e2b.Envd, remote string, man *workspace.Manifest,
+	tree *workspace.Tree) ([]workspace.Change, []workspace.Entry, error) {
 	var prune []string
 	if rel, ok := strings.CutPrefix(manifestDir, remote+"/"); ok {
 		prune = append(prune, rel)
@@ -228,7 +235,8 @@ func (t syncOut) changes(ctx context.Context, e *e2b.Envd, remote string, man *w
 const maxListingBytes = 64 << 20
 
 // rebase makes the applied state the sandbox's new base: the listing, with the hashes known.
-func (t syncOut) rebase(ctx context.Context, e *e2b.Envd, man *workspace.Manifest, listing []workspace.Entry, changes []workspace.Change) error {
+func (t syncOut) rebase(ctx context.Context, e *e2b.Envd, man *workspace.Manifest, listing []workspace.Entry,
+	changes []workspace.Change) error {
 	base := man.Index()
 	changed := map[string]*workspace.Entry{}
 	for _, c := range changes {

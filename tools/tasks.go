@@ -85,7 +85,8 @@ func NewTaskCommands(d Deps) TaskCommands { return TaskCommands{execTool{newBase
 // Outcome is the result of the call whose task is t once its command ended (done), in the shape of e2b_exec's
 // result: the facts first, then all the output, what came before the task (t.Head) and then the log. A failure
 // to reach the sandbox is err; an answer the model should read (the sandbox is gone) is a result.
-func (tc TaskCommands) Outcome(ctx context.Context, call Caller, t state.Task) (res *mcp.CallToolResult, done bool, err error) {
+func (tc TaskCommands) Outcome(ctx context.Context, call Caller,
+	t state.Task) (res *mcp.CallToolResult, done bool, err error) {
 	b := tc.t.base
 	rec, c, err := b.sandbox(ctx, call, t.SandboxID, true)
 	var told *toolError
@@ -114,7 +115,8 @@ func (tc TaskCommands) Outcome(ctx context.Context, call Caller, t state.Task) (
 // ended is the result of a command of e2b_exec that ended in the background: head's facts (the sandbox, the cwd)
 // with the exit code, and as stdout what it printed before it went to the background (head's) followed by its
 // log, within the result limit (the log is read from the sandbox, as a stream, whatever its length).
-func (t execTool) ended(ctx context.Context, e *e2b.Envd, rec state.SandboxRecord, head execResult, p processState, warnings ...string) (any, error) {
+func (t execTool) ended(ctx context.Context, e *e2b.Envd, rec state.SandboxRecord, head execResult, p processState,
+	warnings ...string) (any, error) {
 	res := execResult{SandboxID: rec.ID, Resumed: head.Resumed, Cwd: head.Cwd, CheckpointID: head.CheckpointID}
 	switch {
 	case p.exitCode == nil:
@@ -155,18 +157,21 @@ func (t execTool) ended(ctx context.Context, e *e2b.Envd, rec state.SandboxRecor
 		{c: stdout, name: "stdout", text: &res.Stdout, file: &res.StdoutFile},
 		{c: stderr, name: "stderr", text: &res.Stderr, file: &res.StderrFile},
 	}
-	return fitOutput(t.limit(ctx), &res, []mcp.Content{fileLink(rec.ID, p.logFile, "the log (stdout and stderr) of the command")}, streams), nil
+	return fitOutput(t.limit(ctx), &res, []mcp.Content{fileLink(rec.ID, p.logFile, "the log (stdout and stderr) of the "+
+		"command")}, streams), nil
 }
 
 // runAsTask runs the command of a call offered a task as a background command from its start, so that its
 // output and exit code are written in the sandbox from the first byte and any server can answer for it later,
 // and waits for it the call's foreground limit: a command that ended by then is answered as e2b_exec answers,
 // one still running becomes the call's task (o), and the call answers what a client without tasks would get.
-func (t execTool) runAsTask(ctx context.Context, use inUse, rec state.SandboxRecord, call Caller, a *execArgs, cwd string, o *TaskOffer) (any, error) {
+func (t execTool) runAsTask(ctx context.Context, use inUse, rec state.SandboxRecord, call Caller, a *execArgs,
+	cwd string, o *TaskOffer) (any, error) {
 	c := use.c
 	e := envd(c, rec)
 	id := fmt.Sprintf("%d-%d", rec.Steps, time.Now().UnixNano()%1e9)
-	pid, err := e.StartBackground(ctx, a.Command, e2b.BackgroundOptions{Cwd: cwd, Envs: backgroundEnv, LogDir: execOutputDir, Tag: backgroundTagPrefix + id})
+	pid, err := e.StartBackground(ctx, a.Command, e2b.BackgroundOptions{Cwd: cwd, Envs: backgroundEnv,
+		LogDir: execOutputDir, Tag: backgroundTagPrefix + id})
 	if err != nil {
 		return nil, t.sandboxFailure(ctx, c, call, rec, err)
 	}
@@ -207,7 +212,8 @@ func (t execTool) runAsTask(ctx context.Context, use inUse, rec state.SandboxRec
 		o.take(TaskCommand{SandboxID: rec.ID, PID: pid, LogFile: logFile, Head: b})
 	}
 	head.Warning = joinWarnings(use.warning, movedNote(&movedCommand{pid: pid, logFile: logFile}, limit), warning)
-	return withContent{result: head, extra: []mcp.Content{fileLink(rec.ID, logFile, "the log (stdout and stderr) of the command")}}, nil
+	return withContent{result: head, extra: []mcp.Content{fileLink(rec.ID, logFile, "the log (stdout and stderr) of the "+
+		"command")}}, nil
 }
 
 // Stop stops the task's command and everything it started, as e2b_stop_process does; a command that already

@@ -40,7 +40,8 @@ func manifestPath(remote string) string {
 func noWorkspaces(tool string) error {
 	return userErrorf("%s is not available on this server: it has no workspace roots (start it with --workspace DIR). "+
 		"A server reached over HTTP cannot see your disk; syncing through a command you run yourself (e2b-mcp sync with a "+
-		"one-time link) is not built yet. Use e2b_write_file and e2b_read_file, or the upload and download links, meanwhile.", tool)
+		"one-time link) is not built yet. Use e2b_write_file and e2b_read_file, or the upload and download links, "+
+		"meanwhile.", tool)
 }
 
 // localTree is a local directory inside a workspace root: the path as resolved (symlinks and ".." followed) and
@@ -75,8 +76,8 @@ func (b *base) openLocal(tool, p string) (*localTree, error) {
 		}
 	}
 	if !inside {
-		return nil, userErrorf("Cannot use '%s': it is outside the workspace roots (%s), with symlinks and .. resolved. Start the "+
-			"server with --workspace DIR to allow another directory.", p, strings.Join(b.cfg.Workspaces, ", "))
+		return nil, userErrorf("Cannot use '%s': it is outside the workspace roots (%s), with symlinks and .. resolved. "+
+			"Start the server with --workspace DIR to allow another directory.", p, strings.Join(b.cfg.Workspaces, ", "))
 	}
 	fi, err := os.Stat(real)
 	if err != nil {
@@ -149,7 +150,8 @@ func runScript(ctx context.Context, e *e2b.Envd, script string, limit int) ([]by
 		return nil, &workspace.LimitError{Text: fmt.Sprintf("the sandbox's answer to a sync command is over %d bytes", limit)}
 	}
 	if res.ExitCode != 0 {
-		return nil, userErrorf("A sync command failed in the sandbox (exit %d): %s", res.ExitCode, strings.TrimSpace(string(stderr)))
+		return nil, userErrorf("A sync command failed in the sandbox (exit %d): %s", res.ExitCode,
+			strings.TrimSpace(string(stderr)))
 	}
 	return out, nil
 }
