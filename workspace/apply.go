@@ -85,11 +85,12 @@ func ReadFetched(r io.Reader, changes []Change, limits Limits) ([]Change, error)
 			return nil, fmt.Errorf("the sandbox sent %q, which was not asked for (or not as a regular file)", hdr.Name)
 		}
 		if hdr.Size > limits.MaxFileBytes {
-			return nil, &LimitError{Text: fmt.Sprintf("%s is %s in the sandbox, over the %s limit of one file in a sync; exclude it "+
-				"or remove it there", hdr.Name, byteSize(hdr.Size), byteSize(limits.MaxFileBytes))}
+			return nil, &LimitError{Text: fmt.Sprintf("%s is %s in the sandbox, over the %s limit of one file in a sync; "+
+				"exclude it or remove it there", hdr.Name, byteSize(hdr.Size), byteSize(limits.MaxFileBytes))}
 		}
 		if total += hdr.Size; total > limits.MaxTotalBytes {
-			return nil, &LimitError{Text: fmt.Sprintf("the sandbox's changed files add up to more than %s", byteSize(limits.MaxTotalBytes))}
+			return nil, &LimitError{Text: fmt.Sprintf("the sandbox's changed files add up to more than %s",
+				byteSize(limits.MaxTotalBytes))}
 		}
 		data := make([]byte, hdr.Size)
 		if _, err := io.ReadFull(tr, data); err != nil {

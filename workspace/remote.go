@@ -25,7 +25,8 @@ func UnpackCommand(dir, tarPath, deletePath, manifestTmp, manifestPath string) s
 	if deletePath != "" {
 		fmt.Fprintf(&b, "(cd -- %s && xargs -0 -r rm -rf -- < %s); rm -f -- %s; ", q(dir), q(deletePath), q(deletePath))
 	}
-	fmt.Fprintf(&b, "rm -f -- %s; mkdir -p -- %s; mv -f -- %s %s", q(tarPath), q(path.Dir(manifestPath)), q(manifestTmp), q(manifestPath))
+	fmt.Fprintf(&b, "rm -f -- %s; mkdir -p -- %s; mv -f -- %s %s", q(tarPath), q(path.Dir(manifestPath)),
+		q(manifestTmp), q(manifestPath))
 	return b.String()
 }
 
@@ -55,7 +56,8 @@ func ListCommand(dir string, pruneNames, prunePaths []string) string {
 // removes the list.
 func TarCommand(dir, listPath, tarPath string) string {
 	q := shellquote.Quote
-	return fmt.Sprintf("cd -- %s && tar -c --null --no-recursion -T %s -f %s; c=$?; rm -f -- %s; exit $c", q(dir), q(listPath), q(tarPath), q(listPath))
+	return fmt.Sprintf("cd -- %s && tar -c --null --no-recursion -T %s -f %s; c=$?; rm -f -- %s; exit $c", q(dir),
+		q(listPath), q(tarPath), q(listPath))
 }
 
 // ParseListing reads ListCommand's output into entries (no hashes), skipping the root and what t leaves out (and
@@ -105,8 +107,8 @@ func ParseListing(out []byte, t *Tree, maxEntries int) ([]Entry, error) {
 			e.Link, e.Mode = link, 0o777
 		}
 		if len(entries) >= maxEntries {
-			return nil, &LimitError{Text: fmt.Sprintf("the sandbox's copy of the tree has more than %d files and directories outside "+
-				".gitignore and the excludes; exclude what it made that should not come back", maxEntries)}
+			return nil, &LimitError{Text: fmt.Sprintf("the sandbox's copy of the tree has more than %d files and directories "+
+				"outside .gitignore and the excludes; exclude what it made that should not come back", maxEntries)}
 		}
 		entries = append(entries, e)
 	}

@@ -117,8 +117,9 @@ func Walk(root *os.Root, opts Options) (*Tree, error) {
 			return nil
 		}
 		if len(t.Entries) >= opts.Limits.MaxEntries {
-			return &LimitError{Text: fmt.Sprintf("the tree has more than %d files and directories to sync (after .gitignore and excludes); "+
-				"exclude what the sandbox does not need (build outputs, dependencies, data) with exclude", opts.Limits.MaxEntries)}
+			return &LimitError{Text: fmt.Sprintf("the tree has more than %d files and directories to sync (after .gitignore "+
+				"and excludes); exclude what the sandbox does not need (build outputs, dependencies, data) with exclude",
+				opts.Limits.MaxEntries)}
 		}
 		info, err := d.Info()
 		if err != nil {
@@ -144,12 +145,12 @@ func Walk(root *os.Root, opts Options) (*Tree, error) {
 		case info.Mode().IsRegular():
 			e.Type, e.Size = TypeFile, info.Size()
 			if e.Size > opts.Limits.MaxFileBytes {
-				return &LimitError{Text: fmt.Sprintf("%s is %s, over the %s limit of one file in a sync (a sparse or generated file?); "+
-					"exclude it with exclude", name, byteSize(e.Size), byteSize(opts.Limits.MaxFileBytes))}
+				return &LimitError{Text: fmt.Sprintf("%s is %s, over the %s limit of one file in a sync (a sparse or generated "+
+					"file?); exclude it with exclude", name, byteSize(e.Size), byteSize(opts.Limits.MaxFileBytes))}
 			}
 			if t.Bytes += e.Size; t.Bytes > opts.Limits.MaxTotalBytes {
-				return &LimitError{Text: fmt.Sprintf("the files to sync add up to more than %s; exclude what the sandbox does not need "+
-					"(build outputs, dependencies, data) with exclude", byteSize(opts.Limits.MaxTotalBytes))}
+				return &LimitError{Text: fmt.Sprintf("the files to sync add up to more than %s; exclude what the sandbox does "+
+					"not need (build outputs, dependencies, data) with exclude", byteSize(opts.Limits.MaxTotalBytes))}
 			}
 		default:
 			t.LeftOut = append(t.LeftOut, LeftOut{Path: name, Why: WhyNotAFile})
