@@ -32,7 +32,8 @@ var assistants = map[string]assistant{
 		}
 		return []string{"claude", "-p", prompt, "--mcp-config", path, "--strict-mcp-config", "--allowedTools", "mcp__e2b",
 				"--model", "claude-sonnet-4-5", "--output-format", "text", "--max-turns", "60"},
-			[]string{"ANTHROPIC_BASE_URL=" + modelURL, "ANTHROPIC_API_KEY=sk-ant-standin", "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1",
+			[]string{"ANTHROPIC_BASE_URL=" + modelURL, "ANTHROPIC_API_KEY=sk-ant-standin",
+				"CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1",
 				"DISABLE_AUTOUPDATER=1", "MCP_TIMEOUT=60000"}, nil
 	}},
 	// Codex CLI: a model provider of its own at the stand-in (Responses API); e2b-mcp in config.toml with
@@ -44,7 +45,8 @@ var assistants = map[string]assistant{
 		}
 		var b strings.Builder
 		fmt.Fprintf(&b, "model = \"standin\"\nmodel_provider = \"standin\"\napproval_policy = \"never\"\n")
-		fmt.Fprintf(&b, "\n[model_providers.standin]\nname = \"stand-in\"\nbase_url = %s\nwire_api = \"responses\"\nenv_key = \"STANDIN_API_KEY\"\n", strconv.Quote(modelURL+"/v1"))
+		fmt.Fprintf(&b, "\n[model_providers.standin]\nname = \"stand-in\"\nbase_url = %s\nwire_api = "+
+			"\"responses\"\nenv_key = \"STANDIN_API_KEY\"\n", strconv.Quote(modelURL+"/v1"))
 		fmt.Fprintf(&b, "\n[mcp_servers.e2b]\n")
 		if server.url != "" {
 			fmt.Fprintf(&b, "url = %s\n", strconv.Quote(server.url))

@@ -75,7 +75,8 @@ func main() {
 			}
 			r.handed = handed
 			model.start(r)
-			err = session(a, r, session_{bin: absBin, prefix: *prefix, dir: dir, modelURL: modelURL, transport: tr, timeout: *timeout})
+			err = session(a, r, session_{bin: absBin, prefix: *prefix, dir: dir, modelURL: modelURL,
+				transport: tr, timeout: *timeout})
 			model.start(nil)
 			handed.Close()
 			if err != nil {
@@ -108,7 +109,8 @@ type session_ struct {
 
 // session runs one assistant's headless session to its end.
 func session(a assistant, r *run, s session_) error {
-	serverArgs := []string{"serve", "--backend", "local", "--state-dir", filepath.Join(s.dir, "state"), "--exec-foreground-limit", "3s"}
+	serverArgs := []string{"serve", "--backend", "local", "--state-dir", filepath.Join(s.dir, "state"),
+		"--exec-foreground-limit", "3s"}
 	server := mcpServer{command: s.bin, args: serverArgs}
 	if s.transport == "http" {
 		port, err := freePort()
@@ -185,7 +187,8 @@ func approveOnPage(link string) error {
 		return fmt.Errorf("no form on the page (HTTP %d)", resp.StatusCode)
 	}
 	u, _ := url.Parse(link)
-	req, _ := http.NewRequest(http.MethodPost, link, strings.NewReader(url.Values{"csrf": {string(m[1])}, "choice": {"approve"}}.Encode()))
+	req, _ := http.NewRequest(http.MethodPost, link, strings.NewReader(url.Values{"csrf": {string(m[1])},
+		"choice": {"approve"}}.Encode()))
 	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
 	req.Header.Set("Origin", u.Scheme+"://"+u.Host)
 	resp, err = c.Do(req)

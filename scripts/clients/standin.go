@@ -61,7 +61,8 @@ func (s *standIn) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 
 // turn reads what the client handed back since the model's last call and decides the model's next move: a tool
 // call (named as the client offers it) or, when done or when the request offers no e2b-mcp tool, text.
-func (s *standIn) turn(offered []string, results []toolResult, body []byte) (name string, args map[string]any, id string, text string) {
+func (s *standIn) turn(offered []string, results []toolResult,
+	body []byte) (name string, args map[string]any, id string, text string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	r := s.run
@@ -75,7 +76,8 @@ func (s *standIn) turn(offered []string, results []toolResult, body []byte) (nam
 			return "", nil, "", "OK."
 		}
 		slices.Sort(deferred)
-		return "ToolSearch", map[string]any{"query": "select:" + strings.Join(slices.Compact(deferred), ","), "max_results": 50}, "search", ""
+		return "ToolSearch", map[string]any{"query": "select:" + strings.Join(slices.Compact(deferred), ","),
+			"max_results": 50}, "search", ""
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -196,7 +198,8 @@ func (s *standIn) anthropic(w http.ResponseWriter, msg map[string]any, body []by
 			"delta": map[string]any{"type": "text_delta", "text": text}})
 	}
 	sse.event("content_block_stop", map[string]any{"type": "content_block_stop", "index": 0})
-	sse.event("message_delta", map[string]any{"type": "message_delta", "delta": map[string]any{"stop_reason": stop, "stop_sequence": nil},
+	sse.event("message_delta", map[string]any{"type": "message_delta", "delta": map[string]any{"stop_reason": stop,
+		"stop_sequence": nil},
 		"usage": map[string]any{"output_tokens": 10}})
 	sse.event("message_stop", map[string]any{"type": "message_stop"})
 }
@@ -216,7 +219,8 @@ func (s *standIn) openAIResponses(w http.ResponseWriter, msg map[string]any, bod
 	var results []toolResult
 	for _, it := range list(msg["input"]) {
 		item := obj(it)
-		if t := str(item["type"]); t != "function_call_output" && t != "custom_tool_call_output" && t != "mcp_tool_call_output" {
+		if t := str(item["type"]); t != "function_call_output" && t != "custom_tool_call_output" &&
+			t != "mcp_tool_call_output" {
 			continue
 		}
 		res := openAIOutput(item["output"])
@@ -227,7 +231,8 @@ func (s *standIn) openAIResponses(w http.ResponseWriter, msg map[string]any, bod
 	var item map[string]any
 	if name != "" {
 		a, _ := json.Marshal(args)
-		item = map[string]any{"type": "function_call", "id": "fc_" + id, "call_id": id, "name": name, "arguments": string(a), "status": "completed"}
+		item = map[string]any{"type": "function_call", "id": "fc_" + id, "call_id": id, "name": name, "arguments": string(a),
+			"status": "completed"}
 		if i := strings.LastIndex(name, "__"); i > 0 && isNamespace(msg, name[:i]) {
 			item["namespace"], item["name"] = name[:i], name[i+2:]
 		}
@@ -237,7 +242,8 @@ func (s *standIn) openAIResponses(w http.ResponseWriter, msg map[string]any, bod
 	}
 	resp := map[string]any{"id": "resp_standin", "object": "response", "status": "completed", "model": str(msg["model"]),
 		"output": []any{item}, "usage": map[string]any{"input_tokens": 100, "output_tokens": 10, "total_tokens": 110,
-			"input_tokens_details": map[string]any{"cached_tokens": 0}, "output_tokens_details": map[string]any{"reasoning_tokens": 0}}}
+			"input_tokens_details":  map[string]any{"cached_tokens": 0},
+			"output_tokens_details": map[string]any{"reasoning_tokens": 0}}}
 	if msg["stream"] != true {
 		writeJSON(w, resp)
 		return
@@ -249,8 +255,10 @@ func (s *standIn) openAIResponses(w http.ResponseWriter, msg map[string]any, bod
 	}
 	created["status"], created["output"] = "in_progress", []any{}
 	sse.event("response.created", map[string]any{"type": "response.created", "response": created})
-	sse.event("response.output_item.added", map[string]any{"type": "response.output_item.added", "output_index": 0, "item": item})
-	sse.event("response.output_item.done", map[string]any{"type": "response.output_item.done", "output_index": 0, "item": item})
+	sse.event("response.output_item.added", map[string]any{"type": "response.output_item.added",
+		"output_index": 0, "item": item})
+	sse.event("response.output_item.done", map[string]any{"type": "response.output_item.done",
+		"output_index": 0, "item": item})
 	sse.event("response.completed", map[string]any{"type": "response.completed", "response": resp})
 }
 
@@ -391,8 +399,10 @@ func (s *standIn) gemini(w http.ResponseWriter, req *http.Request, msg map[strin
 	if name != "" {
 		part = map[string]any{"functionCall": map[string]any{"id": id, "name": name, "args": args}}
 	}
-	answer := map[string]any{"candidates": []any{map[string]any{"content": map[string]any{"role": "model", "parts": []any{part}},
-		"finishReason": "STOP", "index": 0}}, "usageMetadata": map[string]any{"promptTokenCount": 100, "candidatesTokenCount": 10, "totalTokenCount": 110},
+	answer := map[string]any{"candidates": []any{map[string]any{"content": map[string]any{"role": "model",
+		"parts": []any{part}},
+		"finishReason": "STOP", "index": 0}}, "usageMetadata": map[string]any{"promptTokenCount": 100,
+		"candidatesTokenCount": 10, "totalTokenCount": 110},
 		"modelVersion": "standin"}
 	if !strings.Contains(req.URL.Path, ":streamGenerateContent") {
 		writeJSON(w, answer)
