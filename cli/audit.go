@@ -117,8 +117,8 @@ func runAudit(_ context.Context, a *app, args []string) error {
 	}
 	switch {
 	case unended == 1:
-		fmt.Fprintln(a.stderr, "1 call started and has no outcome: it is still running, or its server stopped before it "+
-			"ended.")
+		fmt.Fprintln(a.stderr, "1 call started and has no outcome: it is still running, or its server "+
+			"stopped before it ended.")
 	case unended > 1:
 		fmt.Fprintf(a.stderr, "%d calls started and have no outcome: they are still running, or their server stopped "+
 			"before they ended.\n", unended)

@@ -121,8 +121,8 @@ func (a *app) authFlags(f *flags, ownerWhat string, nargs int) func(args []strin
 }
 
 func runAuthLogin(ctx context.Context, a *app, args []string) error {
-	f := newFlags("auth login", "[--owner NAME] [--master-key-file FILE [--store URL]] [--domain D | --api-url URL] "+
-		"[--no-verify]",
+	f := newFlags("auth login", "[--owner NAME] [--master-key-file FILE [--store URL]] [--domain D | "+
+		"--api-url URL] [--no-verify]",
 		"Store an E2B API key (e2b_...) for an owner, in the OS keyring or, with --master-key-file, in the\n"+
 			"encrypted key store. The key is read from the terminal without echo, or from the first line of\n"+
 			"standard input when it is piped. It is checked with E2B first: a key E2B refuses is not stored.")

@@ -45,16 +45,16 @@ func runCredentials(ctx context.Context, a *app, args []string) error {
 }
 
 func runCredentialsAdd(_ context.Context, a *app, args []string) error {
-	f := newFlags("credentials add", "NAME --domain DOMAIN (--github | --bearer | --header NAME) [--e2b-secret SECRET] "+
-		"[--owner NAME]",
+	f := newFlags("credentials add", "NAME --domain DOMAIN (--github | --bearer | --header NAME) [--e2b-secret "+
+		"SECRET] [--owner NAME]",
 		"Store a credential for an owner's sandboxes, in the OS keyring or, with --master-key-file, in the\n"+
 			"encrypted key store. Its value is read from the terminal without echo, or from the first line of\n"+
 			"standard input when it is piped. Adding a credential of an existing name replaces it (a rotated token).\n"+
 			"With --e2b-secret the value stays in E2B (a project secret of that name) and never passes through\n"+
 			"e2b-mcp; no value is read then.")
 	target := a.authFlags(f, "owner whose sandboxes get the credential", 1)
-	domain := f.String("domain", "", "the domain whose requests carry the header: a host name (github.com) or "+
-		"*.example.com")
+	domain := f.String("domain", "", "the domain whose requests carry the header: a host name "+
+		"(github.com) or *.example.com")
 	github := f.Bool("github", false, "a GitHub token for git over HTTPS: Authorization: Basic "+
 		"base64(x-access-token:TOKEN)")
 	bearer := f.Bool("bearer", false, "a bearer token: Authorization: Bearer TOKEN")
@@ -105,8 +105,8 @@ func runCredentialsAdd(_ context.Context, a *app, args []string) error {
 }
 
 func runCredentialsList(_ context.Context, a *app, args []string) error {
-	f := newFlags("credentials list", "[--owner NAME]", "List an owner's credentials: names, domains and headers, never "+
-		"the values.")
+	f := newFlags("credentials list", "[--owner NAME]", "List an owner's credentials: names, domains and "+
+		"headers, never the values.")
 	t, err := a.authFlags(f, "owner", 0)(args)
 	if err != nil {
 		return err

@@ -20,8 +20,8 @@ func addKeyStoreFlags(f *flags) *keyStoreFlags {
 	f.StringVar(&k.masterKeyFile, "master-key-file", "", "keep keys in the encrypted key store, sealed under the "+
 		"32-byte key in this file (for hosts without an OS keyring; mode 0600, kept outside the state directory); with "+
 		"--store the store is in that database (default: the OS keyring)")
-	f.StringVar(&k.keyStore, "key-store", "", "the encrypted key store's file, with --master-key-file and no --store "+
-		"(default STATE_DIR/"+DefaultKeyStoreFile+")")
+	f.StringVar(&k.keyStore, "key-store", "", "the encrypted key store's file, with --master-key-file and no "+
+		"--store (default STATE_DIR/"+DefaultKeyStoreFile+")")
 	return k
 }
 

@@ -58,10 +58,10 @@ type command struct {
 func commands() []command {
 	return []command{
 		{"serve", "[flags]", "run the MCP server (stdio by default; --transport http|sse)", runServe},
-		{"auth", "login|status|logout [flags]", "connect, inspect or remove an E2B API key (OS keyring or encrypted key " +
-			"store)", runAuth},
-		{"credentials", "add NAME --domain D | list | remove NAME", "credentials your sandboxes' requests carry without " +
-			"holding them", runCredentials},
+		{"auth", "login|status|logout [flags]", "connect, inspect or remove an E2B API key (OS keyring or " +
+			"encrypted key store)", runAuth},
+		{"credentials", "add NAME --domain D | list | remove NAME", "credentials your sandboxes' requests carry " +
+			"without holding them", runCredentials},
 		{"policy", "check FILE | explain FILE TOOL ARGS_JSON", "validate a policy file, or explain its decision for a call",
 			runPolicy},
 		{"approve", "[ID]", "list the calls waiting for approval, or approve one", runApprove},

@@ -122,8 +122,8 @@ func runTokensAdd(_ context.Context, a *app, args []string) error {
 }
 
 func runTokensList(_ context.Context, a *app, args []string) error {
-	f := newFlags("tokens list", "[--tokens-file FILE]", "List the tokens in the tokens file (IDs and owners; never the "+
-		"tokens).")
+	f := newFlags("tokens list", "[--tokens-file FILE]", "List the tokens in the tokens file (IDs and "+
+		"owners; never the tokens).")
 	_, path, err := a.parseTokens(f, a.tokensFileFlag(f), args, 0, 0)
 	if err != nil {
 		return err

@@ -37,8 +37,8 @@ func OpenDatabaseStore(dbURL, masterKeyFile string) (*DatabaseStore, error) {
 	if err != nil {
 		return nil, err
 	}
-	db, err := state.OpenPostgres(dbURL, state.Options{Keys: state.NoDataKey("the key store opens no record of the " +
-		"state store")})
+	db, err := state.OpenPostgres(dbURL, state.Options{Keys: state.NoDataKey("the key store opens no " +
+		"record of the state store")})
 	if err != nil {
 		return nil, err
 	}

@@ -65,8 +65,8 @@ var reservedHeaders = []string{"Host", "Content-Length", "Transfer-Encoding", "C
 // canonical spelling (Authorization for the GitHub and bearer forms).
 func (c Credential) Normalize() (Credential, error) {
 	if !credentialName.MatchString(c.Name) {
-		return c, fmt.Errorf("%w: the name %q must be 1 to 64 letters, digits, '.', '_' or '-', starting with a letter or "+
-			"digit", ErrCredential, c.Name)
+		return c, fmt.Errorf("%w: the name %q must be 1 to 64 letters, digits, '.', '_' or '-', starting "+
+			"with a letter or digit", ErrCredential, c.Name)
 	}
 	d, err := NormalizeDomain(c.Domain)
 	if err != nil {
@@ -115,8 +115,8 @@ func NormalizeDomain(domain string) (string, error) {
 		ok = ok && domainLabel.MatchString(l)
 	}
 	if !ok {
-		return "", fmt.Errorf("%w: %q is not a domain (want a host name such as github.com, or *.example.com; no scheme, "+
-			"port or path)", ErrCredential, domain)
+		return "", fmt.Errorf("%w: %q is not a domain (want a host name such as github.com, or *.example.com; no "+
+			"scheme, port or path)", ErrCredential, domain)
 	}
 	return d, nil
 }
@@ -206,8 +206,8 @@ func Credentials(store SecretStore, owner string) ([]Credential, error) {
 	}
 	var list credentialList
 	if err := json.Unmarshal([]byte(raw), &list); err != nil {
-		return nil, fmt.Errorf("the list of credentials of %q in %s is damaged (%v); remove the credentials and add them "+
-			"again",
+		return nil, fmt.Errorf("the list of credentials of %q in %s is damaged (%v); remove the "+
+			"credentials and add them again",
 			owner, store, err)
 	}
 	if list.Credentials == nil {

@@ -192,8 +192,8 @@ func (s *FileStore) Reseal(next *MasterKey) (int, error) {
 		return 0, err
 	}
 	if _, err := os.Stat(s.path); errors.Is(err, os.ErrNotExist) {
-		return 0, fmt.Errorf("%w: there is no key store at %s, so nothing to seal again (is --key-store or "+
-			"--state-dir right?)", ErrKeyStore, s.path)
+		return 0, fmt.Errorf("%w: there is no key store at %s, so nothing to seal again (is --key-store "+
+			"or --state-dir right?)", ErrKeyStore, s.path)
 	}
 	n := 0
 	err := s.locked(func() error {

@@ -124,8 +124,8 @@ func NewHTTPClient() *http.Client {
 
 // ErrForeignRedirect is a redirect to another origin (scheme, host or port) than the request's: it is never
 // followed, because the request carries the API key or an envd access token, which must reach no one but E2B.
-var ErrForeignRedirect = errors.New("refusing a redirect to another host: the API key and envd tokens are sent to no " +
-	"one but E2B")
+var ErrForeignRedirect = errors.New("refusing a redirect to another host: the API key and envd tokens are " +
+	"sent to no one but E2B")
 
 // errRedirectLoop is net/http's limit of ten redirects, which a CheckRedirect of its own has to keep.
 var errRedirectLoop = errors.New("stopped after 10 redirects")

@@ -214,8 +214,8 @@ func (ci *CodeInterpreter) Execute(ctx context.Context, in ExecuteRequest, h Exe
 				ex.Dropped++
 				continue
 			case errors.Is(err, io.EOF):
-				return nil, ci.envd.client.noAnswer(op, ErrStreamCut, errors.New("the execution's stream ended before its "+
-					"end_of_execution"))
+				return nil, ci.envd.client.noAnswer(op, ErrStreamCut, errors.New("the execution's stream ended before "+
+					"its end_of_execution"))
 			default:
 				return nil, ci.envd.client.transportError(ctx, op, err)
 			}

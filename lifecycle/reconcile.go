@@ -133,8 +133,8 @@ func GoneReason(rec state.SandboxRecord, now time.Time) string {
 				"as on_timeout kill asks",
 				expires.UTC().Format(time.RFC3339), rec.TimeoutSeconds)
 		}
-		return fmt.Sprintf("E2B no longer has it; it was running with a %ds timeout, which ran out at %s, so it most "+
-			"likely timed out",
+		return fmt.Sprintf("E2B no longer has it; it was running with a %ds timeout, which ran out at %s, so it "+
+			"most likely timed out",
 			rec.TimeoutSeconds, expires.UTC().Format(time.RFC3339))
 	}
 	return "E2B no longer has it: it was killed outside this session (dashboard, another client) or expired"

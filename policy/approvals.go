@@ -181,8 +181,8 @@ func (a *Approvals) Request(b Binding, c Call) (Pending, error) {
 		}
 		switch {
 		case mine >= maxOpenPerOwner:
-			err = fmt.Errorf("approvals: %d requests of yours are already waiting for a human; have them approved or let them "+
-				"expire first", mine)
+			err = fmt.Errorf("approvals: %d requests of yours are already waiting for a human; have them approved or "+
+				"let them expire first", mine)
 			return false
 		case open >= maxOpenRequests:
 			err = fmt.Errorf("approvals: %d requests are already waiting; approve or let them expire first", open)

@@ -498,8 +498,8 @@ func (ps *parser) globs(n *yaml.Node, what string, mode globMode) []glob {
 			continue
 		}
 		if mode == globPath && path.Clean(s.Value) != s.Value {
-			ps.errorf(s, "path pattern %q is not a clean path (write %q): paths are cleaned before matching, so it would "+
-				"never match",
+			ps.errorf(s, "path pattern %q is not a clean path (write %q): paths are cleaned before matching, so "+
+				"it would never match",
 				s.Value, path.Clean(s.Value))
 			continue
 		}

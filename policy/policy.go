@@ -223,8 +223,8 @@ func Explain(p *Policy, c Call) string {
 	if d.Action == RequireApproval {
 		switch d.Approver {
 		case ApproverClient:
-			b.WriteString("approver: client (the user, through the client; an operator with e2b-mcp approve when it cannot " +
-				"ask)\n")
+			b.WriteString("approver: client (the user, through the client; an operator with e2b-mcp approve " +
+				"when it cannot ask)\n")
 		case ApproverOperator:
 			b.WriteString("approver: operator (with e2b-mcp approve)\n")
 		default:

@@ -177,8 +177,8 @@ func (s *Server) answeredElsewhere(b policy.Binding) (verdict, bool) {
 	if p.Via == policy.ViaCommand {
 		who = "The operator denied this call (`e2b-mcp approve deny " + p.ID + "`)"
 	}
-	return verdict{result: mcp.NewToolResultError(who + "; it did not run. Do not make it again unless the user asks " +
-		"for it."),
+	return verdict{result: mcp.NewToolResultError(who + "; it did not run. Do not make it again unless " +
+		"the user asks for it."),
 		outcome: audit.OutcomeDeclined, via: p.Via}, true
 }
 
@@ -218,8 +218,8 @@ func (s *Server) routeOutside(p policy.Pending) string {
 		return fmt.Sprintf("ask %s to run %s, then call this tool again with the same arguments.", who, command)
 	}
 	return fmt.Sprintf("give the user this link to the approval page of approval %s, where they see the whole call "+
-		"and press Approve or Deny: %s (it works once, until %s). Or they run %s. Then call this tool again with the "+
-		"same arguments.", p.ID, link, approvalExpiry(p.Expires), command)
+		"and press Approve or Deny: %s (it works once, until %s). Or they run %s. Then call this tool again "+
+		"with the same arguments.", p.ID, link, approvalExpiry(p.Expires), command)
 }
 
 // capitalize makes the first letter of s (ASCII) upper case.

@@ -137,8 +137,8 @@ var (
 		Text: "The call is no longer waiting: it was answered and made, or its time ran out. Ask your assistant to make " +
 			"the call again for a new link."}
 	errApprovalStale = pageMessage{Title: "Refused",
-		Text: "The answer did not come from this page as it was shown in this browser. Open the link again and press the " +
-			"button there."}
+		Text: "The answer did not come from this page as it was shown in this browser. Open the link again and " +
+			"press the button there."}
 )
 
 // ServeHTTP shows the page (GET) and takes its answer (POST).
@@ -146,8 +146,8 @@ func (p *approvalPage) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	setPageHeaders(w.Header())
 	id, mac, _ := strings.Cut(strings.TrimPrefix(r.URL.Path, PathApprove), ".")
 	if id == "" || subtle.ConstantTimeCompare([]byte(mac), []byte(p.mac(id))) != 1 {
-		p.page(w, http.StatusNotFound, pageMessage{Title: "Not an approval link", Text: "Open the link exactly as your " +
-			"assistant gave it."})
+		p.page(w, http.StatusNotFound, pageMessage{Title: "Not an approval link", Text: "Open the link exactly as " +
+			"your assistant gave it."})
 		return
 	}
 	switch r.Method {
@@ -199,8 +199,8 @@ func (p *approvalPage) show(w http.ResponseWriter, r *http.Request, id string) {
 // a request nobody has answered yet.
 func (p *approvalPage) answer(w http.ResponseWriter, r *http.Request, id string) {
 	if base, _ := p.origin(); base == "" || postOrigin(r) != base {
-		p.page(w, http.StatusForbidden, pageMessage{Title: "Refused", Text: "The answer was not sent from the approval " +
-			"page."})
+		p.page(w, http.StatusForbidden, pageMessage{Title: "Refused", Text: "The answer was not sent " +
+			"from the approval page."})
 		return
 	}
 	if !readForm(w, r, maxApproveForm, p.page) {
@@ -259,8 +259,8 @@ func (p *approvalPage) ownersToken(w http.ResponseWriter, id, token string) bool
 // answeredMessage says what became of a request a human answered.
 func answeredMessage(req policy.Pending) pageMessage {
 	if req.Approved {
-		return pageMessage{Title: "Approved", Text: "Your assistant can now make the call, once: tell it to go on. You can " +
-			"close this page."}
+		return pageMessage{Title: "Approved", Text: "Your assistant can now make the call, once: tell it to go on. You " +
+			"can close this page."}
 	}
 	return pageMessage{Title: "Denied", Text: "The call will not run: your assistant is told you denied it when it " +
 		"tries again. You can close this page."}

@@ -357,8 +357,8 @@ func (c *connector) callback(w http.ResponseWriter, r *http.Request) {
 	}
 	if owner != l.Owner {
 		c.page(w, http.StatusForbidden, pageMessage{Title: "This link is not yours",
-			Text: "You signed in as " + owner + ", but this link was made for another member. Ask your own assistant for a " +
-				"link."})
+			Text: "You signed in as " + owner + ", but this link was made for another member. Ask your own " +
+				"assistant for a link."})
 		return
 	}
 	// A new session for the form: the sign-in's is spent.
@@ -407,8 +407,8 @@ func (c *connector) submit(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	if owner == "" || owner != l.Owner {
-		c.page(w, http.StatusForbidden, pageMessage{Title: "This link is not yours", Text: "This link was made for another " +
-			"member."})
+		c.page(w, http.StatusForbidden, pageMessage{Title: "This link is not yours", Text: "This link was made for " +
+			"another member."})
 		return
 	}
 	key := strings.TrimSpace(r.PostForm.Get("key"))
@@ -437,8 +437,8 @@ func (c *connector) submit(w http.ResponseWriter, r *http.Request) {
 	}
 	c.stored(owner)
 	c.page(w, http.StatusOK, pageMessage{Title: "Connected",
-		Text: fmt.Sprintf("Your E2B API key ending in %s is stored for %s. You can close this page; your assistant carries "+
-			"on.", credentials.LastFour(key), owner)})
+		Text: fmt.Sprintf("Your E2B API key ending in %s is stored for %s. You can close this page; your "+
+			"assistant carries on.", credentials.LastFour(key), owner)})
 }
 
 // sameOrigin refuses a POST whose Origin (or, without one, Referer) names another site. Browsers send Origin on

@@ -84,8 +84,8 @@ func (s *Server) resumeConnect(ctx context.Context, req mcp.CallToolRequest, cal
 	}
 	binding := policy.BindingFor(caller.Owner, caller.Session, req.Params.Name, args)
 	if err := s.connectTickets.redeem(req.Params.RequestState, binding); errors.Is(err, errNotThisCallsTicket) {
-		return mcp.NewToolResultError("The answer to the connect request does not belong to this call. Call the tool " +
-			"again."), true
+		return mcp.NewToolResultError("The answer to the connect request does not belong to this call. " +
+			"Call the tool again."), true
 	} else if err != nil {
 		return mcp.NewToolResultError("The answer to the connect request could not be checked: " + state.PublicText(err) +
 			". Call the tool again."), true

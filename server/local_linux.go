@@ -30,8 +30,8 @@ func startLocalBackend(log *slog.Logger, codeInterpreterCheck func() error) (*lo
 		dir.Remove()
 		return nil, fmt.Errorf("starting the local backend: %w", err)
 	}
-	log.Warn("LOCAL BACKEND: sandboxes are emulated on this machine, not in E2B's cloud; they vanish when the server "+
-		"stops",
+	log.Warn("LOCAL BACKEND: sandboxes are emulated on this machine, not in E2B's cloud; they vanish "+
+		"when the server stops",
 		"emulator", emu.URL())
 	return &localBackend{url: emu.URL(), keys: keys, stop: emu.Close, dir: dir}, nil
 }

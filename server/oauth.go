@@ -310,8 +310,8 @@ func isEmailAddress(owner string) bool {
 func (c OAuthConfig) tokensFileRule() (credentials.OwnerRule, error) {
 	if c.OwnerClaim != "email" {
 		return nil, fmt.Errorf("a tokens file beside OAuth needs --oauth-owner-claim email: the owner claim %q can "+
-			"carry any name, a tokens-file owner's too, and the identity provider's account of that name would act "+
-			"as that owner", c.OwnerClaim)
+			"carry any name, a tokens-file owner's too, and the identity provider's account of that name "+
+			"would act as that owner", c.OwnerClaim)
 	}
 	return func(owner string) error {
 		if isEmailAddress(owner) {

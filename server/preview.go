@@ -405,8 +405,8 @@ func (p *previewProxy) proxy(w http.ResponseWriter, r *http.Request, c *e2b.Clie
 		},
 		ErrorHandler: func(w http.ResponseWriter, _ *http.Request, err error) {
 			if errors.Is(err, errLeftSandbox) {
-				previewRefusal(w, http.StatusBadGateway, "The previewed app redirected outside its sandbox; the redirect was not "+
-					"followed.")
+				previewRefusal(w, http.StatusBadGateway, "The previewed app redirected outside its sandbox; the "+
+					"redirect was not followed.")
 				return
 			}
 			previewRefusal(w, http.StatusBadGateway, "The sandbox's port could not be reached.")

@@ -94,8 +94,8 @@ func (s *Postgres) PutSealedSecret(account string, box []byte, only bool, ok Sec
 	if err := checkName("account", account); err != nil {
 		return false, err
 	}
-	q := "INSERT INTO e2b_mcp_secrets (account, sealed) VALUES ($1, $2) ON CONFLICT (account) DO UPDATE SET sealed = " +
-		"EXCLUDED.sealed"
+	q := "INSERT INTO e2b_mcp_secrets (account, sealed) VALUES ($1, $2) ON CONFLICT (account) DO UPDATE SET " +
+		"sealed = EXCLUDED.sealed"
 	if only {
 		q = "INSERT INTO e2b_mcp_secrets (account, sealed) VALUES ($1, $2) ON CONFLICT (account) DO NOTHING"
 	}

@@ -53,11 +53,11 @@ func (t setCheckpointPolicy) run(_ context.Context, call Caller, a *checkpointPo
 	case a.SandboxID == "":
 		return nil, missing("sandbox_id")
 	case a.Reset && (a.EverySteps != nil || a.OnPause != nil):
-		return nil, userErrorf("reset drops the sandbox's own checkpoint policy: give it alone, without every_steps or " +
-			"on_pause.")
+		return nil, userErrorf("reset drops the sandbox's own checkpoint policy: give it alone, without " +
+			"every_steps or on_pause.")
 	case a.EverySteps != nil && *a.EverySteps < 0:
-		return nil, userErrorf("Invalid every_steps %d: it must be 0 (no checkpoints by step count) or a positive number "+
-			"of steps.", *a.EverySteps)
+		return nil, userErrorf("Invalid every_steps %d: it must be 0 (no checkpoints by step count) or a "+
+			"positive number of steps.", *a.EverySteps)
 	}
 	rec, err := t.lookup(call, a.SandboxID)
 	if err != nil {

@@ -105,8 +105,8 @@ func (t execTool) run(ctx context.Context, call Caller, a *execArgs) (any, error
 	case a.Command == "":
 		return nil, missing("command")
 	case strings.ContainsRune(a.Command, 0) || strings.ContainsRune(a.Cwd, 0):
-		return nil, userErrorf("Invalid command or cwd: it contains a NUL byte, which no command line or path can hold. " +
-			"Nothing was run.")
+		return nil, userErrorf("Invalid command or cwd: it contains a NUL byte, which no command line or path can " +
+			"hold. Nothing was run.")
 	case a.TimeoutMs < 0 || a.TimeoutMs > maxExecTimeoutMs:
 		return nil, userErrorf("Invalid timeout_ms %d: it must be between 1 and %d (default %d).", a.TimeoutMs,
 			maxExecTimeoutMs, t.cfg.ExecTimeout.Milliseconds())
@@ -311,6 +311,6 @@ func (t execTool) background(ctx context.Context, use inUse, rec state.SandboxRe
 	var warning string
 	res.CheckpointID, warning = t.afterStep(ctx, c, call, rec, execName)
 	res.Warning = joinWarnings(use.warning, warning)
-	return withContent{result: res, extra: []mcp.Content{fileLink(rec.ID, logFile, "the log (stdout and stderr) of the "+
-		"background command")}}, nil
+	return withContent{result: res, extra: []mcp.Content{fileLink(rec.ID, logFile, "the log (stdout and stderr) of "+
+		"the background command")}}, nil
 }

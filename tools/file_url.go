@@ -130,8 +130,8 @@ func (t fileURL) run(ctx context.Context, call Caller, a *fileURLArgs) (any, err
 	} else {
 		res.Method = "GET"
 		res.Usage = fmt.Sprintf("curl -fo %s '%s'", shellquote.Quote(path.Base(p)), link)
-		res.Note = "Give the link to the user: it opens in a browser. It stops working when it expires or the sandbox is " +
-			"paused or deleted."
+		res.Note = "Give the link to the user: it opens in a browser. It stops working when it expires or the sandbox " +
+			"is paused or deleted."
 	}
 	return res, nil
 }

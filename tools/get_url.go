@@ -101,8 +101,8 @@ func (t getURL) run(ctx context.Context, call Caller, a *getURLArgs) (any, error
 			res.ExpiresAt + " for whoever has it, for this port only."
 	}
 	if !res.Listening {
-		res.Note += fmt.Sprintf(" Nothing listens on port %d yet: start the server (in the background) before the user "+
-			"opens the link.", a.Port)
+		res.Note += fmt.Sprintf(" Nothing listens on port %d yet: start the server (in the background) before the "+
+			"user opens the link.", a.Port)
 	}
 	return res, nil
 }

@@ -176,8 +176,8 @@ func (t readFile) image(ctx context.Context, c *e2b.Client, call Caller, rec sta
 		"dpi or size, or `convert %s -resize 1024x1024 small.png` where ImageMagick is installed); to hand the file "+
 		"itself to the user, make a link with e2b_download_url.", shellquote.Quote(res.Path))
 	if res.Size > int64(t.cfg.ImageSourceLimitBytes) {
-		return nil, userErrorf("'%s' is a %s image of %d bytes, over the %d bytes e2b_read_file fetches to show "+
-			"an image. %s", res.Path, imagesafe.FormatName(mime), res.Size, t.cfg.ImageSourceLimitBytes, shrink)
+		return nil, userErrorf("'%s' is a %s image of %d bytes, over the %d bytes e2b_read_file fetches "+
+			"to show an image. %s", res.Path, imagesafe.FormatName(mime), res.Size, t.cfg.ImageSourceLimitBytes, shrink)
 	}
 	data, err := io.ReadAll(io.LimitReader(body, int64(t.cfg.ImageSourceLimitBytes)+1))
 	if err != nil {
@@ -185,8 +185,8 @@ func (t readFile) image(ctx context.Context, c *e2b.Client, call Caller, rec sta
 	}
 	if len(data) > t.cfg.ImageSourceLimitBytes {
 		// It grew between the stat and the read.
-		return nil, userErrorf("'%s' is a %s image of more than %d bytes, which e2b_read_file does not fetch to "+
-			"show an image. %s", res.Path, imagesafe.FormatName(mime), t.cfg.ImageSourceLimitBytes, shrink)
+		return nil, userErrorf("'%s' is a %s image of more than %d bytes, which e2b_read_file does not fetch "+
+			"to show an image. %s", res.Path, imagesafe.FormatName(mime), t.cfg.ImageSourceLimitBytes, shrink)
 	}
 	lim := imagesafe.Limits{MaxBytes: t.cfg.ImageLimitBytes, MaxEdge: t.cfg.ImageMaxEdge,
 		MaxPixels: imagesafe.DefaultMaxPixels, MaxDecodeBytes: imagesafe.DefaultMaxDecodeBytes}

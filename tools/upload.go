@@ -154,8 +154,8 @@ func (p *uploadPlan) add(sr *storageRoot, rel, target, shown string) error {
 		if errors.Is(err, fs.ErrNotExist) {
 			return userErrorf("Cannot upload '%s': no such file in the storage root. Nothing was created.", shown)
 		}
-		return userErrorf("Cannot upload '%s': %v (paths and symlinks must stay inside the storage root). Nothing was "+
-			"created.", shown, unwrapPathError(err))
+		return userErrorf("Cannot upload '%s': %v (paths and symlinks must stay inside the storage root). "+
+			"Nothing was created.", shown, unwrapPathError(err))
 	}
 	local, err := sr.resolve(rel)
 	if err != nil {
@@ -252,8 +252,8 @@ func (p *uploadPlan) upload(ctx context.Context, e *e2b.Envd) (int, error) {
 }
 
 // errNotRegular says a planned file is no longer a regular file when it is opened.
-var errNotRegular error = &toolError{text: "it is no longer a regular file on the server (it changed after it was " +
-	"checked)"}
+var errNotRegular error = &toolError{text: "it is no longer a regular file on the server (it changed " +
+	"after it was checked)"}
 
 // uploadOne sends one planned file. The file was a regular file when planned, but the storage root belongs to the
 // host and may change since: it is opened without blocking (opening a FIFO for reading would otherwise wait for a

@@ -40,8 +40,8 @@ func manifestPath(remote string) string {
 func noWorkspaces(tool string) error {
 	return userErrorf("%s is not available on this server: it has no workspace roots (start it with --workspace DIR). "+
 		"A server reached over HTTP cannot see your disk; syncing through a command you run yourself (e2b-mcp sync with a "+
-		"one-time link) is not built yet. Use e2b_write_file and e2b_read_file, or the upload and download links, "+
-		"meanwhile.", tool)
+		"one-time link) is not built yet. Use e2b_write_file and e2b_read_file, or the upload and "+
+		"download links, meanwhile.", tool)
 }
 
 // localTree is a local directory inside a workspace root: the path as resolved (symlinks and ".." followed) and

@@ -169,8 +169,8 @@ func probeIsolation() isolation {
 		if msg == "" {
 			msg = err.Error()
 		}
-		iso.err = fmt.Errorf("emulator: bubblewrap cannot create a sandbox on this host (%s); user namespaces may be "+
-			"disabled", msg)
+		iso.err = fmt.Errorf("emulator: bubblewrap cannot create a sandbox on this host (%s); user "+
+			"namespaces may be disabled", msg)
 	}
 	return iso
 }

@@ -91,8 +91,8 @@ func (s *Server) authed(h func(w http.ResponseWriter, r *http.Request, team stri
 			return
 		}
 		if !s.keyAccepted(key) {
-			WriteError(w, http.StatusUnauthorized, "Invalid API key, please visit https://e2b.dev/docs/api-key for more "+
-				"information.")
+			WriteError(w, http.StatusUnauthorized, "Invalid API key, please visit https://e2b.dev/docs/api-key "+
+				"for more information.")
 			return
 		}
 		h(w, r, key)
@@ -152,8 +152,8 @@ func decodeBody(r *http.Request, v any, required bool) *apiError {
 	}
 	if len(bytes.TrimSpace(data)) == 0 {
 		if required {
-			return errorf(http.StatusBadRequest, "Error when parsing request: request body has an error: value is required "+
-				"but missing")
+			return errorf(http.StatusBadRequest, "Error when parsing request: request body has an error: value is "+
+				"required but missing")
 		}
 		return nil
 	}

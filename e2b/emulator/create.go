@@ -202,8 +202,8 @@ func (s *Server) resolveTemplate(team, ref string, codeInterpreter bool) (templa
 	if identifier == codeInterpreterTemplate {
 		// E2B's own template, which an emulator without the code interpreter names as such.
 		return templateRef{}, errorf(http.StatusBadRequest, "template '%s' is not offered here: the code interpreter "+
-			"needs /usr/bin/python3 with jupyter_client and ipykernel (Debian: apt-get install python3-jupyter-server "+
-			"python3-ipykernel)", identifier)
+			"needs /usr/bin/python3 with jupyter_client and ipykernel (Debian: apt-get install "+
+			"python3-jupyter-server python3-ipykernel)", identifier)
 	}
 	slug := teamSlug(team)
 	var other bool

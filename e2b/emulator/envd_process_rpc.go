@@ -287,8 +287,8 @@ func (e *envdService) procCloseStdin(c *rpcCall) (any, *rpcError) {
 		return nil, rerr
 	}
 	if p.pty {
-		return nil, rpcErrorf("unknown", "error closing stdin: cannot close stdin for PTY process — send Ctrl+D (0x04) "+
-			"instead")
+		return nil, rpcErrorf("unknown", "error closing stdin: cannot close stdin for PTY process — send "+
+			"Ctrl+D (0x04) instead")
 	}
 	p.stdinMu.Lock()
 	defer p.stdinMu.Unlock()

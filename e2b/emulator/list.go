@@ -140,8 +140,8 @@ func (s *Server) handleList(w http.ResponseWriter, r *http.Request, team string)
 	for _, v := range q["state"] {
 		for _, st := range strings.Split(v, ",") {
 			if st != StateRunning && st != StatePaused {
-				WriteError(w, http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter state: value %q is not one of the "+
-					"allowed values", st))
+				WriteError(w, http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter state: value %q is not one "+
+					"of the allowed values", st))
 				return
 			}
 			states[st] = true
@@ -170,8 +170,8 @@ func (s *Server) handleList(w http.ResponseWriter, r *http.Request, team string)
 	case "asc":
 		asc = true
 	default:
-		WriteError(w, http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter order: value %q is not one of the "+
-			"allowed values", o))
+		WriteError(w, http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter order: value %q is not one "+
+			"of the allowed values", o))
 		return
 	}
 	var startedAfter time.Time

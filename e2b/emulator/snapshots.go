@@ -213,8 +213,8 @@ func (s *Server) handleFork(w http.ResponseWriter, r *http.Request, team, id str
 	}
 	checkpointDir := filepath.Join(s.root, "snapshots", "fork-"+randomID(20))
 	defer func() { _ = removeTree(checkpointDir) }()
-	orig, e := s.checkpoint(team, id, checkpointDir, fmt.Sprintf("Sandbox '%s' is paused and cannot be forked; resume "+
-		"it first", id))
+	orig, e := s.checkpoint(team, id, checkpointDir, fmt.Sprintf("Sandbox '%s' is paused and cannot be "+
+		"forked; resume it first", id))
 	if e != nil {
 		writeAPIError(w, e)
 		return

@@ -108,8 +108,8 @@ var scenario = []step{
 		}},
 	{name: "long job", tool: "e2b_exec",
 		args: func(r *run) map[string]any {
-			return map[string]any{"sandbox_id": r.sandbox, "command": "for i in 1 2 3 4 5 6; do echo tick $i; sleep 1; done; " +
-				"echo finished"}
+			return map[string]any{"sandbox_id": r.sandbox, "command": "for i in 1 2 3 4 5 6; do echo tick $i; sleep " +
+				"1; done; echo finished"}
 		},
 		check: func(r *run, res toolResult) string {
 			m := pidRE.FindStringSubmatch(res.Text)
