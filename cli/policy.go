@@ -73,8 +73,8 @@ func runPolicyExplain(_ context.Context, a *app, args []string) error {
 		"--storage-root to see every file an upload_files entry would write.")
 	var roots stringList
 	f.Var(&roots, "storage-root", "storage root of the server, as given to serve (repeatable)")
-	owner := f.String("owner", "", "the owner making the call, for the limits that apply to it (default: an owner "+
-		"without overrides)")
+	owner := f.String("owner", "", "the owner making the call, for the limits that apply to it (default: an "+
+		"owner without overrides)")
 	rest, err := a.parse(f, args)
 	if err != nil {
 		return err

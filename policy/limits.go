@@ -202,7 +202,8 @@ func (ps *parser) limitNumber(n *yaml.Node, what string) (int, bool) {
 		return 0, false
 	}
 	if v != math.Trunc(v) || v < 1 || v > maxLimit {
-		ps.errorf(n, "%s must be a whole number from 1 to %d, or unlimited; got %s (to forbid something, write a rule that denies it)",
+		ps.errorf(n, "%s must be a whole number from 1 to %d, or unlimited; got %s (to forbid something, write a "+
+			"rule that denies it)",
 			what, maxLimit, n.Value)
 		return 0, false
 	}
@@ -215,7 +216,8 @@ func (ps *parser) templateList(n *yaml.Node, what string) ([]string, []glob) {
 		return nil, nil
 	}
 	if n.Kind != yaml.SequenceNode || len(n.Content) == 0 {
-		ps.errorf(n, "%s must be a non-empty list of template names or patterns (e.g. [base, \"python-*\"]), or unlimited; got %s",
+		ps.errorf(n, "%s must be a non-empty list of template names or patterns (e.g. [base, \"python-*\"]), or unlimited; "+
+			"got %s",
 			what, kindName(n))
 		return nil, nil
 	}

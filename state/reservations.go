@@ -70,7 +70,8 @@ type reservationV1 struct {
 // records, and the places reserved and not yet run out) leave room under caps; else a *CapError. The count and
 // the reservation are one transaction holding the owner's record, so calls racing on any number of processes
 // sharing the store take turns, and together never pass a cap. Expired reservations of the owner are deleted.
-func (s *records) ReserveSandboxes(owner string, kind SlotKind, n int, caps SandboxCaps, hold time.Duration) (Reservation, error) {
+func (s *records) ReserveSandboxes(owner string, kind SlotKind, n int, caps SandboxCaps,
+	hold time.Duration) (Reservation, error) {
 	if err := checkName("owner", owner); err != nil {
 		return Reservation{}, err
 	}

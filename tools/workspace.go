@@ -133,16 +133,17 @@ const scriptTimeout = 10 * time.Minute
 func runScript(ctx context.Context, e *e2b.Envd, script string, limit int) ([]byte, error) {
 	var out, stderr []byte
 	over := false
-	res, err := e.RunCommand(ctx, script, e2b.CommandOptions{Timeout: scriptTimeout, OnOutput: func(kind e2b.EventKind, data []byte) {
-		switch {
-		case kind == e2b.EventStdout && len(out)+len(data) <= limit:
-			out = append(out, data...)
-		case kind == e2b.EventStdout:
-			over = true
-		case kind == e2b.EventStderr && len(stderr) < 4096:
-			stderr = append(stderr, data[:min(len(data), 4096-len(stderr))]...)
-		}
-	}})
+	res, err := e.RunCommand(ctx, script, e2b.CommandOptions{Timeout: scriptTimeout,
+		OnOutput: func(kind e2b.EventKind, data []byte) {
+			switch {
+			case kind == e2b.EventStdout && len(out)+len(data) <= limit:
+				out = append(out, data...)
+			case kind == e2b.EventStdout:
+				over = true
+			case kind == e2b.EventStderr && len(stderr) < 4096:
+				stderr = append(stderr, data[:min(len(data), 4096-len(stderr))]...)
+			}
+		}})
 	if err != nil {
 		return nil, err
 	}
