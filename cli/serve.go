@@ -103,10 +103,10 @@ func (a *app) serveFlags() (*flags, *serveOptions) {
 			"the encrypted key store (see `e2b-mcp auth login`).")
 	o := &serveOptions{}
 	f.StringVar(&o.transport, "transport", server.TransportStdio, "stdio, http or sse (http and sse serve both protocols)")
-	f.StringVar(&o.listen, "listen", server.DefaultListen, "HTTP listen address; without --tokens-file it must be "+
-		"loopback")
-	f.StringVar(&o.session, "session", server.DefaultSession, "session that groups this server's sandboxes (HTTP "+
-		"callers may send "+server.SessionHeader+")")
+	f.StringVar(&o.listen, "listen", server.DefaultListen, "HTTP listen address; without "+
+		"--tokens-file it must be loopback")
+	f.StringVar(&o.session, "session", server.DefaultSession, "session that groups this server's sandboxes "+
+		"(HTTP callers may send "+server.SessionHeader+")")
 	f.StringVar(&o.owner, "owner", "", "owner (principal and keyring account) of stdio calls, and of HTTP calls without "+
 		"tokens (default: the OS user)")
 	o.loc = a.addE2BFlags(f, true)
@@ -114,17 +114,17 @@ func (a *app) serveFlags() (*flags, *serveOptions) {
 		"(default $XDG_STATE_HOME/e2b-mcp or the OS's place)")
 	f.StringVar(&o.store, "store", "", "postgres:// URL of a PostgreSQL database for the records and approvals that "+
 		"replicas share (default: the embedded store in the state directory; the audit log stays there)")
-	f.Var(&o.storageRoots, "storage-root", "host directory that upload_files may read from (repeatable; none: uploads "+
-		"are off)")
+	f.Var(&o.storageRoots, "storage-root", "host directory that upload_files may read from (repeatable; "+
+		"none: uploads are off)")
 	f.Var(&o.workspaces, "workspace", "directory of this machine that e2b_sync_in may read and e2b_sync_out may write, "+
-		"with all below it (repeatable; default over stdio: the working directory, unless it is / or the home directory; "+
-		"over HTTP: none)")
+		"with all below it (repeatable; default over stdio: the working directory, unless it is / or the home "+
+		"directory; over HTTP: none)")
 	f.IntVar(&o.resultLimit, "result-limit", 0, fmt.Sprintf("characters of a tool result the model reads (each copy on "+
 		"its own: the text content, and structuredContent), for every client (at least %d; default: what the client shows "+
 		"whole, by --client-profile); longer command output is cut to head and tail and saved whole in the sandbox, "+
 		"longer files are read in parts", tools.MinResultLimit))
-	f.StringVar(&o.clientProfile, "client-profile", "", "size results and images for this client instead of the one its "+
-		"clientInfo names: "+strings.Join(tools.ClientProfiles(), ", "))
+	f.StringVar(&o.clientProfile, "client-profile", "", "size results and images for this client instead of the one "+
+		"its clientInfo names: "+strings.Join(tools.ClientProfiles(), ", "))
 	// --output-budget bounded e2b_exec's stdout and stderr alone; --result-limit bounds every whole result.
 	a.retire(f, "output-budget", "result-limit")
 	o.execForegroundLimit = tools.DefaultExecForegroundLimit
@@ -134,8 +134,8 @@ func (a *app) serveFlags() (*flags, *serveOptions) {
 	f.StringVar(&o.policyFile, "policy", "", "policy file (YAML; default: the built-in policy, shown by 'e2b-mcp policy "+
 		"explain builtin TOOL')")
 	o.lease = server.DefaultLease
-	f.Var(positiveDuration{&o.lease}, "lease", "how long a session lives without calls before its sandboxes get the "+
-		"orphan action")
+	f.Var(positiveDuration{&o.lease}, "lease", "how long a session lives without calls before its sandboxes "+
+		"get the orphan action")
 	f.StringVar(&o.orphanAction, "orphan-action", string(lifecycle.OrphanPause), "what happens to sandboxes of lapsed "+
 		"sessions: pause, kill or keep")
 	f.StringVar(&o.onTimeout, "on-timeout", e2b.OnTimeoutPause, "what E2B does to a sandbox left unused for its "+
@@ -145,11 +145,11 @@ func (a *app) serveFlags() (*flags, *serveOptions) {
 	f.Var(positiveDuration{&o.sweepInterval}, "sweep-interval", "time between orphan sweeps (one runs at start)")
 	f.IntVar(&o.checkpointEvery, "checkpoint-every", 0, "checkpoint a sandbox automatically every N steps (0: off)")
 	f.BoolVar(&o.checkpointOnPause, "checkpoint-on-pause", false, "checkpoint a sandbox before pausing it")
-	f.StringVar(&o.backend, "backend", server.BackendE2B, "e2b, or local: emulate sandboxes on this machine (no E2B "+
-		"account needed)")
+	f.StringVar(&o.backend, "backend", server.BackendE2B, "e2b, or local: emulate sandboxes on this machine "+
+		"(no E2B account needed)")
 	f.StringVar(&o.tokensFile, "tokens-file", "", "bearer tokens of HTTP callers (see 'e2b-mcp tokens'); each token's "+
-		"owner is the caller. Beside --oauth-issuer it needs --oauth-owner-claim email, and its owners must not be email "+
-		"addresses")
+		"owner is the caller. Beside --oauth-issuer it needs --oauth-owner-claim email, and its owners must "+
+		"not be email addresses")
 	o.keys = addKeyStoreFlags(f)
 	f.StringVar(&o.publicURL, "public-url", "", "the URL clients reach this server at, e.g. https://mcp.example.com "+
 		"(behind a TLS proxy); the OAuth resource is PUBLIC_URL"+server.PathMCP)
@@ -181,8 +181,8 @@ func (a *app) serveFlags() (*flags, *serveOptions) {
 	f.BoolVar(&o.noInternet, "no-internet", false, "sandboxes reach nothing but the --allow-out destinations")
 	f.StringVar(&o.credentials, "credentials", "all", "the owner's credentials (see 'e2b-mcp credentials') sandboxes "+
 		"get: all, none, or NAME,NAME...")
-	f.StringVar(&o.egressFile, "egress-file", "", "YAML file of per-owner and per-session egress limits and credentials "+
-		"(see README)")
+	f.StringVar(&o.egressFile, "egress-file", "", "YAML file of per-owner and per-session egress limits and "+
+		"credentials (see README)")
 	o.logLevel = logLevelFlag(f)
 	return f, o
 }

@@ -128,7 +128,8 @@ func (c Config) Check() (Config, error) {
 		c.Session = DefaultSession
 	}
 	if _, ok := tools.ClientNamed(c.ClientProfile); c.ClientProfile != "" && !ok {
-		return c, fmt.Errorf("--client-profile %q: want one of %s", c.ClientProfile, strings.Join(tools.ClientProfiles(), ", "))
+		return c, fmt.Errorf("--client-profile %q: want one of %s", c.ClientProfile,
+			strings.Join(tools.ClientProfiles(), ", "))
 	}
 	if c.Transport == "" {
 		c.Transport = TransportStdio

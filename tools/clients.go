@@ -102,8 +102,9 @@ var Clients = []Client{
 }
 
 // unknownClient is any other client: a budget every client measured shows whole (Copilot CLI's is the smallest).
-var unknownClient = Client{Profile: "default", Reads: ReadsText, InlineChars: 21_154, Images: true, Elicitation: "unknown",
-	Budget: DefaultResultLimit}
+var unknownClient = Client{Profile: "default", Reads: ReadsText, InlineChars: 21_154, Images: true,
+	Elicitation: "unknown",
+	Budget:      DefaultResultLimit}
 
 // ClientFor finds the client that introduced itself as name (clientInfo.name), or the default.
 func ClientFor(name string) Client {

@@ -127,8 +127,8 @@ func (t readOutput) run(ctx context.Context, call Caller, a *readOutputArgs) (an
 	if len(until) > 0 {
 		res.Found = &found
 		if !found && !p.running {
-			warnings = append(warnings, fmt.Sprintf("The process has ended and its output from offset %d on does not hold %q: "+
-				"it will not come.", a.Offset, a.Until))
+			warnings = append(warnings, fmt.Sprintf("The process has ended and its output from offset %d on does not hold "+
+				"%q: it will not come.", a.Offset, a.Until))
 		}
 	}
 	if !p.running && p.exitCode == nil {

@@ -165,7 +165,9 @@ func (r sandboxFiles) contents(ctx context.Context, call Caller,
 		if len(data) > r.cfg.ImageLimitBytes {
 			return nil, tooLarge(fmt.Sprintf("an image of %d bytes", len(data)))
 		}
-	} else if sent, _ := json.Marshal(mcp.ReadResourceResult{Contents: []mcp.ResourceContents{contents}}); len(sent) > r.limit(ctx) {
+	} else if sent, _ := json.Marshal(mcp.ReadResourceResult{
+		Contents: []mcp.ResourceContents{contents},
+	}); len(sent) > r.limit(ctx) {
 		return nil, tooLarge(fmt.Sprintf("%d bytes (%d as sent)", len(data), len(sent)))
 	}
 	return []mcp.ResourceContents{contents}, nil

@@ -116,8 +116,8 @@ func (t syncOut) run(ctx context.Context, call Caller, a *syncOutArgs) (any, err
 	if want == "" && a.Apply {
 		// The manifest is the sandbox's word: an apply writes only where the call itself, which the policy and a
 		// human approving it see, says.
-		return nil, userErrorf("apply needs local_path: give the local directory to write into (the last e2b_sync_in into "+
-			"%s copied %s).", remote, man.Local)
+		return nil, userErrorf("apply needs local_path: give the local directory to write into (the last "+
+			"e2b_sync_in into %s copied %s).", remote, man.Local)
 	}
 	if want == "" {
 		want = man.Local
@@ -185,8 +185,8 @@ func (t syncOut) run(ctx context.Context, call Caller, a *syncOutArgs) (any, err
 	res.Patch = patch.String()
 	if sizeOf(res) > t.limit(ctx) {
 		res.Patch = ""
-		res.Note = strings.TrimSpace(res.Note + fmt.Sprintf(" The patch (%d bytes) is too long to show here; it is saved "+
-			"in patch_file.", patch.Len()))
+		res.Note = strings.TrimSpace(res.Note + fmt.Sprintf(" The patch (%d bytes) is too long to show here; it is "+
+			"saved in patch_file.", patch.Len()))
 		for sizeOf(res) > t.limit(ctx) && len(res.Files) > 0 {
 			res.Files = res.Files[:len(res.Files)/2]
 		}

@@ -157,8 +157,8 @@ func (t execTool) ended(ctx context.Context, e *e2b.Envd, rec state.SandboxRecor
 		{c: stdout, name: "stdout", text: &res.Stdout, file: &res.StdoutFile},
 		{c: stderr, name: "stderr", text: &res.Stderr, file: &res.StderrFile},
 	}
-	return fitOutput(t.limit(ctx), &res, []mcp.Content{fileLink(rec.ID, p.logFile, "the log (stdout and stderr) of the "+
-		"command")}, streams), nil
+	return fitOutput(t.limit(ctx), &res, []mcp.Content{fileLink(rec.ID, p.logFile, "the log (stdout and "+
+		"stderr) of the command")}, streams), nil
 }
 
 // runAsTask runs the command of a call offered a task as a background command from its start, so that its
@@ -212,8 +212,8 @@ func (t execTool) runAsTask(ctx context.Context, use inUse, rec state.SandboxRec
 		o.take(TaskCommand{SandboxID: rec.ID, PID: pid, LogFile: logFile, Head: b})
 	}
 	head.Warning = joinWarnings(use.warning, movedNote(&movedCommand{pid: pid, logFile: logFile}, limit), warning)
-	return withContent{result: head, extra: []mcp.Content{fileLink(rec.ID, logFile, "the log (stdout and stderr) of the "+
-		"command")}}, nil
+	return withContent{result: head, extra: []mcp.Content{fileLink(rec.ID, logFile, "the log (stdout and "+
+		"stderr) of the command")}}, nil
 }
 
 // Stop stops the task's command and everything it started, as e2b_stop_process does; a command that already
