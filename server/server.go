@@ -184,6 +184,7 @@ func (s *Server) buildMCP() *mcpserver.MCPServer {
 		Store:    s.store,
 		Previews: s.toolPreviews(),
 		Config:   s.cfg.Tools,
+		Limits:   func(owner string) policy.Limits { return s.policies.Current().Limits(owner) },
 		Logger:   s.log,
 		Now:      s.cfg.Now,
 	}

@@ -196,3 +196,37 @@ func reservationID() (string, error) {
 	}
 	return hex.EncodeToString(b[:]), nil
 }
+
+// PutReservedSandbox stores r as PutSandbox does and, in the same transaction, takes one place off res (deleting
+// it when none is left): the record counts from then on instead of the place, so the owner's use never counts
+// the sandbox twice. A reservation that ran out or was released is no error.
+func (s *records) PutReservedSandbox(res Reservation, r SandboxRecord) error {
+	if err := validateSandbox(&r); err != nil {
+		return err
+	}
+	if res.Owner != r.Owner {
+		return fmt.Errorf("state: sandbox %s of owner %q recorded against a reservation of %q", r.ID, r.Owner, res.Owner)
+	}
+	if err := checkName("reservation ID", res.ID); err != nil {
+		return err
+	}
+	return s.db.update(func(tx recordTx) error {
+		if err := s.putSandbox(tx, r); err != nil {
+			return err
+		}
+		v, err := tx.get(tableReservations, res.Owner, res.ID)
+		if err != nil || v == nil {
+			return err
+		}
+		var held reservationV1
+		if err := s.decode(tableReservations, res.Owner, res.ID, v, &held); err != nil {
+			return err
+		}
+		if held.Count <= 1 {
+			_, err := tx.del(tableReservations, res.Owner, res.ID)
+			return err
+		}
+		held.Count--
+		return put(tx, tableReservations, res.Owner, res.ID, held)
+	})
+}

@@ -57,6 +57,20 @@ func TestReserveSandboxesCountsRecordsAndHeldPlaces(t *testing.T) {
 		if _, err := s.ReserveSandboxes("alice", SlotNew, 2, caps, time.Minute); err == nil {
 			t.Fatal("two new sandboxes at 1 of 2 running were let through")
 		}
+		// A reserved sandbox, once recorded, counts once: its record takes its place.
+		two, err := s.ReserveSandboxes("alice", SlotNew, 1, caps, time.Minute)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := s.PutReservedSandbox(two, sampleSandbox("alice", "run2", "", time.Now())); err != nil {
+			t.Fatal(err)
+		}
+		if live, run, err := s.SandboxUse("alice"); err != nil || live != 3 || run != 2 {
+			t.Fatalf("use after a reserved sandbox was recorded = %d live, %d running, %v; want 3, 2", live, run, err)
+		}
+		if err := s.PutReservedSandbox(two, sampleSandbox("bob", "x", "", time.Now())); err == nil {
+			t.Fatal("a sandbox of bob was recorded against alice's reservation")
+		}
 		if _, err := s.ReserveSandboxes("alice", "bogus", 1, caps, time.Minute); err == nil {
 			t.Fatal("an unknown kind was accepted")
 		}

@@ -86,6 +86,9 @@ type Store interface {
 	// owner's running and paused sandboxes and held places leave no room; count and reservation are one
 	// transaction, so racing calls of any process sharing the store never pass a cap together.
 	ReserveSandboxes(owner string, kind SlotKind, n int, caps SandboxCaps, hold time.Duration) (Reservation, error)
+	// PutReservedSandbox stores a new sandbox's record and takes one place off the reservation it was made under,
+	// in one transaction, so that the sandbox is never counted twice.
+	PutReservedSandbox(res Reservation, r SandboxRecord) error
 	// ReleaseReservation gives a reservation's places back (once its sandboxes are recorded, or failed).
 	ReleaseReservation(r Reservation) error
 	// SandboxUse reports owner's live and running sandboxes, held places included.

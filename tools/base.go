@@ -18,6 +18,7 @@ import (
 	"github.com/e2b-mcp/e2b-mcp/egress"
 	"github.com/e2b-mcp/e2b-mcp/imagesafe"
 	"github.com/e2b-mcp/e2b-mcp/lifecycle"
+	"github.com/e2b-mcp/e2b-mcp/policy"
 	"github.com/e2b-mcp/e2b-mcp/state"
 )
 
@@ -37,13 +38,15 @@ type base struct {
 	extended *extensions
 	// previews makes private preview links (get_url.go); nil: sandbox ports are public.
 	previews Previews
+	// limitsOf is the owner's limits of the policy in force (limits.go); nil: none.
+	limitsOf func(owner string) policy.Limits
 }
 
 func newBase(d Deps) *base {
 	b := &base{clients: d.Clients, egress: d.Egress, store: d.Store, cfg: d.Config.withDefaults(),
 		log: d.Logger, now: d.Now,
 		scaling: imagesafe.NewSlots(imagesafe.SlotsTotal, imagesafe.SlotsWait), extended: newExtensions(),
-		previews: d.Previews}
+		previews: d.Previews, limitsOf: d.Limits}
 	if b.log == nil {
 		b.log = slog.New(slog.DiscardHandler)
 	}

@@ -108,6 +108,9 @@ func (t createSandbox) run(ctx context.Context, call Caller, a *createArgs) (any
 			return nil, userErrorf("Invalid env_vars: a variable name is empty.")
 		}
 	}
+	if err := t.checkNew(call, template, timeout); err != nil {
+		return nil, err
+	}
 	plan, err := t.planUploads(a.UploadFiles)
 	if err != nil {
 		return nil, err
@@ -122,6 +125,12 @@ func (t createSandbox) run(ctx context.Context, call Caller, a *createArgs) (any
 	if err != nil {
 		return nil, err
 	}
+	held, err := t.reserve(call, state.SlotNew, 1)
+	if err != nil {
+		return nil, err
+	}
+	// The record takes the place; it is given back when E2B refused the create.
+	defer held.release()
 	sb, onTimeout, lifecycleWarning, err := t.createWithLifecycle(ctx, c, newSandbox(call, template, a.Title, timeout,
 		a.EnvVars, net), onTimeout)
 	if err != nil {
@@ -132,7 +141,7 @@ func (t createSandbox) run(ctx context.Context, call Caller, a *createArgs) (any
 		SandboxID: sb.SandboxID, Status: state.StateRunning, Title: a.Title, Template: template,
 		WorkspacePath: WorkspacePath, TimeoutSeconds: timeout, OnTimeout: onTimeout, Egress: net.Summary,
 	}
-	if err := t.store.PutSandbox(rec); err != nil {
+	if err := held.record(rec); err != nil {
 		return nil, &toolError{text: t.unrecorded(ctx, c, call, createSandboxName, sb.SandboxID, timeout, err)}
 	}
 	warnings := []string{lifecycleWarning}

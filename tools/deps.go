@@ -14,6 +14,7 @@ import (
 
 	"github.com/e2b-mcp/e2b-mcp/e2b"
 	"github.com/e2b-mcp/e2b-mcp/egress"
+	"github.com/e2b-mcp/e2b-mcp/policy"
 	"github.com/e2b-mcp/e2b-mcp/state"
 	"github.com/e2b-mcp/e2b-mcp/workspace"
 )
@@ -150,6 +151,9 @@ type Deps struct {
 	// the links go through this server's proxy. nil: links go straight to E2B's public address of the port.
 	Previews Previews
 	Config   Config
-	Logger   *slog.Logger     // nil discards
-	Now      func() time.Time // nil is time.Now
+	// Limits are an owner's limits of the policy in force (read at every call, so a reloaded policy applies at
+	// once); nil: no limits.
+	Limits func(owner string) policy.Limits
+	Logger *slog.Logger     // nil discards
+	Now    func() time.Time // nil is time.Now
 }

@@ -83,6 +83,12 @@ func (t forkSandbox) fromSandbox(ctx context.Context, call Caller, a *forkArgs, 
 	if err != nil {
 		return nil, err
 	}
+	held, err := t.reserve(call, state.SlotNew, count)
+	if err != nil {
+		return nil, err
+	}
+	// Each fork's record takes a place; those of forks E2B did not start are given back.
+	defer held.release()
 	results, err := c.ForkSandbox(ctx, src.ID, e2b.ForkRequest{Timeout: t.cfg.DefaultTimeoutSeconds, Count: count})
 	if err != nil {
 		return nil, t.sandboxFailure(ctx, c, call, src, err)
@@ -99,7 +105,7 @@ func (t forkSandbox) fromSandbox(ctx context.Context, call Caller, a *forkArgs, 
 			continue
 		}
 		// E2B's fork keeps the source's lifecycle.
-		fs, err := t.record(call, c, r.Sandbox, src.Template, forkTitle(a.Title, src, i, count), src, src.OnTimeout)
+		fs, err := t.record(held, call, c, r.Sandbox, src.Template, forkTitle(a.Title, src, i, count), src, src.OnTimeout)
 		if err != nil {
 			failures = append(failures, t.unrecorded(ctx, c, call, forkSandboxName, r.Sandbox.SandboxID,
 				t.cfg.DefaultTimeoutSeconds, err))
@@ -135,6 +141,11 @@ func (t forkSandbox) fromCheckpoint(ctx context.Context, call Caller, a *forkArg
 	if err != nil {
 		return nil, err
 	}
+	held, err := t.reserve(call, state.SlotNew, count)
+	if err != nil {
+		return nil, err
+	}
+	defer held.release()
 	res := forkResult{Sandboxes: []forkedSandbox{}, Source: forkSource{SandboxID: cp.SandboxID, CheckpointID: cp.ID},
 		Egress: &net.Summary}
 	var failures []string
@@ -150,7 +161,7 @@ func (t forkSandbox) fromCheckpoint(ctx context.Context, call Caller, a *forkArg
 			failures = append(failures, t.errorText(ctx, call, forkSandboxName, err))
 			break
 		}
-		fs, err := t.record(call, c, sb, src.Template, title, src, onTimeout)
+		fs, err := t.record(held, call, c, sb, src.Template, title, src, onTimeout)
 		if err != nil {
 			failures = append(failures, t.unrecorded(ctx, c, call, forkSandboxName, sb.SandboxID,
 				t.cfg.DefaultTimeoutSeconds, err))
@@ -162,11 +173,11 @@ func (t forkSandbox) fromCheckpoint(ctx context.Context, call Caller, a *forkArg
 }
 
 // record adds a new fork to the session. It inherits the source's step count (its history) and checkpoint policy.
-func (t forkSandbox) record(call Caller, c *e2b.Client, sb *e2b.Sandbox, template, title string,
+func (t forkSandbox) record(held *places, call Caller, c *e2b.Client, sb *e2b.Sandbox, template, title string,
 	src state.SandboxRecord, onTimeout string) (forkedSandbox, error) {
 	rec := t.newRecord(call, c, sb, title, template, t.cfg.DefaultTimeoutSeconds, onTimeout)
 	rec.Steps, rec.Checkpoint = src.Steps, src.Checkpoint
-	if err := t.store.PutSandbox(rec); err != nil {
+	if err := held.record(rec); err != nil {
 		return forkedSandbox{}, err
 	}
 	return forkedSandbox{

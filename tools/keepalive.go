@@ -91,6 +91,15 @@ func (b *base) keepAlive(ctx context.Context, c *e2b.Client, call Caller,
 	if rec.State == state.StateRunning && !b.extended.due(call.Owner, rec.ID, timeout, b.now()) {
 		return rec, false, "", nil
 	}
+	held := &places{b: b}
+	if rec.State == state.StatePaused {
+		// Resuming on use brings the sandbox back as a resume on purpose would: within the running cap.
+		var err error
+		if held, err = b.reserve(call, state.SlotResume, 1); err != nil {
+			return rec, false, "", err
+		}
+		defer held.release()
+	}
 	sb, resumed, err := c.ConnectSandbox(ctx, rec.ID, timeout)
 	switch {
 	case errors.Is(err, e2b.ErrNotFound):
@@ -107,6 +116,8 @@ func (b *base) keepAlive(ctx context.Context, c *e2b.Client, call Caller,
 	now := b.now()
 	b.extended.done(call.Owner, rec.ID, now)
 	updated, err := b.connected(call, rec.ID, sb, timeout, now)
+	// The running record counts from now on (until this, it and the place both did).
+	held.release()
 	if err != nil {
 		return rec, false, "", err
 	}

@@ -111,13 +111,27 @@ func (t manageSandbox) resume(ctx context.Context, c *e2b.Client, call Caller, r
 	if timeout == 0 {
 		timeout = t.cfg.DefaultTimeoutSeconds
 	}
+	if err := t.checkTimeout(call, timeout); err != nil {
+		return nil, err
+	}
+	held := &places{b: t.base}
+	if rec.State == state.StatePaused {
+		var err error
+		if held, err = t.reserve(call, state.SlotResume, 1); err != nil {
+			return nil, err
+		}
+		defer held.release()
+	}
 	sb, _, err := c.ConnectSandbox(ctx, rec.ID, timeout)
 	if err != nil {
 		return nil, t.vanished(call, rec, err)
 	}
 	now := t.now()
 	t.extended.done(call.Owner, rec.ID, now)
-	if _, err := t.connected(call, rec.ID, sb, timeout, now); err != nil {
+	_, err = t.connected(call, rec.ID, sb, timeout, now)
+	// The running record counts from now on (until this, it and the place both did).
+	held.release()
+	if err != nil {
 		return nil, err
 	}
 	// The sandbox may have slept through a rotation or removal of a credential: it gets its owner's as they are.

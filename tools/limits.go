@@ -1,0 +1,105 @@
+package tools
+
+import (
+	"errors"
+	"sync"
+	"time"
+
+	"github.com/e2b-mcp/e2b-mcp/policy"
+	"github.com/e2b-mcp/e2b-mcp/state"
+)
+
+// The limits of the policy file (its limits section) are enforced here, before anything reaches E2B: a create,
+// fork or resume that the owner's limits refuse costs nothing. The caps on live and running sandboxes are held
+// in the store (state.ReserveSandboxes): a call takes its places before it asks E2B, and gives them back once the
+// new sandboxes are recorded (from then on their records count) or E2B failed. Places whose holder died run out
+// after reservationHold.
+
+// reservationHold bounds how long a place is held without the call giving it back: longer than any create, fork
+// or resume takes at E2B.
+const reservationHold = 10 * time.Minute
+
+// limits are the owner's limits of the policy in force.
+func (b *base) limits(owner string) policy.Limits {
+	if b.limitsOf == nil {
+		return policy.Limits{}
+	}
+	return b.limitsOf(owner)
+}
+
+// checkNew refuses a new sandbox of template with timeout seconds that the owner's limits do not allow.
+func (b *base) checkNew(call Caller, template string, timeout int) error {
+	if why := b.limits(call.Owner).CheckNew(template, timeout); why != "" {
+		return userErrorf("Refused by this server's limits: %s.", why)
+	}
+	return nil
+}
+
+// checkTimeout refuses a timeout of seconds beyond the owner's limits.
+func (b *base) checkTimeout(call Caller, seconds int) error {
+	if why := b.limits(call.Owner).CheckTimeout(seconds); why != "" {
+		return userErrorf("Refused by this server's limits: %s.", why)
+	}
+	return nil
+}
+
+// places are what a call holds in its owner's caps (none when the owner's limits set no cap).
+type places struct {
+	b    *base
+	res  *state.Reservation
+	once sync.Once
+}
+
+// reserve takes n places of kind in the caller's caps, or refuses with a message naming the cap, the use and
+// what frees a place. An owner whose limits set no cap takes no place (and writes nothing).
+func (b *base) reserve(call Caller, kind state.SlotKind, n int) (*places, error) {
+	l := b.limits(call.Owner)
+	caps := state.SandboxCaps{Live: l.LiveSandboxes, Running: l.RunningSandboxes}
+	if caps == (state.SandboxCaps{}) {
+		return &places{b: b}, nil
+	}
+	r, err := b.store.ReserveSandboxes(call.Owner, kind, n, caps, reservationHold)
+	var capErr *state.CapError
+	if errors.As(err, &capErr) {
+		return nil, capRefusal(capErr)
+	}
+	if err != nil {
+		return nil, userErrorf("Could not check this owner's sandbox limits: %v", err)
+	}
+	return &places{b: b, res: &r}, nil
+}
+
+// record stores a new sandbox's record in one of the places: from then on the record counts instead.
+func (p *places) record(rec state.SandboxRecord) error {
+	if p.res == nil {
+		return p.b.store.PutSandbox(rec)
+	}
+	return p.b.store.PutReservedSandbox(*p.res, rec)
+}
+
+// release gives back the places not used (after a failure at E2B, or a resume recorded); it may be called more
+// than once.
+func (p *places) release() {
+	if p.res == nil {
+		return
+	}
+	p.once.Do(func() {
+		if err := p.b.store.ReleaseReservation(*p.res); err != nil {
+			// The places run out after reservationHold on their own.
+			p.b.log.Warn("giving back places in an owner's sandbox caps", "owner", p.res.Owner, "err", err)
+		}
+	})
+}
+
+// capRefusal words a refused reservation: "3 of 3 running sandboxes: pause or delete one (e2b_list_sandboxes)".
+func capRefusal(e *state.CapError) error {
+	free := "pause or delete one (e2b_list_sandboxes lists them, e2b_manage_sandbox pauses or deletes)"
+	if e.Limit == state.LimitLive {
+		free = "delete one; a paused sandbox counts too (e2b_list_sandboxes lists them, e2b_manage_sandbox deletes)"
+	}
+	if e.Asked > 1 {
+		return userErrorf("Refused by this server's limits: %s, and this call asks for %d more: %s, or ask for fewer.",
+			e.Error(), e.Asked, free)
+	}
+	return userErrorf("Refused by this server's limits: %s: %s.", e.Error(), free)
+}
