@@ -38,12 +38,13 @@ type fixtureOpts struct {
 	policy     string // policy YAML; "" means the built-in policy
 	tokensFile string
 	transport  string
+	emulator   e2btest.Options
 	mutate     func(*Config, *e2btest.Server)
 }
 
 func newFixture(t testing.TB, o fixtureOpts) *fixture {
 	t.Helper()
-	emu, err := e2btest.New(e2btest.Options{})
+	emu, err := e2btest.New(o.emulator)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -67,9 +67,10 @@ type Server struct {
 	modern         *modernCalls // calls of protocol 2026-07-28 over streamable HTTP, for their cancels
 	limits         httpLimits
 	sweeper        *lifecycle.Sweeper
-	shapes         map[string]*argShape // tool name → the argument names its schema declares
-	taskTools      map[string]bool      // the tools whose calls may become MCP tasks (tasks.go)
+	shapes         map[string]*argShape      // tool name → the argument names its schema declares
+	taskTools      map[string]tools.TaskKind // how each tool's calls may become MCP tasks (tasks.go)
 	taskCommands   tools.TaskCommands
+	taskRunners    *taskRunners
 	imageTools     map[string]bool // the tools whose results may carry images (tools.Tool.Images)
 	leases         leaseCache
 	metrics        *metrics
@@ -190,7 +191,7 @@ func (s *Server) buildMCP() *mcpserver.MCPServer {
 	}
 	all := tools.All(deps)
 	s.shapes = make(map[string]*argShape, len(all))
-	s.taskTools = map[string]bool{}
+	s.taskTools = map[string]tools.TaskKind{}
 	s.imageTools = map[string]bool{}
 	for _, t := range all {
 		s.shapes[t.Tool.Name] = shapeOfTool(t)
@@ -198,6 +199,7 @@ func (s *Server) buildMCP() *mcpserver.MCPServer {
 		s.imageTools[t.Tool.Name] = t.Images
 	}
 	s.taskCommands = tools.NewTaskCommands(deps)
+	s.taskRunners = newTaskRunners()
 	m.AddTools(tools.ServerTools(all)...)
 	m.AddResourceTemplates(tools.ResourceTemplates(deps)...)
 	return m

@@ -99,7 +99,7 @@ func (s *Server) taskMessageOf(raw []byte) (m taskMessage, ours bool) {
 	}
 	switch m.Method {
 	case string(mcp.MethodToolsCall):
-		return m, m.declares() && s.taskTools[m.Params.Name]
+		return m, m.declares() && s.taskTools[m.Params.Name] != tools.NoTasks
 	case string(mcp.MethodTasksGet), string(mcp.MethodTasksCancel), methodTasksUpdate:
 		return m, true
 	}
@@ -158,15 +158,12 @@ const methodTasksUpdate = "tasks/update"
 // callMayBeTask runs a tools/call offered a task through mcp-go, and answers with a task when the call took the
 // offer, else with the call's own response.
 func (s *Server) callMayBeTask(ctx context.Context, m taskMessage, raw []byte) []byte {
+	if s.taskTools[m.Params.Name] == tools.TaskOfServer {
+		return s.holdAsTask(ctx, m, raw)
+	}
 	offer := &tools.TaskOffer{}
 	resp := s.mcp.HandleMessage(tools.WithTaskOffer(ctx, offer), raw)
-	plain := func() []byte {
-		b, err := json.Marshal(resp)
-		if err != nil {
-			return rpcError(m.ID, mcp.INTERNAL_ERROR, "the result could not be encoded: "+err.Error(), nil)
-		}
-		return b
-	}
+	plain := func() []byte { return plainAnswer(m.ID, resp) }
 	cmd, taken := offer.Taken()
 	if _, ok := resp.(mcp.JSONRPCResponse); !taken || !ok {
 		return plain()
@@ -221,6 +218,9 @@ func (s *Server) followTask(ctx context.Context, caller tools.Caller, t state.Ta
 	if t.Terminal() {
 		return t
 	}
+	if t.PID == 0 {
+		return s.followHeldTask(t)
+	}
 	// The result is sized to the client that asks for it, as the call's would have been.
 	res, done, err := s.taskCommands.Outcome(tools.WithClient(ctx, s.client(ctx)), caller, t)
 	if err != nil {
@@ -255,7 +255,9 @@ func (s *Server) cancelTask(ctx context.Context, caller tools.Caller, t state.Ta
 	if t.Terminal() {
 		return nil
 	}
-	if err := s.taskCommands.Stop(ctx, caller, t); err != nil {
+	if t.PID == 0 { // held by a server: it stops the call when it sees the task cancelled
+		defer s.taskRunners.cancel(t.ID)
+	} else if err := s.taskCommands.Stop(ctx, caller, t); err != nil {
 		return err
 	}
 	_, err := s.store.UpdateTask(t.Owner, t.ID, func(r *state.Task) error {
@@ -286,8 +288,11 @@ func taskAnswer(t state.Task, kind mcp.ResultType) map[string]any {
 	if t.StatusMessage != "" {
 		a["statusMessage"] = t.StatusMessage
 	}
-	if t.Status == state.TaskCompleted {
+	switch t.Status {
+	case state.TaskCompleted:
 		a["result"] = json.RawMessage(t.Result)
+	case state.TaskFailed: // a call that failed with a JSON-RPC error keeps it as its result
+		a["error"] = json.RawMessage(t.Result)
 	}
 	return a
 }
@@ -384,4 +389,186 @@ func (s *Server) serveTasks(next http.Handler) http.Handler {
 		w.Header().Set("Content-Type", "application/json")
 		_, _ = w.Write(answer)
 	})
+}
+
+// Tasks of calls that only the server running them can finish (tools.TaskOfServer): the call runs on, detached
+// from its request, on the server that took it, which records its result in the task when it ends, and keeps the
+// task's lastUpdatedAt fresh meanwhile. Another server answers tasks/get from the record; one that finds the
+// record stale (its server stopped) completes the task with a result saying the call's outcome is lost. A cancel
+// on another server marks the record, which the running server reads at its next beat.
+
+const (
+	// heldTaskBeat is how often the server running a held task renews its record and reads it for a cancel.
+	heldTaskBeat = 5 * time.Second
+	// heldTaskStale is how old a held task's record must be for its server to be taken as gone.
+	heldTaskStale = 6 * heldTaskBeat
+)
+
+// taskRunners are the held tasks this server runs, and how to stop each.
+type taskRunners struct {
+	mu   sync.Mutex
+	runs map[string]context.CancelCauseFunc
+}
+
+func newTaskRunners() *taskRunners { return &taskRunners{runs: map[string]context.CancelCauseFunc{}} }
+
+func (r *taskRunners) add(id string, stop context.CancelCauseFunc) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.runs[id] = stop
+}
+
+func (r *taskRunners) remove(id string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	delete(r.runs, id)
+}
+
+// running reports whether this server runs the task.
+func (r *taskRunners) running(id string) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	_, ok := r.runs[id]
+	return ok
+}
+
+// cancel stops the task's call if this server runs it.
+func (r *taskRunners) cancel(id string) {
+	r.mu.Lock()
+	stop, ok := r.runs[id]
+	r.mu.Unlock()
+	if ok {
+		stop(errTaskCancelled)
+	}
+}
+
+var errTaskCancelled = errors.New("the task was cancelled (tasks/cancel)")
+
+// holdAsTask runs a tools/call of a TaskOfServer tool, and answers its response if it comes within the task wait;
+// else the call goes on detached from its request, as a task.
+func (s *Server) holdAsTask(ctx context.Context, m taskMessage, raw []byte) []byte {
+	caller, err := s.callerFor(ctx)
+	if err != nil {
+		return plainAnswer(m.ID, s.mcp.HandleMessage(ctx, raw))
+	}
+	// Until it is a task the call is the request's (a cancel of the request ends it); after, only a task's cancel.
+	detached, mute := tools.MuteLater(context.WithoutCancel(ctx))
+	runCtx, stop := context.WithCancelCause(detached)
+	following := context.AfterFunc(ctx, func() { stop(context.Cause(ctx)) })
+	done := make(chan mcp.JSONRPCMessage, 1)
+	go func() { done <- s.mcp.HandleMessage(runCtx, raw) }()
+	wait := s.cfg.Tools.TaskWait
+	if wait <= 0 {
+		wait = tools.DefaultTaskWait
+	}
+	timer := time.NewTimer(wait)
+	defer timer.Stop()
+	select {
+	case resp := <-done:
+		following()
+		stop(nil)
+		return plainAnswer(m.ID, resp)
+	case <-timer.C:
+	}
+	if !following() { // the request ended as the wait did: the call ends with it
+		resp := <-done
+		stop(nil)
+		return plainAnswer(m.ID, resp)
+	}
+	mute()
+	now := s.cfg.Now()
+	t := state.Task{ID: newTaskID(), Owner: caller.Owner, Session: caller.Session, Tool: m.Params.Name,
+		Status: state.TaskWorking, StatusMessage: "The call runs on.", Created: now, Updated: now, Expires: now.Add(taskTTL)}
+	if err := s.store.PutTask(t); err != nil {
+		s.log.Warn("a call's task could not be recorded; the call answers without one", "tool", m.Params.Name, "error", err)
+		resp := <-done
+		stop(nil)
+		return plainAnswer(m.ID, resp)
+	}
+	s.taskRunners.add(t.ID, stop)
+	go s.runHeldTask(t, done, stop)
+	return rpcResult(m.ID, taskAnswer(t, resultTypeTask))
+}
+
+// runHeldTask keeps a held task's record fresh until its call ends, stops the call when the record says it was
+// cancelled, and records the call's result.
+func (s *Server) runHeldTask(t state.Task, done <-chan mcp.JSONRPCMessage, stop context.CancelCauseFunc) {
+	defer s.taskRunners.remove(t.ID)
+	defer stop(nil)
+	beat := time.NewTicker(heldTaskBeat)
+	defer beat.Stop()
+	for {
+		select {
+		case resp := <-done:
+			s.recordHeldResult(t, resp)
+			return
+		case <-beat.C:
+			r, err := s.store.UpdateTask(t.Owner, t.ID, func(*state.Task) error { return nil })
+			if err != nil {
+				s.log.Warn("a held task's record could not be renewed", "task", t.ID, "error", err)
+			} else if r.Status == state.TaskCancelled {
+				stop(errTaskCancelled)
+			}
+		}
+	}
+}
+
+// recordHeldResult records a held task's call's response: completed with its result, or failed with its
+// JSON-RPC error; a task cancelled meanwhile stays cancelled.
+func (s *Server) recordHeldResult(t state.Task, resp mcp.JSONRPCMessage) {
+	status, message := state.TaskCompleted, "The call ended."
+	var body any
+	switch r := resp.(type) {
+	case mcp.JSONRPCResponse:
+		body = r.Result
+	case mcp.JSONRPCError:
+		status, message, body = state.TaskFailed, "The call failed: "+r.Error.Message, r.Error
+	default:
+		status, message, body = state.TaskFailed, "The call ended without an answer.", map[string]any{"code": mcp.INTERNAL_ERROR, "message": "no answer"}
+	}
+	result, err := json.Marshal(body)
+	if err != nil {
+		status, message = state.TaskFailed, "The call's result could not be encoded."
+		result, _ = json.Marshal(map[string]any{"code": mcp.INTERNAL_ERROR, "message": err.Error()})
+	}
+	if _, err := s.store.UpdateTask(t.Owner, t.ID, func(r *state.Task) error {
+		if !r.Terminal() {
+			r.Status, r.StatusMessage, r.Result = status, message, result
+		}
+		return nil
+	}); err != nil {
+		s.log.Error("a held task's result could not be recorded", "task", t.ID, "error", err)
+	}
+}
+
+// followHeldTask answers a held task that is working: as it is while its server beats, else completed with a
+// result that says its outcome is lost.
+func (s *Server) followHeldTask(t state.Task) state.Task {
+	if s.taskRunners.running(t.ID) || s.cfg.Now().Sub(t.Updated) < heldTaskStale {
+		return t
+	}
+	lost := mcp.NewToolResultError(fmt.Sprintf("The server that ran this %s call stopped before the call ended (a "+
+		"restart, or a crash), so its outcome is lost. E2B's code interpreter interrupts an execution when the "+
+		"request that runs it goes: what the code defined before it remains in its context. Run it again.", t.Tool))
+	result, _ := json.Marshal(lost) // a plain result
+	updated, err := s.store.UpdateTask(t.Owner, t.ID, func(r *state.Task) error {
+		if !r.Terminal() && s.cfg.Now().Sub(r.Updated) >= heldTaskStale {
+			r.Status, r.StatusMessage, r.Result = state.TaskCompleted, "The call's server stopped.", result
+		}
+		return nil
+	})
+	if err != nil {
+		s.log.Warn("a lost task could not be recorded", "task", t.ID, "error", err)
+		return t
+	}
+	return updated
+}
+
+// plainAnswer is a response as mcp-go made it.
+func plainAnswer(id json.RawMessage, resp mcp.JSONRPCMessage) []byte {
+	b, err := json.Marshal(resp)
+	if err != nil {
+		return rpcError(id, mcp.INTERNAL_ERROR, "the result could not be encoded: "+err.Error(), nil)
+	}
+	return b
 }

@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"regexp"
@@ -17,6 +18,8 @@ import (
 
 	"github.com/e2b-mcp/e2b-mcp/credentials"
 	"github.com/e2b-mcp/e2b-mcp/e2b/e2btest"
+	"github.com/e2b-mcp/e2b-mcp/e2b/emulator"
+	"github.com/e2b-mcp/e2b-mcp/internal/optional"
 	"github.com/e2b-mcp/e2b-mcp/internal/pgtest"
 	"github.com/e2b-mcp/e2b-mcp/internal/waitfor"
 	"github.com/e2b-mcp/e2b-mcp/state"
@@ -406,4 +409,97 @@ func TestTaskOutlivesItsServer(t *testing.T) {
 			t.Fatalf("another owner's tasks/get: %v, want not found", rpcErr)
 		}
 	})
+}
+
+// An e2b_run_code call that outlives the task wait becomes a task that its server holds: tasks/get answers it with
+// the execution's result once it ends, tasks/cancel interrupts the kernel (the next cell runs), and a server on
+// the same database that finds the task's server gone (its record not renewed) completes it with a result saying
+// its outcome is lost, rather than leaving it working for ever.
+func TestHeldTasks(t *testing.T) {
+	if err := emulator.CodeInterpreterAvailable(); err != nil {
+		optional.Missing(t, err.Error())
+	}
+	_, db := pgtest.Database(t)
+	f := newFixture(t, fixtureOpts{transport: TransportHTTP, emulator: e2btest.Options{CodeInterpreter: true},
+		mutate: func(c *Config, _ *e2btest.Server) {
+			c.Store = db
+			key := base64.StdEncoding.EncodeToString(bytes.Repeat([]byte{7}, state.DataKeySize))
+			if err := c.Secrets.SetSecret(credentials.DataKeyAccount, key); err != nil {
+				t.Fatal(err)
+			}
+		}})
+	c := &httpRaw{url: serveHTTP(t, f) + PathMCP}
+	sc := callStructured(t, "e2b_create_sandbox", c, true, "e2b_create_sandbox", map[string]any{"template": "code-interpreter-v1"})
+	sbx := sc["sandbox_id"].(string)
+	run := func(code string) (map[string]any, map[string]any) {
+		return rawCall(t, c, true, "e2b_run_code", map[string]any{"sandbox_id": sbx, "code": code})
+	}
+	cell := func(what, code string) map[string]any {
+		res, rpcErr := run(code)
+		return structured(t, what, res, rpcErr)
+	}
+
+	warm, rpcErr := rawCall(t, c, false, "e2b_run_code", map[string]any{"sandbox_id": sbx, "code": "0"}) // the kernel starts
+	structured(t, "the first cell", warm, rpcErr)
+	quick := cell("a quick cell", "21 * 2")
+	if results, _ := quick["results"].([]any); len(results) != 1 || results[0].(map[string]any)["text"] != "42" {
+		t.Fatalf("a quick cell declaring tasks: %v", quick)
+	}
+
+	res, rpcErr := run("import time\nprint('a')\ntime.sleep(3)\nprint('b')\n6 * 7")
+	id, _ := res["taskId"].(string)
+	if rpcErr != nil || res["resultType"] != "task" || id == "" {
+		t.Fatalf("a long cell declaring tasks: %v, %v; want a task", res, rpcErr)
+	}
+	out := completedExec(t, awaitTask(t, c, id))
+	if results, _ := out["results"].([]any); out["stdout"] != "a\nb\n" || len(results) != 1 || results[0].(map[string]any)["text"] != "42" {
+		t.Fatalf("the long cell's result: %v", out)
+	}
+
+	res, _ = run("import time\ntime.sleep(300)")
+	id, _ = res["taskId"].(string)
+	if res["resultType"] != "task" {
+		t.Fatalf("an endless cell: %v; want a task", res)
+	}
+	if res, rpcErr := taskRequest(t, c, true, "tasks/cancel", id); rpcErr != nil || res["resultType"] != "complete" {
+		t.Fatalf("tasks/cancel: %v, %v", res, rpcErr)
+	}
+	if task, _ := taskRequest(t, c, true, "tasks/get", id); task["status"] != "cancelled" {
+		t.Fatalf("a cancelled held task: %v", task)
+	}
+	// The next cell waits for the interrupt to land, which may outlast the task wait: it may come as a task.
+	res, rpcErr = run("5 + 5")
+	after := res["structuredContent"]
+	if res["resultType"] == "task" {
+		after = completedExec(t, awaitTask(t, c, res["taskId"].(string)))
+	} else {
+		after = structured(t, "the cell after a cancelled one", res, rpcErr)
+	}
+	if results, _ := after.(map[string]any)["results"].([]any); len(results) != 1 || results[0].(map[string]any)["text"] != "10" {
+		t.Fatalf("the cell after a cancelled one: %v", after)
+	}
+
+	// A replica whose clock is past the task's staleness takes its server for gone.
+	cfg := f.srv.cfg
+	cfg.StateDir = t.TempDir()
+	cfg.Now = func() time.Time { return time.Now().Add(2 * heldTaskStale) }
+	late, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { late.Close() })
+	c2 := &httpRaw{url: serveHTTP(t, &fixture{srv: late}) + PathMCP}
+	res, _ = run("import time\ntime.sleep(8)")
+	id, _ = res["taskId"].(string)
+	if res["resultType"] != "task" {
+		t.Fatalf("a long cell: %v; want a task", res)
+	}
+	lost, rpcErr := taskRequest(t, c2, true, "tasks/get", id)
+	result, _ := lost["result"].(map[string]any)
+	if rpcErr != nil || lost["status"] != "completed" || result["isError"] != true || !strings.Contains(fmt.Sprint(result["content"]), "outcome is lost") {
+		t.Fatalf("a held task whose server is gone: %v, %v", lost, rpcErr)
+	}
+	if task, _ := taskRequest(t, c, true, "tasks/get", id); task["status"] != "completed" {
+		t.Fatalf("the task on its own server after another completed it: %v", task)
+	}
 }

@@ -15,7 +15,7 @@ type Task struct {
 	// Tool is the tool whose call the task is.
 	Tool string
 	// SandboxID, PID and LogFile are the command: the sandbox it runs in, its pid there, and the file in the
-	// sandbox that receives its output.
+	// sandbox that receives its output. A task with no PID is a call that the server running it holds.
 	SandboxID string
 	PID       uint32
 	LogFile   string
@@ -24,7 +24,8 @@ type Task struct {
 	// Status is one of the Task* statuses; StatusMessage says more of it.
 	Status        string
 	StatusMessage string
-	// Result is the call's result (a CallToolResult's JSON) once Status is TaskCompleted.
+	// Result is the call's result (a CallToolResult's JSON) once Status is TaskCompleted, or its JSON-RPC error
+	// once it is TaskFailed.
 	Result json.RawMessage
 
 	Created, Updated time.Time

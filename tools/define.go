@@ -40,8 +40,8 @@ type definition[A, R any] struct {
 	// actions, when set, are the values shown gives the "action" argument, which is not a parameter: the policy's
 	// action condition reads it (e2b_sync_out is a patch or an apply).
 	actions []string
-	// tasks says a call may become a task when its client declared MCP tasks (see tasks.go).
-	tasks bool
+	// tasks says how a call may become a task when its client declared MCP tasks (see tasks.go).
+	tasks TaskKind
 	// images says its results may carry image content (see Tool.Images).
 	images bool
 	run    handlerFunc[A]
@@ -56,8 +56,8 @@ type Tool struct {
 	// defaults are definition.defaults as JSON decoding gives them (numbers float64), by parameter name.
 	defaults map[string]any
 	shown    func(map[string]any) map[string]any
-	// Tasks says a call of the tool may be answered with a task (TaskOffer).
-	Tasks bool
+	// Tasks says how a call of the tool may be answered with a task.
+	Tasks TaskKind
 	// Images says its results may carry image content. A client that hands its model only structuredContent
 	// (Codex, Copilot CLI) gets such a tool without its outputSchema and such a result without structuredContent,
 	// so that the image is not dropped with the content (MCP: a tool that declares an outputSchema answers with
@@ -120,7 +120,7 @@ func define[A, R any](b *base, d definition[A, R]) Tool {
 		}
 		pt.Args[policy.ArgAction], pt.Actions = "action", d.actions
 	}
-	if d.tasks {
+	if d.tasks != NoTasks {
 		t.Meta = mcp.NewMetaFromMap(map[string]any{TasksExtension: map[string]any{"taskSupport": "optional"}})
 	}
 	return Tool{

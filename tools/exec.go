@@ -93,7 +93,7 @@ func (t execTool) tool() Tool {
 		name: execName, description: desc,
 		hints:    hints{readOnly: false, destructive: true, idempotent: false, openWorld: true},
 		defaults: execArgs{Cwd: WorkspacePath, TimeoutMs: int(t.cfg.ExecTimeout.Milliseconds())},
-		tasks:    true,
+		tasks:    TaskOfCommand,
 		run:      t.run,
 	})
 }

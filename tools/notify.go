@@ -2,6 +2,7 @@ package tools
 
 import (
 	"context"
+	"sync/atomic"
 
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/mark3labs/mcp-go/server"
@@ -35,4 +36,20 @@ func notify(ctx context.Context, method string, params map[string]any) error {
 		return nil
 	}
 	return srv.SendNotificationToClient(ctx, method, params)
+}
+
+// MuteLater returns a context whose calls notify as ctx's do until mute is called, and send nothing after: for a
+// call that goes on after its answer, whose client must get no notification of it then.
+func MuteLater(ctx context.Context) (_ context.Context, mute func()) {
+	var muted atomic.Bool
+	send, _ := ctx.Value(notifierKey{}).(Notifier)
+	return WithNotifier(ctx, func(c context.Context, n mcp.JSONRPCNotification) error {
+		switch {
+		case muted.Load():
+			return nil
+		case send != nil:
+			return send(c, n)
+		}
+		return notify(WithNotifier(c, nil), n.Method, n.Params.AdditionalFields)
+	}), func() { muted.Store(true) }
 }

@@ -80,6 +80,7 @@ func (t runCode) tool() Tool {
 			e2b.CodeInterpreterTemplate, t.cfg.ExecForegroundLimit.Milliseconds(), maxExecTimeoutMs),
 		hints:    hints{readOnly: false, destructive: true, idempotent: false, openWorld: true},
 		defaults: runCodeArgs{TimeoutMs: int(t.cfg.ExecForegroundLimit.Milliseconds())},
+		tasks:    TaskOfServer,
 		run:      t.run,
 	})
 }

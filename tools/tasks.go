@@ -32,6 +32,21 @@ const TasksExtension = "io.modelcontextprotocol/tasks"
 // client that declared tasks moves a task to the background at once and keeps its model working.
 const DefaultTaskWait = time.Second
 
+// TaskKind says how a tool's call may become a task.
+type TaskKind int
+
+const (
+	// NoTasks: the call is always answered with its result.
+	NoTasks TaskKind = iota
+	// TaskOfCommand: the tool takes a TaskOffer when its command still runs after TaskWait, and the task follows
+	// the command in the sandbox, from anywhere (e2b_exec).
+	TaskOfCommand
+	// TaskOfServer: the server that runs the call holds it as a task once it outlives TaskWait, and records its
+	// result when it ends; it cannot outlive that server (e2b_run_code, whose execution E2B's code interpreter
+	// interrupts when the request that runs it goes).
+	TaskOfServer
+)
+
 // TaskOffer is on the context of a call whose client declared the Tasks extension. The call waits
 // Config.TaskWait for its work before it becomes a task.
 type TaskOffer struct {
