@@ -524,7 +524,8 @@ func (s *Server) recordHeldResult(t state.Task, resp mcp.JSONRPCMessage) {
 	case mcp.JSONRPCError:
 		status, message, body = state.TaskFailed, "The call failed: "+r.Error.Message, r.Error
 	default:
-		status, message, body = state.TaskFailed, "The call ended without an answer.", map[string]any{"code": mcp.INTERNAL_ERROR, "message": "no answer"}
+		status, message = state.TaskFailed, "The call ended without an answer."
+		body = map[string]any{"code": mcp.INTERNAL_ERROR, "message": "no answer"}
 	}
 	result, err := json.Marshal(body)
 	if err != nil {

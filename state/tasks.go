@@ -139,19 +139,9 @@ func (s *records) PutTask(t Task) error {
 func (s *records) Task(owner, id string) (Task, error) {
 	var out Task
 	err := s.db.view(func(tx recordTx) error {
-		v, err := tx.get(tableTasks, owner, id)
-		if err != nil {
-			return err
-		}
-		if v == nil {
-			return fmt.Errorf("task %s of owner %q: %w", id, owner, ErrNotFound)
-		}
-		var rec taskV1
-		if err := s.decode(tableTasks, owner, id, v, &rec); err != nil {
-			return err
-		}
-		out = rec.task(owner, id)
-		return nil
+		var err error
+		out, err = s.task(tx, owner, id)
+		return err
 	})
 	return out, err
 }
@@ -162,18 +152,10 @@ func (s *records) Task(owner, id string) (Task, error) {
 func (s *records) UpdateTask(owner, id string, fn func(*Task) error) (Task, error) {
 	var out Task
 	err := s.db.update(func(tx recordTx) error {
-		v, err := tx.get(tableTasks, owner, id)
+		t, err := s.task(tx, owner, id)
 		if err != nil {
 			return err
 		}
-		if v == nil {
-			return fmt.Errorf("task %s of owner %q: %w", id, owner, ErrNotFound)
-		}
-		var rec taskV1
-		if err := s.decode(tableTasks, owner, id, v, &rec); err != nil {
-			return err
-		}
-		t := rec.task(owner, id)
 		if err := fn(&t); err != nil {
 			return err
 		}
@@ -185,9 +167,25 @@ func (s *records) UpdateTask(owner, id string, fn func(*Task) error) (Task, erro
 		}
 		t.Updated = s.now()
 		out = t
-		rec = taskRecord(t)
+		rec := taskRecord(t)
 		out.Created, out.Updated, out.Expires = rec.Created, rec.Updated, rec.Expires
 		return put(tx, tableTasks, owner, id, rec)
 	})
 	return out, err
+}
+
+// task reads one task in tx; ErrNotFound if absent or of another owner.
+func (s *records) task(tx recordTx, owner, id string) (Task, error) {
+	v, err := tx.get(tableTasks, owner, id)
+	if err != nil {
+		return Task{}, err
+	}
+	if v == nil {
+		return Task{}, fmt.Errorf("task %s of owner %q: %w", id, owner, ErrNotFound)
+	}
+	var rec taskV1
+	if err := s.decode(tableTasks, owner, id, v, &rec); err != nil {
+		return Task{}, err
+	}
+	return rec.task(owner, id), nil
 }
