@@ -24,8 +24,30 @@ import (
 // commandWrapper runs the user's command ($1) with bash -l -c, then writes the exit marker ($2, then the exit
 // code and a newline) on stdout and on stderr; the two streams are read apart, so each says where it ends. The
 // wrapper's own stderr goes to /dev/null, so that its report of a command killed by a signal does not show.
-const commandWrapper = `exec 3>&2 2>/dev/null; /bin/bash -l -c "$1" 2>&3 3>&-; c=$?
-printf '%s%d\n' "$2" "$c"; printf '%s%d\n' "$2" "$c" >&3`
+//
+// With a log directory ($3), the command's stdout and stderr also go, from their first byte, to its log file there
+// (BackgroundFiles, named by the wrapper's pid), through a tee each, and its command line to the command file and
+// its exit code to the exit file, all written in the sandbox by the command's own wrapper: whoever reads the
+// stream may go away (a server killed or restarted), the log does not. mkdir runs only for a missing directory;
+// the rest are shell builtins. The tees ignore SIGTERM, so that a stopped command's last words reach the log
+// (they end with their input). The marker must follow all of the command's output on the stream, so after the
+// command the wrapper waits for each tee to have passed on what it was given (it has exited, or sleeps reading an
+// empty pipe that a job the command left behind still holds), looking at /proc rather than waiting, which such a
+// job would hold: a few looks at once, then one every 5 ms (a timed read of a FIFO in the log directory, made
+// once, the only sleep a shell has without a process), for at most about 2 s, which only a tee whose writes
+// envd does not take reaches.
+const commandWrapper = `exec 3>&1 4>&2 2>/dev/null; d=$3; t=; f=
+if [ -n "$d" ] && { [ -d "$d" ] || mkdir -p -- "$d"; } && : >"$d/bg-$$.exit" && printf '%s' "$1" >"$d/bg-$$.cmd" && : >"$d/bg-$$.log"; then
+exec 5> >(trap '' TERM; exec tee -a -- "$d/bg-$$.log" >&3 4>&-); t=$!
+exec 6> >(trap '' TERM; exec tee -a -- "$d/bg-$$.log" >&4 3>&- 5>&-); t="$t $!"
+else d=; exec 5>&3 6>&4; fi
+trap : TERM; /bin/bash -l -c "$1" >&5 2>&6 3>&- 4>&- 5>&- 6>&-; c=$?; exec 5>&- 6>&-
+for p in $t; do i=0; while [ $i -lt 400 ] && read -r _ _ s _ <"/proc/$p/stat" && [ "$s" != Z ]; do
+w=; [ "$s" = S ] && read -r w <"/proc/$p/wchan"; case $w in *pipe_read|pipe_wait) break ;; esac; i=$((i+1))
+[ $i -gt 20 ] && { [ -n "$f" ] || { f=$d/.wait; [ -p "$f" ] || mkfifo -- "$f"; exec 7<>"$f"; }; read -t 0.005 -u 7; }
+done; done
+[ -z "$d" ] || printf '%d\n' "$c" >"$d/bg-$$.exit"
+printf '%s%d\n' "$2" "$c" >&3; printf '%s%d\n' "$2" "$c" >&4`
 
 // backgroundWrapper starts the user's command ($1) detached from envd's output pipes: its stdout and stderr go to
 // a log file named by the wrapper's pid in the directory $2 (BackgroundFiles), stdin stays envd's (a pipe for
@@ -83,6 +105,11 @@ type CommandOptions struct {
 	OnOutput func(kind EventKind, data []byte)
 	// Tag names the process in envd's process list, where ListBackground finds it while it runs.
 	Tag string
+	// LogDir, when set, is the directory in the sandbox (made if missing) where the command's own wrapper writes
+	// its output (stdout and stderr, as they come, beside OnOutput's copy), its command line and its exit code, in
+	// the files a background command has (BackgroundFiles, CommandFile): they outlive the caller, who may remove
+	// them once it has what it wants of them. Without a log (the directory cannot be made) the command still runs.
+	LogDir string
 }
 
 // CommandResult is how a command ended.
@@ -242,7 +269,7 @@ func (e *Envd) RunCommand(ctx context.Context, command string, opts CommandOptio
 	}
 	start := StartOptions{Process: ProcessConfig{
 		Cmd:  "setsid",
-		Args: []string{"/bin/bash", "-c", commandWrapper, wrapperArg0, command, string(stdout.marker)},
+		Args: []string{"/bin/bash", "-c", commandWrapper, wrapperArg0, command, string(stdout.marker), opts.LogDir},
 		Envs: opts.Envs,
 		Cwd:  opts.Cwd,
 	}, Tag: opts.Tag}
@@ -492,7 +519,7 @@ func (e *Envd) ListBackground(ctx context.Context, tagPrefix string) ([]Backgrou
 			bp.Command, bp.Background = a[4], true
 		case p.Config.Cmd == "/bin/bash" && len(a) == 6 && a[1] == backgroundWrapper:
 			bp.Command, bp.Background, bp.PTY = a[3], true, true
-		case p.Config.Cmd == "setsid" && len(a) == 6 && a[2] == commandWrapper:
+		case p.Config.Cmd == "setsid" && len(a) == 7 && a[2] == commandWrapper:
 			bp.Command = a[4]
 		default:
 			continue

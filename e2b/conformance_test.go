@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"os"
 	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -288,43 +289,100 @@ func (h *holdFirstStart) RoundTrip(req *http.Request) (*http.Response, error) {
 
 func TestConformanceBackgroundJobDoesNotHoldTheCall(t *testing.T) {
 	conformance(t, func(t *testing.T, e *Envd) {
-		dur := fmt.Sprintf("30.9%d", time.Now().UnixNano()%1e6)
-		// The late job writes once the command is over: once its wrapper ($PPID, which writes the exit marker after
-		// the shell) has exited, whether envd has reaped it yet (a zombie, state Z) or not. A fixed delay would
-		// let a loaded machine run the job's write before the shell's exit.
-		late := `(while s=$(cut -d' ' -f3 /proc/$PPID/stat 2>/dev/null) && [ "$s" != Z ]; do sleep 0.05; done; echo late; echo late >&2) &`
-		var stdout, stderr strings.Builder
-		start := time.Now()
-		res, err := e.RunCommand(emuCtx(t), "sleep "+dur+" & "+late+" echo started", CommandOptions{
-			Timeout: 20 * time.Second,
-			OnOutput: func(k EventKind, d []byte) {
+		t.Run("without a log", func(t *testing.T) { backgroundJobDoesNotHoldTheCall(t, e, "") })
+		t.Run("with a log", func(t *testing.T) { backgroundJobDoesNotHoldTheCall(t, e, "/tmp/"+unique(t)) })
+	})
+}
+
+func backgroundJobDoesNotHoldTheCall(t *testing.T, e *Envd, logDir string) {
+	dur := fmt.Sprintf("30.9%d", time.Now().UnixNano()%1e6)
+	// The late job writes once the command is over: once its wrapper ($PPID, which writes the exit marker after
+	// the shell) has exited, whether envd has reaped it yet (a zombie, state Z) or not. A fixed delay would
+	// let a loaded machine run the job's write before the shell's exit.
+	late := `(while s=$(cut -d' ' -f3 /proc/$PPID/stat 2>/dev/null) && [ "$s" != Z ]; do sleep 0.05; done; echo late; echo late >&2) &`
+	var stdout, stderr strings.Builder
+	start := time.Now()
+	res, err := e.RunCommand(emuCtx(t), "sleep "+dur+" & "+late+" echo started", CommandOptions{
+		Timeout: 20 * time.Second,
+		LogDir:  logDir,
+		OnOutput: func(k EventKind, d []byte) {
+			if k == EventStdout {
+				stdout.Write(d)
+			} else {
+				stderr.Write(d)
+			}
+		},
+	})
+	// The call did not wait for the job: it was not cut by the timeout (the job outlives it), and the job
+	// still runs after it.
+	if err != nil || res.ExitCode != 0 || !res.Exited || res.TimedOut {
+		t.Fatalf("result %+v %v after %v", res, err, time.Since(start))
+	}
+	if stdout.String() != "started\n" || withoutEnvdNiceness(stderr.String()) != "" {
+		t.Fatalf("stdout %q, stderr %q; want only the shell's own line", stdout.String(), stderr.String())
+	}
+	if running(t, e, "sleep "+dur) == "" {
+		t.Fatal("the background job did not survive its shell")
+	}
+	time.Sleep(500 * time.Millisecond)
+	if out := sh(t, e, "echo next"); out != "next\n" {
+		t.Fatalf("the next command's output: %q", out)
+	}
+	if got, err := e.SignalTree(emuCtx(t), res.PID, 0); err != nil || got != TreeKilled {
+		t.Fatalf("SignalTree: %v %v", got, err)
+	}
+	waitGone(t, e, "sleep "+dur)
+}
+
+// A command with a log directory writes, by itself in the sandbox, all its output to its log from the first byte
+// (the same bytes the stream carried, all of them before the stream's end marker), its command line and its exit
+// code: what a caller that went away reads there later.
+func TestConformanceCommandLog(t *testing.T) {
+	conformance(t, func(t *testing.T, e *Envd) {
+		dir := "/tmp/" + unique(t)
+		for _, tc := range []struct{ command, stdout, stderr, exit string }{
+			{"echo out; echo err >&2; exit 3", "out\n", "err\n", "3\n"},
+			{"seq 1 100000", seqLines(100000), "", "0\n"},
+			{"printf 'no newline'", "no newline", "", "0\n"},
+		} {
+			var stdout, stderr strings.Builder
+			res, err := e.RunCommand(emuCtx(t), tc.command, CommandOptions{Timeout: 20 * time.Second, LogDir: dir, OnOutput: func(k EventKind, d []byte) {
 				if k == EventStdout {
 					stdout.Write(d)
 				} else {
 					stderr.Write(d)
 				}
-			},
-		})
-		// The call did not wait for the job: it was not cut by the timeout (the job outlives it), and the job
-		// still runs after it.
-		if err != nil || res.ExitCode != 0 || !res.Exited || res.TimedOut {
-			t.Fatalf("result %+v %v after %v", res, err, time.Since(start))
+			}})
+			if err != nil || stdout.String() != tc.stdout || withoutEnvdNiceness(stderr.String()) != tc.stderr {
+				t.Fatalf("%s: %+v %v, stdout %d bytes (want %d), stderr %q", tc.command, res, err, stdout.Len(), len(tc.stdout), stderr.String())
+			}
+			logFile, exitFile := BackgroundFiles(dir, res.PID)
+			logged := sh(t, e, "cat "+logFile)
+			if len(logged) != len(tc.stdout)+len(tc.stderr) || !strings.Contains(logged, tc.stdout) || !strings.Contains(logged, tc.stderr) {
+				t.Fatalf("%s: the log holds %d bytes (%.100q), want stdout and stderr (%d bytes)", tc.command, len(logged), logged, len(tc.stdout)+len(tc.stderr))
+			}
+			if got := sh(t, e, "cat "+exitFile); got != tc.exit {
+				t.Fatalf("%s: exit file %q, want %q", tc.command, got, tc.exit)
+			}
+			if got := sh(t, e, "cat "+CommandFile(dir, res.PID)); got != tc.command {
+				t.Fatalf("%s: command file %q", tc.command, got)
+			}
 		}
-		if stdout.String() != "started\n" || withoutEnvdNiceness(stderr.String()) != "" {
-			t.Fatalf("stdout %q, stderr %q; want only the shell's own line", stdout.String(), stderr.String())
+		// A directory that cannot be made leaves the command to run without a log.
+		if res, err := e.RunCommand(emuCtx(t), "echo still", CommandOptions{LogDir: "/proc/nope", OnOutput: func(EventKind, []byte) {}}); err != nil || res.ExitCode != 0 {
+			t.Fatalf("no log: %+v %v", res, err)
 		}
-		if running(t, e, "sleep "+dur) == "" {
-			t.Fatal("the background job did not survive its shell")
-		}
-		time.Sleep(500 * time.Millisecond)
-		if out := sh(t, e, "echo next"); out != "next\n" {
-			t.Fatalf("the next command's output: %q", out)
-		}
-		if got, err := e.SignalTree(emuCtx(t), res.PID, 0); err != nil || got != TreeKilled {
-			t.Fatalf("SignalTree: %v %v", got, err)
-		}
-		waitGone(t, e, "sleep "+dur)
 	})
+}
+
+// seqLines is what seq 1 n prints.
+func seqLines(n int) string {
+	var b strings.Builder
+	for i := 1; i <= n; i++ {
+		b.WriteString(strconv.Itoa(i))
+		b.WriteByte('\n')
+	}
+	return b.String()
 }
 
 func TestConformanceExitCodesAndOutput(t *testing.T) {

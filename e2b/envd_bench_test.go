@@ -49,6 +49,20 @@ func BenchmarkExecTrue(b *testing.B) {
 	}
 }
 
+// BenchmarkExecTrueWithLog is BenchmarkExecTrue with the command's output written to its log in the sandbox as
+// well (CommandOptions.LogDir, as every command of e2b_exec has): the cost of the tees and the log files.
+func BenchmarkExecTrueWithLog(b *testing.B) {
+	e, _ := benchEnvd(b)
+	ctx := context.Background()
+	b.ResetTimer()
+	for b.Loop() {
+		res, err := e.RunCommand(ctx, "true", CommandOptions{LogDir: "/tmp/e2b-mcp-bench"})
+		if err != nil || res.ExitCode != 0 {
+			b.Fatalf("%+v %v", res, err)
+		}
+	}
+}
+
 // patternReader yields n bytes of a repeating pattern without holding them.
 type patternReader struct{ left int64 }
 

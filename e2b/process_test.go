@@ -67,8 +67,8 @@ func TestRunCommandWire(t *testing.T) {
 		t.Fatalf("body %q", r.body)
 	}
 	a := req.Process.Args
-	if req.Process.Cmd != "setsid" || len(a) != 6 || a[0] != "/bin/bash" || a[1] != "-c" || a[2] != commandWrapper ||
-		a[4] != "echo hi" || !strings.HasPrefix(a[5], "\x1ee2b-mcp-exit-") || req.Stdin == nil || *req.Stdin {
+	if req.Process.Cmd != "setsid" || len(a) != 7 || a[0] != "/bin/bash" || a[1] != "-c" || a[2] != commandWrapper ||
+		a[4] != "echo hi" || !strings.HasPrefix(a[5], "\x1ee2b-mcp-exit-") || a[6] != "" || req.Stdin == nil || *req.Stdin {
 		t.Fatalf("request %+v", req)
 	}
 }

@@ -291,7 +291,7 @@ func TestTasks(t *testing.T) {
 				t.Fatalf("the task's result: %v", out)
 			}
 			// With a timeout the command runs as a foreground command does (the server holds it to the timeout),
-			// and becomes a task when it is moved to the background: its output is what came before, then its log.
+			// and becomes a task when it is moved to the background: its output is its log, which holds all of it from the first byte.
 			id = startTaskArgs(t, c, map[string]any{"sandbox_id": sbx, "command": "echo head; sleep 3; echo tail", "timeout_ms": 60000})
 			out = completedExec(t, awaitTask(t, c, id))
 			if out["exit_code"] != 0.0 || out["stdout"] != "head\ntail\n" {

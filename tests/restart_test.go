@@ -2,7 +2,9 @@ package tests
 
 import (
 	"context"
+	"fmt"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -131,4 +133,101 @@ func TestCrashMidCreateIsAdopted(t *testing.T) {
 	if !slices.Equal(mine, []string{id}) {
 		t.Errorf("the emulator holds %v for this owner, want only %s", mine, id)
 	}
+}
+
+// ticks is a command that prints tick-1..tick-30 a tenth of a second apart, then END; ticksOutput is all of it.
+const ticks = "for i in $(seq 1 30); do echo tick-$i; sleep 0.1; done; echo END"
+
+func ticksOutput() string {
+	var b strings.Builder
+	for i := 1; i <= 30; i++ {
+		fmt.Fprintf(&b, "tick-%d\n", i)
+	}
+	return b.String() + "END\n"
+}
+
+// readToEnd reads a process's output with e2b_read_output from offset 0 until it has ended, and returns all of it
+// and the last answer.
+func readToEnd(t testing.TB, c *client.Client, id string, pid int) (string, map[string]any) {
+	t.Helper()
+	var out strings.Builder
+	offset := 0
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		res := ok(t, c, "e2b_read_output", map[string]any{"sandbox_id": id, "pid": pid, "offset": offset, "wait_ms": 5000})
+		out.WriteString(str(res, "output"))
+		offset = int(num(res, "next_offset"))
+		if res["running"] == false {
+			return out.String(), res
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("process %d still runs after 60 s: %v", pid, res)
+		}
+	}
+}
+
+// killAndRead kills (-9) a server that runs a command of ticks as pid, starts another on the same state (args), and
+// checks that it reads every line of the command's output, its exit code and its command.
+func (x *h) killAndRead(first *stdioServer, args []string, id string, pid int) {
+	x.t.Helper()
+	first.kill9(x.t)
+	second := x.startStdio(clientOpts{}, args...)
+	out, end := readToEnd(x.t, second.Client, id, pid)
+	if out != ticksOutput() || end["exit_code"] == nil || num(end, "exit_code") != 0 || str(end, "command") != ticks || end["warning"] != nil {
+		x.t.Fatalf("after the kill, read %q with last answer %v; want every line, tick-1 to END, and exit code 0", out, end)
+	}
+}
+
+// A command moved to the background keeps all its output when the server that ran it is killed (-9) right after
+// the move: the next server reads every line of it, from the first, and its exit code.
+func TestMovedCommandOutputOutlivesKill9(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, b cancelBackend) {
+		x := newH(t)
+		owner := x.owner("moved")
+		x.login(owner)
+		args := x.serveOn(b, owner, "moved", "--exec-foreground-limit", "1s")
+		first := x.startStdio(clientOpts{}, args...)
+		id := create(t, first.Client, map[string]any{"title": "moved"})
+		moved := ok(t, first.Client, "e2b_exec", map[string]any{"sandbox_id": id, "command": ticks})
+		pid := int(num(moved, "pid"))
+		if moved["running"] != true || pid <= 0 {
+			t.Fatalf("a command of 3 s with a foreground limit of 1 s was not moved: %v", moved)
+		}
+		x.killAndRead(first, args, id, pid)
+	})
+}
+
+// A command still in the foreground when its server is killed (-9) keeps all its output too: the next server lists
+// it and reads every line of it, and its exit code.
+func TestForegroundCommandOutputOutlivesKill9(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, b cancelBackend) {
+		x := newH(t)
+		owner := x.owner("foreground")
+		x.login(owner)
+		args := x.serveOn(b, owner, "foreground")
+		first := x.startStdio(clientOpts{}, args...)
+		id := create(t, first.Client, map[string]any{"title": "foreground"})
+		answered := make(chan error, 1)
+		go func() {
+			req := mcp.CallToolRequest{}
+			req.Params.Name = "e2b_exec"
+			req.Params.Arguments = map[string]any{"sandbox_id": id, "command": ticks, "wait_ms": 60000}
+			_, err := first.Client.CallTool(context.Background(), req) // dies with the server; its answer never comes
+			answered <- err
+		}()
+		// Killed once the command has printed some of its lines, and not all.
+		var pid int
+		waitfor.Until(t, 30*time.Second, "the command to run and print in the foreground", func() bool {
+			list := ok(t, first.Client, "e2b_list_processes", map[string]any{"sandbox_id": id})
+			procs, _ := list["processes"].([]any)
+			for _, p := range procs {
+				if p := p.(map[string]any); str(p, "command") == ticks && p["running"] == true && p["foreground"] == true && num(p, "output_size") > 0 {
+					pid = int(num(p, "pid"))
+				}
+			}
+			return pid > 0
+		})
+		x.killAndRead(first, args, id, pid)
+		waitfor.Recv(t, answered, 30*time.Second, "the call of the killed server to end")
+	})
 }

@@ -46,7 +46,7 @@ type execArgs struct {
 // While the command runs its outcome is unknown, and the result says none: exit_code, success and error are
 // absent until it has ended.
 type execResult struct {
-	Running      bool    `json:"running,omitempty" jsonschema_description:"True when the command still runs: started with background true, or still running at the foreground limit and moved to the background. It goes on as pid, its output going to log_file (e2b_read_output); exit_code, success and error are absent until it ends."`
+	Running      bool    `json:"running,omitempty" jsonschema_description:"True when the command still runs: started with background true, or still running at the foreground limit and moved to the background. It goes on as pid, its whole output in log_file (e2b_read_output); exit_code, success and error are absent until it ends."`
 	PID          uint32  `json:"pid,omitempty" jsonschema_description:"While it runs: the process's pid, for e2b_read_output and e2b_stop_process."`
 	ExitCode     *int    `json:"exit_code,omitempty" jsonschema_description:"The command's exit code; -1 when it was killed. Absent while it runs."`
 	Success      *bool   `json:"success,omitempty" jsonschema_description:"True when the command exited with code 0. Absent while it runs."`
@@ -55,7 +55,7 @@ type execResult struct {
 	TotalLines   int64   `json:"total_lines" jsonschema_description:"Lines of stdout plus lines of stderr, before any cut."`
 	StdoutFile   string  `json:"stdout_file,omitempty" jsonschema_description:"Path in the sandbox of the whole stdout, when it was truncated; read it with e2b_read_file."`
 	StderrFile   string  `json:"stderr_file,omitempty" jsonschema_description:"Path in the sandbox of the whole stderr, when it was truncated."`
-	LogFile      string  `json:"log_file,omitempty" jsonschema_description:"While it runs: the file in the sandbox that receives its stdout and stderr; read it with e2b_read_output."`
+	LogFile      string  `json:"log_file,omitempty" jsonschema_description:"While it runs: the file in the sandbox that receives its stdout and stderr, from its first byte (what this result shows, then the rest); read it with e2b_read_output."`
 	SandboxID    string  `json:"sandbox_id"`
 	Resumed      bool    `json:"resumed,omitempty" jsonschema_description:"True when the sandbox had been paused at its timeout and this call resumed it first; its files, and the processes started before, are as they were."`
 	Cwd          string  `json:"cwd"`

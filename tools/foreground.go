@@ -2,7 +2,6 @@ package tools
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -13,11 +12,13 @@ import (
 )
 
 // A call of e2b_exec never outlives the client: a command still running at the foreground limit is moved to the
-// background. Its output so far is the call's result; what it prints from then on is written, as it comes, to a
-// log file in the sandbox (a cat fed through envd, e2b.FileWriter), with its exit code in an exit file once it
-// ends: the same files a command started with background true has, so e2b_read_output reads both alike. The
-// command's stream stays with this server, so a restart of the server loses what it prints after that (the
-// command itself goes on).
+// background, and its output so far is the call's result. Every command of e2b_exec writes its whole output, from
+// its first byte, to a log file in the sandbox beside the stream this server reads, and its command line and exit
+// code to the files a command started with background true has (e2b.CommandOptions.LogDir): its own wrapper
+// writes them, so they outlive this server. e2b_read_output reads a moved command as it reads a background one,
+// and all of it, also after the server that ran it was killed or restarted, whether the command had been moved or
+// was still in the foreground then. A command that ends in the foreground has given the call its output, and its
+// files are removed later (finished.go).
 
 // DefaultExecForegroundLimit is how long e2b_exec waits for a command before it moves it to the background:
 // below the 60 s after which claude.ai's connectors give up on a call.
@@ -63,10 +64,9 @@ func (t execTool) runCommand(ctx context.Context, c *e2b.Client, call Caller, re
 	var (
 		mu      sync.Mutex
 		moved   bool
-		log     *e2b.FileWriter
-		logErr  error
 		started = make(chan uint32, 1)
 		done    = make(chan runEnd, 1)
+		removed = func() {}
 	)
 	stopCancelling := context.AfterFunc(ctx, func() {
 		mu.Lock()
@@ -80,87 +80,73 @@ func (t execTool) runCommand(ctx context.Context, c *e2b.Client, call Caller, re
 			Cwd:     cwd,
 			Timeout: timeout,
 			Tag:     backgroundTagPrefix + "fg",
+			LogDir:  execOutputDir,
 			OnStart: func(pid uint32) { started <- pid },
 			OnOutput: func(kind e2b.EventKind, data []byte) {
 				mu.Lock()
 				defer mu.Unlock()
-				switch {
-				case !moved:
+				if !moved {
 					onOutput(kind, data)
-				case log != nil && logErr == nil:
-					_, logErr = log.Write(data)
 				}
 			},
 		})
 		done <- runEnd{out, err}
 	}()
+	ended := func(end runEnd) (e2b.CommandResult, *movedCommand, error) {
+		stopCancelling()
+		cancelRun()
+		removed()
+		if end.err == nil && end.out.PID != 0 {
+			finished.add(rec.ID, end.out.PID)
+		}
+		return end.out, nil, end.err
+	}
 	var pid uint32
 	for pid == 0 {
 		select {
 		case end := <-done:
-			stopCancelling()
-			cancelRun()
-			return end.out, nil, end.err
+			return ended(end)
 		case pid = <-started:
 		}
 	}
+	// The files of the commands that ended before this one go while it runs (its own, should its pid be one of
+	// theirs, stay).
+	removed = t.removeFinished(ctx, e, rec.ID, pid)
 	// The limit counts from envd's start event: time the start spent queued behind a slow envd is not the
 	// command's, and a command moved before it could print would answer nothing.
 	limitTimer := time.NewTimer(limit)
 	defer limitTimer.Stop()
 	select {
 	case end := <-done:
-		stopCancelling()
-		cancelRun()
-		return end.out, nil, end.err
+		return ended(end)
 	case <-limitTimer.C:
 	}
 
-	// Moved: from here on the output goes to the log, created before any more of it is taken.
+	// Moved: the output from here on is the log's alone.
+	removed()
 	mu.Lock()
 	moved = true
-	logFile, exitFile := e2b.BackgroundFiles(execOutputDir, pid)
-	m := &movedCommand{pid: pid, logFile: logFile}
-	// An exit file of an earlier process with this pid would say this one ended.
-	if logErr = e.Remove(runCtx, exitFile); errors.Is(logErr, e2b.ErrNotFound) {
-		logErr = nil
-	}
-	if logErr == nil {
-		_, logErr = e.Upload(runCtx, e2b.CommandFile(execOutputDir, pid), strings.NewReader(a.Command))
-	}
-	if logErr == nil {
-		log, logErr = e.NewFileWriter(runCtx, logFile)
-	}
-	if logErr != nil {
-		m.warning = "Its later output could not be kept: " + t.errorText(ctx, call, execName, logErr)
-	}
-	relays.add(rec.ID, pid)
 	mu.Unlock()
 	stopCancelling()
+	logFile, exitFile := e2b.BackgroundFiles(execOutputDir, pid)
+	m := &movedCommand{pid: pid, logFile: logFile}
+	if _, err := e.Stat(ctx, logFile); err != nil {
+		m.warning = "Its log could not be made in the sandbox, so its later output is not kept and e2b_read_output " +
+			"cannot read it: " + t.errorText(ctx, call, execName, err)
+	}
 	go func() {
 		defer cancelRun()
-		defer relays.remove(rec.ID, pid)
 		end := <-done
-		mu.Lock()
-		defer mu.Unlock()
-		if log == nil {
-			return
-		}
-		if err := log.Close(); err != nil && logErr == nil {
-			logErr = err
-		}
-		if logErr != nil {
-			t.log.Warn("the log of a command moved to the background is incomplete", "sandbox", rec.ID,
-				"pid", pid, "err", logErr)
-		}
-		if end.err != nil {
-			t.log.Warn("a command moved to the background ended without its exit code", "sandbox", rec.ID, "pid",
-				pid, "err", end.err)
-			return
-		}
-		if _, err := e.Upload(runCtx, exitFile, strings.NewReader(fmt.Sprintf("%d\n", end.out.ExitCode))); err != nil {
-			t.log.Warn("the exit code of a command moved to the background could not be saved", "sandbox", rec.ID,
-				"pid", pid, "err", err)
+		switch {
+		case end.err != nil:
+			t.log.Warn("a command moved to the background ended without its exit code", "sandbox", rec.ID,
+				"pid", pid, "err", end.err)
+		case end.out.TimedOut:
+			// Killed by its timeout_ms with its wrapper, which could not write the exit code.
+			if _, err := e.Upload(runCtx, exitFile, strings.NewReader(fmt.Sprintf("%d\n", end.out.ExitCode))); err != nil {
+				t.log.Warn("the exit code of a command moved to the background could not be saved",
+					"sandbox", rec.ID, "pid", pid, "err", err)
+			}
 		}
 	}()
 	return e2b.CommandResult{PID: pid}, m, nil
@@ -175,40 +161,8 @@ type runEnd struct {
 // movedNote tells the model where the rest of a moved command's output goes.
 func movedNote(m *movedCommand, limit time.Duration) string {
 	return fmt.Sprintf("The command still runs after %d ms and goes on in the background as process %d: stdout and "+
-		"stderr are what it printed so far, the rest goes to %s. Read it with e2b_read_output (pid %d, offset 0; "+
-		"wait_ms waits for the end), stop it with e2b_stop_process. Its stdin is /dev/null: a command that asks for "+
-		"input belongs in background true, where e2b_send_input answers it.", limit.Milliseconds(), m.pid, m.logFile, m.pid)
-}
-
-// relays are the commands moved to the background whose output this server is still writing to their log: one
-// has ended only once its relay has finished (its log complete and its exit file written).
-var relays = relaySet{m: map[relayKey]struct{}{}}
-
-type relayKey struct {
-	sandbox string
-	pid     uint32
-}
-
-type relaySet struct {
-	mu sync.Mutex
-	m  map[relayKey]struct{}
-}
-
-func (r *relaySet) add(sandbox string, pid uint32) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.m[relayKey{sandbox, pid}] = struct{}{}
-}
-
-func (r *relaySet) remove(sandbox string, pid uint32) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	delete(r.m, relayKey{sandbox, pid})
-}
-
-func (r *relaySet) active(sandbox string, pid uint32) bool {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	_, ok := r.m[relayKey{sandbox, pid}]
-	return ok
+		"stderr are what it printed so far. %s holds its whole output, from its first byte (what this result shows, "+
+		"then the rest). Read it with e2b_read_output (pid %d; offset 0 reads it all, wait_ms waits for the end), "+
+		"stop it with e2b_stop_process. Its stdin is /dev/null: a command that asks for input belongs in background "+
+		"true, where e2b_send_input answers it.", limit.Milliseconds(), m.pid, m.logFile, m.pid)
 }

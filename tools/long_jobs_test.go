@@ -72,7 +72,7 @@ func TestExecMovesLongCommandToBackground(t *testing.T) {
 			t.Fatalf("listed: %v", p)
 		}
 		end, out := s.readUntilEnd(t, id, pid, 0)
-		if out != "done\n" || num(end["exit_code"]) != 0 || end["exit_code"] == nil || end["warning"] != nil {
+		if out != "started\ndone\n" || num(end["exit_code"]) != 0 || end["exit_code"] == nil || end["warning"] != nil {
 			t.Fatalf("read %q, last answer %v", out, end)
 		}
 		// A moved command has no stdin to write to.

@@ -21,10 +21,10 @@ import (
 // processState is one process of this server's, running or ended.
 type processState struct {
 	pid uint32
-	// proc is the process as envd lists it, while it runs; nil for a moved command whose process ended while this
-	// server still writes its log.
+	// proc is the process as envd lists it, while it runs.
 	proc *e2b.BackgroundProcess
-	// running is true until the process has ended and all its output is in its log.
+	// running is true until envd no longer lists the process: it has ended, and all its output is in its log (the
+	// wrapper of a command of e2b_exec exits only once its tees have written the command's output there).
 	running bool
 	// exitCode is the exit code the exit file holds once the process ended; nil while it runs, or when it ended
 	// without one (killed by SIGKILL, or moved by a server that stopped before it ended).
@@ -84,8 +84,8 @@ func processStates(ctx context.Context, e *e2b.Envd, sandboxID string, maxEnded 
 	exits, commands := map[uint32]bool{}, map[uint32]bool{}
 	for _, entry := range entries {
 		pid, kind, ok := backgroundFile(entry.Name)
-		if !ok {
-			continue
+		if !ok || (len(pids) == 0 && finished.has(sandboxID, pid)) {
+			continue // a command that ended in the foreground, whose call answered its output
 		}
 		p, listed := byPID[pid]
 		if !listed && len(pids) > 0 {
@@ -103,12 +103,12 @@ func processStates(ctx context.Context, e *e2b.Envd, sandboxID string, maxEnded 
 			commands[pid] = true
 		}
 	}
-	// A process has ended once envd no longer lists it and no relay of this server's still writes its log; only
-	// then is its exit file read (one a process with the same pid left before is replaced when it ends).
+	// A process has ended once envd no longer lists it; only then is its exit file read (one a process with the
+	// same pid left before is emptied when it starts and written when it ends).
 	var ended []*processState
 	for _, pid := range order {
 		p := byPID[pid]
-		if p.running = p.proc != nil || relays.active(sandboxID, pid); p.running {
+		if p.running = p.proc != nil; p.running {
 			states = append(states, *p)
 		} else {
 			ended = append(ended, p)

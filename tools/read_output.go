@@ -54,7 +54,7 @@ type readOutput struct{ *base }
 
 func (t readOutput) tool() Tool {
 	desc := fmt.Sprintf("Read the output (stdout and stderr) of a command started with e2b_exec background true, "+
-		"or moved to the background by e2b_exec (its log holds what it printed after the output e2b_exec returned), "+
+		"or moved to the background by e2b_exec (its log holds its whole output: what e2b_exec returned, then the rest), "+
 		"from a byte offset: at once, or waiting up to wait_ms (at most %d ms) for it to end or for the text until "+
 		"to appear. Answers with running, exit_code only once it ended, its command, and next_offset for the next read. "+
 		"The output is kept within the result limit (what your client shows whole): a longer one keeps its head and tail "+
@@ -132,8 +132,8 @@ func (t readOutput) run(ctx context.Context, call Caller, a *readOutputArgs) (an
 		}
 	}
 	if !p.running && p.exitCode == nil {
-		warnings = append(warnings, "The process ended without an exit code: it was killed (SIGKILL), or it had been moved "+
-			"to the background by a server that stopped before it ended, which leaves its later output out of the log.")
+		warnings = append(warnings, "The process ended without an exit code: it was killed (SIGKILL), and what it "+
+			"printed until then is all there is.")
 	}
 	res.Warning = joinWarnings(warnings...)
 	if err := t.fillOutput(ctx, e, &res); err != nil {

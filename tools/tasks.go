@@ -98,7 +98,7 @@ type TaskCommands struct{ t execTool }
 func NewTaskCommands(d Deps) TaskCommands { return TaskCommands{execTool{newBase(d)}} }
 
 // Outcome is the result of the call whose task is t once its command ended (done), in the shape of e2b_exec's
-// result: the facts first, then all the output, what came before the task (t.Head) and then the log. A failure
+// result: the facts first, then all the output, from the log (which holds it from the first byte). A failure
 // to reach the sandbox is err; an answer the model should read (the sandbox is gone) is a result.
 func (tc TaskCommands) Outcome(ctx context.Context, call Caller,
 	t state.Task) (res *mcp.CallToolResult, done bool, err error) {
@@ -128,15 +128,15 @@ func (tc TaskCommands) Outcome(ctx context.Context, call Caller,
 }
 
 // ended is the result of a command of e2b_exec that ended in the background: head's facts (the sandbox, the cwd)
-// with the exit code, and as stdout what it printed before it went to the background (head's) followed by its
-// log, within the result limit (the log is read from the sandbox, as a stream, whatever its length).
+// with the exit code, and as stdout its log (all it printed, from the first byte, what head showed included),
+// within the result limit (the log is read from the sandbox, as a stream, whatever its length).
 func (t execTool) ended(ctx context.Context, e *e2b.Envd, rec state.SandboxRecord, head execResult, p processState,
 	warnings ...string) (any, error) {
 	res := execResult{SandboxID: rec.ID, Resumed: head.Resumed, Cwd: head.Cwd, CheckpointID: head.CheckpointID}
 	switch {
 	case p.exitCode == nil:
-		res.ended(-1, false, "The command ended without an exit code: it was killed (SIGKILL), or the server that "+
-			"relayed its output stopped before it ended, which leaves its later output out of the log.")
+		res.ended(-1, false, "The command ended without an exit code: it was killed (SIGKILL), and what it printed "+
+			"until then is all there is.")
 	case *p.exitCode == 0:
 		res.ended(0, true, "")
 	default:
@@ -145,8 +145,6 @@ func (t execTool) ended(ctx context.Context, e *e2b.Envd, rec state.SandboxRecor
 	stdout, stderr := newCapture(t.limit(ctx), ""), newCapture(t.limit(ctx), "")
 	defer stdout.close()
 	defer stderr.close()
-	stdout.write([]byte(head.Stdout))
-	stderr.write([]byte(head.Stderr))
 	if p.logged && p.size > 0 {
 		body, _, err := e.Download(ctx, p.logFile, e2b.DownloadOptions{Length: p.size})
 		if err != nil {
@@ -163,10 +161,6 @@ func (t execTool) ended(ctx context.Context, e *e2b.Envd, rec state.SandboxRecor
 		res.StdoutFile = p.logFile
 	}
 	note := "stdout is the command's stdout and stderr together, as written to " + p.logFile + "."
-	if head.Stdout != "" || head.Stderr != "" {
-		note = "stdout is what the command printed to stdout before it went on in the background, then its stdout " +
-			"and stderr together, as written to " + p.logFile + "."
-	}
 	res.Warning = joinWarnings(append(warnings, note)...)
 	streams := [2]stream{
 		{c: stdout, name: "stdout", text: &res.Stdout, file: &res.StdoutFile},
