@@ -1,4 +1,5 @@
-# e2b-mcp: build, test, lint, demo, bench. `make test` is the test command (CI runs it through .ci/run).
+# e2b-mcp: build, test, lint, demo, bench, release. `make test` is the test command; CI (.ci/run) runs it, then
+# `make release-check`.
 GO       ?= go
 BIN      := bin/e2b-mcp
 GOFILES   = $(shell find . -name '*.go' -not -path './tests/js/node_modules/*' -not -path './.git/*')
@@ -9,8 +10,16 @@ JS_DEPS  := tests/js/node_modules/.package-lock.json
 # The release build (.goreleaser.yaml) and the Claude Desktop bundles made from it (packaging/README.md).
 GORELEASER  := bin/goreleaser
 BUNDLE_DEPS := packaging/bundle/node_modules/.package-lock.json
+# The tests of what the release build made in dist/ (tests/dist_test.go): make release-check runs them, make test
+# skips them.
+RELEASE_TESTS := ^TestReleaseBuild
+# This system's bundle of a plain go build, which make test checks and runs without a release build.
+DEV_DIR     := bin/dev
+DEV_TARGET   = $(shell $(GO) env GOOS)_$(shell $(GO) env GOARCH)
+DEV_VERSION  = $(shell cat packaging/VERSION)-dev
 
-.PHONY: all build cross test fuzz fmt-check vet lint demo bench clean prereqs-demo prereqs-test release-snapshot bundle clients
+.PHONY: all build cross test fuzz fmt-check vet lint demo bench clean prereqs-demo prereqs-test release-snapshot \
+	bundle bundle-dev release-check clients
 
 all: build
 
@@ -44,11 +53,13 @@ $(JS_DEPS): tests/js/package-lock.json tests/js/package.json
 
 # -count=1: the end-to-end tests build the binary from every package, which go test's result cache cannot see.
 # Halves of tests that need what this machine lacks skip and are listed at the end (internal/optional); in CI
-# (CI set) a missing dependency the suite itself installs fails instead.
-test: prereqs-test fmt-check vet cross $(JS_DEPS) bundle fuzz
+# (CI set) a missing dependency the suite itself installs fails instead. The release build's own tests are left to
+# make release-check: a release build of every system takes minutes no test run should pay.
+test: prereqs-test fmt-check vet cross $(JS_DEPS) bundle-dev fuzz
 	@skips=$$(mktemp); \
-	echo "$(KEYRING) $(GO) test -race -count=1 -timeout 10m ./..."; \
-	E2B_MCP_SKIP_LOG=$$skips $(KEYRING) $(GO) test -race -count=1 -timeout 10m ./...; status=$$?; \
+	echo "$(KEYRING) $(GO) test -race -count=1 -timeout 10m -skip '$(RELEASE_TESTS)' ./..."; \
+	E2B_MCP_SKIP_LOG=$$skips $(KEYRING) $(GO) test -race -count=1 -timeout 10m -skip '$(RELEASE_TESTS)' ./...; \
+	status=$$?; \
 	if [ -s $$skips ]; then echo "optional halves skipped, not run here:"; sort -u $$skips | sed 's/^/  /'; \
 	else echo "every optional half ran (the real envd, the TypeScript SDK, the keyring)"; fi; \
 	rm -f $$skips; exit $$status
@@ -90,6 +101,16 @@ $(BUNDLE_DEPS): packaging/bundle/package-lock.json packaging/bundle/package.json
 # An MCP Bundle per system from the snapshot's binaries, and the registry entry with their hashes, in dist/bundles/.
 bundle: release-snapshot $(BUNDLE_DEPS)
 	node packaging/bundle/build.mjs dist
+
+# The release build and its bundles, then the tests of what they hold (CI runs this after make test).
+release-check: bundle
+	$(KEYRING) $(GO) test -count=1 -timeout 10m -run '$(RELEASE_TESTS)' ./tests
+
+# This system's bundle of a go build in $(DEV_DIR)/bundles/, as the release makes it of its binaries: the tests check
+# it and run it over stdio.
+bundle-dev: $(BUNDLE_DEPS)
+	$(GO) build -trimpath -ldflags "-X github.com/e2b-mcp/e2b-mcp/cli.version=$(DEV_VERSION)" -o $(DEV_DIR)/e2b-mcp .
+	node packaging/bundle/build.mjs --binary $(DEV_DIR)/e2b-mcp --target $(DEV_TARGET) --version $(DEV_VERSION) $(DEV_DIR)
 
 clean:
 	rm -rf bin dist

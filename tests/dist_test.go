@@ -30,9 +30,14 @@ import (
 )
 
 // What the release build makes in dist/: goreleaser's archives and checksums (make release-snapshot) and the
-// bundles and registry entry made from them (make bundle, packaging/bundle/build.mjs). `make test` makes them
-// first, so in CI a missing dist/ fails; elsewhere these tests skip until `make bundle` has run.
+// bundles and registry entry made from them (make bundle, packaging/bundle/build.mjs). `make release-check` makes
+// them and runs the tests named TestReleaseBuild..., which `make test` skips: in CI a missing dist/ fails them,
+// elsewhere they skip until `make bundle` has run.
 const distDir = "../dist"
+
+// devBundleDir holds this system's bundle of a plain go build (make bundle-dev, which make test runs first): the
+// bundle's checks without a release build.
+const devBundleDir = "../bin/dev/bundles"
 
 // snapshot is the release build in dist/, as its metadata.json describes it.
 type snapshot struct {
@@ -44,7 +49,7 @@ func requireSnapshot(t *testing.T) snapshot {
 	t.Helper()
 	data, err := os.ReadFile(filepath.Join(distDir, "metadata.json"))
 	if os.IsNotExist(err) {
-		optional.Missing(t, "no release build in dist/ (make bundle makes it)")
+		optional.MissingFromRelease(t, "no release build in dist/")
 	}
 	if err != nil {
 		t.Fatal(err)
@@ -172,9 +177,10 @@ func executableFor(bin []byte, goos, goarch string) error {
 
 var versionLine = regexp.MustCompile(`^e2b-mcp (\S+) \(commit ([0-9a-f]{40}), go[0-9.]+, (\w+)/(\w+)\)\n$`)
 
-// `make release-snapshot` makes an archive per target, each with the binary for that system and the README, and
-// checksums.txt that holds each archive's SHA-256; this system's binary says the snapshot's version and commit.
-func TestReleaseSnapshotArchives(t *testing.T) {
+// `make release-snapshot` makes an archive per target, each with the binary for that system, the README and the
+// LICENSE, and checksums.txt that holds each archive's SHA-256; this system's binary says the snapshot's version
+// and commit.
+func TestReleaseBuildArchives(t *testing.T) {
 	snap := requireSnapshot(t)
 	if ok, _ := regexp.MatchString(`^[0-9a-f]{40}$`, snap.Commit); !ok {
 		t.Fatalf("dist/metadata.json's commit %q is no commit", snap.Commit)
@@ -214,8 +220,10 @@ func TestReleaseSnapshotArchives(t *testing.T) {
 			t.Errorf("%s holds no %s: %v", name, exeName(target.goos), slices.Sorted(maps.Keys(files)))
 			continue
 		}
-		if _, ok := files["README.md"]; !ok {
-			t.Errorf("%s holds no README.md", name)
+		for _, doc := range []string{"README.md", "LICENSE"} {
+			if _, ok := files[doc]; !ok {
+				t.Errorf("%s holds no %s", name, doc)
+			}
 		}
 		if err := executableFor(bin.data, target.goos, target.goarch); err != nil {
 			t.Errorf("%s's %s: %v", name, exeName(target.goos), err)
@@ -241,12 +249,11 @@ func TestReleaseSnapshotArchives(t *testing.T) {
 	}
 }
 
-// `make bundle` makes a bundle per target: the repository's manifest with the build's version and that system's
-// command and platform, the icon, and the very binary of that target's archive, executable; and the registry
-// entry of the build, valid by the registry's schema, with each bundle's SHA-256.
-func TestBundlesOfTheSnapshot(t *testing.T) {
+// `make bundle` makes a bundle per target (each checked by checkBundle) whose binary is the very binary of that
+// target's archive, and the registry entry of the build, valid by the registry's schema, with each bundle's
+// SHA-256. This system's bundle runs over stdio.
+func TestReleaseBuildBundles(t *testing.T) {
 	snap := requireSnapshot(t)
-	committed := readManifest(t)
 	entryData, err := os.ReadFile(filepath.Join(distDir, "bundles", "server.json"))
 	if err != nil {
 		t.Fatal(err)
@@ -265,7 +272,8 @@ func TestBundlesOfTheSnapshot(t *testing.T) {
 
 	for _, target := range releaseTargets {
 		name := bundleName(target.goos, target.goarch)
-		data, err := os.ReadFile(filepath.Join(distDir, "bundles", name))
+		path := filepath.Join(distDir, "bundles", name)
+		data, err := os.ReadFile(path)
 		if err != nil {
 			t.Errorf("no bundle for %s/%s: %v", target.goos, target.goarch, err)
 			continue
@@ -273,30 +281,70 @@ func TestBundlesOfTheSnapshot(t *testing.T) {
 		if got := sha256Hex(data); hashes[name] != got {
 			t.Errorf("dist/bundles/server.json says %s has SHA-256 %q; it has %s", name, hashes[name], got)
 		}
-		files := zipFiles(t, data)
-		m := parseManifest(t, files["manifest.json"].data)
 		exe := exeName(target.goos)
-		if m.Version != snap.Version || !slices.Equal(m.Compatibility.Platforms, []string{bundlePlatform[target.goos]}) ||
-			m.Server.EntryPoint != "server/"+exe || m.Server.MCPConfig.Command != "${__dirname}/server/"+exe {
-			t.Errorf("%s: version %q, platforms %v, entry point %q, command %q", name, m.Version,
-				m.Compatibility.Platforms, m.Server.EntryPoint, m.Server.MCPConfig.Command)
-		}
-		if !slices.Equal(m.Tools, committed.Tools) || !slices.Equal(m.Server.MCPConfig.Args, committed.Server.MCPConfig.Args) ||
-			m.UserConfig != nil || m.Server.MCPConfig.Env != nil {
-			t.Errorf("%s's manifest is not the repository's: rebuild it with make bundle", name)
-		}
-		if !bytes.Equal(files["icon.png"].data, mustRead(t, iconPath)) {
-			t.Errorf("%s lacks the icon", name)
-		}
-		bin := files["server/"+exe]
+		bin := checkBundle(t, name, data, snap.Version, target.goos)
 		archived := archiveFiles(t, filepath.Join(distDir, archiveName(target.goos, target.goarch)))[exe]
-		if len(bin.data) == 0 || !bytes.Equal(bin.data, archived.data) {
+		if len(bin) == 0 || !bytes.Equal(bin, archived.data) {
 			t.Errorf("%s's %s is not the binary of the release archive", name, exe)
 		}
-		if target.goos != "windows" && bin.mode&0o111 == 0 {
-			t.Errorf("%s's binary is not executable (%v): Claude Desktop could not start it", name, bin.mode)
+		if target.goos == runtime.GOOS && target.goarch == runtime.GOARCH {
+			runBundleOverStdio(t, path)
 		}
 	}
+}
+
+// This system's bundle of a go build (make bundle-dev) is made as a release's are (checkBundle), and it runs over
+// stdio: the bundle's checks need no release build.
+func TestDevBundle(t *testing.T) {
+	name := bundleName(runtime.GOOS, runtime.GOARCH)
+	path := filepath.Join(devBundleDir, name)
+	data, err := os.ReadFile(path)
+	if os.IsNotExist(err) {
+		optional.Missing(t, "no bundle in "+devBundleDir+" (make bundle-dev makes it)")
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	version := releaseVersion(t) + "-dev"
+	bin := filepath.Join(t.TempDir(), exeName(runtime.GOOS))
+	if err := os.WriteFile(bin, checkBundle(t, name, data, version, runtime.GOOS), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command(bin, "version").Output(); err != nil || !strings.HasPrefix(string(out), "e2b-mcp "+version+" (") {
+		t.Errorf("the bundle's e2b-mcp version: %q, %v; want e2b-mcp %s", out, err, version)
+	}
+	runBundleOverStdio(t, path)
+}
+
+// checkBundle checks a bundle (named name, of a build of the given version for goos): the repository's manifest
+// with the build's version and that system's command and platform, the icon, and its binary, executable, which it
+// returns.
+func checkBundle(t *testing.T, name string, data []byte, version, goos string) []byte {
+	t.Helper()
+	committed := readManifest(t)
+	files := zipFiles(t, data)
+	m := parseManifest(t, files["manifest.json"].data)
+	exe := exeName(goos)
+	if m.Version != version || !slices.Equal(m.Compatibility.Platforms, []string{bundlePlatform[goos]}) ||
+		m.Server.EntryPoint != "server/"+exe || m.Server.MCPConfig.Command != "${__dirname}/server/"+exe {
+		t.Errorf("%s: version %q, platforms %v, entry point %q, command %q; want version %q", name, m.Version,
+			m.Compatibility.Platforms, m.Server.EntryPoint, m.Server.MCPConfig.Command, version)
+	}
+	if !slices.Equal(m.Tools, committed.Tools) || !slices.Equal(m.Server.MCPConfig.Args, committed.Server.MCPConfig.Args) ||
+		m.UserConfig != nil || m.Server.MCPConfig.Env != nil {
+		t.Errorf("%s's manifest is not the repository's: rebuild the bundle", name)
+	}
+	if !bytes.Equal(files["icon.png"].data, mustRead(t, iconPath)) {
+		t.Errorf("%s lacks the icon", name)
+	}
+	bin := files["server/"+exe]
+	if len(bin.data) == 0 {
+		t.Errorf("%s holds no server/%s", name, exe)
+	}
+	if goos != "windows" && bin.mode&0o111 == 0 {
+		t.Errorf("%s's binary is not executable (%v): Claude Desktop could not start it", name, bin.mode)
+	}
+	return bin.data
 }
 
 func mustRead(t *testing.T, path string) []byte {
@@ -308,20 +356,13 @@ func mustRead(t *testing.T, path string) []byte {
 	return data
 }
 
-// This system's bundle, unpacked as Claude Desktop unpacks it, runs its manifest's command over stdio: tools/list
-// answers with the manifest's tools, and a call without a key in the OS keyring answers with the connect page.
-// The owner (unique to the test) and the E2B endpoints (the emulator) are added to the manifest's arguments, so
-// that no key of the machine's user and no real E2B is ever reached.
-func TestBundleRunsOverStdio(t *testing.T) {
-	requireSnapshot(t)
-	name := bundleName(runtime.GOOS, runtime.GOARCH)
-	data, err := os.ReadFile(filepath.Join(distDir, "bundles", name))
-	if os.IsNotExist(err) {
-		optional.Skip(t, "no bundle for "+runtime.GOOS+"/"+runtime.GOARCH)
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
+// runBundleOverStdio unpacks the bundle at path (this system's) as Claude Desktop does and runs its manifest's
+// command over stdio: tools/list answers with the manifest's tools, and a call without a key in the OS keyring
+// answers with the connect page. The owner (unique to the test) and the E2B endpoints (the emulator) are added to
+// the manifest's arguments, so that no key of the machine's user and no real E2B is ever reached.
+func runBundleOverStdio(t *testing.T, path string) {
+	t.Helper()
+	data := mustRead(t, path)
 	x := newH(t)
 	requireKeyring(t)
 	dir := x.path("bundle")

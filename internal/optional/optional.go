@@ -35,8 +35,20 @@ func Skip(t testing.TB, why string) {
 // root): in CI it fails t, saying why; elsewhere it is Skip.
 func Missing(t testing.TB, why string) {
 	t.Helper()
+	missing(t, why, "`make test` installs it, and .ci/run runs it as root", "`make test` provides it")
+}
+
+// MissingFromRelease is Missing for what `make release-check` provides (the release build in dist/), which CI
+// runs after `make test`.
+func MissingFromRelease(t testing.TB, why string) {
+	t.Helper()
+	missing(t, why, ".ci/run runs `make release-check`, which makes it", "`make release-check` makes it and runs this")
+}
+
+func missing(t testing.TB, why, inCI, provider string) {
+	t.Helper()
 	if os.Getenv(CIEnv) != "" {
-		t.Fatalf("%s (CI must provide it: `make test` installs it, and .ci/run runs it as root)", why)
+		t.Fatalf("%s (CI must provide it: %s)", why, inCI)
 	}
-	Skip(t, why+"; `make test` provides it")
+	Skip(t, why+"; "+provider)
 }
