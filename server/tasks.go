@@ -27,13 +27,13 @@ import (
 // the client follows it with tasks/get and may stop it with tasks/cancel.
 //
 // mcp-go v1.6.0 serves only the tasks of 2025-11-25 (requested with params.task, kept in its memory, read with
-// tasks/result), so all of this is ours, in front of mcp-go: the transports hand each message to
-// handleTaskMessage first (stdio: stdioTasks; HTTP: serveTasks). It takes the tools/call requests that declare the
-// extension for a tool that can answer with a task, and the extension's tasks/get, tasks/update and tasks/cancel;
-// every other message goes to mcp-go as before. A tools/call it takes still goes through mcp-go and the whole call
-// pipeline (policy, approval, audit: one call), with a tools.TaskOffer on its context. A task is a record in the
-// state store, and its command's output and exit code are in files in the sandbox, so any server sharing the
-// store answers for it, after a restart too.
+// tasks/result), so all of this is ours, in front of mcp-go: the transports hand each message to taskMessageOf first,
+// and answerTask answers those it takes (stdio: stdioTasks; HTTP: serveTasks). It takes the tools/call requests that
+// declare the extension for a tool that can answer with a task, and the extension's tasks/get, tasks/update and
+// tasks/cancel; every other message goes to mcp-go as before. A tools/call it takes still goes through mcp-go and the
+// whole call pipeline (policy, approval, audit: one call), with a tools.TaskOffer on its context. A task is a record in
+// the state store, and its command's output and exit code are in files in the sandbox, so any server sharing the store
+// answers for it, after a restart too.
 
 const (
 	// taskTTL is how long a task is kept from its creation; its command is not bounded by it.
@@ -44,7 +44,7 @@ const (
 	codeMissingCapability = -32021
 )
 
-// taskMessage is what handleTaskMessage reads of a JSON-RPC message.
+// taskMessage is what taskMessageOf reads of a JSON-RPC message.
 type taskMessage struct {
 	ID     json.RawMessage `json:"id"`
 	Method string          `json:"method"`
@@ -78,16 +78,6 @@ func (m taskMessage) declares() bool {
 func mayBeTask(raw []byte) bool {
 	s := string(raw)
 	return strings.Contains(s, `"tasks/`) || strings.Contains(s, `"tools/call"`)
-}
-
-// handleTaskMessage answers raw when it is the Tasks extension's to answer, with the whole JSON-RPC response; with
-// handled false mcp-go answers it.
-func (s *Server) handleTaskMessage(ctx context.Context, raw []byte) (answer []byte, handled bool) {
-	m, ours := s.taskMessageOf(raw)
-	if !ours {
-		return nil, false
-	}
-	return s.answerTask(ctx, m, raw), true
 }
 
 // taskMessageOf reads raw, and says whether it is the extension's to answer: a tools/call of protocol 2026-07-28

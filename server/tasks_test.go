@@ -469,7 +469,7 @@ func TestHeldTasks(t *testing.T) {
 	}
 	// The next cell waits for the interrupt to land, which may outlast the task wait: it may come as a task.
 	res, rpcErr = run("5 + 5")
-	after := res["structuredContent"]
+	var after any
 	if res["resultType"] == "task" {
 		after = completedExec(t, awaitTask(t, c, res["taskId"].(string)))
 	} else {

@@ -2,13 +2,9 @@ package tools
 
 import (
 	"crypto/rand"
-	"crypto/sha256"
-	"encoding/hex"
-	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"sort"
 	"strings"
 	"testing"
 	"time"
@@ -40,34 +36,8 @@ func copyModules(t testing.TB, dir string, modules map[string]string) {
 	}
 }
 
-// treeSums lists "sha256  path" of every file under dir that a sync covers here (no .env, no .git), sorted.
-func treeSums(t *testing.T, dir string) string {
-	t.Helper()
-	var lines []string
-	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		rel, _ := filepath.Rel(dir, p)
-		if d.IsDir() || rel == ".env" || strings.HasSuffix(rel, ".out") {
-			return nil
-		}
-		b, err := os.ReadFile(p)
-		if err != nil {
-			return err
-		}
-		sum := sha256.Sum256(b)
-		lines = append(lines, hex.EncodeToString(sum[:])+"  "+rel)
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	sort.Strings(lines)
-	return strings.Join(lines, "\n")
-}
-
-// sandboxSums is treeSums of the sandbox's copy at remote.
+// sandboxSums is the digest of the sha256sum listing of the sandbox's copy at remote, as localSumsDigest is of a
+// local directory.
 func (s *session) sandboxSums(t *testing.T, id, remote string) string {
 	t.Helper()
 	res := s.ok(t, "e2b_exec", map[string]any{"sandbox_id": id, "command": "cd " + remote +

@@ -57,7 +57,6 @@ func main() {
 	log.Printf("stand-in model API at %s; files in %s", modelURL, *workDir)
 
 	var rows []*run
-	var names []string
 	for _, c := range strings.Split(*only, ",") {
 		a, ok := assistants[c]
 		if !ok {
@@ -83,7 +82,6 @@ func main() {
 				r.results = append(r.results, stepResult{"session", false, err.Error()})
 			}
 			rows = append(rows, r)
-			names = append(names, r.client)
 			for _, line := range r.log {
 				log.Printf("%s: %s", r.client, line)
 			}
@@ -198,7 +196,7 @@ func approveOnPage(link string) error {
 	body, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusOK || !strings.Contains(string(body), "Approved") {
-		return fmt.Errorf("Approve answered %d", resp.StatusCode)
+		return fmt.Errorf("the approval page answered %d to Approve", resp.StatusCode)
 	}
 	return nil
 }
