@@ -10,6 +10,8 @@ JS_DEPS  := tests/js/node_modules/.package-lock.json
 # The release build (.goreleaser.yaml) and the Claude Desktop bundles made from it (packaging/README.md).
 GORELEASER  := bin/goreleaser
 BUNDLE_DEPS := packaging/bundle/node_modules/.package-lock.json
+# staticcheck at the version packaging/staticcheck/go.mod pins, built as goreleaser is.
+STATICCHECK := bin/staticcheck
 # The tests of what the release build made in dist/ (tests/dist_test.go): make release-check runs them, make test
 # skips them.
 RELEASE_TESTS := ^TestReleaseBuild
@@ -55,7 +57,7 @@ $(JS_DEPS): tests/js/package-lock.json tests/js/package.json
 # Halves of tests that need what this machine lacks skip and are listed at the end (internal/optional); in CI
 # (CI set) a missing dependency the suite itself installs fails instead. The release build's own tests are left to
 # make release-check: a release build of every system takes minutes no test run should pay.
-test: prereqs-test fmt-check vet cross $(JS_DEPS) bundle-dev fuzz
+test: prereqs-test lint cross $(JS_DEPS) bundle-dev fuzz
 	@skips=$$(mktemp); \
 	echo "$(KEYRING) $(GO) test -race -count=1 -timeout 10m -skip '$(RELEASE_TESTS)' ./..."; \
 	E2B_MCP_SKIP_LOG=$$skips $(KEYRING) $(GO) test -race -count=1 -timeout 10m -skip '$(RELEASE_TESTS)' ./...; \
@@ -64,9 +66,14 @@ test: prereqs-test fmt-check vet cross $(JS_DEPS) bundle-dev fuzz
 	else echo "every optional half ran (the real envd, the TypeScript SDK, the keyring)"; fi; \
 	rm -f $$skips; exit $$status
 
-lint: fmt-check vet
-	@if command -v staticcheck >/dev/null 2>&1; then staticcheck ./...; \
-	else echo "staticcheck not installed; ran gofmt and go vet only (go install honnef.co/go/tools/cmd/staticcheck@latest)"; fi
+lint: fmt-check vet $(STATICCHECK)
+	$(STATICCHECK) ./...
+	cd tests/oidcop && ../../$(STATICCHECK) ./...
+
+# staticcheck in a module of its own (packaging/staticcheck), so that its dependencies stay out of e2b-mcp's,
+# built once from the Go module proxy.
+$(STATICCHECK): packaging/staticcheck/go.mod packaging/staticcheck/go.sum
+	cd packaging/staticcheck && $(GO) build -o ../../$(STATICCHECK) honnef.co/go/tools/cmd/staticcheck
 
 # A real session of tool calls against the local backend (sandboxes on this machine; no E2B account, no keyring).
 demo: prereqs-demo build
