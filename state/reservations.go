@@ -211,6 +211,14 @@ func (s *records) PutReservedSandbox(res Reservation, r SandboxRecord) error {
 		return err
 	}
 	return s.db.update(func(tx recordTx) error {
+		// Held like a reservation: a count reads the records and the places in two statements, which must not
+		// see the sandbox in neither (PostgreSQL's READ COMMITTED gives each statement its own snapshot).
+		if err := tx.ensureOwner(r.Owner, storedTime(s.now())); err != nil {
+			return err
+		}
+		if err := tx.holdOwner(r.Owner); err != nil {
+			return err
+		}
 		if err := s.putSandbox(tx, r); err != nil {
 			return err
 		}

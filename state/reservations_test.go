@@ -83,8 +83,8 @@ func TestReserveSandboxesCountsRecordsAndHeldPlaces(t *testing.T) {
 	})
 }
 
-// Reservations racing through two Stores on one database (or state directory) are decided one at a time: with
-// a cap of 5 and 50 calls per owner (several owners at once, each a chance for an unserialized count to let one
+// Reservations racing through two Stores on one database (or state directory), each recorded as a sandbox once
+// granted, are decided one at a time: with a cap of 5 and 50 calls per owner (several owners at once, each a chance for an unserialized count to let one
 // too many through), exactly 5 get a place, whatever the interleaving.
 func TestReserveSandboxesCapHoldsAcrossStores(t *testing.T) {
 	forEachStore(t, func(t *testing.T, k storeKind) {
@@ -111,10 +111,16 @@ func TestReserveSandboxesCapHoldsAcrossStores(t *testing.T) {
 			for i := range callers {
 				wg.Go(func() {
 					<-start
-					_, err := stores[i%2].ReserveSandboxes(owner, SlotNew, 1, SandboxCaps{Running: capRunning}, time.Hour)
+					store := stores[i%2]
+					res, err := store.ReserveSandboxes(owner, SlotNew, 1, SandboxCaps{Running: capRunning}, time.Hour)
 					switch {
 					case err == nil:
 						granted[owner].Add(1)
+						// The sandbox's record takes the place while others count.
+						if err := store.PutReservedSandbox(res, sampleSandbox(owner, fmt.Sprintf("new%02d", i), "",
+							time.Now())); err != nil {
+							errs <- err
+						}
 					case !errors.Is(err, ErrOverCap):
 						errs <- err
 					}
