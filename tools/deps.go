@@ -1,7 +1,3 @@
-// Package tools holds e2b-mcp's MCP tools: one file per tool (or small group) with its test beside it, the argument
-// and result structs beside each handler, and All, the one explicit list of every tool. Handlers are methods on
-// small structs holding their dependencies. Policy, audit and lease renewal are server middleware around these
-// handlers; the tools only read the caller (owner and session) from the request context.
 package tools
 
 import (
