@@ -31,13 +31,22 @@ func (s *standIn) start(r *run) {
 }
 
 func (s *standIn) ServeHTTP(w http.ResponseWriter, req *http.Request) {
-	body, _ := io.ReadAll(req.Body)
+	body, err := io.ReadAll(req.Body)
 	if s.raw != nil {
 		fmt.Fprintf(s.raw, "%s %s %s\n", req.Method, req.URL.Path, truncate(string(body), 4000))
 	}
-	var msg map[string]any
-	_ = json.Unmarshal(body, &msg)
 	p := req.URL.Path
+	// A body the stand-in cannot read is answered with an error the client shows: read as empty, it would be
+	// answered as a request that offers no tool, and the session would end on "OK." with no word of why.
+	var msg map[string]any
+	if err == nil && len(body) > 0 {
+		err = json.Unmarshal(body, &msg)
+	}
+	if err != nil {
+		log.Printf("stand-in: %s %s: the body is not a JSON object: %v", req.Method, p, err)
+		writeError(w, http.StatusBadRequest, "stand-in: the request body is not a JSON object: "+err.Error())
+		return
+	}
 	switch {
 	case strings.HasSuffix(p, "/messages/count_tokens"):
 		writeJSON(w, map[string]any{"input_tokens": 1000})
@@ -445,6 +454,15 @@ func (s *sseWriter) raw(text string) {
 func writeJSON(w http.ResponseWriter, v any) {
 	w.Header().Set("Content-Type", "application/json")
 	_ = json.NewEncoder(w).Encode(v)
+}
+
+// writeError answers in Anthropic's error shape, {"type":"error","error":{"type":...,"message":...}}, whose
+// error.message the OpenAI and Gemini clients read and show too.
+func writeError(w http.ResponseWriter, status int, message string) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(map[string]any{"type": "error",
+		"error": map[string]any{"type": "invalid_request_error", "message": message}})
 }
 
 func list(v any) []any {
