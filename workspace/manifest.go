@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"syscall"
 )
 
 // ManifestVersion is the version of the manifest's format; a manifest of another version is not read, and the
@@ -74,7 +73,7 @@ func HashFile(root *os.Root, name string) (string, int64, error) {
 var errNotRegular = fmt.Errorf("it is no longer a regular file (it changed during the sync)")
 
 func openRegular(root *os.Root, name string) (*os.File, error) {
-	f, err := root.OpenFile(name, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
+	f, err := root.OpenFile(name, readFlags, 0)
 	if err != nil {
 		return nil, err
 	}

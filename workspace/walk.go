@@ -14,7 +14,6 @@ import (
 	"path"
 	"slices"
 	"strings"
-	"syscall"
 )
 
 // Types of Entry.
@@ -201,7 +200,7 @@ func Local(p string) bool {
 // is named in LeftOut and leaves the rules as they were.
 func (t *Tree) readIgnore(root *os.Root, dir string, parent Rules) Rules {
 	name := path.Join(dir, ".gitignore")
-	f, err := root.OpenFile(name, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
+	f, err := root.OpenFile(name, readFlags, 0)
 	if err != nil {
 		if !errors.Is(err, fs.ErrNotExist) {
 			t.LeftOut = append(t.LeftOut, LeftOut{Path: name, Why: WhyUnreadableIg})
