@@ -59,8 +59,8 @@ $(JS_DEPS): tests/js/package-lock.json tests/js/package.json
 # make release-check: a release build of every system takes minutes no test run should pay.
 test: prereqs-test lint cross $(JS_DEPS) bundle-dev fuzz
 	@skips=$$(mktemp); \
-	echo "$(KEYRING) $(GO) test -race -count=1 -timeout 10m -skip '$(RELEASE_TESTS)' ./..."; \
-	E2B_MCP_SKIP_LOG=$$skips $(KEYRING) $(GO) test -race -count=1 -timeout 10m -skip '$(RELEASE_TESTS)' ./...; \
+	echo "$(KEYRING) $(GO) test -race -count=1 -timeout 20m -skip '$(RELEASE_TESTS)' ./..."; \
+	E2B_MCP_SKIP_LOG=$$skips $(KEYRING) $(GO) test -race -count=1 -timeout 20m -skip '$(RELEASE_TESTS)' ./...; \
 	status=$$?; \
 	if [ -s $$skips ]; then echo "optional halves skipped, not run here:"; sort -u $$skips | sed 's/^/  /'; \
 	else echo "every optional half ran (the real envd, the TypeScript SDK, the keyring)"; fi; \
