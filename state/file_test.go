@@ -286,7 +286,7 @@ func TestUnusableFilesAreRefusedAndLeftAlone(t *testing.T) {
 			return editedStoreFile(t, func(tx *bolt.Tx) error {
 				return tx.Bucket([]byte(bucketMeta)).Put([]byte(metaSchema), []byte("99"))
 			})
-		}, "schema version 99, newer than the 2"},
+		}, fmt.Sprintf("schema version 99, newer than the %d", len(schemaMigrations())+1)},
 		{"unreadable schema version", func(t *testing.T) []byte {
 			return editedStoreFile(t, func(tx *bolt.Tx) error {
 				return tx.Bucket([]byte(bucketMeta)).Put([]byte(metaSchema), []byte("one"))
