@@ -1,6 +1,7 @@
 package server
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -9,6 +10,7 @@ import (
 
 	"github.com/e2b-mcp/e2b-mcp/e2b/e2btest"
 	"github.com/e2b-mcp/e2b-mcp/internal/smalldisk"
+	"github.com/e2b-mcp/e2b-mcp/internal/waitfor"
 )
 
 // /healthz tells a load balancer whether the server can serve calls: 503 with the reason, within a second, once
@@ -25,21 +27,15 @@ func TestHealthFailsWhenCallsCannotBeRecorded(t *testing.T) {
 	}
 
 	filler := smalldisk.Fill(t, disk)
-	waitHealth := func(want int) (string, time.Duration) {
-		began := time.Now()
-		for {
-			code, _, body := do(t, "GET", base+PathHealth, "", "", nil)
-			if code == want {
-				return body, time.Since(began)
-			}
-			if time.Since(began) > 10*time.Second {
-				t.Fatalf("/healthz still %d %q after 10 s, want %d", code, body, want)
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
+	waitHealth := func(want int) (body string) {
+		waitfor.Until(t, 10*time.Second, fmt.Sprintf("/healthz to answer %d", want), func() bool {
+			var code int
+			code, _, body = do(t, "GET", base+PathHealth, "", "", nil)
+			return code == want
+		})
+		return body
 	}
-	body, took := waitHealth(503)
-	t.Logf("/healthz turned 503 %v after the disk filled", took)
+	body := waitHealth(503)
 	if !strings.Contains(body, "audit log") || strings.Contains(body, disk) {
 		t.Errorf("/healthz on a full disk: %q", body)
 	}
