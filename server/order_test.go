@@ -19,6 +19,7 @@ import (
 	"github.com/mark3labs/mcp-go/mcp"
 
 	"github.com/e2b-mcp/e2b-mcp/e2b/e2btest"
+	"github.com/e2b-mcp/e2b-mcp/internal/ssetest"
 	"github.com/e2b-mcp/e2b-mcp/internal/waitfor"
 )
 
@@ -278,19 +279,10 @@ func (r *rawStreams) wait(t *testing.T) {
 // framesOf splits a response body into its JSON-RPC messages: the data of each SSE event, or the one JSON body.
 func framesOf(contentType string, b []byte) []frame {
 	var out []frame
-	add := func(data []byte) {
+	for _, msg := range ssetest.Messages(contentType, b) {
 		var f frame
-		if json.Unmarshal(data, &f) == nil {
+		if json.Unmarshal(msg, &f) == nil {
 			out = append(out, f)
-		}
-	}
-	if !strings.HasPrefix(contentType, "text/event-stream") {
-		add(b)
-		return out
-	}
-	for line := range strings.SplitSeq(string(b), "\n") {
-		if data, ok := strings.CutPrefix(line, "data: "); ok {
-			add([]byte(data))
 		}
 	}
 	return out

@@ -21,6 +21,7 @@ import (
 	"github.com/e2b-mcp/e2b-mcp/e2b/emulator"
 	"github.com/e2b-mcp/e2b-mcp/internal/optional"
 	"github.com/e2b-mcp/e2b-mcp/internal/pgtest"
+	"github.com/e2b-mcp/e2b-mcp/internal/ssetest"
 	"github.com/e2b-mcp/e2b-mcp/internal/waitfor"
 	"github.com/e2b-mcp/e2b-mcp/state"
 	"github.com/e2b-mcp/e2b-mcp/tools"
@@ -79,17 +80,7 @@ func (h *httpRaw) send(t *testing.T, method string, params map[string]any) (map[
 	if err != nil {
 		t.Fatal(err)
 	}
-	if strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
-		// The response is the stream's last event (progress notifications come before it).
-		var last string
-		for _, line := range strings.Split(string(raw), "\n") {
-			if d, ok := strings.CutPrefix(line, "data: "); ok {
-				last = d
-			}
-		}
-		raw = []byte(last)
-	}
-	return decodeAnswer(t, method, raw)
+	return decodeAnswer(t, method, ssetest.Response(resp.Header.Get("Content-Type"), raw))
 }
 
 func decodeAnswer(t *testing.T, method string, raw []byte) (map[string]any, map[string]any) {

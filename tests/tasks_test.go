@@ -5,12 +5,12 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/mark3labs/mcp-go/mcp"
 
+	"github.com/e2b-mcp/e2b-mcp/internal/ssetest"
 	"github.com/e2b-mcp/e2b-mcp/internal/waitfor"
 )
 
@@ -57,15 +57,7 @@ func (c *taskClient) send(t *testing.T, method string, params map[string]any) (r
 	if err != nil {
 		t.Fatal(err)
 	}
-	if strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
-		var last string
-		for _, line := range strings.Split(string(raw), "\n") {
-			if d, ok := strings.CutPrefix(line, "data: "); ok {
-				last = d
-			}
-		}
-		raw = []byte(last)
-	}
+	raw = ssetest.Response(resp.Header.Get("Content-Type"), raw)
 	var answer struct {
 		Result map[string]any `json:"result"`
 		Error  map[string]any `json:"error"`
