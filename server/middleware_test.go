@@ -405,17 +405,11 @@ func TestRunReconcilesAtStart(t *testing.T) {
 	inR, inW := io.Pipe()
 	done := make(chan error, 1)
 	go func() { done <- f.srv.Run(t.Context(), inR, io.Discard) }()
-	deadline := time.Now().Add(20 * time.Second)
 	var rec state.SandboxRecord
-	for {
-		if rec, err = f.srv.Store().Sandbox("alice", sb.ID); err == nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the unrecorded sandbox was not adopted at start: %v", err)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	waitfor.Until(t, 30*time.Second, "the unrecorded sandbox to be adopted at start", func() bool {
+		rec, err = f.srv.Store().Sandbox("alice", sb.ID)
+		return err == nil
+	})
 	inW.Close()
 	if err := awaitRun(t, done); err != nil {
 		t.Fatal(err)

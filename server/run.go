@@ -46,16 +46,18 @@ func (s *Server) Run(ctx context.Context, stdin io.Reader, stdout io.Writer) err
 	defer cancel()
 	var wg sync.WaitGroup
 	wg.Go(func() {
-		// Over stdio the session is in use again from now on: its lease starts afresh before the first sweep looks
-		// at it. Both run beside the transport, so that a client's initialize does not wait for a synced write.
+		// Over stdio the session is in use again from now on: its lease starts afresh before reconciliation and the
+		// first sweep look at it (a session first seen now has no lease until then, and reconciliation passes over
+		// sessions without one). All three run beside the transport, so that a client's initialize does not wait
+		// for a synced write or for E2B.
 		if ln == nil {
 			if _, err := s.store.TouchSession(s.cfg.Owner, s.cfg.Session, s.cfg.Lease); err != nil {
 				s.log.Warn("renewing the session lease", "owner", s.cfg.Owner, "session", s.cfg.Session, "error", err)
 			}
 		}
+		s.reconcileAtStart(ctx)
 		s.sweeper.Run(ctx, s.cfg.SweepInterval)
 	})
-	wg.Go(func() { s.reconcileAtStart(ctx) })
 	wg.Go(func() {
 		s.policies.Watch(ctx, policyWatchInterval, func(err error) {
 			s.log.Error("policy file not reloaded; the previous policy stays in force", "error", err)
