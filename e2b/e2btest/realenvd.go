@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httputil"
 	"net/url"
@@ -16,6 +17,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/e2b-mcp/e2b-mcp/e2b/emulator"
@@ -32,7 +34,10 @@ type RealEnvd struct {
 	// Version is envd's version, from /init's X-Envd-Version.
 	Version string
 	run     string
-	stopCmd string
+	// keeper is the shell that started envd and stops it when its standard input closes (see keeperScript).
+	keeper      *exec.Cmd
+	keeperStdin io.Closer
+	stopOnce    sync.Once
 }
 
 // ErrNoRealEnvd is returned by StartRealEnvd when the real envd cannot run here; its text says why.
@@ -100,13 +105,14 @@ func startRealEnvd(ctx context.Context, accessToken string, envVars map[string]s
 	if err != nil {
 		return nil, err
 	}
-	start := filepath.Join(dir, "start.sh")
-	cmd := exec.CommandContext(ctx, start)
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
+	run, err := os.MkdirTemp("", "envd-run.")
 	if err != nil {
-		return nil, fmt.Errorf("e2btest: %s: %v: %s", start, err, strings.TrimSpace(stderr.String()))
+		return nil, err
+	}
+	r := &RealEnvd{run: run}
+	out, err := r.start(ctx, dir)
+	if err != nil {
+		return nil, err
 	}
 	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
 	vars := map[string]string{}
@@ -115,9 +121,9 @@ func startRealEnvd(ctx context.Context, accessToken string, envVars map[string]s
 			vars[k] = v
 		}
 	}
-	r := &RealEnvd{URL: vars["ENVD_URL"], run: vars["ENVD_RUN"], stopCmd: filepath.Join(dir, "stop.sh")}
-	if r.URL == "" || r.run == "" {
-		return nil, fmt.Errorf("e2btest: %s printed no ENVD_URL/ENVD_RUN: %q", start, out)
+	if r.URL = vars["ENVD_URL"]; r.URL == "" || vars["ENVD_RUN"] != run {
+		r.Stop()
+		return nil, fmt.Errorf("e2btest: start.sh printed no ENVD_URL, or another ENVD_RUN than %s: %q", run, out)
 	}
 	r.AccessToken = accessToken
 	if r.AccessToken == "" {
@@ -158,10 +164,71 @@ func (r *RealEnvd) init(ctx context.Context, envVars map[string]string) error {
 	return nil
 }
 
-// Stop stops the envd and every process it started.
+// keeperScript starts an envd with start.sh ($1) in run directory $3, passing on what it prints, then closes its
+// standard output, waits for its standard input to close and stops that envd with stop.sh ($2) and removes $3.
+// The write end of its standard input is held by the test process alone (Go opens pipes close-on-exec, so no
+// other child inherits it), so the kernel closes it when that process ends in any way: Stop, but also a test
+// binary killed by go test's timeout, a SIGKILL or a crash. envd runs in a session of its own that no signal to
+// the test process reaches; without the keeper it would outlive it. A start that is under way when the test
+// process ends is finished and then stopped.
+const keeperScript = `
+"$1" || { status=$?; "$2" "$3" >/dev/null 2>&1; rm -rf "$3"; exit $status; }
+exec >/dev/null
+cat >/dev/null
+"$2" "$3" >/dev/null 2>&1
+rm -rf "$3"
+`
+
+// start runs start.sh of the envd in dir under a keeper in r.run and returns what it printed.
+func (r *RealEnvd) start(ctx context.Context, dir string) ([]byte, error) {
+	cmd := exec.Command("/bin/sh", "-c", keeperScript, "envd-keeper", filepath.Join(dir, "start.sh"), filepath.Join(dir, "stop.sh"), r.run)
+	cmd.Env = append(os.Environ(), "ENVD_RUN="+r.run)
+	// A session of its own: a Ctrl-C to the terminal's process group, which ends the test, must not end the
+	// keeper before it has stopped envd.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		return nil, err
+	}
+	// A pipe of this function's own rather than StdoutPipe, which must be read to its end before Wait.
+	outR, outW, err := os.Pipe()
+	if err != nil {
+		return nil, err
+	}
+	defer outR.Close()
+	cmd.Stdout = outW
+	err = cmd.Start()
+	outW.Close()
+	if err != nil {
+		return nil, fmt.Errorf("e2btest: starting envd: %w", err)
+	}
+	r.keeper, r.keeperStdin = cmd, stdin
+	printed := make(chan []byte, 1)
+	go func() {
+		b, _ := io.ReadAll(outR)
+		printed <- b
+	}()
+	select {
+	case out := <-printed:
+		if !bytes.Contains(out, []byte("ENVD_URL=")) {
+			r.Stop()
+			return nil, fmt.Errorf("e2btest: %s: %v: %s", filepath.Join(dir, "start.sh"), cmd.ProcessState, strings.TrimSpace(stderr.String()))
+		}
+		return out, nil
+	case <-ctx.Done():
+		r.Stop()
+		return nil, fmt.Errorf("e2btest: starting envd: %w", ctx.Err())
+	}
+}
+
+// Stop stops the envd and every process it started, and removes its run directory.
 func (r *RealEnvd) Stop() {
-	_ = exec.Command(r.stopCmd, r.run).Run()
-	_ = os.RemoveAll(r.run)
+	r.stopOnce.Do(func() {
+		_ = r.keeperStdin.Close()
+		_ = r.keeper.Wait()
+	})
 }
 
 // RealEnvds backs every sandbox of an emulator with E2B's own envd when put in Options.Envd: one per sandbox,
