@@ -141,7 +141,7 @@ func (t syncIn) send(ctx context.Context, e *e2b.Envd, local *localTree, remote 
 	}
 	// Only now are the hashes of a first sync known: WriteTar made them as it sent the files.
 	man, err := json.Marshal(workspace.Manifest{Version: workspace.ManifestVersion, Local: local.path, Remote: remote,
-		Excludes: opts.Excludes, IncludeSecrets: opts.IncludeSecrets, Entries: plan.Entries})
+		Excludes: opts.Excludes, IncludeSecrets: opts.IncludeSecrets, Stated: plan.Stated, Entries: plan.Entries})
 	if err != nil {
 		return err
 	}

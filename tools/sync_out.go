@@ -249,7 +249,7 @@ func (t syncOut) rebase(ctx context.Context, e *e2b.Envd, man *workspace.Manifes
 		case ok && n != nil:
 			l.Hash = n.Hash
 		case l.Type == workspace.TypeFile:
-			l.Hash = base[l.Path].Hash
+			l.Hash, l.Local = base[l.Path].Hash, base[l.Path].Local // untouched locally: the quick check holds
 		}
 		next.Entries = append(next.Entries, l)
 	}

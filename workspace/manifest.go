@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"time"
 )
 
 // ManifestVersion is the version of the manifest's format; a manifest of another version is not read, and the
@@ -24,7 +25,10 @@ type Manifest struct {
 	// Excludes and IncludeSecrets are the sync in's options, which decide what a sync out compares too.
 	Excludes       []string `json:"excludes,omitempty"`
 	IncludeSecrets bool     `json:"include_secrets,omitempty"`
-	Entries        []Entry  `json:"entries"`
+	// Stated is the Started of the walk whose stats the entries' Local are (0 when unknown: every file is then
+	// hashed again).
+	Stated  int64   `json:"stated,omitempty"`
+	Entries []Entry `json:"entries"`
 }
 
 // ReadManifest decodes a manifest; one that is damaged or of another version is an error.
@@ -95,24 +99,29 @@ type Plan struct {
 	Send    []Entry
 	Delete  []string
 	Entries []Entry // the tree as the sandbox has it after the sync: the next manifest
+	Stated  int64   // the next manifest's Stated
 }
 
-// PlanSync compares the tree with the last manifest, nil when there is none. A file whose size, time and mode are
-// the manifest's keeps the manifest's hash unread (git's and rsync's quick check: the manifest is the sandbox's
-// word, so a lie in it only keeps the sandbox's own copy stale, and a sync out then finds the local file's hash
-// differs and refuses to apply over it); any other file is hashed. On a first sync nothing is hashed here:
-// everything is sent, and WriteTar hashes each file as it sends it, into Send, which is Entries then.
+// PlanSync compares the tree with the last manifest, nil when there is none. A file keeps the manifest's hash
+// unread when the quick check git makes passes: its mode and its Stat (size, modification and change times,
+// inode) are those the manifest recorded, and none of those times is within racyWindow of the walk that recorded
+// them or after it. The last condition is git's "racily clean" rule: a file changed in the same tick of the file
+// system's clock as the walk that saw it may keep its size and times, so its hash is only trusted once the
+// change time is safely older than that walk. Any other file is hashed. The manifest is the sandbox's word, so a
+// lie in it only keeps the sandbox's own copy stale, and a sync out then finds the local file's hash differs and
+// refuses to apply over it. On a first sync nothing is hashed here: everything is sent, and WriteTar hashes each
+// file as it sends it, into Send, which is Entries then.
 func PlanSync(root *os.Root, t *Tree, last *Manifest) (*Plan, error) {
 	if last == nil {
-		return &Plan{Send: t.Entries, Entries: t.Entries}, nil
+		return &Plan{Send: t.Entries, Entries: t.Entries, Stated: t.Started}, nil
 	}
 	old := last.Index()
-	p := &Plan{}
+	p := &Plan{Stated: t.Started}
 	seen := make(map[string]bool, len(t.Entries))
 	for _, e := range t.Entries {
 		o, had := old[e.Path]
 		if e.Type == TypeFile {
-			if had && o.Type == TypeFile && o.Size == e.Size && o.MTime == e.MTime && o.Mode == e.Mode && o.Hash != "" {
+			if had && o.Type == TypeFile && o.Mode == e.Mode && o.Hash != "" && unchanged(o.Local, e.Local, last.Stated) {
 				e.Hash = o.Hash
 			} else {
 				h, n, err := HashFile(root, e.Path)
@@ -139,6 +148,20 @@ func PlanSync(root *os.Root, t *Tree, last *Manifest) (*Plan, error) {
 		}
 	}
 	return p, nil
+}
+
+// racyWindow is how close to the walk that recorded it a file's time may be and still be trusted by the quick
+// check: the file system's clock lags the wall clock by up to a scheduler tick, and some file systems keep times
+// to the second (HFS+, many network file systems) or to two seconds (FAT).
+const racyWindow = int64(2 * time.Second)
+
+// unchanged reports whether a local file whose stat was "was" when a walk that started at stated knew its hash,
+// and is now, still has that content by the quick check.
+func unchanged(was, now *Stat, stated int64) bool {
+	if was == nil || now == nil || *was != *now || stated == 0 {
+		return false
+	}
+	return was.MTime < stated-racyWindow && was.CTime < stated-racyWindow
 }
 
 // same reports whether the sandbox's copy of a, as sent, is b.

@@ -14,6 +14,7 @@ import (
 	"path"
 	"slices"
 	"strings"
+	"time"
 )
 
 // Types of Entry.
@@ -32,6 +33,19 @@ type Entry struct {
 	MTime int64  `json:"mt,omitempty"` // Unix nanoseconds
 	Hash  string `json:"h,omitempty"`  // SHA-256 of a file's content, hex
 	Link  string `json:"l,omitempty"`  // a symlink's target
+	// Local is a local file's stat as a walk saw it, and in a manifest as the sync that knew Hash to be its content
+	// saw it: what the next sync's quick check compares (see PlanSync). Nil for what came from the sandbox.
+	Local *Stat `json:"ls,omitempty"`
+}
+
+// Stat is what the quick check compares of a local file, as git's index does: its size, its modification and
+// change times and its inode. The change time is the kernel's: restoring a file's modification time after an
+// edit (touch -r, a tool that keeps times) sets it anew. 0 where the system has none (Windows).
+type Stat struct {
+	Size  int64  `json:"s"`
+	MTime int64  `json:"mt"`
+	CTime int64  `json:"ct,omitempty"`
+	Ino   uint64 `json:"i,omitempty"`
 }
 
 // Limits bound what one sync takes, so that a tree of a million files or a file of 10 GB is refused at once, with
@@ -76,6 +90,9 @@ type Tree struct {
 	Entries []Entry
 	LeftOut []LeftOut
 	Bytes   int64
+	// Started is the wall clock (Unix nanoseconds) just before the walk took its first stat: a file changed after
+	// it has times no older than it (see racy).
+	Started int64
 	rules   map[string]Rules // by directory, for the directories holding a .gitignore and the root
 	opts    Options
 	secrets Rules
@@ -93,7 +110,7 @@ func Walk(root *os.Root, opts Options) (*Tree, error) {
 	if opts.Limits == (Limits{}) {
 		opts.Limits = DefaultLimits
 	}
-	t := &Tree{rules: map[string]Rules{}, opts: opts, secrets: secretRules()}
+	t := &Tree{rules: map[string]Rules{}, opts: opts, secrets: secretRules(), Started: time.Now().UnixNano()}
 	if err := t.extra.add("", strings.NewReader(strings.Join(opts.Excludes, "\n"))); err != nil {
 		return nil, err
 	}
@@ -143,6 +160,7 @@ func Walk(root *os.Root, opts Options) (*Tree, error) {
 			e.Type, e.Link, e.Mode = TypeSymlink, target, 0o777
 		case info.Mode().IsRegular():
 			e.Type, e.Size = TypeFile, info.Size()
+			e.Local = statOf(info)
 			if e.Size > opts.Limits.MaxFileBytes {
 				return &LimitError{Text: fmt.Sprintf("%s is %s, over the %s limit of one file in a sync (a sparse or generated "+
 					"file?); exclude it with exclude", name, byteSize(e.Size), byteSize(opts.Limits.MaxFileBytes))}

@@ -70,7 +70,7 @@ func syncIn(t *testing.T, local, remote string, last *Manifest, opts Options) (*
 	}
 	os.WriteFile(manTmp, []byte("{}"), 0o600)
 	run(t, UnpackCommand(remote, tarPath, delPath, manTmp, filepath.Join(scratch, "kept", "m.json")))
-	return &Manifest{Version: ManifestVersion, Entries: plan.Entries}, plan, tree
+	return &Manifest{Version: ManifestVersion, Stated: plan.Stated, Entries: plan.Entries}, plan, tree
 }
 
 // syncOut lists remote, fetches what changed and reads the base from local: the changes and the conflicts.
