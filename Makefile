@@ -21,12 +21,17 @@ DEV_TARGET   = $(shell $(GO) env GOOS)_$(shell $(GO) env GOARCH)
 DEV_VERSION  = $(shell cat packaging/VERSION)-dev
 
 .PHONY: all build cross test fuzz fmt-check vet lint demo bench clean prereqs-demo prereqs-test release-snapshot \
-	bundle bundle-dev release-check clients
+	bundle bundle-dev release-check clients generate
 
 all: build
 
 build:
 	$(GO) build -o $(BIN) .
+
+# Every file that follows from the tool definitions and the built-in policy (scripts/generate says which): run it
+# after changing a tool, and commit what it wrote with the change. Its test fails while any of them is stale.
+generate:
+	$(GO) generate ./...
 
 # The desktop assistants' own systems: the server must build there (keyring and all) even though its tests run on
 # Linux only.

@@ -8,8 +8,8 @@ import (
 	"github.com/e2b-mcp/e2b-mcp/tools"
 )
 
-// The policy's tests are written against the catalogue the tools describe; a tool added, renamed or given an
-// argument a condition reads changes tools.PolicyTools, and this fails until the tests' catalogue follows.
+// The policy's tests are written against the catalogue the tools describe, which make generate writes out for
+// them (tools_gen_test.go): what it wrote means the catalogue tools.PolicyTools gives.
 func TestCatalogueIsTools(t *testing.T) {
 	got := tools.PolicyTools()
 	want, err := policy.NewTools(policy.TestToolList)
@@ -17,7 +17,7 @@ func TestCatalogueIsTools(t *testing.T) {
 		t.Fatal(err)
 	}
 	if !reflect.DeepEqual(got, want) {
-		t.Errorf("the tools describe themselves to the policy as\n%+v\nthe policy's tests as\n%+v", got, want)
+		t.Errorf("the tools describe themselves to the policy as\n%+v\nthe policy's tests as\n%+v\nrun make generate", got, want)
 	}
 }
 

@@ -26,24 +26,34 @@ func conditionKeys() []string {
 	return []string{keyTarget, keyTargets, keyCommand, keyPath, keyAction, keyTemplate, keyCount, keyTimeout}
 }
 
+// ConditionArgs names the kinds of argument the condition key reads; nil for a key that reads none (the target
+// conditions read the tool's name).
+func ConditionArgs(key string) []Arg {
+	switch key {
+	case keyCommand:
+		return []Arg{ArgCommand}
+	case keyPath:
+		return []Arg{ArgPath, ArgUploads}
+	case keyAction:
+		return []Arg{ArgAction}
+	case keyTemplate:
+		return []Arg{ArgTemplate}
+	case keyCount:
+		return []Arg{ArgCount}
+	case keyTimeout:
+		return []Arg{ArgTimeoutSeconds, ArgTimeoutMillis}
+	}
+	return nil
+}
+
 // appliesTo lists the tools that carry the argument a condition looks at; nil means
 // every tool (the target condition).
 func (ts Tools) appliesTo(key string) []string {
-	switch key {
-	case keyCommand:
-		return ts.With(ArgCommand)
-	case keyPath:
-		return ts.With(ArgPath, ArgUploads)
-	case keyAction:
-		return ts.With(ArgAction)
-	case keyTemplate:
-		return ts.With(ArgTemplate)
-	case keyCount:
-		return ts.With(ArgCount)
-	case keyTimeout:
-		return ts.With(ArgTimeoutSeconds, ArgTimeoutMillis)
+	kinds := ConditionArgs(key)
+	if kinds == nil {
+		return nil
 	}
-	return nil
+	return ts.With(kinds...)
 }
 
 // condition is one key of a rule's "when". match reports whether the call satisfies

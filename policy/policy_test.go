@@ -50,7 +50,7 @@ func TestConditions(t *testing.T) {
 		{"targets list miss", `{targets: [e2b_read_file, e2b_list_sandboxes]}`, "", exec("ls"), false},
 		{"targets single string", `{targets: e2b_exec}`, "", exec("ls"), true},
 		{"target unknown tool at runtime", `{target: "e2b_*"}`, "", Call{Tool: "other_tool"}, false},
-		{"target checkpoint policy", `{target: e2b_set_checkpoint_policy}`, "", Call{Tool: toolCheckpointPolicy, Args: args("sandbox_id", "s", "every_steps", 1.0)}, true},
+		{"target checkpoint policy", `{target: e2b_set_checkpoint_policy}`, "", Call{Tool: toolSetCheckpointPolicy, Args: args("sandbox_id", "s", "every_steps", 1.0)}, true},
 
 		// command
 		{"command glob", `{command: "git push*--force*"}`, "", exec("git push origin main --force"), true},
@@ -281,8 +281,8 @@ func TestDefault(t *testing.T) {
 		{Call{Tool: toolReadFile, Args: args("path", "/etc/shadow")}, Allow},
 		{Call{Tool: toolWriteFile, Args: args("path", "/x", "content", "y")}, Allow},
 		{Call{Tool: toolListSandboxes}, Allow},
-		{Call{Tool: toolCheckpoint, Args: args("sandbox_id", "s")}, Allow},
-		{Call{Tool: toolCheckpointPolicy, Args: args("sandbox_id", "s", "reset", true)}, Allow},
+		{Call{Tool: toolCheckpointSandbox, Args: args("sandbox_id", "s")}, Allow},
+		{Call{Tool: toolSetCheckpointPolicy, Args: args("sandbox_id", "s", "reset", true)}, Allow},
 		{Call{Tool: toolListCheckpoints, Args: args("sandbox_id", "s")}, Allow},
 		{Call{Tool: toolForkSandbox, Args: args("sandbox_id", "s", "count", 10.0)}, Allow},
 	} {

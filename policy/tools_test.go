@@ -5,59 +5,7 @@ import (
 	"testing"
 )
 
-// The tools policy tests are written against: the catalogue the tools package describes (TestCatalogueIsTools
-// keeps the two the same), named here because policy cannot import the package above it.
-const (
-	toolCreateSandbox    = "e2b_create_sandbox"
-	toolExec             = "e2b_exec"
-	toolReadFile         = "e2b_read_file"
-	toolWriteFile        = "e2b_write_file"
-	toolListSandboxes    = "e2b_list_sandboxes"
-	toolManageSandbox    = "e2b_manage_sandbox"
-	toolCheckpoint       = "e2b_checkpoint_sandbox"
-	toolListCheckpoints  = "e2b_list_checkpoints"
-	toolForkSandbox      = "e2b_fork_sandbox"
-	toolDeleteCheckpoint = "e2b_delete_checkpoint"
-	toolCheckpointPolicy = "e2b_set_checkpoint_policy"
-	toolDownloadURL      = "e2b_download_url"
-	toolUploadURL        = "e2b_upload_url"
-	toolGetURL           = "e2b_get_url"
-	toolListProcesses    = "e2b_list_processes"
-	toolReadOutput       = "e2b_read_output"
-	toolSendInput        = "e2b_send_input"
-	toolStopProcess      = "e2b_stop_process"
-	toolRunCode          = "e2b_run_code"
-	toolCodeContext      = "e2b_code_context"
-	toolSyncIn           = "e2b_sync_in"
-	toolSyncOut          = "e2b_sync_out"
-)
-
-var testToolList = []Tool{
-	{Name: toolCreateSandbox, Args: map[Arg]string{ArgTemplate: "template", ArgTimeoutSeconds: "timeout_seconds", ArgUploads: "upload_files"}},
-	{Name: toolExec, Args: map[Arg]string{ArgCommand: "command", ArgTimeoutMillis: "timeout_ms"}},
-	{Name: toolReadFile, Args: map[Arg]string{ArgPath: "path"}},
-	{Name: toolWriteFile, Args: map[Arg]string{ArgPath: "path"}},
-	{Name: toolListSandboxes},
-	{Name: toolManageSandbox, Args: map[Arg]string{ArgAction: "action", ArgTimeoutSeconds: "timeout_seconds"},
-		Actions: []string{"pause", "resume", "delete"}},
-	{Name: toolCheckpoint},
-	{Name: toolListCheckpoints},
-	{Name: toolForkSandbox, Args: map[Arg]string{ArgCount: "count"}},
-	{Name: toolDeleteCheckpoint},
-	{Name: toolCheckpointPolicy},
-	{Name: toolDownloadURL, Args: map[Arg]string{ArgPath: "path"}, Grants: toolReadFile},
-	{Name: toolUploadURL, Args: map[Arg]string{ArgPath: "path"}, Grants: toolWriteFile},
-	{Name: toolGetURL},
-	{Name: toolListProcesses},
-	{Name: toolReadOutput},
-	{Name: toolSendInput, Args: map[Arg]string{ArgCommand: "data"}},
-	{Name: toolStopProcess},
-	{Name: toolRunCode, Args: map[Arg]string{ArgCommand: "code", ArgTimeoutMillis: "timeout_ms"}},
-	{Name: toolCodeContext, Args: map[Arg]string{ArgAction: "action"}, Actions: []string{"create", "list", "restart", "remove"}},
-	{Name: toolSyncIn, Args: map[Arg]string{ArgPath: "remote_path"}},
-	{Name: toolSyncOut, Args: map[Arg]string{ArgPath: "remote_path", ArgAction: "action"}, Actions: []string{"patch", "apply"}},
-}
-
+// testToolList, the catalogue the tests are written against, is generated from the tools (tools_gen_test.go).
 var testTools = mustTools(testToolList)
 
 func mustTools(list []Tool) Tools {

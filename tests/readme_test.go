@@ -2,21 +2,16 @@ package tests
 
 import (
 	"encoding/json"
-	"flag"
 	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
-	"slices"
 	"strings"
 	"testing"
 
 	"github.com/e2b-mcp/e2b-mcp/egress"
-	"github.com/e2b-mcp/e2b-mcp/policy"
 	"github.com/e2b-mcp/e2b-mcp/tools"
 )
-
-var update = flag.Bool("update", false, "rewrite the generated parts of the documentation and the bundle's manifest")
 
 // The documents whose text these tests check against the code.
 const (
@@ -26,45 +21,8 @@ const (
 	teamServerDocPath = "../docs/team-server.md"
 )
 
-// generated checks (or with -update rewrites) the text between <!-- NAME:begin --> and <!-- NAME:end --> in the
-// document at path.
-func generated(t *testing.T, path, name, want string) {
-	t.Helper()
-	data, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	begin, end := "<!-- "+name+":begin -->\n", "<!-- "+name+":end -->"
-	doc := string(data)
-	i, j := strings.Index(doc, begin), strings.Index(doc, end)
-	if i < 0 || j < i {
-		t.Fatalf("%s lacks the markers %q and %q", path, strings.TrimSpace(begin), end)
-	}
-	got := doc[i+len(begin) : j]
-	if got == want {
-		return
-	}
-	if *update {
-		doc = doc[:i+len(begin)] + want + doc[j:]
-		if err := os.WriteFile(path, []byte(doc), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		t.Logf("rewrote the %s section of %s", name, path)
-		return
-	}
-	t.Errorf("%s's %s section is stale; regenerate it with\n\tgo test ./tests -run '^%s$' -update\n--- it has:\n%s\n--- want:\n%s",
-		path, name, t.Name(), got, want)
-}
-
-// The tool table in README.md is generated from the tool definitions themselves.
-func TestReadmeTools(t *testing.T) {
-	generated(t, readmePath, "tools", tools.MarkdownTable(tools.All(tools.Deps{})))
-}
-
-// The built-in policy shown in docs/policy.md is policy.DefaultYAML itself.
-func TestPolicyDocBuiltin(t *testing.T) {
-	generated(t, policyDocPath, "policy", fmt.Sprintf("```yaml\n%s```\n", policy.DefaultYAML))
-}
+// The generated parts of README.md (the table of tools) and docs/policy.md (the built-in policy, the tools each
+// condition applies to) are written by make generate and checked by scripts/generate's test.
 
 var yamlBlock = regexp.MustCompile("(?s)```yaml\n(.*?)```")
 
@@ -147,45 +105,5 @@ func TestReadmeAndExampleConfigs(t *testing.T) {
 	}
 	if !strings.Contains(string(data), strings.TrimSpace(string(raw))) {
 		t.Errorf("README.md does not show examples/claude-config.json as it is")
-	}
-}
-
-// docs/policy.md's table of conditions names, for each condition on an argument, exactly the tools the policy
-// applies it to: the tools whose definitions give that argument to the policy.
-func TestPolicyDocConditionTools(t *testing.T) {
-	data, err := os.ReadFile(policyDocPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	kinds := map[string][]policy.Arg{
-		"command":         {policy.ArgCommand},
-		"path":            {policy.ArgPath, policy.ArgUploads},
-		"action":          {policy.ArgAction},
-		"template":        {policy.ArgTemplate},
-		"count":           {policy.ArgCount},
-		"timeout_seconds": {policy.ArgTimeoutSeconds, policy.ArgTimeoutMillis},
-	}
-	row := regexp.MustCompile("(?m)^\\| `([a-z_]+)` \\|.*\\| ([^|]*) \\|$")
-	toolName := regexp.MustCompile("`(e2b_[a-z_]+)`")
-	catalogue := tools.PolicyTools()
-	seen := 0
-	for _, m := range row.FindAllStringSubmatch(string(data), -1) {
-		want, ok := kinds[m[1]]
-		if !ok {
-			continue
-		}
-		seen++
-		var got []string
-		for _, n := range toolName.FindAllStringSubmatch(m[2], -1) {
-			got = append(got, n[1])
-		}
-		slices.Sort(got)
-		expected := slices.Sorted(slices.Values(catalogue.With(want...)))
-		if !slices.Equal(got, expected) {
-			t.Errorf("docs/policy.md: condition %s applies to %v, the tools give it to %v", m[1], got, expected)
-		}
-	}
-	if seen != len(kinds) {
-		t.Errorf("docs/policy.md's table of conditions has %d of the %d conditions on arguments", seen, len(kinds))
 	}
 }

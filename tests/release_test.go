@@ -12,8 +12,6 @@ import (
 	"testing"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
-
-	"github.com/e2b-mcp/e2b-mcp/tools"
 )
 
 // What a release carries beside the binary, as the repository keeps it: the version (packaging/VERSION), the
@@ -55,7 +53,7 @@ func releaseVersion(t testing.TB) string {
 
 // bundleManifest is an MCP Bundle's manifest.json (manifest_version 0.3 of Anthropic's mcpb) as far as e2b-mcp's
 // uses it, in the order it is written. It is read strictly: a field the manifest gains is added here too, so the
-// file keeps one form and -update can rewrite it.
+// file keeps one form.
 type bundleManifest struct {
 	ManifestVersion string `json:"manifest_version"`
 	Name            string `json:"name"`
@@ -129,54 +127,18 @@ func readManifest(t testing.TB) bundleManifest {
 	return parseManifest(t, data)
 }
 
-// catalogueTools is the server's own tool list, as tools/list answers it.
-func catalogueTools() []manifestTool {
-	var list []manifestTool
-	for _, tool := range tools.All(tools.Deps{}) {
-		list = append(list, manifestTool{Name: tool.Tool.Name, Description: tool.Tool.Description})
-	}
-	return list
-}
-
-// The bundle's manifest lists the server's tools, names and descriptions, in the server's order: Claude Desktop
-// shows them before installing. With -update the list is rewritten from the catalogue.
-func TestBundleManifestListsTheServersTools(t *testing.T) {
+// The manifest's tools, names and descriptions in the server's order (Claude Desktop shows them before
+// installing), are written by make generate and checked by scripts/generate's test; the manifest is kept in the one
+// form both write.
+func TestBundleManifestIsInItsOneForm(t *testing.T) {
 	data, err := os.ReadFile(manifestPath)
 	if err != nil {
 		t.Fatal(err)
 	}
-	m := parseManifest(t, data)
-	want := catalogueTools()
-	if len(want) == 0 {
-		t.Fatal("the tool catalogue is empty")
+	if m := parseManifest(t, data); !bytes.Equal(m.encode(), data) {
+		t.Errorf("%s is not in its one form (fields in bundleManifest's order, two-space indents)",
+			manifestPath)
 	}
-	if slices.Equal(m.Tools, want) && bytes.Equal(m.encode(), data) {
-		return
-	}
-	if *update {
-		m.Tools = want
-		if err := os.WriteFile(manifestPath, m.encode(), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		t.Logf("rewrote the tools of %s", manifestPath)
-		return
-	}
-	for i := range max(len(m.Tools), len(want)) {
-		var got, w manifestTool
-		if i < len(m.Tools) {
-			got = m.Tools[i]
-		}
-		if i < len(want) {
-			w = want[i]
-		}
-		if got != w {
-			t.Errorf("tool %d: the manifest has %q (%.60q...), the server %q (%.60q...)", i, got.Name, got.Description, w.Name, w.Description)
-		}
-	}
-	if !bytes.Equal(m.encode(), data) {
-		t.Errorf("%s is not in its one form (fields in bundleManifest's order, two-space indents)", manifestPath)
-	}
-	t.Errorf("regenerate the manifest's tools with\n\tgo test ./tests -run %s -update", t.Name())
 }
 
 // The bundle runs the binary's serve over stdio and asks for nothing: no API key in Claude Desktop's settings or

@@ -4,7 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"flag"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -13,17 +13,6 @@ import (
 
 	"github.com/mark3labs/mcp-go/mcp"
 )
-
-var update = flag.Bool("update", false, "rewrite testdata/tools.golden.json from the current tool definitions")
-
-// wantTools is the tool contract: names and order are fixed.
-var wantTools = []string{
-	"e2b_create_sandbox", "e2b_exec", "e2b_read_file", "e2b_write_file", "e2b_list_sandboxes",
-	"e2b_manage_sandbox", "e2b_checkpoint_sandbox", "e2b_list_checkpoints", "e2b_fork_sandbox",
-	"e2b_delete_checkpoint", "e2b_set_checkpoint_policy", "e2b_download_url", "e2b_upload_url",
-	"e2b_get_url", "e2b_list_processes", "e2b_read_output", "e2b_send_input", "e2b_stop_process",
-	"e2b_run_code", "e2b_code_context", "e2b_sync_in", "e2b_sync_out",
-}
 
 // listed is what a client sees of the tools, in both protocol eras.
 func listed(t *testing.T, era string) []mcp.Tool {
@@ -37,44 +26,49 @@ func listed(t *testing.T, era string) []mcp.Tool {
 	return res.Tools
 }
 
-// TestToolsGolden snapshots every tool's name, description, schemas and annotations as clients receive them, so
-// that a change to the contract is always deliberate (go test ./tools -run Golden -update).
+// snapshotDir holds one snapshot per tool of its name, description, schemas and annotations as clients receive
+// them, which make generate writes from the definitions (scripts/generate): a change to the contract is always
+// deliberate, and shows in review as the diff of one tool's file.
+const snapshotDir = "testdata/tools"
+
+// TestToolsGolden checks what clients list of each tool, in both protocol eras, against its snapshot, and that
+// every snapshot is a tool's.
 func TestToolsGolden(t *testing.T) {
-	var first []byte
 	for _, era := range eras {
 		t.Run(era, func(t *testing.T) {
-			got, err := json.MarshalIndent(listed(t, era), "", "  ")
+			listedNames := map[string]bool{}
+			for _, tool := range listed(t, era) {
+				listedNames[tool.Name] = true
+				got, err := json.MarshalIndent(tool, "", "  ")
+				if err != nil {
+					t.Fatal(err)
+				}
+				got = append(got, '\n')
+				path := filepath.Join(snapshotDir, tool.Name+".json")
+				want, err := os.ReadFile(path)
+				if err != nil {
+					t.Errorf("%v: run make generate", err)
+					continue
+				}
+				if !bytes.Equal(want, got) {
+					t.Errorf("%s lists differently from %s; if the change is intended, run make generate\n%s",
+						tool.Name, path, firstDiff(string(want), string(got)))
+				}
+			}
+			files, err := os.ReadDir(snapshotDir)
 			if err != nil {
 				t.Fatal(err)
 			}
-			got = append(got, '\n')
-			if first == nil {
-				first = got
-			} else if !bytes.Equal(first, got) {
-				t.Fatalf("tools/list differs between protocol eras")
-			}
-			path := filepath.Join("testdata", "tools.golden.json")
-			if *update {
-				if err := os.MkdirAll("testdata", 0o755); err != nil {
-					t.Fatal(err)
+			for _, f := range files {
+				if name, ok := strings.CutSuffix(f.Name(), ".json"); !ok || !listedNames[name] {
+					t.Errorf("%s is no listed tool's snapshot: run make generate", filepath.Join(snapshotDir, f.Name()))
 				}
-				if err := os.WriteFile(path, got, 0o644); err != nil {
-					t.Fatal(err)
-				}
-				return
-			}
-			want, err := os.ReadFile(path)
-			if err != nil {
-				t.Fatalf("%v (run go test ./tools -run Golden -update to create it)", err)
-			}
-			if !bytes.Equal(want, got) {
-				t.Fatalf("tools/list differs from %s; if the change is intended, run go test ./tools -run Golden -update\n%s",
-					path, firstDiff(string(want), string(got)))
 			}
 		})
 	}
 }
 
+// firstDiff names the first line where got and want part.
 func firstDiff(want, got string) string {
 	w, g := strings.Split(want, "\n"), strings.Split(got, "\n")
 	for i := range max(len(w), len(g)) {
@@ -86,15 +80,10 @@ func firstDiff(want, got string) string {
 			gl = g[i]
 		}
 		if wl != gl {
-			return "line " + itoa(i+1) + ":\n  want: " + wl + "\n  got:  " + gl
+			return fmt.Sprintf("line %d:\n  want: %s\n  got:  %s", i+1, wl, gl)
 		}
 	}
 	return ""
-}
-
-func itoa(i int) string {
-	b, _ := json.Marshal(i)
-	return string(b)
 }
 
 // TestInventory checks what every tool must have: the fixed name, a description, object input and output
@@ -133,12 +122,10 @@ func TestInventory(t *testing.T) {
 					t.Errorf("%s: read-only and destructive at once", tool.Name)
 				}
 			}
-			// mcp-go lists tools sorted by name; All keeps the contract's order.
-			if !slices.Equal(names, slices.Sorted(slices.Values(wantTools))) {
-				t.Fatalf("tools are %v, want %v", names, wantTools)
-			}
-			if got := Names(); !slices.Equal(got, wantTools) {
-				t.Fatalf("Names() = %v, want %v", got, wantTools)
+			// mcp-go lists tools sorted by name, once each; All keeps the contract's order, which the generated
+			// README table and bundle manifest pin.
+			if want := slices.Sorted(slices.Values(Names())); !slices.Equal(names, want) {
+				t.Fatalf("tools listed are %v, All has %v", names, want)
 			}
 		})
 	}

@@ -8,13 +8,13 @@ import (
 func TestMarkdownTable(t *testing.T) {
 	table := MarkdownTable(All(Deps{}))
 	lines := strings.Split(strings.TrimSuffix(table, "\n"), "\n")
-	if len(lines) != 2+len(wantTools) {
-		t.Fatalf("table has %d lines, want a header, a rule and %d rows:\n%s", len(lines), len(wantTools), table)
+	if len(lines) != 2+len(Names()) {
+		t.Fatalf("table has %d lines, want a header, a rule and %d rows:\n%s", len(lines), len(Names()), table)
 	}
 	if lines[0] != "| Tool | Parameters | Annotations | Description |" || lines[1] != "|---|---|---|---|" {
 		t.Fatalf("bad header:\n%s", table)
 	}
-	for i, name := range wantTools {
+	for i, name := range Names() {
 		if !strings.HasPrefix(lines[2+i], "| `"+name+"` | ") {
 			t.Errorf("row %d is %q, want tool %s", i, lines[2+i], name)
 		}

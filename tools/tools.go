@@ -7,10 +7,12 @@ import (
 	"github.com/e2b-mcp/e2b-mcp/policy"
 )
 
+//go:generate go run ../scripts/generate -C ..
+
 // All is every tool of e2b-mcp, in the order clients list them: the six of the capability spec, then checkpoints,
 // forks, the per-sandbox checkpoint policy, links for the user to download and upload files and to preview what a
 // sandbox serves, background processes, the code interpreter, and the sync of a local directory in and out. A new tool
-// is its own file and one line here.
+// is its own file and one line here, then make generate.
 func All(d Deps) []Tool {
 	b := newBase(d)
 	return []Tool{
