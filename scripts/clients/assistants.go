@@ -79,6 +79,25 @@ var assistants = map[string]assistant{
 		return []string{"gemini", "-p", prompt, "--model", "gemini-2.5-pro"},
 			[]string{"GEMINI_API_KEY=standin", "GOOGLE_GEMINI_BASE_URL=" + modelURL, "GEMINI_CLI_TRUST_WORKSPACE=true"}, nil
 	}},
+	// GitHub Copilot CLI: BYOK ("bring your own key") with COPILOT_PROVIDER_BASE_URL points it at the stand-in's
+	// Chat Completions API, and needs no GitHub sign-in; COPILOT_OFFLINE turns off everything else that would go
+	// to GitHub (telemetry, its own GitHub MCP server, updates). Headless (-p), --allow-all-tools lets every tool
+	// run without a question. e2b-mcp goes in $COPILOT_HOME/mcp-config.json, as `copilot mcp add` writes it.
+	"copilot": {setup: func(home, modelURL string, server mcpServer) ([]string, []string, error) {
+		cfg := map[string]any{"type": "local", "command": server.command, "args": server.args, "tools": []string{"*"}}
+		if server.url != "" {
+			cfg = map[string]any{"type": "http", "url": server.url, "tools": []string{"*"}}
+		}
+		copilotHome := filepath.Join(home, ".copilot")
+		if err := writeJSONFile(filepath.Join(copilotHome, "mcp-config.json"),
+			map[string]any{"mcpServers": map[string]any{"e2b": cfg}}); err != nil {
+			return nil, nil, err
+		}
+		return []string{"copilot", "-p", prompt, "--allow-all-tools", "--no-auto-update", "--no-ask-user",
+				"--disable-builtin-mcps", "--log-level", "debug", "--log-dir", filepath.Join(home, "logs")},
+			[]string{"COPILOT_HOME=" + copilotHome, "COPILOT_OFFLINE=true", "COPILOT_PROVIDER_BASE_URL=" + modelURL + "/v1",
+				"COPILOT_PROVIDER_TYPE=openai", "COPILOT_PROVIDER_API_KEY=standin", "COPILOT_MODEL=gpt-4.1"}, nil
+	}},
 }
 
 func writeJSONFile(path string, v any) error {

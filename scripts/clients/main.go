@@ -27,7 +27,7 @@ import (
 func main() {
 	bin := flag.String("bin", "bin/e2b-mcp", "the e2b-mcp binary")
 	prefix := flag.String("prefix", "", "the npm prefix the assistants are installed in (node_modules/.bin under it)")
-	only := flag.String("clients", "claude,codex,gemini", "the assistants to run, comma-separated")
+	only := flag.String("clients", "claude,codex,gemini,copilot", "the assistants to run, comma-separated")
 	transports := flag.String("transports", "stdio,http", "stdio, http or both")
 	workDir := flag.String("dir", "", "where each run keeps its files (default: a temporary directory)")
 	timeout := flag.Duration("timeout", 8*time.Minute, "how long one assistant's session may take")
@@ -60,7 +60,7 @@ func main() {
 	for _, c := range strings.Split(*only, ",") {
 		a, ok := assistants[c]
 		if !ok {
-			log.Fatalf("no assistant %q (want claude, codex or gemini)", c)
+			log.Fatalf("no assistant %q (want claude, codex, gemini or copilot)", c)
 		}
 		for _, tr := range strings.Split(*transports, ",") {
 			dir := filepath.Join(*workDir, c+"-"+tr)

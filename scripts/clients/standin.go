@@ -128,10 +128,12 @@ var deferredRE = regexp.MustCompile(`mcp__e2b__e2b_[a-z_]+`)
 func offersOurs(offered []string) bool { return clientName(offered, "e2b_exec") != "" }
 
 // clientName is the name under which a client offers an e2b-mcp tool: Claude Code and Codex prefix the server's
-// name (mcp__e2b__e2b_exec), Gemini CLI too, with single underscores (mcp_e2b_e2b_exec).
+// name (mcp__e2b__e2b_exec), Gemini CLI too, with single underscores (mcp_e2b_e2b_exec), Copilot CLI with a
+// hyphen (e2b-e2b_exec).
 func clientName(offered []string, tool string) string {
 	for _, n := range offered {
-		if n == tool || strings.HasSuffix(n, "_"+tool) || strings.HasSuffix(n, "."+tool) || strings.HasSuffix(n, "/"+tool) {
+		if n == tool || strings.HasSuffix(n, "_"+tool) || strings.HasSuffix(n, "."+tool) || strings.HasSuffix(n, "/"+tool) ||
+			strings.HasSuffix(n, "-"+tool) {
 			return n
 		}
 	}

@@ -72,8 +72,9 @@ func modelAPIs() []modelAPI {
 				request: responsesRequest(false), read: readResponses},
 			modelAPI{name: "responses namespace", path: "/v1/responses", stream: stream, as: prefixed,
 				request: responsesRequest(true), read: readResponses},
-			modelAPI{name: "chat", path: "/chat/completions", stream: stream,
-				as: func(tool string) string { return tool }, request: chatRequest, read: readChat},
+			// Copilot CLI names an MCP server's tool SERVER-TOOL.
+			modelAPI{name: "chat", path: "/v1/chat/completions", stream: stream,
+				as: func(tool string) string { return "e2b-" + tool }, request: chatRequest, read: readChat},
 			modelAPI{name: "gemini", path: geminiPath, stream: stream,
 				as: func(tool string) string { return "mcp_e2b_" + tool }, request: geminiRequest, read: readGemini})
 	}
