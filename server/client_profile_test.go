@@ -1,8 +1,13 @@
 package server
 
 import (
+	"bytes"
 	"context"
+	"encoding/base64"
 	"encoding/json"
+	"io"
+	"net/http"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -132,6 +137,49 @@ func TestMaxResultSizeDeclared(t *testing.T) {
 			if got != tc.want {
 				t.Errorf("--result-limit %d: %s declares maxResultSizeChars %v, want %v", tc.limit, tool.Name, got, tc.want)
 			}
+		}
+	}
+}
+
+// anyLinkRE finds a link in a note.
+var anyLinkRE = regexp.MustCompile(`https?://[^\s"]+`)
+
+// A client that does not hand a tool's images to its model (Copilot CLI) is told so in an image read's note,
+// never that the image is "shown", with a link that downloads the file for the user; a client that shows images
+// gets no link.
+func TestUnseenImageNamesALink(t *testing.T) {
+	f := newFixture(t, fixtureOpts{})
+	for _, tc := range []struct {
+		name string
+		seen bool
+	}{{"github-copilot-cli", false}, {"codex-mcp-client", true}, {"claude-code", true}} {
+		c := connectAs(t, f.srv, eras[0], tc.name)
+		id := createSandbox(t, c)
+		mustOK(t, c, "e2b_exec", map[string]any{"sandbox_id": id, "command": "echo " + pngBase64 + " | base64 -d > red.png"})
+		res := callTool(t, c, "e2b_read_file", map[string]any{"sandbox_id": id, "path": "red.png"})
+		var out struct{ Note string }
+		if err := json.Unmarshal([]byte(resultText(res)), &out); err != nil || res.IsError {
+			t.Fatalf("%s: %v %s", tc.name, err, resultText(res))
+		}
+		link := anyLinkRE.FindString(out.Note)
+		if tc.seen {
+			if link != "" || !strings.Contains(out.Note, "shown as image content") {
+				t.Errorf("%s shows images: note %q", tc.name, out.Note)
+			}
+			continue
+		}
+		if strings.Contains(out.Note, "shown") || !strings.Contains(out.Note, "you do not see it") || link == "" {
+			t.Fatalf("%s does not show images: note %q", tc.name, out.Note)
+		}
+		resp, err := http.Get(link)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		want, _ := base64.StdEncoding.DecodeString(pngBase64)
+		if resp.StatusCode != http.StatusOK || !bytes.Equal(got, want) {
+			t.Errorf("%s: the note's link answered %d with %d bytes, want the %d of the PNG", tc.name, resp.StatusCode, len(got), len(want))
 		}
 	}
 }

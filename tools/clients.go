@@ -64,9 +64,10 @@ var Clients = []Client{
 	{
 		Profile: "codex", names: []string{"codex-mcp-client"},
 		// Measured, Codex CLI 0.169.0: when a result has structuredContent the model gets only that (images,
-		// resource links and text dropped); it cuts a result at about 48,000 characters. codex exec answers
-		// every question with decline at once, showing nothing. tool_timeout_sec defaults to 300.
-		Reads: ReadsStructured, InlineChars: 48_000, Images: false, Budget: 40_000,
+		// resource links and text dropped); a result without it reaches the model with its images, so e2b-mcp
+		// sends an image result without it (Tool.Images). It cuts a result at about 48,000 characters. codex
+		// exec answers every question with decline at once, showing nothing. tool_timeout_sec defaults to 300.
+		Reads: ReadsStructured, InlineChars: 48_000, Images: true, Budget: 40_000,
 		Elicitation: "decline at once in codex exec", ToolTimeout: 300 * time.Second,
 	},
 	{

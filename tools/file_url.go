@@ -13,6 +13,7 @@ import (
 	"github.com/e2b-mcp/e2b-mcp/e2b"
 	"github.com/e2b-mcp/e2b-mcp/internal/shellquote"
 	"github.com/e2b-mcp/e2b-mcp/policy"
+	"github.com/e2b-mcp/e2b-mcp/state"
 )
 
 // Link lifetimes: long enough to click or script, short enough that a link pasted somewhere goes stale soon.
@@ -147,4 +148,22 @@ func linkExpiry(link string, fallback time.Time) time.Time {
 		return fallback
 	}
 	return time.Unix(n, 0)
+}
+
+// unseenImage is what a result says of an image the calling client does not hand its model (Client.Images):
+// that the model does not see it, and a link that downloads the file at p for the user, signed as
+// e2b_download_url signs one, for defaultLinkSeconds. A sandbox without an access token gets no link: envd
+// serves its files to anyone, so a link to them could not expire (e2b_download_url refuses it for that reason).
+func (b *base) unseenImage(ctx context.Context, c *e2b.Client, rec state.SandboxRecord, p string) string {
+	note := fmt.Sprintf("this client (%s) does not hand a tool's images to its model, so you do not see it", clientOf(ctx).Profile)
+	if rec.AccessToken == "" {
+		return note + fmt.Sprintf("; to show it to the user, copy %s out of the sandbox (e2b_sync_out)", p)
+	}
+	link, err := envd(c, rec).SignedURL(p, e2b.FileRead, defaultLinkSeconds*time.Second)
+	if err != nil {
+		return note + fmt.Sprintf("; to show it to the user, make a link to %s with e2b_download_url", p)
+	}
+	expires := linkExpiry(link, b.now().Add(defaultLinkSeconds*time.Second)).UTC().Format(time.RFC3339)
+	return note + fmt.Sprintf(". To show it to the user, give them this link to %s (it downloads that one file, "+
+		"until %s or until the sandbox is paused or deleted): %s", p, expires, link)
 }

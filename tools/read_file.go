@@ -213,9 +213,14 @@ func (t readFile) image(ctx context.Context, c *e2b.Client, call Caller, rec sta
 			"fit the limits; the file is unchanged", imagesafe.FormatName(mime), info.SourceWidth, info.SourceHeight,
 			len(data), info.Width, info.Height, imagesafe.FormatName(info.MIMEType), info.Bytes)
 	}
-	if c := clientOf(ctx); !c.Images {
-		res.Note += fmt.Sprintf("; but this client (%s) is not known to hand a tool's images to its model, so you "+
-			"may not see it: to show it to the user, make a link with e2b_download_url", c.Profile)
+	if !clientOf(ctx).Images {
+		// The image content still goes with the result, for a client that shows it to the user.
+		w, h := info.Width, info.Height
+		if info.Scaled {
+			w, h = info.SourceWidth, info.SourceHeight
+		}
+		res.Note = fmt.Sprintf("%s image, %d×%d pixels, %d bytes, sent as image content; but %s",
+			imagesafe.FormatName(mime), w, h, len(data), t.unseenImage(ctx, c, rec, res.Path))
 	}
 	return withContent{result: res, extra: []mcp.Content{mcp.NewImageContent(base64.StdEncoding.EncodeToString(out),
 		info.MIMEType)}}, nil
