@@ -16,6 +16,8 @@ import (
 	"github.com/mark3labs/mcp-go/mcp"
 
 	"github.com/e2b-mcp/e2b-mcp/e2b/e2btest"
+	"github.com/e2b-mcp/e2b-mcp/e2b/emulator"
+	"github.com/e2b-mcp/e2b-mcp/internal/optional"
 )
 
 // connectAs connects an in-process client that introduces itself as name.
@@ -180,6 +182,56 @@ func TestUnseenImageNamesALink(t *testing.T) {
 		want, _ := base64.StdEncoding.DecodeString(pngBase64)
 		if resp.StatusCode != http.StatusOK || !bytes.Equal(got, want) {
 			t.Errorf("%s: the note's link answered %d with %d bytes, want the %d of the PNG", tc.name, resp.StatusCode, len(got), len(want))
+		}
+	}
+}
+
+// A chart from e2b_run_code, for a client that does not hand a tool's images to its model (Copilot CLI), is
+// saved in the sandbox, and the result says what it was, where it is and gives a link that downloads it; a
+// client that shows images gets the image and no such note.
+func TestUnseenChartNamesALink(t *testing.T) {
+	if err := emulator.CodeInterpreterAvailable(); err != nil {
+		optional.Missing(t, err.Error())
+	}
+	f := newFixture(t, fixtureOpts{emulator: e2btest.Options{CodeInterpreter: true}})
+	code := "import matplotlib.pyplot as plt\nplt.plot([1, 2, 3], [1, 4, 9])\nplt.title('Squares')\nplt.show()"
+	for _, tc := range []struct {
+		name string
+		seen bool
+	}{{"github-copilot-cli", false}, {"claude-code", true}} {
+		c := connectAs(t, f.srv, eras[0], tc.name)
+		id, _ := mustOK(t, c, "e2b_create_sandbox", map[string]any{"template": "code-interpreter-v1"})["sandbox_id"].(string)
+		res := callTool(t, c, "e2b_run_code", map[string]any{"sandbox_id": id, "code": code})
+		var out struct {
+			Results []struct{ Note string }
+		}
+		if err := json.Unmarshal([]byte(resultText(res)), &out); err != nil || res.IsError || len(out.Results) != 1 {
+			t.Fatalf("%s: %v %s", tc.name, err, resultText(res))
+		}
+		note := out.Results[0].Note
+		link := anyLinkRE.FindString(note)
+		if tc.seen {
+			if link != "" || strings.Contains(note, "saved to") {
+				t.Errorf("%s shows images: note %q", tc.name, note)
+			}
+			continue
+		}
+		for _, want := range []string{"chart", "PNG image", "saved to /tmp/e2b-mcp/chart-", "you do not see it"} {
+			if !strings.Contains(note, want) {
+				t.Errorf("%s: the note lacks %q: %q", tc.name, want, note)
+			}
+		}
+		if link == "" {
+			t.Fatalf("%s: no link in the note %q", tc.name, note)
+		}
+		resp, err := http.Get(link)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK || !bytes.HasPrefix(got, []byte("\x89PNG\r\n\x1a\n")) {
+			t.Errorf("%s: the note's link answered %d with %d bytes, want the chart's PNG", tc.name, resp.StatusCode, len(got))
 		}
 	}
 }

@@ -1,8 +1,10 @@
 package tools
 
 import (
+	"bytes"
 	"context"
 	"encoding/base64"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"html"
@@ -149,6 +151,9 @@ func (t runCode) run(ctx context.Context, call Caller, a *runCodeArgs) (any, err
 	} else {
 		res.ExecutionCount, res.Error = ex.ExecutionCount, ex.Error
 		res.Results, images = t.results(ctx, call, ex.Results)
+		if !clientOf(ctx).Images {
+			t.unseenCharts(ctx, use.c, rec, res.Results, ex.Results)
+		}
 		if ex.Dropped > 0 {
 			res.Warning = fmt.Sprintf("%d of the code interpreter's answers were over the %d bytes e2b_run_code takes of one "+
 				"(a result, or output printed at once) and are left out. Print less at once, or save large output to a "+
@@ -316,6 +321,57 @@ func (t runCode) image(ctx context.Context, call Caller, encoded, mime string,
 			info.SourceHeight, info.Width, info.Height)
 	}
 	return out, info, ""
+}
+
+// unseenCharts saves each image result into the sandbox for a client that does not hand a tool's images to its
+// model, and says in the result's note what the image was and how the user gets it: its file and a link. The
+// image content still goes with the result, for a client that shows it to the user.
+func (t runCode) unseenCharts(ctx context.Context, c *e2b.Client, rec state.SandboxRecord, out []codeResult,
+	in []e2b.CodeResult) {
+	for i, r := range in {
+		encoded, ext := r.PNG, "png"
+		if encoded == "" {
+			encoded, ext = r.JPEG, "jpg"
+		}
+		data, err := base64.StdEncoding.DecodeString(encoded)
+		if encoded == "" || err != nil {
+			continue
+		}
+		what := describeChart(r.Chart, ext)
+		p := fmt.Sprintf("%s/chart-%d-%d.%s", execOutputDir, rec.Steps, i+1, ext)
+		if _, err := envd(c, rec).Upload(ctx, p, bytes.NewReader(data)); err != nil {
+			out[i].Note = joinWarnings(out[i].Note, fmt.Sprintf("%s, sent as image content; but this client (%s) "+
+				"does not hand a tool's images to its model, so you do not see it, and saving it to %s for the user "+
+				"failed: %v. Save the figure to a file in the code (plt.savefig) and make a link with e2b_download_url.",
+				what, clientOf(ctx).Profile, p, err))
+			continue
+		}
+		out[i].Note = joinWarnings(out[i].Note, fmt.Sprintf("%s, %d bytes, sent as image content and saved to %s; but %s",
+			what, len(data), p, t.unseenImage(ctx, c, rec, p)))
+	}
+}
+
+// describeChart says what a chart image shows, from what E2B's code interpreter read of the figure (its type,
+// title and axis labels) where it read anything.
+func describeChart(chart json.RawMessage, ext string) string {
+	var c struct {
+		Type   string `json:"type"`
+		Title  string `json:"title"`
+		XLabel string `json:"x_label"`
+		YLabel string `json:"y_label"`
+	}
+	what := "A chart (" + strings.ToUpper(ext) + " image)"
+	if json.Unmarshal(chart, &c) != nil || c.Type == "" {
+		return what
+	}
+	what = fmt.Sprintf("A %s chart", c.Type)
+	if c.Title != "" {
+		what += fmt.Sprintf(" titled %q", c.Title)
+	}
+	if c.XLabel != "" || c.YLabel != "" {
+		what += fmt.Sprintf(" (x: %q, y: %q)", c.XLabel, c.YLabel)
+	}
+	return what + " (" + strings.ToUpper(ext) + " image)"
 }
 
 // minImageRoom is the least room worth fitting another image into.

@@ -454,3 +454,18 @@ func TestRunCodeLeavesOutAHugeLine(t *testing.T) {
 	}
 	wantContains(t, fmt.Sprint(out["warning"]), "1 of the code interpreter's answers were over the", "left out")
 }
+
+// A chart is named by what E2B's code interpreter read of the figure, where it read anything.
+func TestDescribeChart(t *testing.T) {
+	for _, tc := range []struct{ chart, want string }{
+		{`{"type":"line","title":"Squares","x_label":"n","y_label":"n²","elements":[]}`,
+			`A line chart titled "Squares" (x: "n", y: "n²") (PNG image)`},
+		{`{"type":"bar","elements":[]}`, `A bar chart (PNG image)`},
+		{``, `A chart (PNG image)`},
+		{`[1,2]`, `A chart (PNG image)`},
+	} {
+		if got := describeChart([]byte(tc.chart), "png"); got != tc.want {
+			t.Errorf("chart %s: %q, want %q", tc.chart, got, tc.want)
+		}
+	}
+}
