@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"os/exec"
+	"path"
 	"strings"
 	"testing"
 )
@@ -11,13 +12,15 @@ import (
 const module = "github.com/e2b-mcp/e2b-mcp"
 
 // layers are the module's packages from the top down (docs/ARCHITECTURE.md, "Layers"): a package may import its
-// own tree (e2b and e2b/emulator import e2b/wire) and the layers below its own, never a layer above or beside it. A package
-// is placed by its first path element; the end-to-end tests, the examples and the scripts sit at the top beside
-// main, since nothing imports them.
+// own room (e2b and e2b/emulator import e2b/wire) and the layers below its own, never a layer above or beside it. A
+// room is a tree of packages, named by its path; a package is in the room of the longest of these names its path
+// starts with (server/preview is a room of its own below server, e2b/emulator is in e2b's). The end-to-end tests,
+// the examples and the scripts sit at the top beside main, since nothing imports them.
 var layers = [][]string{
 	{"", "tests", "examples", "scripts"},
 	{"cli"},
 	{"server"},
+	{"server/preview"}, // the server's rooms, one job each, which the server wires together
 	{"tools"},
 	{"egress"},
 	{"lifecycle", "credentials"},
@@ -45,22 +48,22 @@ func TestLayers(t *testing.T) {
 	for _, line := range out {
 		fields := strings.Fields(line)
 		pkg := fields[0]
-		tree := treeOf(pkg)
-		layer, known := layerOf[tree]
+		room := roomOf(pkg, layerOf)
+		layer, known := layerOf[room]
 		if !known {
-			t.Errorf("package %s is in no layer: add %q to layers here and to docs/ARCHITECTURE.md", pkg, tree)
+			t.Errorf("package %s is in no layer: add %q to layers here and to docs/ARCHITECTURE.md", pkg, room)
 			continue
 		}
 		for _, imp := range fields[1:] {
 			if !strings.HasPrefix(imp, module) || imp == pkg {
 				continue
 			}
-			to := treeOf(imp)
-			if to == tree {
+			to := roomOf(imp, layerOf)
+			if to == room {
 				continue
 			}
 			if l, ok := layerOf[to]; ok && l <= layer {
-				t.Errorf("%s imports %s: %q is not below %q", pkg, imp, to, tree)
+				t.Errorf("%s imports %s: %q is not below %q", pkg, imp, to, room)
 			}
 		}
 	}
@@ -103,6 +106,18 @@ func treeOf(pkg string) string {
 	rel := strings.TrimPrefix(strings.TrimPrefix(pkg, module), "/")
 	tree, _, _ := strings.Cut(rel, "/")
 	return tree
+}
+
+// roomOf is the room of pkg: the longest of rooms' names that is its path inside the module or a parent of it, or
+// else the first element of its path.
+func roomOf(pkg string, rooms map[string]int) string {
+	rel := strings.TrimPrefix(strings.TrimPrefix(pkg, module), "/")
+	for dir := rel; dir != "" && dir != "."; dir = path.Dir(dir) {
+		if _, ok := rooms[dir]; ok {
+			return dir
+		}
+	}
+	return treeOf(pkg)
 }
 
 // goList is one line per package of the module, as format makes it.

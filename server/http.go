@@ -87,7 +87,10 @@ func (s *Server) newHTTPTransport() *httpTransport {
 	sseMessages := s.sessions.guardSSEMessages(withSSENotifier(t.sse, t.sse))
 	handle(PathMessage, browsers.guardOrigin(requireJSON(s.limits.limitBody(s.authenticate(sseMessages)))))
 	handle(PathMetrics, browsers.guardOrigin(s.authenticate(s.metrics.handler())))
-	t.handler = s.withPreviews(browsers.guardHost(mux))
+	t.handler = browsers.guardHost(mux)
+	if s.previews != nil { // a team server's previews are told apart by host name, before anything else
+		t.handler = s.previews.Route(t.handler)
+	}
 	return t
 }
 

@@ -4,7 +4,7 @@
 // backend (E2B, with each owner's key read from Config.Secrets, the OS keyring or the encrypted key store, on every
 // call; or the in-process emulator of the local backend); the orphan sweeper; and the transports: stdio, and on one
 // HTTP listener streamable HTTP and SSE behind bearer tokens or OAuth access tokens, the connect and approval pages,
-// the preview proxy, /metrics and /healthz.
+// the preview proxy (server/preview), /metrics and /healthz.
 package server
 
 import (
@@ -23,6 +23,7 @@ import (
 	"github.com/e2b-mcp/e2b-mcp/egress"
 	"github.com/e2b-mcp/e2b-mcp/lifecycle"
 	"github.com/e2b-mcp/e2b-mcp/policy"
+	"github.com/e2b-mcp/e2b-mcp/server/preview"
 	"github.com/e2b-mcp/e2b-mcp/state"
 	"github.com/e2b-mcp/e2b-mcp/tools"
 )
@@ -59,7 +60,7 @@ type Server struct {
 	dataKeys       state.KeySource // the state store's: replicas derive their tickets' keys from it
 	approvalPage   *approvalPage   // where a human answers an approval the client did not ask about
 	localPage      *localPage      // stdio: the connect and approval pages on 127.0.0.1, started when first needed
-	previews       *previewProxy   // private previews' proxy; nil when previews are public
+	previews       *preview.Proxy  // private previews' proxy; nil when previews are public
 	localPageMu    sync.Mutex
 	backend        *startedBackend // nil until started
 	elicit         *elicitations
@@ -247,7 +248,7 @@ func (s *Server) Close() error {
 			s.localPage.close()
 		}
 		if s.previews != nil {
-			s.previews.close()
+			s.previews.Close()
 		}
 	})
 	return errors.Join(errs...)
