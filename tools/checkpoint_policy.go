@@ -43,6 +43,7 @@ func (t setCheckpointPolicy) tool() Tool {
 		"shown. source says whose policy is in force. Forks of the sandbox inherit its own policy."
 	return define(t.base, definition[checkpointPolicyArgs, checkpointPolicyResult]{
 		name: setCheckpointPolicyName, description: desc,
+		// It changes only the server's record, the same way each time, and asks nothing of E2B.
 		hints: hints{readOnly: false, destructive: false, idempotent: true, openWorld: false},
 		run:   t.run,
 	})

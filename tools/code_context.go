@@ -41,6 +41,7 @@ func (t codeContext) tool() Tool {
 		description: "Manage the contexts of a code-interpreter sandbox's e2b_run_code: each context is a kernel of " +
 			"its own, whose variables and imports other contexts do not see. create one (language, cwd) and pass its " +
 			"id as context_id; list them; restart one to clear its state; remove one you no longer need.",
+		// A context's restart or removal loses its state.
 		hints: hints{readOnly: false, destructive: true, idempotent: false, openWorld: true},
 		run:   t.run,
 	})

@@ -58,6 +58,7 @@ func (t fileURL) tool() Tool {
 		"(default %d, max %d) and while the sandbox runs, and carries no API key. For you to see a file, use "+
 		"e2b_read_file instead.", defaultLinkSeconds, maxLinkSeconds)
 	name, grants := downloadURLName, readFileName
+	// A download link reads; an upload link lets someone replace a file. Each call signs a new link.
 	h := hints{readOnly: true, destructive: false, idempotent: false, openWorld: true}
 	if t.op == e2b.FileWrite {
 		name, grants = uploadURLName, writeFileName

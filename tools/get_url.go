@@ -50,6 +50,7 @@ func (t getURL) tool() Tool {
 			"background true), listening on 0.0.0.0 or 127.0.0.1. The result says whether anything listens on the "+
 			"port yet, and who can open the link: give it to the user, it is a credential for that port. Private "+
 			"links work for expires_in_seconds (default %d, max %d).", defaultLinkSeconds, maxLinkSeconds),
+		// A preview link shows what a port serves; each call signs a new link.
 		hints:    hints{readOnly: true, destructive: false, idempotent: false, openWorld: true},
 		defaults: getURLArgs{ExpiresInSeconds: defaultLinkSeconds},
 		run:      t.run,

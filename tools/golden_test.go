@@ -131,54 +131,6 @@ func TestInventory(t *testing.T) {
 	}
 }
 
-// TestAnnotationsTruthful pins the hints that matter to clients deciding what to confirm with the human.
-func TestAnnotationsTruthful(t *testing.T) {
-	type h struct{ readOnly, destructive, idempotent, openWorld bool }
-	want := map[string]h{
-		"e2b_create_sandbox":     {false, false, false, true},
-		"e2b_exec":               {false, true, false, true},
-		"e2b_read_file":          {true, false, true, true},
-		"e2b_write_file":         {false, true, false, true},
-		"e2b_list_sandboxes":     {true, false, true, true},
-		"e2b_manage_sandbox":     {false, true, false, true},
-		"e2b_checkpoint_sandbox": {false, false, false, true},
-		"e2b_list_checkpoints":   {true, false, true, false},
-		"e2b_fork_sandbox":       {false, false, false, true},
-		"e2b_delete_checkpoint":  {false, true, true, true},
-		// It changes only the server's record, the same way each time, and asks nothing of E2B.
-		"e2b_set_checkpoint_policy": {false, false, true, false},
-		// A download link reads; an upload link lets someone replace a file. Each call signs a new link.
-		"e2b_download_url": {true, false, false, true},
-		"e2b_upload_url":   {false, true, false, true},
-		// A preview link shows what a port serves; each call signs a new link.
-		"e2b_get_url":        {true, false, false, true},
-		"e2b_list_processes": {true, false, true, true},
-		"e2b_read_output":    {true, false, true, true},
-		// Input to a running program does whatever the program does with it, as a command would.
-		"e2b_send_input": {false, true, false, true},
-		// Stopping kills a process tree; stopping one already gone changes nothing more.
-		"e2b_stop_process": {false, true, true, true},
-		// Code does whatever it does, as a command would; a context's restart or removal loses its state.
-		"e2b_run_code":     {false, true, false, true},
-		"e2b_code_context": {false, true, false, true},
-		// A sync in replaces the sandbox's copy of the tree; sending the same tree again changes nothing more.
-		"e2b_sync_in": {false, true, true, true},
-		// A sync out may write into the local tree (apply), and a second apply finds its base changed.
-		"e2b_sync_out": {false, true, false, true},
-	}
-	all := All(Deps{})
-	if len(all) != len(want) {
-		t.Errorf("%d tools, %d with pinned hints: pin the hints of every tool", len(all), len(want))
-	}
-	for _, st := range all {
-		a := st.Tool.Annotations
-		got := h{*a.ReadOnlyHint, *a.DestructiveHint, *a.IdempotentHint, *a.OpenWorldHint}
-		if got != want[st.Tool.Name] {
-			t.Errorf("%s: hints %+v, want %+v", st.Tool.Name, got, want[st.Tool.Name])
-		}
-	}
-}
-
 // TestDefaultsFollowConfig: the schema defaults and descriptions say what the server will actually do.
 func TestDefaultsFollowConfig(t *testing.T) {
 	all := All(Deps{Config: Config{DefaultTemplate: "python-3", DefaultTimeoutSeconds: 120}})

@@ -127,6 +127,7 @@ func (t stopProcess) tool() Tool {
 		"SIGTERM first, then SIGKILL to what is left after %d seconds. Its log_file stays.", int(stopGrace/time.Second))
 	return define(t.base, definition[stopProcessArgs, stopProcessResult]{
 		name: stopProcessName, description: desc,
+		// Stopping kills a process tree; stopping one already gone changes nothing more.
 		hints: hints{readOnly: false, destructive: true, idempotent: true, openWorld: true},
 		run:   t.run,
 	})

@@ -80,6 +80,7 @@ func (t runCode) tool() Tool {
 			"and what it printed. timeout_ms (default %d, max %d) interrupts the kernel, not the sandbox. Use "+
 			"e2b_code_context for separate contexts. The result stays within the result limit (what your client shows whole).",
 			e2b.CodeInterpreterTemplate, t.cfg.ExecForegroundLimit.Milliseconds(), maxExecTimeoutMs),
+		// Code does whatever it does, as a command would.
 		hints:    hints{readOnly: false, destructive: true, idempotent: false, openWorld: true},
 		defaults: runCodeArgs{TimeoutMs: int(t.cfg.ExecForegroundLimit.Milliseconds())},
 		tasks:    TaskOfServer,

@@ -46,6 +46,7 @@ func (t sendInput) tool() Tool {
 		"wait_ms and until for the next prompt).", maxInputBytes)
 	return define(t.base, definition[sendInputArgs, sendInputResult]{
 		name: sendInputName, description: desc,
+		// Input to a running program does whatever the program does with it, as a command would.
 		hints: hints{readOnly: false, destructive: true, idempotent: false, openWorld: true},
 		run:   t.run,
 	})

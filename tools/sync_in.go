@@ -55,6 +55,7 @@ func (t syncIn) tool() Tool {
 			".gitignore files, modes and symlinks (never one leading out of the tree). The next call sends only what changed " +
 			"since and deletes there what was deleted locally. Files that look like secrets are left out unless " +
 			"include_secrets. Then run its tests with e2b_exec, and bring the sandbox's changes back with e2b_sync_out.",
+		// A sync in replaces the sandbox's copy of the tree; sending the same tree again changes nothing more.
 		hints: hints{readOnly: false, destructive: true, idempotent: true, openWorld: true},
 		run:   t.run,
 	})

@@ -67,6 +67,7 @@ func (t syncOut) tool() Tool {
 			"files as a patch git apply accepts, saved on the user's machine (patch_file) and shown when it fits. With apply " +
 			"true it is applied to the local directory, all or nothing, and refused where the local side changed since " +
 			"the sync in. From a fork it gives that fork's changes against the same base.",
+		// A sync out may write into the local tree (apply), and a second apply finds its base changed.
 		hints: hints{readOnly: false, destructive: true, idempotent: false, openWorld: true},
 		shown: func(args map[string]any) map[string]any {
 			out := make(map[string]any, len(args)+1)
