@@ -51,6 +51,9 @@ type Entry struct {
 	Approval string `json:"approval,omitempty"`
 	// Clipped is set when the entry was over MaxEntryBytes and its arguments were cut to fit.
 	Clipped *Clipped `json:"clipped,omitempty"`
+	// Transfer is what the call moved between the user's machine and a sandbox (a workspace sync), in its
+	// outcome record: a call that fails may have moved some.
+	Transfer *Transfer `json:"transfer,omitempty"`
 }
 
 // Clipped records the sizes of an entry whose arguments were cut to fit MaxEntryBytes.

@@ -33,7 +33,7 @@ var errNoPreallocation = errors.New("the file system cannot preallocate")
 const roomPerCall = MaxEntryBytes + maxOutcomeBytes
 
 // maxOutcomeBytes bounds an outcome record: its error text is clipped by redactString to MaxStringBytes, which JSON
-// escaping can at most multiply by six.
+// escaping can at most multiply by six, and its transfer is four numbers.
 const maxOutcomeBytes = 8 << 10
 
 // Call is one call's place in the log, from before it runs until it is recorded. Its methods are not safe for
@@ -51,6 +51,7 @@ type outcomeRecord struct {
 	Outcome    string    `json:"outcome"`
 	Error      string    `json:"error,omitempty"`
 	DurationMS int64     `json:"duration_ms"`
+	Transfer   *Transfer `json:"transfer,omitempty"`
 }
 
 // Reserve keeps room in the log for the records of a call about to start. An error (a full disk, a read-only or
@@ -73,7 +74,7 @@ func (c *Call) Start(e Entry) error {
 	if err != nil {
 		return err
 	}
-	e.ID, e.Outcome, e.Error, e.DurationMS = id, OutcomeStarted, "", 0
+	e.ID, e.Outcome, e.Error, e.DurationMS, e.Transfer = id, OutcomeStarted, "", 0, nil
 	line, err := encodeEntry(e)
 	if err != nil {
 		return err
@@ -90,8 +91,8 @@ func (c *Call) Start(e Entry) error {
 	return err
 }
 
-// Finish records how the call ended and gives back its room: an outcome record (e's Outcome, Error and
-// DurationMS) for a started call, and e whole for one that never started.
+// Finish records how the call ended and gives back its room: an outcome record (e's Outcome, Error, DurationMS
+// and Transfer) for a started call, and e whole for one that never started.
 func (c *Call) Finish(e Entry) error {
 	if c.room == 0 {
 		return errors.New("audit: a call is finished once")
@@ -102,7 +103,8 @@ func (c *Call) Finish(e Entry) error {
 		e.ID = ""
 		line, err = encodeEntry(e)
 	} else {
-		line, err = encodeOutcome(outcomeRecord{Ends: c.id, Outcome: e.Outcome, Error: e.Error, DurationMS: e.DurationMS})
+		line, err = encodeOutcome(outcomeRecord{Ends: c.id, Outcome: e.Outcome, Error: e.Error, DurationMS: e.DurationMS,
+			Transfer: e.Transfer})
 	}
 	if err != nil {
 		return errors.Join(err, c.Release())

@@ -291,3 +291,37 @@ func TestOutcomeErrorIsRedacted(t *testing.T) {
 		t.Fatalf("read %+v %v; want the error with the key redacted", got, err)
 	}
 }
+
+// What a call moved is in its outcome record, read back with the call: never in the started record, written
+// before the call has moved anything.
+func TestTransferIsInTheOutcome(t *testing.T) {
+	dir := t.TempDir()
+	l := openLog(t, dir, Options{})
+	moved := &Transfer{FilesIn: 3, BytesIn: 2560, FilesOut: 1, BytesOut: 1024}
+	c, err := l.Reserve()
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := Entry{Time: time.Now(), Owner: "alice", Session: "s", Tool: "e2b_sync_in", Transfer: moved}
+	if err := c.Start(e); err != nil {
+		t.Fatal(err)
+	}
+	raw, err := os.ReadFile(filepath.Join(dir, activeName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(raw), "transfer") {
+		t.Fatalf("the started record holds a transfer: %s", raw)
+	}
+	e.Outcome = OutcomeOK
+	if err := c.Finish(e); err != nil {
+		t.Fatal(err)
+	}
+	got, err := Read(dir, Filter{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 1 || got[0].Transfer == nil || *got[0].Transfer != *moved {
+		t.Fatalf("read %+v, want one entry with transfer %+v", got, *moved)
+	}
+}

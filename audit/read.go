@@ -36,7 +36,7 @@ func (f Filter) match(e *Entry) bool {
 // short by a crash, say) is skipped.
 //
 // A call recorded in two lines (see Call) is one entry, at its started record's place and time, with the outcome,
-// error and duration of its outcome record; without one, its outcome is OutcomeStarted. An outcome record whose
+// error, duration and transfer of its outcome record; without one, its outcome is OutcomeStarted. An outcome record whose
 // started record is not in the log (rotated out) is skipped.
 func Read(dir string, f Filter) ([]Entry, error) {
 	if _, err := os.Stat(dir); err != nil {
@@ -94,6 +94,7 @@ func (r *reader) add(raw []byte) {
 		if i, ok := r.started[l.Ends]; ok {
 			delete(r.started, l.Ends)
 			r.out[i].Outcome, r.out[i].Error, r.out[i].DurationMS = l.Outcome, l.Error, l.DurationMS
+			r.out[i].Transfer = l.Transfer
 		}
 		return
 	}
@@ -101,7 +102,7 @@ func (r *reader) add(raw []byte) {
 		return
 	}
 	if l.ID != "" {
-		l.Outcome, l.Error, l.DurationMS = OutcomeStarted, "", 0
+		l.Outcome, l.Error, l.DurationMS, l.Transfer = OutcomeStarted, "", 0, nil
 		r.started[l.ID] = len(r.out)
 	}
 	r.out = append(r.out, l.Entry)

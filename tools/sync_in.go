@@ -9,6 +9,7 @@ import (
 	"io"
 	"strings"
 
+	"github.com/e2b-mcp/e2b-mcp/audit"
 	"github.com/e2b-mcp/e2b-mcp/e2b"
 	"github.com/e2b-mcp/e2b-mcp/workspace"
 )
@@ -132,9 +133,16 @@ func (t syncIn) send(ctx context.Context, e *e2b.Envd, local *localTree, remote 
 		pw.CloseWithError(err)
 		tarred <- err
 	}()
-	err := uploadTo(ctx, e, tarPath, pr)
+	counted := &countingReader{r: pr}
+	err := uploadTo(ctx, e, tarPath, counted)
 	pr.CloseWithError(io.ErrClosedPipe) // unblocks the writer should the upload stop early
-	if terr := <-tarred; terr != nil {
+	terr := <-tarred
+	moved := audit.Transfer{BytesIn: counted.n} // a failed upload may have sent a part
+	if terr == nil && err == nil {
+		moved.FilesIn = len(plan.Send)
+	}
+	audit.NoteTransfer(ctx, moved)
+	if terr != nil {
 		return syncError(local.path, terr) // what went wrong here, rather than the upload's word for it
 	}
 	if err != nil {
@@ -157,6 +165,18 @@ func (t syncIn) send(ctx context.Context, e *e2b.Envd, local *localTree, remote 
 	}
 	_, err = runScript(ctx, e, workspace.UnpackCommand(remote, tarPath, delPath, manTmp, manifestPath(remote)), 4096)
 	return err
+}
+
+// countingReader counts the bytes read through it.
+type countingReader struct {
+	r io.Reader
+	n int64
+}
+
+func (c *countingReader) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	c.n += int64(n)
+	return n, err
 }
 
 // syncError words a failure of the local side: a limit is the model's to act on, the rest names the tree.

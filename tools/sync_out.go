@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/e2b-mcp/e2b-mcp/audit"
 	"github.com/e2b-mcp/e2b-mcp/e2b"
 	"github.com/e2b-mcp/e2b-mcp/workspace"
 )
@@ -145,6 +146,7 @@ func (t syncOut) run(ctx context.Context, call Caller, a *syncOutArgs) (any, err
 		}
 		return nil, t.sandboxFailure(ctx, use.c, call, rec, err)
 	}
+	audit.NoteTransfer(ctx, audit.Transfer{FilesOut: len(changes)})
 	conflicts := workspace.ReadBase(local.root, changes)
 	clean := withoutConflicts(changes, conflicts)
 	var patch bytes.Buffer
@@ -228,7 +230,9 @@ func (t syncOut) changes(ctx context.Context, e *e2b.Envd, remote string, man *w
 		return nil, nil, err
 	}
 	defer r.Close()
-	changes, err = workspace.ReadFetched(r, changes, t.cfg.SyncLimits)
+	fetched := &countingReader{r: r}
+	changes, err = workspace.ReadFetched(fetched, changes, t.cfg.SyncLimits)
+	audit.NoteTransfer(ctx, audit.Transfer{BytesOut: fetched.n})
 	return changes, listing, err
 }
 
