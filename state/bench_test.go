@@ -184,7 +184,7 @@ func storeWithSandboxes(b *testing.B, n int) *Bolt {
 	s, clock := newBoltStore(b)
 	err := s.db.update(func(tx recordTx) error {
 		for i := range n {
-			if err := s.putSandbox(tx, sampleSandbox("alice", fmt.Sprintf("sbx%05d", i), "main", clock.Now())); err != nil {
+			if err := s.putSandbox(tx, new(sampleSandbox("alice", fmt.Sprintf("sbx%05d", i), "main", clock.Now()))); err != nil {
 				return err
 			}
 		}

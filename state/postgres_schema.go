@@ -102,10 +102,22 @@ CREATE TABLE e2b_mcp_reservations (
 );
 `
 
+// pgSchemaV6 adds the owners' use per day (see usage.go).
+const pgSchemaV6 = `
+CREATE TABLE e2b_mcp_usage (
+	owner  text COLLATE "C" NOT NULL,
+	id     text COLLATE "C" NOT NULL, -- the day, 2006-01-02 (UTC)
+	record json NOT NULL,
+	PRIMARY KEY (owner, id)
+);
+`
+
 // pgMigrations is the list OpenPostgres applies: entry i is the SQL that takes the database from schema version
 // i+1 to i+2, as schemaMigrations does for the bbolt file. The current version is len(pgMigrations())+1. Append
 // only; never edit an entry once released.
-func pgMigrations() []string { return []string{pgSchemaV2, pgSchemaV3, pgSchemaV4, pgSchemaV5} }
+func pgMigrations() []string {
+	return []string{pgSchemaV2, pgSchemaV3, pgSchemaV4, pgSchemaV5, pgSchemaV6}
+}
 
 func (s *Postgres) currentVersion() int { return len(s.migrations) + 1 }
 

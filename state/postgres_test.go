@@ -103,14 +103,15 @@ func TestPostgresForeignAndFutureDatabasesRefusedAndUntouched(t *testing.T) {
 	}
 	// A newer e2b-mcp migrates the database while this one runs: this one stops writing, and a fresh open
 	// refuses it.
-	if err := pgServer.Exec(s.where, "UPDATE e2b_mcp_meta SET value = '6' WHERE key = 'schema'"); err != nil {
+	future := strconv.Itoa(len(pgMigrations()) + 2)
+	if err := pgServer.Exec(s.where, "UPDATE e2b_mcp_meta SET value = '"+future+"' WHERE key = 'schema'"); err != nil {
 		t.Fatal(err)
 	}
 	before := queryValue[string](t, s.where, "SELECT record::text FROM e2b_mcp_sandboxes")
 	err = s.PutSandbox(sampleSandbox("alice", "sbx1", "other", clock.Now()))
 	wantErr(t, err, "schema version", "reopen")
 	_, err = OpenPostgres(s.where, Options{Keys: StaticKeySource(testKey(1))})
-	wantErr(t, err, "schema version 6, newer than the 5", "upgrade e2b-mcp")
+	wantErr(t, err, fmt.Sprintf("schema version %s, newer than the %d", future, len(pgMigrations())+1), "upgrade e2b-mcp")
 	if after := queryValue[string](t, s.where, "SELECT record::text FROM e2b_mcp_sandboxes"); after != before {
 		t.Fatalf("a refused database was written to:\n%s\n%s", before, after)
 	}
@@ -265,7 +266,7 @@ func TestPostgresDocumentUpdatesFollowOneAnother(t *testing.T) {
 func TestPostgresMigratesOlderVersionsInPlace(t *testing.T) {
 	current := len(pgMigrations()) + 1
 	// laterTables are the tables each version adds to its predecessor's.
-	laterTables := map[int]string{2: "'e2b_mcp_secrets', 'e2b_mcp_connect_links'", 3: "'e2b_mcp_ticket_nonces'", 4: "'e2b_mcp_tasks'", 5: "'e2b_mcp_reservations'"}
+	laterTables := map[int]string{2: "'e2b_mcp_secrets', 'e2b_mcp_connect_links'", 3: "'e2b_mcp_ticket_nonces'", 4: "'e2b_mcp_tasks'", 5: "'e2b_mcp_reservations'", 6: "'e2b_mcp_usage'"}
 	for old := 1; old < current; old++ {
 		t.Run(fmt.Sprintf("version %d", old), func(t *testing.T) {
 			where := freshDatabase(t)
@@ -276,7 +277,10 @@ func TestPostgresMigratesOlderVersionsInPlace(t *testing.T) {
 			}
 			defer older.Close()
 			now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
-			if err := older.PutSandbox(sampleSandbox("alice", "sbx1", "main", now)); err != nil {
+			// Paused: this build counts a running sandbox's time in a table the older layouts lack.
+			paused := sampleSandbox("alice", "sbx1", "main", now)
+			paused.State = StatePaused
+			if err := older.PutSandbox(paused); err != nil {
 				t.Fatal(err)
 			}
 			if _, err := older.TouchSession("alice", "main", time.Hour); err != nil {
@@ -310,6 +314,15 @@ func TestPostgresMigratesOlderVersionsInPlace(t *testing.T) {
 			}
 			if err := pg.PutTask(sampleTask("alice", "task1", now)); err != nil {
 				t.Fatalf("version 4's tasks: %v", err)
+			}
+			if _, err := pg.ReserveSandboxes("alice", SlotNew, 1, SandboxCaps{Running: 5}, time.Minute); err != nil {
+				t.Fatalf("version 5's reservations: %v", err)
+			}
+			if err := pg.PutSandbox(sampleSandbox("alice", "sbx2", "main", now)); err != nil {
+				t.Fatalf("version 6's usage: %v", err)
+			}
+			if days, err := pg.Usage("alice", now); err != nil || len(days) == 0 || days[0].Templates["base"].Created != 1 {
+				t.Fatalf("version 6's usage: %+v, %v", days, err)
 			}
 
 			before := queryValue[string](t, where, "SELECT record::text FROM e2b_mcp_sandboxes")

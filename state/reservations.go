@@ -219,7 +219,7 @@ func (s *records) PutReservedSandbox(res Reservation, r SandboxRecord) error {
 		if err := tx.holdOwner(r.Owner); err != nil {
 			return err
 		}
-		if err := s.putSandbox(tx, r); err != nil {
+		if err := s.putSandbox(tx, &r); err != nil {
 			return err
 		}
 		v, err := tx.get(tableReservations, res.Owner, res.ID)

@@ -48,6 +48,11 @@ type SandboxRecord struct {
 	TimeoutSeconds int
 	Steps          int
 	Checkpoint     *CheckpointPolicy // per-sandbox override of the session policy; nil = none
+	// ForkOf is the sandbox this one was forked from ("" for a create).
+	ForkOf string
+	// RunningSince is when the sandbox last started running (zero when it is not running). The store keeps it
+	// from the record's changes of state, whatever a write sets.
+	RunningSince time.Time
 }
 
 // sandboxV1 is the stored form; owner and ID are the key. SealedToken is the access token sealed under the data
@@ -68,6 +73,8 @@ type sandboxV1 struct {
 	TimeoutSeconds int               `json:"timeout_seconds,omitempty"`
 	Steps          int               `json:"steps,omitempty"`
 	Checkpoint     *CheckpointPolicy `json:"checkpoint,omitempty"`
+	ForkOf         string            `json:"fork_of,omitempty"`
+	RunningSince   time.Time         `json:"running_since,omitzero"`
 }
 
 func validateSandbox(r *SandboxRecord) error {
@@ -97,20 +104,29 @@ func validateSandbox(r *SandboxRecord) error {
 	return nil
 }
 
-// putSandbox stores r (already validated) inside tx.
-func (s *records) putSandbox(tx recordTx, r SandboxRecord) error {
-	if err := tx.ensureOwner(r.Owner, storedTime(s.now())); err != nil {
+// putSandbox stores r (already validated) inside tx, counting its running time (usage.go). The caller holds the
+// owner (holdSandboxOwner) before it reads the record, so that every writer of an owner's sandboxes and usage
+// takes the owner's lock first.
+func (s *records) putSandbox(tx recordTx, r *SandboxRecord) error {
+	now := storedTime(s.now())
+	prev, err := s.storedSandbox(tx, r.Owner, r.ID)
+	if err != nil {
 		return err
 	}
 	rec := sandboxV1{
 		Session: r.Session, Title: r.Title, Template: r.Template, Domain: r.Domain, EnvdVersion: r.EnvdVersion,
 		State: r.State, GoneReason: r.GoneReason, PausedBy: r.PausedBy, OnTimeout: r.OnTimeout,
 		ExpiresAt: storedTime(r.ExpiresAt), Created: storedTime(r.Created),
-		TimeoutSeconds: r.TimeoutSeconds, Steps: r.Steps,
+		TimeoutSeconds: r.TimeoutSeconds, Steps: r.Steps, ForkOf: r.ForkOf,
 	}
 	if rec.Created.IsZero() {
-		rec.Created = storedTime(s.now())
+		rec.Created = now
+		r.Created = now
 	}
+	if rec.RunningSince, err = s.countRunning(tx, prev, *r, now); err != nil {
+		return err
+	}
+	r.RunningSince = rec.RunningSince
 	if r.Checkpoint != nil {
 		p := *r.Checkpoint
 		rec.Checkpoint = &p
@@ -125,6 +141,29 @@ func (s *records) putSandbox(tx recordTx, r SandboxRecord) error {
 		}
 	}
 	return put(tx, tableSandboxes, r.Owner, r.ID, rec)
+}
+
+// holdSandboxOwner records owner if new and holds it until the transaction ends: a write of a sandbox record
+// changes the owner's usage and counts (usage.go, reservations.go), decided one at a time.
+func holdSandboxOwner(tx recordTx, owner string, now time.Time) error {
+	if err := tx.ensureOwner(owner, now); err != nil {
+		return err
+	}
+	return tx.holdOwner(owner)
+}
+
+// storedSandbox is the stored form of a record, nil when there is none (or it is too damaged to read: it is being
+// replaced).
+func (s *records) storedSandbox(tx recordTx, owner, id string) (*sandboxV1, error) {
+	v, err := tx.get(tableSandboxes, owner, id)
+	if err != nil || v == nil {
+		return nil, err
+	}
+	var rec sandboxV1
+	if json.Unmarshal(v, &rec) != nil {
+		return nil, nil
+	}
+	return &rec, nil
 }
 
 // getSandbox reads one record; ErrNotFound if absent.
@@ -148,7 +187,8 @@ func (s *records) sandboxFrom(tx recordTx, owner, id string, rec sandboxV1) (San
 		ID: id, Owner: owner, Session: rec.Session, Title: rec.Title, Template: rec.Template, Domain: rec.Domain,
 		EnvdVersion: rec.EnvdVersion, State: rec.State, GoneReason: rec.GoneReason, PausedBy: rec.PausedBy,
 		OnTimeout: rec.OnTimeout, ExpiresAt: rec.ExpiresAt, Created: rec.Created,
-		TimeoutSeconds: rec.TimeoutSeconds, Steps: rec.Steps, Checkpoint: rec.Checkpoint,
+		TimeoutSeconds: rec.TimeoutSeconds, Steps: rec.Steps, Checkpoint: rec.Checkpoint, ForkOf: rec.ForkOf,
+		RunningSince: rec.RunningSince,
 	}
 	if len(rec.SealedToken) > 0 {
 		aead, err := tx.cipher()
@@ -172,7 +212,10 @@ func (s *records) PutSandbox(r SandboxRecord) error {
 		return err
 	}
 	return s.db.update(func(tx recordTx) error {
-		if err := s.putSandbox(tx, r); err != nil {
+		if err := holdSandboxOwner(tx, r.Owner, storedTime(s.now())); err != nil {
+			return err
+		}
+		if err := s.putSandbox(tx, &r); err != nil {
 			return err
 		}
 		if r.State == StateGone {
@@ -272,6 +315,12 @@ func (s *records) UpdateSandbox(owner, id string, fn func(*SandboxRecord) error)
 		panicked any
 	)
 	err := s.db.update(func(tx recordTx) error {
+		if checkName("owner", owner) == nil {
+			// Held before the record is read: see putSandbox. An owner without records has no such sandbox.
+			if err := tx.holdOwner(owner); err != nil {
+				return err
+			}
+		}
 		r, err := s.getSandbox(tx, owner, id)
 		if err != nil {
 			return err
@@ -286,7 +335,7 @@ func (s *records) UpdateSandbox(owner, id string, fn func(*SandboxRecord) error)
 		if err := validateSandbox(&r); err != nil {
 			return err
 		}
-		if err := s.putSandbox(tx, r); err != nil {
+		if err := s.putSandbox(tx, &r); err != nil {
 			return err
 		}
 		if r.State == StateGone && before != StateGone {
@@ -320,6 +369,11 @@ func callUpdate(fn func(*SandboxRecord) error, r *SandboxRecord, panicked *any) 
 // DeleteSandbox removes the record; ErrNotFound if absent. The sandbox's checkpoints are kept.
 func (s *records) DeleteSandbox(owner, id string) error {
 	return s.db.update(func(tx recordTx) error {
+		if checkName("owner", owner) == nil {
+			if err := tx.holdOwner(owner); err != nil {
+				return err
+			}
+		}
 		v, err := tx.get(tableSandboxes, owner, id)
 		if err != nil {
 			return err
@@ -333,6 +387,11 @@ func (s *records) DeleteSandbox(owner, id string) error {
 		var rec sandboxV1
 		if json.Unmarshal(v, &rec) != nil {
 			return nil // a damaged record can still be deleted; its session is not known
+		}
+		if rec.State == StateRunning {
+			if err := s.closeRun(tx, owner, rec, storedTime(s.now())); err != nil {
+				return err
+			}
 		}
 		return s.noteSandboxEnded(tx, owner, rec.Session)
 	})

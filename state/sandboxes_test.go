@@ -27,6 +27,7 @@ func TestPutAndGetSandbox(t *testing.T) {
 		s, clock := k.newTestStore(t)
 		want := sampleSandbox("alice", "sbx1", "main", clock.Now())
 		want.GoneReason = "none yet"
+		want.RunningSince = clock.Now().Add(time.Hour) // what the store keeps, whatever the write says
 		if err := s.PutSandbox(want); err != nil {
 			t.Fatal(err)
 		}
@@ -34,6 +35,7 @@ func TestPutAndGetSandbox(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		want.RunningSince = clock.Now()
 		if !reflect.DeepEqual(got, want) {
 			t.Fatalf("Sandbox = %+v, want %+v", got, want)
 		}

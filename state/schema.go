@@ -18,6 +18,7 @@ const (
 	bucketCheckpoints  = tableCheckpoints
 	bucketTasks        = tableTasks
 	bucketReservations = tableReservations
+	bucketUsage        = tableUsage
 
 	metaApplication = "application" // must hold applicationMarker
 	metaSchema      = "schema"      // decimal schema version
@@ -36,7 +37,9 @@ type migration func(tx *bolt.Tx) error
 
 // schemaMigrations is the list Open applies. The current schema version is len(schemaMigrations())+1. Append
 // only; never edit an entry once released.
-func schemaMigrations() []migration { return []migration{addTasksBucket, addReservationsBucket} }
+func schemaMigrations() []migration {
+	return []migration{addTasksBucket, addReservationsBucket, addUsageBucket}
+}
 
 // addTasksBucket (schema 1 to 2) makes the bucket of the tool calls answered as tasks (tasks.go).
 func addTasksBucket(tx *bolt.Tx) error {
@@ -48,6 +51,13 @@ func addTasksBucket(tx *bolt.Tx) error {
 // (reservations.go).
 func addReservationsBucket(tx *bolt.Tx) error {
 	_, err := tx.CreateBucketIfNotExists([]byte(bucketReservations))
+	return err
+}
+
+// addUsageBucket (schema 3 to 4) makes the bucket of the owners' use per day (usage.go). Records written before
+// it have no running_since: a sandbox running then counts from its next write.
+func addUsageBucket(tx *bolt.Tx) error {
+	_, err := tx.CreateBucketIfNotExists([]byte(bucketUsage))
 	return err
 }
 

@@ -106,8 +106,8 @@ func TestV1FileIsRead(t *testing.T) {
 	if err := s.PutTask(task); err != nil {
 		t.Fatalf("a task in a file migrated from version 1: %v", err)
 	}
-	if version := schemaOf(t, statePath(dir)); version != "3" {
-		t.Fatalf("schema after opening a version 1 file = %q, want 3", version)
+	if version := schemaOf(t, statePath(dir)); version != "4" {
+		t.Fatalf("schema after opening a version 1 file = %q, want 4", version)
 	}
 }
 

@@ -94,6 +94,11 @@ type Store interface {
 	// SandboxUse reports owner's live and running sandboxes, held places included.
 	SandboxUse(owner string) (live, running int, err error)
 
+	// Usage returns the running time (as E2B bills it: from create or resume to pause or end), the sandboxes
+	// created and the peak running of owner ("" for every owner), per day (UTC) from since's day to today,
+	// sorted by owner then day; sandboxes running now count up to now.
+	Usage(owner string, since time.Time) ([]UsageDay, error)
+
 	// Owners lists every owner the store has seen, sorted.
 	Owners() ([]string, error)
 	// Ping reports whether the store can be used now: nil, or why not (ErrClosed, a file that cannot be opened, a
