@@ -137,5 +137,14 @@ func explainLimits(l policy.Limits, c policy.Call) string {
 			fmt.Fprintf(&b, "          counts against %s %d (the owner's sandboxes when it is made)\n", name, set[name])
 		}
 	}
+	for _, h := range []struct {
+		name, period string
+		hours        float64
+	}{{"sandbox_hours_per_day", "today", l.HoursPerDay}, {"sandbox_hours_per_month", "this month", l.HoursPerMonth}} {
+		if h.hours > 0 {
+			fmt.Fprintf(&b, "          counts against %s %g (the owner's running time %s, UTC; used up, no sandbox "+
+				"starts or resumes and the running ones are paused)\n", h.name, h.hours, h.period)
+		}
+	}
 	return b.String()
 }

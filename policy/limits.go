@@ -20,6 +20,10 @@ type Limits struct {
 	MaxTimeoutSeconds int
 	// Templates are the patterns (globs, as in a rule's template condition) a new sandbox's template must match.
 	Templates []string
+	// HoursPerDay and HoursPerMonth bound the owner's sandbox-hours (running time, as E2B bills it) of a day and
+	// of a calendar month, UTC. Used up, the owner's running sandboxes are paused and no new work starts until
+	// the budget resets.
+	HoursPerDay, HoursPerMonth float64
 
 	templates []glob
 }
@@ -30,9 +34,11 @@ const (
 	limitRunning  = "running_sandboxes"
 	limitTimeout  = "max_timeout_seconds"
 	limitTemplate = "templates"
+	limitDay      = "sandbox_hours_per_day"
+	limitMonth    = "sandbox_hours_per_month"
 )
 
-var limitKeys = []string{limitLive, limitRunning, limitTimeout, limitTemplate}
+var limitKeys = []string{limitLive, limitRunning, limitTimeout, limitTemplate, limitDay, limitMonth}
 
 // maxLimit bounds a number in limits: far above any real account, low enough for every int.
 const maxLimit = 1_000_000_000
@@ -70,6 +76,12 @@ func (p *Policy) Limits(owner string) Limits {
 	}
 	if o.set[limitTemplate] {
 		l.Templates, l.templates = o.limits.Templates, o.limits.templates
+	}
+	if o.set[limitDay] {
+		l.HoursPerDay = o.limits.HoursPerDay
+	}
+	if o.set[limitMonth] {
+		l.HoursPerMonth = o.limits.HoursPerMonth
 	}
 	return l
 }
@@ -114,6 +126,14 @@ func (l Limits) String() string {
 	}
 	if l.Templates != nil {
 		parts = append(parts, limitTemplate+" "+strings.Join(l.Templates, ", "))
+	}
+	for _, f := range []struct {
+		key   string
+		hours float64
+	}{{limitDay, l.HoursPerDay}, {limitMonth, l.HoursPerMonth}} {
+		if f.hours > 0 {
+			parts = append(parts, fmt.Sprintf("%s %s", f.key, hoursText(f.hours)))
+		}
 	}
 	if len(parts) == 0 {
 		return "none"
@@ -169,6 +189,16 @@ func (ps *parser) limits(n *yaml.Node, what string) limitsOverride {
 		switch key {
 		case limitTemplate:
 			out.limits.Templates, out.limits.templates = ps.templateList(f.val, what+"."+key)
+		case limitDay, limitMonth:
+			v, ok := ps.limitHours(f.val, what+"."+key)
+			if !ok {
+				continue
+			}
+			if key == limitDay {
+				out.limits.HoursPerDay = v
+			} else {
+				out.limits.HoursPerMonth = v
+			}
 		default:
 			v, ok := ps.limitNumber(f.val, what+"."+key)
 			if !ok {
@@ -190,7 +220,28 @@ func (ps *parser) limits(n *yaml.Node, what string) limitsOverride {
 		ps.errorf(n, "%s: running_sandboxes %d is more than live_sandboxes %d (running ones are live too)",
 			what, l.RunningSandboxes, l.LiveSandboxes)
 	}
+	if l.HoursPerMonth > 0 && l.HoursPerDay > l.HoursPerMonth {
+		ps.errorf(n, "%s: %s %s is more than %s %s (a day is part of its month)",
+			what, limitDay, hoursText(l.HoursPerDay), limitMonth, hoursText(l.HoursPerMonth))
+	}
 	return out
+}
+
+// limitHours reads a number of sandbox-hours: more than 0 (fractions allowed, e.g. 0.5) up to maxLimit, or
+// "unlimited".
+func (ps *parser) limitHours(n *yaml.Node, what string) (float64, bool) {
+	if n.Kind == yaml.ScalarNode && n.ShortTag() == "!!str" && n.Value == "unlimited" {
+		return 0, true
+	}
+	v, ok := ps.number(n, what)
+	if !ok {
+		return 0, false
+	}
+	if v <= 0 || v > maxLimit {
+		ps.errorf(n, "%s must be a number of hours above 0 and at most %d, or unlimited; got %s", what, maxLimit, n.Value)
+		return 0, false
+	}
+	return v, true
 }
 
 func (ps *parser) limitNumber(n *yaml.Node, what string) (int, bool) {

@@ -3,6 +3,7 @@ package policy
 import (
 	"strings"
 	"testing"
+	"time"
 )
 
 const limitsPolicy = `default_action: allow
@@ -12,9 +13,11 @@ limits:
     running_sandboxes: 3
     max_timeout_seconds: 3600
     templates: [base, "python-*"]
+    sandbox_hours_per_day: 2
+    sandbox_hours_per_month: 40
   owners:
-    alice: { running_sandboxes: 8, templates: unlimited }
-    bob: { max_timeout_seconds: unlimited }
+    alice: { running_sandboxes: 8, templates: unlimited, sandbox_hours_per_day: 0.5 }
+    bob: { max_timeout_seconds: unlimited, sandbox_hours_per_month: unlimited }
 rules: []
 `
 
@@ -27,6 +30,9 @@ func TestLimitsDefaultAndOverrides(t *testing.T) {
 	if def.LiveSandboxes != 10 || def.RunningSandboxes != 3 || def.MaxTimeoutSeconds != 3600 ||
 		strings.Join(def.Templates, ",") != "base,python-*" {
 		t.Fatalf("an owner without overrides: %+v", def)
+	}
+	if def.HoursPerDay != 2 || def.HoursPerMonth != 40 {
+		t.Fatalf("an owner without overrides: %v hours a day, %v a month", def.HoursPerDay, def.HoursPerMonth)
 	}
 	if !def.TemplateAllowed("python-3.12") || def.TemplateAllowed("desktop") {
 		t.Fatalf("templates [base, python-*] allow python-3.12 and refuse desktop: %v, %v",
@@ -42,11 +48,13 @@ func TestLimitsDefaultAndOverrides(t *testing.T) {
 		t.Fatalf("CheckNew within the limits = %q", why)
 	}
 	alice := p.Limits("alice")
-	if alice.RunningSandboxes != 8 || alice.LiveSandboxes != 10 || !alice.TemplateAllowed("desktop") {
+	if alice.RunningSandboxes != 8 || alice.LiveSandboxes != 10 || !alice.TemplateAllowed("desktop") ||
+		alice.HoursPerDay != 0.5 || alice.HoursPerMonth != 40 {
 		t.Fatalf("alice's overrides on the default: %+v", alice)
 	}
 	bob := p.Limits("bob")
-	if bob.MaxTimeoutSeconds != 0 || bob.RunningSandboxes != 3 || bob.CheckTimeout(86400) != "" {
+	if bob.MaxTimeoutSeconds != 0 || bob.RunningSandboxes != 3 || bob.CheckTimeout(86400) != "" ||
+		bob.HoursPerMonth != 0 || bob.HoursPerDay != 2 {
 		t.Fatalf("bob's unlimited timeout: %+v", bob)
 	}
 	if got := Default().Limits("anyone"); got.String() != "none" {
@@ -73,11 +81,46 @@ func TestLimitsBadValues(t *testing.T) {
 		{"limits: {default: {templates: [base, 7]}}", `a template in limits.default.templates must be a string, got a number (quote it if you mean the text "7")`},
 		{"limits: {owners: [alice]}", "limits.owners must be a mapping from owner to limits, got a list"},
 		{"limits: {owners: {alice: {running_sandboxes: 2}, alice: {live_sandboxes: 3}}}", `duplicate owner "alice" in limits.owners`},
-		{"limits: {owners: {alice: 3}}", "limits.owners.alice must be a mapping of live_sandboxes, running_sandboxes, max_timeout_seconds, templates, got a number"},
+		{"limits: {owners: {alice: 3}}", "limits.owners.alice must be a mapping of live_sandboxes, running_sandboxes, max_timeout_seconds, templates, sandbox_hours_per_day, sandbox_hours_per_month, got a number"},
+		{"limits: {default: {sandbox_hours_per_day: 0}}", "limits.default.sandbox_hours_per_day must be a number of hours above 0 and at most 1000000000, or unlimited; got 0"},
+		{"limits: {default: {sandbox_hours_per_month: -1}}", "limits.default.sandbox_hours_per_month must be a number of hours above 0"},
+		{"limits: {default: {sandbox_hours_per_day: many}}", "limits.default.sandbox_hours_per_day must be a number, got a string"},
+		{"limits: {default: {sandbox_hours_per_day: 30, sandbox_hours_per_month: 20}}", "sandbox_hours_per_day 30 is more than sandbox_hours_per_month 20"},
 	} {
 		_, err := Parse("p.yaml", []byte("default_action: allow\n"+tc.limits+"\nrules: []\n"))
 		if err == nil || !strings.Contains(err.Error(), tc.want) || !strings.HasPrefix(err.Error(), "p.yaml:2: ") {
 			t.Errorf("%s:\n got %v\nwant p.yaml:2: ...%s", tc.limits, err, tc.want)
 		}
+	}
+}
+
+// A sandbox-hours budget is used up at its limit and warned of from 80 %, each message naming the limit, the use
+// and when it resets (the next midnight UTC, the first of the next month).
+func TestHoursBudgets(t *testing.T) {
+	l := Limits{HoursPerDay: 2, HoursPerMonth: 40}
+	at := time.Date(2026, 12, 31, 22, 0, 0, 0, time.UTC)
+	for _, tc := range []struct {
+		day, month    float64 // hours
+		usedUp, warns string
+	}{
+		{1.5, 10, "", ""},
+		{1.6, 10, "", "This owner has used 1.60 of 2 sandbox-hours today (sandbox_hours_per_day, 80 %): when a budget runs out"},
+		{2, 10, "2.00 of 2 sandbox-hours today (sandbox_hours_per_day), which resets at 2027-01-01 00:00 UTC", ""},
+		{1, 33, "", "33.00 of 40 sandbox-hours this month (sandbox_hours_per_month, 82 %)"},
+		{2.5, 41, "today (sandbox_hours_per_day), which resets at 2027-01-01 00:00 UTC; 41.00 of 40 sandbox-hours this month (sandbox_hours_per_month), which resets at 2027-01-01 00:00 UTC", ""},
+	} {
+		u := HoursUse{Day: tc.day * 3600, Month: tc.month * 3600, At: at}
+		if got := l.HoursUsedUp(u); (tc.usedUp == "") != (got == "") || !strings.Contains(got, tc.usedUp) {
+			t.Errorf("%v h today, %v h this month: used up %q, want %q", tc.day, tc.month, got, tc.usedUp)
+		}
+		if got := l.HoursWarning(u); (tc.warns == "") != (got == "") || !strings.Contains(got, tc.warns) {
+			t.Errorf("%v h today, %v h this month: warning %q, want %q", tc.day, tc.month, got, tc.warns)
+		}
+	}
+	if (Limits{}).HasHours() || (Limits{HoursPerDay: 1}.HoursUsedUp(HoursUse{Day: 1e9, At: at})) == "" {
+		t.Fatal("HasHours of no limits, or a day budget not used up by 1e9 seconds")
+	}
+	if got := l.String(); !strings.Contains(got, "sandbox_hours_per_day 2; sandbox_hours_per_month 40") {
+		t.Fatalf("String = %q", got)
 	}
 }
