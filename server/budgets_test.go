@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/e2b-mcp/e2b-mcp/e2b/e2btest"
 	"github.com/e2b-mcp/e2b-mcp/internal/waitfor"
 )
 
@@ -95,5 +96,74 @@ func TestCapsOnResumeForkAndFailedCreates(t *testing.T) {
 	}
 	if n := len(f.emu.Sandboxes()); n != 2 {
 		t.Fatalf("E2B has %d sandboxes, want the 2 the caps allow", n)
+	}
+}
+
+// A day's sandbox-hours budget of 3 minutes (a fake clock runs it out): a create at 80 % of it carries a warning;
+// once it is used up the owner's running sandboxes are paused (at E2B, and recorded in the audit log), every create,
+// resume and use is refused naming the limit and when it resets; after the reset a resume works and the files are
+// as they were.
+func TestSandboxHoursBudgetPausesAndResets(t *testing.T) {
+	clock := &testClock{t: time.Date(2026, 12, 6, 23, 50, 0, 0, time.UTC)}
+	f := newFixture(t, fixtureOpts{policy: "default_action: allow\nlimits:\n  default: {sandbox_hours_per_day: 0.05}\nrules: []\n",
+		mutate: func(c *Config, _ *e2btest.Server) { c.Now = clock.now }})
+	c := connect(t, f.srv, eras[0], nil)
+
+	a := createSandbox(t, c)
+	mustOK(t, c, "e2b_write_file", map[string]any{"sandbox_id": a, "path": "keep.txt", "content": "still here"})
+	clock.advance(150 * time.Second) // 150 of 180 s: 83 %
+	b := mustOK(t, c, "e2b_create_sandbox", map[string]any{"title": "second"})
+	if w, _ := b["warning"].(string); !strings.Contains(w, "This owner has used 0.04 of 0.05 sandbox-hours today (sandbox_hours_per_day, 83 %)") {
+		t.Fatalf("a create at 83 %% of the day's budget warned %q", w)
+	}
+	if rep, err := f.srv.budgets.Enforce(t.Context()); err != nil || len(rep.Paused) != 0 {
+		t.Fatalf("enforcing within the budget: %+v, %v", rep, err)
+	}
+
+	clock.advance(time.Minute) // a: 210 s, b: 60 s
+	rep, err := f.srv.budgets.Enforce(t.Context())
+	if err != nil || len(rep.Paused) != 2 || len(rep.Errors) != 0 {
+		t.Fatalf("enforcing a used-up budget: %+v, %v; want both sandboxes paused", rep, err)
+	}
+	for _, sb := range f.emu.Sandboxes() {
+		if sb.State != "paused" {
+			t.Errorf("sandbox %s is %s at E2B after the budget ran out, want paused", sb.ID, sb.State)
+		}
+	}
+	paused := 0
+	for _, e := range f.auditEntries(t) {
+		if e.Tool == budgetTool && e.Owner == "alice" && strings.Contains(e.Args["limit"].(string), "sandbox_hours_per_day") {
+			paused++
+		}
+	}
+	if paused != 2 {
+		t.Errorf("%d pauses for the budget in the audit log, want 2", paused)
+	}
+	const refusal = "0.07 of 0.05 sandbox-hours today (sandbox_hours_per_day), which resets at 2026-12-07 00:00 UTC: " +
+		"the owner's sandboxes were paused with their files"
+	for _, call := range []struct {
+		tool string
+		args map[string]any
+		want string
+	}{
+		{"e2b_create_sandbox", map[string]any{}, refusal},
+		{"e2b_manage_sandbox", map[string]any{"sandbox_id": a, "action": "resume"}, refusal},
+		{"e2b_fork_sandbox", map[string]any{"sandbox_id": a}, refusal},
+		{"e2b_exec", map[string]any{"sandbox_id": a, "command": "cat keep.txt"},
+			"is paused (by this server, when its owner's sandbox-hours budget was used up)"},
+	} {
+		if msg := mustFail(t, c, call.tool, call.args); !strings.Contains(msg, call.want) {
+			t.Errorf("%s with the budget used up: %s", call.tool, msg)
+		}
+	}
+	if n := len(f.emu.Sandboxes()); n != 2 {
+		t.Fatalf("E2B has %d sandboxes, want the 2 made before the budget ran out", n)
+	}
+
+	clock.advance(10 * time.Minute) // 00:03:30 the next day: the budget is new
+	mustOK(t, c, "e2b_manage_sandbox", map[string]any{"sandbox_id": a, "action": "resume"})
+	got := mustOK(t, c, "e2b_read_file", map[string]any{"sandbox_id": a, "path": "keep.txt"})
+	if got["content"] != "still here" {
+		t.Fatalf("the file after the pause and the reset: %v", got)
 	}
 }

@@ -58,6 +58,7 @@ func (s *Server) Run(ctx context.Context, stdin io.Reader, stdout io.Writer) err
 		s.reconcileAtStart(ctx)
 		s.sweeper.Run(ctx, s.cfg.SweepInterval)
 	})
+	wg.Go(func() { s.budgets.Run(ctx, budgetInterval) })
 	wg.Go(func() {
 		s.policies.Watch(ctx, policyWatchInterval, func(err error) {
 			s.log.Error("policy file not reloaded; the previous policy stays in force", "error", err)

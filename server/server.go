@@ -68,6 +68,7 @@ type Server struct {
 	modern         *modernCalls // calls of protocol 2026-07-28 over streamable HTTP, for their cancels
 	limits         httpLimits
 	sweeper        *lifecycle.Sweeper
+	budgets        *lifecycle.Budgets
 	shapes         map[string]*argShape      // tool name → the argument names its schema declares
 	taskTools      map[string]tools.TaskKind // how each tool's calls may become MCP tasks (tasks.go)
 	taskCommands   tools.TaskCommands
@@ -156,6 +157,14 @@ func New(cfg Config) (*Server, error) {
 		Action: cfg.OrphanAction,
 		Now:    cfg.Now,
 		Logger: cfg.Logger,
+	}
+	s.budgets = &lifecycle.Budgets{
+		Store:  s.store,
+		Client: s.clients.Client,
+		Limits: func(owner string) policy.Limits { return s.policies.Current().Limits(owner) },
+		Now:    cfg.Now,
+		Logger: cfg.Logger,
+		Paused: s.recordBudgetPause,
 	}
 	s.mcp = s.buildMCP()
 	ok = true

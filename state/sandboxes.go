@@ -23,6 +23,7 @@ const (
 	PausedAtTimeout = "timeout"      // E2B, when its timeout ran out
 	PausedByCall    = "call"         // a tool call (e2b_manage_sandbox)
 	PausedBySweep   = "orphan sweep" // the orphan sweep, after its session's lease lapsed
+	PausedByBudget  = "budget"       // its owner's sandbox-hours budget was used up
 )
 
 // CheckpointPolicy says when the server takes checkpoints of a sandbox automatically.
@@ -38,7 +39,8 @@ type SandboxRecord struct {
 	AccessToken string // plaintext only in memory
 	State       string // "running", "paused", "gone"
 	GoneReason  string
-	// PausedBy says who paused a paused sandbox (PausedAtTimeout, PausedByCall, PausedBySweep); "" when unknown.
+	// PausedBy says who paused a paused sandbox (PausedAtTimeout, PausedByCall, PausedBySweep, PausedByBudget); ""
+	// when unknown.
 	PausedBy string
 	// OnTimeout is what E2B does when the timeout runs out, "pause" or "kill"; "" when unknown.
 	OnTimeout string

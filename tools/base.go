@@ -261,6 +261,8 @@ func pausedByText(by string) string {
 		return " (by e2b_manage_sandbox)"
 	case state.PausedBySweep:
 		return " (by the orphan sweep, after its session's lease lapsed)"
+	case state.PausedByBudget:
+		return " (by this server, when its owner's sandbox-hours budget was used up)"
 	}
 	return ""
 }

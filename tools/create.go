@@ -144,7 +144,7 @@ func (t createSandbox) run(ctx context.Context, call Caller, a *createArgs) (any
 	if err := held.record(rec); err != nil {
 		return nil, &toolError{text: t.unrecorded(ctx, c, call, createSandboxName, sb.SandboxID, timeout, err)}
 	}
-	warnings := []string{lifecycleWarning}
+	warnings := []string{lifecycleWarning, held.warning}
 	if len(plan.files) > 0 {
 		n, err := plan.upload(ctx, envd(c, rec))
 		res.FilesUploaded = n

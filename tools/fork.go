@@ -119,7 +119,7 @@ func (t forkSandbox) fromSandbox(ctx context.Context, call Caller, a *forkArgs, 
 		}
 		failures = append(failures, warning)
 	}
-	return t.finish(res, count, failures)
+	return t.finish(res, count, failures, held.warning)
 }
 
 func (t forkSandbox) fromCheckpoint(ctx context.Context, call Caller, a *forkArgs, count int) (any, error) {
@@ -169,14 +169,14 @@ func (t forkSandbox) fromCheckpoint(ctx context.Context, call Caller, a *forkArg
 		}
 		res.Sandboxes = append(res.Sandboxes, fs)
 	}
-	return t.finish(res, count, failures)
+	return t.finish(res, count, failures, held.warning)
 }
 
 // record adds a new fork to the session. It inherits the source's step count (its history) and checkpoint policy.
 func (t forkSandbox) record(held *places, call Caller, c *e2b.Client, sb *e2b.Sandbox, template, title string,
 	src state.SandboxRecord, onTimeout string) (forkedSandbox, error) {
 	rec := t.newRecord(call, c, sb, title, template, t.cfg.DefaultTimeoutSeconds, onTimeout)
-	rec.Steps, rec.Checkpoint = src.Steps, src.Checkpoint
+	rec.Steps, rec.Checkpoint, rec.ForkOf = src.Steps, src.Checkpoint, src.ID
 	if err := held.record(rec); err != nil {
 		return forkedSandbox{}, err
 	}
@@ -186,7 +186,8 @@ func (t forkSandbox) record(held *places, call Caller, c *e2b.Client, sb *e2b.Sa
 	}, nil
 }
 
-func (t forkSandbox) finish(res forkResult, asked int, failures []string) (any, error) {
+// finish words the result of forks of which asked were to start; budget is the owner's sandbox-hours warning.
+func (t forkSandbox) finish(res forkResult, asked int, failures []string, budget string) (any, error) {
 	res.Count = len(res.Sandboxes)
 	if res.Count == 0 {
 		return nil, userErrorf("No fork could be started: %s", joinWarnings(failures...))
@@ -198,6 +199,7 @@ func (t forkSandbox) finish(res forkResult, asked int, failures []string) (any, 
 	case warning != "":
 		res.Warning = warning
 	}
+	res.Warning = joinWarnings(res.Warning, budget)
 	return res, nil
 }
 

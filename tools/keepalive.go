@@ -125,7 +125,7 @@ func (b *base) keepAlive(ctx context.Context, c *e2b.Client, call Caller,
 		return updated, false, "", nil
 	}
 	_, warning := b.applyEgress(ctx, c, call, rec.ID)
-	return updated, true, warning, nil
+	return updated, true, joinWarnings(warning, held.warning), nil
 }
 
 // connected records what a connect (an extension or a resume) made of a sandbox: running until at least

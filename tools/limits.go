@@ -5,6 +5,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/e2b-mcp/e2b-mcp/lifecycle"
 	"github.com/e2b-mcp/e2b-mcp/policy"
 	"github.com/e2b-mcp/e2b-mcp/state"
 )
@@ -48,15 +49,22 @@ type places struct {
 	b    *base
 	res  *state.Reservation
 	once sync.Once
+	// warning says which sandbox-hours budget the owner has used 80 % or more of ("" when none), for the result.
+	warning string
 }
 
 // reserve takes n places of kind in the caller's caps, or refuses with a message naming the cap, the use and
-// what frees a place. An owner whose limits set no cap takes no place (and writes nothing).
+// what frees a place; it refuses all new work while a sandbox-hours budget is used up. An owner whose limits
+// set no cap takes no place (and writes nothing).
 func (b *base) reserve(call Caller, kind state.SlotKind, n int) (*places, error) {
 	l := b.limits(call.Owner)
+	warning, err := b.checkHours(call, l)
+	if err != nil {
+		return nil, err
+	}
 	caps := state.SandboxCaps{Live: l.LiveSandboxes, Running: l.RunningSandboxes}
 	if caps == (state.SandboxCaps{}) {
-		return &places{b: b}, nil
+		return &places{b: b, warning: warning}, nil
 	}
 	r, err := b.store.ReserveSandboxes(call.Owner, kind, n, caps, reservationHold)
 	var capErr *state.CapError
@@ -66,7 +74,24 @@ func (b *base) reserve(call Caller, kind state.SlotKind, n int) (*places, error)
 	if err != nil {
 		return nil, userErrorf("Could not check this owner's sandbox limits: %v", err)
 	}
-	return &places{b: b, res: &r}, nil
+	return &places{b: b, res: &r, warning: warning}, nil
+}
+
+// checkHours refuses new work of an owner who has used up a sandbox-hours budget, and otherwise says which
+// budgets are 80 % used or more.
+func (b *base) checkHours(call Caller, l policy.Limits) (warning string, err error) {
+	if !l.HasHours() {
+		return "", nil
+	}
+	u, err := lifecycle.HoursUse(b.store, call.Owner, b.now())
+	if err != nil {
+		return "", userErrorf("Could not check this owner's sandbox-hours: %v", err)
+	}
+	if why := l.HoursUsedUp(u); why != "" {
+		return "", userErrorf("Refused by this server's limits: %s: the owner's sandboxes were paused with their "+
+			"files, and can be resumed then.", why)
+	}
+	return l.HoursWarning(u), nil
 }
 
 // record stores a new sandbox's record in one of the places: from then on the record counts instead.

@@ -137,7 +137,7 @@ func (t manageSandbox) resume(ctx context.Context, c *e2b.Client, call Caller, r
 	// The sandbox may have slept through a rotation or removal of a credential: it gets its owner's as they are.
 	summary, warning := t.applyEgress(ctx, c, call, rec.ID)
 	return manageResult{SandboxID: rec.ID, Action: "resume", Success: true, TimeoutSeconds: timeout, Egress: summary,
-		Warning: warning}, nil
+		Warning: joinWarnings(warning, held.warning)}, nil
 }
 
 // delete kills the sandbox and forgets it: the list then shows only what still exists or vanished on its own.
