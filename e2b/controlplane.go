@@ -13,6 +13,8 @@ import (
 	"strings"
 
 	"github.com/hashicorp/go-retryablehttp"
+
+	"github.com/e2b-mcp/e2b-mcp/e2b/wire"
 )
 
 // maxAnswer bounds how much of a control-plane answer is read (a page of 100 sandboxes is far smaller).
@@ -115,13 +117,9 @@ func (c *Client) apiError(call apiCall, resp *http.Response, body []byte) *APIEr
 	e := &APIError{Op: call.op, Status: resp.StatusCode, SandboxID: call.sandboxID,
 		RetryAfter:   retryAfterOf(resp, c.now()),
 		controlPlane: true}
-	var wire struct {
-		Code      int    `json:"code"`
-		Message   string `json:"message"`
-		ErrorCode string `json:"error_code"`
-	}
-	if json.Unmarshal(body, &wire) == nil && (wire.Message != "" || wire.Code != 0) {
-		e.Message, e.Code, e.fromE2B = wire.Message, wire.ErrorCode, true
+	var answer wire.Error
+	if json.Unmarshal(body, &answer) == nil && (answer.Message != "" || answer.Code != 0) {
+		e.Message, e.Code, e.fromE2B = answer.Message, answer.ErrorCode, true
 	} else {
 		e.Message = clipText(body)
 	}

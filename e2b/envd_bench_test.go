@@ -33,7 +33,7 @@ func benchEnvd(b *testing.B) (*Envd, *e2btest.Server) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	return c.Envd(sb.Conn(c.Domain())), srv
+	return c.Envd(c.Conn(sb)), srv
 }
 
 // BenchmarkExecTrue is the round trip of a trivial command: stream set-up, a bwrap sandbox, bash -l, the end.

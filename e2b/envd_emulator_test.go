@@ -49,7 +49,7 @@ func newEnvdEmu(t *testing.T, opts e2btest.Options, req NewSandbox) *envdEmu {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &envdEmu{srv: srv, client: c, sb: sb, envd: c.Envd(sb.Conn(c.Domain()))}
+	return &envdEmu{srv: srv, client: c, sb: sb, envd: c.Envd(c.Conn(sb))}
 }
 
 func emuCtx(t *testing.T) context.Context {
@@ -460,7 +460,7 @@ func TestEmulatorSignedURLs(t *testing.T) {
 
 func TestEmulatorWrongToken(t *testing.T) {
 	m := newEnvdEmu(t, e2btest.Options{}, NewSandbox{Secure: true})
-	conn := m.sb.Conn(m.client.Domain())
+	conn := m.client.Conn(m.sb)
 	conn.AccessToken = "wrong"
 	e := m.client.Envd(conn)
 	ctx := emuCtx(t)
@@ -541,7 +541,7 @@ func TestEmulatorThroughAnEdgeProxy(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e := c.Envd(m.sb.Conn(c.Domain()))
+	e := c.Envd(c.Conn(m.sb))
 	ctx := emuCtx(t)
 	for i := range 3 {
 		res, stdout, _, err := m.run(t, e, fmt.Sprintf("echo run-%d", i), CommandOptions{})

@@ -113,7 +113,7 @@ func TestRedialsThroughOutage(t *testing.T) {
 	// would go out on it, which is not the case here (nothing sent, nothing reached).
 	c.cfg.HTTPClient.CloseIdleConnections()
 	front.upAfter(time.Second)
-	res, err := c.Envd(sb.Conn(c.Domain())).RunCommand(ctx, "echo once >> /tmp/runs; cat /tmp/runs", CommandOptions{Timeout: time.Minute})
+	res, err := c.Envd(c.Conn(sb)).RunCommand(ctx, "echo once >> /tmp/runs; cat /tmp/runs", CommandOptions{Timeout: time.Minute})
 	if err != nil {
 		t.Fatalf("a command during a 1 s outage: %v", err)
 	}

@@ -12,6 +12,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/e2b-mcp/e2b-mcp/e2b/wire"
 )
 
 // RequestIDMetadataKey is the metadata key under which CreateSandbox tags each sandbox with a random ID of the
@@ -489,19 +491,12 @@ func (c *Client) ForkSandbox(ctx context.Context, id string, req ForkRequest) ([
 	if err != nil {
 		return nil, err
 	}
-	wire, err := decode[[]struct {
-		Sandbox *Sandbox `json:"sandbox"`
-		Error   *struct {
-			Code      int    `json:"code"`
-			Message   string `json:"message"`
-			ErrorCode string `json:"error_code"`
-		} `json:"error"`
-	}](op, ans)
+	results, err := decode[[]wire.ForkResult](op, ans)
 	if err != nil {
 		return nil, err
 	}
-	out := make([]ForkResult, len(wire))
-	for i, w := range wire {
+	out := make([]ForkResult, len(results))
+	for i, w := range results {
 		switch {
 		case w.Sandbox != nil:
 			out[i].Sandbox = w.Sandbox

@@ -132,7 +132,7 @@ func TestCreateSandboxWire(t *testing.T) {
 		sb.EnvdVersion != "0.6.13" || sb.TemplateID != "base" || sb.Domain == nil || *sb.Domain != "e2b.local" {
 		t.Fatalf("answer %+v", sb)
 	}
-	if conn := sb.Conn(c.Domain()); conn.Domain != "e2b.local" || conn.AccessToken != rec.AccessToken || conn.ID != rec.ID {
+	if conn := c.Conn(sb); conn.Domain != "e2b.local" || conn.AccessToken != rec.AccessToken || conn.ID != rec.ID {
 		t.Fatalf("conn %+v", conn)
 	}
 

@@ -1,6 +1,6 @@
 package e2b
 
-import "time"
+import "github.com/e2b-mcp/e2b-mcp/e2b/wire"
 
 // NewSandbox is the body of POST /sandboxes. JSON keys are E2B's, including the snake_case allow_internet_access.
 type NewSandbox struct {
@@ -26,8 +26,8 @@ type AutoResume struct {
 
 // What E2B does to a sandbox when its timeout runs out (SandboxLifecycle.OnTimeout).
 const (
-	OnTimeoutKill  = "kill"
-	OnTimeoutPause = "pause"
+	OnTimeoutKill  = wire.OnTimeoutKill
+	OnTimeoutPause = wire.OnTimeoutPause
 )
 
 // WithLifecycle returns req set to do onTimeout (OnTimeoutPause or OnTimeoutKill) at the timeout, as E2B's SDK
@@ -43,25 +43,22 @@ func (req NewSandbox) WithLifecycle(onTimeout string, autoResume bool) NewSandbo
 	return req
 }
 
-// Sandbox is E2B's answer to create, connect, resume and fork.
-type Sandbox struct {
-	SandboxID          string  `json:"sandboxID"`
-	TemplateID         string  `json:"templateID"`
-	ClientID           string  `json:"clientID"`
-	Alias              string  `json:"alias,omitempty"`
-	EnvdVersion        string  `json:"envdVersion"`
-	EnvdAccessToken    string  `json:"envdAccessToken,omitempty"`
-	TrafficAccessToken *string `json:"trafficAccessToken,omitempty"`
-	Domain             *string `json:"domain,omitempty"`
-}
+// The control plane's answers are E2B's wire types (package wire), which the emulator writes.
+type (
+	Sandbox          = wire.Sandbox
+	ListedSandbox    = wire.ListedSandbox
+	SandboxDetail    = wire.SandboxDetail
+	SandboxLifecycle = wire.SandboxLifecycle
+	SnapshotInfo     = wire.SnapshotInfo
+)
 
-// Conn is what envd needs to reach this sandbox; defaultDomain applies when E2B named no domain.
-func (s *Sandbox) Conn(defaultDomain string) SandboxConn {
-	d := defaultDomain
-	if s.Domain != nil && *s.Domain != "" {
-		d = *s.Domain
+// Conn is what envd needs to reach sb; the client's domain applies when E2B named none.
+func (c *Client) Conn(sb *Sandbox) SandboxConn {
+	d := c.Domain()
+	if sb.Domain != nil && *sb.Domain != "" {
+		d = *sb.Domain
 	}
-	return SandboxConn{ID: s.SandboxID, Domain: d, EnvdVersion: s.EnvdVersion, AccessToken: s.EnvdAccessToken}
+	return SandboxConn{ID: sb.SandboxID, Domain: d, EnvdVersion: sb.EnvdVersion, AccessToken: sb.EnvdAccessToken}
 }
 
 // SandboxConn addresses one sandbox's envd. AccessToken is empty for sandboxes created without secure.
@@ -74,40 +71,9 @@ type SandboxConn struct {
 
 // Sandbox states as E2B lists them.
 const (
-	StateRunning = "running"
-	StatePaused  = "paused"
+	StateRunning = wire.StateRunning
+	StatePaused  = wire.StatePaused
 )
-
-// ListedSandbox is one entry of GET /v2/sandboxes.
-type ListedSandbox struct {
-	SandboxID   string            `json:"sandboxID"`
-	TemplateID  string            `json:"templateID"`
-	ClientID    string            `json:"clientID"`
-	Alias       string            `json:"alias,omitempty"`
-	StartedAt   time.Time         `json:"startedAt"`
-	EndAt       time.Time         `json:"endAt"`
-	CPUCount    int               `json:"cpuCount"`
-	MemoryMB    int               `json:"memoryMB"`
-	DiskSizeMB  int               `json:"diskSizeMB"`
-	State       string            `json:"state"`
-	EnvdVersion string            `json:"envdVersion"`
-	Metadata    map[string]string `json:"metadata,omitempty"`
-}
-
-// SandboxLifecycle says what E2B does when the sandbox times out.
-type SandboxLifecycle struct {
-	AutoResume bool   `json:"autoResume"`
-	OnTimeout  string `json:"onTimeout"` // OnTimeoutKill or OnTimeoutPause
-}
-
-// SandboxDetail is GET /sandboxes/{id}: running or paused.
-type SandboxDetail struct {
-	ListedSandbox
-	EnvdAccessToken     string            `json:"envdAccessToken,omitempty"`
-	AllowInternetAccess *bool             `json:"allowInternetAccess,omitempty"`
-	Domain              *string           `json:"domain,omitempty"`
-	Lifecycle           *SandboxLifecycle `json:"lifecycle,omitempty"`
-}
 
 // ListQuery filters GET /v2/sandboxes. Empty States means running and paused.
 type ListQuery struct {
@@ -117,12 +83,6 @@ type ListQuery struct {
 	Order    string // "asc" or "desc"
 	// PageSize is the limit per page (E2B's maximum and default is 100).
 	PageSize int
-}
-
-// SnapshotInfo is E2B's answer to creating or listing snapshots. SnapshotID works as a templateID for create.
-type SnapshotInfo struct {
-	SnapshotID string   `json:"snapshotID"`
-	Names      []string `json:"names"`
 }
 
 // ForkRequest is the body of POST /sandboxes/{id}/fork.

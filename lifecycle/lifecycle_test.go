@@ -72,7 +72,7 @@ func (f *fixture) create(t *testing.T, owner, session string, tagged, record boo
 		t.Fatal(err)
 	}
 	if record {
-		conn := sb.Conn(f.c.Domain())
+		conn := f.c.Conn(sb)
 		err := f.st.PutSandbox(state.SandboxRecord{
 			ID: sb.SandboxID, Owner: owner, Session: session, Title: "work", Template: "base",
 			Domain: conn.Domain, EnvdVersion: sb.EnvdVersion, AccessToken: sb.EnvdAccessToken,

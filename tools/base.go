@@ -340,7 +340,7 @@ func (b *base) applyEgress(ctx context.Context, c *e2b.Client, call Caller, id s
 // then paused or killed as onTimeout says, with the domain and envd access token it is reached by.
 func (b *base) newRecord(call Caller, c *e2b.Client, sb *e2b.Sandbox, title, template string, timeout int,
 	onTimeout string) state.SandboxRecord {
-	conn := sb.Conn(c.Domain())
+	conn := c.Conn(sb)
 	now := b.now().UTC()
 	b.extended.done(call.Owner, sb.SandboxID, now)
 	return state.SandboxRecord{

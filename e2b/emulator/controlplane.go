@@ -10,6 +10,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/e2b-mcp/e2b-mcp/e2b/wire"
 )
 
 // clientID is the constant E2B answers for the deprecated clientID field.
@@ -171,65 +173,13 @@ func decodeBody(r *http.Request, v any, required bool) *apiError {
 	return nil
 }
 
-// Wire shapes. They mirror E2B's API types (oapi-codegen): optional fields omitted, nullable ones sent as null.
-
-type sandboxJSON struct {
-	Alias              string  `json:"alias,omitempty"`
-	ClientID           string  `json:"clientID"`
-	Domain             *string `json:"domain"`
-	EnvdAccessToken    string  `json:"envdAccessToken,omitempty"`
-	EnvdVersion        string  `json:"envdVersion"`
-	SandboxID          string  `json:"sandboxID"`
-	TemplateID         string  `json:"templateID"`
-	TrafficAccessToken *string `json:"trafficAccessToken"`
-}
-
-type listedJSON struct {
-	Alias       string            `json:"alias,omitempty"`
-	ClientID    string            `json:"clientID"`
-	CPUCount    int               `json:"cpuCount"`
-	DiskSizeMB  int               `json:"diskSizeMB"`
-	EndAt       time.Time         `json:"endAt"`
-	EnvdVersion string            `json:"envdVersion"`
-	MemoryMB    int               `json:"memoryMB"`
-	Metadata    map[string]string `json:"metadata,omitempty"`
-	SandboxID   string            `json:"sandboxID"`
-	StartedAt   time.Time         `json:"startedAt"`
-	State       string            `json:"state"`
-	TemplateID  string            `json:"templateID"`
-}
-
-type lifecycleJSON struct {
-	AutoResume bool   `json:"autoResume"`
-	OnTimeout  string `json:"onTimeout"`
-}
-
-type detailJSON struct {
-	listedJSON
-	AllowInternetAccess *bool         `json:"allowInternetAccess"`
-	Domain              *string       `json:"domain"`
-	EnvdAccessToken     string        `json:"envdAccessToken,omitempty"`
-	Lifecycle           lifecycleJSON `json:"lifecycle"`
-}
-
-type snapshotJSON struct {
-	SnapshotID string   `json:"snapshotID"`
-	Names      []string `json:"names"`
-}
-
-type forkResultJSON struct {
-	Sandbox *sandboxJSON `json:"sandbox,omitempty"`
-	Error   *struct {
-		Code    int    `json:"code"`
-		Message string `json:"message"`
-	} `json:"error,omitempty"`
-}
+// The answers are E2B's wire types (package wire), which the client reads.
 
 // The following conversions read sandbox fields and must be called with s.mu held.
 
-func (s *Server) sandboxAnswer(sb *Sandbox) sandboxJSON {
+func (s *Server) sandboxAnswer(sb *Sandbox) wire.Sandbox {
 	domain := s.opts.Domain
-	answer := sandboxJSON{
+	answer := wire.Sandbox{
 		Alias:           sb.Alias,
 		ClientID:        clientID,
 		Domain:          &domain,
@@ -245,8 +195,8 @@ func (s *Server) sandboxAnswer(sb *Sandbox) sandboxJSON {
 	return answer
 }
 
-func listed(sb *Sandbox) listedJSON {
-	return listedJSON{
+func listed(sb *Sandbox) wire.ListedSandbox {
+	return wire.ListedSandbox{
 		Alias:       sb.Alias,
 		ClientID:    clientID,
 		CPUCount:    cpuCount,
@@ -262,17 +212,17 @@ func listed(sb *Sandbox) listedJSON {
 	}
 }
 
-func (s *Server) detail(sb *Sandbox) detailJSON {
+func (s *Server) detail(sb *Sandbox) wire.SandboxDetail {
 	domain := s.opts.Domain
-	onTimeout := "kill"
+	onTimeout := wire.OnTimeoutKill
 	if sb.AutoPause {
-		onTimeout = "pause"
+		onTimeout = wire.OnTimeoutPause
 	}
-	d := detailJSON{
-		listedJSON:      listed(sb),
+	d := wire.SandboxDetail{
+		ListedSandbox:   listed(sb),
 		Domain:          &domain,
 		EnvdAccessToken: sb.AccessToken,
-		Lifecycle:       lifecycleJSON{OnTimeout: onTimeout, AutoResume: sb.AutoResume},
+		Lifecycle:       &wire.SandboxLifecycle{OnTimeout: onTimeout, AutoResume: sb.AutoResume},
 	}
 	if sb.AllowInternetAccess != nil {
 		v := *sb.AllowInternetAccess

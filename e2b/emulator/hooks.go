@@ -3,6 +3,8 @@ package emulator
 import (
 	"encoding/json"
 	"net/http"
+
+	"github.com/e2b-mcp/e2b-mcp/e2b/wire"
 )
 
 // Hooks are the points at which a test harness (package e2btest) watches the emulator's traffic or makes it
@@ -55,10 +57,7 @@ type EnvdSandbox struct {
 
 // WriteError writes E2B's JSON error body {"code","message"} with status, as the control plane answers errors.
 func WriteError(w http.ResponseWriter, status int, message string) {
-	body, _ := json.Marshal(struct {
-		Code    int    `json:"code"`
-		Message string `json:"message"`
-	}{status, message})
+	body, _ := json.Marshal(wire.Error{Code: status, Message: message})
 	w.Header().Set("Content-Type", "application/json; charset=utf-8")
 	w.WriteHeader(status)
 	_, _ = w.Write(body)

@@ -69,16 +69,16 @@ func (s *Server) pause(team, id string) *apiError {
 // resume brings a paused sandbox back for timeout. It reports whether the sandbox was paused; a running one has
 // its end time extended (never shortened) instead.
 func (s *Server) resume(team, id string, timeout time.Duration,
-	resumeOnly bool) (answer sandboxJSON, resumed bool, e *apiError) {
+	resumeOnly bool) (answer wire.Sandbox, resumed bool, e *apiError) {
 	sb, e := s.holdSandbox(team, id)
 	if e != nil {
-		return sandboxJSON{}, false, e
+		return wire.Sandbox{}, false, e
 	}
 	defer sb.lifecycle.Unlock()
 	if sb.State == StateRunning {
 		defer s.mu.Unlock()
 		if resumeOnly {
-			return sandboxJSON{}, false, errorf(http.StatusConflict, "Sandbox %s is already running", id)
+			return wire.Sandbox{}, false, errorf(http.StatusConflict, "Sandbox %s is already running", id)
 		}
 		if end := s.now().Add(timeout); end.After(sb.EndAt) {
 			sb.EndAt = end

@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/e2b-mcp/e2b-mcp/e2b/wire"
 )
 
 // Listing sandboxes (GET /sandboxes, /v2/sandboxes) with E2B's metadata filter and cursor paging.
@@ -209,7 +211,7 @@ func (s *Server) handleList(w http.ResponseWriter, r *http.Request, team string)
 	if states[StateRunning] {
 		w.Header().Set("X-Total-Running", strconv.Itoa(running))
 	}
-	writePage[listedJSON](w, page, next)
+	writePage[wire.ListedSandbox](w, page, next)
 }
 
 // writePage answers one page of a listing: its entries (each item's v a T), and the cursor of the next page in
@@ -245,9 +247,9 @@ func (s *Server) handleListV1(w http.ResponseWriter, r *http.Request, team strin
 	}
 	s.mu.Unlock()
 	page, _, _ := paginate(items, len(items)+1, "", false)
-	out := make([]listedJSON, 0, len(page))
+	out := make([]wire.ListedSandbox, 0, len(page))
 	for _, it := range page {
-		out = append(out, it.v.(listedJSON))
+		out = append(out, it.v.(wire.ListedSandbox))
 	}
 	writeJSON(w, http.StatusOK, out)
 }

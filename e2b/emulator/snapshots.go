@@ -11,6 +11,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/e2b-mcp/e2b-mcp/e2b/wire"
 )
 
 // Snapshots (POST /sandboxes/{id}/snapshots, GET /snapshots, DELETE /templates/{id}) and forks.
@@ -107,7 +109,7 @@ func (s *Server) handleSnapshot(w http.ResponseWriter, r *http.Request, team, id
 	s.snapSeq++
 	sn.seq = s.snapSeq
 	s.snapshots[sn.ID] = sn
-	answer := snapshotJSON{SnapshotID: sn.ID, Names: slices.Clone(sn.Names)}
+	answer := wire.SnapshotInfo{SnapshotID: sn.ID, Names: slices.Clone(sn.Names)}
 	s.mu.Unlock()
 	if answer.Names == nil {
 		answer.Names = []string{}
@@ -141,7 +143,7 @@ func (s *Server) handleListSnapshots(w http.ResponseWriter, r *http.Request, tea
 		}
 		// Snapshots taken within one tick of the emulator's clock keep their creation order.
 		t := sn.CreatedAt.Add(time.Duration(sn.seq))
-		items = append(items, pageItem{t: t, id: sn.TemplateID, v: snapshotJSON{SnapshotID: sn.ID, Names: nonNil(sn.Names)}})
+		items = append(items, pageItem{t: t, id: sn.TemplateID, v: wire.SnapshotInfo{SnapshotID: sn.ID, Names: nonNil(sn.Names)}})
 	}
 	s.mu.Unlock()
 	page, next, err := paginate(items, limit, q.Get("nextToken"), false)
@@ -149,7 +151,7 @@ func (s *Server) handleListSnapshots(w http.ResponseWriter, r *http.Request, tea
 		WriteError(w, http.StatusBadRequest, "Invalid next token")
 		return
 	}
-	writePage[snapshotJSON](w, page, next)
+	writePage[wire.SnapshotInfo](w, page, next)
 }
 
 func tagOf(id string) string { _, t := splitTag(id); return t }
@@ -225,14 +227,11 @@ func (s *Server) handleFork(w http.ResponseWriter, r *http.Request, team, id str
 	base.EnvVars = cloneMap(orig.EnvVars)
 	s.mu.Unlock()
 
-	results := make([]forkResultJSON, count)
+	results := make([]wire.ForkResult, count)
 	for i := range results {
 		sb, e := s.forkOne(&base, checkpointDir, timeout)
 		if e != nil {
-			results[i].Error = &struct {
-				Code    int    `json:"code"`
-				Message string `json:"message"`
-			}{e.status, e.message}
+			results[i].Error = &wire.Error{Code: e.status, Message: e.message}
 			continue
 		}
 		s.mu.Lock()
