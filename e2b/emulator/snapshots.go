@@ -143,7 +143,8 @@ func (s *Server) handleListSnapshots(w http.ResponseWriter, r *http.Request, tea
 		}
 		// Snapshots taken within one tick of the emulator's clock keep their creation order.
 		t := sn.CreatedAt.Add(time.Duration(sn.seq))
-		items = append(items, pageItem{t: t, id: sn.TemplateID, v: wire.SnapshotInfo{SnapshotID: sn.ID, Names: nonNil(sn.Names)}})
+		info := wire.SnapshotInfo{SnapshotID: sn.ID, Names: nonNil(sn.Names)}
+		items = append(items, pageItem{t: t, id: sn.TemplateID, v: info})
 	}
 	s.mu.Unlock()
 	page, next, err := paginate(items, limit, q.Get("nextToken"), false)
