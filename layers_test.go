@@ -20,7 +20,7 @@ var layers = [][]string{
 	{"", "tests", "examples", "scripts"},
 	{"cli"},
 	{"server"},
-	{"server/preview"}, // the server's rooms, one job each, which the server wires together
+	{"server/preview", "server/oauth"}, // the server's rooms, one job each, which the server wires together
 	{"tools"},
 	{"egress"},
 	{"lifecycle", "credentials"},

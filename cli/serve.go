@@ -18,6 +18,7 @@ import (
 	"github.com/e2b-mcp/e2b-mcp/egress"
 	"github.com/e2b-mcp/e2b-mcp/lifecycle"
 	"github.com/e2b-mcp/e2b-mcp/server"
+	"github.com/e2b-mcp/e2b-mcp/server/oauth"
 	"github.com/e2b-mcp/e2b-mcp/state"
 	"github.com/e2b-mcp/e2b-mcp/tools"
 )
@@ -158,7 +159,7 @@ func (a *app) serveFlags() (*flags, *serveOptions) {
 		"only when every request comes through it")
 	f.StringVar(&o.oauthIssuer, "oauth-issuer", "", "accept OAuth access tokens of this authorization server (OpenID "+
 		"Connect issuer URL); needs --public-url")
-	f.StringVar(&o.oauthOwnerClaim, "oauth-owner-claim", server.DefaultOwnerClaim, "the access token claim that names "+
+	f.StringVar(&o.oauthOwnerClaim, "oauth-owner-claim", oauth.DefaultOwnerClaim, "the access token claim that names "+
 		"the owner (sub, email, preferred_username, ...)")
 	f.StringVar(&o.oauthClientID, "oauth-client-id", "", "client ID (public, PKCE) at the identity provider for "+
 		"members' sign-in on the connect page; its redirect URI is PUBLIC_URL"+server.PathConnect+"callback")
@@ -371,7 +372,7 @@ func (a *app) importKeyStoreFile(db *credentials.DatabaseStore, path string) err
 }
 
 // oauthConfig is the OAuth resource server's configuration, nil without --oauth-issuer.
-func (o *serveOptions) oauthConfig(f *flags) (*server.OAuthConfig, error) {
+func (o *serveOptions) oauthConfig(f *flags) (*oauth.Config, error) {
 	if o.oauthIssuer == "" {
 		if len(o.oauthScopes) > 0 || o.oauthClientID != "" || o.oauthRequireATJWT {
 			return nil, f.usageErrorf("--oauth-scope, --oauth-client-id and --oauth-require-at-jwt need --oauth-issuer")
@@ -384,7 +385,7 @@ func (o *serveOptions) oauthConfig(f *flags) (*server.OAuthConfig, error) {
 	if o.publicURL == "" {
 		return nil, f.usageErrorf("--oauth-issuer needs --public-url: the access tokens' audience is this server's URL")
 	}
-	return &server.OAuthConfig{
+	return &oauth.Config{
 		Issuer:                 o.oauthIssuer,
 		Resource:               strings.TrimSuffix(o.publicURL, "/") + server.PathMCP,
 		OwnerClaim:             o.oauthOwnerClaim,

@@ -19,6 +19,8 @@ import (
 	"github.com/e2b-mcp/e2b-mcp/audit"
 	"github.com/e2b-mcp/e2b-mcp/e2b/e2btest"
 	"github.com/e2b-mcp/e2b-mcp/policy"
+	"github.com/e2b-mcp/e2b-mcp/server/oauth"
+	"github.com/e2b-mcp/e2b-mcp/server/oauth/oauthtest"
 )
 
 // outsideRE reads the answer to a call whose approval the user was not asked about in the chat: the approval ID
@@ -473,12 +475,12 @@ func TestApprovalPageNeedsTheOwnersProof(t *testing.T) {
 // A server whose callers sign in with OAuth alone has no token they could prove themselves with on the page: it
 // offers no page, and outside the chat an operator approves.
 func TestApprovalPageNotOfferedWithoutProof(t *testing.T) {
-	iss := newTestIssuer(t)
+	iss := oauthtest.NewIssuer(t)
 	f := newFixture(t, fixtureOpts{policy: "approver: client\n" + approvalPolicy, transport: TransportHTTP, mutate: func(c *Config, _ *e2btest.Server) {
-		c.OAuth = &OAuthConfig{Issuer: iss.url, Resource: testResource, Scopes: []string{"openid"}}
+		c.OAuth = &oauth.Config{Issuer: iss.URL, Resource: oauthtest.Resource, Scopes: []string{"openid"}}
 	}})
 	base := serveHTTP(t, f)
-	c := streamableClient(t, base, iss.token(t, iss.claims("alice", nil), nil), "", eras[0])
+	c := streamableClient(t, base, iss.Token(t, iss.Claims("alice", nil), nil), "", eras[0])
 	sb := createSandbox(t, c)
 	msg := mustFail(t, c, "e2b_manage_sandbox", map[string]any{"sandbox_id": sb, "action": "delete"})
 	if strings.Contains(msg, PathApprove) || !strings.Contains(msg, "Ask an operator of this server to run `e2b-mcp approve ") {

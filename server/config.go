@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/url"
 	"slices"
 	"strings"
 	"time"
@@ -12,6 +13,7 @@ import (
 	"github.com/e2b-mcp/e2b-mcp/e2b"
 	"github.com/e2b-mcp/e2b-mcp/egress"
 	"github.com/e2b-mcp/e2b-mcp/lifecycle"
+	"github.com/e2b-mcp/e2b-mcp/server/oauth"
 	"github.com/e2b-mcp/e2b-mcp/state"
 	"github.com/e2b-mcp/e2b-mcp/tools"
 )
@@ -85,7 +87,7 @@ type Config struct {
 	NoConnectPage bool
 	// OAuth, when set, accepts access tokens of the team's authorization server (MCP authorization). With
 	// neither TokensFile nor OAuth there is no authentication, and only a loopback address is served.
-	OAuth *OAuthConfig
+	OAuth *oauth.Config
 	// ClientAddressHeader names the header a trusted proxy in front of the server sets to the client's address
 	// (X-Forwarded-For, X-Real-IP); its last entry, the one the proxy added, is the address that refused tokens are
 	// counted and logged by. Empty: the connection's address. Set it only when every request comes through that
@@ -216,13 +218,46 @@ func (c Config) Check() (Config, error) {
 		return c, err
 	}
 	if c.OAuth != nil {
-		o, err := c.OAuth.check()
+		o, err := checkOAuth(*c.OAuth)
 		if err != nil {
 			return c, fmt.Errorf("OAuth: %w", err)
 		}
 		c.OAuth = &o
 	}
 	return c, nil
+}
+
+// checkOAuth checks the URLs of an OAuth configuration and fills in the default owner claim.
+func checkOAuth(c oauth.Config) (oauth.Config, error) {
+	if c.OwnerClaim == "" {
+		c.OwnerClaim = oauth.DefaultOwnerClaim
+	}
+	if err := checkPublicURL("the OAuth issuer", c.Issuer); err != nil {
+		return c, err
+	}
+	if err := checkPublicURL("the resource URL", c.Resource); err != nil {
+		return c, err
+	}
+	return c, nil
+}
+
+// checkPublicURL accepts absolute https URLs without query or fragment, and http ones on a loopback host (for
+// trying things on one machine).
+func checkPublicURL(what, raw string) error {
+	u, err := url.Parse(raw)
+	switch {
+	case raw == "":
+		return fmt.Errorf("%s is not set", what)
+	case err != nil:
+		return fmt.Errorf("%s %q: %w", what, raw, err)
+	case u.Host == "" || u.RawQuery != "" || u.Fragment != "" || u.User != nil:
+		return fmt.Errorf("%s %q must be an absolute URL without user, query or fragment", what, raw)
+	case u.Scheme == "https":
+		return nil
+	case u.Scheme == "http" && isLoopback(u.Hostname()):
+		return nil
+	}
+	return fmt.Errorf("%s %q must use https (plain http only on a loopback address)", what, raw)
 }
 
 // isHeaderName reports whether h is an HTTP header's name (RFC 9110's token).

@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/e2b-mcp/e2b-mcp/egress"
+	"github.com/e2b-mcp/e2b-mcp/server/oauth"
+	"github.com/e2b-mcp/e2b-mcp/server/oauth/oauthtest"
 )
 
 // Each mistake in a Config has one message, naming the setting by serve's flag, whether the CLI checks the Config
@@ -38,7 +40,7 @@ func TestConfigCheck(t *testing.T) {
 		{func(c *Config) { c.Egress = egress.Limits{DenyOut: []string{"example.com"}} }, `deny-out "example.com"`},
 		{func(c *Config) { c.AllowOrigins = []string{"https://*.example"} }, "--allow-origin: wildcards"},
 		{func(c *Config) { c.Transport, c.PublicURL = TransportHTTP, "http://mcp.example.com" }, `--public-url "http://mcp.example.com" must use https`},
-		{func(c *Config) { c.OAuth = &OAuthConfig{Issuer: "ftp://idp", Resource: testResource} }, "OAuth: the OAuth issuer"},
+		{func(c *Config) { c.OAuth = &oauth.Config{Issuer: "ftp://idp", Resource: oauthtest.Resource} }, "OAuth: the OAuth issuer"},
 		{func(c *Config) { c.Transport, c.ClientAddressHeader = TransportHTTP, "X-Forwarded-For: 1.2.3.4" }, `--client-address-header "X-Forwarded-For: 1.2.3.4": want the name`},
 		{func(c *Config) { c.ClientAddressHeader = "X-Real-IP" }, "for an HTTP server"},
 	} {

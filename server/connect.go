@@ -17,6 +17,7 @@ import (
 
 	"github.com/e2b-mcp/e2b-mcp/credentials"
 	"github.com/e2b-mcp/e2b-mcp/e2b"
+	"github.com/e2b-mcp/e2b-mcp/server/oauth"
 	"github.com/e2b-mcp/e2b-mcp/state"
 )
 
@@ -76,7 +77,7 @@ type connector struct {
 	secrets credentials.SecretStore
 	verify  func(ctx context.Context, key string) error
 	tokens  *credentials.Tokens // proveToken
-	signIn  *signIn             // proveSignIn
+	signIn  *oauth.SignIn       // proveSignIn
 	now     func() time.Time
 	store   state.ConnectStore
 	log     *slog.Logger
@@ -278,7 +279,7 @@ func (c *connector) open(w http.ResponseWriter, r *http.Request, id string) {
 		}
 	}
 	if sess.SigningIn {
-		to, err := c.signIn.authURL(r.Context(), fromCookie(cookie, forState), fromCookie(cookie, forNonce),
+		to, err := c.signIn.AuthURL(r.Context(), fromCookie(cookie, forState), fromCookie(cookie, forNonce),
 			fromCookie(cookie, forVerifier))
 		if err != nil {
 			c.page(w, http.StatusBadGateway, pageMessage{Title: "Sign-in unavailable",
@@ -348,7 +349,7 @@ func (c *connector) callback(w http.ResponseWriter, r *http.Request) {
 		c.page(w, http.StatusForbidden, pageMessage{Title: "Sign-in failed", Text: "The identity provider said: " + e})
 		return
 	}
-	owner, err := c.signIn.owner(r.Context(), r.URL.Query().Get("code"), fromCookie(cookie, forVerifier),
+	owner, err := c.signIn.Owner(r.Context(), r.URL.Query().Get("code"), fromCookie(cookie, forVerifier),
 		fromCookie(cookie, forNonce))
 	if err != nil {
 		c.page(w, http.StatusForbidden, pageMessage{Title: "Sign-in failed", Text: "The sign-in could not be checked. Open " +

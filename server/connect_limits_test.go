@@ -14,6 +14,8 @@ import (
 
 	"github.com/e2b-mcp/e2b-mcp/credentials"
 	"github.com/e2b-mcp/e2b-mcp/internal/waitfor"
+	"github.com/e2b-mcp/e2b-mcp/server/oauth"
+	"github.com/e2b-mcp/e2b-mcp/server/oauth/oauthtest"
 	"github.com/e2b-mcp/e2b-mcp/state"
 )
 
@@ -131,11 +133,11 @@ func TestConnectLinkReopenedKeepsTheBrowsersSession(t *testing.T) {
 // On its way to the identity provider, a browser that opens its link again is sent with the same sign-in (the
 // same state); another browser gets one of its own.
 func TestConnectSignInReopenedKeepsTheBrowsersSignIn(t *testing.T) {
-	iss := newTestIssuer(t)
+	iss := oauthtest.NewIssuer(t)
 	store := state.NewMemoryConnects(connectLimits)
 	c := newConnector(proveSignIn, nil, nil, time.Now, store, testLogger(t))
-	c.signIn = &signIn{as: &authServer{issuer: iss.url, client: http.DefaultClient}, clientID: "page",
-		redirect: "http://127.0.0.1:1" + pathConnectCallback, ownerClaim: "sub"}
+	c.signIn = oauth.NewSignIn(oauth.NewAuthServer(iss.URL, http.DefaultClient, nil), "page",
+		"http://127.0.0.1:1"+pathConnectCallback, "sub")
 	c.setBase("http://127.0.0.1:1")
 	link, _, err := c.link("alice")
 	if err != nil {
@@ -151,7 +153,7 @@ func TestConnectSignInReopenedKeepsTheBrowsersSignIn(t *testing.T) {
 		w := httptest.NewRecorder()
 		c.ServeHTTP(w, req)
 		to, _ := url.Parse(w.Header().Get("Location"))
-		if w.Code != http.StatusFound || !strings.HasPrefix(to.String(), iss.url+"/auth") {
+		if w.Code != http.StatusFound || !strings.HasPrefix(to.String(), iss.URL+"/auth") {
 			t.Fatalf("GET %s: %d to %q", path, w.Code, to)
 		}
 		set := ""

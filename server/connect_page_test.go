@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/e2b-mcp/e2b-mcp/server/oauth"
 	"github.com/e2b-mcp/e2b-mcp/state"
 )
 
@@ -47,7 +48,7 @@ func TestConnectPageEscapes(t *testing.T) {
 	check("the form for an owner named with markup", local, httptest.NewRequest(http.MethodGet, PathConnect+"link", nil), http.StatusOK)
 
 	viaIdP := newConnector(proveSignIn, nil, nil, time.Now, store, testLogger(t))
-	viaIdP.signIn = &signIn{}
+	viaIdP.signIn = &oauth.SignIn{}
 	viaIdP.setBase("http://127.0.0.1:1")
 	callback := pathConnectCallback + "?state=" + url.QueryEscape(fromCookie(signingIn, forState)) + "&error=" + url.QueryEscape(markup)
 	check("the identity provider's error", viaIdP, withCookie(httptest.NewRequest(http.MethodGet, callback, nil), signingIn), http.StatusForbidden)

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/e2b-mcp/e2b-mcp/credentials"
+	"github.com/e2b-mcp/e2b-mcp/server/oauth"
 	"github.com/e2b-mcp/e2b-mcp/state"
 )
 
@@ -50,8 +51,8 @@ func (s *Server) setUpConnectPage() error {
 		if s.cfg.PublicURL == "" {
 			return errors.New("the connect page's sign-in needs the public URL (--public-url)")
 		}
-		c.signIn = &signIn{as: s.authServer, clientID: s.cfg.OAuth.ClientID,
-			redirect: strings.TrimSuffix(s.cfg.PublicURL, "/") + pathConnectCallback, ownerClaim: s.cfg.OAuth.OwnerClaim}
+		c.signIn = oauth.NewSignIn(s.authServer, s.cfg.OAuth.ClientID,
+			strings.TrimSuffix(s.cfg.PublicURL, "/")+pathConnectCallback, s.cfg.OAuth.OwnerClaim)
 	}
 	if s.cfg.PublicURL != "" && s.cfg.Transport != TransportStdio {
 		c.setBase(s.cfg.PublicURL) // checked by Config.Check

@@ -22,6 +22,7 @@ import (
 	"github.com/e2b-mcp/e2b-mcp/e2b/e2btest"
 	"github.com/e2b-mcp/e2b-mcp/internal/waitfor"
 	"github.com/e2b-mcp/e2b-mcp/policy"
+	"github.com/e2b-mcp/e2b-mcp/server/oauth"
 	"github.com/e2b-mcp/e2b-mcp/state"
 )
 
@@ -378,7 +379,7 @@ func TestConnectCallbackNeedsTheBrowsersState(t *testing.T) {
 	now := time.Now()
 	store := state.NewMemoryConnects(connectLimits)
 	c := newConnector(proveSignIn, nil, nil, time.Now, store, testLogger(t))
-	c.signIn = &signIn{}
+	c.signIn = &oauth.SignIn{}
 	c.setBase("http://127.0.0.1:1")
 	link := state.ConnectKeyOf("link")
 	if err := store.AddConnectLink(link, state.ConnectLink{Owner: "alice", Expires: now.Add(time.Minute)}, now); err != nil {

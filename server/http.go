@@ -18,6 +18,7 @@ import (
 
 	mcpserver "github.com/mark3labs/mcp-go/server"
 
+	"github.com/e2b-mcp/e2b-mcp/server/oauth"
 	"github.com/e2b-mcp/e2b-mcp/tools"
 )
 
@@ -72,7 +73,7 @@ func (s *Server) newHTTPTransport() *httpTransport {
 	}
 	handle(PathHealth, s.newHealth())
 	if o := s.cfg.OAuth; o != nil {
-		meta := o.metadataHandler()
+		meta := o.MetadataHandler()
 		handle(mcpserver.WellKnownProtectedResourcePath, meta)
 		handle(mcpserver.ProtectedResourceMetadataPath(o.Resource), meta)
 	}
@@ -140,9 +141,9 @@ func (s *Server) tokenOwner(ctx context.Context, token string) (string, error) {
 		}
 	}
 	if s.oauth != nil {
-		return s.oauth.owner(ctx, token)
+		return s.oauth.Owner(ctx, token)
 	}
-	return "", errTokenRefused
+	return "", oauth.ErrTokenRefused
 }
 
 // refuse answers 401, telling an OAuth client where to find the authorization server (a client starts its
@@ -155,7 +156,7 @@ func (s *Server) refuse(w http.ResponseWriter, r *http.Request, err error) {
 	switch {
 	case !sent:
 		level = slog.LevelDebug
-	case errors.Is(err, errTokenRefused):
+	case errors.Is(err, oauth.ErrTokenRefused):
 		wait, logIt := s.refusals.refuse(addr)
 		if wait > 0 {
 			w.Header().Set("Retry-After", strconv.Itoa(int(math.Ceil(wait.Seconds()))))
@@ -168,7 +169,7 @@ func (s *Server) refuse(w http.ResponseWriter, r *http.Request, err error) {
 	}
 	s.log.Log(r.Context(), level, "HTTP request refused", "remote", addr, "reason", err)
 	if s.cfg.OAuth != nil {
-		w.Header().Set("WWW-Authenticate", s.cfg.OAuth.challenge(sent))
+		w.Header().Set("WWW-Authenticate", s.cfg.OAuth.Challenge(sent))
 	} else {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="e2b-mcp"`)
 	}

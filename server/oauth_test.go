@@ -1,140 +1,28 @@
 package server
 
 import (
-	"crypto/rand"
-	"crypto/rsa"
-	"encoding/base64"
 	"encoding/json"
+	"fmt"
 	"net/http"
-	"net/http/httptest"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/go-jose/go-jose/v4"
-	"github.com/go-jose/go-jose/v4/jwt"
 	"github.com/mark3labs/mcp-go/mcp"
 
 	"github.com/e2b-mcp/e2b-mcp/credentials"
 	"github.com/e2b-mcp/e2b-mcp/e2b/e2btest"
+	"github.com/e2b-mcp/e2b-mcp/server/oauth"
+	"github.com/e2b-mcp/e2b-mcp/server/oauth/oauthtest"
 )
 
-// The tests of this file mint their own tokens, to reach every refusal; tests/oauth_test.go signs in through a
-// real OpenID Connect provider.
+// The checks of an access token are server/oauth's, tested there; these test that the server asks them of every
+// HTTP request, answers a refusal with 401 and the challenge, and acts for the owner a token names.
 
-const testResource = "https://mcp.example.test/mcp"
-
-// testIssuer is an authorization server's discovery document and key set, served on loopback.
-type testIssuer struct {
-	url string
-	key *rsa.PrivateKey
-	kid string
-
-	fetches  atomic.Int64 // requests for the key set
-	mu       sync.Mutex
-	extra    []jose.JSONWebKey // published beside key (a rotation's next key)
-	keysDown bool              // the key set answers 500
-}
-
-// publish adds key to the key set under kid, as a provider rotating its keys does.
-func (iss *testIssuer) publish(kid string, key *rsa.PrivateKey) {
-	iss.mu.Lock()
-	defer iss.mu.Unlock()
-	iss.extra = append(iss.extra, jose.JSONWebKey{Key: &key.PublicKey, KeyID: kid, Algorithm: "RS256", Use: "sig"})
-}
-
-func (iss *testIssuer) setKeysDown(down bool) {
-	iss.mu.Lock()
-	defer iss.mu.Unlock()
-	iss.keysDown = down
-}
-
-func newTestIssuer(t testing.TB) *testIssuer {
-	t.Helper()
-	key, err := rsa.GenerateKey(rand.Reader, 2048)
-	if err != nil {
-		t.Fatal(err)
-	}
-	iss := &testIssuer{key: key, kid: "k1"}
-	mux := http.NewServeMux()
-	mux.HandleFunc("/.well-known/openid-configuration", func(w http.ResponseWriter, _ *http.Request) {
-		_ = json.NewEncoder(w).Encode(map[string]any{
-			"issuer": iss.url, "jwks_uri": iss.url + "/keys", "authorization_endpoint": iss.url + "/auth",
-			"token_endpoint": iss.url + "/token", "id_token_signing_alg_values_supported": []string{"RS256"},
-		})
-	})
-	mux.HandleFunc("/keys", func(w http.ResponseWriter, _ *http.Request) {
-		iss.fetches.Add(1)
-		iss.mu.Lock()
-		down := iss.keysDown
-		keys := append([]jose.JSONWebKey{{Key: &key.PublicKey, KeyID: iss.kid, Algorithm: "RS256", Use: "sig"}}, iss.extra...)
-		iss.mu.Unlock()
-		if down {
-			http.Error(w, "unavailable", http.StatusInternalServerError)
-			return
-		}
-		_ = json.NewEncoder(w).Encode(jose.JSONWebKeySet{Keys: keys})
-	})
-	srv := httptest.NewServer(mux)
-	t.Cleanup(srv.Close)
-	iss.url = srv.URL
-	return iss
-}
-
-// token signs claims as an access token (header typ at+jwt, RFC 9068) with key (the issuer's own unless another
-// is given).
-func (iss *testIssuer) token(t testing.TB, claims map[string]any, key *rsa.PrivateKey) string {
-	t.Helper()
-	if key == nil {
-		key = iss.key
-	}
-	return iss.typed(t, "at+jwt", claims, key)
-}
-
-// typed signs claims with key under the header typ (none when typ is "").
-func (iss *testIssuer) typed(t testing.TB, typ string, claims map[string]any, key *rsa.PrivateKey) string {
-	t.Helper()
-	return iss.signed(t, typ, iss.kid, claims, key)
-}
-
-// signed signs claims with key under the header typ (none when typ is "") and kid.
-func (iss *testIssuer) signed(t testing.TB, typ, kid string, claims map[string]any, key *rsa.PrivateKey) string {
-	t.Helper()
-	opts := &jose.SignerOptions{}
-	if typ != "" {
-		opts = opts.WithType(jose.ContentType(typ))
-	}
-	signer, err := jose.NewSigner(jose.SigningKey{Algorithm: jose.RS256, Key: jose.JSONWebKey{Key: key, KeyID: kid}}, opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	raw, err := jwt.Signed(signer).Claims(claims).Serialize()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return raw
-}
-
-// claims are a valid access token's claims for owner, changed by edit.
-func (iss *testIssuer) claims(owner string, edit func(map[string]any)) map[string]any {
-	now := time.Now()
-	c := map[string]any{
-		"iss": iss.url, "sub": owner, "aud": []string{"some-client", testResource},
-		"iat": now.Unix(), "exp": now.Add(5 * time.Minute).Unix(),
-		"email": owner + "@example.test", "email_verified": true,
-	}
-	if edit != nil {
-		edit(c)
-	}
-	return c
-}
-
-func oauthFixture(t *testing.T, iss *testIssuer, ownerClaim, tokensFile string, edit ...func(*OAuthConfig)) string {
+func oauthFixture(t *testing.T, iss *oauthtest.Issuer, ownerClaim, tokensFile string, edit ...func(*oauth.Config)) string {
 	t.Helper()
 	f := newFixture(t, fixtureOpts{tokensFile: tokensFile, transport: TransportHTTP, mutate: func(c *Config, _ *e2btest.Server) {
-		c.OAuth = &OAuthConfig{Issuer: iss.url, Resource: testResource, OwnerClaim: ownerClaim, Scopes: []string{"openid"}}
+		c.OAuth = &oauth.Config{Issuer: iss.URL, Resource: oauthtest.Resource, OwnerClaim: ownerClaim, Scopes: []string{"openid"}}
 		for _, e := range edit {
 			e(c.OAuth)
 		}
@@ -143,7 +31,7 @@ func oauthFixture(t *testing.T, iss *testIssuer, ownerClaim, tokensFile string, 
 }
 
 func TestOAuthMetadataAndChallenge(t *testing.T) {
-	iss := newTestIssuer(t)
+	iss := oauthtest.NewIssuer(t)
 	base := oauthFixture(t, iss, "", "")
 
 	for _, path := range []string{"/.well-known/oauth-protected-resource", "/.well-known/oauth-protected-resource/mcp"} {
@@ -152,10 +40,10 @@ func TestOAuthMetadataAndChallenge(t *testing.T) {
 		if err := json.Unmarshal([]byte(body), &meta); code != http.StatusOK || err != nil {
 			t.Fatalf("%s: %d %s", path, code, body)
 		}
-		if meta["resource"] != testResource {
+		if meta["resource"] != oauthtest.Resource {
 			t.Errorf("%s: resource = %v", path, meta["resource"])
 		}
-		if as, _ := meta["authorization_servers"].([]any); len(as) != 1 || as[0] != iss.url {
+		if as, _ := meta["authorization_servers"].([]any); len(as) != 1 || as[0] != iss.URL {
 			t.Errorf("%s: authorization_servers = %v", path, meta["authorization_servers"])
 		}
 	}
@@ -165,51 +53,40 @@ func TestOAuthMetadataAndChallenge(t *testing.T) {
 	if code != http.StatusUnauthorized || hdr.Get("WWW-Authenticate") != want {
 		t.Errorf("without a token: %d, WWW-Authenticate %q; want 401 and %q", code, hdr.Get("WWW-Authenticate"), want)
 	}
-	code, hdr, _ = do(t, http.MethodPost, base+PathMCP, "Bearer "+iss.token(t, iss.claims("alice", func(c map[string]any) { c["aud"] = "elsewhere" }), nil), toolsList, nil)
+	code, hdr, _ = do(t, http.MethodPost, base+PathMCP, "Bearer "+iss.Token(t, iss.Claims("alice", func(c map[string]any) { c["aud"] = "elsewhere" }), nil), toolsList, nil)
 	if code != http.StatusUnauthorized || !strings.Contains(hdr.Get("WWW-Authenticate"), `error="invalid_token"`) {
 		t.Errorf("with a refused token: %d, WWW-Authenticate %q", code, hdr.Get("WWW-Authenticate"))
 	}
 }
 
-// Every way a token can be wrong gets 401; only a token of the issuer, for this resource, unexpired, with an
-// owner claim that names an owner, is let through.
+// A refused token gets 401 whatever the reason; a valid token acts for its owner alone, and with
+// RequireAccessTokenType a token typed JWT is refused.
 func TestOAuthTokenChecks(t *testing.T) {
-	iss := newTestIssuer(t)
-	other, err := rsa.GenerateKey(rand.Reader, 2048)
-	if err != nil {
-		t.Fatal(err)
-	}
+	iss := oauthtest.NewIssuer(t)
 	base := oauthFixture(t, iss, "", "")
-	edit := func(k string, v any) func(map[string]any) { return func(c map[string]any) { c[k] = v } }
-	for _, tc := range []struct {
-		name  string
-		token string
+	strict := oauthFixture(t, iss, "", "", func(c *oauth.Config) { c.RequireAccessTokenType = true })
+	for name, tc := range map[string]struct {
+		base, token string
 	}{
-		{"wrong audience", iss.token(t, iss.claims("alice", edit("aud", "https://other.example.test/mcp")), nil)},
-		{"audience of the resource's prefix", iss.token(t, iss.claims("alice", edit("aud", "https://mcp.example.test")), nil)},
-		{"no audience", iss.token(t, iss.claims("alice", func(c map[string]any) { delete(c, "aud") }), nil)},
-		{"wrong issuer", iss.token(t, iss.claims("alice", edit("iss", "https://evil.example.test")), nil)},
-		{"expired", iss.token(t, iss.claims("alice", edit("exp", time.Now().Add(-time.Minute).Unix())), nil)},
-		{"signed by another key", iss.token(t, iss.claims("alice", nil), other)},
-		{"unsigned", unsigned(iss.claims("alice", nil))},
-		{"tampered", tamper(iss.token(t, iss.claims("alice", nil), nil))},
-		{"no owner claim", iss.token(t, iss.claims("alice", func(c map[string]any) { delete(c, "sub") }), nil)},
-		{"owner with a control character", iss.token(t, iss.claims("al\nice", nil), nil)},
-		{"reserved owner name", iss.token(t, iss.claims("state-data-key", nil), nil)},
-		{"not a JWT", "e2bmcp_not-a-jwt"},
-		{"JWS JSON serialization", jsonSerialized(t, iss, iss.claims("alice", nil))},
+		"expired": {base, iss.Token(t, iss.Claims("alice", func(c map[string]any) {
+			c["exp"] = time.Now().Add(-time.Minute).Unix()
+		}), nil)},
+		"signed by another key":    {base, iss.Token(t, iss.Claims("alice", nil), oauthtest.NewKey(t))},
+		"not a JWT":                {base, "e2bmcp_not-a-jwt"},
+		"typed JWT, at+jwt wanted": {strict, iss.Typed(t, "JWT", iss.Claims("alice", nil), iss.Key)},
+		"an ID token, typed JWT":   {base, iss.Typed(t, "JWT", iss.Claims("alice", func(c map[string]any) { c["nonce"] = "n" }), iss.Key)},
 	} {
-		t.Run(tc.name, func(t *testing.T) {
-			code, _, _ := do(t, http.MethodPost, base+PathMCP, "Bearer "+tc.token, toolsList, nil)
-			if code != http.StatusUnauthorized {
-				t.Errorf("%d, want 401", code)
-			}
-		})
+		if code, _, _ := do(t, http.MethodPost, tc.base+PathMCP, "Bearer "+tc.token, toolsList, nil); code != http.StatusUnauthorized {
+			t.Errorf("%s: %d, want 401", name, code)
+		}
+	}
+	if code, _, _ := do(t, http.MethodPost, base+PathMCP, "Bearer "+iss.Typed(t, "JWT", iss.Claims("alice", nil), iss.Key), toolsList, nil); code == http.StatusUnauthorized {
+		t.Errorf("a token typed JWT without RequireAccessTokenType: %d, want it let in", code)
 	}
 
-	c := streamableClient(t, base, iss.token(t, iss.claims("carol", nil), nil), "", mcp.ProtocolVersion20260728)
+	c := streamableClient(t, base, iss.Token(t, iss.Claims("carol", nil), nil), "", mcp.ProtocolVersion20260728)
 	id := createSandbox(t, c)
-	d := streamableClient(t, base, iss.token(t, iss.claims("dave", nil), nil), "", mcp.ProtocolVersion20260728)
+	d := streamableClient(t, base, iss.Token(t, iss.Claims("dave", nil), nil), "", mcp.ProtocolVersion20260728)
 	if ids := listIDs(t, d); len(ids) != 0 {
 		t.Errorf("another owner's token lists %v", ids)
 	}
@@ -219,123 +96,15 @@ func TestOAuthTokenChecks(t *testing.T) {
 	}
 }
 
-// jsonSerialized signs claims with the issuer's key as a valid access token would be, but in the JWS JSON
-// serialization, which a JWT never uses (RFC 7519, section 1): a token must be compact.
-func jsonSerialized(t testing.TB, iss *testIssuer, claims map[string]any) string {
-	t.Helper()
-	signer, err := jose.NewSigner(jose.SigningKey{Algorithm: jose.RS256, Key: jose.JSONWebKey{Key: iss.key, KeyID: iss.kid}},
-		(&jose.SignerOptions{}).WithType("at+jwt"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	payload, err := json.Marshal(claims)
-	if err != nil {
-		t.Fatal(err)
-	}
-	jws, err := signer.Sign(payload)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return jws.FullSerialize()
-}
-
-func unsigned(claims map[string]any) string {
-	b, _ := json.Marshal(claims)
-	enc := base64.RawURLEncoding.EncodeToString
-	return enc([]byte(`{"alg":"none","typ":"JWT"}`)) + "." + enc(b) + "."
-}
-
-// tamper changes the payload of a signed token, keeping its signature.
-func tamper(tok string) string {
-	parts := strings.Split(tok, ".")
-	payload, _ := base64.RawURLEncoding.DecodeString(parts[1])
-	payload = []byte(strings.Replace(string(payload), `"sub":"alice"`, `"sub":"admin"`, 1))
-	parts[1] = base64.RawURLEncoding.EncodeToString(payload)
-	return strings.Join(parts, ".")
-}
-
-// Only access tokens are let in. An ID token of the same provider (it says who signed in to some client, and
-// providers that add requested audiences put this server's URL in it too), a logout token or any other JWT the
-// provider signs is refused, whatever its audience: by its header typ when the provider sets one, else by the
-// claims only ID tokens carry. Tokens the provider marks as access tokens, and the plain "JWT" tokens most
-// providers issue, still pass; with RequireAccessTokenType only at+jwt does.
-func TestOAuthTokenType(t *testing.T) {
-	iss := newTestIssuer(t)
-	base := oauthFixture(t, iss, "", "")
-	strict := oauthFixture(t, iss, "", "", func(c *OAuthConfig) { c.RequireAccessTokenType = true })
-	with := func(extra map[string]any) map[string]any {
-		return iss.claims("alice", func(c map[string]any) {
-			for k, v := range extra {
-				c[k] = v
-			}
-		})
-	}
-	idClaims := map[string]any{"nonce": "n-0S6_WzA2Mj", "at_hash": "77QmUPtjPfzWtF2AnpK9RQ", "azp": "some-client", "auth_time": time.Now().Unix()}
-	accessClaims := map[string]any{"client_id": "some-client", "jti": "a1", "scope": "openid"}
-	for _, tc := range []struct {
-		name, typ       string
-		claims          map[string]any
-		plain, strictOK bool // let in by the server, and by a server that requires at+jwt
-	}{
-		{"ID token, typ JWT", "JWT", with(idClaims), false, false},
-		{"ID token without typ", "", with(idClaims), false, false},
-		{"ID token with only a nonce", "JWT", with(map[string]any{"nonce": "n"}), false, false},
-		{"ID token with only at_hash", "JWT", with(map[string]any{"at_hash": "h"}), false, false},
-		{"hybrid-flow ID token (c_hash)", "JWT", with(map[string]any{"c_hash": "h"}), false, false},
-		{"FAPI ID token (s_hash)", "", with(map[string]any{"s_hash": "h"}), false, false},
-		{"Keycloak ID token (typ claim ID)", "JWT", with(map[string]any{"typ": "ID", "azp": "some-client"}), false, false},
-		{"Keycloak refresh token (typ claim Refresh)", "JWT", with(map[string]any{"typ": "Refresh"}), false, false},
-		{"logout token", "logout+jwt", with(map[string]any{"events": map[string]any{"http://schemas.openid.net/event/backchannel-logout": map[string]any{}}}), false, false},
-		{"security event token without typ", "", with(map[string]any{"events": map[string]any{"x": map[string]any{}}}), false, false},
-		{"ID token typed as such", "id_token+jwt", with(nil), false, false},
-		{"DPoP proof", "dpop+jwt", with(nil), false, false},
-		{"JOSE", "JOSE", with(nil), false, false},
-		{"empty typ", " ", with(nil), false, false},
-
-		{"access token, typ at+jwt", "at+jwt", with(accessClaims), true, true},
-		{"access token, typ application/at+jwt", "application/at+jwt", with(accessClaims), true, true},
-		{"access token, typ AT+JWT", "AT+JWT", with(accessClaims), true, true},
-		{"at+jwt carrying a nonce (the provider says what it is)", "at+jwt", with(map[string]any{"nonce": "n"}), true, true},
-		{"access token, typ JWT (zitadel, Auth0, Entra)", "JWT", with(accessClaims), true, false},
-		{"access token, typ application/jwt", "application/jwt", with(accessClaims), true, false},
-		{"access token without typ", "", with(accessClaims), true, false},
-		{"Keycloak access token (typ claim Bearer) with a nonce and azp", "JWT", with(map[string]any{"typ": "Bearer", "nonce": "n", "azp": "some-client"}), true, false},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			tok := iss.typed(t, tc.typ, tc.claims, iss.key)
-			for _, srv := range []struct {
-				base string
-				ok   bool
-			}{{base, tc.plain}, {strict, tc.strictOK}} {
-				code, hdr, _ := do(t, http.MethodPost, srv.base+PathMCP, "Bearer "+tok, toolsList, nil)
-				switch {
-				case srv.ok && code == http.StatusUnauthorized:
-					t.Errorf("%s: refused (%s), want it let in", srv.base, hdr.Get("WWW-Authenticate"))
-				case !srv.ok && code != http.StatusUnauthorized:
-					t.Errorf("%s: %d, want 401", srv.base, code)
-				}
-			}
-		})
-	}
-}
-
-// The owner can be named by another claim. An email names an owner only when the token says it is verified
-// (email_verified true, not false, not missing, not the string "true") and it is an address.
+// With the email owner claim, the verified address names the owner; an unverified one gets 401.
 func TestOAuthOwnerClaim(t *testing.T) {
-	iss := newTestIssuer(t)
+	iss := oauthtest.NewIssuer(t)
 	base := oauthFixture(t, iss, "email", "")
-	for name, edit := range map[string]func(map[string]any){
-		"unverified email":            func(c map[string]any) { c["email_verified"] = false },
-		"no email_verified claim":     func(c map[string]any) { delete(c, "email_verified") },
-		"email_verified a string":     func(c map[string]any) { c["email_verified"] = "true" },
-		"an email that is no address": func(c map[string]any) { c["email"] = "erin" },
-	} {
-		tok := iss.token(t, iss.claims("erin", edit), nil)
-		if code, _, _ := do(t, http.MethodPost, base+PathMCP, "Bearer "+tok, toolsList, nil); code != http.StatusUnauthorized {
-			t.Errorf("%s: %d, want 401", name, code)
-		}
+	unverified := iss.Token(t, iss.Claims("erin", func(c map[string]any) { c["email_verified"] = false }), nil)
+	if code, _, _ := do(t, http.MethodPost, base+PathMCP, "Bearer "+unverified, toolsList, nil); code != http.StatusUnauthorized {
+		t.Errorf("an unverified email: %d, want 401", code)
 	}
-	c := streamableClient(t, base, iss.token(t, iss.claims("erin", nil), nil), "", mcp.ProtocolVersion20260728)
+	c := streamableClient(t, base, iss.Token(t, iss.Claims("erin", nil), nil), "", mcp.ProtocolVersion20260728)
 	createSandbox(t, c)
 }
 
@@ -343,7 +112,7 @@ func TestOAuthOwnerClaim(t *testing.T) {
 // access token could carry does not start: with any owner claim but email the identity provider may give any
 // name, a tokens-file owner's too; with email, every address.
 func TestOAuthRefusesTokensFileOwnersItCouldName(t *testing.T) {
-	iss := newTestIssuer(t)
+	iss := oauthtest.NewIssuer(t)
 	carol, _ := tokensFor(t, "carol")
 	dora, _ := tokensFor(t, "dora@example.test")
 	for _, tc := range []struct{ claim, tokens, want string }{
@@ -355,7 +124,7 @@ func TestOAuthRefusesTokensFileOwnersItCouldName(t *testing.T) {
 	} {
 		_, err := New(Config{Owner: "alice", Session: "s1", StateDir: t.TempDir(), Transport: TransportHTTP,
 			TokensFile: tc.tokens, Backend: emulatorAt("http://127.0.0.1:1"), Secrets: newTestSecrets(), Logger: testLogger(t),
-			OAuth: &OAuthConfig{Issuer: iss.url, Resource: testResource, OwnerClaim: tc.claim}})
+			OAuth: &oauth.Config{Issuer: iss.URL, Resource: oauthtest.Resource, OwnerClaim: tc.claim}})
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("owner claim %q beside %s: %v, want a refusal saying %s", tc.claim, tc.tokens, err, tc.want)
 		}
@@ -367,17 +136,17 @@ func TestOAuthRefusesTokensFileOwnersItCouldName(t *testing.T) {
 // account whose email claim is a tokens-file owner's name gets nothing, and a tokens file that comes to name an
 // address is unusable until fixed.
 func TestOAuthEmailOwnersApartFromTokensFile(t *testing.T) {
-	iss := newTestIssuer(t)
+	iss := oauthtest.NewIssuer(t)
 	tokens, toks := tokensFor(t, "carol")
 	base := oauthFixture(t, iss, "email", tokens)
 	carol := streamableClient(t, base, toks["carol"], "", mcp.ProtocolVersion20260728)
 	id := createSandbox(t, carol)
 
-	posing := iss.token(t, iss.claims("x", func(c map[string]any) { c["email"] = "carol" }), nil)
+	posing := iss.Token(t, iss.Claims("x", func(c map[string]any) { c["email"] = "carol" }), nil)
 	if code, _, _ := do(t, http.MethodPost, base+PathMCP, "Bearer "+posing, toolsList, nil); code != http.StatusUnauthorized {
 		t.Errorf("an account whose email claim is carol: %d, want 401", code)
 	}
-	member := streamableClient(t, base, iss.token(t, iss.claims("carol", nil), nil), "", mcp.ProtocolVersion20260728)
+	member := streamableClient(t, base, iss.Token(t, iss.Claims("carol", nil), nil), "", mcp.ProtocolVersion20260728)
 	if ids := listIDs(t, member); len(ids) != 0 {
 		t.Errorf("carol@example.test through OAuth lists %v, want none of the tokens file's carol", ids)
 	}
@@ -403,17 +172,120 @@ func TestOAuthEmailOwnersApartFromTokensFile(t *testing.T) {
 	}
 }
 
-// BenchmarkOAuthOwner is what every HTTP request with an OAuth access token pays to be let in: the JWT's RS256
-// signature, issuer, audience and expiry checked (the provider's keys fetched once), and its owner claim read.
-func BenchmarkOAuthOwner(b *testing.B) {
-	iss := newTestIssuer(b)
-	v := newOAuthVerifier(OAuthConfig{Issuer: iss.url, Resource: testResource, OwnerClaim: DefaultOwnerClaim},
-		&authServer{issuer: iss.url, client: http.DefaultClient})
-	tok := iss.token(b, iss.claims("alice", nil), nil)
-	b.ReportAllocs()
-	for b.Loop() {
-		if owner, err := v.owner(b.Context(), tok); err != nil || owner != "alice" {
-			b.Fatal(owner, err)
+// refused reports whether an HTTP status refuses the caller.
+func refused(code int) bool {
+	return code == http.StatusUnauthorized || code == http.StatusTooManyRequests
+}
+
+// Forged tokens from an address never lock its members out. Behind the TLS proxy or HAProxy a team puts in front,
+// every member shares one address: after a flood of junk tokens from it, a member whose access token expired
+// must still get the 401 and its challenge (clients start the OAuth sign-in on 401, never on 429), a valid token
+// is let in, and a request without one gets the challenge too. Past the budget a refusal carries Retry-After and
+// is no longer logged one by one.
+func TestForgedTokensDoNotLockMembersOut(t *testing.T) {
+	iss := oauthtest.NewIssuer(t)
+	base := oauthFixture(t, iss, "", "")
+	challenged := func(what, token string) http.Header {
+		t.Helper()
+		code, hdr, _ := do(t, http.MethodPost, base+PathMCP, token, toolsList, nil)
+		if code != http.StatusUnauthorized || !strings.Contains(hdr.Get("WWW-Authenticate"), "resource_metadata=") {
+			t.Fatalf("%s: %d, WWW-Authenticate %q; want 401 and the challenge", what, code, hdr.Get("WWW-Authenticate"))
 		}
+		return hdr
+	}
+	for i := range 3 * refusalBurst {
+		challenged(fmt.Sprintf("junk token %d", i+1), fmt.Sprintf("Bearer junk-%d", i))
+	}
+	expired := iss.Token(t, iss.Claims("alice", func(c map[string]any) { c["exp"] = time.Now().Add(-time.Minute).Unix() }), nil)
+	if hdr := challenged("the member's expired token", "Bearer "+expired); !strings.Contains(hdr.Get("WWW-Authenticate"), `error="invalid_token"`) ||
+		hdr.Get("Retry-After") == "" {
+		t.Errorf("the expired token's answer past the budget: WWW-Authenticate %q, Retry-After %q", hdr.Get("WWW-Authenticate"), hdr.Get("Retry-After"))
+	}
+	challenged("no token", "")
+	if code, _, _ := do(t, http.MethodPost, base+PathMCP, "Bearer "+iss.Token(t, iss.Claims("alice", nil), nil), toolsList, nil); refused(code) {
+		t.Errorf("the member's new token from the same address: %d", code)
+	}
+}
+
+// With --client-address-header the budget is kept per address the trusted proxy names, not per the proxy's own.
+func TestRefusalBudgetPerForwardedAddress(t *testing.T) {
+	tokens, _ := tokensFor(t, "frank")
+	base := serveHTTP(t, newFixture(t, fixtureOpts{tokensFile: tokens, transport: TransportHTTP,
+		mutate: func(c *Config, _ *e2btest.Server) { c.ClientAddressHeader = "X-Forwarded-For" }}))
+	refuse := func(forwarded string) http.Header {
+		t.Helper()
+		code, hdr, _ := do(t, http.MethodPost, base+PathMCP, "Bearer e2bmcp_wrong-token", toolsList, map[string]string{"X-Forwarded-For": forwarded})
+		if code != http.StatusUnauthorized {
+			t.Fatalf("a wrong token from %s: %d, want 401", forwarded, code)
+		}
+		return hdr
+	}
+	for range refusalBurst {
+		refuse("198.51.100.9, 203.0.113.7")
+	}
+	if refuse("203.0.113.7").Get("Retry-After") == "" {
+		t.Error("the address past its budget was not told to wait")
+	}
+	// The client's own part of the header is not believed: only the entry the proxy added counts.
+	if refuse("203.0.113.7, 203.0.113.8").Get("Retry-After") != "" {
+		t.Error("another address behind the same proxy was told to wait for the first one's refusals")
+	}
+}
+
+// The refusals' budget is per address (every port of an IPv4 address, every address of an IPv6 /64), refills
+// with time, and its table stays bounded however many addresses send refused tokens; the log takes a bounded
+// number of refusals whatever the addresses.
+func TestRefusalBudget(t *testing.T) {
+	clock := &testClock{t: time.Now()}
+	r := newRefusals(clock.now)
+	waitOf := func(addr string) time.Duration {
+		wait, _ := r.refuse(addr)
+		return wait
+	}
+	spend := func(addr string) {
+		t.Helper()
+		for i := range refusalBurst {
+			if wait := waitOf(addr); wait != 0 {
+				t.Fatalf("%s: refusal %d told to wait %v", addr, i+1, wait)
+			}
+		}
+	}
+	spend("192.0.2.1:1000")
+	if wait := waitOf("192.0.2.1:2000"); wait <= 0 || wait > refusalEvery {
+		t.Errorf("another port of a spent address: wait %v", wait)
+	}
+	if wait := waitOf("192.0.2.2:1000"); wait != 0 {
+		t.Errorf("another address: wait %v", wait)
+	}
+	spend("[2001:db8::1]:443")
+	if wait := waitOf("[2001:db8::ffff]:443"); wait <= 0 {
+		t.Error("another address of the same IPv6 /64 was not told to wait")
+	}
+	if wait := waitOf("[2001:db8:0:1::1]:443"); wait != 0 {
+		t.Errorf("another /64: wait %v", wait)
+	}
+	clock.advance(refusalEvery)
+	if wait := waitOf("192.0.2.1:1000"); wait != 0 {
+		t.Errorf("after %v: wait %v", refusalEvery, wait)
+	}
+
+	logged := 0
+	for i := range 2 * maxRefusalAddrs {
+		if _, logIt := r.refuse(fmt.Sprintf("10.%d.%d.%d:1", i>>16&0xff, i>>8&0xff, i&0xff)); logIt {
+			logged++
+		}
+	}
+	if logged > logBurst {
+		t.Errorf("%d of %d refusals from as many addresses logged at once, want at most %d", logged, 2*maxRefusalAddrs, logBurst)
+	}
+	if n := len(r.byAddr); n > maxRefusalAddrs {
+		t.Errorf("%d addresses kept, want at most %d", n, maxRefusalAddrs)
+	}
+	// A full table makes room for a new address rather than count it over a budget it never spent.
+	if wait := waitOf("198.51.100.1:1"); wait != 0 {
+		t.Errorf("a new address while the table is full: wait %v", wait)
+	}
+	if n := len(r.byAddr); n > maxRefusalAddrs {
+		t.Errorf("%d addresses kept, want at most %d", n, maxRefusalAddrs)
 	}
 }

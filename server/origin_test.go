@@ -17,6 +17,8 @@ import (
 	"github.com/mark3labs/mcp-go/mcp"
 
 	"github.com/e2b-mcp/e2b-mcp/e2b/e2btest"
+	"github.com/e2b-mcp/e2b-mcp/server/oauth"
+	"github.com/e2b-mcp/e2b-mcp/server/oauth/oauthtest"
 )
 
 const initializeBody = `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`
@@ -236,7 +238,7 @@ func pathOf(pattern string) string {
 // loopback is the only authentication) and on one with OAuth and a public URL; the same requests naming a
 // loopback host (or the public URL's host, as a proxy on the machine passes it on) are not refused.
 func TestDNSRebindingRefusedOnEveryPath(t *testing.T) {
-	iss := newTestIssuer(t)
+	iss := oauthtest.NewIssuer(t)
 	for _, tc := range []struct {
 		name   string
 		mutate func(*Config)
@@ -247,7 +249,7 @@ func TestDNSRebindingRefusedOnEveryPath(t *testing.T) {
 			[]string{PathHealth, PathMetrics, PathConnect, PathMCP, PathSSE, PathMessage}},
 		{"OAuth and a public URL", func(c *Config) {
 			c.Transport, c.PublicURL = TransportHTTP, "https://mcp.example.test"
-			c.OAuth = &OAuthConfig{Issuer: iss.url, Resource: testResource, OwnerClaim: "sub", ClientID: "e2b-mcp"}
+			c.OAuth = &oauth.Config{Issuer: iss.URL, Resource: oauthtest.Resource, OwnerClaim: "sub", ClientID: "e2b-mcp"}
 		}, "mcp.example.test", []string{PathHealth, PathMetrics, PathConnect, PathMCP, PathSSE, PathMessage,
 			"/.well-known/oauth-protected-resource", "/.well-known/oauth-protected-resource/mcp"}},
 	} {

@@ -3,8 +3,8 @@
 // pipeline.go: caller → audit reservation → lease → shape check → policy → approval → run → audit record); the
 // backend (E2B, with each owner's key read from Config.Secrets, the OS keyring or the encrypted key store, on every
 // call; or the in-process emulator of the local backend); the orphan sweeper; and the transports: stdio, and on one
-// HTTP listener streamable HTTP and SSE behind bearer tokens or OAuth access tokens, the connect and approval pages,
-// the preview proxy (server/preview), /metrics and /healthz.
+// HTTP listener streamable HTTP and SSE behind bearer tokens or OAuth access tokens (server/oauth), the connect and
+// approval pages, the preview proxy (server/preview), /metrics and /healthz.
 package server
 
 import (
@@ -23,6 +23,7 @@ import (
 	"github.com/e2b-mcp/e2b-mcp/egress"
 	"github.com/e2b-mcp/e2b-mcp/lifecycle"
 	"github.com/e2b-mcp/e2b-mcp/policy"
+	"github.com/e2b-mcp/e2b-mcp/server/oauth"
 	"github.com/e2b-mcp/e2b-mcp/server/preview"
 	"github.com/e2b-mcp/e2b-mcp/state"
 	"github.com/e2b-mcp/e2b-mcp/tools"
@@ -50,9 +51,9 @@ type Server struct {
 	approvals  *policy.Approvals
 	audit      *audit.Log
 	tokens     *credentials.Tokens // nil: no bearer tokens file
-	oauth      *oauthVerifier      // nil: no OAuth
+	oauth      *oauth.Verifier     // nil: no OAuth
 	refusals   *refusals           // refused bearer tokens per remote address
-	authServer *authServer         // nil: no OAuth
+	authServer *oauth.AuthServer   // nil: no OAuth
 	// connector is the connect page (nil: none); connectTickets sign the request states of its input requests,
 	// with a key of their own so that they never pass for approvals (elicit's).
 	connector      *connector
@@ -123,7 +124,7 @@ func New(cfg Config) (*Server, error) {
 	if cfg.TokensFile != "" {
 		var rules []credentials.OwnerRule
 		if cfg.OAuth != nil {
-			rule, err := cfg.OAuth.tokensFileRule()
+			rule, err := cfg.OAuth.TokensFileRule()
 			if err != nil {
 				return nil, err
 			}
@@ -135,9 +136,9 @@ func New(cfg Config) (*Server, error) {
 		s.tokens.OnReloadError = func(err error) { s.log.Error("tokens file", "error", err) }
 	}
 	if cfg.OAuth != nil {
-		s.authServer = &authServer{issuer: cfg.OAuth.Issuer, client: e2b.NewHTTPClient(),
-			now: cfg.Now} // not E2B: not counted as E2B's
-		s.oauth = newOAuthVerifier(*cfg.OAuth, s.authServer)
+		s.authServer = oauth.NewAuthServer(cfg.OAuth.Issuer, e2b.NewHTTPClient(), // not E2B: not counted as E2B's
+			cfg.Now)
+		s.oauth = oauth.NewVerifier(*cfg.OAuth, s.authServer)
 	}
 	if s.elicit, err = s.newTickets("e2b-mcp approval tickets"); err != nil {
 		return nil, err

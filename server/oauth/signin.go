@@ -1,4 +1,4 @@
-package server
+package oauth
 
 import (
 	"context"
@@ -10,16 +10,22 @@ import (
 	"golang.org/x/oauth2"
 )
 
-// signIn is how the connect page learns who is at the browser when the server uses OAuth: the member signs in
-// with the team's identity provider (authorization code with PKCE, as a public client), and the ID token's owner
-// claim must name the link's owner.
-type signIn struct {
-	as                 *authServer
+// SignIn is how a page learns who is at the browser when the server uses OAuth: the member signs in with the
+// team's identity provider (authorization code with PKCE, as a public client), and the ID token's owner claim
+// names them.
+type SignIn struct {
+	as                 *AuthServer
 	clientID, redirect string
 	ownerClaim         string
 }
 
-func (s *signIn) config(p *oidc.Provider) oauth2.Config {
+// NewSignIn signs members in at as with the public client clientID, whose redirect URI is redirect; ownerClaim
+// is the ID token's claim that names the owner.
+func NewSignIn(as *AuthServer, clientID, redirect, ownerClaim string) *SignIn {
+	return &SignIn{as: as, clientID: clientID, redirect: redirect, ownerClaim: ownerClaim}
+}
+
+func (s *SignIn) config(p *oidc.Provider) oauth2.Config {
 	scopes := []string{oidc.ScopeOpenID}
 	switch s.ownerClaim {
 	case "email":
@@ -31,8 +37,8 @@ func (s *signIn) config(p *oidc.Provider) oauth2.Config {
 	return oauth2.Config{ClientID: s.clientID, Endpoint: p.Endpoint(), RedirectURL: s.redirect, Scopes: scopes}
 }
 
-// authURL is where the browser goes to sign in.
-func (s *signIn) authURL(ctx context.Context, state, nonce, verifier string) (string, error) {
+// AuthURL is where the browser goes to sign in, state, nonce and PKCE verifier being the sign-in's.
+func (s *SignIn) AuthURL(ctx context.Context, state, nonce, verifier string) (string, error) {
 	p, err := s.as.discover(ctx)
 	if err != nil {
 		return "", err
@@ -41,8 +47,8 @@ func (s *signIn) authURL(ctx context.Context, state, nonce, verifier string) (st
 	return cfg.AuthCodeURL(state, oidc.Nonce(nonce), oauth2.S256ChallengeOption(verifier)), nil
 }
 
-// owner exchanges the code and returns the owner the ID token names.
-func (s *signIn) owner(ctx context.Context, code, verifier, nonce string) (string, error) {
+// Owner exchanges the code the provider sent back and returns the owner the ID token names.
+func (s *SignIn) Owner(ctx context.Context, code, verifier, nonce string) (string, error) {
 	if code == "" {
 		return "", errors.New("no code")
 	}
