@@ -8,12 +8,14 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/base64"
+	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"io/fs"
+	"maps"
 	"net"
 	"net/http"
 	"net/url"
@@ -246,18 +248,10 @@ func (s *suite) scan(captures []*capture, dirs ...string) []string {
 // database must not hold a token in the clear, nor base64-encoded as JSON writes byte fields.
 func findLeaks(secrets map[string]string, captures []*capture, dirs ...string) []string {
 	var leaks []string
-	forms := make(map[string][]encodedSecret, len(secrets))
-	for secret := range secrets {
-		forms[secret] = encodings(secret)
-	}
+	m := newLeakMatcher(secrets)
 	check := func(where string, data []byte) {
-		for secret, label := range secrets {
-			for _, f := range forms[secret] {
-				if bytes.Contains(data, f.text) {
-					leaks = append(leaks, fmt.Sprintf("%s (%s) in %s", label, f.name, where))
-					break
-				}
-			}
+		for _, f := range m.find(data) {
+			leaks = append(leaks, fmt.Sprintf("%s (%s) in %s", f.label, f.name, where))
 		}
 	}
 	for _, c := range captures {
@@ -285,6 +279,91 @@ func findLeaks(secrets map[string]string, captures []*capture, dirs ...string) [
 type encodedSecret struct {
 	name string
 	text []byte
+}
+
+// leakMatcher finds every form of many secrets in one pass over the data, where a bytes.Contains per form reads all
+// of a run's output thousands of times (a hundred and more secrets, fourteen forms each: minutes at the end of a
+// run). Each form is filed under its first prefixLen bytes, and a bit per hash of those bytes tells the pass
+// where a form may begin; a form that short or shorter is looked for with bytes.Contains.
+type leakMatcher struct {
+	starts   [1 << startBits / 64]uint64
+	byPrefix map[uint32][]leakForm
+	short    []leakForm
+}
+
+const (
+	prefixLen = 4
+	startBits = 20
+)
+
+// startHash spreads a form's first four bytes over startBits bits.
+func startHash(prefix uint32) uint32 { return prefix * 0x9E3779B1 >> (32 - startBits) }
+
+// leakForm is one form of a secret: its label, the form's name and text, and its place among the secret's forms
+// (the first form found is the one reported).
+type leakForm struct {
+	label, name string
+	text        []byte
+	secret, nth int
+}
+
+func newLeakMatcher(secrets map[string]string) *leakMatcher {
+	m := &leakMatcher{byPrefix: map[uint32][]leakForm{}}
+	n := 0
+	for secret, label := range secrets {
+		for i, f := range encodings(secret) {
+			lf := leakForm{label: label, name: f.name, text: f.text, secret: n, nth: i}
+			if len(f.text) <= prefixLen {
+				m.short = append(m.short, lf)
+				continue
+			}
+			k := binary.LittleEndian.Uint32(f.text)
+			m.byPrefix[k] = append(m.byPrefix[k], lf)
+			h := startHash(k)
+			m.starts[h/64] |= 1 << (h % 64)
+		}
+		n++
+	}
+	return m
+}
+
+// find returns, for each secret that occurs in data, its first form (in encodings' order) that does.
+func (m *leakMatcher) find(data []byte) []leakForm {
+	first := map[int]leakForm{}
+	note := func(f leakForm) {
+		if got, seen := first[f.secret]; !seen || f.nth < got.nth {
+			first[f.secret] = f
+		}
+	}
+	for _, f := range m.short {
+		if bytes.Contains(data, f.text) {
+			note(f)
+		}
+	}
+	for _, i := range m.candidates(data) {
+		for _, f := range m.byPrefix[binary.LittleEndian.Uint32(data[i:])] {
+			if bytes.HasPrefix(data[i:], f.text) {
+				note(f)
+			}
+		}
+	}
+	return slices.Collect(maps.Values(first))
+}
+
+// candidates are the offsets in data where a form may start (the hash of its first bytes is some form's). It reads
+// nothing that another goroutine writes, so the race detector is told to leave its loop alone: instrumented, a
+// byte-by-byte pass over a run's output is many times slower.
+//
+//go:norace
+func (m *leakMatcher) candidates(data []byte) []int {
+	var at []int
+	for i := 0; i+prefixLen <= len(data); i++ {
+		h := startHash(binary.LittleEndian.Uint32(data[i:]))
+		if m.starts[h/64]&(1<<(h%64)) != 0 {
+			at = append(at, i)
+		}
+	}
+	return at
 }
 
 // encodings are the forms of secret that give it away: raw, base64 (standard and URL alphabets, at each of the
