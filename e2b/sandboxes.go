@@ -232,10 +232,6 @@ func decodePtr[T any](op string, ans *apiAnswer) (*T, error) {
 	return &v, nil
 }
 
-type timeoutBody struct {
-	Timeout int `json:"timeout"`
-}
-
 // ConnectSandbox resumes a paused sandbox (resumed=true, 201) or extends a running one's timeout (200), with the
 // v2 route E2B's current SDKs send, or the v1 one on an E2B without it.
 func (c *Client) ConnectSandbox(ctx context.Context, id string,
@@ -246,7 +242,7 @@ func (c *Client) ConnectSandbox(ctx context.Context, id string,
 		return nil, false, err
 	}
 	call := apiCall{op: op, method: http.MethodPost, path: "/v2/sandboxes/" + id + "/connect",
-		body: timeoutBody{Timeout: timeoutSeconds}, idempotent: true, sandboxID: id}
+		body: wire.TimeoutRequest{Timeout: new(int64(timeoutSeconds))}, idempotent: true, sandboxID: id}
 	if c.v1Only.Load() {
 		call.path = "/sandboxes/" + id + "/connect"
 	}
@@ -376,9 +372,7 @@ func (c *Client) PauseSandbox(ctx context.Context, id string) (alreadyPaused boo
 	}
 	// {"memory": true} keeps the memory snapshot, so that processes continue on resume (SDK default).
 	_, err = c.do(ctx, apiCall{op: op, method: http.MethodPost, path: "/sandboxes/" + id + "/pause",
-		body: struct {
-			Memory bool `json:"memory"`
-		}{true}, idempotent: true, sandboxID: id}, http.StatusNoContent)
+		body: wire.PauseRequest{Memory: new(true)}, idempotent: true, sandboxID: id}, http.StatusNoContent)
 	var ae *APIError
 	if errors.As(err, &ae) && ae.Status == http.StatusConflict && isAlreadyPaused(ae.Message) {
 		return true, nil
@@ -400,7 +394,7 @@ func (c *Client) SetTimeout(ctx context.Context, id string, seconds int) error {
 		return err
 	}
 	_, err = c.do(ctx, apiCall{op: op, method: http.MethodPost, path: "/sandboxes/" + id + "/timeout",
-		body: timeoutBody{Timeout: seconds}, idempotent: true, sandboxID: id}, http.StatusNoContent)
+		body: wire.TimeoutRequest{Timeout: new(int64(seconds))}, idempotent: true, sandboxID: id}, http.StatusNoContent)
 	return err
 }
 
@@ -411,9 +405,9 @@ func (c *Client) CreateSnapshot(ctx context.Context, id, name string) (*Snapshot
 	if err != nil {
 		return nil, err
 	}
-	body := map[string]string{}
+	var body wire.SnapshotRequest
 	if name != "" {
-		body["name"] = name
+		body.Name = &name
 	}
 	ans, err := c.do(ctx, apiCall{op: op, method: http.MethodPost, path: "/sandboxes/" + id + "/snapshots",
 		body: body, sandboxID: id}, http.StatusCreated)
@@ -479,12 +473,9 @@ func (c *Client) ForkSandbox(ctx context.Context, id string, req ForkRequest) ([
 		return nil, err
 	}
 	// Zero means "E2B's default": one fork, with E2B's default timeout.
-	body := struct {
-		Timeout *int `json:"timeout,omitempty"`
-		Count   int  `json:"count"`
-	}{Count: max(req.Count, 1)}
+	body := wire.ForkRequest{Count: new(int64(max(req.Count, 1)))}
 	if req.Timeout > 0 {
-		body.Timeout = &req.Timeout
+		body.Timeout = new(int64(req.Timeout))
 	}
 	ans, err := c.do(ctx, apiCall{op: op, method: http.MethodPost, path: "/sandboxes/" + id + "/fork",
 		body: body, sandboxID: id}, http.StatusCreated)

@@ -19,10 +19,8 @@ type NewSandbox struct {
 	Network *Network `json:"network,omitempty"`
 }
 
-// AutoResume is create's autoResume: whether traffic reaching a paused sandbox resumes it (with autoPause only).
-type AutoResume struct {
-	Enabled bool `json:"enabled"`
-}
+// AutoResume is create's autoResume (wire.AutoResume).
+type AutoResume = wire.AutoResume
 
 // What E2B does to a sandbox when its timeout runs out (SandboxLifecycle.OnTimeout).
 const (
@@ -85,10 +83,10 @@ type ListQuery struct {
 	PageSize int
 }
 
-// ForkRequest is the body of POST /sandboxes/{id}/fork.
+// ForkRequest is what ForkSandbox asks of E2B (sent as wire.ForkRequest); zero asks for E2B's default.
 type ForkRequest struct {
-	Timeout int `json:"timeout"` // seconds for each fork
-	Count   int `json:"count"`   // 1..100
+	Timeout int // seconds for each fork
+	Count   int // 1..100
 }
 
 // ForkResult is one fork: exactly one of Sandbox and Error is set.

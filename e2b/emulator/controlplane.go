@@ -264,9 +264,7 @@ func (s *Server) holdSandbox(team, id string) (*Sandbox, *apiError) {
 // timeoutBody reads the required JSON body {"timeout": seconds} of connect, resume and set-timeout; when
 // propertyRequired, as for connect and set-timeout, E2B's schema refuses a body without the property.
 func timeoutBody(r *http.Request, propertyRequired bool) (*int64, *apiError) {
-	var body struct {
-		Timeout *int64 `json:"timeout"`
-	}
+	var body wire.TimeoutRequest
 	if e := decodeBody(r, &body, true); e != nil {
 		return nil, e
 	}

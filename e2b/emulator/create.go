@@ -71,7 +71,7 @@ type newSandboxV2Body struct {
 	Timeout             *int64            `json:"timeout"`
 	AutoPause           *bool             `json:"autoPause"`
 	AutoPauseMemory     *bool             `json:"autoPauseMemory"`
-	AutoResume          *autoResumeJSON   `json:"autoResume"`
+	AutoResume          *wire.AutoResume  `json:"autoResume"`
 	AllowInternetAccess *bool             `json:"allow_internet_access"`
 	Metadata            map[string]string `json:"metadata"`
 	EnvVars             map[string]string `json:"envVars"`
@@ -84,11 +84,6 @@ type newSandboxBody struct {
 	Secure *bool `json:"secure"`
 }
 
-// autoResumeJSON is create's autoResume: whether traffic resumes the sandbox when it is paused.
-type autoResumeJSON struct {
-	Enabled bool `json:"enabled"`
-}
-
 // lifecycle is what happens to a sandbox at its timeout, as create set it.
 type lifecycle struct {
 	autoPause, autoPauseMemory, autoResume bool
@@ -97,7 +92,7 @@ type lifecycle struct {
 // createLifecycle checks create's lifecycle fields as E2B does: autoPauseMemory (default true) only with
 // autoPause, and a pause without memory cannot be resumed by traffic (resuming cold-boots it). autoResume without
 // autoPause is refused too, as E2B's SDKs refuse to send it.
-func createLifecycle(autoPause, memory *bool, resume *autoResumeJSON) (lifecycle, *apiError) {
+func createLifecycle(autoPause, memory *bool, resume *wire.AutoResume) (lifecycle, *apiError) {
 	lc := lifecycle{autoPause: autoPause != nil && *autoPause, autoPauseMemory: memory == nil || *memory,
 		autoResume: resume != nil && resume.Enabled}
 	switch {

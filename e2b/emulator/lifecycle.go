@@ -35,9 +35,7 @@ func (s *Server) handleKill(w http.ResponseWriter, r *http.Request, team, id str
 }
 
 func (s *Server) handlePause(w http.ResponseWriter, r *http.Request, team, id string) {
-	var body struct {
-		Memory *bool `json:"memory"`
-	}
+	var body wire.PauseRequest
 	if e := decodeBody(r, &body, false); e != nil {
 		writeAPIError(w, e)
 		return
@@ -104,10 +102,7 @@ func (s *Server) handleConnect(w http.ResponseWriter, r *http.Request, team, id 
 	var seconds *int64
 	var e *apiError
 	if strings.HasPrefix(r.URL.Path, "/v2/") {
-		var body struct {
-			Timeout *int64 `json:"timeout"`
-			Memory  *bool  `json:"memory"` // ConnectSandboxV2's: which snapshot a resume starts from; all are memory ones here
-		}
+		var body wire.ConnectV2Request // which snapshot a resume starts from: all are memory ones here
 		e = decodeBody(r, &body, false)
 		if seconds = body.Timeout; seconds == nil {
 			seconds = new(int64)

@@ -54,9 +54,7 @@ func (s *Server) checkpoint(team, id, dst, pausedMsg string) (*Sandbox, *apiErro
 }
 
 func (s *Server) handleSnapshot(w http.ResponseWriter, r *http.Request, team, id string) {
-	var body struct {
-		Name *string `json:"name"`
-	}
+	var body wire.SnapshotRequest
 	if e := decodeBody(r, &body, true); e != nil {
 		writeAPIError(w, e)
 		return
@@ -189,10 +187,7 @@ func (s *Server) handleDeleteTemplate(w http.ResponseWriter, r *http.Request, te
 }
 
 func (s *Server) handleFork(w http.ResponseWriter, r *http.Request, team, id string) {
-	var body struct {
-		Timeout *int64 `json:"timeout"`
-		Count   *int64 `json:"count"`
-	}
+	var body wire.ForkRequest
 	if e := decodeBody(r, &body, false); e != nil {
 		writeAPIError(w, e)
 		return

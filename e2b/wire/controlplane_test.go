@@ -12,10 +12,11 @@ import (
 // sent, those sent only when set, and those always sent but null when unset.
 type fields struct{ required, optional, nullable []string }
 
-// The answers the client reads and the emulator writes, each with its declared members and an answer in E2B's
-// form that sets every one of them. A member of E2B's the code does not use (a detail's network, volumeMounts) is
+// The bodies the client and the emulator exchange, each with its declared members and a body in E2B's form that
+// sets every one of them. A request's members are all sent only when set: what the client leaves out, E2B (and
+// the emulator) takes its default for. A member of E2B's the code does not use (a detail's network, volumeMounts) is
 // left out of the types on purpose: it decodes to nothing.
-var answers = []struct {
+var bodies = []struct {
 	name  string
 	zero  func() any // a new value of the type to decode into
 	f     fields
@@ -50,13 +51,25 @@ var answers = []struct {
 		fields{optional: []string{"sandbox", "error"}},
 		`{"sandbox":{"clientID":"6532622b","domain":null,"envdVersion":"0.6.13","sandboxID":"i1ab3",` +
 			`"templateID":"base","trafficAccessToken":null},"error":{"code":500,"message":"no room"}}`},
+	{"TimeoutRequest", func() any { return new(TimeoutRequest) }, fields{optional: []string{"timeout"}},
+		`{"timeout":300}`},
+	{"ConnectV2Request", func() any { return new(ConnectV2Request) },
+		fields{optional: []string{"timeout", "memory"}}, `{"timeout":0,"memory":true}`},
+	{"PauseRequest", func() any { return new(PauseRequest) }, fields{optional: []string{"memory"}},
+		`{"memory":false}`},
+	{"SnapshotRequest", func() any { return new(SnapshotRequest) }, fields{optional: []string{"name"}},
+		`{"name":"my-snapshot"}`},
+	{"ForkRequest", func() any { return new(ForkRequest) }, fields{optional: []string{"timeout", "count"}},
+		`{"timeout":60,"count":3}`},
+	{"AutoResume", func() any { return new(AutoResume) }, fields{required: []string{"enabled"}}, `{"enabled":true}`},
 }
 
-// Each answer spells E2B's members as E2B does: an empty value carries exactly the members always sent (nullable
-// ones as null), and an answer in E2B's form that sets every member decodes with none unknown and encodes back to
-// itself, so neither end can drop, rename or invent a member.
-func TestAnswersSpeakE2BsMembers(t *testing.T) {
-	for _, a := range answers {
+// Each body spells E2B's members as E2B does: an empty value carries exactly the members always sent (nullable
+// ones as null), and a body in E2B's form that sets every member decodes with none unknown and encodes back to
+// itself, so neither end can drop, rename or invent a member, and a zero the client means (a timeout of 0, memory
+// false) is sent.
+func TestBodiesSpeakE2BsMembers(t *testing.T) {
+	for _, a := range bodies {
 		t.Run(a.name, func(t *testing.T) {
 			empty, err := json.Marshal(a.zero())
 			if err != nil {
