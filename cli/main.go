@@ -66,6 +66,8 @@ func commands() []command {
 			runPolicy},
 		{"approve", "[ID]", "list the calls waiting for approval, or approve one", runApprove},
 		{"audit", "[flags]", "show the audit log of tool calls", runAudit},
+		{"usage", "[--owner NAME] [--since DATE]", "show sandbox-hours, sandboxes created and peak running per owner " +
+			"and template", runUsage},
 		{"tokens", "add OWNER | list | revoke ID|OWNER|TOKEN", "manage the bearer tokens of the HTTP transport", runTokens},
 		{"keys", "rotate-master --master-key-file OLD --new-master-key-file NEW", "seal the encrypted key store again " +
 			"under a new master key", runKeys},

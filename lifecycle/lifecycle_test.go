@@ -536,3 +536,50 @@ func TestReconcileAdoptsOnTimeout(t *testing.T) {
 		}
 	}
 }
+
+// A sandbox this server created and lost track of (a crash between E2B's answer and the record) counts against its
+// owner's caps and usage once reconciliation adopts it, from when E2B started it; one created outside e2b-mcp with
+// the same key never does.
+func TestReconciledSandboxCountsAndOutsideOneDoesNot(t *testing.T) {
+	clk := &clock{now: time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)}
+	srv, err := e2btest.New(e2btest.Options{APIKeys: []string{testKey}, Now: clk.Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(srv.Close)
+	c, err := e2b.NewClient(e2b.Config{APIKey: testKey, APIURL: srv.URL(), SandboxURL: srv.URL()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := state.Open(t.TempDir(), state.Options{Keys: state.StaticKeySource(bytes.Repeat([]byte{7}, 32)), Now: clk.Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	f := &fixture{srv: srv, c: c, st: st, clock: clk}
+	lost := f.create(t, "alice", "s1", true, false)
+	f.create(t, "alice", "s1", false, false) // outside e2b-mcp, same key
+	clk.Advance(5 * time.Minute)
+
+	if days, err := st.Usage("alice", clk.Now()); err != nil || len(days) != 0 {
+		t.Fatalf("usage before reconciliation: %+v, %v; want none", days, err)
+	}
+	rep, err := Reconcile(context.Background(), c, st, "alice", "s1", nil)
+	if err != nil || !slices.Equal(rep.Adopted, []string{lost}) {
+		t.Fatalf("reconcile: %+v, %v; want %s adopted", rep, err, lost)
+	}
+	days, err := st.Usage("alice", clk.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	sums := state.SumUsage(days)
+	if len(sums) != 1 || sums[0].Created != 1 || sums[0].RunningSeconds != 300 {
+		t.Fatalf("usage after adopting a sandbox E2B started 5 minutes ago: %+v; want 1 created, 300 s", sums)
+	}
+	if billed := srv.RunningTime(testKey); billed != 10*time.Minute {
+		t.Fatalf("E2B's running time of both: %v", billed)
+	}
+	if live, running, err := st.SandboxUse("alice"); err != nil || live != 1 || running != 1 {
+		t.Fatalf("caps count %d live, %d running, %v; want the adopted one only", live, running, err)
+	}
+}

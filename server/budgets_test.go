@@ -9,6 +9,7 @@ import (
 
 	"github.com/e2b-mcp/e2b-mcp/e2b/e2btest"
 	"github.com/e2b-mcp/e2b-mcp/internal/waitfor"
+	"github.com/e2b-mcp/e2b-mcp/state"
 )
 
 // budgetPolicy caps every owner at live and running sandboxes.
@@ -165,5 +166,46 @@ func TestSandboxHoursBudgetPausesAndResets(t *testing.T) {
 	got := mustOK(t, c, "e2b_read_file", map[string]any{"sandbox_id": a, "path": "keep.txt"})
 	if got["content"] != "still here" {
 		t.Fatalf("the file after the pause and the reset: %v", got)
+	}
+}
+
+// The usage the store reports (what `e2b-mcp usage` prints) agrees with the emulator's own record of running time
+// (what E2B bills) within 1 %, over creates, a fork, pauses, a resume, a delete and a sandbox still running; the
+// clock is one fake clock that both read.
+func TestUsageAgreesWithE2BRunningTime(t *testing.T) {
+	clock := &testClock{t: time.Date(2026, 12, 6, 9, 0, 0, 0, time.UTC)}
+	f := newFixture(t, fixtureOpts{policy: "default_action: allow\nrules: []\n", emulator: e2btest.Options{Now: clock.now},
+		mutate: func(c *Config, _ *e2btest.Server) { c.Now = clock.now }})
+	c := connect(t, f.srv, eras[0], nil)
+	start := clock.now()
+
+	a := createSandbox(t, c)
+	clock.advance(7 * time.Minute)
+	b := createSandbox(t, c)
+	clock.advance(11 * time.Minute)
+	mustOK(t, c, "e2b_manage_sandbox", map[string]any{"sandbox_id": a, "action": "pause"})
+	clock.advance(13 * time.Minute)
+	mustOK(t, c, "e2b_manage_sandbox", map[string]any{"sandbox_id": a, "action": "resume"})
+	fork := mustOK(t, c, "e2b_fork_sandbox", map[string]any{"sandbox_id": b})
+	clock.advance(5 * time.Minute)
+	mustOK(t, c, "e2b_manage_sandbox", map[string]any{"sandbox_id": b, "action": "delete"})
+	clock.advance(17 * time.Minute)
+
+	days, err := f.srv.Store().Usage("alice", start)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sums := state.SumUsage(days)
+	billed := f.emu.RunningTime(testKey("alice")).Seconds()
+	if len(sums) != 1 || billed == 0 {
+		t.Fatalf("usage %+v; E2B's running time %v s", sums, billed)
+	}
+	got := sums[0]
+	if diff := got.RunningSeconds - billed; diff > billed/100 || -diff > billed/100 {
+		t.Fatalf("usage says %v s of running time, E2B %v s: more than 1 %% apart", got.RunningSeconds, billed)
+	}
+	if got.Created != 3 || got.PeakRunning != 3 {
+		t.Fatalf("usage: %d created, peak %d running; want 3 (two creates and a fork of %v), 3", got.Created,
+			got.PeakRunning, fork["sandboxes"])
 	}
 }

@@ -274,3 +274,39 @@ func RunningSecondsSince(days []UsageDay, since time.Time) float64 {
 	}
 	return sum
 }
+
+// OwnerUsage is an owner's use over several days.
+type OwnerUsage struct {
+	Owner          string
+	RunningSeconds float64
+	Created        int
+	// PeakRunning is the most sandboxes running at once on any of the days.
+	PeakRunning int
+	Templates   map[string]TemplateUse
+}
+
+// SumUsage adds the days of each owner up, sorted by owner.
+func SumUsage(days []UsageDay) []OwnerUsage {
+	by := map[string]*OwnerUsage{}
+	for _, d := range days {
+		o := by[d.Owner]
+		if o == nil {
+			o = &OwnerUsage{Owner: d.Owner, Templates: map[string]TemplateUse{}}
+			by[d.Owner] = o
+		}
+		o.PeakRunning = max(o.PeakRunning, d.PeakRunning)
+		for t, u := range d.Templates {
+			sum := o.Templates[t]
+			sum.RunningSeconds += u.RunningSeconds
+			sum.Created += u.Created
+			o.Templates[t] = sum
+			o.RunningSeconds += u.RunningSeconds
+			o.Created += u.Created
+		}
+	}
+	out := make([]OwnerUsage, 0, len(by))
+	for _, owner := range slices.Sorted(maps.Keys(by)) {
+		out = append(out, *by[owner])
+	}
+	return out
+}

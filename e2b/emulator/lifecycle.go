@@ -57,6 +57,7 @@ func (s *Server) pause(team, id string) *apiError {
 		s.mu.Unlock()
 		return errorf(http.StatusConflict, "Error pausing sandbox - sandbox '%s' is already paused", id)
 	}
+	s.endRunLocked(sb, s.now())
 	sb.State = StatePaused
 	sb.EndAt = s.now()
 	s.mu.Unlock()

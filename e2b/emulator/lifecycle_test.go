@@ -132,3 +132,43 @@ func TestAutoResumeOnTraffic(t *testing.T) {
 		t.Fatalf("with autoResume: %s until %v (now %v)", sb.State, sb.EndAt, clk.Now())
 	}
 }
+
+// TestRunningTimeAsBilled: a team's running time counts each run from create or resume to pause, kill or timeout,
+// killed sandboxes' included, and the runs going on up to now; another team's sandboxes are not its.
+func TestRunningTimeAsBilled(t *testing.T) {
+	clk := newTestClock()
+	s := newCPServer(t, Options{Now: clk.Now})
+	a, err := s.CreateSandbox(cpKeyA, SandboxOptions{Timeout: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.CreateSandbox(cpKeyA, SandboxOptions{Timeout: 10 * time.Second, AutoPause: true}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.CreateSandbox(cpKeyB, SandboxOptions{Timeout: time.Hour}); err != nil {
+		t.Fatal(err)
+	}
+	clk.Advance(20 * time.Second) // a: 20 s; b: 10 s, to its timeout, though not yet expired
+	if got := s.RunningTime(cpKeyA); got != 30*time.Second {
+		t.Fatalf("after 20 s: %v, want 30s", got)
+	}
+	s.Expire() // b paused at its timeout
+	if a := cpCall(t, s, "POST", "/sandboxes/"+a.ID+"/pause", cpKeyA, nil); a.status != http.StatusNoContent {
+		t.Fatalf("pause: %d %s", a.status, a.body)
+	}
+	clk.Advance(time.Minute) // nothing runs
+	if a := cpCall(t, s, "POST", "/sandboxes/"+a.ID+"/connect", cpKeyA, map[string]any{"timeout": 600}); a.status >= 300 {
+		t.Fatalf("resume: %d %s", a.status, a.body)
+	}
+	clk.Advance(5 * time.Second)
+	if a := cpCall(t, s, "DELETE", "/sandboxes/"+a.ID, cpKeyA, nil); a.status != http.StatusNoContent {
+		t.Fatalf("kill: %d %s", a.status, a.body)
+	}
+	clk.Advance(time.Minute)
+	if got := s.RunningTime(cpKeyA); got != 35*time.Second {
+		t.Fatalf("after a pause, a resume and a kill: %v, want 35s", got)
+	}
+	if got := s.RunningTime(cpKeyB); got != 145*time.Second {
+		t.Fatalf("the other team's: %v, want 2m25s", got)
+	}
+}

@@ -44,6 +44,9 @@ type Server struct {
 
 	mu        sync.Mutex
 	sandboxes map[string]*Sandbox
+	// ran is the running time of each team's ended runs (create or resume to pause, timeout or kill), killed
+	// sandboxes' included: what E2B bills (see RunningTime).
+	ran       map[string]time.Duration
 	snapshots map[string]*snapshot
 	snapSeq   uint64
 	closed    bool
@@ -202,6 +205,7 @@ func New(opts Options) (*Server, error) {
 		opts:      opts,
 		hooks:     opts.Hooks,
 		sandboxes: make(map[string]*Sandbox),
+		ran:       make(map[string]time.Duration),
 		snapshots: make(map[string]*snapshot),
 	}
 	if opts.Dir == "" {
@@ -430,6 +434,39 @@ func writeProxyError(w http.ResponseWriter, id, message string) {
 	writeEdgeError(w, http.StatusBadGateway, id, message)
 }
 
+// endRunLocked adds the run of a running sandbox that ends at end (or at its timeout, when that came first) to its
+// team's running time. s.mu is held.
+func (s *Server) endRunLocked(sb *Sandbox, end time.Time) {
+	if sb.EndAt.Before(end) {
+		end = sb.EndAt
+	}
+	if end.After(sb.StartedAt) {
+		s.ran[sb.Team] += end.Sub(sb.StartedAt)
+	}
+}
+
+// RunningTime is the time the sandboxes of team (the API key that created them) have run, as E2B bills it: every
+// run from a create or resume to a pause, a kill or the timeout, killed sandboxes' included, and the runs going
+// on up to now.
+func (s *Server) RunningTime(team string) time.Duration {
+	now := s.now()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	total := s.ran[team]
+	for _, sb := range s.sandboxes {
+		if sb.Team == team && sb.State == StateRunning {
+			end := now
+			if sb.EndAt.Before(end) {
+				end = sb.EndAt
+			}
+			if end.After(sb.StartedAt) {
+				total += end.Sub(sb.StartedAt)
+			}
+		}
+	}
+	return total
+}
+
 // Sandbox returns a copy of a sandbox's record (running or paused).
 func (s *Server) Sandbox(id string) (Sandbox, bool) {
 	s.mu.Lock()
@@ -506,6 +543,7 @@ func (s *Server) expireOne(sb *Sandbox, now time.Time) bool {
 	current := s.sandboxes[sb.ID] == sb && sb.State == StateRunning && !sb.EndAt.After(now)
 	autoPause, memory := sb.AutoPause, sb.AutoPauseMemory
 	if current && autoPause {
+		s.endRunLocked(sb, sb.EndAt)
 		sb.State = StatePaused
 		sb.EndAt = now
 	}
@@ -550,6 +588,9 @@ func (s *Server) kill(sb *Sandbox) bool {
 	s.mu.Lock()
 	current := s.sandboxes[sb.ID] == sb
 	if current {
+		if sb.State == StateRunning {
+			s.endRunLocked(sb, s.now())
+		}
 		delete(s.sandboxes, sb.ID)
 	}
 	s.mu.Unlock()
