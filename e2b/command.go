@@ -17,37 +17,57 @@ import (
 // "Processes in envd"): envd starts a command as a plain child of itself, signals only the one pid it started, and ends
 // a stream only when every holder of the command's stdout and stderr has closed them. So every command here runs as the
 // leader of a session of its own (setsid), which its whole process tree shares: stopping it signals the process group,
-// from a short command run through envd. And the shell that runs the user's command is watched by a small wrapper that
-// marks its exit on stdout and stderr, so that a command leaving a job in the background returns when its shell exits,
-// while the job (which still holds the pipes) goes on.
+// from a short command run through envd. And the shell that runs the user's command marks its own exit on stdout and
+// stderr, so that a command leaving a job in the background returns when its shell exits, while the job (which still
+// holds the pipes) goes on.
 
-// commandWrapper runs the user's command ($1) with bash -l -c, then writes the exit marker ($2, then the exit
-// code and a newline) on stdout and on stderr; the two streams are read apart, so each says where it ends. The
-// wrapper's own stderr goes to /dev/null, so that its report of a command killed by a signal does not show.
+// commandShell is the one shell of a command of RunCommand: bash -l -c, as E2B's SDKs run a command, whose script
+// sets up what follows and then runs the user's command ($1) in the same shell with eval, on the script's first
+// line (so that the shell's own messages name the lines a plain bash -l -c would, and $$, $PPID and SHLVL are what
+// they would be). Its EXIT trap ($4, commandExit) writes the exit marker ($2, then the exit code and a newline) on
+// stdout and on stderr; the two streams are read apart, so each says where it ends. A SIGTERM (a stop) makes the
+// shell exit with 143, the code of a shell killed by it, through that trap. Where the trap cannot run (the command
+// replaced the shell with exec, set an EXIT trap of its own, or was killed by SIGKILL) the stream's own end says
+// how it ended, as it does for the SDKs.
 //
 // With a log directory ($3), the command's stdout and stderr also go, from their first byte, to its log file there
-// (BackgroundFiles, named by the wrapper's pid), through a tee each, and its command line to the command file and
-// its exit code to the exit file, all written in the sandbox by the command's own wrapper: whoever reads the
-// stream may go away (a server killed or restarted), the log does not. mkdir runs only for a missing directory;
-// the rest are shell builtins. The tees ignore SIGTERM, so that a stopped command's last words reach the log
-// (they end with their input). The marker must follow all of the command's output on the stream, so after the
-// command the wrapper waits for each tee to have passed on what it was given (it has exited, or sleeps reading an
-// empty pipe that a job the command left behind still holds), looking at /proc rather than waiting, which such a
-// job would hold: a few looks at once, then one every 5 ms (a timed read of a FIFO in the log directory, made
-// once, the only sleep a shell has without a process), for at most about 2 s, which only a tee whose writes
-// envd does not take reaches.
-const commandWrapper = `exec 3>&1 4>&2 2>/dev/null; d=$3; t=; f=
-if [ -n "$d" ] && { [ -d "$d" ] || mkdir -p -- "$d"; } && : >"$d/bg-$$.exit" && printf '%s' "$1" >"$d/bg-$$.cmd" && : >"$d/bg-$$.log"; then
-exec 5> >(trap '' TERM; exec tee -a -- "$d/bg-$$.log" >&3 4>&-); t=$!
-exec 6> >(trap '' TERM; exec tee -a -- "$d/bg-$$.log" >&4 3>&- 5>&-); t="$t $!"
-else d=; exec 5>&3 6>&4; fi
-trap : TERM; /bin/bash -l -c "$1" >&5 2>&6 3>&- 4>&- 5>&- 6>&-; c=$?; exec 5>&- 6>&-
+// (BackgroundFiles, named by the shell's pid), through a tee each, and its command line to the command file and its
+// exit code to the exit file, all written in the sandbox by the command's own shell: whoever reads the stream may
+// go away (a server killed or restarted), the log does not. mkdir runs only for a missing directory; the rest are
+// shell builtins. The tees ignore SIGTERM, so that a stopped command's last words reach the log (they end with their
+// input). envd's pipes stay open in the shell on descriptors of bash's choosing (10 and up, which scripts leave
+// alone), for the marker.
+var commandShell = strings.Join([]string{
+	`exec {o}>&1 {e}>&2 2>/dev/null`,
+	`l= t=`,
+	`if [ -n "$3" ] && { [ -d "$3" ] || mkdir -p -- "$3"; } && : >"$3/bg-$$.exit" && printf '%s' "$1" >"$3/bg-$$.cmd" && : >"$3/bg-$$.log"; then ` +
+		`exec {p}> >(trap '' TERM; exec tee -a -- "$3/bg-$$.log" >&$o {o}>&- {e}>&-); t=$!; ` +
+		`exec {q}> >(trap '' TERM; exec tee -a -- "$3/bg-$$.log" >&$e {o}>&- {e}>&- {p}>&-); t="$t $!"; ` +
+		`exec >&$p 2>&$q {p}>&- {q}>&-; l=$3; ` +
+		`else exec 2>&$e; fi`,
+	`printf -v x 'm=%q d=%q t=%q o=%q e=%q f=' "$2" "$l" "$t" "$o" "$e"`,
+	`trap -- "c=\$?; $x; $4" EXIT`,
+	`trap 'exit 143' TERM`,
+	`c=$1`,
+	`set --`,
+	`unset -v l t x o e p q`,
+	`eval "unset -v c; $c"`,
+}, "; ")
+
+// commandExit is commandShell's EXIT trap, run with c, m, d, t, o and e set (the exit code, the marker, the log directory, the tees'
+// pids, envd's stdout and stderr). The marker must follow all of the command's output on the stream, so it first
+// closes the shell's ends of the tees' pipes and waits for each tee to have passed on what it was given (it has
+// exited, or sleeps reading an empty pipe that a job the command left behind still holds), looking at /proc rather
+// than waiting, which such a job would hold: a few looks at once, then one every 5 ms (a timed read of a FIFO in
+// the log directory, made once, the only sleep a shell has without a process), for at most about 2 s, which only a
+// tee whose writes envd does not take reaches. A SIGTERM meanwhile is ignored: the exit code is known.
+const commandExit = `set +eu; trap : TERM; exec >&- 2>&-
 for p in $t; do i=0; while [ $i -lt 400 ] && read -r _ _ s _ <"/proc/$p/stat" && [ "$s" != Z ]; do
 w=; [ "$s" = S ] && read -r w <"/proc/$p/wchan"; case $w in *pipe_read|pipe_wait) break ;; esac; i=$((i+1))
-[ $i -gt 20 ] && { [ -n "$f" ] || { f=$d/.wait; [ -p "$f" ] || mkfifo -- "$f"; exec 7<>"$f"; }; read -t 0.005 -u 7; }
+[ $i -gt 20 ] && { [ -n "$f" ] || { f=$d/.wait; [ -p "$f" ] || mkfifo -- "$f"; exec {f}<>"$f"; }; read -t 0.005 -u $f; }
 done; done
 [ -z "$d" ] || printf '%d\n' "$c" >"$d/bg-$$.exit"
-printf '%s%d\n' "$2" "$c" >&3; printf '%s%d\n' "$2" "$c" >&4`
+printf '%s%d\n' "$m" "$c" >&$o; printf '%s%d\n' "$m" "$c" >&$e`
 
 // backgroundWrapper starts the user's command ($1) detached from envd's output pipes: its stdout and stderr go to
 // a log file named by the wrapper's pid in the directory $2 (BackgroundFiles), stdin stays envd's (a pipe for
@@ -119,6 +139,9 @@ type CommandResult struct {
 	ProcessEnd
 	// TimedOut is true when the command was killed because Timeout ran out.
 	TimedOut bool
+	// Unmarked is true when the end is envd's rather than the shell's own exit marker: the shell was killed
+	// outright, replaced itself (exec), or set an EXIT trap of its own. Such a shell wrote no exit file.
+	Unmarked bool
 }
 
 // defaultKillGrace bounds each step of stopping a command its caller gave up on: the kill of its process group,
@@ -269,7 +292,7 @@ func (e *Envd) RunCommand(ctx context.Context, command string, opts CommandOptio
 	}
 	start := StartOptions{Process: ProcessConfig{
 		Cmd:  "setsid",
-		Args: []string{"/bin/bash", "-c", commandWrapper, wrapperArg0, command, string(stdout.marker), opts.LogDir},
+		Args: []string{"/bin/bash", "-l", "-c", commandShell, "/bin/bash", command, string(stdout.marker), opts.LogDir, commandExit},
 		Envs: opts.Envs,
 		Cwd:  opts.Cwd,
 	}, Tag: opts.Tag}
@@ -329,7 +352,7 @@ func (e *Envd) RunCommand(ctx context.Context, command string, opts CommandOptio
 	var apiErr *APIError
 	switch {
 	case err == nil:
-		res.ProcessEnd = end
+		res.ProcessEnd, res.Unmarked = end, true
 		return res, nil
 	case ctx.Err() != nil:
 		if res.PID != 0 {
@@ -519,8 +542,8 @@ func (e *Envd) ListBackground(ctx context.Context, tagPrefix string) ([]Backgrou
 			bp.Command, bp.Background = a[4], true
 		case p.Config.Cmd == "/bin/bash" && len(a) == 6 && a[1] == backgroundWrapper:
 			bp.Command, bp.Background, bp.PTY = a[3], true, true
-		case p.Config.Cmd == "setsid" && len(a) == 7 && a[2] == commandWrapper:
-			bp.Command = a[4]
+		case p.Config.Cmd == "setsid" && len(a) == 9 && a[3] == commandShell:
+			bp.Command = a[5]
 		default:
 			continue
 		}

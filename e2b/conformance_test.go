@@ -296,10 +296,10 @@ func TestConformanceBackgroundJobDoesNotHoldTheCall(t *testing.T) {
 
 func backgroundJobDoesNotHoldTheCall(t *testing.T, e *Envd, logDir string) {
 	dur := fmt.Sprintf("30.9%d", time.Now().UnixNano()%1e6)
-	// The late job writes once the command is over: once its wrapper ($PPID, which writes the exit marker after
-	// the shell) has exited, whether envd has reaped it yet (a zombie, state Z) or not. A fixed delay would
-	// let a loaded machine run the job's write before the shell's exit.
-	late := `(while s=$(cut -d' ' -f3 /proc/$PPID/stat 2>/dev/null) && [ "$s" != Z ]; do sleep 0.05; done; echo late; echo late >&2) &`
+	// The late job writes once the command is over: once its shell ($$, which writes the exit marker as it
+	// exits) has exited, whether envd has reaped it yet (a zombie, state Z) or not. A fixed delay would let a
+	// loaded machine run the job's write before the shell's exit.
+	late := `(while s=$(cut -d' ' -f3 /proc/$$/stat 2>/dev/null) && [ "$s" != Z ]; do sleep 0.05; done; echo late; echo late >&2) &`
 	var stdout, stderr strings.Builder
 	start := time.Now()
 	res, err := e.RunCommand(emuCtx(t), "sleep "+dur+" & "+late+" echo started", CommandOptions{
@@ -394,7 +394,12 @@ func TestConformanceExitCodesAndOutput(t *testing.T) {
 			{"echo out; echo err >&2; exit 3", "out\n", "err\n", ProcessEnd{ExitCode: 3, Exited: true, Status: "exit status 3", Error: "exit status 3"}},
 			{"printf 'no newline'", "no newline", "", ProcessEnd{Exited: true, Status: "exit status 0"}},
 			{"whoami; pwd", "user\n/home/user\n", "", ProcessEnd{Exited: true, Status: "exit status 0"}},
-			{"kill -9 $$", "", "", ProcessEnd{ExitCode: 137, Exited: true, Status: "exit status 137", Error: "exit status 137"}},
+			// A shell killed outright cannot mark its exit: envd's end says how it ended, as for E2B's SDKs.
+			{"kill -9 $$", "", "", ProcessEnd{ExitCode: -1, Status: "signal: killed", Error: "signal: killed"}},
+			{"kill $$", "", "", ProcessEnd{ExitCode: 143, Exited: true, Status: "exit status 143", Error: "exit status 143"}},
+			{"set -eu; false", "", "", ProcessEnd{ExitCode: 1, Exited: true, Status: "exit status 1", Error: "exit status 1"}},
+			{"echo $1$2$3$4$c$m$d$t$o$e$#", "0\n", "", ProcessEnd{Exited: true, Status: "exit status 0"}},
+			{"echo $0 $SHLVL", "/bin/bash 1\n", "", ProcessEnd{Exited: true, Status: "exit status 0"}},
 			{"nosuchcommand-x", "", "/bin/bash: line 1: nosuchcommand-x: command not found\n", ProcessEnd{ExitCode: 127, Exited: true, Status: "exit status 127", Error: "exit status 127"}},
 		} {
 			var stdout, stderr strings.Builder
@@ -407,6 +412,33 @@ func TestConformanceExitCodesAndOutput(t *testing.T) {
 			}})
 			if err != nil || res.ProcessEnd != tc.end || stdout.String() != tc.stdout || withoutEnvdNiceness(stderr.String()) != tc.stderr {
 				t.Errorf("%s: %+v %v, stdout %q stderr %q", tc.command, res, err, stdout.String(), stderr.String())
+			}
+		}
+	})
+}
+
+// A command that replaces its shell (exec) or sets an EXIT trap of its own leaves the shell no way to mark its
+// exit: the stream's end says how it ended, as for E2B's SDKs, and the result says it was not marked.
+func TestConformanceUnmarkedEnd(t *testing.T) {
+	conformance(t, func(t *testing.T, e *Envd) {
+		for _, tc := range []struct {
+			command, stdout string
+			code            int
+			unmarked        bool
+		}{
+			{"exec sh -c 'echo replaced; exit 5'", "replaced\n", 5, true},
+			{"trap 'echo bye' EXIT; exit 4", "bye\n", 4, true},
+			{"echo marked; exit 6", "marked\n", 6, false},
+		} {
+			var stdout strings.Builder
+			res, err := e.RunCommand(emuCtx(t), tc.command, CommandOptions{Timeout: 20 * time.Second, LogDir: "/tmp/" + unique(t),
+				OnOutput: func(k EventKind, d []byte) {
+					if k == EventStdout {
+						stdout.Write(d)
+					}
+				}})
+			if err != nil || res.ExitCode != tc.code || !res.Exited || res.Unmarked != tc.unmarked || stdout.String() != tc.stdout {
+				t.Errorf("%s: %+v %v, stdout %q", tc.command, res, err, stdout.String())
 			}
 		}
 	})

@@ -35,7 +35,8 @@ func TestRunCommandWire(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := CommandResult{PID: 512, ProcessEnd: ProcessEnd{ExitCode: 1, Exited: true, Status: "exit status 1", Error: "exit status 1"}}
+	// A fake envd sends no exit marker: the end is envd's.
+	want := CommandResult{PID: 512, ProcessEnd: ProcessEnd{ExitCode: 1, Exited: true, Status: "exit status 1", Error: "exit status 1"}, Unmarked: true}
 	if res != want || started != 512 || strings.Join(out, "|") != "stdout:hi\n|stderr:err\n" {
 		t.Fatalf("result %+v started %d output %q", res, started, out)
 	}
@@ -67,8 +68,8 @@ func TestRunCommandWire(t *testing.T) {
 		t.Fatalf("body %q", r.body)
 	}
 	a := req.Process.Args
-	if req.Process.Cmd != "setsid" || len(a) != 7 || a[0] != "/bin/bash" || a[1] != "-c" || a[2] != commandWrapper ||
-		a[4] != "echo hi" || !strings.HasPrefix(a[5], "\x1ee2b-mcp-exit-") || a[6] != "" || req.Stdin == nil || *req.Stdin {
+	if req.Process.Cmd != "setsid" || len(a) != 9 || a[0] != "/bin/bash" || a[1] != "-l" || a[2] != "-c" || a[3] != commandShell ||
+		a[5] != "echo hi" || !strings.HasPrefix(a[6], "\x1ee2b-mcp-exit-") || a[7] != "" || a[8] != commandExit || req.Stdin == nil || *req.Stdin {
 		t.Fatalf("request %+v", req)
 	}
 }

@@ -141,8 +141,8 @@ func (t execTool) runCommand(ctx context.Context, c *e2b.Client, call Caller, re
 		case end.err != nil:
 			t.log.Warn("a command moved to the background ended without its exit code", "sandbox", rec.ID,
 				"pid", pid, "err", end.err)
-		case end.out.TimedOut:
-			// Killed by its timeout_ms with its wrapper, which could not write the exit code.
+		case end.out.TimedOut || (end.out.Unmarked && end.out.Exited):
+			// Killed by its timeout_ms, or exited without its shell's exit trap: the shell wrote no exit code.
 			if _, err := e.Upload(runCtx, exitFile, strings.NewReader(fmt.Sprintf("%d\n", end.out.ExitCode))); err != nil {
 				t.log.Warn("the exit code of a command moved to the background could not be saved",
 					"sandbox", rec.ID, "pid", pid, "err", err)

@@ -407,3 +407,19 @@ func TestSlowStartIsNotMoved(t *testing.T) {
 		t.Fatalf("echo hi, started 1.5 s late with a foreground limit of 1 s: %v", res)
 	}
 }
+
+// A moved command whose shell could not write its exit code (it replaced itself with exec) still ends with one:
+// the server writes what envd said.
+func TestMovedCommandThatExecsHasItsExitCode(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, e *env, s *session) {
+		id := s.createSandbox(t, nil)
+		res := s.exec(t, id, "echo started; sleep 2; exec sh -c 'echo replaced; exit 3'")
+		if res["running"] != true {
+			t.Fatalf("a command of 2 s with a foreground limit of 1 s was not moved: %v", res)
+		}
+		end, out := s.readUntilEnd(t, id, num(res["pid"]), 0)
+		if !strings.HasSuffix(out, "replaced\n") || end["exit_code"] == nil || num(end["exit_code"]) != 3 {
+			t.Fatalf("the moved command: read %q, last answer %v; want its exit code 3", out, end)
+		}
+	}, func(c *Config) { c.ExecForegroundLimit = time.Second })
+}
