@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -18,6 +19,7 @@ import (
 	"github.com/mark3labs/mcp-go/mcp"
 
 	"github.com/e2b-mcp/e2b-mcp/e2b"
+	"github.com/e2b-mcp/e2b-mcp/e2b/e2btest"
 	"github.com/e2b-mcp/e2b-mcp/internal/waitfor"
 )
 
@@ -138,7 +140,7 @@ func BenchmarkWriteFile1MiBMCPvsJSSDK(b *testing.B) {
 		b.Fatal(err)
 	}
 	const mcpPath, sdkPath = "/home/user/bench/mcp.txt", "/home/user/bench/sdk.txt"
-	sdk := startSDKWriter(b, x, node, key, id, sdkPath, contentFile)
+	sdk := startSDKClient(b, x, the.emu, node, key, id, sdkPath, contentFile)
 	args := map[string]any{"sandbox_id": id, "path": mcpPath, "content": content}
 
 	// Warm both paths (connections, the parent directory, the JIT) before measuring.
@@ -183,6 +185,92 @@ func BenchmarkWriteFile1MiBMCPvsJSSDK(b *testing.B) {
 	}
 }
 
+// E2B's JS SDK and e2b-mcp side by side on the same sandbox of E2B's real envd (shared/envd, behind the control
+// plane's stand-in), in one run, call by call in turn so that load falls on each alike: exec `true` (e2b_exec
+// against commands.run) and a 1 MiB write (e2b_write_file against files.write). e2b-mcp is the built binary over
+// stdio driven by the mcp-go client; the SDK is kept running in node. Medians are reported, the ratios of the
+// medians, and the server's own CPU time per call.
+func BenchmarkSideBySideRealEnvd(b *testing.B) {
+	node := requireNode(b)
+	_, err := os.Stat(filepath.Join("js", "node_modules", "e2b", "package.json"))
+	requireEnv(b, err == nil, "E2B's JS SDK is not installed (run npm ci in tests/js)")
+	_, err = e2btest.RealEnvdAvailable()
+	requireEnv(b, err == nil, fmt.Sprintf("not run against the real envd: %v", err))
+	emu, err := e2btest.New(e2btest.Options{Envd: e2btest.RealEnvds()})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(emu.Close)
+	x := newH(b)
+	owner := x.owner("bench")
+	key := x.login(owner)
+	s := x.startStdio(clientOpts{}, x.serveArgsAt(emu, owner, "bench", "--policy", x.allowAll())...)
+	id := create(b, s.Client, map[string]any{"title": "bench"})
+
+	content := textOfSize(1 << 20)
+	contentFile := x.path("content.txt")
+	if err := os.WriteFile(contentFile, []byte(content), 0o600); err != nil {
+		b.Fatal(err)
+	}
+	dir := "/tmp/e2b-mcp-side-by-side-" + strconv.Itoa(os.Getpid())
+	mcpPath, sdkPath := dir+"/mcp.txt", dir+"/sdk.txt"
+	sdk := startSDKClient(b, x, emu, node, key, id, sdkPath, contentFile)
+	execArgs := map[string]any{"sandbox_id": id, "command": "true"}
+	writeArgs := map[string]any{"sandbox_id": id, "path": mcpPath, "content": content}
+	timed := func(f func()) time.Duration {
+		t0 := time.Now()
+		f()
+		return time.Since(t0)
+	}
+	mcpExec := func() {
+		if out := ok(b, s.Client, "e2b_exec", execArgs); num(out, "exit_code") != 0 {
+			b.Fatalf("e2b_exec true: %v", out)
+		}
+	}
+	mcpWrite := func() {
+		if out := ok(b, s.Client, "e2b_write_file", writeArgs); out["success"] != true {
+			b.Fatalf("e2b_write_file: %v", out)
+		}
+	}
+	// Warm every path (connections, the directory, the JIT) before measuring.
+	for range 3 {
+		mcpExec()
+		mcpWrite()
+		sdk.exec(b)
+		sdk.write(b)
+	}
+
+	var execMCP, execSDK, writeMCP, writeSDK []time.Duration
+	cpu0 := cpuTime(b, s.cmd.Process.Pid)
+	b.ResetTimer()
+	for range b.N {
+		execMCP = append(execMCP, timed(mcpExec))
+		execSDK = append(execSDK, sdk.exec(b))
+		writeMCP = append(writeMCP, timed(mcpWrite))
+		writeSDK = append(writeSDK, sdk.write(b))
+	}
+	b.StopTimer()
+	serverCPU := cpuTime(b, s.cmd.Process.Pid) - cpu0
+	n := float64(b.N)
+	ms := func(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+	b.ReportMetric(ms(median(execMCP)), "mcp-exec-ms")
+	b.ReportMetric(ms(median(execSDK)), "sdk-exec-ms")
+	b.ReportMetric(float64(median(execMCP))/float64(median(execSDK)), "exec-mcp/sdk")
+	b.ReportMetric(ms(median(writeMCP)), "mcp-write-ms")
+	b.ReportMetric(ms(median(writeSDK)), "sdk-write-ms")
+	b.ReportMetric(float64(median(writeMCP))/float64(median(writeSDK)), "write-mcp/sdk")
+	b.ReportMetric(ms(serverCPU)/(2*n), "server-cpu-ms/call")
+	if raceEnabled {
+		b.Log("the binary is built with -race, which slows the server several times; `make bench` builds it without")
+	}
+}
+
+// median is the middle of ds (the upper one of an even count); it sorts ds.
+func median(ds []time.Duration) time.Duration {
+	slices.Sort(ds)
+	return ds[len(ds)/2]
+}
+
 // textOfSize is n bytes of text as a file written by a model looks: lines of words, with quotes and tabs that
 // JSON escapes.
 func textOfSize(n int) string {
@@ -193,18 +281,19 @@ func textOfSize(n int) string {
 	return sb.String()[:n]
 }
 
-// sdkWriter is tests/js/write_bench.mjs, kept running: each write asks it for one files.write and returns the
-// time it measured.
-type sdkWriter struct {
+// sdkClient is tests/js/sdk_bench.mjs, kept running: each call asks it for one SDK call and returns the time it
+// measured.
+type sdkClient struct {
 	in  io.Writer
 	out *bufio.Scanner
 }
 
-func startSDKWriter(b *testing.B, x *h, node, key, id, path, contentFile string) *sdkWriter {
+// startSDKClient starts sdk_bench.mjs on sandbox id of emu (writes go to path, with the content of contentFile).
+func startSDKClient(b *testing.B, x *h, emu *e2btest.Server, node, key, id, path, contentFile string) *sdkClient {
 	ctx, cancel := context.WithCancel(context.Background())
-	cmd := exec.CommandContext(ctx, node, filepath.Join("js", "write_bench.mjs"), id, path, contentFile)
-	cmd.Env = append(x.env(), "E2B_API_KEY="+key, "E2B_API_URL="+the.emu.URL(), "E2B_SANDBOX_URL="+the.emu.URL())
-	cmd.Stderr = x.capture("node write_bench.mjs stderr")
+	cmd := exec.CommandContext(ctx, node, filepath.Join("js", "sdk_bench.mjs"), id, path, contentFile)
+	cmd.Env = append(x.env(), "E2B_API_KEY="+key, "E2B_API_URL="+emu.URL(), "E2B_SANDBOX_URL="+emu.URL())
+	cmd.Stderr = x.capture("node sdk_bench.mjs stderr")
 	in, err := cmd.StdinPipe()
 	if err != nil {
 		b.Fatal(err)
@@ -228,24 +317,46 @@ func startSDKWriter(b *testing.B, x *h, node, key, id, path, contentFile string)
 		}
 		cancel()
 	})
-	return &sdkWriter{in: in, out: bufio.NewScanner(out)}
+	return &sdkClient{in: in, out: bufio.NewScanner(out)}
 }
 
-func (w *sdkWriter) write(b *testing.B) time.Duration {
-	if _, err := io.WriteString(w.in, "write\n"); err != nil {
+// sdkAnswer is a line of sdk_bench.mjs.
+type sdkAnswer struct {
+	NS       int64  `json:"ns"`
+	Path     string `json:"path"`
+	ExitCode *int   `json:"exitCode"`
+}
+
+func (w *sdkClient) call(b *testing.B, request string) sdkAnswer {
+	if _, err := io.WriteString(w.in, request+"\n"); err != nil {
 		b.Fatal(err)
 	}
 	if !w.out.Scan() {
-		b.Fatalf("write_bench.mjs ended without an answer: %v (its stderr is in the test log)", w.out.Err())
+		b.Fatalf("sdk_bench.mjs ended without an answer: %v (its stderr is in the test log)", w.out.Err())
 	}
-	var answer struct {
-		NS   int64  `json:"ns"`
-		Path string `json:"path"`
+	var answer sdkAnswer
+	if err := json.Unmarshal(w.out.Bytes(), &answer); err != nil || answer.NS <= 0 {
+		b.Fatalf("sdk_bench.mjs answered %q (%v)", w.out.Text(), err)
 	}
-	if err := json.Unmarshal(w.out.Bytes(), &answer); err != nil || answer.NS <= 0 || answer.Path == "" {
-		b.Fatalf("write_bench.mjs answered %q (%v)", w.out.Text(), err)
+	return answer
+}
+
+// write is one files.write of the content.
+func (w *sdkClient) write(b *testing.B) time.Duration {
+	a := w.call(b, "write")
+	if a.Path == "" {
+		b.Fatalf("sdk_bench.mjs wrote to no path: %+v", a)
 	}
-	return time.Duration(answer.NS)
+	return time.Duration(a.NS)
+}
+
+// exec is one commands.run of `true`.
+func (w *sdkClient) exec(b *testing.B) time.Duration {
+	a := w.call(b, "exec")
+	if a.ExitCode == nil || *a.ExitCode != 0 {
+		b.Fatalf("sdk_bench.mjs ran true with exit code %v", a.ExitCode)
+	}
+	return time.Duration(a.NS)
 }
 
 func readSandboxFile(b *testing.B, envd *e2b.Envd, path string) string {
