@@ -12,16 +12,17 @@ import (
 	"github.com/e2b-mcp/e2b-mcp/state"
 )
 
-// HoursUse is owner's running time so far today and this month (UTC) at now, as the store counts it.
-func HoursUse(st state.Store, owner string, now time.Time) (policy.HoursUse, error) {
+// HoursUse is owner's running time so far today and this month (UTC) at now, as the store counts it, and the
+// month's days it was read from.
+func HoursUse(st state.Store, owner string, now time.Time) (policy.HoursUse, []state.UsageDay, error) {
 	now = now.UTC()
 	month := time.Date(now.Year(), now.Month(), 1, 0, 0, 0, 0, time.UTC)
 	days, err := st.Usage(owner, month)
 	if err != nil {
-		return policy.HoursUse{}, err
+		return policy.HoursUse{}, nil, err
 	}
 	return policy.HoursUse{Day: state.RunningSecondsSince(days, now), Month: state.RunningSecondsSince(days, month),
-		At: now}, nil
+		At: now}, days, nil
 }
 
 // Budgets pauses the running sandboxes of the owners whose sandboxes have used up a sandbox-hours budget (the
@@ -62,7 +63,7 @@ func (b *Budgets) Enforce(ctx context.Context) (BudgetReport, error) {
 		if !l.HasHours() {
 			continue
 		}
-		u, err := HoursUse(b.Store, owner, now)
+		u, _, err := HoursUse(b.Store, owner, now)
 		if err != nil {
 			rep.Errors = append(rep.Errors, fmt.Errorf("owner %s: %w", owner, err))
 			continue

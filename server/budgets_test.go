@@ -107,7 +107,7 @@ func TestCapsOnResumeForkAndFailedCreates(t *testing.T) {
 func TestSandboxHoursBudgetPausesAndResets(t *testing.T) {
 	clock := &testClock{t: time.Date(2026, 12, 6, 23, 50, 0, 0, time.UTC)}
 	f := newFixture(t, fixtureOpts{policy: "default_action: allow\nlimits:\n  default: {sandbox_hours_per_day: 0.05}\nrules: []\n",
-		mutate: func(c *Config, _ *e2btest.Server) { c.Now = clock.now }})
+		emulator: e2btest.Options{Now: clock.now}, mutate: func(c *Config, _ *e2btest.Server) { c.Now = clock.now }})
 	c := connect(t, f.srv, eras[0], nil)
 
 	a := createSandbox(t, c)
@@ -116,6 +116,17 @@ func TestSandboxHoursBudgetPausesAndResets(t *testing.T) {
 	b := mustOK(t, c, "e2b_create_sandbox", map[string]any{"title": "second"})
 	if w, _ := b["warning"].(string); !strings.Contains(w, "This owner has used 0.04 of 0.05 sandbox-hours today (sandbox_hours_per_day, 83 %)") {
 		t.Fatalf("a create at 83 %% of the day's budget warned %q", w)
+	}
+	list := mustOK(t, c, "e2b_list_sandboxes", map[string]any{})
+	usage, _ := list["usage"].(map[string]any)
+	today, _ := usage["sandbox_hours_today"].(map[string]any)
+	running, _ := usage["running_sandboxes"].(map[string]any)
+	if today["used"] != 0.0417 || today["limit"] != 0.05 || running["used"] != 2.0 || running["limit"] != nil ||
+		usage["created_this_month"] != 2.0 || usage["peak_running_this_month"] != 2.0 {
+		t.Fatalf("the list's usage at 150 s of 180: %v", usage)
+	}
+	if w, _ := list["warning"].(string); !strings.Contains(w, "(sandbox_hours_per_day, 83 %)") {
+		t.Fatalf("the list at 83 %% of the day's budget warned %q", w)
 	}
 	if rep, err := f.srv.budgets.Enforce(t.Context()); err != nil || len(rep.Paused) != 0 {
 		t.Fatalf("enforcing within the budget: %+v, %v", rep, err)

@@ -83,7 +83,7 @@ func (b *base) checkHours(call Caller, l policy.Limits) (warning string, err err
 	if !l.HasHours() {
 		return "", nil
 	}
-	u, err := lifecycle.HoursUse(b.store, call.Owner, b.now())
+	u, _, err := lifecycle.HoursUse(b.store, call.Owner, b.now())
 	if err != nil {
 		return "", userErrorf("Could not check this owner's sandbox-hours: %v", err)
 	}

@@ -2,6 +2,7 @@ package tools
 
 import (
 	"context"
+	"math"
 	"time"
 
 	"github.com/e2b-mcp/e2b-mcp/e2b"
@@ -21,7 +22,7 @@ type sandboxInfo struct {
 	Title          string    `json:"title"`
 	Template       string    `json:"template"`
 	State          string    `json:"state" jsonschema:"enum=running,enum=paused,enum=gone"`
-	PausedBy       string    `json:"paused_by,omitempty" jsonschema:"enum=timeout,enum=call,enum=orphan sweep" jsonschema_description:"For state paused, who paused it: timeout (E2B, when it sat unused for timeout_seconds; the next e2b_exec, e2b_read_file or e2b_write_file resumes it), call (e2b_manage_sandbox), orphan sweep (its session's lease lapsed); absent when not known. Only timeout pauses are resumed by use; the others need e2b_manage_sandbox action resume."`
+	PausedBy       string    `json:"paused_by,omitempty" jsonschema:"enum=timeout,enum=call,enum=orphan sweep,enum=budget" jsonschema_description:"For state paused, who paused it: timeout (E2B, when it sat unused for timeout_seconds; the next e2b_exec, e2b_read_file or e2b_write_file resumes it), call (e2b_manage_sandbox), orphan sweep (its session's lease lapsed), budget (the owner's sandbox-hours budget was used up); absent when not known. Only timeout pauses are resumed by use; the others need e2b_manage_sandbox action resume."`
 	GoneReason     string    `json:"gone_reason,omitempty" jsonschema_description:"Why the sandbox is gone, for state gone (killed at its timeout, by the orphan sweep, or outside this server)."`
 	Created        time.Time `json:"created"`
 	TimeoutSeconds int       `json:"timeout_seconds" jsonschema_description:"Seconds the sandbox may sit unused before on_timeout applies."`
@@ -36,6 +37,22 @@ type listResult struct {
 	NextOffset int           `json:"next_offset,omitempty" jsonschema_description:"The offset that continues the list, when truncated."`
 	Warning    string        `json:"warning,omitempty" jsonschema_description:"Set when E2B could not be asked; the list is then the last known state."`
 	Sandboxes  []sandboxInfo `json:"sandboxes" jsonschema_description:"The sandboxes, oldest first, from offset on."`
+	Usage      *ownerUsage   `json:"usage,omitempty" jsonschema_description:"The owner's use (all sessions) against each of this server's limits; absent when it could not be read."`
+}
+
+// ownerUsage is an owner's use of what the limits bound, with each limit (absent: none).
+type ownerUsage struct {
+	LiveSandboxes         use `json:"live_sandboxes" jsonschema_description:"Running and paused sandboxes."`
+	RunningSandboxes      use `json:"running_sandboxes"`
+	SandboxHoursToday     use `json:"sandbox_hours_today" jsonschema_description:"Running time today (UTC), as E2B bills it, in hours."`
+	SandboxHoursThisMonth use `json:"sandbox_hours_this_month" jsonschema_description:"Running time this month (UTC), in hours."`
+	CreatedThisMonth      int `json:"created_this_month" jsonschema_description:"Sandboxes created this month, forks included."`
+	PeakRunningThisMonth  int `json:"peak_running_this_month" jsonschema_description:"The most sandboxes running at once this month."`
+}
+
+type use struct {
+	Used  float64 `json:"used"`
+	Limit float64 `json:"limit,omitempty" jsonschema_description:"The limit; absent when there is none."`
 }
 
 // listSandboxes is e2b_list_sandboxes.
@@ -79,6 +96,9 @@ func (t listSandboxes) run(ctx context.Context, call Caller, a *listArgs) (any, 
 	if err != nil {
 		return nil, err
 	}
+	var budget string
+	res.Usage, budget = t.usage(call)
+	res.Warning = joinWarnings(res.Warning, budget)
 	all := make([]sandboxInfo, 0, len(recs))
 	for _, r := range recs {
 		all = append(all, describe(r))
@@ -88,6 +108,35 @@ func (t listSandboxes) run(ctx context.Context, call Caller, a *listArgs) (any, 
 		return res
 	}), nil
 }
+
+// usage is the caller's owner's use against each limit, and the warning of a sandbox-hours budget 80 % used or
+// more; nil when the store could not say (the list goes on without it).
+func (t listSandboxes) usage(call Caller) (*ownerUsage, string) {
+	live, running, err := t.store.SandboxUse(call.Owner)
+	if err != nil {
+		t.log.Warn("reading an owner's usage", "owner", call.Owner, "err", err)
+		return nil, ""
+	}
+	hours, days, err := lifecycle.HoursUse(t.store, call.Owner, t.now())
+	if err != nil {
+		t.log.Warn("reading an owner's usage", "owner", call.Owner, "err", err)
+		return nil, ""
+	}
+	l := t.limits(call.Owner)
+	u := &ownerUsage{
+		LiveSandboxes:         use{float64(live), float64(l.LiveSandboxes)},
+		RunningSandboxes:      use{float64(running), float64(l.RunningSandboxes)},
+		SandboxHoursToday:     use{roundHours(hours.Day), l.HoursPerDay},
+		SandboxHoursThisMonth: use{roundHours(hours.Month), l.HoursPerMonth},
+	}
+	for _, o := range state.SumUsage(days) {
+		u.CreatedThisMonth, u.PeakRunningThisMonth = o.Created, o.PeakRunning
+	}
+	return u, l.HoursWarning(hours)
+}
+
+// roundHours is seconds in hours, to 4 decimals (a third of a second), for a result a model reads.
+func roundHours(seconds float64) float64 { return math.Round(seconds/3600*1e4) / 1e4 }
 
 func describe(r state.SandboxRecord) sandboxInfo {
 	info := sandboxInfo{
