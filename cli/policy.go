@@ -67,12 +67,17 @@ func runPolicyCheck(_ context.Context, a *app, args []string) error {
 }
 
 func runPolicyExplain(_ context.Context, a *app, args []string) error {
-	f := newFlags("policy explain", "FILE TOOL ARGS_JSON [--storage-root DIR]... [--owner NAME]", "Show which rule of a "+
-		"policy decides a call, and why,\nand which of the owner's limits (the policy's limits section) it would meet.\n"+
-		"Paths are shown and judged as the sandbox resolves them (relative to /home/user); give serve's\n"+
-		"--storage-root to see every file an upload_files entry would write.")
+	f := newFlags("policy explain", "FILE TOOL ARGS_JSON [--storage-root DIR]... [--workspace DIR]... [--owner NAME]",
+		"Show which rule of a "+
+			"policy decides a call, and why,\nand which of the owner's limits (the policy's limits section) it would meet.\n"+
+			"Paths are shown and judged as the sandbox resolves them (relative to /home/user); give serve's\n"+
+			"--storage-root to see every file an upload_files entry would write. A sync's local_path is judged\n"+
+			"as the server resolves it: absolute, symlinks and .. resolved, relative to the first --workspace.")
 	var roots stringList
 	f.Var(&roots, "storage-root", "storage root of the server, as given to serve (repeatable)")
+	ws := serveOptions{transport: server.TransportStdio}
+	f.Var(&ws.workspaces, "workspace", "workspace root of the server, as given to serve (repeatable; default: this "+
+		"directory, as for a stdio server started here), against which a sync's relative local_path is resolved")
 	owner := f.String("owner", "", "the owner making the call, for the limits that apply to it (default: an "+
 		"owner without overrides)")
 	rest, err := a.parse(f, args)
@@ -97,7 +102,11 @@ func runPolicyExplain(_ context.Context, a *app, args []string) error {
 		}
 	}
 	// Judge the call as the server would: with the tools' defaults for the parameters it leaves out.
-	call.Args = server.EffectiveArgs(tools.Config{StorageRoots: roots}, call.Tool, call.Args)
+	workspaces, err := ws.workspaceRoots()
+	if err != nil {
+		return f.usageErrorf("%v", err)
+	}
+	call.Args = server.EffectiveArgs(tools.Config{StorageRoots: roots, Workspaces: workspaces}, call.Tool, call.Args)
 	fmt.Fprint(a.stdout, policy.Explain(p, call))
 	fmt.Fprint(a.stdout, explainLimits(p.Limits(*owner), call))
 	return nil

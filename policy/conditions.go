@@ -16,6 +16,7 @@ const (
 	keyTargets  = "targets"
 	keyCommand  = "command"
 	keyPath     = "path"
+	keyLocal    = "local_path"
 	keyAction   = "action"
 	keyTemplate = "template"
 	keyCount    = "count"
@@ -23,7 +24,8 @@ const (
 )
 
 func conditionKeys() []string {
-	return []string{keyTarget, keyTargets, keyCommand, keyPath, keyAction, keyTemplate, keyCount, keyTimeout}
+	return []string{keyTarget, keyTargets, keyCommand, keyPath, keyLocal, keyAction, keyTemplate, keyCount,
+		keyTimeout}
 }
 
 // ConditionArgs names the kinds of argument the condition key reads; nil for a key that reads none (the target
@@ -34,6 +36,8 @@ func ConditionArgs(key string) []Arg {
 		return []Arg{ArgCommand}
 	case keyPath:
 		return []Arg{ArgPath, ArgUploads}
+	case keyLocal:
+		return []Arg{ArgLocalPath}
 	case keyAction:
 		return []Arg{ArgAction}
 	case keyTemplate:
@@ -157,6 +161,49 @@ func (t pathCond) match(ts Tools, c Call, explain bool) (bool, string) {
 		return false, ""
 	}
 	return false, fmt.Sprintf("no path (%s) matches %s", displayList(paths), globList(t.globs))
+}
+
+// localPathCond matches the directory of the user's machine a call reads or writes (a workspace sync's
+// local_path), absolute and resolved by the tool before the policy sees it. A sync takes a whole directory, so a
+// rule that denies or asks for approval also catches a call on a directory that holds what a pattern names
+// (a deny of "/home/me/.ssh/**" catches a sync of /home/me, or of /), while a rule that allows must match the
+// directory itself (an allowed directory does not make its parent allowed).
+type localPathCond struct {
+	globs   []glob
+	holders []string // the literal directory of each glob: a directory that holds it holds what it matches
+	all     bool
+}
+
+func (t localPathCond) key() string { return keyLocal }
+
+func (t localPathCond) match(ts Tools, c Call, explain bool) (bool, string) {
+	p, has := ts.stringArg(c, ArgLocalPath)
+	if !has || p == "" {
+		return false, why(explain, "the call has no local_path")
+	}
+	p = filepath.ToSlash(p)
+	if g, ok := firstMatch(t.globs, p); ok {
+		return true, why(explain, "local_path %q matches %q", clipForDisplay(p), g.src)
+	}
+	if !t.all {
+		for i, g := range t.globs {
+			if holds(p, t.holders[i]) {
+				return true, why(explain, "local_path %q holds what %q names", clipForDisplay(p), g.src)
+			}
+		}
+	}
+	if !explain {
+		return false, ""
+	}
+	return false, fmt.Sprintf("local_path %q does not match %s", clipForDisplay(p), globList(t.globs))
+}
+
+// holds reports whether directory dir is dir or an ancestor of it (slash-separated, absolute paths).
+func holds(dir, sub string) bool {
+	if sub == "" {
+		return false
+	}
+	return dir == sub || dir == "/" || strings.HasPrefix(sub, strings.TrimSuffix(dir, "/")+"/")
 }
 
 type actionCond struct{ actions []string }

@@ -178,3 +178,52 @@ func classRune(s string) (rune, int, error) {
 	r, n := utf8.DecodeRuneInString(s)
 	return r, n, nil
 }
+
+// literalDir is the leading part of a path pattern that holds no wildcard, unescaped: "/home/me/.ssh" of
+// "/home/me/.ssh/**" and of "/home/me/.ssh/id_*", "/" of "/**", "" of "**/secrets/**". Whatever the pattern
+// matches is it or under it.
+func literalDir(pat string) string {
+	var out []string
+	for _, seg := range strings.Split(pat, "/") {
+		lit, ok := unescapeLiteral(seg)
+		if !ok {
+			break
+		}
+		out = append(out, lit)
+	}
+	if len(out) == 1 && out[0] == "" {
+		return "/"
+	}
+	return strings.Join(out, "/")
+}
+
+// unescapeLiteral returns a pattern segment without its escapes, ok false when it holds a wildcard.
+func unescapeLiteral(seg string) (string, bool) {
+	var b strings.Builder
+	for i := 0; i < len(seg); i++ {
+		switch c := seg[i]; c {
+		case '*', '?', '[':
+			return "", false
+		case '\\':
+			if i+1 < len(seg) {
+				i++
+				b.WriteByte(seg[i])
+			}
+		default:
+			b.WriteByte(c)
+		}
+	}
+	return b.String(), true
+}
+
+// escapeGlob makes s a pattern that matches s only.
+func escapeGlob(s string) string {
+	var b strings.Builder
+	for _, r := range s {
+		if strings.ContainsRune(`*?[]\`, r) {
+			b.WriteByte('\\')
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
+}

@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"os"
 	"path"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strconv"
@@ -400,6 +402,10 @@ func (ps *parser) when(n *yaml.Node, decision Action, label string) []condition 
 			if len(globs) > 0 {
 				c = pathCond{globs: globs, all: decision == Allow}
 			}
+		case keyLocal:
+			if globs, holders := ps.localGlobs(f.val); len(globs) > 0 {
+				c = localPathCond{globs: globs, holders: holders, all: decision == Allow}
+			}
 		case keyAction:
 			var actions []string
 			known := ps.tools.actions()
@@ -492,20 +498,55 @@ func (ps *parser) stringItems(n *yaml.Node, what string) []*yaml.Node {
 func (ps *parser) globs(n *yaml.Node, what string, mode globMode) []glob {
 	var out []glob
 	for _, s := range ps.stringItems(n, what) {
-		g, err := compileGlob(s.Value, mode)
-		if err != nil {
-			ps.errorf(s, "bad %s pattern: %v", what, err)
-			continue
+		if g, ok := ps.glob(s, s.Value, what, mode); ok {
+			out = append(out, g)
 		}
-		if mode == globPath && path.Clean(s.Value) != s.Value {
-			ps.errorf(s, "path pattern %q is not a clean path (write %q): paths are cleaned before matching, so "+
-				"it would never match",
-				s.Value, path.Clean(s.Value))
-			continue
-		}
-		out = append(out, g)
 	}
 	return out
+}
+
+// glob compiles pat, read from node s.
+func (ps *parser) glob(s *yaml.Node, pat, what string, mode globMode) (glob, bool) {
+	g, err := compileGlob(pat, mode)
+	if err != nil {
+		ps.errorf(s, "bad %s pattern: %v", what, err)
+		return glob{}, false
+	}
+	if mode == globPath && path.Clean(pat) != pat {
+		ps.errorf(s, "path pattern %q is not a clean path (write %q): paths are cleaned before matching, so "+
+			"it would never match",
+			pat, path.Clean(pat))
+		return glob{}, false
+	}
+	return g, true
+}
+
+// localGlobs reads the patterns of a local_path condition: absolute paths of this machine, with "/" between
+// directories on every system, "~" being the home directory of the user the policy is read by (the server's),
+// or patterns starting with "**" that match anywhere. Each glob keeps the pattern as written, for explain; holders
+// are the directories each names without a wildcard (see literalDir).
+func (ps *parser) localGlobs(n *yaml.Node) (globs []glob, holders []string) {
+	for _, s := range ps.stringItems(n, keyLocal) {
+		pat := s.Value
+		if pat == "~" || strings.HasPrefix(pat, "~/") {
+			home, err := os.UserHomeDir()
+			if err != nil {
+				ps.errorf(s, "local_path pattern %q names the home directory, which is not known here: %v", pat, err)
+				continue
+			}
+			pat = escapeGlob(filepath.ToSlash(home)) + pat[1:]
+		}
+		if !strings.HasPrefix(pat, "/") && !strings.HasPrefix(pat, "**") && !filepath.IsAbs(filepath.FromSlash(pat)) {
+			ps.errorf(s, "local_path pattern %q is relative, and a local_path is judged as an absolute path: write "+
+				"\"/...\", \"~/...\" or \"**/...\"", s.Value)
+			continue
+		}
+		if g, ok := ps.glob(s, pat, keyLocal, globPath); ok {
+			g.src = s.Value
+			globs, holders = append(globs, g), append(holders, literalDir(pat))
+		}
+	}
+	return globs, holders
 }
 
 // numRange reads `key: N` (exactly N) or `key: {min: A, max: B}` (inclusive, either

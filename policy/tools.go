@@ -35,6 +35,9 @@ const (
 	ArgCount Arg = "count"
 	// ArgPath is one path in the sandbox (path), judged as the sandbox resolves it.
 	ArgPath Arg = "path"
+	// ArgLocalPath is a directory of the machine the server runs on (local_path), judged as the tool resolves it:
+	// absolute, symlinks and ".." resolved.
+	ArgLocalPath Arg = "local_path"
 	// ArgUploads is a list of uploads, each a session_path copied to a sandbox_path (path, for every file).
 	ArgUploads Arg = "uploads"
 	// ArgTimeoutSeconds and ArgTimeoutMillis are a timeout, in seconds or milliseconds (timeout_seconds).
@@ -43,7 +46,7 @@ const (
 )
 
 // argKinds lists every Arg, for checking a Tool.
-var argKinds = []Arg{ArgCommand, ArgTemplate, ArgAction, ArgCount, ArgPath, ArgUploads,
+var argKinds = []Arg{ArgCommand, ArgTemplate, ArgAction, ArgCount, ArgPath, ArgLocalPath, ArgUploads,
 	ArgTimeoutSeconds, ArgTimeoutMillis}
 
 // Tools is the catalogue of tools policies are written against, in the order the tools list them. Parse, Load,

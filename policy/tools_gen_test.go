@@ -50,6 +50,6 @@ var testToolList = []Tool{
 	{Name: toolStopProcess},
 	{Name: toolRunCode, Args: map[Arg]string{"command": "code", "timeout_ms": "timeout_ms"}},
 	{Name: toolCodeContext, Args: map[Arg]string{"action": "action"}, Actions: []string{"create", "list", "restart", "remove"}},
-	{Name: toolSyncIn, Args: map[Arg]string{"path": "remote_path"}},
-	{Name: toolSyncOut, Args: map[Arg]string{"action": "action", "path": "remote_path"}, Actions: []string{"patch", "apply"}},
+	{Name: toolSyncIn, Args: map[Arg]string{"local_path": "local_path", "path": "remote_path"}},
+	{Name: toolSyncOut, Args: map[Arg]string{"action": "action", "local_path": "local_path", "path": "remote_path"}, Actions: []string{"patch", "apply"}},
 }

@@ -57,7 +57,7 @@ func BenchmarkSync(b *testing.B) {
 
 				s.ok(b, "e2b_exec", map[string]any{"sandbox_id": id, "command": "cd " + remote + "/text && for f in $(ls language/*.go | head -10); do echo '// changed' >> $f; done"})
 				start = time.Now()
-				if o := s.ok(b, syncOutName, map[string]any{"sandbox_id": id, "remote_path": remote}); num(o["changed"]) != 10 {
+				if o := s.ok(b, syncOutName, map[string]any{"sandbox_id": id, "remote_path": remote, "local_path": repo}); num(o["changed"]) != 10 {
 					b.Fatalf("sync out of a 10-file change found %v", o["changed"])
 				}
 				out += time.Since(start)

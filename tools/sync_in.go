@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"strings"
 
 	"github.com/e2b-mcp/e2b-mcp/audit"
@@ -18,7 +19,7 @@ const syncInName = "e2b_sync_in"
 
 type syncInArgs struct {
 	SandboxID      string   `json:"sandbox_id" jsonschema_description:"The sandbox to copy into."`
-	LocalPath      string   `json:"local_path" jsonschema_description:"Directory on the user's machine, absolute or relative to the first workspace root; it must be inside a workspace root."`
+	LocalPath      string   `json:"local_path" policy:"local_path" jsonschema_description:"Directory on the user's machine, absolute or relative to the first workspace root; it must be inside a workspace root."`
 	RemotePath     string   `json:"remote_path,omitempty" policy:"path" jsonschema_description:"Directory in the sandbox; relative paths are under /home/user. Default: /home/user/<name of local_path>."`
 	Exclude        []string `json:"exclude,omitempty" jsonschema_description:"More patterns to leave out, in .gitignore syntax relative to local_path (the tree's .gitignore files apply already)."`
 	IncludeGit     bool     `json:"include_git,omitempty" jsonschema_description:"Copy the repository's .git directory too, so that git works in the sandbox."`
@@ -58,8 +59,19 @@ func (t syncIn) tool() Tool {
 			"include_secrets. Then run its tests with e2b_exec, and bring the sandbox's changes back with e2b_sync_out.",
 		// A sync in replaces the sandbox's copy of the tree; sending the same tree again changes nothing more.
 		hints: hints{readOnly: false, destructive: true, idempotent: true, openWorld: true},
+		shown: t.judged,
 		run:   t.run,
 	})
+}
+
+// judged is the call as the policy sees it: local_path resolved, and remote_path where the tree will land.
+func (t syncIn) judged(args map[string]any) map[string]any {
+	out := maps.Clone(args)
+	local, ok := t.judgeLocalPath(out)
+	if remote, _ := out["remote_path"].(string); ok && remote == "" {
+		out["remote_path"] = remoteDir("", local)
+	}
+	return out
 }
 
 func (t syncIn) run(ctx context.Context, call Caller, a *syncInArgs) (any, error) {

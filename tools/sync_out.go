@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path"
 	"path/filepath"
@@ -27,7 +28,7 @@ const (
 type syncOutArgs struct {
 	SandboxID  string `json:"sandbox_id" jsonschema_description:"The sandbox to bring changes back from."`
 	RemotePath string `json:"remote_path" policy:"path" jsonschema_description:"The sandbox directory an e2b_sync_in copied into; relative paths are under /home/user."`
-	LocalPath  string `json:"local_path,omitempty" jsonschema_description:"The local directory that was synced in (default: the one the last e2b_sync_in into remote_path copied); required with apply."`
+	LocalPath  string `json:"local_path" policy:"local_path" jsonschema_description:"The local directory that was synced in (the local_path e2b_sync_in answered with); the changes are compared with it, and written into it with apply."`
 	Apply      bool   `json:"apply,omitempty" jsonschema_description:"Apply the changes to the local directory, all or nothing: refused, naming the files, where the local side changed since the sync in."`
 }
 
@@ -71,10 +72,8 @@ func (t syncOut) tool() Tool {
 		// A sync out may write into the local tree (apply), and a second apply finds its base changed.
 		hints: hints{readOnly: false, destructive: true, idempotent: false, openWorld: true},
 		shown: func(args map[string]any) map[string]any {
-			out := make(map[string]any, len(args)+1)
-			for k, v := range args {
-				out[k] = v
-			}
+			out := maps.Clone(args)
+			t.judgeLocalPath(out)
 			out["action"] = syncActionPatch
 			if apply, _ := args["apply"].(bool); apply {
 				out["action"] = syncActionApply
@@ -94,6 +93,10 @@ func (t syncOut) run(ctx context.Context, call Caller, a *syncOutArgs) (any, err
 		return nil, missing("remote_path")
 	case len(t.cfg.Workspaces) == 0:
 		return nil, noWorkspaces(syncOutName)
+	case a.LocalPath == "":
+		// The manifest in the sandbox names the directory it came from, but it is the sandbox's word: a sync out
+		// reads and writes only where the call itself, which the policy and a human approving it see, says.
+		return nil, missing("local_path")
 	}
 	start := t.now()
 	use, err := t.running(ctx, call, a.SandboxID)
@@ -114,23 +117,13 @@ func (t syncOut) run(ctx context.Context, call Caller, a *syncOutArgs) (any, err
 		return nil, userErrorf("No e2b_sync_in into %s was found in sandbox %s (nor in the sandbox it was forked from): "+
 			"sync a local directory in first.", remote, rec.ID)
 	}
-	want := a.LocalPath
-	if want == "" && a.Apply {
-		// The manifest is the sandbox's word: an apply writes only where the call itself, which the policy and a
-		// human approving it see, says.
-		return nil, userErrorf("apply needs local_path: give the local directory to write into (the last "+
-			"e2b_sync_in into %s copied %s).", remote, man.Local)
-	}
-	if want == "" {
-		want = man.Local
-	}
-	local, err := t.openLocal(syncOutName, want)
+	local, err := t.openLocal(syncOutName, a.LocalPath)
 	if err != nil {
 		return nil, err
 	}
 	defer local.root.Close()
 	if local.path != man.Local {
-		return nil, userErrorf("The last e2b_sync_in into %s copied %s, not %s; give that local_path (or leave it out).",
+		return nil, userErrorf("The last e2b_sync_in into %s copied %s, not %s; give that local_path.",
 			remote, man.Local, local.path)
 	}
 	tree, err := workspace.Walk(local.root, workspace.Options{Excludes: man.Excludes, IncludeSecrets: man.IncludeSecrets,

@@ -103,7 +103,7 @@ func TestSyncRoundTrip(t *testing.T) {
 		// A fix there: a change, a new file, a deletion, a mode; then the patch.
 		s.exec(t, id, "cd "+remote+" && printf '\\n// Fixed in the sandbox.\\n' >> text/internal/tag/tag.go && "+
 			"printf 'new\\n' > text/NEW.md && rm sys/unix/README.md && chmod +x text/README.md && printf 'x' > more.out")
-		out := s.ok(t, syncOutName, map[string]any{"sandbox_id": id, "remote_path": remote})
+		out := s.ok(t, syncOutName, map[string]any{"sandbox_id": id, "remote_path": remote, "local_path": repo})
 		if num(out["changed"]) != 4 || out["applied"] == true {
 			t.Fatalf("sync out: %v", out)
 		}
@@ -119,7 +119,7 @@ func TestSyncRoundTrip(t *testing.T) {
 		if s.sandboxSums(t, id, remote) != localSumsDigest(t, repo) {
 			t.Fatal("the local tree differs from the sandbox's after apply")
 		}
-		if again := s.ok(t, syncOutName, map[string]any{"sandbox_id": id, "remote_path": remote}); num(again["changed"]) != 0 {
+		if again := s.ok(t, syncOutName, map[string]any{"sandbox_id": id, "remote_path": remote, "local_path": repo}); num(again["changed"]) != 0 {
 			t.Fatalf("after apply the sandbox still has changes: %v", again)
 		}
 
@@ -221,7 +221,7 @@ func TestSyncOutOfAFork(t *testing.T) {
 		forkID := fork["sandboxes"].([]any)[0].(map[string]any)["sandbox_id"].(string)
 		s.exec(t, forkID, "echo fork >> repo/a.txt")
 		s.exec(t, id, "echo source > repo/b.txt")
-		out := s.ok(t, syncOutName, map[string]any{"sandbox_id": forkID, "remote_path": "repo"})
+		out := s.ok(t, syncOutName, map[string]any{"sandbox_id": forkID, "remote_path": "repo", "local_path": repo})
 		wantContains(t, out["patch"].(string), "diff --git a/a.txt b/a.txt", "+fork")
 		if strings.Contains(out["patch"].(string), "b.txt") {
 			t.Errorf("the fork's patch has the source's change: %s", out["patch"])
@@ -242,8 +242,8 @@ func TestSyncOutRefusesAPlantedSymlink(t *testing.T) {
 		remote := "/home/user/planted-" + strings.ToLower(rand.Text()[:8])
 		s.ok(t, syncInName, map[string]any{"sandbox_id": id, "local_path": repo, "remote_path": remote})
 		s.exec(t, id, "cd "+remote+" && rm -rf lib && ln -s /tmp lib && echo changed > b.txt")
-		// The manifest naming the local directory is the sandbox's word: an apply must name it itself.
-		wantContains(t, s.fail(t, syncOutName, map[string]any{"sandbox_id": id, "remote_path": remote, "apply": true}), "apply needs local_path")
+		// The manifest naming the local directory is the sandbox's word: a sync out must name it itself.
+		wantContains(t, s.fail(t, syncOutName, map[string]any{"sandbox_id": id, "remote_path": remote, "apply": true}), "Missing required parameter: local_path")
 		text := s.fail(t, syncOutName, map[string]any{"sandbox_id": id, "remote_path": remote, "local_path": repo, "apply": true})
 		wantContains(t, text, "Nothing was applied", "lib (the sandbox made it a symlink pointing outside the tree)")
 		if fi, err := os.Lstat(filepath.Join(repo, "lib")); err != nil || !fi.IsDir() {
@@ -273,9 +273,72 @@ func TestSyncInIsAStep(t *testing.T) {
 		fork := s.ok(t, "e2b_fork_sandbox", map[string]any{"checkpoint_id": cp})
 		forkID := fork["sandboxes"].([]any)[0].(map[string]any)["sandbox_id"].(string)
 		s.exec(t, forkID, "echo b > proj/b.txt")
-		out := s.ok(t, syncOutName, map[string]any{"sandbox_id": forkID, "remote_path": "proj"})
+		out := s.ok(t, syncOutName, map[string]any{"sandbox_id": forkID, "remote_path": "proj", "local_path": root})
 		if num(out["changed"]) != 1 || out["files"].([]any)[0].(map[string]any)["path"] != "b.txt" {
 			t.Fatalf("the fork's changes: %v", out)
 		}
 	}, syncConfig(root, t.TempDir()), func(c *Config) { c.Checkpoints = state.CheckpointPolicy{EverySteps: 1} })
+}
+
+// The policy judges the local directory a sync would read or write as the tool resolves it: relative to the
+// first workspace root, with symlinks and ".." resolved, so that no other name for a denied directory gets past
+// a rule; and sync in's sandbox path where the tree lands when the call gives none.
+func TestSyncPolicyOnLocalPath(t *testing.T) {
+	root, err := filepath.EvalSymlinks(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range []string{"proj", "private/keys"} {
+		if err := os.MkdirAll(filepath.Join(root, d), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Symlink("../private", filepath.Join(root, "proj", "link")); err != nil {
+		t.Fatal(err)
+	}
+	var in, out Tool
+	for _, tl := range All(Deps{Config: Config{Workspaces: []string{root}}}) {
+		switch tl.Tool.Name {
+		case syncInName:
+			in = tl
+		case syncOutName:
+			out = tl
+		}
+	}
+	p, err := PolicyTools().Parse("p.yaml", []byte(`default_action: allow
+rules:
+  - id: keep-private
+    when: { target: [e2b_sync_in, e2b_sync_out], local_path: "`+filepath.ToSlash(root)+`/private/**" }
+    then: { decision: deny }
+  - id: landing
+    when: { target: e2b_sync_in, path: /home/user/proj }
+    then: { decision: require_approval }
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		tool  Tool
+		local string
+		want  policy.Action
+	}{
+		{in, "proj", policy.RequireApproval}, // lands in /home/user/proj by default
+		{in, "private", policy.Deny},
+		{in, "private/keys", policy.Deny},
+		{in, filepath.Join(root, "private"), policy.Deny},
+		{in, "proj/link", policy.Deny},       // a symlink to it
+		{in, "proj/../private", policy.Deny}, // ".."
+		{in, "proj/link/keys", policy.Deny},
+		{in, ".", policy.Deny}, // the root holds it
+		{out, "proj/link", policy.Deny},
+		{out, "proj", policy.Allow},
+	} {
+		args := map[string]any{"sandbox_id": "s", "local_path": c.local}
+		if c.tool.Tool.Name == syncOutName {
+			args["remote_path"] = "x"
+		}
+		if got := p.Evaluate(policy.Call{Tool: c.tool.Tool.Name, Args: c.tool.Judged(args)}).Action; got != c.want {
+			t.Errorf("%s local_path %q: %s, want %s", c.tool.Tool.Name, c.local, got, c.want)
+		}
+	}
 }

@@ -57,9 +57,7 @@ func (b *base) openLocal(tool, p string) (*localTree, error) {
 	if len(b.cfg.Workspaces) == 0 {
 		return nil, noWorkspaces(tool)
 	}
-	if !filepath.IsAbs(p) {
-		p = filepath.Join(b.cfg.Workspaces[0], p)
-	}
+	p = b.absLocal(p)
 	real, err := filepath.EvalSymlinks(p)
 	if err != nil {
 		return nil, userErrorf("Cannot use '%s': %v", p, unwrapPathError(err))
@@ -91,6 +89,31 @@ func (b *base) openLocal(tool, p string) (*localTree, error) {
 		return nil, userErrorf("Cannot open '%s': %v", p, unwrapPathError(err))
 	}
 	return &localTree{path: real, root: root}, nil
+}
+
+// absLocal is p made absolute as a sync reads it: relative to the first workspace root.
+func (b *base) absLocal(p string) string {
+	if !filepath.IsAbs(p) && len(b.cfg.Workspaces) > 0 {
+		return filepath.Join(b.cfg.Workspaces[0], p)
+	}
+	return filepath.Clean(p)
+}
+
+// judgeLocalPath sets args' local_path (args is the caller's copy) to the directory openLocal will resolve it to
+// (absolute, symlinks and ".." resolved; only made absolute when it cannot be resolved, and the call then fails),
+// which is what the policy's local_path condition and a human approving the call judge, and returns it. Resolving
+// reads no file, only directories' entries.
+func (b *base) judgeLocalPath(args map[string]any) (string, bool) {
+	p, ok := args["local_path"].(string)
+	if !ok || p == "" {
+		return "", false
+	}
+	abs := b.absLocal(p)
+	if real, err := filepath.EvalSymlinks(abs); err == nil {
+		abs = real
+	}
+	args["local_path"] = abs
+	return abs, true
 }
 
 // readManifest reads the manifest of the last sync into remote; nil when there is none (or one that cannot be
