@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/e2b-mcp/e2b-mcp/e2b/e2btest"
+	"github.com/e2b-mcp/e2b-mcp/e2b/wire"
 )
 
 func TestParseRetryAfter(t *testing.T) {
@@ -354,7 +355,7 @@ func cpCreateRequestIDs(t *testing.T, reqs []e2btest.RecordedRequest) []string {
 	var ids []string
 	for _, r := range reqs {
 		if r.Method == "POST" && r.Path == "/v2/sandboxes" {
-			var body NewSandbox
+			var body wire.NewSandboxV2
 			if err := json.Unmarshal(r.Body, &body); err != nil {
 				t.Fatal(err)
 			}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
@@ -56,16 +55,12 @@ func (c *Client) CreateSandbox(ctx context.Context, req NewSandbox) (*Sandbox, e
 	if body.EnvVars == nil {
 		body.EnvVars = map[string]string{}
 	}
-	v2Body, err := newSandboxV2(body)
-	if err != nil {
-		return nil, errorf(op, ErrInvalidArgument, "%w", err)
-	}
 	log := c.cfg.Logger.With("op", op, "request_id", requestID)
 	for attempt := 1; ; attempt++ {
-		call := apiCall{op: op, method: http.MethodPost, path: "/v2/sandboxes", body: v2Body,
+		call := apiCall{op: op, method: http.MethodPost, path: "/v2/sandboxes", body: body.v2(),
 			secrets: req.Network.HeaderValues()}
 		if c.v1Only.Load() {
-			call.path, call.body = "/sandboxes", body
+			call.path, call.body = "/sandboxes", body.v1()
 		}
 		ans, err := c.do(ctx, call, http.StatusCreated)
 		if err == nil {
@@ -105,21 +100,6 @@ func (c *Client) CreateSandbox(ctx context.Context, req NewSandbox) (*Sandbox, e
 			return nil, contextError(op, err)
 		}
 	}
-}
-
-// newSandboxV2 is the body of POST /v2/sandboxes (NewSandboxV2): NewSandbox without secure, since v2 sandboxes
-// are always secured.
-func newSandboxV2(req NewSandbox) (map[string]json.RawMessage, error) {
-	data, err := json.Marshal(req)
-	if err != nil {
-		return nil, err
-	}
-	var m map[string]json.RawMessage
-	if err := json.Unmarshal(data, &m); err != nil {
-		return nil, err
-	}
-	delete(m, "secure")
-	return m, nil
 }
 
 // routeMissing reports whether E2B answered a call to path as a server without that route (404 or 405: a bare

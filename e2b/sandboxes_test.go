@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/e2b-mcp/e2b-mcp/e2b/e2btest"
+	"github.com/e2b-mcp/e2b-mcp/e2b/wire"
 )
 
 const (
@@ -114,12 +115,12 @@ func TestCreateSandboxWire(t *testing.T) {
 	if got := cpSortedKeys(body); !slices.Equal(got, []string{"allow_internet_access", "envVars", "metadata", "templateID", "timeout"}) {
 		t.Fatalf("body keys %v", got)
 	}
-	var sent NewSandbox
+	var sent wire.NewSandboxV2
 	if err := json.Unmarshal(r.Body, &sent); err != nil {
 		t.Fatal(err)
 	}
 	reqID := sent.Metadata[RequestIDMetadataKey]
-	if sent.TemplateID != "base" || sent.Timeout != 300 || !*sent.AllowInternetAccess ||
+	if *sent.TemplateID != "base" || *sent.Timeout != 300 || !*sent.AllowInternetAccess ||
 		sent.Metadata["e2b-mcp.owner"] != "alice" || len(sent.Metadata) != 3 || len(reqID) != 24 || sent.EnvVars["FOO"] != "bar" {
 		t.Fatalf("sent %+v", sent)
 	}

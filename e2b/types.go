@@ -2,21 +2,39 @@ package e2b
 
 import "github.com/e2b-mcp/e2b-mcp/e2b/wire"
 
-// NewSandbox is the body of POST /sandboxes. JSON keys are E2B's, including the snake_case allow_internet_access.
+// NewSandbox is what CreateSandbox asks of E2B, sent as wire.NewSandboxV2 (or wire.NewSandbox to an E2B with
+// only the v1 route).
 type NewSandbox struct {
-	TemplateID string `json:"templateID"`
-	Timeout    int    `json:"timeout,omitempty"` // seconds; 0 means E2B's default (15 s)
+	TemplateID string
+	Timeout    int // seconds; 0 means E2B's default (15 s)
 	// AutoPause, AutoPauseMemory and AutoResume are what E2B does at the timeout; WithLifecycle sets them as
 	// E2B's SDKs do. nil sends nothing: E2B's defaults (kill; a pause keeps memory; no resume on traffic).
-	AutoPause           *bool             `json:"autoPause,omitempty"`
-	AutoPauseMemory     *bool             `json:"autoPauseMemory,omitempty"`
-	AutoResume          *AutoResume       `json:"autoResume,omitempty"`
-	Secure              bool              `json:"secure"`
-	AllowInternetAccess *bool             `json:"allow_internet_access,omitempty"`
-	Metadata            map[string]string `json:"metadata"`
-	EnvVars             map[string]string `json:"envVars"`
+	AutoPause           *bool
+	AutoPauseMemory     *bool
+	AutoResume          *AutoResume
+	Secure              bool // v1 only: a v2 sandbox always is
+	AllowInternetAccess *bool
+	Metadata            map[string]string
+	EnvVars             map[string]string
 	// Network is the egress configuration; nil sends none (E2B's default: no limits, no rules).
-	Network *Network `json:"network,omitempty"`
+	Network *Network
+}
+
+// v2 is req as the body of POST /v2/sandboxes.
+func (req NewSandbox) v2() wire.NewSandboxV2 {
+	body := wire.NewSandboxV2{TemplateID: &req.TemplateID, AutoPause: req.AutoPause,
+		AutoPauseMemory: req.AutoPauseMemory, AutoResume: req.AutoResume,
+		AllowInternetAccess: req.AllowInternetAccess, Metadata: req.Metadata, EnvVars: req.EnvVars,
+		Network: req.Network}
+	if req.Timeout != 0 {
+		body.Timeout = new(int64(req.Timeout))
+	}
+	return body
+}
+
+// v1 is req as the body of POST /sandboxes.
+func (req NewSandbox) v1() wire.NewSandbox {
+	return wire.NewSandbox{NewSandboxV2: req.v2(), Secure: new(req.Secure)}
 }
 
 // AutoResume is create's autoResume (wire.AutoResume).

@@ -64,26 +64,6 @@ type createParams struct {
 	envVars          map[string]string
 }
 
-// newSandboxV2Body is NewSandboxV2 as E2B's SDKs send it; the fields the emulator does not emulate (mcp, iam,
-// volumeMounts, and network's allowPublicTraffic, maskRequestHost and egressProxy) are refused with the rest.
-type newSandboxV2Body struct {
-	TemplateID          *string           `json:"templateID"`
-	Timeout             *int64            `json:"timeout"`
-	AutoPause           *bool             `json:"autoPause"`
-	AutoPauseMemory     *bool             `json:"autoPauseMemory"`
-	AutoResume          *wire.AutoResume  `json:"autoResume"`
-	AllowInternetAccess *bool             `json:"allow_internet_access"`
-	Metadata            map[string]string `json:"metadata"`
-	EnvVars             map[string]string `json:"envVars"`
-	Network             *wire.Network     `json:"network"`
-}
-
-// newSandboxBody is NewSandbox, the body of the v1 create: NewSandboxV2 and secure (v2 sandboxes always are).
-type newSandboxBody struct {
-	newSandboxV2Body
-	Secure *bool `json:"secure"`
-}
-
 // lifecycle is what happens to a sandbox at its timeout, as create set it.
 type lifecycle struct {
 	autoPause, autoPauseMemory, autoResume bool
@@ -112,8 +92,8 @@ func (s *Server) handleCreate(w http.ResponseWriter, r *http.Request, team strin
 		return
 	}
 	v2 := strings.HasPrefix(r.URL.Path, "/v2/")
-	var body newSandboxBody
-	var into any = &body.newSandboxV2Body
+	var body wire.NewSandbox
+	var into any = &body.NewSandboxV2
 	if !v2 {
 		into = &body
 	}

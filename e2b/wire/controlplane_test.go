@@ -61,8 +61,24 @@ var bodies = []struct {
 		`{"name":"my-snapshot"}`},
 	{"ForkRequest", func() any { return new(ForkRequest) }, fields{optional: []string{"timeout", "count"}},
 		`{"timeout":60,"count":3}`},
+	// metadata and envVars are sent always, as the SDKs send them (null only from a sender that leaves them nil,
+	// which the client never does).
+	{"NewSandboxV2", func() any { return new(NewSandboxV2) },
+		fields{optional: createMembers, nullable: []string{"metadata", "envVars"}}, wholeCreate + `}`},
+	{"NewSandbox", func() any { return new(NewSandbox) },
+		fields{optional: append(slices.Clone(createMembers), "secure"), nullable: []string{"metadata", "envVars"}},
+		wholeCreate + `,"secure":true}`},
 	{"AutoResume", func() any { return new(AutoResume) }, fields{required: []string{"enabled"}}, `{"enabled":true}`},
 }
+
+// createMembers are create's members sent only when set.
+var createMembers = []string{"templateID", "timeout", "autoPause", "autoPauseMemory", "autoResume",
+	"allow_internet_access", "network"}
+
+// wholeCreate is a v2 create in E2B's form, every member set, without its closing brace.
+const wholeCreate = `{"templateID":"base","timeout":300,"autoPause":true,"autoPauseMemory":false,` +
+	`"autoResume":{"enabled":false},"allow_internet_access":false,"metadata":{"owner":"alice"},"envVars":{"X":"1"},` +
+	`"network":{"allowOut":["github.com"],"denyOut":["0.0.0.0/0"],"rules":{},"allowPublicTraffic":false}`
 
 // Each body spells E2B's members as E2B does: an empty value carries exactly the members always sent (nullable
 // ones as null), and a body in E2B's form that sets every member decodes with none unknown and encodes back to
