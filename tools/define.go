@@ -25,8 +25,9 @@ type hints struct {
 }
 
 // definition is a tool, defined once. Everything else about it follows from this: the input and output schemas
-// reflected from A (its arguments) and R (its result), the defaults, what the policy knows of its arguments, the
-// README's row and the golden contract; adding a tool is its file and one line in All.
+// reflected from A (its arguments) and R (its result), the defaults, what the policy knows of its arguments, and
+// the files make generate writes from it (its snapshot, the README's row, the bundle manifest's entry); adding a
+// tool is its file and one line in All, then make generate.
 type definition[A, R any] struct {
 	name, description string
 	hints             hints
