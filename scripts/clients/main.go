@@ -31,6 +31,7 @@ func main() {
 	transports := flag.String("transports", "stdio,http", "stdio, http or both")
 	workDir := flag.String("dir", "", "where each run keeps its files (default: a temporary directory)")
 	timeout := flag.Duration("timeout", 8*time.Minute, "how long one assistant's session may take")
+	serveFlags := flag.String("serve-flags", "", "more flags for e2b-mcp serve, space-separated (e.g. --result-limit 30000)")
 	flag.Parse()
 	if *workDir == "" {
 		d, err := os.MkdirTemp("", "e2b-mcp-clients-")
@@ -75,7 +76,7 @@ func main() {
 			r.handed = handed
 			model.start(r)
 			err = session(a, r, session_{bin: absBin, prefix: *prefix, dir: dir, modelURL: modelURL,
-				transport: tr, timeout: *timeout})
+				transport: tr, timeout: *timeout, serveFlags: strings.Fields(*serveFlags)})
 			model.start(nil)
 			handed.Close()
 			if err != nil {
@@ -103,12 +104,14 @@ func main() {
 type session_ struct {
 	bin, prefix, dir, modelURL, transport string
 	timeout                               time.Duration
+	serveFlags                            []string
 }
 
 // session runs one assistant's headless session to its end.
 func session(a assistant, r *run, s session_) error {
 	serverArgs := []string{"serve", "--backend", "local", "--state-dir", filepath.Join(s.dir, "state"),
 		"--exec-foreground-limit", "3s"}
+	serverArgs = append(serverArgs, s.serveFlags...)
 	server := mcpServer{command: s.bin, args: serverArgs}
 	if s.transport == "http" {
 		port, err := freePort()
