@@ -20,6 +20,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"time"
 )
@@ -31,6 +32,7 @@ func main() {
 	transports := flag.String("transports", "stdio,http", "stdio, http or both")
 	workDir := flag.String("dir", "", "where each run keeps its files (default: a temporary directory)")
 	timeout := flag.Duration("timeout", 8*time.Minute, "how long one assistant's session may take")
+	tui := flag.Bool("tui", false, "instead, drive Claude Code's terminal UI under tmux: a long e2b_exec as an MCP task")
 	serveFlags := flag.String("serve-flags", "", "more flags for e2b-mcp serve, space-separated (e.g. --result-limit 30000)")
 	flag.Parse()
 	if *workDir == "" {
@@ -43,6 +45,16 @@ func main() {
 	absBin, err := filepath.Abs(*bin)
 	if err != nil {
 		log.Fatal(err)
+	}
+	if *tui {
+		r := tuiSession(absBin, *prefix, filepath.Join(*workDir, "claude-tui"), *timeout)
+		printTable(os.Stdout, []*run{r}, nil)
+		for _, res := range r.results {
+			if !res.pass {
+				os.Exit(1)
+			}
+		}
+		return
 	}
 	raw, err := os.Create(filepath.Join(*workDir, "standin.log"))
 	if err != nil {
@@ -88,7 +100,7 @@ func main() {
 			}
 		}
 	}
-	printTable(os.Stdout, rows)
+	printTable(os.Stdout, rows, scenario)
 	for _, r := range rows {
 		for _, res := range r.results {
 			if !res.pass {
@@ -204,7 +216,8 @@ func approveOnPage(link string) error {
 	return nil
 }
 
-func printTable(w io.Writer, rows []*run) {
+// printTable prints a row per step of steps (or, for nil, the steps the runs found) and a column per run.
+func printTable(w io.Writer, rows []*run, steps []step) {
 	fmt.Fprintf(w, "\n| step |")
 	for _, r := range rows {
 		fmt.Fprintf(w, " %s |", r.client)
@@ -215,8 +228,17 @@ func printTable(w io.Writer, rows []*run) {
 	}
 	fmt.Fprintln(w)
 	names := []string{}
-	for _, s := range scenario {
+	for _, s := range steps {
 		names = append(names, s.name)
+	}
+	if steps == nil {
+		for _, r := range rows {
+			for _, res := range r.results {
+				if res.step != "session" && !slices.Contains(names, res.step) {
+					names = append(names, res.step)
+				}
+			}
+		}
 	}
 	names = append(names, "session")
 	for _, name := range names {

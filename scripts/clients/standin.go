@@ -175,6 +175,12 @@ func (s *standIn) anthropic(w http.ResponseWriter, msg map[string]any, body []by
 		}
 	}
 	name, args, id, text := s.turn(offered, results, body)
+	answerAnthropic(w, msg, name, args, id, text)
+}
+
+// answerAnthropic answers a Messages request as the model: a call of tool name with args under id, or text when
+// name is "", streamed when the request asks for it.
+func answerAnthropic(w http.ResponseWriter, msg map[string]any, name string, args map[string]any, id, text string) {
 	content := []any{map[string]any{"type": "text", "text": text}}
 	stop := "end_turn"
 	if name != "" {
