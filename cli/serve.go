@@ -209,6 +209,10 @@ func runServe(ctx context.Context, a *app, args []string) error {
 	if c, ok := cfg.Secrets.(io.Closer); ok {
 		defer c.Close() // after the server's Close: the key store in the database
 	}
+	if cfg.Transport == "" || cfg.Transport == server.TransportStdio {
+		// The assistant that started the server waits for its initialize answer: it comes while the server is built.
+		return server.RunStdio(ctx, cfg, a.stdin, a.stdout, server.New)
+	}
 	srv, err := server.New(cfg)
 	if err != nil {
 		return err

@@ -178,18 +178,12 @@ func (s *Server) buildMCP() *mcpserver.MCPServer {
 		s.sessions.forget(cs.SessionID())
 	})
 	hooks.AddAfterListResources(s.listSandboxFiles)
-	m := mcpserver.NewMCPServer(s.cfg.Name, s.cfg.Version,
-		mcpserver.WithRecovery(),
-		mcpserver.WithToolCapabilities(false),
+	m := mcpserver.NewMCPServer(s.cfg.Name, s.cfg.Version, append(identityOptions(),
 		mcpserver.WithHooks(hooks),
-		mcpserver.WithInstructions(instructions),
 		mcpserver.WithToolHandlerMiddleware(s.governTools),
 		mcpserver.WithToolFilter(s.toolsFor),
-		mcpserver.WithResourceRecovery(),
-		mcpserver.WithResourceCapabilities(false, false),
 		mcpserver.WithResourceHandlerMiddleware(s.governResources),
-		mcpserver.WithExtensions(map[string]any{tools.TasksExtension: map[string]any{}}),
-	)
+	)...)
 	deps := tools.Deps{
 		Clients:  keyProbe{s.clients},
 		Egress:   s.egress,
