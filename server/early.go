@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"io"
 	"sync"
+	"time"
 
 	mcpserver "github.com/mark3labs/mcp-go/server"
 
@@ -31,11 +32,18 @@ func RunStdio(ctx context.Context, cfg Config, stdin io.Reader, stdout io.Writer
 	out := &stdioOut{w: stdout}
 	answered := &droppedAnswers{w: out, ids: map[string]bool{}}
 
+	// The build starts once the client's first message is answered or queued: on a loaded machine it would
+	// otherwise take the CPU the first answer needs. A client that says nothing for buildAfter does not hold it
+	// back further (the server's background work, a sweep of lapsed sessions, starts with it).
 	built := make(chan buildResult, 1)
-	go func() {
-		s, err := build(cfg)
-		built <- buildResult{s, err}
-	}()
+	startBuild := sync.OnceFunc(func() {
+		go func() {
+			s, err := build(cfg)
+			built <- buildResult{s, err}
+		}()
+	})
+	timer := time.AfterFunc(buildAfter, startBuild)
+	defer timer.Stop()
 	lines := make(chan []byte)
 	var inputErr error // set before lines closes
 	go func() {
@@ -64,6 +72,7 @@ func RunStdio(ctx context.Context, cfg Config, stdin io.Reader, stdout io.Writer
 		case line, ok := <-lines:
 			if !ok {
 				lines, inputDone = nil, true
+				startBuild()
 				continue
 			}
 			if id, method, ok := requestOf(line); ok && earlyMethods[method] {
@@ -81,6 +90,7 @@ func RunStdio(ctx context.Context, cfg Config, stdin io.Reader, stdout io.Writer
 				answered.drop(id)
 			}
 			pending = append(pending, line)
+			startBuild()
 		case b := <-built:
 			if b.err != nil {
 				return b.err
@@ -113,6 +123,9 @@ func RunStdio(ctx context.Context, cfg Config, stdin io.Reader, stdout io.Writer
 		}
 	}
 }
+
+// buildAfter is how long the build waits for a client's first message.
+const buildAfter = 200 * time.Millisecond
 
 type buildResult struct {
 	s   *Server
