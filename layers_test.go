@@ -20,7 +20,8 @@ var layers = [][]string{
 	{"", "tests", "examples", "scripts"},
 	{"cli"},
 	{"server"},
-	{"server/preview", "server/oauth"}, // the server's rooms, one job each, which the server wires together
+	{"server/pages"},                   // the server's rooms, one job each, which the server wires together
+	{"server/preview", "server/oauth"}, // (the pages' tests sign in with server/oauth)
 	{"tools"},
 	{"egress"},
 	{"lifecycle", "credentials"},

@@ -19,6 +19,7 @@ import (
 	"github.com/e2b-mcp/e2b-mcp/lifecycle"
 	"github.com/e2b-mcp/e2b-mcp/server"
 	"github.com/e2b-mcp/e2b-mcp/server/oauth"
+	"github.com/e2b-mcp/e2b-mcp/server/pages"
 	"github.com/e2b-mcp/e2b-mcp/state"
 	"github.com/e2b-mcp/e2b-mcp/tools"
 )
@@ -162,7 +163,7 @@ func (a *app) serveFlags() (*flags, *serveOptions) {
 	f.StringVar(&o.oauthOwnerClaim, "oauth-owner-claim", oauth.DefaultOwnerClaim, "the access token claim that names "+
 		"the owner (sub, email, preferred_username, ...)")
 	f.StringVar(&o.oauthClientID, "oauth-client-id", "", "client ID (public, PKCE) at the identity provider for "+
-		"members' sign-in on the connect page; its redirect URI is PUBLIC_URL"+server.PathConnect+"callback")
+		"members' sign-in on the connect page; its redirect URI is PUBLIC_URL"+pages.PathConnectCallback)
 	f.BoolVar(&o.privatePreviews, "private-previews", false, "create sandboxes with public traffic off: e2b_get_url's "+
 		"links then go through this server's preview proxy on 127.0.0.1, signed for one sandbox and port, and expire")
 	f.StringVar(&o.previewURL, "preview-url", "", "HTTP servers: serve private previews at <port>-<sandbox>.DOMAIN of "+

@@ -13,6 +13,7 @@ import (
 	"github.com/e2b-mcp/e2b-mcp/audit"
 	"github.com/e2b-mcp/e2b-mcp/internal/shellquote"
 	"github.com/e2b-mcp/e2b-mcp/policy"
+	"github.com/e2b-mcp/e2b-mcp/server/pages"
 	"github.com/e2b-mcp/e2b-mcp/state"
 	"github.com/e2b-mcp/e2b-mcp/tools"
 )
@@ -212,14 +213,14 @@ func (s *Server) routeOutside(p policy.Pending) string {
 	link := s.approvalLink(p.ID)
 	if link == "" {
 		who := "the user"
-		if s.approvalPage.unprovable {
+		if !s.approvalPage.Offered() {
 			who = "an operator of this server"
 		}
 		return fmt.Sprintf("ask %s to run %s, then call this tool again with the same arguments.", who, command)
 	}
 	return fmt.Sprintf("give the user this link to the approval page of approval %s, where they see the whole call "+
 		"and press Approve or Deny: %s (it works once, until %s). Or they run %s. Then call this tool again "+
-		"with the same arguments.", p.ID, link, approvalExpiry(p.Expires), command)
+		"with the same arguments.", p.ID, link, pages.ExpiryText(p.Expires), command)
 }
 
 // capitalize makes the first letter of s (ASCII) upper case.
@@ -229,10 +230,6 @@ func capitalize(s string) string {
 	}
 	return string(s[0]-'a'+'A') + s[1:]
 }
-
-// approvalExpiry words when an approval request expires for a human who may read it the next day, or in another
-// zone than the server's: its date, time and zone.
-func approvalExpiry(t time.Time) string { return t.Local().Format("2006-01-02 15:04:05 -07:00 MST") }
 
 // request records that the call waits for a human (reusing a waiting request for the same call); ok is false,
 // with the verdict to answer, when it could not be recorded.

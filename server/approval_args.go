@@ -30,6 +30,12 @@ func argFields(args map[string]any, max int) []policy.Field {
 	return out
 }
 
+// callFields are the arguments of c as a human judges them: those that decide the policy, and the others, each
+// value at most about max bytes (the approval page's).
+func callFields(c policy.Call, max int) (deciding, others []policy.Field) {
+	return decidingFields(c, max), argFields(policy.OtherArgs(c), max)
+}
+
 func appendArg(out *[]policy.Field, name string, v any, max, depth int) {
 	if depth > maxSchemaDepth {
 		*out = append(*out, policy.Field{Name: name, Value: "(nested too deep to show)"})

@@ -21,6 +21,7 @@ import (
 	"github.com/e2b-mcp/e2b-mcp/policy"
 	"github.com/e2b-mcp/e2b-mcp/server/oauth"
 	"github.com/e2b-mcp/e2b-mcp/server/oauth/oauthtest"
+	"github.com/e2b-mcp/e2b-mcp/server/pages"
 )
 
 // outsideRE reads the answer to a call whose approval the user was not asked about in the chat: the approval ID
@@ -344,7 +345,7 @@ func TestApprovalPageOverHTTP(t *testing.T) {
 	sb := createSandbox(t, c)
 	del := map[string]any{"sandbox_id": sb, "action": "delete"}
 	_, link := askedOutside(t, mustFail(t, c, "e2b_manage_sandbox", del), "the client answered the question with cancel")
-	if !strings.HasPrefix(link, base+PathApprove) {
+	if !strings.HasPrefix(link, base+pages.PathApprove) {
 		t.Fatalf("the link %s is not on the server's listener %s", link, base)
 	}
 	if status, _ := pressApproval(t, link, "approve"); status != http.StatusOK {
@@ -368,7 +369,7 @@ func TestLocalPagesRefuseRebinding(t *testing.T) {
 		t.Fatal(err)
 	}
 	rebound := "rebind.evil.example:" + u.Port()
-	for _, path := range []string{u.Path, PathConnect, "/no-such-path"} {
+	for _, path := range []string{u.Path, pages.PathConnect, "/no-such-path"} {
 		hdr := map[string]string{"Host": rebound, "Origin": "http://" + rebound, "Sec-Fetch-Site": "same-origin"}
 		if code, _, body := send(t, http.MethodGet, "http://"+u.Host+path, hdr); code != http.StatusForbidden || !strings.Contains(body, hostRefused) {
 			t.Errorf("GET %s with Host %s: %d %q, want 403 for the Host", path, rebound, code, body)
@@ -483,7 +484,7 @@ func TestApprovalPageNotOfferedWithoutProof(t *testing.T) {
 	c := streamableClient(t, base, iss.Token(t, iss.Claims("alice", nil), nil), "", eras[0])
 	sb := createSandbox(t, c)
 	msg := mustFail(t, c, "e2b_manage_sandbox", map[string]any{"sandbox_id": sb, "action": "delete"})
-	if strings.Contains(msg, PathApprove) || !strings.Contains(msg, "Ask an operator of this server to run `e2b-mcp approve ") {
+	if strings.Contains(msg, pages.PathApprove) || !strings.Contains(msg, "Ask an operator of this server to run `e2b-mcp approve ") {
 		t.Errorf("the answer: %q", msg)
 	}
 }

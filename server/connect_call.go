@@ -12,6 +12,7 @@ import (
 
 	"github.com/e2b-mcp/e2b-mcp/e2b"
 	"github.com/e2b-mcp/e2b-mcp/policy"
+	"github.com/e2b-mcp/e2b-mcp/server/pages"
 	"github.com/e2b-mcp/e2b-mcp/state"
 	"github.com/e2b-mcp/e2b-mcp/tools"
 )
@@ -69,7 +70,7 @@ func (s *Server) connect(ctx context.Context, req mcp.CallToolRequest, caller to
 	msg := fmt.Sprintf("e2b-mcp needs your E2B API key to run %s. Open this page to connect your E2B account "+
 		"(the link works once, for %s); your assistant carries on once you have.", req.Params.Name, s.minutesLeft(expires))
 	return mcpserver.NewInputRequestBuilder(state).Elicit(connectInputID, mcp.ElicitationParams{
-		Mode: mcp.ElicitationModeURL, Message: msg, ElicitationID: randomID(), URL: link,
+		Mode: mcp.ElicitationModeURL, Message: msg, ElicitationID: pages.RandomID(), URL: link,
 	}).ToolResult(), nil
 }
 
@@ -90,7 +91,7 @@ func (s *Server) resumeConnect(ctx context.Context, req mcp.CallToolRequest, cal
 		return mcp.NewToolResultError("The answer to the connect request could not be checked: " + state.PublicText(err) +
 			". Call the tool again."), true
 	}
-	if answer.Action == mcp.ElicitationResponseActionAccept && s.connector.waitForKey(ctx, caller.Owner, ConnectLinkTTL) {
+	if answer.Action == mcp.ElicitationResponseActionAccept && s.connector.WaitForKey(ctx, caller.Owner, pages.ConnectLinkTTL) {
 		return nil, false // the key is there: run the call
 	}
 	link, expires, err := s.connectLink(caller.Owner)

@@ -3,7 +3,6 @@ package server
 import (
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"net/url"
 	"strings"
 	"sync"
@@ -14,9 +13,7 @@ import (
 
 	"github.com/e2b-mcp/e2b-mcp/credentials"
 	"github.com/e2b-mcp/e2b-mcp/internal/waitfor"
-	"github.com/e2b-mcp/e2b-mcp/server/oauth"
-	"github.com/e2b-mcp/e2b-mcp/server/oauth/oauthtest"
-	"github.com/e2b-mcp/e2b-mcp/state"
+	"github.com/e2b-mcp/e2b-mcp/server/pages"
 )
 
 // hammer GETs link n times as a script does: no cookies kept, so that every request asks for a new session.
@@ -57,7 +54,7 @@ func TestConnectLinkHammeredLeavesOtherLinksWorking(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	hammer(t, link, maxPendingConnects)
+	hammer(t, link, pages.ConnectLimits.Links)
 	bobs, _, err := f.srv.connectLink("bob")
 	if err != nil {
 		t.Fatalf("bob's link after alice's was hammered: %v", err)
@@ -80,7 +77,7 @@ func TestRepeatedCallsGetTheOwnersLiveLink(t *testing.T) {
 	if first == "" || first != second {
 		t.Fatalf("two calls without a key named %q and %q, want one live link", first, second)
 	}
-	for range maxPendingConnects {
+	for range pages.ConnectLimits.Links {
 		if _, _, err := f.srv.connectLink("alice"); err != nil {
 			t.Fatal(err)
 		}
@@ -130,53 +127,7 @@ func TestConnectLinkReopenedKeepsTheBrowsersSession(t *testing.T) {
 	}
 }
 
-// On its way to the identity provider, a browser that opens its link again is sent with the same sign-in (the
-// same state); another browser gets one of its own.
-func TestConnectSignInReopenedKeepsTheBrowsersSignIn(t *testing.T) {
-	iss := oauthtest.NewIssuer(t)
-	store := state.NewMemoryConnects(connectLimits)
-	c := newConnector(proveSignIn, nil, nil, time.Now, store, testLogger(t))
-	c.signIn = oauth.NewSignIn(oauth.NewAuthServer(iss.URL, http.DefaultClient, nil), "page",
-		"http://127.0.0.1:1"+pathConnectCallback, "sub")
-	c.setBase("http://127.0.0.1:1")
-	link, _, err := c.link("alice")
-	if err != nil {
-		t.Fatal(err)
-	}
-	path := strings.TrimPrefix(link, "http://127.0.0.1:1")
-	open := func(cookie string) (string, string) {
-		t.Helper()
-		req := httptest.NewRequest(http.MethodGet, path, nil)
-		if cookie != "" {
-			req = withCookie(req, cookie)
-		}
-		w := httptest.NewRecorder()
-		c.ServeHTTP(w, req)
-		to, _ := url.Parse(w.Header().Get("Location"))
-		if w.Code != http.StatusFound || !strings.HasPrefix(to.String(), iss.URL+"/auth") {
-			t.Fatalf("GET %s: %d to %q", path, w.Code, to)
-		}
-		set := ""
-		for _, ck := range w.Result().Cookies() {
-			if ck.Name == connectCookie {
-				set = ck.Value
-			}
-		}
-		return to.Query().Get("state"), set
-	}
-	state1, cookie := open("")
-	if cookie == "" {
-		t.Fatal("no cookie for the sign-in")
-	}
-	if again, set := open(cookie); again != state1 || (set != "" && set != cookie) {
-		t.Error("the browser that opened the link again was sent with another sign-in")
-	}
-	if other, set := open(""); other == state1 || set == cookie {
-		t.Error("a second browser was sent with the first one's sign-in")
-	}
-}
-
-// The live link is given again while it has at least minLinkLife to live, and each answer says how long it
+// The live link is given again while it has at least pages.MinLinkLife to live, and each answer says how long it
 // still works; then a new one. A link that was used is never given again.
 func TestLiveLinkLifetime(t *testing.T) {
 	now := time.Now()
@@ -194,14 +145,14 @@ func TestLiveLinkLifetime(t *testing.T) {
 		return linkRE.FindString(msg)
 	}
 	first := call("15 minutes")
-	advance(ConnectLinkTTL - minLinkLife)
+	advance(pages.ConnectLinkTTL - pages.MinLinkLife)
 	if again := call("8 minutes"); again != first {
-		t.Errorf("with %s left, a new link %q instead of %q", minLinkLife, again, first)
+		t.Errorf("with %s left, a new link %q instead of %q", pages.MinLinkLife, again, first)
 	}
 	advance(time.Minute)
 	second := call("15 minutes")
 	if second == first {
-		t.Fatal("a link with less than minLinkLife left was given again")
+		t.Fatal("a link with less than MinLinkLife left was given again")
 	}
 	if code, _ := newBrowser(t).get(first); code != http.StatusOK {
 		t.Errorf("the older link, still live: %d", code)
@@ -214,24 +165,5 @@ func TestLiveLinkLifetime(t *testing.T) {
 	}
 	if third := call("15 minutes"); third == second || third == first {
 		t.Errorf("after the key was removed, a used or older link %q", third)
-	}
-}
-
-// A GET of a link by a browser without a session of it (a script hammering the link), once the link holds its
-// bound of sessions: each makes one and drops one.
-func BenchmarkConnectOpenHammered(b *testing.B) {
-	c := newConnector(proveLocal, nil, nil, time.Now, state.NewMemoryConnects(connectLimits), testLogger(b))
-	c.setBase("http://127.0.0.1:1")
-	link, _, err := c.link("alice")
-	if err != nil {
-		b.Fatal(err)
-	}
-	path := strings.TrimPrefix(link, "http://127.0.0.1:1")
-	for b.Loop() {
-		w := httptest.NewRecorder()
-		c.ServeHTTP(w, httptest.NewRequest(http.MethodGet, path, nil))
-		if w.Code != http.StatusOK {
-			b.Fatalf("GET: %d", w.Code)
-		}
 	}
 }

@@ -5,7 +5,6 @@ import (
 	"io"
 	"net/http"
 	"net/http/cookiejar"
-	"net/http/httptest"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -22,8 +21,7 @@ import (
 	"github.com/e2b-mcp/e2b-mcp/e2b/e2btest"
 	"github.com/e2b-mcp/e2b-mcp/internal/waitfor"
 	"github.com/e2b-mcp/e2b-mcp/policy"
-	"github.com/e2b-mcp/e2b-mcp/server/oauth"
-	"github.com/e2b-mcp/e2b-mcp/state"
+	"github.com/e2b-mcp/e2b-mcp/server/pages"
 )
 
 const (
@@ -109,7 +107,7 @@ func (b *browser) get(u string) (int, string) {
 func (b *browser) post(pageURL, origin string, form url.Values) (int, string) {
 	b.t.Helper()
 	u, _ := url.Parse(pageURL)
-	return b.postForm(u.Scheme+"://"+u.Host+pathConnectSubmit, origin, form)
+	return b.postForm(u.Scheme+"://"+u.Host+pages.PathConnectSubmit, origin, form)
 }
 
 // postForm posts form to target as a browser submits a form, with origin as its Origin ("": none).
@@ -292,7 +290,7 @@ func TestConnectPageRefusals(t *testing.T) {
 		})
 	}
 	// A GET carrying the key in its URL is not a submission.
-	if code, _ := b.get(origin + pathConnectSubmit + "?key=" + connectKey + "&csrf=" + csrf[1]); code != http.StatusMethodNotAllowed {
+	if code, _ := b.get(origin + pages.PathConnectSubmit + "?key=" + connectKey + "&csrf=" + csrf[1]); code != http.StatusMethodNotAllowed {
 		t.Errorf("GET submit: %d", code)
 	}
 	if code, page := b.post(link, origin, good); code != http.StatusOK || !strings.Contains(page, "ending in "+connectKey[len(connectKey)-4:]) {
@@ -305,7 +303,7 @@ func TestConnectPageRefusals(t *testing.T) {
 	if code, _ := newBrowser(t).get(link); code != http.StatusNotFound {
 		t.Errorf("second visit: %d, want 404", code)
 	}
-	if code, _ := newBrowser(t).get(origin + PathConnect + "made-up-link"); code != http.StatusNotFound {
+	if code, _ := newBrowser(t).get(origin + pages.PathConnect + "made-up-link"); code != http.StatusNotFound {
 		t.Errorf("an unknown link: %d, want 404", code)
 	}
 }
@@ -321,7 +319,7 @@ func TestConnectLinkExpires(t *testing.T) {
 		t.Fatal(err)
 	}
 	mu.Lock()
-	now = now.Add(ConnectLinkTTL + time.Second)
+	now = now.Add(pages.ConnectLinkTTL + time.Second)
 	mu.Unlock()
 	if code, _ := newBrowser(t).get(link); code != http.StatusNotFound {
 		t.Errorf("an expired link: %d, want 404", code)
@@ -370,45 +368,4 @@ func TestConnectTicketIsNoApproval(t *testing.T) {
 	if f.srv.connectTickets.redeem(state, b) != nil {
 		t.Fatal("the connect request's own state was refused")
 	}
-}
-
-// The way back from the identity provider counts only in the browser that started the sign-in: a callback
-// without that browser's cookie, or with another state, is refused (no login CSRF, no session fixation). The
-// state is derived from the cookie, not the cookie itself, which never leaves the browser.
-func TestConnectCallbackNeedsTheBrowsersState(t *testing.T) {
-	now := time.Now()
-	store := state.NewMemoryConnects(connectLimits)
-	c := newConnector(proveSignIn, nil, nil, time.Now, store, testLogger(t))
-	c.signIn = &oauth.SignIn{}
-	c.setBase("http://127.0.0.1:1")
-	link := state.ConnectKeyOf("link")
-	if err := store.AddConnectLink(link, state.ConnectLink{Owner: "alice", Expires: now.Add(time.Minute)}, now); err != nil {
-		t.Fatal(err)
-	}
-	for cookie, signingIn := range map[string]bool{"cookie-1": true, "form-cookie": false} {
-		if err := store.AddConnectSession(state.ConnectKeyOf(cookie), state.ConnectSession{Link: link, Owner: "", SigningIn: signingIn,
-			Expires: now.Add(time.Minute)}, now); err != nil {
-			t.Fatal(err)
-		}
-	}
-	callback := func(state string) string { return pathConnectCallback + "?code=x&state=" + url.QueryEscape(state) }
-	for name, req := range map[string]*http.Request{
-		"no cookie":                   httptest.NewRequest(http.MethodGet, callback(fromCookie("cookie-1", forState)), nil),
-		"another state":               withCookie(httptest.NewRequest(http.MethodGet, callback(fromCookie("cookie-2", forState)), nil), "cookie-1"),
-		"another cookie":              withCookie(httptest.NewRequest(http.MethodGet, callback(fromCookie("cookie-1", forState)), nil), "cookie-2"),
-		"the cookie as the state":     withCookie(httptest.NewRequest(http.MethodGet, callback("cookie-1"), nil), "cookie-1"),
-		"another value of the cookie": withCookie(httptest.NewRequest(http.MethodGet, callback(fromCookie("cookie-1", forCSRF)), nil), "cookie-1"),
-		"a form's session":            withCookie(httptest.NewRequest(http.MethodGet, callback(fromCookie("form-cookie", forState)), nil), "form-cookie"),
-	} {
-		w := httptest.NewRecorder()
-		c.ServeHTTP(w, req)
-		if w.Code != http.StatusBadRequest || !strings.Contains(w.Body.String(), "Sign-in not recognised") {
-			t.Errorf("%s: %d %s", name, w.Code, w.Body)
-		}
-	}
-}
-
-func withCookie(r *http.Request, v string) *http.Request {
-	r.AddCookie(&http.Cookie{Name: connectCookie, Value: v})
-	return r
 }

@@ -19,6 +19,7 @@ import (
 	mcpserver "github.com/mark3labs/mcp-go/server"
 
 	"github.com/e2b-mcp/e2b-mcp/server/oauth"
+	"github.com/e2b-mcp/e2b-mcp/server/pages"
 	"github.com/e2b-mcp/e2b-mcp/tools"
 )
 
@@ -78,9 +79,9 @@ func (s *Server) newHTTPTransport() *httpTransport {
 		handle(mcpserver.ProtectedResourceMetadataPath(o.Resource), meta)
 	}
 	if s.connector != nil {
-		handle(PathConnect, s.connector) // members' browsers carry no bearer token: the page checks who they are
+		handle(pages.PathConnect, s.connector) // members' browsers carry no bearer token: the page checks who they are
 	}
-	handle(PathApprove, s.approvalPage) // a human's browser: the page checks its link, the POST's origin and CSRF token
+	handle(pages.PathApprove, s.approvalPage) // a human's browser: the page checks its link, the POST's origin and CSRF token
 	// Outermost first: the page's origin, the body's type and size, then the caller.
 	mcpCalls := s.cancelModernCalls(withPOSTNotifier(s.serveTasks(t.streamable)))
 	handle(PathMCP, browsers.guardOrigin(s.limits.limitBody(s.authenticate(mcpCalls))))

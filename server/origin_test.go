@@ -19,6 +19,7 @@ import (
 	"github.com/e2b-mcp/e2b-mcp/e2b/e2btest"
 	"github.com/e2b-mcp/e2b-mcp/server/oauth"
 	"github.com/e2b-mcp/e2b-mcp/server/oauth/oauthtest"
+	"github.com/e2b-mcp/e2b-mcp/server/pages"
 )
 
 const initializeBody = `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`
@@ -246,11 +247,11 @@ func TestDNSRebindingRefusedOnEveryPath(t *testing.T) {
 		want   []string
 	}{
 		{"loopback without tokens", func(c *Config) { c.Transport = TransportHTTP }, "",
-			[]string{PathHealth, PathMetrics, PathConnect, PathMCP, PathSSE, PathMessage}},
+			[]string{PathHealth, PathMetrics, pages.PathConnect, PathMCP, PathSSE, PathMessage}},
 		{"OAuth and a public URL", func(c *Config) {
 			c.Transport, c.PublicURL = TransportHTTP, "https://mcp.example.test"
 			c.OAuth = &oauth.Config{Issuer: iss.URL, Resource: oauthtest.Resource, OwnerClaim: "sub", ClientID: "e2b-mcp"}
-		}, "mcp.example.test", []string{PathHealth, PathMetrics, PathConnect, PathMCP, PathSSE, PathMessage,
+		}, "mcp.example.test", []string{PathHealth, PathMetrics, pages.PathConnect, PathMCP, PathSSE, PathMessage,
 			"/.well-known/oauth-protected-resource", "/.well-known/oauth-protected-resource/mcp"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -4,7 +4,7 @@
 // backend (E2B, with each owner's key read from Config.Secrets, the OS keyring or the encrypted key store, on every
 // call; or the in-process emulator of the local backend); the orphan sweeper; and the transports: stdio, and on one
 // HTTP listener streamable HTTP and SSE behind bearer tokens or OAuth access tokens (server/oauth), the connect and
-// approval pages, the preview proxy (server/preview), /metrics and /healthz.
+// approval pages (server/pages), the preview proxy (server/preview), /metrics and /healthz.
 package server
 
 import (
@@ -24,6 +24,7 @@ import (
 	"github.com/e2b-mcp/e2b-mcp/lifecycle"
 	"github.com/e2b-mcp/e2b-mcp/policy"
 	"github.com/e2b-mcp/e2b-mcp/server/oauth"
+	"github.com/e2b-mcp/e2b-mcp/server/pages"
 	"github.com/e2b-mcp/e2b-mcp/server/preview"
 	"github.com/e2b-mcp/e2b-mcp/state"
 	"github.com/e2b-mcp/e2b-mcp/tools"
@@ -56,10 +57,10 @@ type Server struct {
 	authServer *oauth.AuthServer   // nil: no OAuth
 	// connector is the connect page (nil: none); connectTickets sign the request states of its input requests,
 	// with a key of their own so that they never pass for approvals (elicit's).
-	connector      *connector
+	connector      *pages.Connect
 	connectTickets *elicitations
 	dataKeys       state.KeySource // the state store's: replicas derive their tickets' keys from it
-	approvalPage   *approvalPage   // where a human answers an approval the client did not ask about
+	approvalPage   *pages.Approval // where a human answers an approval the client did not ask about
 	localPage      *localPage      // stdio: the connect and approval pages on 127.0.0.1, started when first needed
 	previews       *preview.Proxy  // private previews' proxy; nil when previews are public
 	localPageMu    sync.Mutex

@@ -1,8 +1,7 @@
-package server
+package pages
 
 import (
 	"crypto/hmac"
-	"crypto/rand"
 	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/base64"
@@ -14,7 +13,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/e2b-mcp/e2b-mcp/credentials"
 	"github.com/e2b-mcp/e2b-mcp/policy"
 )
 
@@ -44,19 +42,38 @@ const (
 	maxApproveForm = 4 << 10
 	// forApprovalCSRF is the purpose of the page's CSRF token, derived from its cookie (fromCookie) per request.
 	forApprovalCSRF = "approval-csrf/"
-	// approvalPageLabel derives the key of the links from the data key that replicas share (sharedTicketKey).
-	approvalPageLabel = "e2b-mcp approval page"
 )
 
-// approvalPage serves the page and makes the links to it.
-type approvalPage struct {
-	approvals *policy.Approvals
-	key       []byte
-	log       *slog.Logger
-	// owners, when set, are the tokens whose owner must be the call's for Approve (an authenticated server).
-	owners *credentials.Tokens
-	// unprovable: the server authenticates its callers but they have no token to prove themselves with here, so
-	// no page is offered.
+// ApprovalKeyLabel names the links' key where replicas derive it from the data key they share.
+const ApprovalKeyLabel = "e2b-mcp approval page"
+
+// ApprovalOptions are what the approval page needs.
+type ApprovalOptions struct {
+	Approvals *policy.Approvals
+	// Key signs the links: this process's own, or for replicas one derived from the data key they share, so that a
+	// link made by one works on all of them (the approvals are in the database too).
+	Key []byte
+	// TTL is how long a request waits for its answer, and so how long the page's cookie lives.
+	TTL time.Duration
+	// Fields are the arguments of call that decide the policy and the others, each value at most about max bytes,
+	// as a human judges them.
+	Fields func(call policy.Call, max int) (deciding, others []policy.Field)
+	// Owners, when set, are the tokens whose owner must be the call's for Approve (an authenticated server).
+	Owners TokenOwners
+	// Unprovable says the server authenticates its callers but they have no token to prove themselves with here,
+	// so no page is offered.
+	Unprovable bool
+	Log        *slog.Logger
+}
+
+// Approval serves the page and makes the links to it.
+type Approval struct {
+	approvals  *policy.Approvals
+	key        []byte
+	ttl        time.Duration
+	fields     func(policy.Call, int) ([]policy.Field, []policy.Field)
+	log        *slog.Logger
+	owners     TokenOwners
 	unprovable bool
 
 	mu     sync.Mutex
@@ -64,61 +81,31 @@ type approvalPage struct {
 	secure bool   // the page is served over https: the cookie is Secure
 }
 
-// setUpApprovalPage makes the page: its links are signed with a key of this process, or, for replicas that
-// share a database, one derived from their data key, so that a link made by one works on all of them (the
-// approvals are in the database too). A team server's page is at the public URL; an HTTP server on loopback
-// serves it on its listener, a stdio server on a listener of its own on 127.0.0.1 (see startLocalPage).
-func (s *Server) setUpApprovalPage() error {
-	key := make([]byte, 32)
-	if _, shared := s.sharedStore(); shared {
-		var err error
-		if key, err = sharedTicketKey(s.dataKeys, approvalPageLabel); err != nil {
-			return err
-		}
-	} else if _, err := rand.Read(key); err != nil {
-		return err
-	}
-	s.approvalPage = &approvalPage{approvals: s.approvals, key: key, log: s.log}
-	if s.authenticated() && s.cfg.Transport != TransportStdio {
-		s.approvalPage.owners = s.tokens
-		s.approvalPage.unprovable = s.tokens == nil
-	}
-	if s.cfg.PublicURL != "" && s.cfg.Transport != TransportStdio {
-		s.approvalPage.setBase(s.cfg.PublicURL) // checked by Config.Check
-	}
-	return nil
+// NewApproval makes the page; it makes links once its origin is known (SetBase).
+func NewApproval(o ApprovalOptions) *Approval {
+	return &Approval{approvals: o.Approvals, key: o.Key, ttl: o.TTL, fields: o.Fields, log: o.Log, owners: o.Owners,
+		unprovable: o.Unprovable}
 }
 
-// approvalLink is the link to the page for request id; "" when the page has no address (an HTTP server on a
-// public interface without --public-url) or its callers cannot prove themselves on it. Over stdio it starts the
-// local page first.
-func (s *Server) approvalLink(id string) string {
-	if s.approvalPage.unprovable {
-		return ""
-	}
-	if s.cfg.Transport == TransportStdio {
-		if err := s.startLocalPage(); err != nil {
-			s.log.Warn("no approval page", "error", err)
-			return ""
-		}
-	}
-	return s.approvalPage.link(id)
-}
+// Offered reports whether links to the page are given: not where the callers cannot prove themselves on it.
+func (p *Approval) Offered() bool { return !p.unprovable }
 
-func (p *approvalPage) setBase(base string) {
+// SetBase sets the page's origin once it is known (the listener's address, or the public URL).
+func (p *Approval) SetBase(base string) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.base = strings.TrimSuffix(base, "/")
 	p.secure = strings.HasPrefix(base, "https://")
 }
 
-func (p *approvalPage) origin() (base string, secure bool) {
+func (p *Approval) origin() (base string, secure bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.base, p.secure
 }
 
-func (p *approvalPage) link(id string) string {
+// Link is the link to the page for request id; "" when the page has no address (yet).
+func (p *Approval) Link(id string) string {
 	base, _ := p.origin()
 	if base == "" {
 		return ""
@@ -126,7 +113,7 @@ func (p *approvalPage) link(id string) string {
 	return base + PathApprove + id + "." + p.mac(id)
 }
 
-func (p *approvalPage) mac(id string) string {
+func (p *Approval) mac(id string) string {
 	m := hmac.New(sha256.New, p.key)
 	m.Write([]byte("e2b-mcp/approval-page\x00" + id))
 	return base64.RawURLEncoding.EncodeToString(m.Sum(nil))
@@ -142,7 +129,7 @@ var (
 )
 
 // ServeHTTP shows the page (GET) and takes its answer (POST).
-func (p *approvalPage) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+func (p *Approval) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	setPageHeaders(w.Header())
 	id, mac, _ := strings.Cut(strings.TrimPrefix(r.URL.Path, PathApprove), ".")
 	if id == "" || subtle.ConstantTimeCompare([]byte(mac), []byte(p.mac(id))) != 1 {
@@ -162,7 +149,7 @@ func (p *approvalPage) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 // show shows the call and the form; it changes nothing but the browser's cookie. A browser that has the cookie
 // keeps it, so that the page open in two of its tabs works in both.
-func (p *approvalPage) show(w http.ResponseWriter, r *http.Request, id string) {
+func (p *Approval) show(w http.ResponseWriter, r *http.Request, id string) {
 	req, call, ok, err := p.approvals.Show(id)
 	if err != nil {
 		p.failed(w, err)
@@ -172,23 +159,22 @@ func (p *approvalPage) show(w http.ResponseWriter, r *http.Request, id string) {
 		p.page(w, http.StatusConflict, answeredMessage(req))
 		return
 	}
-	cookie := randomID()
+	cookie := RandomID()
 	if ck, err := r.Cookie(approveCookie); err == nil && len(ck.Value) == len(cookie) {
 		cookie = ck.Value
 	}
 	_, secure := p.origin()
 	http.SetCookie(w, &http.Cookie{
-		Name: approveCookie, Value: cookie, Path: PathApprove, MaxAge: int(ApprovalTTL / time.Second),
+		Name: approveCookie, Value: cookie, Path: PathApprove, MaxAge: int(p.ttl / time.Second),
 		HttpOnly: true, Secure: secure,
 		SameSite: http.SameSiteStrictMode, // no way here goes through another site
 	})
 	d := approvalPageData{Title: "Approve this call?", Form: true, Request: req, CSRF: fromCookie(cookie,
 		forApprovalCSRF+req.ID),
-		Expires: approvalExpiry(req.Expires), Token: p.owners != nil}
+		Expires: ExpiryText(req.Expires), Token: p.owners != nil}
 	if ok {
 		d.Tool = call.Tool
-		d.Fields = decidingFields(call, pageValueBytes)
-		d.Args = argFields(policy.OtherArgs(call), pageValueBytes)
+		d.Fields, d.Args = p.fields(call, pageValueBytes)
 	} else {
 		d.Tool = req.Summary
 	}
@@ -197,7 +183,7 @@ func (p *approvalPage) show(w http.ResponseWriter, r *http.Request, id string) {
 
 // answer takes the human's Approve or Deny: from this page's origin, in the browser the page was shown in, for
 // a request nobody has answered yet.
-func (p *approvalPage) answer(w http.ResponseWriter, r *http.Request, id string) {
+func (p *Approval) answer(w http.ResponseWriter, r *http.Request, id string) {
 	if base, _ := p.origin(); base == "" || postOrigin(r) != base {
 		p.page(w, http.StatusForbidden, pageMessage{Title: "Refused", Text: "The answer was not sent " +
 			"from the approval page."})
@@ -242,7 +228,7 @@ func (p *approvalPage) answer(w http.ResponseWriter, r *http.Request, id string)
 
 // ownersToken reports whether token is the e2b-mcp token of request id's owner; false with the refusal written
 // when it is not. Denying needs no proof: it only keeps a call from running.
-func (p *approvalPage) ownersToken(w http.ResponseWriter, id, token string) bool {
+func (p *Approval) ownersToken(w http.ResponseWriter, id, token string) bool {
 	req, _, _, err := p.approvals.Show(id)
 	if err != nil {
 		p.failed(w, err)
@@ -268,7 +254,7 @@ func answeredMessage(req policy.Pending) pageMessage {
 
 // failed answers a request the approvals could not serve: a request that is not waiting (used, expired) is gone;
 // anything else (the store out of reach) is logged, and the page asks to try again.
-func (p *approvalPage) failed(w http.ResponseWriter, err error) {
+func (p *Approval) failed(w http.ResponseWriter, err error) {
 	if errors.Is(err, policy.ErrUnknownApproval) || errors.Is(err, policy.ErrApprovalExpired) {
 		p.page(w, http.StatusNotFound, errApprovalLinkGone)
 		return
@@ -323,6 +309,6 @@ type approvalPageData struct {
 	Token       bool // Approve takes the owner's token
 }
 
-func (p *approvalPage) page(w http.ResponseWriter, status int, m pageMessage) {
+func (p *Approval) page(w http.ResponseWriter, status int, m pageMessage) {
 	writePage(w, status, approvalTemplate, approvalPageData{Title: m.Title, Text: m.Text})
 }

@@ -1,4 +1,4 @@
-package server
+package pages
 
 import (
 	"html/template"
@@ -31,31 +31,28 @@ for you; it is never shown again. Get a key from the <a href="https://e2b.dev/da
 </body></html>
 `))
 
-// pageMessage is a page with a message and no form.
-type pageMessage struct{ Title, Text string }
-
 type pageData struct {
 	Title, Text                string
 	Form, AskToken             bool
 	Owner, Action, CSRF, Error string
 }
 
-func (c *connector) page(w http.ResponseWriter, status int, m pageMessage) {
+func (c *Connect) page(w http.ResponseWriter, status int, m pageMessage) {
 	writePage(w, status, connectTemplates, pageData{Title: m.Title, Text: m.Text})
 }
 
 // form shows the form to the browser whose session cookie is cookie.
-func (c *connector) form(w http.ResponseWriter, owner, cookie string) {
+func (c *Connect) form(w http.ResponseWriter, owner, cookie string) {
 	c.formError(w, owner, cookie, "")
 }
 
 // formError shows the form again with a message. The key the member typed is never put back into the page.
-func (c *connector) formError(w http.ResponseWriter, owner, cookie, msg string) {
+func (c *Connect) formError(w http.ResponseWriter, owner, cookie, msg string) {
 	status := http.StatusOK
 	if msg != "" {
 		status = http.StatusBadRequest
 	}
 	writePage(w, status, connectTemplates, pageData{Title: "Connect your E2B account", Form: true,
-		AskToken: c.prove == proveToken,
-		Owner:    owner, Action: pathConnectSubmit, CSRF: fromCookie(cookie, forCSRF), Error: msg})
+		AskToken: c.prove == ProveToken,
+		Owner:    owner, Action: PathConnectSubmit, CSRF: fromCookie(cookie, forCSRF), Error: msg})
 }

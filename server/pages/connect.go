@@ -1,12 +1,8 @@
-package server
+package pages
 
 import (
 	"context"
-	"crypto/hmac"
-	"crypto/rand"
-	"crypto/sha256"
 	"crypto/subtle"
-	"encoding/base64"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -17,7 +13,6 @@ import (
 
 	"github.com/e2b-mcp/e2b-mcp/credentials"
 	"github.com/e2b-mcp/e2b-mcp/e2b"
-	"github.com/e2b-mcp/e2b-mcp/server/oauth"
 	"github.com/e2b-mcp/e2b-mcp/state"
 )
 
@@ -33,13 +28,17 @@ import (
 // ConnectLinkTTL is how long a connect link can be used.
 const ConnectLinkTTL = 15 * time.Minute
 
-// PathConnect is the connect page's path prefix: PathConnect + link ID.
-const PathConnect = "/connect/"
+// PathConnect is the connect page's path prefix: PathConnect + link ID. PathConnectCallback is where the identity
+// provider sends the browser back to (the sign-in's redirect URI, at the page's origin), PathConnectSubmit where
+// the form is posted.
+const (
+	PathConnect         = "/connect/"
+	PathConnectCallback = PathConnect + "callback"
+	PathConnectSubmit   = PathConnect + "submit"
+)
 
 const (
-	pathConnectCallback = PathConnect + "callback" // the identity provider's redirect back to the page
-	pathConnectSubmit   = PathConnect + "submit"   // the form's POST
-	connectCookie       = "e2bmcp_connect"
+	connectCookie = "e2bmcp_connect"
 	// maxConnectForm bounds a form POST: a key, a token and a CSRF token.
 	maxConnectForm = 16 << 10
 	// maxPendingConnects bounds the unexpired links a store holds: with maxLinksPerOwner, it takes 2,500 members
@@ -50,34 +49,57 @@ const (
 	// maxSessionsPerLink is the browsers that can have a link open at once; a new one takes the place of the
 	// oldest, one that has not signed in first. A browser that opens the link again keeps its own.
 	maxSessionsPerLink = 4
-	// minLinkLife is how long an owner's live link must still work to be given again, rather than a new one: an
-	// owner whose every call finds no key makes a link per ConnectLinkTTL-minLinkLife at most, on each replica.
-	minLinkLife = ConnectLinkTTL / 2
+	// MinLinkLife is how long an owner's live link must still work to be given again, rather than a new one: an
+	// owner whose every call finds no key makes a link per ConnectLinkTTL-MinLinkLife at most, on each replica.
+	MinLinkLife = ConnectLinkTTL / 2
 )
 
-// connectLimits are the bounds of the connect store.
-var connectLimits = state.ConnectLimits{Links: maxPendingConnects, LinksPerOwner: maxLinksPerOwner,
+// ConnectLimits are the bounds of the connect store.
+var ConnectLimits = state.ConnectLimits{Links: maxPendingConnects, LinksPerOwner: maxLinksPerOwner,
 	SessionsPerLink: maxSessionsPerLink}
 
-// How the page knows that the person at the browser is the link's owner.
+// Proof is how the page knows that the person at the browser is the link's owner.
+type Proof string
+
+// The proofs of a link's owner.
 const (
-	proveLocal  = "local"  // the page is only reachable from this machine, whose user is the owner
-	proveToken  = "token"  // the member pastes their e2b-mcp bearer token
-	proveSignIn = "signin" // the member signs in with the identity provider (OpenID Connect, PKCE)
+	ProveLocal  Proof = "local"  // the page is only reachable from this machine, whose user is the owner
+	ProveToken  Proof = "token"  // the member pastes their e2b-mcp bearer token
+	ProveSignIn Proof = "signin" // the member signs in with the identity provider (OpenID Connect, PKCE)
 )
 
-// connector runs the connect page and the links to it. The links and the browsers' sessions are in a
+// SignIn signs a member in at the team's identity provider (oauth.SignIn): AuthURL is where the browser goes,
+// Owner the owner the provider's answer names.
+type SignIn interface {
+	AuthURL(ctx context.Context, state, nonce, verifier string) (string, error)
+	Owner(ctx context.Context, code, verifier, nonce string) (string, error)
+}
+
+// ConnectOptions are what the connect page needs.
+type ConnectOptions struct {
+	Prove   Proof
+	Secrets credentials.SecretStore // where a member's key is stored
+	// Verify asks E2B whether key is a key it accepts.
+	Verify func(ctx context.Context, key string) error
+	Tokens TokenOwners // ProveToken's
+	SignIn SignIn      // ProveSignIn's
+	Now    func() time.Time
+	Store  state.ConnectStore
+	Log    *slog.Logger
+}
+
+// Connect runs the connect page and the links to it. The links and the browsers' sessions are in a
 // state.ConnectStore: this process's memory, or the database that replicas share, so that a link made by one
 // replica works on every replica behind a load balancer (and is spent on all of them at once). The store keeps
 // hashes of link IDs and cookies only; what else a session needs that must stay secret (the form's CSRF token,
 // the sign-in's OAuth state, PKCE verifier and nonce) is derived from its cookie (fromCookie), which only the
 // member's browser holds.
-type connector struct {
-	prove   string
+type Connect struct {
+	prove   Proof
 	secrets credentials.SecretStore
 	verify  func(ctx context.Context, key string) error
-	tokens  *credentials.Tokens // proveToken
-	signIn  *oauth.SignIn       // proveSignIn
+	tokens  TokenOwners // ProveToken
+	signIn  SignIn      // ProveSignIn
 	now     func() time.Time
 	store   state.ConnectStore
 	log     *slog.Logger
@@ -87,7 +109,7 @@ type connector struct {
 	// secureCookie marks the cookie Secure (the page is served over https).
 	secureCookie bool
 	waiters      map[string]chan struct{} // owner → closed when a key is stored for them through this process
-	// live is each owner's newest link made by this process, given again while it has minLinkLife to live. Only
+	// live is each owner's newest link made by this process, given again while it has MinLinkLife to live. Only
 	// this process knows a link's ID: the store keeps its hash.
 	live map[string]liveLink
 }
@@ -97,48 +119,25 @@ type liveLink struct {
 	expires time.Time
 }
 
-func newConnector(prove string, secrets credentials.SecretStore, verify func(context.Context, string) error,
-	now func() time.Time, store state.ConnectStore, log *slog.Logger) *connector {
-	return &connector{
-		prove: prove, secrets: secrets, verify: verify, now: now, store: store, log: log,
-		waiters: map[string]chan struct{}{}, live: map[string]liveLink{},
+// NewConnect makes the page; it serves links once its origin is known (SetBase).
+func NewConnect(o ConnectOptions) *Connect {
+	return &Connect{
+		prove: o.Prove, secrets: o.Secrets, verify: o.Verify, tokens: o.Tokens, signIn: o.SignIn, now: o.Now,
+		store: o.Store, log: o.Log, waiters: map[string]chan struct{}{}, live: map[string]liveLink{},
 	}
 }
 
-// setBase sets the page's origin once it is known (the listener's address, or the public URL).
-func (c *connector) setBase(base string) {
+// SetBase sets the page's origin once it is known (the listener's address, or the public URL).
+func (c *Connect) SetBase(base string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.base = strings.TrimSuffix(base, "/")
 	c.secureCookie = strings.HasPrefix(base, "https://")
 }
 
-func randomID() string {
-	b := make([]byte, 32)
-	_, _ = rand.Read(b) // crypto/rand never fails on supported platforms
-	return base64.RawURLEncoding.EncodeToString(b)
-}
-
-// Purposes of the values derived from a session's cookie.
-const (
-	forCSRF     = "csrf"
-	forState    = "oauth-state"
-	forVerifier = "pkce-verifier"
-	forNonce    = "oidc-nonce"
-)
-
-// fromCookie derives a value of the browser's session from its cookie, one per purpose: whoever lacks the cookie
-// (another site, someone who reads the store, the identity provider that sees the state and the nonce) cannot
-// compute it, nor one value from another.
-func fromCookie(cookie, purpose string) string {
-	m := hmac.New(sha256.New, []byte(cookie))
-	m.Write([]byte("e2b-mcp/connect/" + purpose))
-	return base64.RawURLEncoding.EncodeToString(m.Sum(nil))
-}
-
-// link returns the URL of a link for owner, and when it expires: the owner's live link if it still works for
-// minLinkLife, else a new one.
-func (c *connector) link(owner string) (string, time.Time, error) {
+// Link returns the URL of a link for owner, and when it expires: the owner's live link if it still works for
+// MinLinkLife, else a new one.
+func (c *Connect) Link(owner string) (string, time.Time, error) {
 	c.mu.Lock()
 	base := c.base
 	live, ok := c.live[owner]
@@ -147,7 +146,7 @@ func (c *connector) link(owner string) (string, time.Time, error) {
 		return "", time.Time{}, errors.New("the connect page is not being served")
 	}
 	now := c.now()
-	if ok && live.expires.Sub(now) >= minLinkLife {
+	if ok && live.expires.Sub(now) >= MinLinkLife {
 		// Still there unless it was spent or made room for another of the owner's, on any replica.
 		_, err := c.store.ConnectLink(state.ConnectKeyOf(live.id), now)
 		if err == nil {
@@ -157,7 +156,7 @@ func (c *connector) link(owner string) (string, time.Time, error) {
 			return "", time.Time{}, err
 		}
 	}
-	id, expires := randomID(), now.Add(ConnectLinkTTL)
+	id, expires := RandomID(), now.Add(ConnectLinkTTL)
 	if err := c.store.AddConnectLink(state.ConnectKeyOf(id), state.ConnectLink{Owner: owner,
 		Expires: expires}, now); err != nil {
 		return "", time.Time{}, err
@@ -173,10 +172,10 @@ func (c *connector) link(owner string) (string, time.Time, error) {
 	return base + PathConnect + id, expires, nil
 }
 
-// waitForKey waits until a key is stored for owner through this process's page (or, checked every two seconds,
+// WaitForKey waits until a key is stored for owner through this process's page (or, checked every two seconds,
 // by any other means: another replica's page, `e2b-mcp auth login`), ctx ends, or limit passes. It reports
 // whether a key is there.
-func (c *connector) waitForKey(ctx context.Context, owner string, limit time.Duration) bool {
+func (c *Connect) WaitForKey(ctx context.Context, owner string, limit time.Duration) bool {
 	ctx, cancel := context.WithTimeout(ctx, limit)
 	defer cancel()
 	tick := time.NewTicker(2 * time.Second)
@@ -202,7 +201,7 @@ func (c *connector) waitForKey(ctx context.Context, owner string, limit time.Dur
 }
 
 // stored wakes whoever waits for owner's key.
-func (c *connector) stored(owner string) {
+func (c *Connect) stored(owner string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if ch, ok := c.waiters[owner]; ok {
@@ -211,12 +210,12 @@ func (c *connector) stored(owner string) {
 	}
 }
 
-// ServeHTTP serves the page: GET PathConnect+ID (the link), GET pathConnectCallback (back from the identity
-// provider), POST pathConnectSubmit (the form).
-func (c *connector) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+// ServeHTTP serves the page: GET PathConnect+ID (the link), GET PathConnectCallback (back from the identity
+// provider), POST PathConnectSubmit (the form).
+func (c *Connect) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	setPageHeaders(w.Header())
 	switch {
-	case r.URL.Path == pathConnectSubmit:
+	case r.URL.Path == PathConnectSubmit:
 		if r.Method != http.MethodPost {
 			c.page(w, http.StatusMethodNotAllowed, pageMessage{Title: "Not here", Text: "Submit the form on the connect page."})
 			return
@@ -224,7 +223,7 @@ func (c *connector) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		c.submit(w, r)
 	case r.Method != http.MethodGet && r.Method != http.MethodHead:
 		c.page(w, http.StatusMethodNotAllowed, pageMessage{Title: "Not here", Text: "Open the link you were given."})
-	case r.URL.Path == pathConnectCallback && c.signIn != nil:
+	case r.URL.Path == PathConnectCallback && c.signIn != nil:
 		c.callback(w, r)
 	default:
 		c.open(w, r, strings.TrimPrefix(r.URL.Path, PathConnect))
@@ -243,7 +242,7 @@ var (
 // storeFailed answers a request the connect store could not serve: a link or session that is not there (or
 // expired, or was spent) gets gone, anything else (the database out of reach, too many visits) a page asking to
 // try again, and the log says why.
-func (c *connector) storeFailed(w http.ResponseWriter, err error, gone pageMessage, goneStatus int) {
+func (c *Connect) storeFailed(w http.ResponseWriter, err error, gone pageMessage, goneStatus int) {
 	switch {
 	case errors.Is(err, state.ErrNotFound):
 		c.page(w, goneStatus, gone)
@@ -261,7 +260,7 @@ func (c *connector) storeFailed(w http.ResponseWriter, err error, gone pageMessa
 // member's token, else first to the identity provider. A browser that already has a session of this link (its
 // cookie names one) carries on with it, so that opening the link again takes no room of the link's; any other
 // browser gets a session of its own, under a cookie of its own.
-func (c *connector) open(w http.ResponseWriter, r *http.Request, id string) {
+func (c *Connect) open(w http.ResponseWriter, r *http.Request, id string) {
 	now := c.now()
 	link := state.ConnectKeyOf(id)
 	l, err := c.store.ConnectLink(link, now)
@@ -272,9 +271,9 @@ func (c *connector) open(w http.ResponseWriter, r *http.Request, id string) {
 	cookie, sess, err := c.session(r)
 	had := err == nil && sess.Link == link
 	if !had {
-		cookie = randomID()
-		sess = state.ConnectSession{Link: link, SigningIn: c.prove == proveSignIn, Expires: now.Add(ConnectLinkTTL)}
-		if c.prove == proveLocal {
+		cookie = RandomID()
+		sess = state.ConnectSession{Link: link, SigningIn: c.prove == ProveSignIn, Expires: now.Add(ConnectLinkTTL)}
+		if c.prove == ProveLocal {
 			sess.Owner = l.Owner
 		}
 	}
@@ -299,7 +298,7 @@ func (c *connector) open(w http.ResponseWriter, r *http.Request, id string) {
 // keep stores a browser session under its cookie and sets the cookie; false (with the answer written) when the
 // store refused it. For a sign-in in progress, the cookie ties the way back from the identity provider to this
 // browser (no login CSRF).
-func (c *connector) keep(w http.ResponseWriter, cookie string, sess state.ConnectSession) bool {
+func (c *Connect) keep(w http.ResponseWriter, cookie string, sess state.ConnectSession) bool {
 	if err := c.store.AddConnectSession(state.ConnectKeyOf(cookie), sess, c.now()); err != nil {
 		c.storeFailed(w, err, errLinkGone, http.StatusNotFound)
 		return false
@@ -318,7 +317,7 @@ func (c *connector) keep(w http.ResponseWriter, cookie string, sess state.Connec
 }
 
 // session is the browser's session, by its cookie; an error wrapping state.ErrNotFound when it has none.
-func (c *connector) session(r *http.Request) (string, state.ConnectSession, error) {
+func (c *Connect) session(r *http.Request) (string, state.ConnectSession, error) {
 	ck, err := r.Cookie(connectCookie)
 	if err != nil {
 		return "", state.ConnectSession{}, fmt.Errorf("no connect cookie: %w", state.ErrNotFound)
@@ -329,7 +328,7 @@ func (c *connector) session(r *http.Request) (string, state.ConnectSession, erro
 
 // callback completes the sign-in: the state must be the one this browser's cookie gives, the ID token must be
 // the provider's, for this page, with the nonce of this sign-in, and name the link's owner.
-func (c *connector) callback(w http.ResponseWriter, r *http.Request) {
+func (c *Connect) callback(w http.ResponseWriter, r *http.Request) {
 	cookie, sess, err := c.session(r)
 	if err != nil {
 		c.storeFailed(w, err, errSignInUnknown, http.StatusBadRequest)
@@ -367,7 +366,7 @@ func (c *connector) callback(w http.ResponseWriter, r *http.Request) {
 		c.storeFailed(w, err, errSignInUnknown, http.StatusBadRequest)
 		return
 	}
-	form := randomID()
+	form := RandomID()
 	if c.keep(w, form, state.ConnectSession{Link: sess.Link, Owner: owner, Expires: c.now().Add(ConnectLinkTTL)}) {
 		c.form(w, owner, form)
 	}
@@ -375,7 +374,7 @@ func (c *connector) callback(w http.ResponseWriter, r *http.Request) {
 
 // submit takes the form: same origin, the cookie's session, its CSRF token, the member proven, the key of E2B's
 // form and accepted by E2B; then the link is spent and the key stored under the link's owner.
-func (c *connector) submit(w http.ResponseWriter, r *http.Request) {
+func (c *Connect) submit(w http.ResponseWriter, r *http.Request) {
 	if !c.sameOrigin(r) {
 		c.page(w, http.StatusForbidden, pageMessage{Title: "Refused", Text: "The form was sent from another site."})
 		return
@@ -399,7 +398,7 @@ func (c *connector) submit(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	owner := sess.Owner
-	if c.prove == proveToken {
+	if c.prove == ProveToken {
 		var ok bool
 		owner, ok = c.tokens.Owner(strings.TrimSpace(r.PostForm.Get("token")))
 		if !ok || owner != l.Owner {
@@ -444,7 +443,7 @@ func (c *connector) submit(w http.ResponseWriter, r *http.Request) {
 
 // sameOrigin refuses a POST whose Origin (or, without one, Referer) names another site. Browsers send Origin on
 // every cross-site POST, so the check never rests on the cookie alone.
-func (c *connector) sameOrigin(r *http.Request) bool {
+func (c *Connect) sameOrigin(r *http.Request) bool {
 	c.mu.Lock()
 	base := c.base
 	c.mu.Unlock()
