@@ -20,8 +20,8 @@ var layers = [][]string{
 	{"", "tests", "examples", "scripts"},
 	{"cli"},
 	{"server"},
-	{"server/pages"},                   // the server's rooms, one job each, which the server wires together
-	{"server/preview", "server/oauth"}, // (the pages' tests sign in with server/oauth)
+	{"server/pages", "server/httpauth"}, // the server's rooms, one job each, which the server wires together
+	{"server/preview", "server/oauth"},  // (httpauth tells OAuth's refusals apart; the pages' tests sign in)
 	{"tools"},
 	{"egress"},
 	{"lifecycle", "credentials"},

@@ -6,8 +6,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"log/slog"
-	"math"
 	"net"
 	"net/http"
 	"net/netip"
@@ -18,7 +16,6 @@ import (
 
 	mcpserver "github.com/mark3labs/mcp-go/server"
 
-	"github.com/e2b-mcp/e2b-mcp/server/oauth"
 	"github.com/e2b-mcp/e2b-mcp/server/pages"
 	"github.com/e2b-mcp/e2b-mcp/tools"
 )
@@ -103,16 +100,15 @@ func (s *Server) Handler() http.Handler { return s.newHTTPTransport().handler }
 // authenticated reports whether HTTP callers must authenticate (a tokens file, OAuth, or both).
 func (s *Server) authenticated() bool { return s.tokens != nil || s.oauth != nil }
 
-// authenticate makes the request's caller: the owner of its bearer token (from the tokens file, or an OAuth
-// access token's owner claim; anything else is answered 401) or, with neither configured (on a loopback
+// authenticate makes the request's caller: the owner of its bearer token (s.bearer: from the tokens file, or an
+// OAuth access token's owner claim; anything else is answered 401) or, with neither configured (on a loopback
 // listener), the configured owner; and the session of its X-E2B-MCP-Session header or the configured session.
 func (s *Server) authenticate(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		owner := s.cfg.Owner
-		if s.authenticated() {
-			var err error
-			if owner, err = s.tokenOwner(r.Context(), bearerToken(r.Header.Get("Authorization"))); err != nil {
-				s.refuse(w, r, err)
+		if s.bearer != nil {
+			var ok bool
+			if owner, ok = s.bearer.Owner(w, r); !ok {
 				return
 			}
 		}
@@ -126,65 +122,6 @@ func (s *Server) authenticate(next http.Handler) http.Handler {
 		}
 		next.ServeHTTP(w, r.WithContext(withIdentity(r.Context(), tools.Caller{Owner: owner, Session: session})))
 	})
-}
-
-// errNoToken means a request carries no bearer token.
-var errNoToken = errors.New("no bearer token")
-
-// tokenOwner is the owner a bearer token names: a token of the tokens file, or an OAuth access token.
-func (s *Server) tokenOwner(ctx context.Context, token string) (string, error) {
-	if token == "" {
-		return "", errNoToken
-	}
-	if s.tokens != nil {
-		if owner, ok := s.tokens.Owner(token); ok {
-			return owner, nil
-		}
-	}
-	if s.oauth != nil {
-		return s.oauth.Owner(ctx, token)
-	}
-	return "", oauth.ErrTokenRefused
-}
-
-// refuse answers 401, telling an OAuth client where to find the authorization server (a client starts its
-// sign-in on that answer). The reason is logged, not sent: it may say which checks a forged token passed. Past
-// its address's budget of refused tokens (see refusals), the answer adds Retry-After and is not logged.
-func (s *Server) refuse(w http.ResponseWriter, r *http.Request, err error) {
-	sent := !errors.Is(err, errNoToken)
-	addr := clientAddr(r, s.cfg.ClientAddressHeader)
-	level := slog.LevelInfo
-	switch {
-	case !sent:
-		level = slog.LevelDebug
-	case errors.Is(err, oauth.ErrTokenRefused):
-		wait, logIt := s.refusals.refuse(addr)
-		if wait > 0 {
-			w.Header().Set("Retry-After", strconv.Itoa(int(math.Ceil(wait.Seconds()))))
-		}
-		if !logIt {
-			level = slog.LevelDebug
-		}
-	default:
-		level = slog.LevelError // the authorization server could not be reached: no token can be checked
-	}
-	s.log.Log(r.Context(), level, "HTTP request refused", "remote", addr, "reason", err)
-	if s.cfg.OAuth != nil {
-		w.Header().Set("WWW-Authenticate", s.cfg.OAuth.Challenge(sent))
-	} else {
-		w.Header().Set("WWW-Authenticate", `Bearer realm="e2b-mcp"`)
-	}
-	http.Error(w, "unauthorized: send Authorization: Bearer <token> (an access token of the team's identity "+
-		"provider, or one from `e2b-mcp tokens add`)", http.StatusUnauthorized)
-}
-
-// bearerToken is the token of an "Authorization: Bearer <token>" header value, "" for any other.
-func bearerToken(h string) string {
-	scheme, tok, ok := strings.Cut(strings.TrimSpace(h), " ")
-	if !ok || !strings.EqualFold(scheme, "Bearer") {
-		return ""
-	}
-	return strings.TrimSpace(tok)
 }
 
 // maxSessionName bounds session names from headers.

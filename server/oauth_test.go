@@ -2,7 +2,6 @@ package server
 
 import (
 	"encoding/json"
-	"fmt"
 	"net/http"
 	"strings"
 	"testing"
@@ -172,41 +171,6 @@ func TestOAuthEmailOwnersApartFromTokensFile(t *testing.T) {
 	}
 }
 
-// refused reports whether an HTTP status refuses the caller.
-func refused(code int) bool {
-	return code == http.StatusUnauthorized || code == http.StatusTooManyRequests
-}
-
-// Forged tokens from an address never lock its members out. Behind the TLS proxy or HAProxy a team puts in front,
-// every member shares one address: after a flood of junk tokens from it, a member whose access token expired
-// must still get the 401 and its challenge (clients start the OAuth sign-in on 401, never on 429), a valid token
-// is let in, and a request without one gets the challenge too. Past the budget a refusal carries Retry-After and
-// is no longer logged one by one.
-func TestForgedTokensDoNotLockMembersOut(t *testing.T) {
-	iss := oauthtest.NewIssuer(t)
-	base := oauthFixture(t, iss, "", "")
-	challenged := func(what, token string) http.Header {
-		t.Helper()
-		code, hdr, _ := do(t, http.MethodPost, base+PathMCP, token, toolsList, nil)
-		if code != http.StatusUnauthorized || !strings.Contains(hdr.Get("WWW-Authenticate"), "resource_metadata=") {
-			t.Fatalf("%s: %d, WWW-Authenticate %q; want 401 and the challenge", what, code, hdr.Get("WWW-Authenticate"))
-		}
-		return hdr
-	}
-	for i := range 3 * refusalBurst {
-		challenged(fmt.Sprintf("junk token %d", i+1), fmt.Sprintf("Bearer junk-%d", i))
-	}
-	expired := iss.Token(t, iss.Claims("alice", func(c map[string]any) { c["exp"] = time.Now().Add(-time.Minute).Unix() }), nil)
-	if hdr := challenged("the member's expired token", "Bearer "+expired); !strings.Contains(hdr.Get("WWW-Authenticate"), `error="invalid_token"`) ||
-		hdr.Get("Retry-After") == "" {
-		t.Errorf("the expired token's answer past the budget: WWW-Authenticate %q, Retry-After %q", hdr.Get("WWW-Authenticate"), hdr.Get("Retry-After"))
-	}
-	challenged("no token", "")
-	if code, _, _ := do(t, http.MethodPost, base+PathMCP, "Bearer "+iss.Token(t, iss.Claims("alice", nil), nil), toolsList, nil); refused(code) {
-		t.Errorf("the member's new token from the same address: %d", code)
-	}
-}
-
 // With --client-address-header the budget is kept per address the trusted proxy names, not per the proxy's own.
 func TestRefusalBudgetPerForwardedAddress(t *testing.T) {
 	tokens, _ := tokensFor(t, "frank")
@@ -220,8 +184,10 @@ func TestRefusalBudgetPerForwardedAddress(t *testing.T) {
 		}
 		return hdr
 	}
-	for range refusalBurst {
-		refuse("198.51.100.9, 203.0.113.7")
+	for i := 0; refuse("198.51.100.9, 203.0.113.7").Get("Retry-After") == ""; i++ {
+		if i == 1000 {
+			t.Fatal("1,000 wrong tokens from one address, and it was never told to wait")
+		}
 	}
 	if refuse("203.0.113.7").Get("Retry-After") == "" {
 		t.Error("the address past its budget was not told to wait")
@@ -229,63 +195,5 @@ func TestRefusalBudgetPerForwardedAddress(t *testing.T) {
 	// The client's own part of the header is not believed: only the entry the proxy added counts.
 	if refuse("203.0.113.7, 203.0.113.8").Get("Retry-After") != "" {
 		t.Error("another address behind the same proxy was told to wait for the first one's refusals")
-	}
-}
-
-// The refusals' budget is per address (every port of an IPv4 address, every address of an IPv6 /64), refills
-// with time, and its table stays bounded however many addresses send refused tokens; the log takes a bounded
-// number of refusals whatever the addresses.
-func TestRefusalBudget(t *testing.T) {
-	clock := &testClock{t: time.Now()}
-	r := newRefusals(clock.now)
-	waitOf := func(addr string) time.Duration {
-		wait, _ := r.refuse(addr)
-		return wait
-	}
-	spend := func(addr string) {
-		t.Helper()
-		for i := range refusalBurst {
-			if wait := waitOf(addr); wait != 0 {
-				t.Fatalf("%s: refusal %d told to wait %v", addr, i+1, wait)
-			}
-		}
-	}
-	spend("192.0.2.1:1000")
-	if wait := waitOf("192.0.2.1:2000"); wait <= 0 || wait > refusalEvery {
-		t.Errorf("another port of a spent address: wait %v", wait)
-	}
-	if wait := waitOf("192.0.2.2:1000"); wait != 0 {
-		t.Errorf("another address: wait %v", wait)
-	}
-	spend("[2001:db8::1]:443")
-	if wait := waitOf("[2001:db8::ffff]:443"); wait <= 0 {
-		t.Error("another address of the same IPv6 /64 was not told to wait")
-	}
-	if wait := waitOf("[2001:db8:0:1::1]:443"); wait != 0 {
-		t.Errorf("another /64: wait %v", wait)
-	}
-	clock.advance(refusalEvery)
-	if wait := waitOf("192.0.2.1:1000"); wait != 0 {
-		t.Errorf("after %v: wait %v", refusalEvery, wait)
-	}
-
-	logged := 0
-	for i := range 2 * maxRefusalAddrs {
-		if _, logIt := r.refuse(fmt.Sprintf("10.%d.%d.%d:1", i>>16&0xff, i>>8&0xff, i&0xff)); logIt {
-			logged++
-		}
-	}
-	if logged > logBurst {
-		t.Errorf("%d of %d refusals from as many addresses logged at once, want at most %d", logged, 2*maxRefusalAddrs, logBurst)
-	}
-	if n := len(r.byAddr); n > maxRefusalAddrs {
-		t.Errorf("%d addresses kept, want at most %d", n, maxRefusalAddrs)
-	}
-	// A full table makes room for a new address rather than count it over a budget it never spent.
-	if wait := waitOf("198.51.100.1:1"); wait != 0 {
-		t.Errorf("a new address while the table is full: wait %v", wait)
-	}
-	if n := len(r.byAddr); n > maxRefusalAddrs {
-		t.Errorf("%d addresses kept, want at most %d", n, maxRefusalAddrs)
 	}
 }

@@ -3,8 +3,9 @@
 // pipeline.go: caller → audit reservation → lease → shape check → policy → approval → run → audit record); the
 // backend (E2B, with each owner's key read from Config.Secrets, the OS keyring or the encrypted key store, on every
 // call; or the in-process emulator of the local backend); the orphan sweeper; and the transports: stdio, and on one
-// HTTP listener streamable HTTP and SSE behind bearer tokens or OAuth access tokens (server/oauth), the connect and
-// approval pages (server/pages), the preview proxy (server/preview), /metrics and /healthz.
+// HTTP listener streamable HTTP and SSE behind bearer tokens or OAuth access tokens (server/httpauth,
+// server/oauth), the connect and approval pages (server/pages), the preview proxy (server/preview), /metrics and
+// /healthz.
 package server
 
 import (
@@ -23,6 +24,7 @@ import (
 	"github.com/e2b-mcp/e2b-mcp/egress"
 	"github.com/e2b-mcp/e2b-mcp/lifecycle"
 	"github.com/e2b-mcp/e2b-mcp/policy"
+	"github.com/e2b-mcp/e2b-mcp/server/httpauth"
 	"github.com/e2b-mcp/e2b-mcp/server/oauth"
 	"github.com/e2b-mcp/e2b-mcp/server/pages"
 	"github.com/e2b-mcp/e2b-mcp/server/preview"
@@ -53,7 +55,7 @@ type Server struct {
 	audit      *audit.Log
 	tokens     *credentials.Tokens // nil: no bearer tokens file
 	oauth      *oauth.Verifier     // nil: no OAuth
-	refusals   *refusals           // refused bearer tokens per remote address
+	bearer     *httpauth.Bearer    // nil: neither tokens nor OAuth, no HTTP caller authenticates
 	authServer *oauth.AuthServer   // nil: no OAuth
 	// connector is the connect page (nil: none); connectTickets sign the request states of its input requests,
 	// with a key of their own so that they never pass for approvals (elicit's).
@@ -121,7 +123,6 @@ func New(cfg Config) (*Server, error) {
 	if s.audit, err = openAudit(cfg); err != nil {
 		return nil, err
 	}
-	s.refusals = newRefusals(cfg.Now)
 	if cfg.TokensFile != "" {
 		var rules []credentials.OwnerRule
 		if cfg.OAuth != nil {
@@ -141,6 +142,7 @@ func New(cfg Config) (*Server, error) {
 			cfg.Now)
 		s.oauth = oauth.NewVerifier(*cfg.OAuth, s.authServer)
 	}
+	s.bearer = s.newBearer()
 	if s.elicit, err = s.newTickets("e2b-mcp approval tickets"); err != nil {
 		return nil, err
 	}
@@ -171,6 +173,21 @@ func New(cfg Config) (*Server, error) {
 	s.mcp = s.buildMCP()
 	ok = true
 	return s, nil
+}
+
+// newBearer is what names HTTP callers by their tokens: nil when they have none (no tokens file, no OAuth).
+func (s *Server) newBearer() *httpauth.Bearer {
+	if !s.authenticated() {
+		return nil
+	}
+	o := httpauth.Options{ClientAddressHeader: s.cfg.ClientAddressHeader, Now: s.cfg.Now, Log: s.log}
+	if s.tokens != nil {
+		o.Tokens = s.tokens
+	}
+	if s.oauth != nil {
+		o.OAuth, o.Challenge = s.oauth, s.cfg.OAuth.Challenge
+	}
+	return httpauth.New(o)
 }
 
 func (s *Server) buildMCP() *mcpserver.MCPServer {

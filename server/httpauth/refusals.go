@@ -1,4 +1,4 @@
-package server
+package httpauth
 
 import (
 	"net/http"
@@ -16,7 +16,7 @@ import (
 // answer stays the 401 with its challenge: many members can share an address (the TLS proxy in front of a team
 // server, a NAT), clients start their sign-in on a 401, and one caller's junk must not keep another from being
 // told that their token expired. Every token is still checked, so a valid one is let in; checking a forged one
-// costs a signature check at most (the provider's keys are fetched at most once a minute, see providerKeys).
+// costs a signature check at most (the provider's keys are fetched at most once a minute, see server/oauth).
 const (
 	refusalBurst = 20
 	refusalEvery = time.Second
