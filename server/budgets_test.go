@@ -10,6 +10,7 @@ import (
 	"github.com/e2b-mcp/e2b-mcp/e2b/e2btest"
 	"github.com/e2b-mcp/e2b-mcp/internal/waitfor"
 	"github.com/e2b-mcp/e2b-mcp/state"
+	"github.com/mark3labs/mcp-go/mcp"
 )
 
 // budgetPolicy caps every owner at live and running sandboxes.
@@ -218,5 +219,94 @@ func TestUsageAgreesWithE2BRunningTime(t *testing.T) {
 	if got.Created != 3 || got.PeakRunning != 3 {
 		t.Fatalf("usage: %d created, peak %d running; want 3 (two creates and a fork of %v), 3", got.Created,
 			got.PeakRunning, fork["sandboxes"])
+	}
+}
+
+// raceCalls makes n calls at once and returns how many succeeded and the refusals' texts.
+func raceCalls(t *testing.T, n int, call func(i int) *mcp.CallToolResult) (ok int, refusals []string) {
+	t.Helper()
+	var (
+		wg sync.WaitGroup
+		mu sync.Mutex
+	)
+	start := make(chan struct{})
+	for i := range n {
+		wg.Go(func() {
+			<-start
+			res := call(i)
+			mu.Lock()
+			defer mu.Unlock()
+			if res.IsError {
+				refusals = append(refusals, resultText(res))
+			} else {
+				ok++
+			}
+		})
+	}
+	close(start)
+	waitfor.Return(t, 2*time.Minute, "the racing calls", wg.Wait)
+	return ok, refusals
+}
+
+// 50 forks of one sandbox at once, and 50 resumes of 50 paused sandboxes at once, against a cap of 5 running
+// sandboxes: exactly as many reach E2B as the cap leaves room for, and every other call is refused naming it.
+func TestCapHoldsUnderConcurrentForksAndResumes(t *testing.T) {
+	const calls, capRunning = 50, 5
+	f := newFixture(t, fixtureOpts{policy: budgetPolicy(200, capRunning, "")})
+	c := connect(t, f.srv, eras[0], nil)
+	running := func() int {
+		n := 0
+		for _, sb := range f.emu.Sandboxes() {
+			if sb.State == "running" {
+				n++
+			}
+		}
+		return n
+	}
+
+	src := createSandbox(t, c)
+	ok, refusals := raceCalls(t, calls, func(int) *mcp.CallToolResult {
+		return callTool(t, c, "e2b_fork_sandbox", map[string]any{"sandbox_id": src})
+	})
+	if n := len(f.emu.Sandboxes()); n != capRunning || ok != capRunning-1 {
+		t.Fatalf("%d forks at once of 1 running sandbox with a cap of %d: %d sandboxes at E2B, %d forks answered",
+			calls, capRunning, n, ok)
+	}
+	for _, r := range refusals {
+		if !strings.Contains(r, "5 of 5 running sandboxes: pause or delete one") {
+			t.Errorf("a fork's refusal that does not name the cap: %s", r)
+		}
+	}
+
+	// 50 paused sandboxes, made 5 at a time.
+	var paused []string
+	for _, sb := range f.emu.Sandboxes() {
+		paused = append(paused, sb.ID)
+	}
+	for len(paused) < calls {
+		for _, id := range paused[len(paused)-capRunning:] {
+			mustOK(t, c, "e2b_manage_sandbox", map[string]any{"sandbox_id": id, "action": "pause"})
+		}
+		for range min(capRunning, calls-len(paused)) {
+			paused = append(paused, createSandbox(t, c))
+		}
+	}
+	for _, id := range paused[len(paused)-capRunning:] {
+		mustOK(t, c, "e2b_manage_sandbox", map[string]any{"sandbox_id": id, "action": "pause"})
+	}
+	if n := running(); n != 0 {
+		t.Fatalf("%d sandboxes running before the resumes", n)
+	}
+	ok, refusals = raceCalls(t, calls, func(i int) *mcp.CallToolResult {
+		return callTool(t, c, "e2b_manage_sandbox", map[string]any{"sandbox_id": paused[i], "action": "resume"})
+	})
+	for _, r := range refusals {
+		if !strings.Contains(r, "5 of 5 running sandboxes: pause or delete one") {
+			t.Errorf("a resume's refusal that does not name the cap: %s", r)
+		}
+	}
+	if n := running(); n != capRunning || ok != capRunning || len(refusals) != calls-capRunning {
+		t.Fatalf("%d resumes at once with a cap of %d: %d running at E2B, %d resumed, %d refused", calls, capRunning,
+			n, ok, len(refusals))
 	}
 }

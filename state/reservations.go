@@ -222,19 +222,24 @@ func (s *records) PutReservedSandbox(res Reservation, r SandboxRecord) error {
 		if err := s.putSandbox(tx, &r); err != nil {
 			return err
 		}
-		v, err := tx.get(tableReservations, res.Owner, res.ID)
-		if err != nil || v == nil {
-			return err
-		}
-		var held reservationV1
-		if err := s.decode(tableReservations, res.Owner, res.ID, v, &held); err != nil {
-			return err
-		}
-		if held.Count <= 1 {
-			_, err := tx.del(tableReservations, res.Owner, res.ID)
-			return err
-		}
-		held.Count--
-		return put(tx, tableReservations, res.Owner, res.ID, held)
+		return s.takePlace(tx, res)
 	})
+}
+
+// takePlace takes one place off res, deleting it when none is left; one that ran out or was released is no error.
+func (s *records) takePlace(tx recordTx, res Reservation) error {
+	v, err := tx.get(tableReservations, res.Owner, res.ID)
+	if err != nil || v == nil {
+		return err
+	}
+	var held reservationV1
+	if err := s.decode(tableReservations, res.Owner, res.ID, v, &held); err != nil {
+		return err
+	}
+	if held.Count <= 1 {
+		_, err := tx.del(tableReservations, res.Owner, res.ID)
+		return err
+	}
+	held.Count--
+	return put(tx, tableReservations, res.Owner, res.ID, held)
 }

@@ -143,3 +143,31 @@ func TestReserveSandboxesCapHoldsAcrossStores(t *testing.T) {
 		}
 	})
 }
+
+// A resume's record is updated to running and its place taken in one transaction: the sandbox never counts twice.
+func TestUpdateReservedSandboxCountsOnce(t *testing.T) {
+	forEachStore(t, func(t *testing.T, k storeKind) {
+		s, _ := k.newTestStore(t)
+		paused := sampleSandbox("alice", "p1", "", time.Now())
+		paused.State = StatePaused
+		if err := s.PutSandbox(paused); err != nil {
+			t.Fatal(err)
+		}
+		res, err := s.ReserveSandboxes("alice", SlotResume, 1, SandboxCaps{Running: 1}, time.Minute)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.UpdateReservedSandbox(res, "alice", "p1", func(r *SandboxRecord) error {
+			r.State = StateRunning
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+		if live, running, err := s.SandboxUse("alice"); err != nil || live != 1 || running != 1 {
+			t.Fatalf("after the resume is recorded: %d live, %d running, %v; want 1, 1", live, running, err)
+		}
+		if _, err := s.UpdateReservedSandbox(res, "bob", "p1", func(*SandboxRecord) error { return nil }); err == nil {
+			t.Fatal("a record of bob updated against alice's reservation")
+		}
+	})
+}

@@ -312,6 +312,26 @@ var errCallbackPanicked = errors.New("update callback panicked")
 // UpdateSandbox runs fn on the record inside one write transaction (read-modify-write, atomic across processes).
 // If fn returns an error nothing is written and that error is returned. fn must not change Owner or ID.
 func (s *records) UpdateSandbox(owner, id string, fn func(*SandboxRecord) error) (SandboxRecord, error) {
+	return s.updateSandbox(owner, id, nil, fn)
+}
+
+// UpdateReservedSandbox is UpdateSandbox that, in the same transaction, takes one place off res (see
+// PutReservedSandbox): for a resume, whose record counts as running from then on instead of its place.
+func (s *records) UpdateReservedSandbox(res Reservation, owner, id string,
+	fn func(*SandboxRecord) error) (SandboxRecord, error) {
+	if res.Owner != owner {
+		return SandboxRecord{}, fmt.Errorf("state: sandbox %s of owner %q updated against a reservation of %q", id,
+			owner, res.Owner)
+	}
+	if err := checkName("reservation ID", res.ID); err != nil {
+		return SandboxRecord{}, err
+	}
+	return s.updateSandbox(owner, id, &res, fn)
+}
+
+// updateSandbox is UpdateSandbox, taking a place off res when there is one.
+func (s *records) updateSandbox(owner, id string, res *Reservation,
+	fn func(*SandboxRecord) error) (SandboxRecord, error) {
 	var (
 		out      SandboxRecord
 		panicked any
@@ -342,6 +362,11 @@ func (s *records) UpdateSandbox(owner, id string, fn func(*SandboxRecord) error)
 		}
 		if r.State == StateGone && before != StateGone {
 			if err := s.noteSandboxEnded(tx, owner, r.Session); err != nil {
+				return err
+			}
+		}
+		if res != nil {
+			if err := s.takePlace(tx, *res); err != nil {
 				return err
 			}
 		}

@@ -89,6 +89,9 @@ type Store interface {
 	// PutReservedSandbox stores a new sandbox's record and takes one place off the reservation it was made under,
 	// in one transaction, so that the sandbox is never counted twice.
 	PutReservedSandbox(res Reservation, r SandboxRecord) error
+	// UpdateReservedSandbox is UpdateSandbox that takes one place off the reservation in the same transaction: a
+	// resume's record counts as running from then on instead of its place, never both and never neither.
+	UpdateReservedSandbox(res Reservation, owner, id string, fn func(*SandboxRecord) error) (SandboxRecord, error)
 	// ReleaseReservation gives a reservation's places back (once its sandboxes are recorded, or failed).
 	ReleaseReservation(r Reservation) error
 	// SandboxUse reports owner's live and running sandboxes, held places included.

@@ -115,8 +115,7 @@ func (b *base) keepAlive(ctx context.Context, c *e2b.Client, call Caller,
 	}
 	now := b.now()
 	b.extended.done(call.Owner, rec.ID, now)
-	updated, err := b.connected(call, rec.ID, sb, timeout, now)
-	// The running record counts from now on (until this, it and the place both did).
+	updated, err := b.connected(call, held, rec.ID, sb, timeout, now)
 	held.release()
 	if err != nil {
 		return rec, false, "", err
@@ -130,9 +129,9 @@ func (b *base) keepAlive(ctx context.Context, c *e2b.Client, call Caller,
 
 // connected records what a connect (an extension or a resume) made of a sandbox: running until at least
 // timeout seconds from now, reached at the domain and with the token E2B answered.
-func (b *base) connected(call Caller, id string, sb *e2b.Sandbox, timeout int,
+func (b *base) connected(call Caller, held *places, id string, sb *e2b.Sandbox, timeout int,
 	now time.Time) (state.SandboxRecord, error) {
-	rec, err := b.store.UpdateSandbox(call.Owner, id, func(r *state.SandboxRecord) error {
+	rec, err := held.update(call.Owner, id, func(r *state.SandboxRecord) error {
 		r.State, r.GoneReason, r.PausedBy, r.TimeoutSeconds = state.StateRunning, "", "", timeout
 		if expires := now.Add(time.Duration(timeout) * time.Second).UTC(); expires.After(r.ExpiresAt) {
 			r.ExpiresAt = expires

@@ -102,6 +102,15 @@ func (p *places) record(rec state.SandboxRecord) error {
 	return p.b.store.PutReservedSandbox(*p.res, rec)
 }
 
+// update changes a resumed sandbox's record in one of the places (see state.UpdateReservedSandbox): from then on
+// the running record counts instead.
+func (p *places) update(owner, id string, fn func(*state.SandboxRecord) error) (state.SandboxRecord, error) {
+	if p.res == nil {
+		return p.b.store.UpdateSandbox(owner, id, fn)
+	}
+	return p.b.store.UpdateReservedSandbox(*p.res, owner, id, fn)
+}
+
 // release gives back the places not used (after a failure at E2B, or a resume recorded); it may be called more
 // than once.
 func (p *places) release() {

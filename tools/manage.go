@@ -128,8 +128,7 @@ func (t manageSandbox) resume(ctx context.Context, c *e2b.Client, call Caller, r
 	}
 	now := t.now()
 	t.extended.done(call.Owner, rec.ID, now)
-	_, err = t.connected(call, rec.ID, sb, timeout, now)
-	// The running record counts from now on (until this, it and the place both did).
+	_, err = t.connected(call, held, rec.ID, sb, timeout, now)
 	held.release()
 	if err != nil {
 		return nil, err
