@@ -149,7 +149,7 @@ func (g governed[R]) decideAndRun(ctx context.Context, s *Server, caller tools.C
 	} else if err != nil {
 		return g.refusal("", s.unrecordable(entry.Tool, err)) // it did not run: nothing to record
 	}
-	ctx, moved := audit.WithTransfers(ctx)
+	ctx, moved := audit.WithTransfers(tools.WithJudged(ctx, judged.Args))
 	res, err := g.run(ctx, caller)
 	entry.Transfer = moved.Total()
 	if g.asksClient != nil && g.asksClient(res) {

@@ -3,6 +3,7 @@
 package server
 
 import (
+	"context"
 	"os"
 	"path/filepath"
 	"strings"
@@ -80,6 +81,58 @@ rules:
 	select {
 	case <-denied:
 		t.Fatal("a denied sync opened the project's .gitignore")
+	default:
+	}
+}
+
+// swapThenApprove changes the file system while a human is asked about a call, then approves it: the window
+// between the policy's judgment of a call and its run.
+type swapThenApprove struct{ swap func() }
+
+func (a swapThenApprove) Elicit(context.Context, mcp.ElicitationRequest) (*mcp.ElicitationResult, error) {
+	a.swap()
+	return &mcp.ElicitationResult{ElicitationResponse: mcp.ElicitationResponse{
+		Action: mcp.ElicitationResponseActionAccept, Content: map[string]any{"approve": true}}}, nil
+}
+
+// A symlink repointed after the policy judged a sync's local_path (here while a human approves it) is refused: the
+// sync reads only the directory the policy and the human saw.
+func TestSyncRefusesALocalPathChangedSinceJudged(t *testing.T) {
+	f, project := syncFixture(t, `default_action: allow
+rules:
+  - id: keep-private
+    when: { target: e2b_sync_in, local_path: "**/private" }
+    then: { decision: deny }
+  - id: ask
+    when: { target: e2b_sync_in }
+    then: { decision: require_approval, reason: syncs are approved }
+`)
+	private := filepath.Join(filepath.Dir(project), "private")
+	if err := os.Mkdir(private, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	read := openedProbe(t, private)
+	link := filepath.Join(filepath.Dir(project), "link")
+	if err := os.Symlink("project", link); err != nil {
+		t.Fatal(err)
+	}
+	swap := func() {
+		if err := os.Remove(link); err != nil {
+			t.Error(err)
+		}
+		if err := os.Symlink("private", link); err != nil {
+			t.Error(err)
+		}
+	}
+	c := connect(t, f.srv, mcp.ProtocolVersion20251125, swapThenApprove{swap: swap})
+	id := createSandbox(t, c)
+	text := mustFail(t, c, "e2b_sync_in", map[string]any{"sandbox_id": id, "local_path": "link"})
+	if !strings.Contains(text, "a symlink changed in between") {
+		t.Errorf("a sync whose local_path was repointed after the policy judged it: %s", text)
+	}
+	select {
+	case <-read:
+		t.Fatal("the sync read the directory the symlink was repointed to")
 	default:
 	}
 }

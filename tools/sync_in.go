@@ -82,7 +82,7 @@ func (t syncIn) run(ctx context.Context, call Caller, a *syncInArgs) (any, error
 		return nil, missing("local_path")
 	}
 	start := t.now()
-	local, err := t.openLocal(syncInName, a.LocalPath)
+	local, err := t.openLocal(ctx, syncInName, a.LocalPath)
 	if err != nil {
 		return nil, err
 	}

@@ -117,7 +117,7 @@ func (t syncOut) run(ctx context.Context, call Caller, a *syncOutArgs) (any, err
 		return nil, userErrorf("No e2b_sync_in into %s was found in sandbox %s (nor in the sandbox it was forked from): "+
 			"sync a local directory in first.", remote, rec.ID)
 	}
-	local, err := t.openLocal(syncOutName, a.LocalPath)
+	local, err := t.openLocal(ctx, syncOutName, a.LocalPath)
 	if err != nil {
 		return nil, err
 	}

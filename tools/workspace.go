@@ -52,8 +52,9 @@ type localTree struct {
 }
 
 // openLocal resolves p (absolute, or relative to the first workspace root) and opens it when it is a directory
-// inside one of the roots, every symlink and ".." resolved before the check.
-func (b *base) openLocal(tool, p string) (*localTree, error) {
+// inside one of the roots, every symlink and ".." resolved before the check, and the directory the policy judged
+// the call by (judgeLocalPath): a symlink changed since then is refused rather than followed somewhere no rule saw.
+func (b *base) openLocal(ctx context.Context, tool, p string) (*localTree, error) {
 	if len(b.cfg.Workspaces) == 0 {
 		return nil, noWorkspaces(tool)
 	}
@@ -61,6 +62,10 @@ func (b *base) openLocal(tool, p string) (*localTree, error) {
 	real, err := filepath.EvalSymlinks(p)
 	if err != nil {
 		return nil, userErrorf("Cannot use '%s': %v", p, unwrapPathError(err))
+	}
+	if judged, ok := judgedArgs(ctx)["local_path"].(string); ok && judged != real {
+		return nil, userErrorf("Nothing was done: '%s' was %s when the policy judged this call and is %s now (a symlink "+
+			"changed in between); call again.", p, judged, real)
 	}
 	inside := false
 	for _, r := range b.cfg.Workspaces {
