@@ -211,7 +211,12 @@ func tuiSession(bin, prefix, dir string, timeout time.Duration) *run {
 		time.Sleep(500 * time.Millisecond)
 	}
 	time.Sleep(2 * time.Second) // the MCP server connects
-	if out, err := tmux("send-keys", "-t", "0", "Run the long job in a sandbox, then stop the endless one.", "Enter"); err != nil {
+	// The prompt, then Enter on its own: typed at once, Enter is taken as part of a paste.
+	if out, err := tmux("send-keys", "-t", "0", "-l", "Run the long job in a sandbox, then stop the endless one."); err != nil {
+		return fail("session", fmt.Sprintf("tmux send-keys: %v: %s", err, out))
+	}
+	time.Sleep(time.Second)
+	if out, err := tmux("send-keys", "-t", "0", "Enter"); err != nil {
 		return fail("session", fmt.Sprintf("tmux send-keys: %v: %s", err, out))
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
