@@ -72,9 +72,13 @@ var Clients = []Client{
 	},
 	{
 		Profile: "copilot-cli", names: []string{"github-copilot-cli", "copilot-cli", "copilot"},
-		// Measured, GitHub Copilot CLI 1.0.102: structuredContent when present; a result over about 20 KB
-		// (21,154 characters) goes to a local file and the model gets a 500-character preview; images dropped;
-		// decline at once; 180 s a call.
+		// Measured, GitHub Copilot CLI 1.0.102 headless, with its model at the stand-in through BYOK
+		// (COPILOT_PROVIDER_BASE_URL; Chat Completions as gpt-4.1, Anthropic Messages as claude-sonnet-4.5):
+		// a result over about 20 KB (21,154 characters; a 29.1 KB one measured) goes to a local file and the
+		// model gets a short preview, an 18,000-character one arrives whole; the model gets a result's JSON
+		// text (text and structuredContent are the same JSON, so which copy it reads is not told apart: it is
+		// taken to read structuredContent, as first reported); an image result reaches the model without its
+		// image with either model, so the note gives a download link; decline at once; 180 s a call.
 		Reads: ReadsStructured, InlineChars: 21_154, Images: false, Budget: 18_000,
 		Elicitation: "decline at once", ToolTimeout: 180 * time.Second,
 	},
