@@ -128,7 +128,7 @@ func explainLimits(l policy.Limits, c policy.Call) string {
 		why = l.CheckNew(template, timeout)
 		caps = append(caps, "live_sandboxes", "running_sandboxes")
 	case c.Tool == "e2b_fork_sandbox":
-		caps = append(caps, "live_sandboxes", "running_sandboxes")
+		caps = append(caps, "live_sandboxes", "running_sandboxes", "forks_per_sandbox")
 	case c.Tool == "e2b_manage_sandbox" && c.Args["action"] == "resume":
 		why = l.CheckTimeout(timeout)
 		caps = append(caps, "running_sandboxes")
@@ -140,7 +140,8 @@ func explainLimits(l policy.Limits, c policy.Call) string {
 	if why != "" {
 		fmt.Fprintf(&b, "          refused: %s\n", why)
 	}
-	set := map[string]int{"live_sandboxes": l.LiveSandboxes, "running_sandboxes": l.RunningSandboxes}
+	set := map[string]int{"live_sandboxes": l.LiveSandboxes, "running_sandboxes": l.RunningSandboxes,
+		"forks_per_sandbox": l.ForksPerSandbox}
 	for _, name := range caps {
 		if set[name] > 0 {
 			fmt.Fprintf(&b, "          counts against %s %d (the owner's sandboxes when it is made)\n", name, set[name])

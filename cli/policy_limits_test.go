@@ -14,7 +14,7 @@ func TestPolicyLimitsCheckAndExplain(t *testing.T) {
 	dir := t.TempDir()
 	good := filepath.Join(dir, "good.yaml")
 	bad := filepath.Join(dir, "bad.yaml")
-	if err := os.WriteFile(good, []byte("default_action: allow\nlimits:\n  default: {running_sandboxes: 3, max_timeout_seconds: 600, templates: [base]}\n"+
+	if err := os.WriteFile(good, []byte("default_action: allow\nlimits:\n  default: {running_sandboxes: 3, forks_per_sandbox: 2, max_timeout_seconds: 600, templates: [base]}\n"+
 		"  owners:\n    alice: {running_sandboxes: 8, templates: unlimited, sandbox_hours_per_day: 1.5}\nrules: []\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -33,13 +33,15 @@ func TestPolicyLimitsCheckAndExplain(t *testing.T) {
 		want []string
 	}{
 		{[]string{good, "e2b_create_sandbox", `{"template":"desktop"}`},
-			[]string{"limits:   running_sandboxes 3; max_timeout_seconds 600; templates base",
+			[]string{"limits:   running_sandboxes 3; forks_per_sandbox 2; max_timeout_seconds 600; templates base",
 				`refused: template "desktop" is not one of the templates allowed (base)`,
 				"counts against running_sandboxes 3"}},
 		{[]string{"--owner", "alice", good, "e2b_create_sandbox", `{"template":"desktop","timeout_seconds":600}`},
-			[]string{"limits:   running_sandboxes 8; max_timeout_seconds 600; sandbox_hours_per_day 1.5\n",
+			[]string{"limits:   running_sandboxes 8; forks_per_sandbox 2; max_timeout_seconds 600; sandbox_hours_per_day 1.5\n",
 				"counts against running_sandboxes 8",
 				"counts against sandbox_hours_per_day 1.5 (the owner's running time today, UTC"}},
+		{[]string{good, "e2b_fork_sandbox", `{"sandbox_id":"x"}`},
+			[]string{"counts against running_sandboxes 3", "counts against forks_per_sandbox 2"}},
 		{[]string{good, "e2b_manage_sandbox", `{"sandbox_id":"x","action":"resume","timeout_seconds":3600}`},
 			[]string{"refused: timeout_seconds 3600 is above the longest allowed, 600"}},
 	} {

@@ -16,6 +16,8 @@ type Limits struct {
 	LiveSandboxes int
 	// RunningSandboxes bounds the owner's running sandboxes.
 	RunningSandboxes int
+	// ForksPerSandbox bounds the forks of one sandbox that exist at once (running or paused).
+	ForksPerSandbox int
 	// MaxTimeoutSeconds bounds the timeout_seconds of a create or resume.
 	MaxTimeoutSeconds int
 	// Templates are the patterns (globs, as in a rule's template condition) a new sandbox's template must match.
@@ -32,13 +34,14 @@ type Limits struct {
 const (
 	limitLive     = "live_sandboxes"
 	limitRunning  = "running_sandboxes"
+	limitForks    = "forks_per_sandbox"
 	limitTimeout  = "max_timeout_seconds"
 	limitTemplate = "templates"
 	limitDay      = "sandbox_hours_per_day"
 	limitMonth    = "sandbox_hours_per_month"
 )
 
-var limitKeys = []string{limitLive, limitRunning, limitTimeout, limitTemplate, limitDay, limitMonth}
+var limitKeys = []string{limitLive, limitRunning, limitForks, limitTimeout, limitTemplate, limitDay, limitMonth}
 
 // maxLimit bounds a number in limits: far above any real account, low enough for every int.
 const maxLimit = 1_000_000_000
@@ -70,6 +73,9 @@ func (p *Policy) Limits(owner string) Limits {
 	}
 	if o.set[limitRunning] {
 		l.RunningSandboxes = o.limits.RunningSandboxes
+	}
+	if o.set[limitForks] {
+		l.ForksPerSandbox = o.limits.ForksPerSandbox
 	}
 	if o.set[limitTimeout] {
 		l.MaxTimeoutSeconds = o.limits.MaxTimeoutSeconds
@@ -119,7 +125,8 @@ func (l Limits) String() string {
 	for _, f := range []struct {
 		key string
 		n   int
-	}{{limitLive, l.LiveSandboxes}, {limitRunning, l.RunningSandboxes}, {limitTimeout, l.MaxTimeoutSeconds}} {
+	}{{limitLive, l.LiveSandboxes}, {limitRunning, l.RunningSandboxes}, {limitForks, l.ForksPerSandbox},
+		{limitTimeout, l.MaxTimeoutSeconds}} {
 		if f.n > 0 {
 			parts = append(parts, fmt.Sprintf("%s %d", f.key, f.n))
 		}
@@ -209,6 +216,8 @@ func (ps *parser) limits(n *yaml.Node, what string) limitsOverride {
 				out.limits.LiveSandboxes = v
 			case limitRunning:
 				out.limits.RunningSandboxes = v
+			case limitForks:
+				out.limits.ForksPerSandbox = v
 			case limitTimeout:
 				out.limits.MaxTimeoutSeconds = v
 			}

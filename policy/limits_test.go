@@ -11,6 +11,7 @@ limits:
   default:
     live_sandboxes: 10
     running_sandboxes: 3
+    forks_per_sandbox: 4
     max_timeout_seconds: 3600
     templates: [base, "python-*"]
     sandbox_hours_per_day: 2
@@ -31,7 +32,7 @@ func TestLimitsDefaultAndOverrides(t *testing.T) {
 		strings.Join(def.Templates, ",") != "base,python-*" {
 		t.Fatalf("an owner without overrides: %+v", def)
 	}
-	if def.HoursPerDay != 2 || def.HoursPerMonth != 40 {
+	if def.HoursPerDay != 2 || def.HoursPerMonth != 40 || def.ForksPerSandbox != 4 {
 		t.Fatalf("an owner without overrides: %v hours a day, %v a month", def.HoursPerDay, def.HoursPerMonth)
 	}
 	if !def.TemplateAllowed("python-3.12") || def.TemplateAllowed("desktop") {
@@ -81,7 +82,8 @@ func TestLimitsBadValues(t *testing.T) {
 		{"limits: {default: {templates: [base, 7]}}", `a template in limits.default.templates must be a string, got a number (quote it if you mean the text "7")`},
 		{"limits: {owners: [alice]}", "limits.owners must be a mapping from owner to limits, got a list"},
 		{"limits: {owners: {alice: {running_sandboxes: 2}, alice: {live_sandboxes: 3}}}", `duplicate owner "alice" in limits.owners`},
-		{"limits: {owners: {alice: 3}}", "limits.owners.alice must be a mapping of live_sandboxes, running_sandboxes, max_timeout_seconds, templates, sandbox_hours_per_day, sandbox_hours_per_month, got a number"},
+		{"limits: {owners: {alice: 3}}", "limits.owners.alice must be a mapping of live_sandboxes, running_sandboxes, forks_per_sandbox, max_timeout_seconds, templates, sandbox_hours_per_day, sandbox_hours_per_month, got a number"},
+		{"limits: {default: {forks_per_sandbox: 0}}", "limits.default.forks_per_sandbox must be a whole number from 1"},
 		{"limits: {default: {sandbox_hours_per_day: 0}}", "limits.default.sandbox_hours_per_day must be a number of hours above 0 and at most 1000000000, or unlimited; got 0"},
 		{"limits: {default: {sandbox_hours_per_month: -1}}", "limits.default.sandbox_hours_per_month must be a number of hours above 0"},
 		{"limits: {default: {sandbox_hours_per_day: many}}", "limits.default.sandbox_hours_per_day must be a number, got a string"},

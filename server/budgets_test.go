@@ -310,3 +310,42 @@ func TestCapHoldsUnderConcurrentForksAndResumes(t *testing.T) {
 			n, ok, len(refusals))
 	}
 }
+
+// 50 forks of one sandbox at once against forks_per_sandbox 3 make exactly 3 at E2B, the others refused naming
+// the sandbox's forks; deleting one of them frees a place, and another sandbox's forks are not counted.
+func TestForksPerSandboxHoldsUnderConcurrentForks(t *testing.T) {
+	const calls, capForks = 50, 3
+	f := newFixture(t, fixtureOpts{policy: "default_action: allow\nlimits:\n  default: {forks_per_sandbox: 3}\nrules: []\n"})
+	c := connect(t, f.srv, eras[0], nil)
+	src := createSandbox(t, c)
+	other := createSandbox(t, c)
+	ok, refusals := raceCalls(t, calls, func(int) *mcp.CallToolResult {
+		return callTool(t, c, "e2b_fork_sandbox", map[string]any{"sandbox_id": src})
+	})
+	if n := len(f.emu.Sandboxes()); n != 2+capForks || ok != capForks {
+		t.Fatalf("%d forks at once with forks_per_sandbox %d: %d sandboxes at E2B (2 not forks), %d forks answered",
+			calls, capForks, n, ok)
+	}
+	for _, r := range refusals {
+		if !strings.Contains(r, "3 of 3 forks of sandbox "+src+": delete one of those forks") {
+			t.Errorf("a refusal that does not name the sandbox's forks: %s", r)
+		}
+	}
+	mustOK(t, c, "e2b_fork_sandbox", map[string]any{"sandbox_id": other})
+	forks := map[string]int{}
+	for _, sb := range f.emu.Sandboxes() {
+		if rec, err := f.srv.Store().Sandbox("alice", sb.ID); err == nil {
+			forks[rec.ForkOf]++
+		}
+	}
+	if forks[src] != capForks || forks[other] != 1 || forks[""] != 2 {
+		t.Fatalf("the records' fork_of: %v", forks)
+	}
+	for _, sb := range f.emu.Sandboxes() {
+		if rec, err := f.srv.Store().Sandbox("alice", sb.ID); err == nil && rec.ForkOf == src {
+			mustOK(t, c, "e2b_manage_sandbox", map[string]any{"sandbox_id": sb.ID, "action": "delete"})
+			break
+		}
+	}
+	mustOK(t, c, "e2b_fork_sandbox", map[string]any{"sandbox_id": src})
+}

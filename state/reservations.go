@@ -14,6 +14,10 @@ type SandboxCaps struct {
 	Live int
 	// Running bounds the owner's running sandboxes.
 	Running int
+	// Forks bounds the forks of sandbox ForkOf that exist (running or paused), when the reservation is for forks
+	// of it.
+	Forks  int
+	ForkOf string
 }
 
 // SlotKind says what a reservation will bring alive.
@@ -53,17 +57,22 @@ func (e *CapError) Error() string {
 
 func (e *CapError) Is(target error) bool { return target == ErrOverCap }
 
-// The names of the caps in CapError.Limit.
+// The names of the caps in CapError.Limit; the forks of one sandbox are "forks of sandbox ID" (LimitForksOf).
 const (
 	LimitLive    = "live sandboxes"
 	LimitRunning = "running sandboxes"
 )
+
+// LimitForksOf is the name of the cap on the forks of sandbox id.
+func LimitForksOf(id string) string { return "forks of sandbox " + id }
 
 // reservationV1 is the stored form; owner and ID are the key.
 type reservationV1 struct {
 	Kind    SlotKind  `json:"kind"`
 	Count   int       `json:"count"`
 	Expires time.Time `json:"expires"`
+	// ForkOf is the sandbox whose forks these places are for ("" for other new sandboxes and resumes).
+	ForkOf string `json:"fork_of,omitempty"`
 }
 
 // ReserveSandboxes holds n places of kind for owner until now+hold, if the owner's sandboxes (running and paused
@@ -104,8 +113,18 @@ func (s *records) ReserveSandboxes(owner string, kind SlotKind, n int, caps Sand
 		if caps.Running > 0 && running+n > caps.Running {
 			return &CapError{Owner: owner, Limit: LimitRunning, Used: running, Cap: caps.Running, Asked: n}
 		}
+		if caps.Forks > 0 && caps.ForkOf != "" {
+			forks, err := s.forkCount(tx, owner, caps.ForkOf)
+			if err != nil {
+				return err
+			}
+			if forks+n > caps.Forks {
+				return &CapError{Owner: owner, Limit: LimitForksOf(caps.ForkOf), Used: forks, Cap: caps.Forks, Asked: n}
+			}
+		}
 		out = Reservation{Owner: owner, ID: id, Kind: kind, Count: n, Expires: now.Add(hold)}
-		return put(tx, tableReservations, owner, id, reservationV1{Kind: kind, Count: n, Expires: out.Expires})
+		return put(tx, tableReservations, owner, id, reservationV1{Kind: kind, Count: n, Expires: out.Expires,
+			ForkOf: caps.ForkOf})
 	})
 	if err != nil {
 		return Reservation{}, err
@@ -160,6 +179,39 @@ func (s *records) sandboxUse(tx recordTx, owner string, now time.Time) (live, ru
 		}
 	}
 	return live, running, nil
+}
+
+// forkCount counts the forks of sandbox src that exist (running or paused records whose fork_of is src) and the
+// places held for more; sandboxUse has deleted the places that ran out.
+func (s *records) forkCount(tx recordTx, owner, src string) (int, error) {
+	n := 0
+	err := tx.each(tableSandboxes, owner, func(owner, id string, v []byte) error {
+		var rec struct {
+			State  string `json:"state"`
+			ForkOf string `json:"fork_of"`
+		}
+		if err := s.decode(tableSandboxes, owner, id, v, &rec); err != nil {
+			return err
+		}
+		if rec.ForkOf == src && (rec.State == StateRunning || rec.State == StatePaused) {
+			n++
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, err
+	}
+	err = tx.each(tableReservations, owner, func(owner, id string, v []byte) error {
+		var r reservationV1
+		if err := s.decode(tableReservations, owner, id, v, &r); err != nil {
+			return err
+		}
+		if r.ForkOf == src {
+			n += r.Count
+		}
+		return nil
+	})
+	return n, err
 }
 
 // ReleaseReservation gives the places of a reservation back. Releasing one that ran out or was released is not

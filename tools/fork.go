@@ -83,7 +83,7 @@ func (t forkSandbox) fromSandbox(ctx context.Context, call Caller, a *forkArgs, 
 	if err != nil {
 		return nil, err
 	}
-	held, err := t.reserve(call, state.SlotNew, count)
+	held, err := t.reserveForks(call, src.ID, count)
 	if err != nil {
 		return nil, err
 	}
@@ -141,7 +141,7 @@ func (t forkSandbox) fromCheckpoint(ctx context.Context, call Caller, a *forkArg
 	if err != nil {
 		return nil, err
 	}
-	held, err := t.reserve(call, state.SlotNew, count)
+	held, err := t.reserveForks(call, src.ID, count)
 	if err != nil {
 		return nil, err
 	}

@@ -57,12 +57,24 @@ type places struct {
 // what frees a place; it refuses all new work while a sandbox-hours budget is used up. An owner whose limits
 // set no cap takes no place (and writes nothing).
 func (b *base) reserve(call Caller, kind state.SlotKind, n int) (*places, error) {
+	return b.reserveCaps(call, kind, n, "")
+}
+
+// reserveForks is reserve for n forks of sandbox src, held to forks_per_sandbox too.
+func (b *base) reserveForks(call Caller, src string, n int) (*places, error) {
+	return b.reserveCaps(call, state.SlotNew, n, src)
+}
+
+func (b *base) reserveCaps(call Caller, kind state.SlotKind, n int, forkOf string) (*places, error) {
 	l := b.limits(call.Owner)
 	warning, err := b.checkHours(call, l)
 	if err != nil {
 		return nil, err
 	}
 	caps := state.SandboxCaps{Live: l.LiveSandboxes, Running: l.RunningSandboxes}
+	if forkOf != "" && l.ForksPerSandbox > 0 {
+		caps.Forks, caps.ForkOf = l.ForksPerSandbox, forkOf
+	}
 	if caps == (state.SandboxCaps{}) {
 		return &places{b: b, warning: warning}, nil
 	}
@@ -128,8 +140,12 @@ func (p *places) release() {
 // capRefusal words a refused reservation: "3 of 3 running sandboxes: pause or delete one (e2b_list_sandboxes)".
 func capRefusal(e *state.CapError) error {
 	free := "pause or delete one (e2b_list_sandboxes lists them, e2b_manage_sandbox pauses or deletes)"
-	if e.Limit == state.LimitLive {
+	switch {
+	case e.Limit == state.LimitLive:
 		free = "delete one; a paused sandbox counts too (e2b_list_sandboxes lists them, e2b_manage_sandbox deletes)"
+	case e.Limit != state.LimitRunning:
+		free = "delete one of those forks; a paused one counts too (e2b_list_sandboxes lists them, " +
+			"e2b_manage_sandbox deletes)"
 	}
 	if e.Asked > 1 {
 		return userErrorf("Refused by this server's limits: %s, and this call asks for %d more: %s, or ask for fewer.",
