@@ -244,6 +244,7 @@ func (s *Bolt) Path() string { return s.path }
 
 // Close marks the store closed and closes the file if it is kept open; later operations return ErrClosed.
 func (s *Bolt) Close() error {
+	s.steps.stop()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.closeKeptLocked()

@@ -92,6 +92,10 @@ func (s *Postgres) Ping(ctx context.Context) error {
 
 // Close closes the connections; later operations return ErrClosed.
 func (s *Postgres) Close() error {
+	if s.closed.Load() {
+		return nil
+	}
+	s.steps.stop()
 	if s.closed.Swap(true) {
 		return nil
 	}

@@ -74,6 +74,7 @@ type records struct {
 	now         func() time.Time
 	where       string // the store's Location, for messages
 	maxSessions int    // live sessions one owner may have
+	steps       *stepBatch
 }
 
 func newRecords(db txRunner, opts Options, where string) records {
@@ -84,6 +85,9 @@ func newRecords(db txRunner, opts Options, where string) records {
 	if r.maxSessions <= 0 {
 		r.maxSessions = DefaultMaxLiveSessions
 	}
+	r.steps = &stepBatch{}
+	writer := r // the fields writeSteps uses are set by now and never change
+	r.steps.write = writer.writeSteps
 	return r
 }
 

@@ -235,6 +235,7 @@ func (s *records) Sandbox(owner, id string) (SandboxRecord, error) {
 		out, err = s.getSandbox(tx, owner, id)
 		return err
 	})
+	out.Steps += s.steps.of(owner, id)
 	return out, err
 }
 
@@ -289,6 +290,9 @@ func (s *records) sandboxes(owner string, keep func(sandboxV1) bool) ([]SandboxR
 	})
 	if err != nil {
 		return nil, err
+	}
+	for i := range out {
+		out[i].Steps += s.steps.of(out[i].Owner, out[i].ID)
 	}
 	sortSandboxes(out)
 	return out, nil
@@ -374,6 +378,7 @@ func (s *records) updateSandbox(owner, id string, res *Reservation,
 		out.Created = storedTime(r.Created)
 		return nil
 	})
+	out.Steps += s.steps.of(owner, id)
 	if panicked != nil {
 		panic(panicked)
 	}

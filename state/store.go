@@ -61,6 +61,10 @@ type Store interface {
 	// (a PostgreSQL store makes a transaction again when the database dropped its connection): it only changes
 	// the record.
 	UpdateSandbox(owner, id string, fn func(*SandboxRecord) error) (SandboxRecord, error)
+	// CountStep adds one step to the sandbox's count and returns the record after it. The step is written with
+	// the next batch, within a second (a crash loses the steps of that second), unless exact says the caller acts
+	// on the count: then it is written at once, with any steps still pending.
+	CountStep(owner, id string, exact func(SandboxRecord) bool) (SandboxRecord, error)
 	// DeleteSandbox removes the record; ErrNotFound if absent. The sandbox's checkpoints are kept.
 	DeleteSandbox(owner, id string) error
 

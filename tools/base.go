@@ -433,11 +433,11 @@ func (b *base) setState(call Caller, id, st, reason string) {
 	}
 }
 
-// countStep adds one step to the sandbox's count and returns the record after it.
+// countStep adds one step to the sandbox's count and returns the record after it. The count is written with the
+// store's next batch unless a checkpoint every n steps acts on it (afterStep), which needs it exact.
 func (b *base) countStep(call Caller, id string) (state.SandboxRecord, error) {
-	rec, err := b.store.UpdateSandbox(call.Owner, id, func(r *state.SandboxRecord) error {
-		r.Steps++
-		return nil
+	rec, err := b.store.CountStep(call.Owner, id, func(r state.SandboxRecord) bool {
+		return b.policy(r).EverySteps > 0
 	})
 	if errors.Is(err, state.ErrNotFound) {
 		return rec, b.sandboxNotFound(call, id)
