@@ -60,8 +60,9 @@ func (m *metrics) observeCall(tool, decision, outcome string, took time.Duration
 }
 
 // watchStore adds the gauges read from the store and the approvals at scrape time.
-func (m *metrics) watchStore(store state.Store, approvals *policy.Approvals, onError func(error)) {
-	m.registry.MustRegister(&storeCollector{store: store, approvals: approvals, onError: onError})
+func (m *metrics) watchStore(store state.Store, approvals *policy.Approvals, now func() time.Time,
+	onError func(error)) {
+	m.registry.MustRegister(&storeCollector{store: store, approvals: approvals, now: now, onError: onError})
 }
 
 // handler serves the registry; a failed gauge is left out of the answer (and logged), the rest still served.
@@ -104,18 +105,53 @@ var (
 		"Sandboxes the store records, by state (running, paused, gone).", []string{"state"}, nil)
 	approvalsDesc = prometheus.NewDesc("e2b_mcp_approvals_waiting",
 		"Approval requests waiting for a human (not yet approved or expired).", nil, nil)
+	ownerHoursDesc = prometheus.NewDesc("e2b_mcp_owner_sandbox_hours",
+		"Each owner's sandbox-hours (running time as E2B bills it) this day and this month (UTC), by period (day, "+
+			"month).", []string{"owner", "period"}, nil)
+	ownerCreatedDesc = prometheus.NewDesc("e2b_mcp_owner_sandboxes_created_month",
+		"Sandboxes each owner created this month (UTC), forks included.", []string{"owner"}, nil)
+	ownerPeakDesc = prometheus.NewDesc("e2b_mcp_owner_peak_running_month",
+		"The most sandboxes each owner had running at once this month (UTC).", []string{"owner"}, nil)
 )
 
 // storeCollector reads the gauges from the store when Prometheus scrapes.
 type storeCollector struct {
 	store     state.Store
 	approvals *policy.Approvals
+	now       func() time.Time
 	onError   func(error)
 }
 
 func (c *storeCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- sandboxesDesc
 	ch <- approvalsDesc
+	ch <- ownerHoursDesc
+	ch <- ownerCreatedDesc
+	ch <- ownerPeakDesc
+}
+
+// collectUsage reads every owner's use of this month, as e2b-mcp usage shows it.
+func (c *storeCollector) collectUsage(ch chan<- prometheus.Metric) {
+	now := c.now().UTC()
+	month := time.Date(now.Year(), now.Month(), 1, 0, 0, 0, 0, time.UTC)
+	days, err := c.store.Usage("", month)
+	if err != nil {
+		c.onError(err)
+		ch <- prometheus.NewInvalidMetric(ownerHoursDesc, err)
+		return
+	}
+	today := map[string]float64{}
+	for _, d := range days {
+		if !d.Day.Before(state.DayStart(now)) {
+			today[d.Owner] += d.RunningSeconds()
+		}
+	}
+	for _, o := range state.SumUsage(days) {
+		ch <- prometheus.MustNewConstMetric(ownerHoursDesc, prometheus.GaugeValue, today[o.Owner]/3600, o.Owner, "day")
+		ch <- prometheus.MustNewConstMetric(ownerHoursDesc, prometheus.GaugeValue, o.RunningSeconds/3600, o.Owner, "month")
+		ch <- prometheus.MustNewConstMetric(ownerCreatedDesc, prometheus.GaugeValue, float64(o.Created), o.Owner)
+		ch <- prometheus.MustNewConstMetric(ownerPeakDesc, prometheus.GaugeValue, float64(o.PeakRunning), o.Owner)
+	}
 }
 
 func (c *storeCollector) Collect(ch chan<- prometheus.Metric) {
@@ -144,4 +180,5 @@ func (c *storeCollector) Collect(ch chan<- prometheus.Metric) {
 		}
 		ch <- prometheus.MustNewConstMetric(approvalsDesc, prometheus.GaugeValue, float64(waiting))
 	}
+	c.collectUsage(ch)
 }

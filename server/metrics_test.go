@@ -68,9 +68,16 @@ func TestMetrics(t *testing.T) {
 		`e2b_mcp_sandboxes{state="paused"} 1`,
 		`e2b_mcp_sandboxes{state="gone"} 0`,
 		`e2b_mcp_approvals_waiting 1`,
+		`e2b_mcp_owner_sandboxes_created_month{owner="alice"} 2`,
+		`e2b_mcp_owner_peak_running_month{owner="alice"} 2`,
 	} {
 		if !strings.Contains(body, want+"\n") {
 			t.Errorf("/metrics lacks %s", want)
+		}
+	}
+	for _, period := range []string{"day", "month"} {
+		if !strings.Contains(body, `e2b_mcp_owner_sandbox_hours{owner="alice",period="`+period+`"} `) {
+			t.Errorf("/metrics lacks alice's sandbox-hours of the %s", period)
 		}
 	}
 	if t.Failed() {
@@ -167,7 +174,7 @@ func storeMetrics(t testing.TB, where string, keys state.KeySource, onError func
 		t.Fatal(err)
 	}
 	m := newMetrics()
-	m.watchStore(st, approvals, onError)
+	m.watchStore(st, approvals, time.Now, onError)
 	return m.handler()
 }
 

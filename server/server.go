@@ -119,7 +119,7 @@ func New(cfg Config) (*Server, error) {
 	if s.approvals, err = approvalsOf(s.store, cfg.StateDir, cfg.Now); err != nil {
 		return nil, err
 	}
-	s.metrics.watchStore(s.store, s.approvals, func(err error) { s.log.Warn("reading a metric", "error", err) })
+	s.metrics.watchStore(s.store, s.approvals, cfg.Now, func(err error) { s.log.Warn("reading a metric", "error", err) })
 	if s.audit, err = openAudit(cfg); err != nil {
 		return nil, err
 	}
