@@ -86,6 +86,7 @@ func pressOnPage(t *testing.T, link, choice string, shows ...string) string {
 // the built-in policy, an answer naming the approval ID and the approval page; after Approve on the page the
 // repeated call deletes the sandbox, once; after Deny it is refused and the sandbox stays.
 func TestApprovalPageForClaudeCodeLikeClient(t *testing.T) {
+	t.Parallel()
 	for _, version := range []string{mcp.ProtocolVersion20260728, mcp.LATEST_LEGACY_PROTOCOL_VERSION} {
 		t.Run(version, func(t *testing.T) {
 			x := newH(t)

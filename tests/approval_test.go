@@ -46,6 +46,7 @@ func (x *h) runAsPrinted(line string) result {
 
 // A client without elicitation is told to run `e2b-mcp approve ID`; once a human has, the same call goes through.
 func TestApprovalByCommand(t *testing.T) {
+	t.Parallel()
 	x := newH(t)
 	owner := x.owner("approve")
 	x.login(owner)
@@ -137,6 +138,7 @@ func (y *yesNo) Elicit(_ context.Context, req mcp.ElicitationRequest) (*mcp.Elic
 // A client with elicitation is asked in the call itself, in both protocol eras: accepting lets the delete go
 // through, declining leaves the sandbox alone.
 func TestApprovalByElicitation(t *testing.T) {
+	t.Parallel()
 	for _, version := range []string{mcp.ProtocolVersion20260728, mcp.LATEST_LEGACY_PROTOCOL_VERSION} {
 		t.Run(version, func(t *testing.T) {
 			x := newH(t)

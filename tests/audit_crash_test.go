@@ -12,6 +12,7 @@ import (
 // A call running when its server is killed (kill -9) is in the audit log as started and never ended: after a
 // restart `e2b-mcp audit` shows it so, beside the calls that ended.
 func TestCallRunningAtKill9IsAuditedAsStarted(t *testing.T) {
+	t.Parallel()
 	x := newH(t)
 	owner := x.owner("crash-audit")
 	x.login(owner)

@@ -33,6 +33,7 @@ func (x *h) auditEntriesIn(dir string, filters ...string) []map[string]any {
 
 // A denied call never reaches E2B and tells the model which rule refused it and why; every call, denied ones
 // too, is a step in the audit log with its caller, decision and outcome, and secrets in arguments are redacted.
+// Not parallel: it counts every request the shared emulator gets while the denied call runs.
 func TestPolicyDenyAndAudit(t *testing.T) {
 	x := newH(t)
 	owner := x.owner("audit")

@@ -23,6 +23,7 @@ func keyringLookup(t *testing.T, account string) (string, bool) {
 
 // `auth login` keeps the key in the real Secret Service; `serve` reads it on every call and sends exactly that
 // key to E2B; `auth logout` removes it and the tools then say how to connect.
+// Not parallel: it reads every request the shared emulator gets since a mark (keysSince).
 func TestAuthKeyringLifecycle(t *testing.T) {
 	x := newH(t)
 	owner := x.owner("auth")
@@ -108,6 +109,7 @@ func TestAuthKeyringLifecycle(t *testing.T) {
 
 // The key comes from the keyring only: an E2B_API_KEY in the server's environment is not used.
 func TestAPIKeyNotTakenFromEnvironment(t *testing.T) {
+	t.Parallel() // the requests it looks for carry a key of its own
 	x := newH(t)
 	requireKeyring(t)
 	owner := x.owner("noenv")

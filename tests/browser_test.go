@@ -129,6 +129,7 @@ func ownerSandboxes(owner string) int {
 // made. A browser-based client of an origin named with --allow-origin works, and so does the TypeScript SDK client
 // on the same server.
 func TestBrowserCannotDriveTheServer(t *testing.T) {
+	t.Parallel()
 	chromium := requireChromium(t)
 	node := requireNode(t)
 	x := newH(t)

@@ -57,6 +57,7 @@ func forEachBackend(t *testing.T, f func(t *testing.T, b cancelBackend)) {
 	backends := cancelBackends(t)
 	for _, name := range []string{"emulator", "envd"} {
 		t.Run(name, func(t *testing.T) {
+			t.Parallel() // f makes its own owner and server on either backend
 			for _, b := range backends {
 				if b.name == name {
 					f(t, b)
@@ -78,10 +79,12 @@ func (x *h) serveOn(b cancelBackend, owner, session string, extra ...string) []s
 // streamable HTTP and SSE, in a session whose earlier calls produced big output, were killed by timeout_ms and
 // streamed progress: each time the command and its children are gone from the sandbox within a second.
 func TestCancelStopsTheCommandTypeScript(t *testing.T) {
+	t.Parallel()
 	node := requireNode(t)
 	forEachBackend(t, func(t *testing.T, b cancelBackend) {
 		for _, tr := range []string{"stdio", "http", "sse"} {
 			t.Run(tr, func(t *testing.T) {
+				t.Parallel() // its own owner, server and sandbox
 				x := newH(t)
 				owner := x.owner("cancel")
 				x.login(owner)
@@ -136,6 +139,7 @@ type cancelWay struct {
 // the command and its children are gone from the sandbox within a second, in a session whose earlier calls
 // produced big output, were killed by timeout_ms and streamed progress.
 func TestCancelStopsTheCommand(t *testing.T) {
+	t.Parallel()
 	ways := []cancelWay{
 		{name: "stdio-2025-11-25", version: mcp.ProtocolVersion20251125},
 		{name: "stdio-2026-07-28", version: mcp.ProtocolVersion20260728},
@@ -147,6 +151,7 @@ func TestCancelStopsTheCommand(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, b cancelBackend) {
 		for _, way := range ways {
 			t.Run(way.name, func(t *testing.T) {
+				t.Parallel() // its own owner, server and sandbox
 				x := newH(t)
 				owner := x.owner("cancel")
 				x.login(owner)

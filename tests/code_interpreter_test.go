@@ -11,6 +11,7 @@ import (
 // `serve --backend local` offers E2B's code-interpreter template where the machine has Jupyter: state lives
 // between e2b_run_code calls, in the sandbox's kernel.
 func TestLocalBackendCodeInterpreter(t *testing.T) {
+	t.Parallel()
 	if err := emulator.CodeInterpreterAvailable(); err != nil {
 		optional.Missing(t, err.Error())
 	}

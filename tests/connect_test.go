@@ -78,6 +78,7 @@ func (o *openInBrowser) Elicit(_ context.Context, req mcp.ElicitationRequest) (*
 // asking); a client that cannot open URLs gets an answer naming the page; another member who signs in on the
 // link is turned away; each member's sandboxes are made with their own key and seen by them alone.
 func TestConnectPageInChromium(t *testing.T) {
+	t.Parallel()
 	node := requireNode(t)
 	x := newH(t)
 	x.headless = true
@@ -158,6 +159,7 @@ func TestConnectPageInChromium(t *testing.T) {
 // A stdio server offers the connect page on 127.0.0.1: the answer of a call without a key names a one-time
 // link there, the local user connects their key in a browser, and the same call then goes through.
 func TestStdioConnectPageInChromium(t *testing.T) {
+	t.Parallel()
 	x := newH(t)
 	x.headless = true
 	requireChromedriver(t)

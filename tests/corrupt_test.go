@@ -15,6 +15,7 @@ import (
 // A state file the server cannot trust (cut short, garbage, another program's database) stops `serve` with an
 // error that names the file, and the file is left exactly as it was: the server never overwrites it silently.
 func TestCorruptStoreRefused(t *testing.T) {
+	t.Parallel()
 	x := newH(t)
 	owner := x.owner("corrupt")
 

@@ -17,6 +17,7 @@ import (
 // reads) are refused with a clear message that names the local disk (nothing is blamed on E2B), no partial line is
 // left in the log, every call that ran is in it, and the server recovers by itself when space returns.
 func TestFullDiskRefusesCallsItCannotAudit(t *testing.T) {
+	t.Parallel()
 	x := newH(t)
 	owner := x.owner("disk")
 	x.login(owner)

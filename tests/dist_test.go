@@ -296,6 +296,7 @@ func TestReleaseBuildBundles(t *testing.T) {
 // This system's bundle of a go build (make bundle-dev) is made as a release's are (checkBundle), and it runs over
 // stdio: the bundle's checks need no release build.
 func TestDevBundle(t *testing.T) {
+	t.Parallel()
 	name := bundleName(runtime.GOOS, runtime.GOARCH)
 	path := filepath.Join(devBundleDir, name)
 	data, err := os.ReadFile(path)

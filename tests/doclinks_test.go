@@ -87,6 +87,7 @@ func brokenLinks(path, text string) []string {
 
 // Every relative link in the documentation leads to a file of the checkout, and to a heading that file has.
 func TestDocLinks(t *testing.T) {
+	t.Parallel()
 	for _, path := range projectDocs(t) {
 		data, err := os.ReadFile(path)
 		if err != nil {
@@ -101,6 +102,7 @@ func TestDocLinks(t *testing.T) {
 // The link check itself: it finds a missing file, a missing heading and a heading of another file, and passes links
 // that are right, outside code.
 func TestBrokenLinksFindsThem(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	other := filepath.Join(dir, "other.md")
 	if err := os.WriteFile(other, []byte("# Other\n\n## What `path` rules stop\n\n## Twice\n\n## Twice\n"), 0o600); err != nil {

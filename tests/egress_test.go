@@ -96,6 +96,7 @@ func noteCredential(token string) {
 // replaces the old one at the next resume; remove takes it out. Only the allow-list's destinations are reached.
 // No value appears in any result, output, log, audit line or file of the run (the scan of newH and TestMain).
 func TestEgressCredentialsEndToEnd(t *testing.T) {
+	t.Parallel()
 	x := newH(t)
 	owner := x.owner("egress")
 	key := x.login(owner)
@@ -243,6 +244,7 @@ func TestEgressCredentialsEndToEnd(t *testing.T) {
 // The operator's egress file scopes one session of an owner: there no credential and no internet, while the
 // owner's other sessions keep both.
 func TestEgressFileScopesASession(t *testing.T) {
+	t.Parallel()
 	x := newH(t)
 	owner := x.owner("scoped")
 	x.login(owner)

@@ -13,6 +13,7 @@ import (
 // a 20 MB image, sandbox files as resources (and another owner's refused), download and upload links that work
 // with a plain HTTP client and stop at their expiry.
 func TestFilesImagesResourcesLinks(t *testing.T) {
+	t.Parallel()
 	node := requireNode(t)
 	_, err := exec.LookPath("python3")
 	requireEnv(t, err == nil, "python3 is not installed (the sandboxes draw the chart with it)")

@@ -827,7 +827,8 @@ func create(t testing.TB, c *client.Client, args map[string]any) string {
 }
 
 // keysSince lists the distinct X-API-Key values of the emulator's requests since the mark (a count of recorded
-// requests). Tests that use it do not run in parallel, so every request since the mark is theirs.
+// requests). Tests that use it do not run in parallel, so every request since the mark is theirs: the others call
+// t.Parallel, and Go runs them only once every test that does not has ended.
 func keysSince(mark int) []string {
 	reqs := the.emu.Requests()
 	seen := map[string]bool{}

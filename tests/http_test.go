@@ -36,6 +36,7 @@ func (x *h) addToken(owner, file string) string {
 // Two owners share one HTTP server, each with a token and an E2B key of their own: neither can see or touch
 // the other's sandboxes whatever IDs it sends, and each one's calls reach E2B with its own key.
 func TestHTTPOwnersAreIsolated(t *testing.T) {
+	t.Parallel()
 	x := newH(t)
 	alice, bob := x.owner("alice"), x.owner("bob")
 	aliceKey, bobKey := x.login(alice), x.login(bob)

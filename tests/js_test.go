@@ -46,6 +46,7 @@ func (x *h) runFlow(node string, args ...string) {
 
 // The official TypeScript SDK client runs the core flow over stdio, streamable HTTP and SSE.
 func TestTypeScriptSDK(t *testing.T) {
+	t.Parallel()
 	node := requireNode(t)
 
 	t.Run("stdio", func(t *testing.T) {

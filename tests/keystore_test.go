@@ -30,6 +30,7 @@ func (x *h) masterKeyFile(name string) (string, string) {
 // login`, `auth status` and `serve` work with it, `serve` says so, a wrong or missing master key is an error
 // naming its file, and neither an E2B key nor the master key is ever written in the clear.
 func TestHeadlessEncryptedKeyStore(t *testing.T) {
+	t.Parallel()
 	x := newH(t)
 	x.headless = true
 	owner := x.owner("headless")
@@ -114,6 +115,7 @@ func (x *h) noMasterKeyLeak(masterHex string) {
 // still running with it, a new serve, auth status: each names the file), and every wrong rotation is refused
 // without changing the store.
 func TestHeadlessMasterKeyRotation(t *testing.T) {
+	t.Parallel()
 	x := newH(t)
 	x.headless = true
 	owner := x.owner("rotate")
@@ -206,6 +208,7 @@ func TestHeadlessMasterKeyRotation(t *testing.T) {
 // still driven after a restart, and a copy of the key store made before the rotation (with the master key that
 // opened it) no longer opens the tokens.
 func TestHeadlessDataKeyRotation(t *testing.T) {
+	t.Parallel()
 	x := newH(t)
 	x.headless = true
 	owner := x.owner("rotdata")
@@ -259,6 +262,7 @@ func TestHeadlessDataKeyRotation(t *testing.T) {
 // sandboxes, saying to restart it, and a restarted one drives the sandbox made before. A dump of the database
 // holds no token (the harness scans it).
 func TestHeadlessDataKeyRotationInTheDatabase(t *testing.T) {
+	t.Parallel()
 	x := newH(t)
 	x.headless = true
 	pg, db := startPostgres(t)

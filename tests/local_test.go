@@ -11,6 +11,7 @@ import (
 // `serve --backend local` needs neither an E2B account nor a keyring: sandboxes run on this machine, the built-in
 // policy applies (a delete asks the human), and its records go away with the server.
 func TestLocalBackend(t *testing.T) {
+	t.Parallel()
 	x := newH(t)
 	args := []string{"serve", "--backend", "local", "--owner", x.owner("local"), "--state-dir", x.path("state")}
 	yes := &yesNo{accept: true}
@@ -41,6 +42,7 @@ func TestLocalBackend(t *testing.T) {
 // A local backend killed with SIGKILL cannot remove its temporary directory (sandboxes and records); the next
 // one removes it, and leaves alone the directory of one that is still running.
 func TestLocalBackendRemovesWhatAKilledOneLeft(t *testing.T) {
+	t.Parallel()
 	x := newH(t)
 	tmp := x.path("tmp")
 	if err := os.Mkdir(tmp, 0o700); err != nil {

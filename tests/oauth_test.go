@@ -116,6 +116,7 @@ func (x *h) runOAuthFlow(node, mcpURL, clientID, redirect, user string, mode ...
 // key store and sees only their own sandboxes; a real token meant for another server, or from another provider,
 // is refused.
 func TestOAuthSignInThroughOIDCProvider(t *testing.T) {
+	t.Parallel()
 	node := requireNode(t)
 	x := newH(t)
 	x.headless = true

@@ -13,6 +13,7 @@ import (
 // A policy file edited while the server runs takes effect without a restart; an edit that does not parse leaves
 // the previous policy in force.
 func TestPolicyReload(t *testing.T) {
+	t.Parallel()
 	x := newH(t)
 	owner := x.owner("reload")
 	x.login(owner)
@@ -60,6 +61,7 @@ func TestPolicyReload(t *testing.T) {
 // directory reaches the file a later absolute read finds; an upload without sandbox_path is judged at each file it
 // writes (the attack: {"session_path": ".ssh"} landed in /home/user/.ssh/authorized_keys past a **/.ssh/** deny).
 func TestPolicyJudgesSandboxPaths(t *testing.T) {
+	t.Parallel()
 	x := newH(t)
 	owner := x.owner("paths")
 	x.login(owner)

@@ -11,6 +11,7 @@ import (
 // A web server the assistant starts in a sandbox opens in the user's browser at the link e2b_get_url gives: E2B's
 // address of the port (here the emulator's), or, with --private-previews, the server's preview proxy.
 func TestPreviewInChromium(t *testing.T) {
+	t.Parallel()
 	for _, mode := range []struct {
 		name, access string
 		flags        []string

@@ -33,6 +33,7 @@ const egressFileExample = "# --egress-file"
 // copy them; docs/policy.md holds the built-in policy and at least one example, docs/egress-credentials.md an
 // egress file.
 func TestDocYAMLExamplesParse(t *testing.T) {
+	t.Parallel()
 	want := map[string]int{policyDocPath: 2, egressDocPath: 1}
 	docs, err := filepath.Glob("../docs/*.md")
 	if err != nil {
@@ -71,6 +72,7 @@ var jsonBlock = regexp.MustCompile("(?s)```json\n(.*?)```")
 // The configuration snippets in README.md and examples/claude-config.json are valid JSON, and the example starts
 // the server the way the README says.
 func TestReadmeAndExampleConfigs(t *testing.T) {
+	t.Parallel()
 	data, err := os.ReadFile(readmePath)
 	if err != nil {
 		t.Fatal(err)

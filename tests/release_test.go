@@ -131,6 +131,7 @@ func readManifest(t testing.TB) bundleManifest {
 // installing), are written by make generate and checked by scripts/generate's test; the manifest is kept in the one
 // form both write.
 func TestBundleManifestIsInItsOneForm(t *testing.T) {
+	t.Parallel()
 	data, err := os.ReadFile(manifestPath)
 	if err != nil {
 		t.Fatal(err)
@@ -144,6 +145,7 @@ func TestBundleManifestIsInItsOneForm(t *testing.T) {
 // The bundle runs the binary's serve over stdio and asks for nothing: no API key in Claude Desktop's settings or
 // the environment (the key stays in the OS keyring, and a call without one leads to the connect page).
 func TestBundleManifestServesWithoutAKey(t *testing.T) {
+	t.Parallel()
 	m := readManifest(t)
 	if m.ManifestVersion != "0.3" || m.Name != "e2b-mcp" || m.Server.Type != "binary" {
 		t.Errorf("manifest_version %q, name %q, server.type %q", m.ManifestVersion, m.Name, m.Server.Type)
@@ -237,6 +239,7 @@ func parseServerJSON(t testing.TB, data []byte) serverJSON {
 // server.json is valid by the registry's schema, and the schema check is no formality: entries the registry
 // refuses fail it.
 func TestServerJSONValidByTheRegistrysSchema(t *testing.T) {
+	t.Parallel()
 	data, err := os.ReadFile(serverJSONPath)
 	if err != nil {
 		t.Fatal(err)
@@ -275,6 +278,7 @@ func TestServerJSONValidByTheRegistrysSchema(t *testing.T) {
 // release's bundles on the release's page, one per target (the registry takes no tarballs and no go install; an
 // mcpb package is a release asset named by URL). It lists no remote: e2b-mcp is not hosted anywhere.
 func TestServerJSONIsTheRelease(t *testing.T) {
+	t.Parallel()
 	data, err := os.ReadFile(serverJSONPath)
 	if err != nil {
 		t.Fatal(err)
@@ -325,6 +329,7 @@ var latestDownload = regexp.MustCompile(regexp.QuoteMeta(repoURL+"/releases/late
 // README's Install section links every archive and every bundle of the release by the names the release gives
 // them, and nothing else: a link that names no asset is a broken install command.
 func TestReadmeInstallLinksAreTheRelease(t *testing.T) {
+	t.Parallel()
 	data, err := os.ReadFile(readmePath)
 	if err != nil {
 		t.Fatal(err)

@@ -24,6 +24,7 @@ import (
 // is honoured by every replica and spent on all at once; the database holds no key, link or cookie in the
 // clear.
 func TestReplicasShareKeysAndConnectLinks(t *testing.T) {
+	t.Parallel()
 	node := requireNode(t)
 	x := newH(t)
 	x.headless = true

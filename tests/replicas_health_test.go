@@ -34,6 +34,7 @@ func healthOf(t *testing.T, base string) (int, string) {
 // docs/team-server.md configures it) stops sending it calls: every call lands on the other replica, none is refused.
 // Once space returns, the replica is healthy again and HAProxy sends it calls again.
 func TestReplicaWithFullDiskGetsNoCalls(t *testing.T) {
+	t.Parallel()
 	x := newH(t)
 	full := x.path("replica1") // startReplicas' state directory of the first replica
 	smalldisk.Mount(t, full, 2<<20)
@@ -103,6 +104,7 @@ func TestReplicaWithFullDiskGetsNoCalls(t *testing.T) {
 // database is shared by both replicas, so /healthz stays 200 on each (saying the store does not answer), HAProxy
 // keeps sending calls, and they wait for the database and go through.
 func TestDatabaseStallFailsNoCall(t *testing.T) {
+	t.Parallel()
 	x := newH(t)
 	rs := x.startReplicas(2, "--lease", "1h")
 	const workers = 4

@@ -16,6 +16,7 @@ import (
 // 50 creates of one owner at once, spread over two replicas on one PostgreSQL, against a cap of 5 running
 // sandboxes, make exactly 5 sandboxes at E2B (the emulator's own count); the 45 others are refused naming the cap.
 func TestReplicasHoldTheRunningCapTogether(t *testing.T) {
+	t.Parallel()
 	const calls, capRunning, session = 50, 5, "capped"
 	x := newH(t)
 	pol := x.path("limits.yaml")

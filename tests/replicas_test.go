@@ -216,6 +216,7 @@ rules:
 // retried call reaches, as is the answer to an approval question, the lease is renewed wherever calls land, and
 // a 2025-era session sticks to its replica.
 func TestReplicasBehindHAProxy(t *testing.T) {
+	t.Parallel()
 	x := newH(t)
 	policyFile := x.path("replicas-policy.yaml")
 	if err := os.WriteFile(policyFile, []byte(replicasPolicy), 0o600); err != nil {
@@ -341,6 +342,7 @@ func TestReplicasBehindHAProxy(t *testing.T) {
 // A replica killed in the middle of a load fails only the calls it was running: every call that succeeded is in
 // the store and in E2B, and the load balancer sends the rest to the replica left.
 func TestReplicaKilledMidLoad(t *testing.T) {
+	t.Parallel()
 	x := newH(t)
 	rs := x.startReplicas(2, "--lease", "1h")
 	const workers = 4
@@ -438,6 +440,7 @@ func TestReplicaKilledMidLoad(t *testing.T) {
 
 // Replicas sweeping the same database give each orphan its action once.
 func TestReplicasSweepEachOrphanOnce(t *testing.T) {
+	t.Parallel()
 	x := newH(t)
 	rs := x.startReplicas(3, "--lease", "3s", "--sweep-interval", "100ms")
 	c := x.connectVersion(rs.lb, rs.token, "left", "")

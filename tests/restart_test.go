@@ -32,6 +32,7 @@ func checkpointIDs(t *testing.T, c *client.Client, sandboxID string) []string {
 // A server killed with SIGKILL loses nothing: started again on the same state directory it lists the same
 // sandboxes and checkpoints, and reaches the sandboxes with the envd tokens it stored (encrypted).
 func TestRestartAfterKill9(t *testing.T) {
+	t.Parallel()
 	x := newH(t)
 	owner := x.owner("restart")
 	x.login(owner)
@@ -88,6 +89,7 @@ func TestRestartAfterKill9(t *testing.T) {
 // A server that dies between E2B's create and its own record of the sandbox (here: killed while E2B's answer is
 // held back) loses nothing either: started again, it finds the sandbox by its tags, adopts it with its envd token
 // and on_timeout, and there is exactly one sandbox, not a second one made by a repeated create.
+// Not parallel: it holds back every create the shared emulator gets.
 func TestCrashMidCreateIsAdopted(t *testing.T) {
 	x := newH(t)
 	owner := x.owner("midcreate")
@@ -181,6 +183,7 @@ func (x *h) killAndRead(first *stdioServer, args []string, id string, pid int) {
 // A command moved to the background keeps all its output when the server that ran it is killed (-9) right after
 // the move: the next server reads every line of it, from the first, and its exit code.
 func TestMovedCommandOutputOutlivesKill9(t *testing.T) {
+	t.Parallel()
 	forEachBackend(t, func(t *testing.T, b cancelBackend) {
 		x := newH(t)
 		owner := x.owner("moved")
@@ -200,6 +203,7 @@ func TestMovedCommandOutputOutlivesKill9(t *testing.T) {
 // A command still in the foreground when its server is killed (-9) keeps all its output too: the next server lists
 // it and reads every line of it, and its exit code.
 func TestForegroundCommandOutputOutlivesKill9(t *testing.T) {
+	t.Parallel()
 	forEachBackend(t, func(t *testing.T, b cancelBackend) {
 		x := newH(t)
 		owner := x.owner("foreground")

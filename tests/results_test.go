@@ -31,6 +31,7 @@ func copySizes(t testing.TB, res *mcp.CallToolResult) (text, structured int) {
 // What happened and where the whole output is are in its first 2,000 characters: the part Claude Code shows the
 // model of a result it keeps in a file.
 func TestResultLimitEndToEnd(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct {
 		name  string
 		flags []string

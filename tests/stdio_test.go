@@ -37,6 +37,7 @@ func (x *h) allowAll() string {
 
 // The core flow over stdio in both protocol eras: every tool of the capability spec, with the results checked
 // against the emulator's own view of the sandbox, and every control-plane request carrying the logged-in key.
+// Not parallel: it reads every request the shared emulator gets since a mark (keysSince).
 func TestStdioFlow(t *testing.T) {
 	for _, version := range []string{mcp.ProtocolVersion20260728, mcp.LATEST_LEGACY_PROTOCOL_VERSION} {
 		t.Run(version, func(t *testing.T) {
@@ -162,6 +163,7 @@ func TestStdioFlow(t *testing.T) {
 // A long command reports progress as its output arrives, and cancelling the call kills the process in the
 // sandbox rather than leaving it running.
 func TestStdioProgressAndCancel(t *testing.T) {
+	t.Parallel()
 	x := newH(t)
 	owner := x.owner("cancel")
 	x.login(owner)

@@ -12,6 +12,7 @@ import (
 // values fit together, and the server says which key store and which authentication it uses. systemd's
 // specifiers are replaced as systemd would: %S by the state root, %d by the credentials directory.
 func TestExampleSystemdUnit(t *testing.T) {
+	t.Parallel()
 	x := newH(t)
 	x.headless = true
 	unit, err := os.ReadFile("../examples/e2b-mcp.service")

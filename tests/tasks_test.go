@@ -121,6 +121,7 @@ func (c *taskClient) awaitCompleted(t *testing.T, id string) map[string]any {
 // as does another replica on the same database when the one that made the task was killed. Nothing of the task is
 // in a process's memory: its record is in the store, its output and exit code in the sandbox.
 func TestTaskOutlivesItsServerProcess(t *testing.T) {
+	t.Parallel()
 	t.Run("restart", func(t *testing.T) {
 		x := newH(t)
 		owner := x.owner("tasks")
