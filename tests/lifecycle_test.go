@@ -12,6 +12,7 @@ import (
 // of live sessions (whatever lease the sweeping server has itself) and sandboxes without e2b-mcp's tags are left
 // alone.
 func TestOrphanedSessionSandboxes(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		action string
 		check  func(found bool, state string) bool
