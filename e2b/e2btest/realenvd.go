@@ -105,7 +105,7 @@ func startRealEnvd(ctx context.Context, accessToken string, envVars map[string]s
 	if err != nil {
 		return nil, err
 	}
-	run, err := os.MkdirTemp("", "envd-run.")
+	run, err := os.MkdirTemp(runBase, "envd-run.")
 	if err != nil {
 		return nil, err
 	}
@@ -171,18 +171,42 @@ func (r *RealEnvd) init(ctx context.Context, envVars map[string]string) error {
 // binary killed by go test's timeout, a SIGKILL or a crash. envd runs in a session of its own that no signal to
 // the test process reaches; without the keeper it would outlive it. A start that is under way when the test
 // process ends is finished and then stopped.
+//
+// start.sh runs in a mount namespace of its own (privateScript) in which /tmp and /home/user are directories of
+// the run: start.sh gives envd the /tmp and /home/user it sees, and with the host's, every envd shared one /tmp
+// and one home, as no two E2B sandboxes do, and tests at once overwrote each other's files there (the server
+// keeps each command's output under names, exec-STEP and bg-PID, that every sandbox counts from the same start).
 const keeperScript = `
-"$1" || { status=$?; "$2" "$3" >/dev/null 2>&1; rm -rf "$3"; exit $status; }
+unshare --mount --propagation private -- /bin/sh -c "$privateScript" private-mounts "$1" "$3" || {
+	status=$?; "$2" "$3" >/dev/null 2>&1; rm -rf "$3"; exit $status; }
 exec >/dev/null
 cat >/dev/null
 "$2" "$3" >/dev/null 2>&1
 rm -rf "$3"
 `
 
+// privateScript mounts run directory $2's tmp on /tmp and its home (a copy of /etc/skel for the user "user",
+// whom start.sh would otherwise make) on /home/user, and runs start.sh ($1). $2 is not under /tmp (see runBase):
+// start.sh must find it at its path.
+const privateScript = `set -e
+id user >/dev/null 2>&1 || useradd -m -s /bin/bash user
+mkdir -p "$2/tmp" "$2/home"
+chmod 1777 "$2/tmp"
+cp -a /etc/skel/. "$2/home/"
+chown -R user:user "$2/home"
+mount --bind "$2/tmp" /tmp
+mount --bind "$2/home" /home/user
+exec "$1"
+`
+
+// runBase is where envds' run directories are made: not under /tmp, which each envd gets a directory of its
+// run as.
+const runBase = "/var/tmp"
+
 // start runs start.sh of the envd in dir under a keeper in r.run and returns what it printed.
 func (r *RealEnvd) start(ctx context.Context, dir string) ([]byte, error) {
 	cmd := exec.Command("/bin/sh", "-c", keeperScript, "envd-keeper", filepath.Join(dir, "start.sh"), filepath.Join(dir, "stop.sh"), r.run)
-	cmd.Env = append(os.Environ(), "ENVD_RUN="+r.run)
+	cmd.Env = append(os.Environ(), "ENVD_RUN="+r.run, "privateScript="+privateScript)
 	// A session of its own: a Ctrl-C to the terminal's process group, which ends the test, must not end the
 	// keeper before it has stopped envd.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
@@ -234,8 +258,8 @@ func (r *RealEnvd) Stop() {
 // RealEnvds backs every sandbox of an emulator with E2B's own envd when put in Options.Envd: one per sandbox,
 // started (StartRealEnvd, booted with the sandbox's env vars) on its first envd request and stopped when it is
 // killed, so that tests of the tools can run against the real daemon. It needs root and the daemon beside the
-// repository; envd requests fail with 502 without them. The sandboxes share the host's /home/user and /tmp, and
-// pausing does not stop their processes (the sandbox is only unreachable while paused). Each emulator needs
+// repository; envd requests fail with 502 without them. Each sandbox has a /tmp and /home/user of its own (see
+// keeperScript); pausing does not stop their processes (the sandbox is only unreachable while paused). Each emulator needs
 // its own.
 func RealEnvds() emulator.Envd { return &realEnvds{boxes: map[string]*realBox{}} }
 

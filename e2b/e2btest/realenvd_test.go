@@ -3,8 +3,12 @@ package e2btest
 import (
 	"bufio"
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
+	"net/http"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -112,4 +116,70 @@ func alive(pid int) bool {
 	}
 	_, rest, _ := strings.Cut(string(stat), ") ")
 	return !strings.HasPrefix(rest, "Z")
+}
+
+// Each real envd is a sandbox of its own, as on E2B: a file one writes in /tmp or /home/user is not in another's,
+// nor in the host's. Tests that use envds at once (go test runs packages side by side) then never meet in the
+// files the server keeps there.
+func TestRealEnvdsHaveTheirOwnTmpAndHome(t *testing.T) {
+	if _, err := RealEnvdAvailable(); err != nil {
+		why := "not run against the real envd: " + err.Error()
+		if RealEnvdExpected() {
+			optional.Missing(t, why)
+		}
+		optional.Skip(t, why)
+	}
+	var envds []*RealEnvd
+	for range 2 {
+		ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+		r, err := StartRealEnvd(ctx, nil)
+		cancel()
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(r.Stop)
+		envds = append(envds, r)
+	}
+	name := "e2btest-own-" + randomName()
+	for _, dir := range []string{"/tmp", "/home/user"} {
+		path := dir + "/" + name
+		if status := envdFile(t, envds[0], http.MethodPost, path, "written in the first envd"); status != http.StatusOK {
+			t.Fatalf("writing %s in the first envd: %d", path, status)
+		}
+		if status := envdFile(t, envds[0], http.MethodGet, path, ""); status != http.StatusOK {
+			t.Fatalf("reading %s back in the first envd: %d", path, status)
+		}
+		if status := envdFile(t, envds[1], http.MethodGet, path, ""); status != http.StatusNotFound {
+			t.Errorf("the second envd reads %s, written in the first: %d, want 404", path, status)
+		}
+		if _, err := os.Stat(path); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("the host has %s, written in the first envd: %v", path, err)
+			os.Remove(path)
+		}
+	}
+}
+
+func randomName() string {
+	b := make([]byte, 8)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+// envdFile writes body to path (POST /files) or reads path (GET /files) as the user "user", and returns the status.
+func envdFile(t *testing.T, r *RealEnvd, method, path, body string) int {
+	t.Helper()
+	req, err := http.NewRequestWithContext(t.Context(), method, r.URL+"/files?username=user&path="+url.QueryEscape(path), strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("X-Access-Token", r.AccessToken)
+	if method == http.MethodPost {
+		req.Header.Set("Content-Type", "application/octet-stream")
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatalf("%s %s: %v", method, path, err)
+	}
+	defer resp.Body.Close()
+	return resp.StatusCode
 }
