@@ -62,10 +62,16 @@ $(JS_DEPS): tests/js/package-lock.json tests/js/package.json
 # Halves of tests that need what this machine lacks skip and are listed at the end (internal/optional); in CI
 # (CI set) a missing dependency the suite itself installs fails instead. The release build's own tests are left to
 # make release-check: a release build of every system takes minutes no test run should pay.
+# The tests mostly wait (on processes, sandboxes, databases, leases), not compute: a package of end-to-end tests
+# keeps about a third of one core busy. So four test binaries run at once (-p) with four parallel tests each, on
+# any number of cores, and the packages that take longest are named first, since go test starts them in the
+# order given: the longest one then does not start last.
+TEST_FLAGS := -race -count=1 -timeout 20m -p 4 -parallel 4 -skip '$(RELEASE_TESTS)'
+TEST_PKGS  := ./tests ./tools ./server ./state ./imagesafe ./e2b ./...
 test: prereqs-test lint cross $(JS_DEPS) bundle-dev fuzz
 	@skips=$$(mktemp); \
-	echo "$(KEYRING) $(GO) test -race -count=1 -timeout 20m -skip '$(RELEASE_TESTS)' ./..."; \
-	E2B_MCP_SKIP_LOG=$$skips $(KEYRING) $(GO) test -race -count=1 -timeout 20m -skip '$(RELEASE_TESTS)' ./...; \
+	echo "$(KEYRING) $(GO) test $(TEST_FLAGS) $(TEST_PKGS)"; \
+	E2B_MCP_SKIP_LOG=$$skips $(KEYRING) $(GO) test $(TEST_FLAGS) $(TEST_PKGS); \
 	status=$$?; \
 	if [ -s $$skips ]; then echo "optional halves skipped, not run here:"; sort -u $$skips | sed 's/^/  /'; \
 	else echo "every optional half ran (the real envd, the TypeScript SDK, the keyring)"; fi; \
