@@ -657,24 +657,25 @@ func (x *h) startHTTPOn(port string, args ...string) *httpServer {
 			waitfor.Recv(x.t, s.done, 30*time.Second, "the server to exit after its kill")
 		}
 	})
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		resp, err := http.Get(s.base + "/healthz")
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return s
-			}
+	defer func() {
+		if x.t.Failed() {
+			x.t.Logf("e2b-mcp serve's stderr:\n%s", s.stderr)
 		}
+	}()
+	waitfor.Until(x.t, 30*time.Second, "e2b-mcp serve to answer /healthz", func() bool {
 		select {
 		case <-s.done:
-			x.t.Fatalf("e2b-mcp serve exited before answering /healthz:\n%s", s.stderr)
-		case <-time.After(50 * time.Millisecond):
+			x.t.Fatal("e2b-mcp serve exited before answering /healthz")
+		default:
 		}
-		if time.Now().After(deadline) {
-			x.t.Fatalf("e2b-mcp serve did not answer /healthz within 30s:\n%s", s.stderr)
+		resp, err := http.Get(s.base + "/healthz")
+		if err != nil {
+			return false
 		}
-	}
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK
+	})
+	return s
 }
 
 // freePort finds a free loopback port. The port is released before the server binds it; a clash with another

@@ -153,19 +153,15 @@ func ticksOutput() string {
 func readToEnd(t testing.TB, c *client.Client, id string, pid int) (string, map[string]any) {
 	t.Helper()
 	var out strings.Builder
+	var res map[string]any
 	offset := 0
-	deadline := time.Now().Add(60 * time.Second)
-	for {
-		res := ok(t, c, "e2b_read_output", map[string]any{"sandbox_id": id, "pid": pid, "offset": offset, "wait_ms": 5000})
+	waitfor.Until(t, time.Minute, fmt.Sprintf("process %d to end", pid), func() bool {
+		res = ok(t, c, "e2b_read_output", map[string]any{"sandbox_id": id, "pid": pid, "offset": offset, "wait_ms": 5000})
 		out.WriteString(str(res, "output"))
 		offset = int(num(res, "next_offset"))
-		if res["running"] == false {
-			return out.String(), res
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("process %d still runs after 60 s: %v", pid, res)
-		}
-	}
+		return res["running"] == false
+	})
+	return out.String(), res
 }
 
 // killAndRead kills (-9) a server that runs a command of ticks as pid, starts another on the same state (args), and

@@ -11,6 +11,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/e2b-mcp/e2b-mcp/internal/waitfor"
 )
 
 // chromium is a headless Chromium from the system's packages, driven through chromedriver (the W3C WebDriver
@@ -54,18 +56,13 @@ func (x *h) startChromium() *chromium {
 		cancel()
 		_ = cmd.Wait()
 	})
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	waitfor.Until(t, 30*time.Second, "chromedriver to answer /status", func() bool {
 		resp, err := http.Get(c.driver + "/status")
 		if err == nil {
 			resp.Body.Close()
-			break
 		}
-		if time.Now().After(deadline) {
-			t.Fatal("chromedriver did not answer within 30s")
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return err == nil
+	})
 	// The flags for root in a container: no sandbox (root), no GPU, nothing fetched in the background.
 	args := []string{"--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
 		"--disable-background-networking", "--disable-component-update", "--disable-sync", "--password-store=basic",
@@ -150,19 +147,21 @@ func (c *chromium) submit(css string) {
 	c.t.Helper()
 	root := c.element("html")
 	c.call(http.MethodPost, c.s("/element/"+c.element(css)+"/click"), map[string]any{}, nil)
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	defer c.showPageIfFailed()
+	waitfor.Until(c.t, 30*time.Second, "the browser to leave the page after clicking "+css, func() bool {
 		code, out := c.do(http.MethodGet, c.s("/element/"+root+"/name"), nil)
-		if code == http.StatusNotFound || nodeOfAnotherDocument(code, out) {
-			return // stale element reference (or no such element): a new document is loaded
-		}
-		if code != http.StatusOK {
+		if code != http.StatusOK && code != http.StatusNotFound && !nodeOfAnotherDocument(code, out) {
 			c.t.Fatalf("webdriver: waiting for the form's answer: %d %s", code, out)
 		}
-		if time.Now().After(deadline) {
-			c.t.Fatalf("the browser never left the page after clicking %s:\n%s", css, c.page())
-		}
-		time.Sleep(50 * time.Millisecond)
+		return code != http.StatusOK // stale element reference (or no such element): a new document is loaded
+	})
+}
+
+// showPageIfFailed logs the current page when the test has failed (deferred by a wait on the page, whose failure
+// then shows what the browser had).
+func (c *chromium) showPageIfFailed() {
+	if c.t.Failed() {
+		c.t.Logf("the page:\n%s", c.page())
 	}
 }
 
@@ -186,17 +185,13 @@ func (c *chromium) page() string {
 // waitFor waits until the page contains want, and returns the page.
 func (c *chromium) waitFor(want string) string {
 	c.t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		p := c.page()
-		if strings.Contains(p, want) {
-			return p
-		}
-		if time.Now().After(deadline) {
-			c.t.Fatalf("the page never showed %q:\n%s", want, p)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	defer c.showPageIfFailed()
+	var p string
+	waitfor.Until(c.t, 30*time.Second, fmt.Sprintf("the page to show %q", want), func() bool {
+		p = c.page()
+		return strings.Contains(p, want)
+	})
+	return p
 }
 
 // signIn fills the identity provider's login form (zitadel's example provider) as user.
