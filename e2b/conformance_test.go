@@ -153,17 +153,7 @@ func killAll(t *testing.T, e *Envd, s string) {
 // waitGone waits until no process's command line contains s.
 func waitGone(t *testing.T, e *Envd, s string) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		left := running(t, e, s)
-		if left == "" {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("still running: %s", left)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	waitfor.Until(t, 10*time.Second, "no process of "+s+" to run", func() bool { return running(t, e, s) == "" })
 }
 
 // stopCases are commands whose whole process tree a stop must end: a sequence, a pipeline, and a shell that
@@ -239,13 +229,7 @@ func TestConformanceCancelBeforeTheStartEvent(t *testing.T) {
 			res, err := held.RunCommand(ctx, "sleep "+dur, CommandOptions{})
 			done <- result{res, err}
 		}()
-		deadline := time.Now().Add(20 * time.Second)
-		for running(t, e, "sleep "+dur) == "" {
-			if time.Now().After(deadline) {
-				t.Fatal("the command did not start")
-			}
-			time.Sleep(50 * time.Millisecond)
-		}
+		waitfor.Until(t, 20*time.Second, "the command to start", func() bool { return running(t, e, "sleep "+dur) != "" })
 		cancel()
 		close(hold.release)
 		select {

@@ -142,20 +142,13 @@ func TestEmulatorCancelKillsCommand(t *testing.T) {
 	if !errors.Is(err, context.Canceled) || res.PID == 0 {
 		t.Fatalf("res %+v err %v", res, err)
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	waitfor.Until(t, 10*time.Second, "the abandoned command to end", func() bool {
 		list, err := m.envd.ListProcesses(emuCtx(t))
 		if err != nil {
 			t.Fatal(err)
 		}
-		if len(list) == 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the abandoned command still runs: %+v", list)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return len(list) == 0
+	})
 }
 
 // background starts a process and returns its pid and a channel with its end.

@@ -19,6 +19,7 @@ import (
 
 	"github.com/e2b-mcp/e2b-mcp/e2b/e2btest"
 	"github.com/e2b-mcp/e2b-mcp/e2b/wire"
+	"github.com/e2b-mcp/e2b-mcp/internal/waitfor"
 )
 
 func TestParseRetryAfter(t *testing.T) {
@@ -530,17 +531,10 @@ func TestCleanupAbandoned(t *testing.T) {
 	mine, _ := srv.CreateSandbox(cpKey, e2btest.SandboxOptions{Metadata: map[string]string{RequestIDMetadataKey: "gone"}})
 	other, _ := srv.CreateSandbox(cpKey, e2btest.SandboxOptions{Metadata: map[string]string{RequestIDMetadataKey: "kept"}})
 	c.cleanupAbandoned("gone")
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	waitfor.Until(t, 10*time.Second, "the abandoned sandbox to be killed", func() bool {
 		_, stillThere := srv.Sandbox(mine.ID)
-		if !stillThere {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("abandoned sandbox not killed")
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+		return !stillThere
+	})
 	if _, ok := srv.Sandbox(other.ID); !ok {
 		t.Fatal("unrelated sandbox killed")
 	}

@@ -12,6 +12,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/e2b-mcp/e2b-mcp/internal/waitfor"
 )
 
 const (
@@ -476,16 +478,10 @@ func TestExpiryTicker(t *testing.T) {
 		t.Fatal(err)
 	}
 	clk.Advance(2 * time.Second)
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		if _, ok := s.Sandbox(sb.ID); !ok {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the ticker did not expire the sandbox")
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	waitfor.Until(t, 10*time.Second, "the ticker to expire the sandbox", func() bool {
+		_, ok := s.Sandbox(sb.ID)
+		return !ok
+	})
 }
 
 func TestKillAndVanish(t *testing.T) {

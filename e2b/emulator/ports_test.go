@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/e2b-mcp/e2b-mcp/internal/waitfor"
 )
 
 // portGet asks for path on port of the sandbox by its host name, as a browser would, with hdr.
@@ -32,17 +34,10 @@ func (b envdBox) portGet(t *testing.T, port, path string, hdr map[string]string)
 func (b envdBox) serveDirectory(t *testing.T, hdr map[string]string) {
 	t.Helper()
 	b.run(t, "echo hello > /home/user/hello.txt; nohup python3 -m http.server 8000 >/dev/null 2>&1 &", nil)
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	waitfor.Until(t, 30*time.Second, "the server in the sandbox to list hello.txt", func() bool {
 		code, body := b.portGet(t, "8000", "/", hdr)
-		if code == http.StatusOK && strings.Contains(body, "hello.txt") {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the server in the sandbox never answered: HTTP %d %s", code, body)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return code == http.StatusOK && strings.Contains(body, "hello.txt")
+	})
 }
 
 func TestPortsServedByHostName(t *testing.T) {
