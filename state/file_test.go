@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/e2b-mcp/e2b-mcp/internal/filelock"
+	"github.com/e2b-mcp/e2b-mcp/internal/waitfor"
 	bolt "go.etcd.io/bbolt"
 )
 
@@ -77,20 +78,13 @@ func openAsAnotherProcess(t testing.TB, path string, opts *bolt.Options) *bolt.D
 		t.Fatal(err)
 	}
 	defer turn.Close()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	waitfor.Until(t, 10*time.Second, "the turnstile of the state directory to be unlocked", func() bool {
 		ok, err := filelock.TryLock(turn)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if ok {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the turnstile of the state directory stayed locked for 10 s")
-		}
-		time.Sleep(time.Millisecond)
-	}
+		return ok
+	})
 	defer filelock.Unlock(turn)
 	o := bolt.Options{Timeout: 10 * time.Second}
 	if opts != nil {
@@ -135,18 +129,13 @@ func TestStoreLetsGoOfTheFileForAnotherProcess(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("the operation waiting for the file did not run within 10 s of the other process closing it")
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	waitfor.Until(t, 10*time.Second, fmt.Sprintf("the file to be let go after the last operation (keptIdle is %v)", keptIdle), func() bool {
 		db, err := bolt.Open(s.Path(), 0o600, &bolt.Options{Timeout: time.Nanosecond})
 		if err == nil {
 			db.Close()
-			break
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the file is still kept open 10 s after the last operation (keptIdle is %v)", keptIdle)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return err == nil
+	})
 }
 
 func TestBusyStore(t *testing.T) {
