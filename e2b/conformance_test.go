@@ -483,13 +483,11 @@ func TestConformanceBackgroundInput(t *testing.T) {
 			t.Helper()
 			log, _ := BackgroundFiles(dir, pid)
 			var got string
-			for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
-				if got = sh(t, e, "cat "+log); strings.Contains(got, want) {
-					return got
-				}
-			}
-			t.Fatalf("log of %d: %q, want %q in it", pid, got, want)
-			return ""
+			waitfor.Until(t, 10*time.Second, fmt.Sprintf("the log of %d to hold %q", pid, want), func() bool {
+				got = sh(t, e, "cat "+log)
+				return strings.Contains(got, want)
+			})
+			return got
 		}
 		exitCode := func(pid uint32) string {
 			t.Helper()
@@ -588,11 +586,7 @@ func TestConformanceSendSignalReachesOnePid(t *testing.T) {
 	conformance(t, func(t *testing.T, e *Envd) {
 		dur := fmt.Sprintf("30.8%d", time.Now().UnixNano()%1e6)
 		pid, done := rawStart(t, e, emuCtx(t), bashC("sleep "+dur+"; echo x"))
-		for deadline := time.Now().Add(10 * time.Second); running(t, e, "sleep "+dur) == ""; time.Sleep(20 * time.Millisecond) {
-			if time.Now().After(deadline) {
-				t.Fatal("sleep never started")
-			}
-		}
+		waitfor.Until(t, 10*time.Second, "the sleep to start", func() bool { return running(t, e, "sleep "+dur) != "" })
 		if err := e.SendSignal(emuCtx(t), pid, SIGKILL); err != nil {
 			t.Fatal(err)
 		}

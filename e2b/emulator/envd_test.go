@@ -572,8 +572,8 @@ func TestEnvdStdinAndSignals(t *testing.T) {
 // envdWaitProcess waits until a process with the tag runs and returns its pid.
 func envdWaitProcess(t *testing.T, b envdBox, tag string) int {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for time.Now().Before(deadline) {
+	pid := 0
+	waitfor.Until(t, 10*time.Second, fmt.Sprintf("process %q to start", tag), func() bool {
 		_, body := b.unary(t, "process.Process/List", `{}`, nil)
 		var list struct {
 			Processes []struct {
@@ -584,13 +584,12 @@ func envdWaitProcess(t *testing.T, b envdBox, tag string) int {
 		_ = json.Unmarshal([]byte(body), &list)
 		for _, p := range list.Processes {
 			if p.Tag == tag {
-				return p.PID
+				pid = p.PID
 			}
 		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	t.Fatalf("process %q never started", tag)
-	return 0
+		return pid != 0
+	})
+	return pid
 }
 
 func TestEnvdConnectReplaysTheEnd(t *testing.T) {
