@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/e2b-mcp/e2b-mcp/e2b/e2btest"
+	"github.com/e2b-mcp/e2b-mcp/internal/waitfor"
 	"github.com/e2b-mcp/e2b-mcp/state"
 	"github.com/e2b-mcp/e2b-mcp/tools"
 )
@@ -190,13 +191,9 @@ func TestHTTPProtocolSessionsBounded(t *testing.T) {
 		t.Errorf("an ended session: HTTP %d, want 404", code)
 	}
 	// mcp-go let go of it too (it is ended in the background).
-	deadline := time.Now().Add(10 * time.Second)
-	for f.srv.mcp.DeleteSessionTools(first) == nil {
-		if time.Now().After(deadline) {
-			t.Fatal("mcp-go still holds an ended session")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	waitfor.Until(t, 10*time.Second, "mcp-go to let go of the ended session", func() bool {
+		return f.srv.mcp.DeleteSessionTools(first) != nil
+	})
 	listIDs(t, bob) // another owner's session is untouched
 }
 

@@ -269,16 +269,10 @@ func TestRunSweepsAtStart(t *testing.T) {
 	inR, inW := io.Pipe()
 	done := make(chan error, 1)
 	go func() { done <- cur.Run(t.Context(), inR, io.Discard) }()
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		if sb, _ := emu.Sandbox(orphan); sb.State == "paused" {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the orphan of the lapsed session was not paused by the sweep at start")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	waitfor.Until(t, 20*time.Second, "the sweep at start to pause the orphan of the lapsed session", func() bool {
+		sb, _ := emu.Sandbox(orphan)
+		return sb.State == "paused"
+	})
 	inW.Close()
 	if err := awaitRun(t, done); err != nil {
 		t.Fatal(err)

@@ -20,6 +20,7 @@ import (
 	"github.com/mark3labs/mcp-go/client"
 
 	"github.com/e2b-mcp/e2b-mcp/e2b/e2btest"
+	"github.com/e2b-mcp/e2b-mcp/internal/waitfor"
 	"github.com/e2b-mcp/e2b-mcp/server/preview"
 )
 
@@ -157,17 +158,12 @@ func grantOf(t *testing.T, p *preview.Proxy, owner, sandboxID string, port int, 
 
 func waitListening(t *testing.T, c *client.Client, id string, port int) map[string]any {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		res := mustOK(t, c, "e2b_get_url", map[string]any{"sandbox_id": id, "port": port})
-		if res["listening"] == true {
-			return res
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("nothing listened on %d: %v", port, res)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	var res map[string]any
+	waitfor.Until(t, 30*time.Second, fmt.Sprintf("something to listen on %d", port), func() bool {
+		res = mustOK(t, c, "e2b_get_url", map[string]any{"sandbox_id": id, "port": port})
+		return res["listening"] == true
+	})
+	return res
 }
 
 // With private previews, a sandbox's ports answer only this server's proxy, and the proxy only a link's grant for

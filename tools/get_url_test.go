@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/e2b-mcp/e2b-mcp/internal/waitfor"
 )
 
 // localhostGet fetches link as a browser would: a name under localhost is this machine (Go's resolver may not
@@ -56,13 +58,10 @@ func TestGetURLPublic(t *testing.T) {
 
 	s.ok(t, "e2b_exec", map[string]any{"sandbox_id": id, "command": "echo hi > hello.txt; python3 -m http.server 8000", "background": true, "timeout_ms": 100})
 	var after map[string]any
-	deadline := time.Now().Add(30 * time.Second)
-	for after = s.ok(t, "e2b_get_url", map[string]any{"sandbox_id": id, "port": 8000}); after["listening"] != true; after = s.ok(t, "e2b_get_url", map[string]any{"sandbox_id": id, "port": 8000}) {
-		if time.Now().After(deadline) {
-			t.Fatalf("the server never listened: %v", after)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	waitfor.Until(t, 30*time.Second, "the server in the sandbox to listen on 8000", func() bool {
+		after = s.ok(t, "e2b_get_url", map[string]any{"sandbox_id": id, "port": 8000})
+		return after["listening"] == true
+	})
 	if code, body, _ := localhostGet(t, after["url"].(string), nil); code != http.StatusOK || !strings.Contains(body, "Directory listing") || !strings.Contains(body, "hello.txt") {
 		t.Fatalf("the link: HTTP %d %s", code, body)
 	}

@@ -1,12 +1,14 @@
 package tools
 
 import (
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/e2b-mcp/e2b-mcp/e2b/e2btest"
+	"github.com/e2b-mcp/e2b-mcp/internal/waitfor"
 	"github.com/e2b-mcp/e2b-mcp/state"
 )
 
@@ -19,17 +21,10 @@ const shortTimeout = 5 // seconds
 // have the sandbox in st, or gone when st is "".
 func waitState(t *testing.T, e *env, id, st string) {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for {
+	waitfor.Until(t, 20*time.Second, fmt.Sprintf("sandbox %s to be %q (gone when empty)", id, st), func() bool {
 		sb, ok := e.emu.Sandbox(id)
-		if st == "" && !ok || ok && sb.State == st {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("sandbox %s is %q (exists %v), want %q", id, sb.State, ok, st)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return st == "" && !ok || ok && sb.State == st
+	})
 }
 
 // TestUsedSandboxOutlivesItsTimeout: a sandbox with a 5 s timeout that is used every 2 s for 30 s keeps running

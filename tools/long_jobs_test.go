@@ -24,18 +24,14 @@ func shortForeground(c *Config) { c.ExecForegroundLimit = time.Second }
 func (s *session) readUntilEnd(t *testing.T, id string, pid int, offset int64) (map[string]any, string) {
 	t.Helper()
 	var out strings.Builder
-	deadline := time.Now().Add(60 * time.Second)
-	for {
-		res := s.ok(t, "e2b_read_output", map[string]any{"sandbox_id": id, "pid": pid, "offset": offset, "wait_ms": 5000})
+	var res map[string]any
+	waitfor.Until(t, time.Minute, fmt.Sprintf("process %d to end", pid), func() bool {
+		res = s.ok(t, "e2b_read_output", map[string]any{"sandbox_id": id, "pid": pid, "offset": offset, "wait_ms": 5000})
 		out.WriteString(res["output"].(string))
 		offset = int64(num(res["next_offset"]))
-		if res["running"] == false {
-			return res, out.String()
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("process %d still runs: %v", pid, res)
-		}
-	}
+		return res["running"] == false
+	})
+	return res, out.String()
 }
 
 // listed is the entry of pid in e2b_list_processes. (The real envd's sandboxes share the host's /tmp, so the
