@@ -8,7 +8,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net/http"
 	"regexp"
 	"strings"
 	"testing"
@@ -21,7 +20,7 @@ import (
 	"github.com/e2b-mcp/e2b-mcp/e2b/emulator"
 	"github.com/e2b-mcp/e2b-mcp/internal/optional"
 	"github.com/e2b-mcp/e2b-mcp/internal/pgtest"
-	"github.com/e2b-mcp/e2b-mcp/internal/ssetest"
+	"github.com/e2b-mcp/e2b-mcp/internal/rpctest"
 	"github.com/e2b-mcp/e2b-mcp/internal/waitfor"
 	"github.com/e2b-mcp/e2b-mcp/state"
 	"github.com/e2b-mcp/e2b-mcp/tools"
@@ -52,47 +51,7 @@ type httpRaw struct {
 func (h *httpRaw) send(t *testing.T, method string, params map[string]any) (map[string]any, map[string]any) {
 	t.Helper()
 	h.next++
-	body, err := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": h.next, "method": method, "params": params})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, h.url, bytes.NewReader(body))
-	if err != nil {
-		t.Fatal(err)
-	}
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Accept", "application/json, text/event-stream")
-	req.Header.Set(mcp.HeaderProtocolVersion, mcp.ProtocolVersion20260728)
-	req.Header.Set(mcp.HeaderMethod, method)
-	if name, ok := params["name"].(string); ok {
-		req.Header.Set(mcp.HeaderName, name)
-	} else if id, ok := params["taskId"].(string); ok {
-		req.Header.Set(mcp.HeaderName, id)
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatalf("%s: %v", method, err)
-	}
-	defer resp.Body.Close()
-	raw, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return decodeAnswer(t, method, ssetest.Response(resp.Header.Get("Content-Type"), raw))
-}
-
-func decodeAnswer(t *testing.T, method string, raw []byte) (map[string]any, map[string]any) {
-	t.Helper()
-	var answer struct {
-		Result map[string]any `json:"result"`
-		Error  map[string]any `json:"error"`
-	}
-	if err := json.Unmarshal(raw, &answer); err != nil {
-		t.Fatalf("%s answered %q: %v", method, raw, err)
-	}
-	return answer.Result, answer.Error
+	return rpctest.Post(t, h.url, "", h.next, method, params)
 }
 
 // stdioRaw writes each request as a line to a stdio server and reads lines until its answer.
@@ -152,7 +111,7 @@ func (s *stdioRaw) send(t *testing.T, method string, params map[string]any) (map
 			ID *int `json:"id"`
 		}
 		if json.Unmarshal(r.line, &head) == nil && head.ID != nil && *head.ID == s.next {
-			return decodeAnswer(t, method, r.line)
+			return rpctest.Answer(t, method, r.line)
 		}
 	}
 }

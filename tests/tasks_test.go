@@ -1,16 +1,12 @@
 package tests
 
 import (
-	"bytes"
-	"encoding/json"
-	"io"
-	"net/http"
 	"testing"
 	"time"
 
 	"github.com/mark3labs/mcp-go/mcp"
 
-	"github.com/e2b-mcp/e2b-mcp/internal/ssetest"
+	"github.com/e2b-mcp/e2b-mcp/internal/rpctest"
 	"github.com/e2b-mcp/e2b-mcp/internal/waitfor"
 )
 
@@ -27,45 +23,7 @@ func (c *taskClient) send(t *testing.T, method string, params map[string]any) (r
 	params["_meta"] = map[string]any{mcp.MetaKeyProtocolVersion: mcp.ProtocolVersion20260728,
 		mcp.MetaKeyClientInfo:         map[string]any{"name": "claude-code", "version": "2.1.332"},
 		mcp.MetaKeyClientCapabilities: map[string]any{"extensions": map[string]any{"io.modelcontextprotocol/tasks": map[string]any{}}}}
-	body, err := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": c.next, "method": method, "params": params})
-	if err != nil {
-		t.Fatal(err)
-	}
-	req, err := http.NewRequestWithContext(t.Context(), http.MethodPost, c.base+"/mcp", bytes.NewReader(body))
-	if err != nil {
-		t.Fatal(err)
-	}
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Accept", "application/json, text/event-stream")
-	req.Header.Set(mcp.HeaderProtocolVersion, mcp.ProtocolVersion20260728)
-	req.Header.Set(mcp.HeaderMethod, method)
-	if name, ok := params["name"].(string); ok {
-		req.Header.Set(mcp.HeaderName, name)
-	} else if id, ok := params["taskId"].(string); ok {
-		req.Header.Set(mcp.HeaderName, id) // as the extension has it, for load balancers
-	}
-	if c.token != "" {
-		req.Header.Set("Authorization", "Bearer "+c.token)
-	}
-	client := &http.Client{Timeout: time.Minute}
-	resp, err := client.Do(req)
-	if err != nil {
-		t.Fatalf("%s: %v", method, err)
-	}
-	defer resp.Body.Close()
-	raw, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	raw = ssetest.Response(resp.Header.Get("Content-Type"), raw)
-	var answer struct {
-		Result map[string]any `json:"result"`
-		Error  map[string]any `json:"error"`
-	}
-	if err := json.Unmarshal(raw, &answer); err != nil {
-		t.Fatalf("%s answered %d %q: %v", method, resp.StatusCode, raw, err)
-	}
-	return answer.Result, answer.Error
+	return rpctest.Post(t, c.base+"/mcp", c.token, c.next, method, params)
 }
 
 // sandbox creates a sandbox and returns its ID.
