@@ -282,13 +282,14 @@ func TestReleaseBuildBundles(t *testing.T) {
 			t.Errorf("dist/bundles/server.json says %s has SHA-256 %q; it has %s", name, hashes[name], got)
 		}
 		exe := exeName(target.goos)
-		bin := checkBundle(t, name, data, snap.Version, target.goos)
+		files := zipFiles(t, data)
+		bin := checkBundle(t, name, files, snap.Version, target.goos)
 		archived := archiveFiles(t, filepath.Join(distDir, archiveName(target.goos, target.goarch)))[exe]
 		if len(bin) == 0 || !bytes.Equal(bin, archived.data) {
 			t.Errorf("%s's %s is not the binary of the release archive", name, exe)
 		}
 		if target.goos == runtime.GOOS && target.goarch == runtime.GOARCH {
-			runBundleOverStdio(t, path)
+			runBundleOverStdio(t, files)
 		}
 	}
 }
@@ -308,22 +309,22 @@ func TestDevBundle(t *testing.T) {
 	}
 	version := releaseVersion(t) + "-dev"
 	bin := filepath.Join(t.TempDir(), exeName(runtime.GOOS))
-	if err := os.WriteFile(bin, checkBundle(t, name, data, version, runtime.GOOS), 0o755); err != nil {
+	files := zipFiles(t, data)
+	if err := os.WriteFile(bin, checkBundle(t, name, files, version, runtime.GOOS), 0o755); err != nil {
 		t.Fatal(err)
 	}
 	if out, err := exec.Command(bin, "version").Output(); err != nil || !strings.HasPrefix(string(out), "e2b-mcp "+version+" (") {
 		t.Errorf("the bundle's e2b-mcp version: %q, %v; want e2b-mcp %s", out, err, version)
 	}
-	runBundleOverStdio(t, path)
+	runBundleOverStdio(t, files)
 }
 
-// checkBundle checks a bundle (named name, of a build of the given version for goos): the repository's manifest
-// with the build's version and that system's command and platform, the icon, and its binary, executable, which it
-// returns.
-func checkBundle(t *testing.T, name string, data []byte, version, goos string) []byte {
+// checkBundle checks a bundle (named name, of a build of the given version for goos, files unzipped): the
+// repository's manifest with the build's version and that system's command and platform, the icon, and its binary,
+// executable, which it returns.
+func checkBundle(t *testing.T, name string, files map[string]archived, version, goos string) []byte {
 	t.Helper()
 	committed := readManifest(t)
-	files := zipFiles(t, data)
 	m := parseManifest(t, files["manifest.json"].data)
 	exe := exeName(goos)
 	if m.Version != version || !slices.Equal(m.Compatibility.Platforms, []string{bundlePlatform[goos]}) ||
@@ -357,17 +358,16 @@ func mustRead(t *testing.T, path string) []byte {
 	return data
 }
 
-// runBundleOverStdio unpacks the bundle at path (this system's) as Claude Desktop does and runs its manifest's
+// runBundleOverStdio unpacks the files of a bundle (this system's) as Claude Desktop does and runs its manifest's
 // command over stdio: tools/list answers with the manifest's tools, and a call without a key in the OS keyring
 // answers with the connect page. The owner (unique to the test) and the E2B endpoints (the emulator) are added to
 // the manifest's arguments, so that no key of the machine's user and no real E2B is ever reached.
-func runBundleOverStdio(t *testing.T, path string) {
+func runBundleOverStdio(t *testing.T, files map[string]archived) {
 	t.Helper()
-	data := mustRead(t, path)
 	x := newH(t)
 	requireKeyring(t)
 	dir := x.path("bundle")
-	for path, f := range zipFiles(t, data) {
+	for path, f := range files {
 		dst := filepath.Join(dir, filepath.FromSlash(path))
 		if !strings.HasPrefix(dst, dir+string(filepath.Separator)) {
 			t.Fatalf("the bundle holds %q, outside its folder", path)
