@@ -1,6 +1,7 @@
 package server
 
 import (
+	"context"
 	"crypto/rand"
 	"crypto/subtle"
 	"encoding/hex"
@@ -26,8 +27,9 @@ type Local struct {
 
 // localChecks stand in for the local backend's questions to this machine.
 type localChecks struct {
-	// codeInterpreter says whether the code-interpreter template can be offered (emulator.CodeInterpreterAvailable).
-	codeInterpreter func() error
+	// codeInterpreter says whether the code-interpreter template can be offered
+	// (emulator.CodeInterpreterAvailableContext); ctx ends when the backend closes.
+	codeInterpreter func(ctx context.Context) error
 }
 
 func (Local) String() string { return BackendLocal }
@@ -40,7 +42,7 @@ func (b Local) start(cfg Config, m *metrics) (*startedBackend, error) {
 	if _, err := rand.Read(key); err != nil {
 		return nil, err
 	}
-	var codeInterpreterCheck func() error
+	var codeInterpreterCheck func(context.Context) error
 	if b.checks != nil {
 		codeInterpreterCheck = b.checks.codeInterpreter
 	}
@@ -62,7 +64,7 @@ func (b Local) start(cfg Config, m *metrics) (*startedBackend, error) {
 type localBackend struct {
 	url  string
 	keys *localKeys
-	stop func()
+	stop func()       // stops the emulator and the checks of this machine it is running
 	dir  *scratch.Dir // sandboxes/ (the emulator's) and state/ (their records)
 }
 

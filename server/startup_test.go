@@ -1,6 +1,7 @@
 package server
 
 import (
+	"context"
 	"errors"
 	"io"
 	"strings"
@@ -21,7 +22,7 @@ func TestInitializeBeforeMachineChecks(t *testing.T) {
 	keyring.MockInit()
 	release := make(chan struct{})
 	asked := make(chan struct{}, 1)
-	check := func() error {
+	check := func(context.Context) error {
 		asked <- struct{}{}
 		<-release
 		return errors.New("no Jupyter on this test's machine")
@@ -87,5 +88,34 @@ func TestInitializeBeforeMachineChecks(t *testing.T) {
 	c.Close()
 	if err := awaitRun(t, done); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// The local backend's checks of this machine end with the server: a server that an assistant stops before the
+// check for Jupyter (a Python importing it, a second of CPU) has answered leaves no such process running.
+func TestLocalChecksEndWithTheServer(t *testing.T) {
+	started, ended := make(chan struct{}, 1), make(chan struct{}, 1)
+	check := func(ctx context.Context) error {
+		started <- struct{}{}
+		<-ctx.Done()
+		ended <- struct{}{}
+		return ctx.Err()
+	}
+	srv, err := New(Config{Owner: "alice", StateDir: t.TempDir(), Backend: Local{checks: &localChecks{codeInterpreter: check}},
+		Logger: testLogger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-started:
+	case <-time.After(30 * time.Second):
+		srv.Close()
+		t.Fatal("the check for Jupyter did not start within 30 s of New")
+	}
+	srv.Close()
+	select {
+	case <-ended:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the check for Jupyter still ran 30 s after the server closed")
 	}
 }

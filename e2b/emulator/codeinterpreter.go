@@ -38,9 +38,13 @@ var codeInterpreterModules = []string{"jupyter_client", "ipykernel"}
 
 // CodeInterpreterAvailable says whether this machine can run the code-interpreter template's server: /usr/bin/python3
 // with jupyter_client and ipykernel (Debian: python3-jupyter-server python3-ipykernel); the error says what is missing.
-func CodeInterpreterAvailable() error {
+func CodeInterpreterAvailable() error { return CodeInterpreterAvailableContext(context.Background()) }
+
+// CodeInterpreterAvailableContext is CodeInterpreterAvailable whose probe (a Python that imports Jupyter, a second
+// of CPU) is killed when ctx ends: a server that exits before it has answered leaves no such process behind.
+func CodeInterpreterAvailableContext(ctx context.Context) error {
 	script := "import " + codeInterpreterModules[0] + ", " + codeInterpreterModules[1]
-	ctx, cancel := context.WithTimeout(context.Background(), codeInterpreterStartup)
+	ctx, cancel := context.WithTimeout(ctx, codeInterpreterStartup)
 	defer cancel()
 	if out, err := exec.CommandContext(ctx, codeInterpreterPython, "-c", script).CombinedOutput(); err != nil {
 		return fmt.Errorf("the code-interpreter template needs /usr/bin/python3 with jupyter_client and ipykernel "+
