@@ -52,17 +52,8 @@ func cancelBackends(t *testing.T) []cancelBackend {
 	return append(backends, cancelBackend{"envd", emu})
 }
 
-// realEnvdTurn holds one token, which a test takes for as long as it uses sandboxes of the real envd. Those share
-// the host's /tmp, where the server keeps each command's output under names (exec-STEP, bg-PID) that a sandbox of
-// another envd, counting steps and pids from the same start, uses too: two tests at once would mix their files.
-var realEnvdTurn = func() chan struct{} {
-	turn := make(chan struct{}, 1)
-	turn <- struct{}{}
-	return turn
-}()
-
 // forEachBackend runs f as a parallel subtest per backend; the real envd's subtest is skipped (recorded) where it
-// cannot run, and runs while no other test uses the real envd.
+// cannot run.
 func forEachBackend(t *testing.T, f func(t *testing.T, b cancelBackend)) {
 	backends := cancelBackends(t)
 	for _, name := range []string{"emulator", "envd"} {
@@ -70,10 +61,6 @@ func forEachBackend(t *testing.T, f func(t *testing.T, b cancelBackend)) {
 			t.Parallel() // f makes its own owner and server on either backend
 			for _, b := range backends {
 				if b.name == name {
-					if b.name == "envd" {
-						waitfor.Recv(t, realEnvdTurn, 15*time.Minute, "the other tests of the real envd to end")
-						t.Cleanup(func() { realEnvdTurn <- struct{}{} })
-					}
 					f(t, b)
 					return
 				}
@@ -81,14 +68,6 @@ func forEachBackend(t *testing.T, f func(t *testing.T, b cancelBackend)) {
 			_, err := e2btest.RealEnvdAvailable()
 			optional.Skip(t, "not run against the real envd: "+err.Error())
 		})
-	}
-}
-
-// parallel lets a subtest of b run beside others (t.Parallel), unless b is the real envd, whose sandboxes share the
-// host's /tmp (see realEnvdTurn).
-func (b cancelBackend) parallel(t *testing.T) {
-	if b.name != "envd" {
-		t.Parallel()
 	}
 }
 
@@ -106,7 +85,7 @@ func TestCancelStopsTheCommandTypeScript(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, b cancelBackend) {
 		for _, tr := range []string{"stdio", "http", "sse"} {
 			t.Run(tr, func(t *testing.T) {
-				b.parallel(t) // its own owner, server and sandbox
+				t.Parallel() // its own owner, server and sandbox (and envd)
 				x := newH(t)
 				owner := x.owner("cancel")
 				x.login(owner)
@@ -173,7 +152,7 @@ func TestCancelStopsTheCommand(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, b cancelBackend) {
 		for _, way := range ways {
 			t.Run(way.name, func(t *testing.T) {
-				b.parallel(t) // its own owner, server and sandbox
+				t.Parallel() // its own owner, server and sandbox (and envd)
 				x := newH(t)
 				owner := x.owner("cancel")
 				x.login(owner)
