@@ -20,8 +20,10 @@ var layers = [][]string{
 	{"", "tests", "examples", "scripts"},
 	{"cli"},
 	{"server"},
-	{"server/pages", "server/httpauth"}, // the server's rooms, one job each, which the server wires together
-	{"server/preview", "server/oauth"},  // (httpauth tells OAuth's refusals apart; the pages' tests sign in)
+	// The server's rooms, one job each, which the server wires together. httpauth tells OAuth's refusals apart,
+	// and the pages' tests sign in with oauth.
+	{"server/pages", "server/httpauth"},
+	{"server/preview", "server/oauth", "server/browsers"},
 	{"tools"},
 	{"egress"},
 	{"lifecycle", "credentials"},

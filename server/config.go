@@ -12,7 +12,9 @@ import (
 	"github.com/e2b-mcp/e2b-mcp/credentials"
 	"github.com/e2b-mcp/e2b-mcp/e2b"
 	"github.com/e2b-mcp/e2b-mcp/egress"
+	"github.com/e2b-mcp/e2b-mcp/internal/loopback"
 	"github.com/e2b-mcp/e2b-mcp/lifecycle"
+	"github.com/e2b-mcp/e2b-mcp/server/browsers"
 	"github.com/e2b-mcp/e2b-mcp/server/oauth"
 	"github.com/e2b-mcp/e2b-mcp/state"
 	"github.com/e2b-mcp/e2b-mcp/tools"
@@ -198,7 +200,7 @@ func (c Config) Check() (Config, error) {
 	}
 	origins := make([]string, 0, len(c.AllowOrigins))
 	for _, o := range c.AllowOrigins {
-		norm, err := ParseOrigin(o)
+		norm, err := browsers.ParseOrigin(o)
 		if err != nil {
 			return c, fmt.Errorf("--allow-origin: %w", err)
 		}
@@ -254,7 +256,7 @@ func checkPublicURL(what, raw string) error {
 		return fmt.Errorf("%s %q must be an absolute URL without user, query or fragment", what, raw)
 	case u.Scheme == "https":
 		return nil
-	case u.Scheme == "http" && isLoopback(u.Hostname()):
+	case u.Scheme == "http" && loopback.Host(u.Hostname()):
 		return nil
 	}
 	return fmt.Errorf("%s %q must use https (plain http only on a loopback address)", what, raw)

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"net"
 	"net/http"
-	"net/netip"
 	"strconv"
 	"strings"
 	"sync"
@@ -16,6 +15,8 @@ import (
 
 	mcpserver "github.com/mark3labs/mcp-go/server"
 
+	"github.com/e2b-mcp/e2b-mcp/internal/loopback"
+	"github.com/e2b-mcp/e2b-mcp/server/browsers"
 	"github.com/e2b-mcp/e2b-mcp/server/pages"
 	"github.com/e2b-mcp/e2b-mcp/tools"
 )
@@ -58,12 +59,12 @@ func (s *Server) newHTTPTransport() *httpTransport {
 			mcpserver.WithSessionIDGenerator(s.sessions.newSSESession),
 			mcpserver.WithKeepAlive(true),
 			mcpserver.WithKeepAliveInterval(30*time.Second),
-			mcpserver.WithSSECORS(mcpserver.WithCORSAllowedOrigins(noCORSOrigin)),
+			mcpserver.WithSSECORS(mcpserver.WithCORSAllowedOrigins(browsers.NoCORSOrigin)),
 			mcpserver.WithSSEDisableLocalhostProtection(true),
 		),
 	}
 	s.sessions.setEnd(func(id string) { endStreamableSession(t.streamable, id) })
-	browsers := s.browserRules()
+	rules := s.browserRules()
 	mux := http.NewServeMux()
 	handle := func(pattern string, h http.Handler) { // every path through here, so that tests find them all
 		mux.Handle(pattern, h)
@@ -81,12 +82,12 @@ func (s *Server) newHTTPTransport() *httpTransport {
 	handle(pages.PathApprove, s.approvalPage) // a human's browser: the page checks its link, the POST's origin and CSRF token
 	// Outermost first: the page's origin, the body's type and size, then the caller.
 	mcpCalls := s.cancelModernCalls(withPOSTNotifier(s.serveTasks(t.streamable)))
-	handle(PathMCP, browsers.guardOrigin(s.limits.limitBody(s.authenticate(mcpCalls))))
-	handle(PathSSE, browsers.guardOrigin(s.limits.limitBody(s.authenticate(s.sessions.guardSSEStreams(t.sse)))))
+	handle(PathMCP, rules.GuardOrigin(s.limits.limitBody(s.authenticate(mcpCalls))))
+	handle(PathSSE, rules.GuardOrigin(s.limits.limitBody(s.authenticate(s.sessions.guardSSEStreams(t.sse)))))
 	sseMessages := s.sessions.guardSSEMessages(withSSENotifier(t.sse, t.sse))
-	handle(PathMessage, browsers.guardOrigin(requireJSON(s.limits.limitBody(s.authenticate(sseMessages)))))
-	handle(PathMetrics, browsers.guardOrigin(s.authenticate(s.metrics.handler())))
-	t.handler = browsers.guardHost(mux)
+	handle(PathMessage, rules.GuardOrigin(browsers.RequireJSON(s.limits.limitBody(s.authenticate(sseMessages)))))
+	handle(PathMetrics, rules.GuardOrigin(s.authenticate(s.metrics.handler())))
+	t.handler = rules.GuardHost(mux)
 	if s.previews != nil { // a team server's previews are told apart by host name, before anything else
 		t.handler = s.previews.Route(t.handler)
 	}
@@ -99,6 +100,16 @@ func (s *Server) Handler() http.Handler { return s.newHTTPTransport().handler }
 
 // authenticated reports whether HTTP callers must authenticate (a tokens file, OAuth, or both).
 func (s *Server) authenticated() bool { return s.tokens != nil || s.oauth != nil }
+
+// browserRules are which requests of browsers the server serves (server/browsers): its public URL and the OAuth
+// resource are its own origins, --allow-origin's are allowed, and their pages may send the session header.
+func (s *Server) browserRules() browsers.Rules {
+	urls := []string{s.cfg.PublicURL}
+	if s.cfg.OAuth != nil {
+		urls = append(urls, s.cfg.OAuth.Resource)
+	}
+	return browsers.NewRules(urls, s.cfg.AllowOrigins, []string{SessionHeader})
+}
 
 // authenticate makes the request's caller: the owner of its bearer token (s.bearer: from the tokens file, or an
 // OAuth access token's owner claim; anything else is answered 401) or, with neither configured (on a loopback
@@ -124,6 +135,9 @@ func (s *Server) authenticate(next http.Handler) http.Handler {
 	})
 }
 
+// maxEcho bounds what an error message repeats of a value the caller sent.
+const maxEcho = 64
+
 // maxSessionName bounds session names from headers.
 const maxSessionName = 128
 
@@ -143,22 +157,13 @@ func checkSessionName(name string) error {
 	return nil
 }
 
-// isLoopback reports whether a listen host is a loopback address (or localhost).
-func isLoopback(host string) bool {
-	if strings.EqualFold(host, "localhost") {
-		return true
-	}
-	ip, err := netip.ParseAddr(strings.Trim(host, "[]"))
-	return err == nil && ip.IsLoopback()
-}
-
 // checkListen refuses a listener that others can reach when there is no authentication to tell callers apart.
 func checkListen(addr string, haveTokens bool) error {
 	host, _, err := net.SplitHostPort(addr)
 	if err != nil {
 		return fmt.Errorf("listen address %q: %w", addr, err)
 	}
-	if !haveTokens && !isLoopback(host) {
+	if !haveTokens && !loopback.Host(host) {
 		return fmt.Errorf("refusing to listen on %s without --tokens-file or --oauth-issuer: anyone who can reach it would "+
 			"act with your E2B key. Listen on 127.0.0.1, ::1 or localhost, or authenticate callers (a tokens file from "+
 			"`e2b-mcp tokens add OWNER`, or your identity provider)", addr)

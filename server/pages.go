@@ -115,7 +115,7 @@ func (s *Server) startLocalPage() error {
 	mux.Handle(pages.PathApprove, s.approvalPage)
 	s.approvalPage.SetBase(base)
 	// The same Host rule as the HTTP listener's: a page of a domain rebound to 127.0.0.1 gets nothing here.
-	srv := &http.Server{Handler: s.browserRules().guardHost(mux), ReadHeaderTimeout: 15 * time.Second}
+	srv := &http.Server{Handler: s.browserRules().GuardHost(mux), ReadHeaderTimeout: 15 * time.Second}
 	go func() { _ = srv.Serve(ln) }()
 	s.localPage = &localPage{srv: srv}
 	s.log.Info("serving the connect and approval pages", "url", base)

@@ -8,6 +8,7 @@ import (
 	"net/url"
 	"strings"
 
+	"github.com/e2b-mcp/e2b-mcp/internal/loopback"
 	"github.com/e2b-mcp/e2b-mcp/server/preview"
 	"github.com/e2b-mcp/e2b-mcp/tools"
 )
@@ -38,7 +39,7 @@ func (s *Server) setUpPreviews() error {
 // they are served.
 func checkPreviews(c *Config) error {
 	if c.PreviewURL == "" {
-		if c.PrivatePreviews && c.Transport != TransportStdio && !isLoopback(listenHost(c.Listen)) {
+		if c.PrivatePreviews && c.Transport != TransportStdio && !loopback.Host(listenHost(c.Listen)) {
 			return errors.New("--private-previews on a listener others reach needs --preview-url: the proxy's own " +
 				"listener is on 127.0.0.1, which the members' browsers cannot reach")
 		}

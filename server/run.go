@@ -17,6 +17,7 @@ import (
 	mcpserver "github.com/mark3labs/mcp-go/server"
 
 	"github.com/e2b-mcp/e2b-mcp/egress"
+	"github.com/e2b-mcp/e2b-mcp/internal/loopback"
 	"github.com/e2b-mcp/e2b-mcp/lifecycle"
 	"github.com/e2b-mcp/e2b-mcp/tools"
 )
@@ -209,7 +210,7 @@ func (s *Server) ServeHTTP(ctx context.Context, ln net.Listener) error {
 		"sse", "http://"+ln.Addr().String()+PathSSE, "auth", auth, "backend", s.cfg.Backend, "egress", s.egressLine())
 
 	if s.cfg.PublicURL == "" {
-		if host, _, _ := net.SplitHostPort(ln.Addr().String()); isLoopback(host) {
+		if host, _, _ := net.SplitHostPort(ln.Addr().String()); loopback.Host(host) {
 			if s.connector != nil {
 				s.connector.SetBase("http://" + ln.Addr().String())
 			}

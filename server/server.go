@@ -4,8 +4,8 @@
 // backend (E2B, with each owner's key read from Config.Secrets, the OS keyring or the encrypted key store, on every
 // call; or the in-process emulator of the local backend); the orphan sweeper; and the transports: stdio, and on one
 // HTTP listener streamable HTTP and SSE behind bearer tokens or OAuth access tokens (server/httpauth,
-// server/oauth), the connect and approval pages (server/pages), the preview proxy (server/preview), /metrics and
-// /healthz.
+// server/oauth) and the browser rules (server/browsers), the connect and approval pages (server/pages), the preview
+// proxy (server/preview), /metrics and /healthz.
 package server
 
 import (

@@ -1,4 +1,7 @@
-package server
+// Package browsers is which requests of web browsers the server serves: a page of another site gets nothing from
+// it, a page of a domain rebound to 127.0.0.1 gets nothing from a loopback listener, and the browser-based MCP
+// clients of the allowed origins get CORS answers.
+package browsers
 
 import (
 	"errors"
@@ -11,6 +14,7 @@ import (
 	"strings"
 
 	"github.com/e2b-mcp/e2b-mcp/internal/display"
+	"github.com/e2b-mcp/e2b-mcp/internal/loopback"
 )
 
 // Browsers.
@@ -25,17 +29,18 @@ import (
 // which alone get CORS answers. There is no wildcard. Clients that are not browsers send no Origin and are not
 // affected.
 
-// noCORSOrigin is given to mcp-go's SSE transport as its only CORS origin. Without a CORS configuration it
+// NoCORSOrigin is given to mcp-go's SSE transport as its only CORS origin. Without a CORS configuration it
 // answers every stream with "Access-Control-Allow-Origin: *"; configured with an origin no browser sends, it adds
-// nothing. CORS is answered by guardOrigin.
-const noCORSOrigin = "urn:e2b-mcp:cors-is-answered-by-the-origin-guard"
+// nothing. CORS is answered by GuardOrigin.
+const NoCORSOrigin = "urn:e2b-mcp:cors-is-answered-by-the-origin-guard"
 
 // maxEcho bounds what an error message repeats of a value the caller sent.
 const maxEcho = 64
 
-// corsAllowHeaders are the request headers a browser-based client of an allowed origin may send.
-var corsAllowHeaders = strings.Join([]string{"Authorization", "Content-Type", "Accept", "Last-Event-ID",
-	"Mcp-Session-Id", "Mcp-Protocol-Version", SessionHeader}, ", ")
+// corsAllowHeaders are the request headers a browser-based client of an allowed origin may send, besides the
+// server's own (NewRules).
+var corsAllowHeaders = []string{"Authorization", "Content-Type", "Accept", "Last-Event-ID", "Mcp-Session-Id",
+	"Mcp-Protocol-Version"}
 
 // ParseOrigin checks one --allow-origin value and returns it as browsers write it: scheme://host[:port] in lower
 // case, with no path and no default port.
@@ -74,23 +79,23 @@ func ParseOrigin(s string) (string, error) {
 // proxies' names) the server cannot know. Such a request's Origin is the server's own only when it is that of
 // the public URL.
 
-// browserRules say which requests of browsers the server serves: the Host a request over loopback may name,
-// and the origins that are its own or allowed.
-type browserRules struct {
-	// public are the origins of the URLs clients reach the server at (Config.PublicURL, the OAuth resource)
-	// as ParseOrigin writes them, which a proxy in front may not pass on as the Host.
+// Rules say which requests of browsers the server serves: the Host a request over loopback may name, and the
+// origins that are its own or allowed.
+type Rules struct {
+	// public are the origins of the URLs clients reach the server at (its public URL, the OAuth resource) as
+	// ParseOrigin writes them, which a proxy in front may not pass on as the Host.
 	public []string
 	// allowed are the origins of --allow-origin, which alone get CORS answers.
 	allowed []string
+	// corsHeaders are the request headers an allowed origin's page may send, as Access-Control-Allow-Headers.
+	corsHeaders string
 }
 
-func (s *Server) browserRules() browserRules {
-	b := browserRules{allowed: s.cfg.AllowOrigins}
-	urls := []string{s.cfg.PublicURL}
-	if s.cfg.OAuth != nil {
-		urls = append(urls, s.cfg.OAuth.Resource)
-	}
-	for _, raw := range urls {
+// NewRules are the rules of a server reached at publicURLs ("" for none), whose allowed origins (as ParseOrigin
+// writes them) are allowed, and whose browser-based clients may send its own headers too.
+func NewRules(publicURLs, allowed, headers []string) Rules {
+	b := Rules{allowed: allowed, corsHeaders: strings.Join(append(slices.Clone(corsAllowHeaders), headers...), ", ")}
+	for _, raw := range publicURLs {
 		if u, err := url.Parse(raw); err == nil && u.Host != "" {
 			if origin, err := ParseOrigin(u.Scheme + "://" + u.Host); err == nil {
 				b.public = append(b.public, origin)
@@ -116,7 +121,7 @@ func hostName(host string) string {
 
 // publicHost reports whether host (a Host header value) names the host of a public URL. The port is not
 // compared: a proxy passes on the name clients used, with or without the port it listens on.
-func (b browserRules) publicHost(host string) bool {
+func (b Rules) publicHost(host string) bool {
 	name := hostName(host)
 	for _, origin := range b.public {
 		if u, err := url.Parse(origin); err == nil && strings.EqualFold(u.Hostname(), name) {
@@ -128,14 +133,14 @@ func (b browserRules) publicHost(host string) bool {
 
 // trustedHost reports whether r's Host names the server as it is meant to be reached: on a loopback
 // connection a loopback name, and everywhere the public URL's host.
-func (b browserRules) trustedHost(r *http.Request) bool {
-	return (overLoopback(r) && isLoopback(hostName(r.Host))) || b.publicHost(r.Host)
+func (b Rules) trustedHost(r *http.Request) bool {
+	return (overLoopback(r) && loopback.Host(hostName(r.Host))) || b.publicHost(r.Host)
 }
 
-// guardHost refuses (403) a request over loopback whose Host is not trusted, whatever its path: it wraps the
+// GuardHost refuses (403) a request over loopback whose Host is not trusted, whatever its path: it wraps the
 // whole mux, so a path added later is covered without a word of its own. A request with no Host at all (HTTP/1.0,
 // as HAProxy's `option httpchk` sends) passes: every browser sends a Host, so it cannot be a rebound page's.
-func (b browserRules) guardHost(next http.Handler) http.Handler {
+func (b Rules) GuardHost(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if overLoopback(r) && r.Host != "" && !b.trustedHost(r) {
 			http.Error(w, fmt.Sprintf("forbidden: Host '%s' is not this server's (a loopback name or the public URL's host)",
@@ -149,7 +154,7 @@ func (b browserRules) guardHost(next http.Handler) http.Handler {
 // ownOrigin reports whether origin is the server's own for r: that of the public URL, or a page served from the
 // host and port r was sent to, when that is a trusted host. (A DNS-rebound name is never one, although the
 // rebound page's Origin and Host agree.)
-func (b browserRules) ownOrigin(origin string, r *http.Request) bool {
+func (b Rules) ownOrigin(origin string, r *http.Request) bool {
 	if slices.Contains(b.public, strings.ToLower(origin)) {
 		return true
 	}
@@ -160,9 +165,9 @@ func (b browserRules) ownOrigin(origin string, r *http.Request) bool {
 	return strings.EqualFold(u.Host, r.Host) && b.trustedHost(r)
 }
 
-// guardOrigin refuses requests from pages of origins that are not allowed, answers CORS preflights of allowed
+// GuardOrigin refuses requests from pages of origins that are not allowed, answers CORS preflights of allowed
 // ones (before authentication: a preflight carries no credentials) and adds CORS headers to their answers.
-func (b browserRules) guardOrigin(next http.Handler) http.Handler {
+func (b Rules) GuardOrigin(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		origin := r.Header.Get("Origin")
 		if origin == "" {
@@ -188,7 +193,7 @@ func (b browserRules) guardOrigin(next http.Handler) http.Handler {
 		h.Set("Access-Control-Expose-Headers", "Mcp-Session-Id")
 		if r.Method == http.MethodOptions && r.Header.Get("Access-Control-Request-Method") != "" {
 			h.Set("Access-Control-Allow-Methods", "GET, POST, DELETE")
-			h.Set("Access-Control-Allow-Headers", corsAllowHeaders)
+			h.Set("Access-Control-Allow-Headers", b.corsHeaders)
 			h.Set("Access-Control-Max-Age", "600")
 			w.WriteHeader(http.StatusNoContent)
 			return
@@ -197,9 +202,9 @@ func (b browserRules) guardOrigin(next http.Handler) http.Handler {
 	})
 }
 
-// requireJSON refuses a POST whose body is not declared application/json: a browser sends text/plain and form
+// RequireJSON refuses a POST whose body is not declared application/json: a browser sends text/plain and form
 // bodies to any origin without a preflight, JSON only after one.
-func requireJSON(next http.Handler) http.Handler {
+func RequireJSON(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method == http.MethodPost {
 			if mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type")); err != nil || mt != "application/json" {
