@@ -23,7 +23,7 @@ var layers = [][]string{
 	// The server's rooms, one job each, which the server wires together. httpauth tells OAuth's refusals apart,
 	// and the pages' tests sign in with oauth.
 	{"server/pages", "server/httpauth"},
-	{"server/preview", "server/oauth", "server/browsers"},
+	{"server/preview", "server/oauth", "server/browsers", "server/tickets"},
 	{"tools"},
 	{"egress"},
 	{"lifecycle", "credentials"},

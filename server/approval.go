@@ -14,6 +14,7 @@ import (
 	"github.com/e2b-mcp/e2b-mcp/internal/shellquote"
 	"github.com/e2b-mcp/e2b-mcp/policy"
 	"github.com/e2b-mcp/e2b-mcp/server/pages"
+	"github.com/e2b-mcp/e2b-mcp/server/tickets"
 	"github.com/e2b-mcp/e2b-mcp/state"
 	"github.com/e2b-mcp/e2b-mcp/tools"
 )
@@ -69,7 +70,7 @@ func (s *Server) approve(ctx context.Context, req mcp.CallToolRequest, caller to
 func (s *Server) approveByElicitation(ctx context.Context, req mcp.CallToolRequest, binding policy.Binding,
 	shown policy.Call, dec policy.Decision) verdict {
 	if answer := mcpserver.ElicitationResponse(req.Params.InputResponses, approvalInputID); answer != nil {
-		if err := s.elicit.redeem(req.Params.RequestState, binding); errors.Is(err, errNotThisCallsTicket) {
+		if err := s.elicit.Redeem(req.Params.RequestState, binding); errors.Is(err, tickets.ErrNotThisCalls) {
 			return verdict{
 				result: mcp.NewToolResultError("The approval answer does not belong to this call: it was given for " +
 					"other arguments, was already used, or has expired. Call the tool again to be asked anew."),
@@ -87,7 +88,7 @@ func (s *Server) approveByElicitation(ctx context.Context, req mcp.CallToolReque
 	}
 	params := mcp.ElicitationParams{Message: approvalMessage(shown, dec), RequestedSchema: approvalSchema()}
 	if info := mcpserver.RequestProtocolInfoFromContext(ctx); info != nil && info.Modern {
-		requestState, err := s.elicit.issue(binding)
+		requestState, err := s.elicit.Issue(binding)
 		if err != nil {
 			return verdict{result: mcp.NewToolResultError("Could not ask for approval: " + state.PublicText(err)),
 				outcome: audit.OutcomeError}

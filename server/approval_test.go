@@ -258,45 +258,6 @@ func TestForgedApprovalAnswersRefused(t *testing.T) {
 	}
 }
 
-func TestElicitationTickets(t *testing.T) {
-	now := time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)
-	e, err := newElicitations(func() time.Time { return now })
-	if err != nil {
-		t.Fatal(err)
-	}
-	a := policy.BindingFor("alice", "s1", "e2b_exec", map[string]any{"command": "ls"})
-	b := policy.BindingFor("alice", "s1", "e2b_exec", map[string]any{"command": "rm -rf /"})
-	bob := policy.BindingFor("bob", "s1", "e2b_exec", map[string]any{"command": "ls"})
-
-	ta, _ := e.issue(a)
-	if e.redeem(ta, b) == nil || e.redeem(ta, bob) == nil {
-		t.Fatal("a ticket redeemed for another call")
-	}
-	if e.redeem(ta, a) != nil {
-		t.Fatal("a fresh ticket was refused")
-	}
-	if e.redeem(ta, a) == nil {
-		t.Fatal("a ticket redeemed twice")
-	}
-
-	other, _ := newElicitations(func() time.Time { return now })
-	tOther, _ := other.issue(a)
-	if e.redeem(tOther, a) == nil {
-		t.Fatal("a ticket of another server instance was accepted")
-	}
-
-	late, _ := e.issue(a)
-	now = now.Add(elicitationTTL)
-	if e.redeem(late, a) == nil {
-		t.Fatal("an expired ticket was accepted")
-	}
-	for _, junk := range []string{"", ".", "x.y", "e30.", late[:len(late)-2]} {
-		if e.redeem(junk, a) == nil {
-			t.Errorf("junk ticket %q accepted", junk)
-		}
-	}
-}
-
 // With tokens, a caller's own client answering "accept" is no approval: by default an operator approves, so even a
 // client that declares elicitation and accepts everything gets an approval ID, and the sandbox stays. A policy can
 // hand the choice back to the client (approver: client).

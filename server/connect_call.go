@@ -13,6 +13,7 @@ import (
 	"github.com/e2b-mcp/e2b-mcp/e2b"
 	"github.com/e2b-mcp/e2b-mcp/policy"
 	"github.com/e2b-mcp/e2b-mcp/server/pages"
+	"github.com/e2b-mcp/e2b-mcp/server/tickets"
 	"github.com/e2b-mcp/e2b-mcp/state"
 	"github.com/e2b-mcp/e2b-mcp/tools"
 )
@@ -63,7 +64,7 @@ func (s *Server) connect(ctx context.Context, req mcp.CallToolRequest, caller to
 	if caps := clientElicitation(ctx); caps == nil || caps.URL == nil {
 		return s.connectionRequired(caller.Owner, link, expires), nil
 	}
-	state, err := s.connectTickets.issue(policy.BindingFor(caller.Owner, caller.Session, req.Params.Name, args))
+	state, err := s.connectTickets.Issue(policy.BindingFor(caller.Owner, caller.Session, req.Params.Name, args))
 	if err != nil {
 		return s.connectionRequired(caller.Owner, link, expires), nil
 	}
@@ -84,7 +85,7 @@ func (s *Server) resumeConnect(ctx context.Context, req mcp.CallToolRequest, cal
 		return nil, false
 	}
 	binding := policy.BindingFor(caller.Owner, caller.Session, req.Params.Name, args)
-	if err := s.connectTickets.redeem(req.Params.RequestState, binding); errors.Is(err, errNotThisCallsTicket) {
+	if err := s.connectTickets.Redeem(req.Params.RequestState, binding); errors.Is(err, tickets.ErrNotThisCalls) {
 		return mcp.NewToolResultError("The answer to the connect request does not belong to this call. " +
 			"Call the tool again."), true
 	} else if err != nil {

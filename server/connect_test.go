@@ -358,14 +358,14 @@ func writeFile(path, content string) error { return os.WriteFile(path, []byte(co
 func TestConnectTicketIsNoApproval(t *testing.T) {
 	f := newConnectFixture(t, nil)
 	b := policy.BindingFor("alice", "s1", "e2b_manage_sandbox", map[string]any{"sandbox_id": "x", "action": "delete"})
-	state, err := f.srv.connectTickets.issue(b)
+	state, err := f.srv.connectTickets.Issue(b)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if f.srv.elicit.redeem(state, b) == nil {
+	if f.srv.elicit.Redeem(state, b) == nil {
 		t.Fatal("a connect request's state was accepted as an approval")
 	}
-	if f.srv.connectTickets.redeem(state, b) != nil {
+	if f.srv.connectTickets.Redeem(state, b) != nil {
 		t.Fatal("the connect request's own state was refused")
 	}
 }

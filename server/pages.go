@@ -2,7 +2,6 @@ package server
 
 import (
 	"context"
-	"crypto/rand"
 	"errors"
 	"fmt"
 	"net"
@@ -127,13 +126,8 @@ func (s *Server) startLocalPage() error {
 // approvals are in the database too). A team server's page is at the public URL; an HTTP server on loopback
 // serves it on its listener, a stdio server on a listener of its own on 127.0.0.1 (see startLocalPage).
 func (s *Server) setUpApprovalPage() error {
-	key := make([]byte, 32)
-	if _, shared := s.sharedStore(); shared {
-		var err error
-		if key, err = sharedTicketKey(s.dataKeys, pages.ApprovalKeyLabel); err != nil {
-			return err
-		}
-	} else if _, err := rand.Read(key); err != nil {
+	key, err := s.linkKey(pages.ApprovalKeyLabel)
+	if err != nil {
 		return err
 	}
 	o := pages.ApprovalOptions{Approvals: s.approvals, Key: key, TTL: ApprovalTTL, Fields: callFields, Log: s.log}

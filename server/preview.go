@@ -1,7 +1,6 @@
 package server
 
 import (
-	"crypto/rand"
 	"errors"
 	"fmt"
 	"net"
@@ -20,16 +19,10 @@ func (s *Server) setUpPreviews() error {
 	if !s.cfg.PrivatePreviews {
 		return nil
 	}
-	key := make([]byte, 32)
-	if _, shared := s.sharedStore(); shared {
-		var err error
-		if key, err = sharedTicketKey(s.dataKeys, preview.KeyLabel); err != nil {
-			return err
-		}
-	} else if _, err := rand.Read(key); err != nil {
+	key, err := s.linkKey(preview.KeyLabel)
+	if err != nil {
 		return err
 	}
-	var err error
 	s.previews, err = preview.New(preview.Options{Key: key, URL: s.cfg.PreviewURL, Sandboxes: s.store,
 		Clients: s.clients, Now: s.cfg.Now, Log: s.log})
 	return err

@@ -28,6 +28,7 @@ import (
 	"github.com/e2b-mcp/e2b-mcp/server/oauth"
 	"github.com/e2b-mcp/e2b-mcp/server/pages"
 	"github.com/e2b-mcp/e2b-mcp/server/preview"
+	"github.com/e2b-mcp/e2b-mcp/server/tickets"
 	"github.com/e2b-mcp/e2b-mcp/state"
 	"github.com/e2b-mcp/e2b-mcp/tools"
 )
@@ -60,14 +61,14 @@ type Server struct {
 	// connector is the connect page (nil: none); connectTickets sign the request states of its input requests,
 	// with a key of their own so that they never pass for approvals (elicit's).
 	connector      *pages.Connect
-	connectTickets *elicitations
+	connectTickets *tickets.Tickets
 	dataKeys       state.KeySource // the state store's: replicas derive their tickets' keys from it
 	approvalPage   *pages.Approval // where a human answers an approval the client did not ask about
 	localPage      *localPage      // stdio: the connect and approval pages on 127.0.0.1, started when first needed
 	previews       *preview.Proxy  // private previews' proxy; nil when previews are public
 	localPageMu    sync.Mutex
 	backend        *startedBackend // nil until started
-	elicit         *elicitations
+	elicit         *tickets.Tickets
 	sessions       *sessionOwners
 	modern         *modernCalls // calls of protocol 2026-07-28 over streamable HTTP, for their cancels
 	limits         httpLimits

@@ -14,6 +14,7 @@ import (
 	"github.com/e2b-mcp/e2b-mcp/credentials"
 	"github.com/e2b-mcp/e2b-mcp/internal/pgtest"
 	"github.com/e2b-mcp/e2b-mcp/policy"
+	"github.com/e2b-mcp/e2b-mcp/server/tickets"
 	"github.com/e2b-mcp/e2b-mcp/state"
 )
 
@@ -36,25 +37,25 @@ func TestTicketsOfReplicasAreShared(t *testing.T) {
 	r1, r2 := replica(0, db), replica(0, db)
 	alone1, alone2 := replica(0, ""), replica(0, "")
 	b := policy.BindingFor("alice", "s1", "e2b_manage_sandbox", map[string]any{"sandbox_id": "sbx1", "action": "delete"})
-	kinds := map[string]func(*Server) *elicitations{
-		"approval": func(s *Server) *elicitations { return s.elicit },
-		"connect":  func(s *Server) *elicitations { return s.connectTickets },
+	kinds := map[string]func(*Server) *tickets.Tickets{
+		"approval": func(s *Server) *tickets.Tickets { return s.elicit },
+		"connect":  func(s *Server) *tickets.Tickets { return s.connectTickets },
 	}
 	for name, kind := range kinds {
 		t.Run(name, func(t *testing.T) {
-			ticket, err := kind(r1).issue(b)
+			ticket, err := kind(r1).Issue(b)
 			if err != nil {
 				t.Fatal(err)
 			}
 			other := policy.BindingFor("alice", "s1", "e2b_manage_sandbox", map[string]any{"sandbox_id": "sbx2", "action": "delete"})
-			if err := kind(r2).redeem(ticket, other); !errors.Is(err, errNotThisCallsTicket) {
+			if err := kind(r2).Redeem(ticket, other); !errors.Is(err, tickets.ErrNotThisCalls) {
 				t.Fatalf("a ticket for another call: %v", err)
 			}
-			if err := kind(r2).redeem(ticket, b); err != nil {
+			if err := kind(r2).Redeem(ticket, b); err != nil {
 				t.Fatalf("replica 2 refused replica 1's ticket: %v", err)
 			}
 			for i, r := range []*Server{r2, r1} {
-				if err := kind(r).redeem(ticket, b); !errors.Is(err, errNotThisCallsTicket) {
+				if err := kind(r).Redeem(ticket, b); !errors.Is(err, tickets.ErrNotThisCalls) {
 					t.Fatalf("a replay on replica %d: %v", 2-i, err)
 				}
 			}
@@ -62,18 +63,18 @@ func TestTicketsOfReplicasAreShared(t *testing.T) {
 				if otherName == name {
 					continue
 				}
-				if ticket, err = kind(r1).issue(b); err != nil || otherKind(r2).redeem(ticket, b) == nil {
+				if ticket, err = kind(r1).Issue(b); err != nil || otherKind(r2).Redeem(ticket, b) == nil {
 					t.Fatalf("a %s ticket passed for a %s ticket (%v)", name, otherName, err)
 				}
 			}
-			if ticket, err = kind(alone1).issue(b); err != nil || kind(alone2).redeem(ticket, b) == nil {
+			if ticket, err = kind(alone1).Issue(b); err != nil || kind(alone2).Redeem(ticket, b) == nil {
 				t.Fatalf("a server alone accepted another's ticket (%v)", err)
 			}
 		})
 	}
 
 	// A replica whose database is gone refuses the approval answer with an error, and the call does not run.
-	ticket, err := r1.elicit.issue(b)
+	ticket, err := r1.elicit.Issue(b)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -90,7 +91,7 @@ func TestTicketsOfReplicasAreShared(t *testing.T) {
 		t.Fatalf("an answer a replica could not check: %+v", v)
 	}
 	// It was never used, so replica 1 honours it.
-	if err := r1.elicit.redeem(ticket, b); err != nil {
+	if err := r1.elicit.Redeem(ticket, b); err != nil {
 		t.Fatalf("replica 1 after replica 2 failed to check the ticket: %v", err)
 	}
 }
