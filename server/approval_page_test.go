@@ -9,7 +9,6 @@ import (
 	"net/url"
 	"regexp"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -18,6 +17,7 @@ import (
 
 	"github.com/e2b-mcp/e2b-mcp/audit"
 	"github.com/e2b-mcp/e2b-mcp/e2b/e2btest"
+	"github.com/e2b-mcp/e2b-mcp/internal/clocktest"
 	"github.com/e2b-mcp/e2b-mcp/policy"
 	"github.com/e2b-mcp/e2b-mcp/server/oauth"
 	"github.com/e2b-mcp/e2b-mcp/server/oauth/oauthtest"
@@ -243,30 +243,12 @@ func TestApprovalDeclineNamesTheRouteOutside(t *testing.T) {
 	}
 }
 
-// testClock is a clock the test moves.
-type testClock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *testClock) now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *testClock) advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = c.t.Add(d)
-}
-
 // The page is a capability that only a human's press on it uses: a GET approves nothing, a POST without the
 // page's CSRF token, from another origin or naming none is refused, a link without its MAC is not a link, the
 // call is shown escaped, an answer counts once, and a link dies with its request.
 func TestApprovalPageRefusesForgery(t *testing.T) {
-	clock := &testClock{t: time.Now()}
-	f := newFixture(t, fixtureOpts{policy: approvalPolicy, mutate: func(c *Config, _ *e2btest.Server) { c.Now = clock.now }})
+	clock := clocktest.New(time.Now())
+	f := newFixture(t, fixtureOpts{policy: approvalPolicy, mutate: func(c *Config, _ *e2btest.Server) { c.Now = clock.Now }})
 	c := connect(t, f.srv, eras[0], nil)
 	sb := createSandbox(t, c)
 	write := map[string]any{"sandbox_id": sb, "path": "<b>notes</b>.txt", "content": "<script>alert(1)</script>\u202eevil"}
@@ -328,7 +310,7 @@ func TestApprovalPageRefusesForgery(t *testing.T) {
 	if status != http.StatusOK {
 		t.Fatalf("the second link answered %d", status)
 	}
-	clock.advance(ApprovalTTL)
+	clock.Advance(ApprovalTTL)
 	if status, _ := b2.get(link2); status != http.StatusNotFound {
 		t.Errorf("an expired link answered %d", status)
 	}

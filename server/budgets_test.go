@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/e2b-mcp/e2b-mcp/e2b/e2btest"
+	"github.com/e2b-mcp/e2b-mcp/internal/clocktest"
 	"github.com/e2b-mcp/e2b-mcp/internal/waitfor"
 	"github.com/e2b-mcp/e2b-mcp/state"
 	"github.com/mark3labs/mcp-go/mcp"
@@ -106,14 +107,14 @@ func TestCapsOnResumeForkAndFailedCreates(t *testing.T) {
 // resume and use is refused naming the limit and when it resets; after the reset a resume works and the files are
 // as they were.
 func TestSandboxHoursBudgetPausesAndResets(t *testing.T) {
-	clock := &testClock{t: time.Date(2026, 12, 6, 23, 50, 0, 0, time.UTC)}
+	clock := clocktest.New(time.Date(2026, 12, 6, 23, 50, 0, 0, time.UTC))
 	f := newFixture(t, fixtureOpts{policy: "default_action: allow\nlimits:\n  default: {sandbox_hours_per_day: 0.05}\nrules: []\n",
-		emulator: e2btest.Options{Now: clock.now}, mutate: func(c *Config, _ *e2btest.Server) { c.Now = clock.now }})
+		emulator: e2btest.Options{Now: clock.Now}, mutate: func(c *Config, _ *e2btest.Server) { c.Now = clock.Now }})
 	c := connect(t, f.srv, eras[0], nil)
 
 	a := createSandbox(t, c)
 	mustOK(t, c, "e2b_write_file", map[string]any{"sandbox_id": a, "path": "keep.txt", "content": "still here"})
-	clock.advance(150 * time.Second) // 150 of 180 s: 83 %
+	clock.Advance(150 * time.Second) // 150 of 180 s: 83 %
 	b := mustOK(t, c, "e2b_create_sandbox", map[string]any{"title": "second"})
 	if w, _ := b["warning"].(string); !strings.Contains(w, "This owner has used 0.04 of 0.05 sandbox-hours today (sandbox_hours_per_day, 83 %)") {
 		t.Fatalf("a create at 83 %% of the day's budget warned %q", w)
@@ -133,7 +134,7 @@ func TestSandboxHoursBudgetPausesAndResets(t *testing.T) {
 		t.Fatalf("enforcing within the budget: %+v, %v", rep, err)
 	}
 
-	clock.advance(time.Minute) // a: 210 s, b: 60 s
+	clock.Advance(time.Minute) // a: 210 s, b: 60 s
 	rep, err := f.srv.budgets.Enforce(t.Context())
 	if err != nil || len(rep.Paused) != 2 || len(rep.Errors) != 0 {
 		t.Fatalf("enforcing a used-up budget: %+v, %v; want both sandboxes paused", rep, err)
@@ -173,7 +174,7 @@ func TestSandboxHoursBudgetPausesAndResets(t *testing.T) {
 		t.Fatalf("E2B has %d sandboxes, want the 2 made before the budget ran out", n)
 	}
 
-	clock.advance(10 * time.Minute) // 00:03:30 the next day: the budget is new
+	clock.Advance(10 * time.Minute) // 00:03:30 the next day: the budget is new
 	mustOK(t, c, "e2b_manage_sandbox", map[string]any{"sandbox_id": a, "action": "resume"})
 	got := mustOK(t, c, "e2b_read_file", map[string]any{"sandbox_id": a, "path": "keep.txt"})
 	if got["content"] != "still here" {
@@ -185,23 +186,23 @@ func TestSandboxHoursBudgetPausesAndResets(t *testing.T) {
 // (what E2B bills) within 1 %, over creates, a fork, pauses, a resume, a delete and a sandbox still running; the
 // clock is one fake clock that both read.
 func TestUsageAgreesWithE2BRunningTime(t *testing.T) {
-	clock := &testClock{t: time.Date(2026, 12, 6, 9, 0, 0, 0, time.UTC)}
-	f := newFixture(t, fixtureOpts{policy: "default_action: allow\nrules: []\n", emulator: e2btest.Options{Now: clock.now},
-		mutate: func(c *Config, _ *e2btest.Server) { c.Now = clock.now }})
+	clock := clocktest.New(time.Date(2026, 12, 6, 9, 0, 0, 0, time.UTC))
+	f := newFixture(t, fixtureOpts{policy: "default_action: allow\nrules: []\n", emulator: e2btest.Options{Now: clock.Now},
+		mutate: func(c *Config, _ *e2btest.Server) { c.Now = clock.Now }})
 	c := connect(t, f.srv, eras[0], nil)
-	start := clock.now()
+	start := clock.Now()
 
 	a := createSandbox(t, c)
-	clock.advance(7 * time.Minute)
+	clock.Advance(7 * time.Minute)
 	b := createSandbox(t, c)
-	clock.advance(11 * time.Minute)
+	clock.Advance(11 * time.Minute)
 	mustOK(t, c, "e2b_manage_sandbox", map[string]any{"sandbox_id": a, "action": "pause"})
-	clock.advance(13 * time.Minute)
+	clock.Advance(13 * time.Minute)
 	mustOK(t, c, "e2b_manage_sandbox", map[string]any{"sandbox_id": a, "action": "resume"})
 	fork := mustOK(t, c, "e2b_fork_sandbox", map[string]any{"sandbox_id": b})
-	clock.advance(5 * time.Minute)
+	clock.Advance(5 * time.Minute)
 	mustOK(t, c, "e2b_manage_sandbox", map[string]any{"sandbox_id": b, "action": "delete"})
-	clock.advance(17 * time.Minute)
+	clock.Advance(17 * time.Minute)
 
 	days, err := f.srv.Store().Usage("alice", start)
 	if err != nil {

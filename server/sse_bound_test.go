@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/e2b-mcp/e2b-mcp/internal/clocktest"
 	"github.com/e2b-mcp/e2b-mcp/internal/waitfor"
 )
 
@@ -61,14 +62,14 @@ func TestIdleSSEStreamsLeaveStreamableClientsAlone(t *testing.T) {
 			}
 		})
 	}
-	clock := &testClock{t: time.Now()}
+	clock := clocktest.New(time.Now())
 	f.srv.sessions.mu.Lock()
-	f.srv.sessions.now = clock.now
+	f.srv.sessions.now = clock.Now
 	f.srv.sessions.mu.Unlock()
 	var streams []*http.Response
 	calls := 0
 	for i := range 150 {
-		clock.advance(minStreamAge) // every stream open is old enough to be ended
+		clock.Advance(minStreamAge) // every stream open is old enough to be ended
 		resp := openSSEStream(t, base, toks["alice"])
 		if resp.StatusCode != http.StatusOK {
 			t.Fatalf("SSE stream %d: HTTP %d", i, resp.StatusCode)
@@ -100,8 +101,8 @@ func TestIdleSSEStreamsLeaveStreamableClientsAlone(t *testing.T) {
 // when every stream has one, a new stream is refused.
 func TestSSEStreamBoundEndsOldestIdle(t *testing.T) {
 	o := newSessionOwners()
-	clock := &testClock{t: time.Now()}
-	o.now = clock.now
+	clock := clocktest.New(time.Now())
+	o.now = clock.Now
 	var mu sync.Mutex
 	ended := map[string]bool{}
 	open := func() (string, error) {
@@ -123,7 +124,7 @@ func TestSSEStreamBoundEndsOldestIdle(t *testing.T) {
 		o.sessions[id].calls[uint64(len(o.sessions[id].calls)+1)] = func(error) {}
 		o.mu.Unlock()
 	}
-	clock.advance(minStreamAge)
+	clock.Advance(minStreamAge)
 	busy(ids[0])  // the oldest has a call running
 	o.use(ids[1]) // the second oldest was just used: ids[2] is now the least recently used idle stream
 	if _, err := open(); err != nil {
@@ -152,8 +153,8 @@ func TestSSEStreamBoundEndsOldestIdle(t *testing.T) {
 func TestReconnectingSSEClientsPastTheBound(t *testing.T) {
 	tokens, toks := tokensFor(t, "alice")
 	f := newFixture(t, fixtureOpts{transport: TransportHTTP, tokensFile: tokens, policy: allowAll})
-	clock := &testClock{t: time.Now()}
-	f.srv.sessions.now = clock.now
+	clock := clocktest.New(time.Now())
+	f.srv.sessions.now = clock.Now
 	base := serveHTTP(t, f)
 
 	const clients, attempts = 150, 10
@@ -223,7 +224,7 @@ func TestReconnectingSSEClientsPastTheBound(t *testing.T) {
 	}
 
 	first := round()
-	clock.advance(minStreamAge)
+	clock.Advance(minStreamAge)
 	second := round()
 	t.Logf("stream setups: %d with the clock held, %d once the streams were %v old; %d refusals", first, second, minStreamAge, refusals.Load())
 	held.Range(func(_, body any) bool { body.(io.Closer).Close(); return true })
@@ -248,8 +249,8 @@ func TestSessionBoundsNeverEndTheOtherKind(t *testing.T) {
 		kind := map[bool]string{true: "SSE stream", false: "streamable session"}
 		t.Run(kind[sse], func(t *testing.T) {
 			o := newSessionOwners()
-			clock := &testClock{t: time.Now()}
-			o.now = clock.now
+			clock := clocktest.New(time.Now())
+			o.now = clock.Now
 			var mu sync.Mutex
 			ended := map[string]bool{}
 			end := func(id string) { mu.Lock(); ended[id] = true; mu.Unlock() }
@@ -273,7 +274,7 @@ func TestSessionBoundsNeverEndTheOtherKind(t *testing.T) {
 			for range bound - 1 {
 				open(sse)
 			}
-			clock.advance(minStreamAge) // every stream is old enough to be ended
+			clock.Advance(minStreamAge) // every stream is old enough to be ended
 			open(sse)                   // past the bound
 			// A streamable session is ended on a goroutine of its own.
 			waitfor.Until(t, 10*time.Second, "a session to be ended to make room", func() bool {

@@ -6,31 +6,13 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
+	"github.com/e2b-mcp/e2b-mcp/internal/clocktest"
 	"github.com/e2b-mcp/e2b-mcp/server/oauth"
 	"github.com/e2b-mcp/e2b-mcp/server/oauth/oauthtest"
 )
-
-// testClock is a clock the test moves.
-type testClock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *testClock) now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *testClock) advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = c.t.Add(d)
-}
 
 // Forged tokens from an address never lock its members out. Behind the TLS proxy or HAProxy a team puts in front,
 // every member shares one address: after a flood of junk tokens from it, a member whose access token expired
@@ -140,8 +122,8 @@ func TestTokensFile(t *testing.T) {
 // with time, and its table stays bounded however many addresses send refused tokens; the log takes a bounded
 // number of refusals whatever the addresses.
 func TestRefusalBudget(t *testing.T) {
-	clock := &testClock{t: time.Now()}
-	r := newRefusals(clock.now)
+	clock := clocktest.New(time.Now())
+	r := newRefusals(clock.Now)
 	waitOf := func(addr string) time.Duration {
 		wait, _ := r.refuse(addr)
 		return wait
@@ -168,7 +150,7 @@ func TestRefusalBudget(t *testing.T) {
 	if wait := waitOf("[2001:db8:0:1::1]:443"); wait != 0 {
 		t.Errorf("another /64: wait %v", wait)
 	}
-	clock.advance(refusalEvery)
+	clock.Advance(refusalEvery)
 	if wait := waitOf("192.0.2.1:1000"); wait != 0 {
 		t.Errorf("after %v: wait %v", refusalEvery, wait)
 	}

@@ -2,39 +2,19 @@ package oauth
 
 import (
 	"net/http"
-	"sync"
 	"testing"
 	"time"
 
+	"github.com/e2b-mcp/e2b-mcp/internal/clocktest"
 	"github.com/e2b-mcp/e2b-mcp/server/oauth/oauthtest"
 )
-
-// manualClock is a clock that moves only when the test says.
-type manualClock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func newManualClock() *manualClock { return &manualClock{now: time.Now()} }
-
-func (c *manualClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *manualClock) advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = c.now.Add(d)
-}
 
 // A provider rotating its keys: a token of the new key is let in once the interval since the last fetch has
 // passed (the next fetch finds the key), and not before; the keys fetched serve every later token, ID tokens of
 // the connect page's sign-in included, without another fetch.
 func TestOAuthKeySetRefetchedOncePerInterval(t *testing.T) {
 	iss := oauthtest.NewIssuer(t)
-	clock := newManualClock()
+	clock := clocktest.New(time.Now())
 	as := NewAuthServer(iss.URL, http.DefaultClient, clock.Now)
 	v := NewVerifier(Config{Issuer: iss.URL, Resource: oauthtest.Resource, OwnerClaim: DefaultOwnerClaim}, as)
 	owner := func(tok string) error { _, err := v.Owner(t.Context(), tok); return err }
@@ -57,7 +37,7 @@ func TestOAuthKeySetRefetchedOncePerInterval(t *testing.T) {
 	}
 	fetches(1, "within the interval")
 
-	clock.advance(keysRefetchInterval)
+	clock.Advance(keysRefetchInterval)
 	if err := owner(rotated); err != nil {
 		t.Errorf("the new key after the interval: %v", err)
 	}
@@ -81,7 +61,7 @@ func TestOAuthKeySetRefetchedOncePerInterval(t *testing.T) {
 // failed fetch keeps the keys of the last good one.
 func TestOAuthKeySetRetriedAfterFailure(t *testing.T) {
 	iss := oauthtest.NewIssuer(t)
-	clock := newManualClock()
+	clock := clocktest.New(time.Now())
 	v := NewVerifier(Config{Issuer: iss.URL, Resource: oauthtest.Resource, OwnerClaim: DefaultOwnerClaim},
 		NewAuthServer(iss.URL, http.DefaultClient, clock.Now))
 	valid := iss.Token(t, iss.Claims("alice", nil), nil)
@@ -97,13 +77,13 @@ func TestOAuthKeySetRetriedAfterFailure(t *testing.T) {
 		t.Errorf("%d fetches while the key set fails, want 1 before the retry wait", n)
 	}
 	iss.SetKeysDown(false)
-	clock.advance(keysRetryInterval)
+	clock.Advance(keysRetryInterval)
 	if err := owner(valid); err != nil {
 		t.Errorf("after the retry wait: %v", err)
 	}
 
 	iss.SetKeysDown(true)
-	clock.advance(keysRefetchInterval)
+	clock.Advance(keysRefetchInterval)
 	if err := owner(iss.Signed(t, "at+jwt", "nope", iss.Claims("alice", nil), oauthtest.NewKey(t))); err == nil {
 		t.Error("an unknown key let in")
 	}

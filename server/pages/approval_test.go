@@ -11,30 +11,12 @@ import (
 	"regexp"
 	"sort"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
+	"github.com/e2b-mcp/e2b-mcp/internal/clocktest"
 	"github.com/e2b-mcp/e2b-mcp/policy"
 )
-
-// testClock is a clock the test moves.
-type testClock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *testClock) now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *testClock) advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = c.t.Add(d)
-}
 
 // tokenOwners is a tokens file of one token per owner.
 type tokenOwners map[string]string
@@ -119,8 +101,8 @@ func readAll(t *testing.T, resp *http.Response) string {
 // call is shown escaped, an answer counts once, Approve on an authenticated server takes the owner's own token,
 // and a link dies with its request.
 func TestApprovalPage(t *testing.T) {
-	clock := &testClock{t: time.Now()}
-	approvals, err := policy.OpenApprovals(t.TempDir(), 15*time.Minute, clock.now)
+	clock := clocktest.New(time.Now())
+	approvals, err := policy.OpenApprovals(t.TempDir(), 15*time.Minute, clock.Now)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -206,7 +188,7 @@ func TestApprovalPage(t *testing.T) {
 	if status != http.StatusOK {
 		t.Fatalf("the second link answered %d", status)
 	}
-	clock.advance(15 * time.Minute)
+	clock.Advance(15 * time.Minute)
 	if status, _, _ := b2.open(link2); status != http.StatusNotFound {
 		t.Errorf("an expired link answered %d", status)
 	}
