@@ -92,7 +92,8 @@ func (s *Server) resumeConnect(ctx context.Context, req mcp.CallToolRequest, cal
 		return mcp.NewToolResultError("The answer to the connect request could not be checked: " + state.PublicText(err) +
 			". Call the tool again."), true
 	}
-	if answer.Action == mcp.ElicitationResponseActionAccept && s.connector.WaitForKey(ctx, caller.Owner, pages.ConnectLinkTTL) {
+	accepted := answer.Action == mcp.ElicitationResponseActionAccept
+	if accepted && s.connector.WaitForKey(ctx, caller.Owner, pages.ConnectLinkTTL) {
 		return nil, false // the key is there: run the call
 	}
 	link, expires, err := s.connectLink(caller.Owner)

@@ -79,7 +79,8 @@ func (s *Server) newHTTPTransport() *httpTransport {
 	if s.connector != nil {
 		handle(pages.PathConnect, s.connector) // members' browsers carry no bearer token: the page checks who they are
 	}
-	handle(pages.PathApprove, s.approvalPage) // a human's browser: the page checks its link, the POST's origin and CSRF token
+	// A human's browser: the page checks its link, the POST's origin and CSRF token.
+	handle(pages.PathApprove, s.approvalPage)
 	// Outermost first: the page's origin, the body's type and size, then the caller.
 	mcpCalls := s.cancelModernCalls(withPOSTNotifier(s.serveTasks(t.streamable)))
 	handle(PathMCP, rules.GuardOrigin(s.limits.limitBody(s.authenticate(mcpCalls))))
