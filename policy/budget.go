@@ -45,7 +45,7 @@ func (l Limits) HoursUsedUp(u HoursUse) string {
 	var out []string
 	for _, b := range l.hoursBudgets(u) {
 		if b.used >= b.limit {
-			out = append(out, fmt.Sprintf("%.2f of %s sandbox-hours %s (%s), which resets at %s", b.used,
+			out = append(out, fmt.Sprintf("%s of %s sandbox-hours %s (%s), which resets at %s", usedText(b.used, b.limit),
 				hoursText(b.limit), b.period, b.key, b.resets.Format("2006-01-02 15:04 UTC")))
 		}
 	}
@@ -61,7 +61,7 @@ func (l Limits) HoursWarning(u HoursUse) string {
 	var out []string
 	for _, b := range l.hoursBudgets(u) {
 		if b.used >= hoursWarnAt*b.limit && b.used < b.limit {
-			out = append(out, fmt.Sprintf("%.2f of %s sandbox-hours %s (%s, %.0f %%)", b.used, hoursText(b.limit),
+			out = append(out, fmt.Sprintf("%s of %s sandbox-hours %s (%s, %.0f %%)", usedText(b.used, b.limit), hoursText(b.limit),
 				b.period, b.key, 100*b.used/b.limit))
 		}
 	}
@@ -70,6 +70,15 @@ func (l Limits) HoursWarning(u HoursUse) string {
 	}
 	return "This owner has used " + strings.Join(out, " and ") + ": when a budget runs out, the owner's running " +
 		"sandboxes are paused (their files kept) and no sandbox starts or resumes until it resets."
+}
+
+// usedText writes hours used of a limit with two decimals, or three significant digits under a limit below an hour
+// (0.000964 of 0.001), so that the use and the limit always differ where they do.
+func usedText(used, limit float64) string {
+	if limit < 1 {
+		return strconv.FormatFloat(used, 'g', 3, 64)
+	}
+	return strconv.FormatFloat(used, 'f', 2, 64)
 }
 
 // hoursText writes hours as short as they go: 2, 0.5.

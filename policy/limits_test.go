@@ -119,6 +119,10 @@ func TestHoursBudgets(t *testing.T) {
 			t.Errorf("%v h today, %v h this month: warning %q, want %q", tc.day, tc.month, got, tc.warns)
 		}
 	}
+	small := Limits{HoursPerDay: 0.001}.HoursWarning(HoursUse{Day: 3.47, At: at})
+	if !strings.Contains(small, "0.000964 of 0.001 sandbox-hours today (sandbox_hours_per_day, 96 %)") {
+		t.Errorf("the warning of a budget under an hour: %q", small)
+	}
 	if (Limits{}).HasHours() || (Limits{HoursPerDay: 1}.HoursUsedUp(HoursUse{Day: 1e9, At: at})) == "" {
 		t.Fatal("HasHours of no limits, or a day budget not used up by 1e9 seconds")
 	}

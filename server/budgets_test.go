@@ -116,7 +116,7 @@ func TestSandboxHoursBudgetPausesAndResets(t *testing.T) {
 	mustOK(t, c, "e2b_write_file", map[string]any{"sandbox_id": a, "path": "keep.txt", "content": "still here"})
 	clock.Advance(150 * time.Second) // 150 of 180 s: 83 %
 	b := mustOK(t, c, "e2b_create_sandbox", map[string]any{"title": "second"})
-	if w, _ := b["warning"].(string); !strings.Contains(w, "This owner has used 0.04 of 0.05 sandbox-hours today (sandbox_hours_per_day, 83 %)") {
+	if w, _ := b["warning"].(string); !strings.Contains(w, "This owner has used 0.0417 of 0.05 sandbox-hours today (sandbox_hours_per_day, 83 %)") {
 		t.Fatalf("a create at 83 %% of the day's budget warned %q", w)
 	}
 	list := mustOK(t, c, "e2b_list_sandboxes", map[string]any{})
@@ -153,7 +153,7 @@ func TestSandboxHoursBudgetPausesAndResets(t *testing.T) {
 	if paused != 2 {
 		t.Errorf("%d pauses for the budget in the audit log, want 2", paused)
 	}
-	const refusal = "0.07 of 0.05 sandbox-hours today (sandbox_hours_per_day), which resets at 2026-12-07 00:00 UTC: " +
+	const refusal = "0.075 of 0.05 sandbox-hours today (sandbox_hours_per_day), which resets at 2026-12-07 00:00 UTC: " +
 		"the owner's sandboxes were paused with their files"
 	for _, call := range []struct {
 		tool string

@@ -71,3 +71,31 @@ func TestReplicasHoldTheRunningCapTogether(t *testing.T) {
 		}
 	}
 }
+
+// A sandbox-hours budget is one between replicas on one PostgreSQL: the running time of a sandbox made through one
+// replica uses up the budget, and the other then refuses a create naming the limit.
+func TestReplicasShareTheSandboxHoursBudget(t *testing.T) {
+	const session = "hours"
+	x := newH(t)
+	pol := x.path("hours.yaml")
+	// 0.001 hours is 3.6 seconds of one running sandbox.
+	if err := os.WriteFile(pol, []byte("default_action: allow\nlimits:\n  default: {sandbox_hours_per_day: 0.001}\nrules: []\n"),
+		0o600); err != nil {
+		t.Fatal(err)
+	}
+	rs := x.startReplicas(2, "--policy", pol)
+	first := x.connectVersion(rs.replicas[0].base, rs.token, session, "")
+	second := x.connectVersion(rs.replicas[1].base, rs.token, session, "")
+	id, _ := ok(t, first, "e2b_create_sandbox", map[string]any{"title": "spends"})["sandbox_id"].(string)
+	the.noteSandbox(id)
+	waitfor.Until(t, time.Minute, "the sandbox to use up the day's budget, as the second replica reads it", func() bool {
+		usage, _ := ok(t, second, "e2b_list_sandboxes", map[string]any{})["usage"].(map[string]any)
+		today, _ := usage["sandbox_hours_today"].(map[string]any)
+		used, _ := today["used"].(float64)
+		return used > 0.001 // rounded to 4 decimals: 0.0011 is past the budget
+	})
+	msg := fails(t, second, "e2b_create_sandbox", map[string]any{"title": "refused"})
+	if !strings.Contains(msg, "of 0.001 sandbox-hours today (sandbox_hours_per_day), which resets at") {
+		t.Fatalf("a create through the other replica with the budget used up: %s", msg)
+	}
+}
