@@ -130,18 +130,11 @@ func (b *Budgets) pause(ctx context.Context, rec state.SandboxRecord, why string
 
 // Run enforces now and then every interval until ctx ends.
 func (b *Budgets) Run(ctx context.Context, interval time.Duration) {
-	t := time.NewTicker(interval)
-	defer t.Stop()
-	for {
+	every(ctx, interval, func() {
 		if _, err := b.Enforce(ctx); err != nil {
 			b.logger().Warn("enforcing sandbox-hours budgets failed", "error", err)
 		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-	}
+	})
 }
 
 func (b *Budgets) now() time.Time {
@@ -151,9 +144,4 @@ func (b *Budgets) now() time.Time {
 	return b.Now()
 }
 
-func (b *Budgets) logger() *slog.Logger {
-	if b.Logger == nil {
-		return slog.New(slog.DiscardHandler)
-	}
-	return b.Logger
-}
+func (b *Budgets) logger() *slog.Logger { return orDiscard(b.Logger) }

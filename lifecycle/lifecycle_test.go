@@ -40,9 +40,17 @@ type fixture struct {
 	clock *clock
 }
 
-func newFixture(t *testing.T) *fixture {
+func newFixture(t *testing.T) *fixture { t.Helper(); return newFixtureOn(t, false) }
+
+// newFixtureOn is newFixture whose emulator reads the test's clock too when shared is set (else the real one).
+func newFixtureOn(t *testing.T, shared bool) *fixture {
 	t.Helper()
-	srv, err := e2btest.New(e2btest.Options{APIKeys: []string{testKey}})
+	clk := &clock{now: time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)}
+	opts := e2btest.Options{APIKeys: []string{testKey}}
+	if shared {
+		opts.Now = clk.Now
+	}
+	srv, err := e2btest.New(opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -51,7 +59,6 @@ func newFixture(t *testing.T) *fixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	clk := &clock{now: time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)}
 	st, err := state.Open(t.TempDir(), state.Options{Keys: state.StaticKeySource(bytes.Repeat([]byte{7}, 32)), Now: clk.Now})
 	if err != nil {
 		t.Fatal(err)
@@ -541,22 +548,8 @@ func TestReconcileAdoptsOnTimeout(t *testing.T) {
 // owner's caps and usage once reconciliation adopts it, from when E2B started it; one created outside e2b-mcp with
 // the same key never does.
 func TestReconciledSandboxCountsAndOutsideOneDoesNot(t *testing.T) {
-	clk := &clock{now: time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)}
-	srv, err := e2btest.New(e2btest.Options{APIKeys: []string{testKey}, Now: clk.Now})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(srv.Close)
-	c, err := e2b.NewClient(e2b.Config{APIKey: testKey, APIURL: srv.URL(), SandboxURL: srv.URL()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	st, err := state.Open(t.TempDir(), state.Options{Keys: state.StaticKeySource(bytes.Repeat([]byte{7}, 32)), Now: clk.Now})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
-	f := &fixture{srv: srv, c: c, st: st, clock: clk}
+	f := newFixtureOn(t, true)
+	clk, st, c, srv := f.clock, f.st, f.c, f.srv
 	lost := f.create(t, "alice", "s1", true, false)
 	f.create(t, "alice", "s1", false, false) // outside e2b-mcp, same key
 	clk.Advance(5 * time.Minute)

@@ -195,12 +195,21 @@ func (s *Sweeper) apply(ctx context.Context, c *e2b.Client, owner, id string, re
 
 // Run sweeps now and then every interval until ctx ends.
 func (s *Sweeper) Run(ctx context.Context, interval time.Duration) {
-	t := time.NewTicker(interval)
-	defer t.Stop()
-	for {
+	every(ctx, interval, func() {
 		if _, err := s.Sweep(ctx); err != nil {
 			s.logger().Warn("orphan sweep failed", "error", err)
 		}
+	})
+}
+
+func (s *Sweeper) logger() *slog.Logger { return orDiscard(s.Logger) }
+
+// every runs fn now and then every interval until ctx ends.
+func every(ctx context.Context, interval time.Duration, fn func()) {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		fn()
 		select {
 		case <-ctx.Done():
 			return
@@ -209,9 +218,10 @@ func (s *Sweeper) Run(ctx context.Context, interval time.Duration) {
 	}
 }
 
-func (s *Sweeper) logger() *slog.Logger {
-	if s.Logger == nil {
+// orDiscard is l, or a logger that discards when l is nil.
+func orDiscard(l *slog.Logger) *slog.Logger {
+	if l == nil {
 		return slog.New(slog.DiscardHandler)
 	}
-	return s.Logger
+	return l
 }

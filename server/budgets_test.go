@@ -26,28 +26,9 @@ func TestCapOnRunningSandboxesHoldsUnderConcurrentCreates(t *testing.T) {
 	const calls, capRunning = 50, 5
 	f := newFixture(t, fixtureOpts{policy: budgetPolicy(20, capRunning, "")})
 	c := connect(t, f.srv, eras[0], nil)
-	var (
-		wg       sync.WaitGroup
-		mu       sync.Mutex
-		refusals []string
-		ok       int
-	)
-	start := make(chan struct{})
-	for range calls {
-		wg.Go(func() {
-			<-start
-			res := callTool(t, c, "e2b_create_sandbox", map[string]any{"title": "racer"})
-			mu.Lock()
-			defer mu.Unlock()
-			if res.IsError {
-				refusals = append(refusals, resultText(res))
-			} else {
-				ok++
-			}
-		})
-	}
-	close(start)
-	waitfor.Return(t, 2*time.Minute, "the concurrent creates", wg.Wait)
+	ok, refusals := raceCalls(t, calls, func(int) *mcp.CallToolResult {
+		return callTool(t, c, "e2b_create_sandbox", map[string]any{"title": "racer"})
+	})
 	if n := len(f.emu.Sandboxes()); n != capRunning || ok != capRunning {
 		t.Fatalf("%d creates at once with a cap of %d: %d sandboxes at E2B, %d answered as created", calls, capRunning, n, ok)
 	}
