@@ -215,7 +215,7 @@ func (s *records) Usage(owner string, since time.Time) ([]UsageDay, error) {
 			}
 			d := dayOf(owner, day)
 			for t, u := range rec.Templates {
-				d.Templates[t] = TemplateUse{RunningSeconds: u.RunningSeconds, Created: u.Created}
+				d.Templates[t] = TemplateUse(u)
 			}
 			d.PeakRunning = rec.PeakRunning
 			return nil
