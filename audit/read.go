@@ -36,8 +36,8 @@ func (f Filter) match(e *Entry) bool {
 // short by a crash, say) is skipped.
 //
 // A call recorded in two lines (see Call) is one entry, at its started record's place and time, with the outcome,
-// error, duration and transfer of its outcome record; without one, its outcome is OutcomeStarted. An outcome record whose
-// started record is not in the log (rotated out) is skipped.
+// error, duration and transfer of its outcome record; without one, its outcome is OutcomeStarted. An outcome record
+// whose started record is not in the log (rotated out) is skipped.
 func Read(dir string, f Filter) ([]Entry, error) {
 	if _, err := os.Stat(dir); err != nil {
 		return nil, fmt.Errorf("audit: %w", err)

@@ -54,13 +54,14 @@ var commandShell = strings.Join([]string{
 	`eval "unset -v c; $c"`,
 }, "; ")
 
-// commandExit is commandShell's EXIT trap, run with c, m, d, t, o and e set (the exit code, the marker, the log directory, the tees'
-// pids, envd's stdout and stderr). The marker must follow all of the command's output on the stream, so it first
-// closes the shell's ends of the tees' pipes and waits for each tee to have passed on what it was given (it has
-// exited, or sleeps reading an empty pipe that a job the command left behind still holds), looking at /proc rather
-// than waiting, which such a job would hold: a few looks at once, then one every 5 ms (a timed read of a FIFO in
-// the log directory, made once, the only sleep a shell has without a process), for at most about 2 s, which only a
-// tee whose writes envd does not take reaches. A SIGTERM meanwhile is ignored: the exit code is known.
+// commandExit is commandShell's EXIT trap, run with c, m, d, t, o and e set (the exit code, the marker, the log
+// directory, the tees' pids, envd's stdout and stderr). The marker must follow all of the command's output on the
+// stream, so it first closes the shell's ends of the tees' pipes and waits for each tee to have passed on what it
+// was given (it has exited, or sleeps reading an empty pipe that a job the command left behind still holds),
+// looking at /proc rather than waiting, which such a job would hold: a few looks at once, then one every 5 ms (a
+// timed read of a FIFO in the log directory, made once, the only sleep a shell has without a process), for at most
+// about 2 s, which only a tee whose writes envd does not take reaches. A SIGTERM meanwhile is ignored: the exit
+// code is known.
 const commandExit = `set +eu; trap : TERM; exec >&- 2>&-
 for p in $t; do i=0; while [ $i -lt 400 ] && read -r _ _ s _ <"/proc/$p/stat" && [ "$s" != Z ]; do
 w=; [ "$s" = S ] && read -r w <"/proc/$p/wchan"; case $w in *pipe_read|pipe_wait) break ;; esac; i=$((i+1))
@@ -291,8 +292,10 @@ func (e *Envd) RunCommand(ctx context.Context, command string, opts CommandOptio
 		}
 	}
 	start := StartOptions{Process: ProcessConfig{
-		Cmd:  "setsid",
-		Args: []string{"/bin/bash", "-l", "-c", commandShell, "/bin/bash", command, string(stdout.marker), opts.LogDir, commandExit},
+		Cmd: "setsid",
+		Args: []string{
+			"/bin/bash", "-l", "-c", commandShell, "/bin/bash", command, string(stdout.marker), opts.LogDir, commandExit,
+		},
 		Envs: opts.Envs,
 		Cwd:  opts.Cwd,
 	}, Tag: opts.Tag}

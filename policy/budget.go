@@ -61,8 +61,8 @@ func (l Limits) HoursWarning(u HoursUse) string {
 	var out []string
 	for _, b := range l.hoursBudgets(u) {
 		if b.used >= hoursWarnAt*b.limit && b.used < b.limit {
-			out = append(out, fmt.Sprintf("%s of %s sandbox-hours %s (%s, %.0f %%)", usedText(b.used, b.limit), hoursText(b.limit),
-				b.period, b.key, 100*b.used/b.limit))
+			out = append(out, fmt.Sprintf("%s of %s sandbox-hours %s (%s, %.0f %%)",
+				usedText(b.used, b.limit), hoursText(b.limit), b.period, b.key, 100*b.used/b.limit))
 		}
 	}
 	if len(out) == 0 {

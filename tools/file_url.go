@@ -156,7 +156,8 @@ func linkExpiry(link string, fallback time.Time) time.Time {
 // e2b_download_url signs one, for defaultLinkSeconds. A sandbox without an access token gets no link: envd
 // serves its files to anyone, so a link to them could not expire (e2b_download_url refuses it for that reason).
 func (b *base) unseenImage(ctx context.Context, c *e2b.Client, rec state.SandboxRecord, p string) string {
-	note := fmt.Sprintf("this client (%s) does not hand a tool's images to its model, so you do not see it", clientOf(ctx).Profile)
+	note := fmt.Sprintf("this client (%s) does not hand a tool's images to its model, so you do not see it",
+		clientOf(ctx).Profile)
 	if rec.AccessToken == "" {
 		return note + fmt.Sprintf("; to show it to the user, copy %s out of the sandbox (e2b_sync_out)", p)
 	}

@@ -205,7 +205,8 @@ const runBase = "/var/tmp"
 
 // start runs start.sh of the envd in dir under a keeper in r.run and returns what it printed.
 func (r *RealEnvd) start(ctx context.Context, dir string) ([]byte, error) {
-	cmd := exec.Command("/bin/sh", "-c", keeperScript, "envd-keeper", filepath.Join(dir, "start.sh"), filepath.Join(dir, "stop.sh"), r.run)
+	cmd := exec.Command("/bin/sh", "-c", keeperScript, "envd-keeper",
+		filepath.Join(dir, "start.sh"), filepath.Join(dir, "stop.sh"), r.run)
 	cmd.Env = append(os.Environ(), "ENVD_RUN="+r.run, "privateScript="+privateScript)
 	// A session of its own: a Ctrl-C to the terminal's process group, which ends the test, must not end the
 	// keeper before it has stopped envd.
@@ -238,7 +239,8 @@ func (r *RealEnvd) start(ctx context.Context, dir string) ([]byte, error) {
 	case out := <-printed:
 		if !bytes.Contains(out, []byte("ENVD_URL=")) {
 			r.Stop()
-			return nil, fmt.Errorf("e2btest: %s: %v: %s", filepath.Join(dir, "start.sh"), cmd.ProcessState, strings.TrimSpace(stderr.String()))
+			return nil, fmt.Errorf("e2btest: %s: %v: %s", filepath.Join(dir, "start.sh"), cmd.ProcessState,
+				strings.TrimSpace(stderr.String()))
 		}
 		return out, nil
 	case <-ctx.Done():
@@ -259,8 +261,8 @@ func (r *RealEnvd) Stop() {
 // started (StartRealEnvd, booted with the sandbox's env vars) on its first envd request and stopped when it is
 // killed, so that tests of the tools can run against the real daemon. It needs root and the daemon beside the
 // repository; envd requests fail with 502 without them. Each sandbox has a /tmp and /home/user of its own (see
-// keeperScript); pausing does not stop their processes (the sandbox is only unreachable while paused). Each emulator needs
-// its own.
+// keeperScript); pausing does not stop their processes (the sandbox is only unreachable while paused). Each
+// emulator needs its own.
 func RealEnvds() emulator.Envd { return &realEnvds{boxes: map[string]*realBox{}} }
 
 type realEnvds struct {

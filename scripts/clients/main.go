@@ -33,7 +33,8 @@ func main() {
 	workDir := flag.String("dir", "", "where each run keeps its files (default: a temporary directory)")
 	timeout := flag.Duration("timeout", 8*time.Minute, "how long one assistant's session may take")
 	tui := flag.Bool("tui", false, "instead, drive Claude Code's terminal UI under tmux: a long e2b_exec as an MCP task")
-	serveFlags := flag.String("serve-flags", "", "more flags for e2b-mcp serve, space-separated (e.g. --result-limit 30000)")
+	serveFlags := flag.String("serve-flags", "",
+		"more flags for e2b-mcp serve, space-separated (e.g. --result-limit 30000)")
 	flag.Parse()
 	if *workDir == "" {
 		d, err := os.MkdirTemp("", "e2b-mcp-clients-")

@@ -179,8 +179,9 @@ func tuiSession(bin, prefix, dir string, timeout time.Duration) *run {
 		return fail("session", err.Error())
 	}
 	mcpConfig := filepath.Join(dir, "mcp.json")
-	if err := writeJSONFile(mcpConfig, map[string]any{"mcpServers": map[string]any{"e2b": map[string]any{
-		"type": "stdio", "command": bin, "args": []string{"serve", "--backend", "local", "--state-dir", state}}}}); err != nil {
+	server := map[string]any{
+		"type": "stdio", "command": bin, "args": []string{"serve", "--backend", "local", "--state-dir", state}}
+	if err := writeJSONFile(mcpConfig, map[string]any{"mcpServers": map[string]any{"e2b": server}}); err != nil {
 		return fail("session", err.Error())
 	}
 	socket := "e2b-mcp-clients-" + fmt.Sprint(os.Getpid())
@@ -212,7 +213,8 @@ func tuiSession(bin, prefix, dir string, timeout time.Duration) *run {
 	}
 	time.Sleep(2 * time.Second) // the MCP server connects
 	// The prompt, then Enter on its own: typed at once, Enter is taken as part of a paste.
-	if out, err := tmux("send-keys", "-t", "0", "-l", "Run the long job in a sandbox, then stop the endless one."); err != nil {
+	const prompt = "Run the long job in a sandbox, then stop the endless one."
+	if out, err := tmux("send-keys", "-t", "0", "-l", prompt); err != nil {
 		return fail("session", fmt.Sprintf("tmux send-keys: %v: %s", err, out))
 	}
 	time.Sleep(time.Second)
