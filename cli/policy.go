@@ -106,7 +106,7 @@ func runPolicyExplain(_ context.Context, a *app, args []string) error {
 	if err != nil {
 		return f.usageErrorf("%v", err)
 	}
-	call.Args = server.EffectiveArgs(tools.Config{StorageRoots: roots, Workspaces: workspaces}, call.Tool, call.Args)
+	call.Args = tools.EffectiveArgs(tools.Config{StorageRoots: roots, Workspaces: workspaces}, call.Tool, call.Args)
 	fmt.Fprint(a.stdout, policy.Explain(p, call))
 	fmt.Fprint(a.stdout, explainLimits(p.Limits(*owner), call))
 	return nil

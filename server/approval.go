@@ -56,7 +56,7 @@ const viaClient = "client"
 func (s *Server) approve(ctx context.Context, req mcp.CallToolRequest, caller tools.Caller, args map[string]any,
 	dec policy.Decision) verdict {
 	binding := policy.BindingFor(caller.Owner, caller.Session, req.Params.Name, args)
-	shown := policy.Call{Tool: req.Params.Name, Args: s.shapes[req.Params.Name].shown(args)}
+	shown := policy.Call{Tool: req.Params.Name, Args: s.tools[req.Params.Name].Shown(args)}
 	if v, answered := s.answeredElsewhere(binding); answered {
 		return v
 	}

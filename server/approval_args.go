@@ -22,6 +22,9 @@ import (
 // maxArgKeyBytes bounds an argument's name as shown; a name is the caller's, and could be a megabyte long.
 const maxArgKeyBytes = 200
 
+// maxArgDepth bounds the nesting of arguments shown: no tool's arguments nest deeper.
+const maxArgDepth = 16
+
 // argFields is every argument of args as name and readable value, in name order, nested ones named by their
 // path (env_vars.HOME, upload_files[0].sandbox_path); each value is at most about max bytes (0: no bound).
 func argFields(args map[string]any, max int) []policy.Field {
@@ -37,7 +40,7 @@ func callFields(c policy.Call, max int) (deciding, others []policy.Field) {
 }
 
 func appendArg(out *[]policy.Field, name string, v any, max, depth int) {
-	if depth > maxSchemaDepth {
+	if depth > maxArgDepth {
 		*out = append(*out, policy.Field{Name: name, Value: "(nested too deep to show)"})
 		return
 	}

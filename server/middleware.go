@@ -55,10 +55,10 @@ func (s *Server) governTools(next mcpserver.ToolHandlerFunc) mcpserver.ToolHandl
 			name:    tool,
 			args:    args,
 			judged: func() (policy.Call, error) {
-				if err := s.shapes[tool].check(args, "", 0); err != nil {
+				if err := s.tools[tool].Check(req.Params.Arguments); err != nil {
 					return policy.Call{}, err
 				}
-				return policy.Call{Tool: tool, Args: s.shapes[tool].judged(args)}, nil
+				return policy.Call{Tool: tool, Args: s.tools[tool].Judged(args)}, nil
 			},
 			approve: func(ctx context.Context, caller tools.Caller, dec policy.Decision) (string, *reply[*mcp.CallToolResult]) {
 				return s.approveTool(ctx, req, caller, args, dec)

@@ -160,6 +160,70 @@ func TestUndeclaredArgumentNamesRefused(t *testing.T) {
 	}
 }
 
+// An argument the tool's schema refuses (a wrong type, a number out of range, a required one missing or empty, a
+// value outside its enum) is refused before the policy and never reaches the tool: nothing is asked of E2B, the
+// sandbox's step count does not move, and each refusal is in the audit log as invalid_arguments, naming the
+// argument and what is wrong with it.
+func TestArgumentsTheSchemaRefusesNeverRun(t *testing.T) {
+	f := newFixture(t, fixtureOpts{policy: denyListPolicy})
+	c := connect(t, f.srv, eras[0], nil)
+	id := createSandbox(t, c)
+	before := len(f.auditEntries(t))
+	mark := len(f.emu.Requests())
+	cases := []struct {
+		tool string
+		args map[string]any
+		want string
+	}{
+		{"e2b_exec", map[string]any{"sandbox_id": id, "command": "true", "timeout_ms": 0},
+			"Invalid timeout_ms 0: it must be between 1 and 3600000 (default 60000)."},
+		{"e2b_exec", map[string]any{"sandbox_id": id, "command": "true", "timeout_ms": "5"},
+			"Invalid parameter timeout_ms: expected an integer, got string"},
+		{"e2b_exec", map[string]any{"sandbox_id": id, "command": "true", "wait_ms": 2.5},
+			"Invalid parameter wait_ms: expected an integer, got number 2.5"},
+		{"e2b_exec", map[string]any{"sandbox_id": id, "command": ""}, "Missing required parameter: command (it is empty)"},
+		{"e2b_exec", map[string]any{"sandbox_id": id, "command": "true", "cwd": ""},
+			"Invalid cwd: it is empty; leave it out for its default, /home/user."},
+		{"e2b_exec", map[string]any{"sandbox_id": id}, "Missing required parameter: command"},
+		// Ahead of the policy, which denies every e2b_list_sandboxes.
+		{"e2b_list_sandboxes", map[string]any{"offset": -1}, "Invalid offset -1: it must be at least 0."},
+		{"e2b_manage_sandbox", map[string]any{"sandbox_id": id, "action": "explode"},
+			"Invalid action 'explode': it must be pause, resume or delete."},
+		{"e2b_get_url", map[string]any{"sandbox_id": id, "port": 70000},
+			"Invalid port 70000: it must be between 1 and 65535."},
+		{"e2b_read_output", map[string]any{"sandbox_id": id, "pid": -1}, "Invalid pid -1: it must be between 1 and 4194304."},
+		{"e2b_read_file", map[string]any{"sandbox_id": id, "path": "/etc/hosts", "limit": 0},
+			"Invalid limit 0: it must be at least 1 (default 2000)."},
+		{"e2b_write_file", map[string]any{"sandbox_id": id, "path": "a.txt", "content": nil},
+			"Invalid parameter content: expected a string, got null"},
+		{"e2b_create_sandbox", map[string]any{"timeout_seconds": -5},
+			"Invalid timeout_seconds -5: it must be at least 1 (default 3600)."},
+		{"e2b_create_sandbox", map[string]any{"env_vars": map[string]any{"HOME": 1}},
+			"Invalid parameter env_vars.HOME: expected a string, got number 1"},
+	}
+	for _, tc := range cases {
+		if msg := mustFail(t, c, tc.tool, tc.args); msg != tc.want {
+			t.Errorf("%s %v:\n got %q\nwant %q", tc.tool, tc.args, msg, tc.want)
+		}
+	}
+	if reqs := f.emu.Requests()[mark:]; len(reqs) != 0 {
+		t.Errorf("refused calls reached E2B: %d requests, the first %v", len(reqs), reqs[0])
+	}
+	if rec, err := f.srv.Store().Sandbox("alice", id); err != nil || rec.Steps != 0 {
+		t.Errorf("the sandbox after the refused calls: %+v, %v; want no step counted", rec, err)
+	}
+	entries := f.auditEntries(t)[before:]
+	if len(entries) != len(cases) {
+		t.Fatalf("%d audit entries for %d refused calls", len(entries), len(cases))
+	}
+	for i, e := range entries {
+		if e.Tool != cases[i].tool || e.Decision != decisionInvalid || e.Outcome != audit.OutcomeError ||
+			e.Error != cases[i].want {
+			t.Errorf("audit entry %d %+v: want %s refused as %s with its message", i, e, cases[i].tool, decisionInvalid)
+		}
+	}
+}
+
 // The stdio session's lease starts afresh when the server starts, before the first orphan sweep.
 func TestRunRenewsStdioLease(t *testing.T) {
 	now := time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)

@@ -12,8 +12,8 @@ import (
 	"github.com/e2b-mcp/e2b-mcp/tools"
 )
 
-// decisionInvalid is the audit decision of a request refused by the shape check, before the policy saw it: its
-// arguments name a parameter the tool does not have, or its URI no sandbox.
+// decisionInvalid is the audit decision of a request refused by the argument check, before the policy saw it: its
+// arguments are not what the tool's input schema allows (tools.Tool.Check), or its URI names no sandbox.
 const decisionInvalid = "invalid_arguments"
 
 // governed is one request as the call pipeline sees it, a tool call or a resource read: its name and arguments,
@@ -25,8 +25,8 @@ type governed[R any] struct {
 	name string
 	// args are the arguments as the audit log records them; nil when they are not a JSON object.
 	args map[string]any
-	// judged is the call the policy decides on, or the shape check's refusal of arguments the request does not
-	// take (the policy never sees those).
+	// judged is the call the policy decides on, or the argument check's refusal of arguments the request does not
+	// take (the policy never sees those, and the tool never runs with them).
 	judged func() (policy.Call, error)
 	// approve applies require_approval: it returns how a human answered ("" when none did) and the reply that
 	// ends the request, nil when it may run.
@@ -69,7 +69,7 @@ func (a answers[R]) refusal(outcome, text string) reply[R] {
 //     even the lease renewal, a write to the state store). Room for its records is held from here on.
 //  3. lease: the caller's session is renewed (refused when it would be one live session too many for its owner)
 //     and held while the request runs.
-//  4. shape check: arguments the request does not take are refused.
+//  4. argument check: arguments the tool's input schema refuses are refused (tools.Tool.Check).
 //  5. policy: deny refuses.
 //  6. approval: require_approval asks a human, or refuses a request that cannot wait for one.
 //  7. the request runs.

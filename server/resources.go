@@ -19,7 +19,7 @@ const resourceRead = "resources/read"
 
 // governResources puts every resource read through the call pipeline (see govern). A resource read of a sandbox
 // file is a read of that file, so the policy judges it exactly as an e2b_read_file of the same sandbox and path (a
-// rule keeping the model out of /etc keeps resource reads out too); its shape check is that the URI names a
+// rule keeping the model out of /etc keeps resource reads out too); its argument check is that the URI names a
 // sandbox. require_approval refuses the read: a resource read cannot wait for a human, e2b_read_file can.
 func (s *Server) governResources(next mcpserver.ResourceHandlerFunc) mcpserver.ResourceHandlerFunc {
 	return func(ctx context.Context, req mcp.ReadResourceRequest) ([]mcp.ResourceContents, error) {

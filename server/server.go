@@ -1,6 +1,6 @@
 // Package server builds e2b-mcp's MCP server from a checked Config: the mcp-go server with the tools and the
 // sandboxes' files as resources; the pipeline every tool call and resource read goes through (govern, in
-// pipeline.go: caller → audit reservation → lease → shape check → policy → approval → run → audit record); the
+// pipeline.go: caller → audit reservation → lease → argument check → policy → approval → run → audit record); the
 // backend (E2B, with each owner's key read from Config.Secrets, the OS keyring or the encrypted key store, on every
 // call; or the in-process emulator of the local backend); the orphan sweeper; and the transports: stdio, and on one
 // HTTP listener streamable HTTP and SSE behind bearer tokens or OAuth access tokens (server/httpauth,
@@ -74,7 +74,7 @@ type Server struct {
 	limits         httpLimits
 	sweeper        *lifecycle.Sweeper
 	budgets        *lifecycle.Budgets
-	shapes         map[string]*argShape      // tool name → the argument names its schema declares
+	tools          map[string]tools.Tool     // by name: each tool's argument check, defaults and approval view
 	taskTools      map[string]tools.TaskKind // how each tool's calls may become MCP tasks (tasks.go)
 	taskCommands   tools.TaskCommands
 	taskRunners    *taskRunners
@@ -214,11 +214,11 @@ func (s *Server) buildMCP() *mcpserver.MCPServer {
 		Now:      s.cfg.Now,
 	}
 	all := tools.All(deps)
-	s.shapes = make(map[string]*argShape, len(all))
+	s.tools = make(map[string]tools.Tool, len(all))
 	s.taskTools = map[string]tools.TaskKind{}
 	s.imageTools = map[string]bool{}
 	for _, t := range all {
-		s.shapes[t.Tool.Name] = shapeOfTool(t)
+		s.tools[t.Tool.Name] = t
 		s.taskTools[t.Tool.Name] = t.Tasks
 		s.imageTools[t.Tool.Name] = t.Images
 	}

@@ -30,7 +30,7 @@ func TestErrorText(t *testing.T) {
 		err  error
 		want string
 	}{
-		{"tool error", context.Background(), missing("path"), "Missing required parameter: path"},
+		{"tool error", context.Background(), userErrorf("Missing required parameter: path"), "Missing required parameter: path"},
 		{"no key", context.Background(), fmt.Errorf("keyring: %w", ErrNoAPIKey), ConnectionRequired("alice")},
 		{"api error", context.Background(), fmt.Errorf("wrapped: %w", &e2b.APIError{Op: "create sandbox", Status: 429, Message: "too many"}),
 			"E2B API error (create sandbox: 429): too many"},

@@ -17,7 +17,7 @@ const (
 
 // checkpointPolicyArgs has pointers where leaving a field out (keep its value) must differ from giving 0 or false.
 type checkpointPolicyArgs struct {
-	SandboxID  string `json:"sandbox_id" jsonschema_description:"The sandbox whose automatic checkpoints to show or change."`
+	SandboxID  string `json:"sandbox_id" jsonschema:"minLength=1" jsonschema_description:"The sandbox whose automatic checkpoints to show or change."`
 	EverySteps *int   `json:"every_steps,omitempty" jsonschema:"minimum=0" jsonschema_description:"Take a checkpoint each time the sandbox's step count (its e2b_exec and e2b_write_file calls) reaches a multiple of this; 0 turns it off."`
 	OnPause    *bool  `json:"on_pause,omitempty" jsonschema_description:"Take a checkpoint before each pause with e2b_manage_sandbox."`
 	Reset      bool   `json:"reset,omitempty" jsonschema_description:"Drop the sandbox's own policy, so that the session's applies again. Give it alone."`
@@ -50,15 +50,9 @@ func (t setCheckpointPolicy) tool() Tool {
 }
 
 func (t setCheckpointPolicy) run(_ context.Context, call Caller, a *checkpointPolicyArgs) (any, error) {
-	switch {
-	case a.SandboxID == "":
-		return nil, missing("sandbox_id")
-	case a.Reset && (a.EverySteps != nil || a.OnPause != nil):
+	if a.Reset && (a.EverySteps != nil || a.OnPause != nil) {
 		return nil, userErrorf("reset drops the sandbox's own checkpoint policy: give it alone, without " +
 			"every_steps or on_pause.")
-	case a.EverySteps != nil && *a.EverySteps < 0:
-		return nil, userErrorf("Invalid every_steps %d: it must be 0 (no checkpoints by step count) or a "+
-			"positive number of steps.", *a.EverySteps)
 	}
 	rec, err := t.lookup(call, a.SandboxID)
 	if err != nil {

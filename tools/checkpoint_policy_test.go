@@ -130,7 +130,7 @@ func TestSetCheckpointPolicyRefusals(t *testing.T) {
 			want string
 		}{
 			{map[string]any{"every_steps": 1}, "Missing required parameter: sandbox_id"},
-			{map[string]any{"sandbox_id": id, "every_steps": -1}, "Invalid every_steps -1: it must be 0"},
+			{map[string]any{"sandbox_id": id, "every_steps": -1}, "Invalid every_steps -1: it must be at least 0."},
 			{map[string]any{"sandbox_id": id, "every_steps": "3"}, "Invalid parameter every_steps: expected an integer, got string"},
 			{map[string]any{"sandbox_id": id, "every_steps": 1.5}, "Invalid parameter every_steps: expected an integer"},
 			{map[string]any{"sandbox_id": id, "on_pause": "yes"}, "Invalid parameter on_pause: expected a boolean"},

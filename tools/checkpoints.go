@@ -55,7 +55,7 @@ func (b *base) lookupCheckpoint(call Caller, id string) (state.Checkpoint, error
 }
 
 type checkpointArgs struct {
-	SandboxID string `json:"sandbox_id" jsonschema_description:"The sandbox to checkpoint."`
+	SandboxID string `json:"sandbox_id" jsonschema:"minLength=1" jsonschema_description:"The sandbox to checkpoint."`
 	Name      string `json:"name,omitempty" jsonschema_description:"A label to recognise the checkpoint by; default 'step N'."`
 }
 
@@ -74,9 +74,6 @@ func (t checkpointSandbox) tool() Tool {
 }
 
 func (t checkpointSandbox) run(ctx context.Context, call Caller, a *checkpointArgs) (any, error) {
-	if a.SandboxID == "" {
-		return nil, missing("sandbox_id")
-	}
 	if err := checkName("name", a.Name); err != nil {
 		return nil, err
 	}
@@ -118,9 +115,6 @@ func (t listCheckpoints) tool() Tool {
 }
 
 func (t listCheckpoints) run(ctx context.Context, call Caller, a *listCheckpointsArgs) (any, error) {
-	if err := checkListOffset(a.Offset); err != nil {
-		return nil, err
-	}
 	cps, err := t.store.SessionCheckpoints(call.Owner, call.Session, a.SandboxID)
 	if err != nil {
 		return nil, err
@@ -135,7 +129,7 @@ func (t listCheckpoints) run(ctx context.Context, call Caller, a *listCheckpoint
 }
 
 type deleteCheckpointArgs struct {
-	CheckpointID string `json:"checkpoint_id" jsonschema_description:"The checkpoint to delete."`
+	CheckpointID string `json:"checkpoint_id" jsonschema:"minLength=1" jsonschema_description:"The checkpoint to delete."`
 }
 
 type deleteCheckpointResult struct {
@@ -157,9 +151,6 @@ func (t deleteCheckpoint) tool() Tool {
 }
 
 func (t deleteCheckpoint) run(ctx context.Context, call Caller, a *deleteCheckpointArgs) (any, error) {
-	if a.CheckpointID == "" {
-		return nil, missing("checkpoint_id")
-	}
 	cp, err := t.lookupCheckpoint(call, a.CheckpointID)
 	if err != nil {
 		return nil, err

@@ -9,7 +9,7 @@ import (
 )
 
 type codeContextArgs struct {
-	SandboxID string `json:"sandbox_id" jsonschema_description:"A sandbox of the code-interpreter template."`
+	SandboxID string `json:"sandbox_id" jsonschema:"minLength=1" jsonschema_description:"A sandbox of the code-interpreter template."`
 	Action    string `json:"action" policy:"action" jsonschema:"enum=create,enum=list,enum=restart,enum=remove" jsonschema_description:"create starts a new context (its own kernel and state); list shows them all, the default ones included; restart clears a context's state; remove ends it."`
 	ContextID string `json:"context_id,omitempty" jsonschema_description:"For restart and remove: the context."`
 	Language  string `json:"language,omitempty" jsonschema_description:"For create: the context's language (python by default)."`
@@ -49,14 +49,8 @@ func (t codeContext) tool() Tool {
 
 func (t codeContext) run(ctx context.Context, call Caller, a *codeContextArgs) (any, error) {
 	switch {
-	case a.SandboxID == "":
-		return nil, missing("sandbox_id")
-	case a.Action == "":
-		return nil, missing("action")
-	case a.Action != "create" && a.Action != "list" && a.Action != "restart" && a.Action != "remove":
-		return nil, userErrorf("Invalid action '%s': it must be create, list, restart or remove.", echo(a.Action))
 	case (a.Action == "restart" || a.Action == "remove") && a.ContextID == "":
-		return nil, missing("context_id")
+		return nil, userErrorf("Missing required parameter: context_id (action %s needs it)", a.Action)
 	case a.Action != "create" && (a.Language != "" || a.Cwd != ""):
 		return nil, userErrorf("language and cwd are for action create only. Nothing was done.")
 	}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/e2b-mcp/e2b-mcp/e2b"
 	"github.com/e2b-mcp/e2b-mcp/egress"
 	"github.com/e2b-mcp/e2b-mcp/state"
 )
@@ -13,7 +12,7 @@ const createSandboxName = "e2b_create_sandbox"
 
 type createArgs struct {
 	Title          string            `json:"title,omitempty" jsonschema_description:"A short name for the sandbox, shown in listings and on E2B's dashboard."`
-	Template       string            `json:"template,omitempty" policy:"template" jsonschema_description:"E2B template ID or alias to start from."`
+	Template       string            `json:"template,omitempty" policy:"template" jsonschema:"minLength=1" jsonschema_description:"E2B template ID or alias to start from."`
 	TimeoutSeconds int               `json:"timeout_seconds,omitempty" policy:"timeout_seconds" jsonschema:"minimum=1" jsonschema_description:"Seconds the sandbox may sit unused before E2B pauses or kills it (on_timeout); every call that uses it pushes this back, and a command keeps it alive while it runs."`
 	OnTimeout      string            `json:"on_timeout,omitempty" jsonschema:"enum=pause,enum=kill" jsonschema_description:"What E2B does when the timeout runs out: pause keeps memory, files and processes, and the next call that uses the sandbox resumes it; kill deletes it with its files."`
 	EnvVars        map[string]string `json:"env_vars,omitempty" jsonschema_description:"Environment variables for every command in the sandbox."`
@@ -80,26 +79,7 @@ func (t createSandbox) withUploadTargets(args map[string]any) map[string]any {
 }
 
 func (t createSandbox) run(ctx context.Context, call Caller, a *createArgs) (any, error) {
-	template := a.Template
-	if template == "" {
-		template = t.cfg.DefaultTemplate
-	}
-	timeout := a.TimeoutSeconds
-	switch {
-	case timeout < 0:
-		return nil, userErrorf("Invalid timeout_seconds %d: it must be a positive number of seconds (default %d).", timeout,
-			t.cfg.DefaultTimeoutSeconds)
-	case timeout == 0:
-		timeout = t.cfg.DefaultTimeoutSeconds
-	}
-	onTimeout := a.OnTimeout
-	switch onTimeout {
-	case "":
-		onTimeout = t.cfg.OnTimeout
-	case e2b.OnTimeoutPause, e2b.OnTimeoutKill:
-	default:
-		return nil, userErrorf("Invalid on_timeout '%s': use pause or kill (default %s).", echo(onTimeout), t.cfg.OnTimeout)
-	}
+	template, timeout, onTimeout := a.Template, a.TimeoutSeconds, a.OnTimeout
 	if err := checkName("title", a.Title); err != nil {
 		return nil, err
 	}

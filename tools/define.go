@@ -1,7 +1,6 @@
 package tools
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -56,7 +55,9 @@ type Tool struct {
 	Policy policy.Tool
 	// defaults are definition.defaults as JSON decoding gives them (numbers float64), by parameter name.
 	defaults map[string]any
-	shown    func(map[string]any) map[string]any
+	// schema is the published input schema as Check holds calls to it.
+	schema *argSchema
+	shown  func(map[string]any) map[string]any
 	// Tasks says how a call of the tool may be answered with a task.
 	Tasks TaskKind
 	// Images says its results may carry image content. A client that hands its model only structuredContent
@@ -95,6 +96,17 @@ func (t Tool) Judged(args map[string]any) map[string]any {
 	return t.Shown(out)
 }
 
+// EffectiveArgs is what the policy judges for a call of tool, with the tools configured by cfg (defaults, storage
+// roots): `e2b-mcp policy explain` uses it so that it decides as a running server does.
+func EffectiveArgs(cfg Config, tool string, args map[string]any) map[string]any {
+	for _, t := range All(Deps{Config: cfg}) {
+		if t.Tool.Name == tool {
+			return t.Judged(args)
+		}
+	}
+	return args
+}
+
 // define makes d a Tool served by b.
 func define[A, R any](b *base, d definition[A, R]) Tool {
 	var args A
@@ -106,7 +118,8 @@ func define[A, R any](b *base, d definition[A, R]) Tool {
 			p.Default = v
 		}
 	}
-	t := mcp.NewToolWithRawSchema(d.name, d.description, encodeSchema(in))
+	inRaw := encodeSchema(in)
+	t := mcp.NewToolWithRawSchema(d.name, d.description, inRaw)
 	t.RawOutputSchema = encodeSchema(reflectSchema(result))
 	t.Annotations = mcp.ToolAnnotation{
 		ReadOnlyHint:    mcp.ToBoolPtr(d.hints.readOnly),
@@ -125,9 +138,10 @@ func define[A, R any](b *base, d definition[A, R]) Tool {
 		t.Meta = mcp.NewMetaFromMap(map[string]any{TasksExtension: map[string]any{"taskSupport": "optional"}})
 	}
 	return Tool{
-		ServerTool: server.ServerTool{Tool: t, Handler: adapt(b, d.name, d.run)},
+		ServerTool: server.ServerTool{Tool: t, Handler: adapt(b, d.name, newBinder(d.defaults), d.run)},
 		Policy:     pt,
 		defaults:   asDecoded(defaults),
+		schema:     parseArgSchema(inRaw),
 		shown:      d.shown,
 		Tasks:      d.tasks,
 		Images:     d.images,
@@ -241,10 +255,6 @@ func userErrorf(format string, args ...any) error {
 	return &toolError{text: fmt.Sprintf(format, args...)}
 }
 
-func missing(name string) error {
-	return &toolError{text: "Missing required parameter: " + name}
-}
-
 // ConnectionRequired is the answer of every tool when the owner has no E2B key (the server names its connect
 // page instead where it has one).
 func ConnectionRequired(owner string) string {
@@ -258,9 +268,10 @@ type progressTokenKey struct{}
 // error that errorText turns into the text of an isError result.
 type handlerFunc[A any] func(ctx context.Context, call Caller, args *A) (any, error)
 
-// adapt turns h into an mcp-go handler: it reads the caller, binds the arguments, and answers every failure as
-// a tool result with isError, never as a Go error or a panic.
-func adapt[A any](b *base, name string, h handlerFunc[A]) server.ToolHandlerFunc {
+// adapt turns h into an mcp-go handler: it reads the caller, binds the arguments (which the pipeline has held to
+// the schema with Tool.Check), and answers every failure as a tool result with isError, never as a Go error or a
+// panic.
+func adapt[A any](b *base, name string, args binder[A], h handlerFunc[A]) server.ToolHandlerFunc {
 	return func(ctx context.Context, req mcp.CallToolRequest) (res *mcp.CallToolResult, err error) {
 		defer func() {
 			if r := recover(); r != nil {
@@ -272,77 +283,19 @@ func adapt[A any](b *base, name string, h handlerFunc[A]) server.ToolHandlerFunc
 		if !ok {
 			return mcp.NewToolResultError("Internal error: the server did not say who is calling (no owner or session)."), nil
 		}
-		var args A
-		if err := bindArgs(req, &args); err != nil {
+		bound, err := args.bind(req)
+		if err != nil {
 			return mcp.NewToolResultError(err.Error()), nil
 		}
 		if req.Params.Meta != nil && req.Params.Meta.ProgressToken != nil {
 			ctx = context.WithValue(ctx, progressTokenKey{}, req.Params.Meta.ProgressToken)
 		}
-		out, err := h(ctx, call, &args)
+		out, err := h(ctx, call, &bound)
 		if err != nil {
 			return b.failure(ctx, b.errorText(ctx, call, name, err)), nil
 		}
 		return b.success(ctx, name, out), nil
 	}
-}
-
-// bindArgs decodes the call's arguments into args with encoding/json, from the JSON the client sent, naming the
-// parameter whose value has the wrong type. This is the one parse of the arguments by this server's code: the
-// policy and the audit read mcp-go's own decoding of them (see the server's callArgs).
-func bindArgs(req mcp.CallToolRequest, args any) error {
-	raw, err := rawArguments(req)
-	if err != nil {
-		return userErrorf("Invalid arguments: %v", err)
-	}
-	if len(bytes.TrimSpace(raw)) == 0 || bytes.Equal(bytes.TrimSpace(raw), []byte("null")) {
-		return nil
-	}
-	if err := json.Unmarshal(raw, args); err != nil {
-		var te *json.UnmarshalTypeError
-		if errors.As(err, &te) {
-			if te.Field == "" {
-				return userErrorf("Invalid arguments: expected a JSON object of parameters, got %s", te.Value)
-			}
-			return userErrorf("Invalid parameter %s: expected %s, got %s", te.Field, jsonTypeName(te.Type.String()), te.Value)
-		}
-		return userErrorf("Invalid arguments: %v", err)
-	}
-	return nil
-}
-
-func rawArguments(req mcp.CallToolRequest) (json.RawMessage, error) {
-	if len(req.Params.RawArguments) > 0 {
-		return req.Params.RawArguments, nil
-	}
-	switch a := req.Params.Arguments.(type) {
-	case nil:
-		return nil, nil
-	case json.RawMessage:
-		return a, nil
-	default:
-		return json.Marshal(a)
-	}
-}
-
-// jsonTypeName words a Go type of an argument field the way the schema does.
-func jsonTypeName(goType string) string {
-	goType = strings.TrimPrefix(goType, "*")
-	switch {
-	case strings.HasPrefix(goType, "int"), strings.HasPrefix(goType, "uint"):
-		return "an integer"
-	case goType == "string":
-		return "a string"
-	case goType == "bool":
-		return "a boolean"
-	case strings.HasPrefix(goType, "map["):
-		return "an object"
-	case strings.HasPrefix(goType, "[]"):
-		return "an array"
-	case strings.HasPrefix(goType, "float"):
-		return "a number"
-	}
-	return "an object"
 }
 
 // withContent is a handler's result with content beside its JSON: an image the model can see, links to the

@@ -32,12 +32,12 @@ const backgroundTagPrefix = "e2b-mcp.bg."
 var backgroundEnv = map[string]string{"PYTHONUNBUFFERED": "1"}
 
 type execArgs struct {
-	SandboxID  string `json:"sandbox_id" jsonschema_description:"The sandbox to run in, as returned by e2b_create_sandbox or e2b_list_sandboxes."`
-	Command    string `json:"command" policy:"command" jsonschema_description:"Shell command line, run with bash -l -c (pipes, &&, redirections and environment expansion work)."`
-	Cwd        string `json:"cwd,omitempty" jsonschema_description:"Working directory; relative paths are under /home/user."`
-	TimeoutMs  int    `json:"timeout_ms,omitempty" policy:"timeout_ms" jsonschema:"minimum=1,maximum=3600000" jsonschema_description:"Milliseconds before the command is killed (with everything it started)."`
+	SandboxID  string `json:"sandbox_id" jsonschema:"minLength=1" jsonschema_description:"The sandbox to run in, as returned by e2b_create_sandbox or e2b_list_sandboxes."`
+	Command    string `json:"command" policy:"command" jsonschema:"minLength=1" jsonschema_description:"Shell command line, run with bash -l -c (pipes, &&, redirections and environment expansion work)."`
+	Cwd        string `json:"cwd,omitempty" jsonschema:"minLength=1" jsonschema_description:"Working directory; relative paths are under /home/user."`
+	TimeoutMs  *int   `json:"timeout_ms,omitempty" policy:"timeout_ms" jsonschema:"minimum=1,maximum=3600000" jsonschema_description:"Milliseconds before the command is killed (with everything it started)."`
 	Background bool   `json:"background,omitempty" jsonschema_description:"Start the command and return at once with its pid and log_file (its stdout and stderr); it runs until it ends or e2b_stop_process stops it, with no timeout. For servers and long jobs. It does not keep the sandbox awake: when the sandbox sits unused past its timeout it is paused with the sandbox and goes on when the sandbox is next used (or killed with it, for on_timeout kill)."`
-	WaitMs     int    `json:"wait_ms,omitempty" jsonschema:"minimum=1,maximum=3600000" jsonschema_description:"Milliseconds to wait for the command before it is moved to the background (running true), for this call; the default is the server's foreground limit."`
+	WaitMs     *int   `json:"wait_ms,omitempty" jsonschema:"minimum=1,maximum=3600000" jsonschema_description:"Milliseconds to wait for the command before it is moved to the background (running true), for this call; the default is the server's foreground limit."`
 	PTY        bool   `json:"pty,omitempty" jsonschema_description:"With background true: run the command on a terminal (its stdin and controlling terminal; its output still goes to log_file), for programs that want one: a prompt that reads /dev/tty, a REPL's line editing. Answer it with e2b_send_input."`
 }
 
@@ -92,7 +92,7 @@ func (t execTool) tool() Tool {
 	return define(t.base, definition[execArgs, execResult]{
 		name: execName, description: desc,
 		hints:    hints{readOnly: false, destructive: true, idempotent: false, openWorld: true},
-		defaults: execArgs{Cwd: WorkspacePath, TimeoutMs: int(t.cfg.ExecTimeout.Milliseconds())},
+		defaults: execArgs{Cwd: WorkspacePath, TimeoutMs: new(int(t.cfg.ExecTimeout.Milliseconds()))},
 		tasks:    TaskOfCommand,
 		run:      t.run,
 	})
@@ -100,30 +100,18 @@ func (t execTool) tool() Tool {
 
 func (t execTool) run(ctx context.Context, call Caller, a *execArgs) (any, error) {
 	switch {
-	case a.SandboxID == "":
-		return nil, missing("sandbox_id")
-	case a.Command == "":
-		return nil, missing("command")
 	case strings.ContainsRune(a.Command, 0) || strings.ContainsRune(a.Cwd, 0):
 		return nil, userErrorf("Invalid command or cwd: it contains a NUL byte, which no command line or path can " +
 			"hold. Nothing was run.")
-	case a.TimeoutMs < 0 || a.TimeoutMs > maxExecTimeoutMs:
-		return nil, userErrorf("Invalid timeout_ms %d: it must be between 1 and %d (default %d).", a.TimeoutMs,
-			maxExecTimeoutMs, t.cfg.ExecTimeout.Milliseconds())
-	case a.WaitMs < 0 || a.WaitMs > maxExecTimeoutMs:
-		return nil, userErrorf("Invalid wait_ms %d: it must be between 1 and %d (default %d).", a.WaitMs, maxExecTimeoutMs,
-			t.cfg.ExecForegroundLimit.Milliseconds())
 	case a.PTY && !a.Background:
 		return nil, userErrorf("pty true needs background true: a command on a terminal is answered with e2b_send_input " +
 			"while it runs. Nothing was run.")
 	}
+	// Without timeout_ms the server's timeout applies, unless the command outlives the foreground limit
+	// (runCommand): a default timeout_ms, unlike a given one, does not kill a moved command.
 	timeout := t.cfg.ExecTimeout
-	if a.TimeoutMs > 0 {
-		timeout = time.Duration(a.TimeoutMs) * time.Millisecond
-	}
-	cwd := a.Cwd
-	if cwd == "" {
-		cwd = WorkspacePath
+	if a.TimeoutMs != nil {
+		timeout = time.Duration(*a.TimeoutMs) * time.Millisecond
 	}
 	use, err := t.running(ctx, call, a.SandboxID)
 	if err != nil {
@@ -137,12 +125,12 @@ func (t execTool) run(ctx context.Context, call Caller, a *execArgs) (any, error
 	}
 
 	if a.Background {
-		return t.background(ctx, use, rec, call, a.Command, cwd, a.PTY)
+		return t.background(ctx, use, rec, call, a.Command, a.Cwd, a.PTY)
 	}
 	// A call offered a task runs its command in the background from the start, unless it gave a timeout, which
 	// only a command this server streams can be held to: that one becomes a task if it is moved (below).
-	if o := taskOfferFrom(ctx); o != nil && a.TimeoutMs == 0 {
-		return t.runAsTask(ctx, use, rec, call, a, cwd, o)
+	if o := taskOfferFrom(ctx); o != nil && a.TimeoutMs == nil {
+		return t.runAsTask(ctx, use, rec, call, a, o)
 	}
 	stdout, stderr := newCapture(t.limit(ctx), ""), newCapture(t.limit(ctx), "")
 	defer stdout.close()
@@ -150,7 +138,7 @@ func (t execTool) run(ctx context.Context, call Caller, a *execArgs) (any, error
 	prog := startProgress(ctx, t.cfg.ProgressInterval, t.log)
 	// The sandbox must not time out under a command that runs longer than its timeout.
 	awake := t.keepAwake(ctx, c, call, rec)
-	out, moved, err := t.runCommand(ctx, c, call, rec, a, cwd, timeout, func(kind e2b.EventKind, data []byte) {
+	out, moved, err := t.runCommand(ctx, c, call, rec, a, timeout, func(kind e2b.EventKind, data []byte) {
 		switch kind {
 		case e2b.EventStdout:
 			stdout.write(data)
@@ -170,7 +158,7 @@ func (t execTool) run(ctx context.Context, call Caller, a *execArgs) (any, error
 	res := execResult{
 		SandboxID:  rec.ID,
 		Resumed:    use.resumed,
-		Cwd:        cwd,
+		Cwd:        a.Cwd,
 		TotalLines: stdout.lines() + stderr.lines(),
 	}
 	switch {

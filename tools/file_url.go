@@ -23,8 +23,8 @@ const (
 )
 
 type fileURLArgs struct {
-	SandboxID        string `json:"sandbox_id" jsonschema_description:"The sandbox the file is in."`
-	Path             string `json:"path" policy:"path" jsonschema_description:"File path; relative paths are under /home/user."`
+	SandboxID        string `json:"sandbox_id" jsonschema:"minLength=1" jsonschema_description:"The sandbox the file is in."`
+	Path             string `json:"path" policy:"path" jsonschema:"minLength=1" jsonschema_description:"File path; relative paths are under /home/user."`
 	ExpiresInSeconds int    `json:"expires_in_seconds,omitempty" jsonschema:"minimum=1,maximum=86400" jsonschema_description:"How long the link works."`
 }
 
@@ -77,21 +77,10 @@ func (t fileURL) tool() Tool {
 }
 
 func (t fileURL) run(ctx context.Context, call Caller, a *fileURLArgs) (any, error) {
-	switch {
-	case a.SandboxID == "":
-		return nil, missing("sandbox_id")
-	case a.Path == "":
-		return nil, missing("path")
-	case a.ExpiresInSeconds < 0 || a.ExpiresInSeconds > maxLinkSeconds:
-		return nil, userErrorf("Invalid expires_in_seconds %d: it must be between 1 and %d (default %d).", a.ExpiresInSeconds,
-			maxLinkSeconds, defaultLinkSeconds)
-	case t.op == e2b.FileWrite && strings.HasSuffix(a.Path, "/"):
+	if t.op == e2b.FileWrite && strings.HasSuffix(a.Path, "/") {
 		return nil, userErrorf("path '%s' names a directory; give a file name.", a.Path)
 	}
 	seconds := a.ExpiresInSeconds
-	if seconds == 0 {
-		seconds = defaultLinkSeconds
-	}
 	// The path the policy judged, and the one the link is signed for: the same resolution envd applies.
 	p := policy.SandboxPath(a.Path)
 	rec, c, err := t.sandbox(ctx, call, a.SandboxID, true)

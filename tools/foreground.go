@@ -38,8 +38,8 @@ type movedCommand struct {
 // foregroundLimit is how long this call waits for its command: wait_ms, or the wait of a task offered to it, or
 // the server's limit.
 func (t execTool) foregroundLimit(ctx context.Context, a *execArgs) time.Duration {
-	if a.WaitMs > 0 {
-		return time.Duration(a.WaitMs) * time.Millisecond
+	if a.WaitMs != nil {
+		return time.Duration(*a.WaitMs) * time.Millisecond
 	}
 	if taskOfferFrom(ctx) != nil {
 		return t.cfg.TaskWait
@@ -51,10 +51,9 @@ func (t execTool) foregroundLimit(ctx context.Context, a *execArgs) time.Duratio
 // end, or (moved) the command still running at the limit, which goes on in the background. timeout kills the
 // command, moved or not; a default timeout (timeout_ms not given) beyond the limit does not apply.
 func (t execTool) runCommand(ctx context.Context, c *e2b.Client, call Caller, rec state.SandboxRecord,
-	a *execArgs, cwd string,
-	timeout time.Duration, onOutput func(e2b.EventKind, []byte)) (e2b.CommandResult, *movedCommand, error) {
+	a *execArgs, timeout time.Duration, onOutput func(e2b.EventKind, []byte)) (e2b.CommandResult, *movedCommand, error) {
 	limit := t.foregroundLimit(ctx, a)
-	if a.TimeoutMs == 0 && limit < timeout {
+	if a.TimeoutMs == nil && limit < timeout {
 		timeout = 0
 	}
 	e := envd(c, rec)
@@ -77,7 +76,7 @@ func (t execTool) runCommand(ctx context.Context, c *e2b.Client, call Caller, re
 	})
 	go func() {
 		out, err := e.RunCommand(runCtx, a.Command, e2b.CommandOptions{
-			Cwd:     cwd,
+			Cwd:     a.Cwd,
 			Timeout: timeout,
 			Tag:     backgroundTagPrefix + "fg",
 			LogDir:  execOutputDir,

@@ -62,20 +62,17 @@ func (t forkSandbox) tool() Tool {
 func (t forkSandbox) run(ctx context.Context, call Caller, a *forkArgs) (any, error) {
 	switch {
 	case a.SandboxID == "" && a.CheckpointID == "":
-		return nil, missing("sandbox_id or checkpoint_id")
+		return nil, userErrorf("Missing required parameter: sandbox_id or checkpoint_id")
 	case a.SandboxID != "" && a.CheckpointID != "":
 		return nil, userErrorf("Give exactly one of sandbox_id and checkpoint_id, not both.")
-	case a.Count < 0 || a.Count > maxForks:
-		return nil, userErrorf("Invalid count %d: it must be between 1 and %d.", a.Count, maxForks)
 	}
 	if err := checkName("title", a.Title); err != nil {
 		return nil, err
 	}
-	count := max(a.Count, 1)
 	if a.SandboxID != "" {
-		return t.fromSandbox(ctx, call, a, count)
+		return t.fromSandbox(ctx, call, a, a.Count)
 	}
-	return t.fromCheckpoint(ctx, call, a, count)
+	return t.fromCheckpoint(ctx, call, a, a.Count)
 }
 
 func (t forkSandbox) fromSandbox(ctx context.Context, call Caller, a *forkArgs, count int) (any, error) {

@@ -20,7 +20,7 @@ type Previews interface {
 }
 
 type getURLArgs struct {
-	SandboxID        string `json:"sandbox_id" jsonschema_description:"The sandbox the web server runs in."`
+	SandboxID        string `json:"sandbox_id" jsonschema:"minLength=1" jsonschema_description:"The sandbox the web server runs in."`
 	Port             int    `json:"port" jsonschema:"minimum=1,maximum=65535" jsonschema_description:"The port the server listens on inside the sandbox (e.g. 8000 for python3 -m http.server, 5173 for Vite, 3000 for Next.js)."`
 	ExpiresInSeconds int    `json:"expires_in_seconds,omitempty" jsonschema:"minimum=1,maximum=86400" jsonschema_description:"How long a private link works (ignored for public links, which work while the sandbox runs)."`
 }
@@ -58,24 +58,11 @@ func (t getURL) tool() Tool {
 }
 
 func (t getURL) run(ctx context.Context, call Caller, a *getURLArgs) (any, error) {
-	switch {
-	case a.SandboxID == "":
-		return nil, missing("sandbox_id")
-	case a.Port == 0:
-		return nil, missing("port")
-	case a.Port < 1 || a.Port > 65535:
-		return nil, userErrorf("Invalid port %d: it must be between 1 and 65535.", a.Port)
-	case a.Port == e2b.EnvdPort:
+	if a.Port == e2b.EnvdPort {
 		return nil, userErrorf("Port %d is E2B's own daemon in the sandbox, not a web server of yours; no link is made.",
 			a.Port)
-	case a.ExpiresInSeconds < 0 || a.ExpiresInSeconds > maxLinkSeconds:
-		return nil, userErrorf("Invalid expires_in_seconds %d: it must be between 1 and %d (default %d).", a.ExpiresInSeconds,
-			maxLinkSeconds, defaultLinkSeconds)
 	}
 	seconds := a.ExpiresInSeconds
-	if seconds == 0 {
-		seconds = defaultLinkSeconds
-	}
 	rec, c, err := t.sandbox(ctx, call, a.SandboxID, true)
 	if err != nil {
 		return nil, err

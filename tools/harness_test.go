@@ -123,17 +123,26 @@ func (e *env) connect(t testing.TB, era string, caller Caller) *session {
 
 func connectDeps(t testing.TB, deps Deps, era string, caller Caller) *session {
 	t.Helper()
+	all := All(deps)
+	byName := make(map[string]Tool, len(all))
+	for _, t := range all {
+		byName[t.Tool.Name] = t
+	}
 	srv := server.NewMCPServer("e2b-mcp-test", "0.0.0",
 		server.WithRecovery(),
 		server.WithToolCapabilities(false),
 		server.WithOutputSchemaValidation(),
+		// The part of the server's pipeline that concerns a tool: the caller, and the arguments held to the schema.
 		server.WithToolHandlerMiddleware(func(next server.ToolHandlerFunc) server.ToolHandlerFunc {
 			return func(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+				if err := byName[req.Params.Name].Check(req.Params.Arguments); err != nil {
+					return mcp.NewToolResultError(err.Error()), nil
+				}
 				return next(WithCaller(ctx, caller), req)
 			}
 		}),
 	)
-	srv.AddTools(ServerTools(All(deps))...)
+	srv.AddTools(ServerTools(all)...)
 	c, err := client.NewInProcessClient(srv)
 	if err != nil {
 		t.Fatal(err)

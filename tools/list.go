@@ -71,9 +71,6 @@ func (t listSandboxes) tool() Tool {
 }
 
 func (t listSandboxes) run(ctx context.Context, call Caller, a *listArgs) (any, error) {
-	if err := checkListOffset(a.Offset); err != nil {
-		return nil, err
-	}
 	c, err := t.client(ctx, call.Owner)
 	if err != nil {
 		return nil, err

@@ -14,7 +14,7 @@ import (
 const manageSandboxName = "e2b_manage_sandbox"
 
 type manageArgs struct {
-	SandboxID      string `json:"sandbox_id" jsonschema_description:"The sandbox to act on."`
+	SandboxID      string `json:"sandbox_id" jsonschema:"minLength=1" jsonschema_description:"The sandbox to act on."`
 	Action         string `json:"action" policy:"action" jsonschema:"enum=pause,enum=resume,enum=delete" jsonschema_description:"pause keeps its memory and files and stops the clock; resume starts a paused sandbox again (or extends a running one's timeout); delete kills it for good."`
 	TimeoutSeconds int    `json:"timeout_seconds,omitempty" policy:"timeout_seconds" jsonschema:"minimum=1" jsonschema_description:"For resume: seconds the sandbox then lives."`
 }
@@ -47,16 +47,6 @@ func (t manageSandbox) tool() Tool {
 }
 
 func (t manageSandbox) run(ctx context.Context, call Caller, a *manageArgs) (any, error) {
-	switch {
-	case a.SandboxID == "":
-		return nil, missing("sandbox_id")
-	case a.Action == "":
-		return nil, missing("action")
-	case a.Action != "pause" && a.Action != "resume" && a.Action != "delete":
-		return nil, userErrorf("Invalid action '%s': use pause, resume or delete.", echo(a.Action))
-	case a.TimeoutSeconds < 0:
-		return nil, userErrorf("Invalid timeout_seconds %d: it must be a positive number of seconds.", a.TimeoutSeconds)
-	}
 	rec, err := t.lookup(call, a.SandboxID)
 	if err != nil {
 		return nil, err
@@ -108,9 +98,6 @@ func (t manageSandbox) pause(ctx context.Context, c *e2b.Client, call Caller, re
 
 func (t manageSandbox) resume(ctx context.Context, c *e2b.Client, call Caller, rec state.SandboxRecord,
 	timeout int) (any, error) {
-	if timeout == 0 {
-		timeout = t.cfg.DefaultTimeoutSeconds
-	}
 	if err := t.checkTimeout(call, timeout); err != nil {
 		return nil, err
 	}

@@ -18,7 +18,7 @@ const stopProcessName = "e2b_stop_process"
 const stopGrace = 5 * time.Second
 
 type listProcessesArgs struct {
-	SandboxID string `json:"sandbox_id" jsonschema_description:"The sandbox whose background processes to list."`
+	SandboxID string `json:"sandbox_id" jsonschema:"minLength=1" jsonschema_description:"The sandbox whose background processes to list."`
 }
 
 type processInfo struct {
@@ -60,9 +60,6 @@ func (t listProcesses) tool() Tool {
 }
 
 func (t listProcesses) run(ctx context.Context, call Caller, a *listProcessesArgs) (any, error) {
-	if a.SandboxID == "" {
-		return nil, missing("sandbox_id")
-	}
 	rec, c, err := t.sandbox(ctx, call, a.SandboxID, true)
 	if err != nil {
 		return nil, err
@@ -92,8 +89,8 @@ func (t listProcesses) run(ctx context.Context, call Caller, a *listProcessesArg
 }
 
 type stopProcessArgs struct {
-	SandboxID string `json:"sandbox_id" jsonschema_description:"The sandbox the process runs in."`
-	PID       int    `json:"pid" jsonschema:"minimum=1" jsonschema_description:"The pid of a background command, as e2b_exec or e2b_list_processes gave it."`
+	SandboxID string `json:"sandbox_id" jsonschema:"minLength=1" jsonschema_description:"The sandbox the process runs in."`
+	PID       int    `json:"pid" jsonschema:"minimum=1,maximum=4194304" jsonschema_description:"The pid of a background command, as e2b_exec or e2b_list_processes gave it."`
 }
 
 type stopProcessResult struct {
@@ -103,22 +100,7 @@ type stopProcessResult struct {
 	Signal    string `json:"signal" jsonschema:"enum=SIGTERM,enum=SIGKILL,enum=none" jsonschema_description:"What ended it: SIGTERM, or SIGKILL when it had not ended within the grace after SIGTERM; none when it had already ended."`
 }
 
-// maxPID is the largest pid Linux hands out (PID_MAX_LIMIT on 64-bit systems).
-const maxPID = 1 << 22
-
 // checkProcessArgs checks the sandbox and pid that every tool on one of this server's processes takes.
-func checkProcessArgs(sandboxID string, pid int) error {
-	switch {
-	case sandboxID == "":
-		return missing("sandbox_id")
-	case pid == 0:
-		return missing("pid")
-	case pid < 0 || pid > maxPID:
-		return userErrorf("Invalid pid %d.", pid)
-	}
-	return nil
-}
-
 // stopProcess is e2b_stop_process.
 type stopProcess struct{ *base }
 
@@ -134,9 +116,6 @@ func (t stopProcess) tool() Tool {
 }
 
 func (t stopProcess) run(ctx context.Context, call Caller, a *stopProcessArgs) (any, error) {
-	if err := checkProcessArgs(a.SandboxID, a.PID); err != nil {
-		return nil, err
-	}
 	rec, c, err := t.sandbox(ctx, call, a.SandboxID, true)
 	if err != nil {
 		return nil, err

@@ -152,8 +152,8 @@ func TestProcessToolsCheckTheirPID(t *testing.T) {
 			}{
 				{map[string]any{"pid": 7, "data": "x"}, "Missing required parameter: sandbox_id"},
 				{map[string]any{"sandbox_id": id, "data": "x"}, "Missing required parameter: pid"},
-				{map[string]any{"sandbox_id": id, "pid": -3, "data": "x"}, "Invalid pid -3."},
-				{map[string]any{"sandbox_id": id, "pid": 1<<22 + 1, "data": "x"}, fmt.Sprintf("Invalid pid %d.", 1<<22+1)},
+				{map[string]any{"sandbox_id": id, "pid": -3, "data": "x"}, "Invalid pid -3: it must be between 1 and 4194304."},
+				{map[string]any{"sandbox_id": id, "pid": 1<<22 + 1, "data": "x"}, fmt.Sprintf("Invalid pid %d: it must be between 1 and %d.", 1<<22+1, 1<<22)},
 			} {
 				if name != "e2b_send_input" {
 					delete(tc.args, "data")

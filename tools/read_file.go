@@ -27,11 +27,14 @@ const DefaultReadLines = 2000
 // binarySniff is how much of a file's start decides whether it is text.
 const binarySniff = 8 << 10
 
+// readDefaults are the lines a read takes when the call gives no offset or limit.
+var readDefaults = readArgs{Offset: new(1), Limit: new(DefaultReadLines)}
+
 type readArgs struct {
-	SandboxID string `json:"sandbox_id" jsonschema_description:"The sandbox to read from."`
-	Path      string `json:"path" policy:"path" jsonschema_description:"File path; relative paths are under /home/user."`
-	Offset    int    `json:"offset,omitempty" jsonschema:"minimum=1" jsonschema_description:"Line number to start at (1 is the first line)."`
-	Limit     int    `json:"limit,omitempty" jsonschema:"minimum=1" jsonschema_description:"How many lines to return at most."`
+	SandboxID string `json:"sandbox_id" jsonschema:"minLength=1" jsonschema_description:"The sandbox to read from."`
+	Path      string `json:"path" policy:"path" jsonschema:"minLength=1" jsonschema_description:"File path; relative paths are under /home/user."`
+	Offset    *int   `json:"offset,omitempty" jsonschema:"minimum=1" jsonschema_description:"Line number to start at (1 is the first line)."`
+	Limit     *int   `json:"limit,omitempty" jsonschema:"minimum=1" jsonschema_description:"How many lines to return at most."`
 }
 
 // readResult puts what happened first and the content last: a client that keeps only the start of a long result
@@ -66,27 +69,16 @@ func (t readFile) tool() Tool {
 	return define(t.base, definition[readArgs, readResult]{
 		name: readFileName, description: desc, images: true,
 		hints:    hints{readOnly: true, destructive: false, idempotent: true, openWorld: true},
-		defaults: readArgs{Offset: 1, Limit: DefaultReadLines},
+		defaults: readDefaults,
 		run:      t.run,
 	})
 }
 
 func (t readFile) run(ctx context.Context, call Caller, a *readArgs) (any, error) {
-	switch {
-	case a.SandboxID == "":
-		return nil, missing("sandbox_id")
-	case a.Path == "":
-		return nil, missing("path")
-	case a.Offset < 0:
-		return nil, userErrorf("Invalid offset %d: it is a line number, 1 or more.", a.Offset)
-	case a.Limit < 0:
-		return nil, userErrorf("Invalid limit %d: it is a number of lines, 1 or more.", a.Limit)
-	}
-	explicit := a.Offset > 0 || a.Limit > 0
-	offset, limit := max(a.Offset, 1), a.Limit
-	if limit == 0 {
-		limit = DefaultReadLines
-	}
+	// A file read without offset or limit may be answered as an image, or as a note that it is binary; one read by
+	// lines is read as text.
+	explicit := a.Offset != nil || a.Limit != nil
+	offset, limit := valueOr(a.Offset, *readDefaults.Offset), valueOr(a.Limit, *readDefaults.Limit)
 	use, err := t.running(ctx, call, a.SandboxID)
 	if err != nil {
 		return nil, err

@@ -22,8 +22,8 @@ const outputPoll = 200 * time.Millisecond
 const maxUntilLen = 1000
 
 type readOutputArgs struct {
-	SandboxID string `json:"sandbox_id" jsonschema_description:"The sandbox the process runs in."`
-	PID       int    `json:"pid" jsonschema:"minimum=1" jsonschema_description:"The pid of a background command, as e2b_exec or e2b_list_processes gave it."`
+	SandboxID string `json:"sandbox_id" jsonschema:"minLength=1" jsonschema_description:"The sandbox the process runs in."`
+	PID       int    `json:"pid" jsonschema:"minimum=1,maximum=4194304" jsonschema_description:"The pid of a background command, as e2b_exec or e2b_list_processes gave it."`
 	Offset    int64  `json:"offset,omitempty" jsonschema:"minimum=0" jsonschema_description:"The byte of the output to start from: 0 for all of it, or the next_offset of the previous read for what came since."`
 	WaitMs    int    `json:"wait_ms,omitempty" jsonschema:"minimum=0,maximum=3600000" jsonschema_description:"Milliseconds to wait for the process to end (or for until to appear) before answering; 0 answers at once. A wait longer than the server's foreground limit (in the tool's description) is cut to it."`
 	Until     string `json:"until,omitempty" jsonschema_description:"With wait_ms: answer as soon as this text is in the output after offset (a server's ready line such as 'Listening on')."`
@@ -69,15 +69,7 @@ func (t readOutput) tool() Tool {
 }
 
 func (t readOutput) run(ctx context.Context, call Caller, a *readOutputArgs) (any, error) {
-	if err := checkProcessArgs(a.SandboxID, a.PID); err != nil {
-		return nil, err
-	}
-	switch {
-	case a.Offset < 0:
-		return nil, userErrorf("Invalid offset %d: it must be 0 or more.", a.Offset)
-	case a.WaitMs < 0 || a.WaitMs > maxExecTimeoutMs:
-		return nil, userErrorf("Invalid wait_ms %d: it must be between 0 and %d.", a.WaitMs, maxExecTimeoutMs)
-	case len(a.Until) > maxUntilLen:
+	if len(a.Until) > maxUntilLen {
 		return nil, userErrorf("Invalid until: it is %d bytes long, over %d.", len(a.Until), maxUntilLen)
 	}
 	rec, c, err := t.sandbox(ctx, call, a.SandboxID, true)

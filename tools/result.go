@@ -300,9 +300,3 @@ func listPage[T any](ctx context.Context, b *base, items []T, offset int, page f
 }
 
 // checkListOffset checks a list tool's offset argument.
-func checkListOffset(offset int) error {
-	if offset < 0 {
-		return userErrorf("Invalid offset %d: it is how many items to skip, 0 or more.", offset)
-	}
-	return nil
-}

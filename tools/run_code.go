@@ -22,8 +22,8 @@ import (
 )
 
 type runCodeArgs struct {
-	SandboxID string `json:"sandbox_id" jsonschema_description:"A sandbox of the code-interpreter template (e2b_create_sandbox with template code-interpreter-v1)."`
-	Code      string `json:"code" policy:"command" jsonschema_description:"The code of one cell, run as in a Jupyter notebook: the value of its last line is the main result."`
+	SandboxID string `json:"sandbox_id" jsonschema:"minLength=1" jsonschema_description:"A sandbox of the code-interpreter template (e2b_create_sandbox with template code-interpreter-v1)."`
+	Code      string `json:"code" policy:"command" jsonschema:"minLength=1" jsonschema_description:"The code of one cell, run as in a Jupyter notebook: the value of its last line is the main result."`
 	Language  string `json:"language,omitempty" jsonschema_description:"Run in the default context of this language (python by default); leave out when context_id is given."`
 	ContextID string `json:"context_id,omitempty" jsonschema_description:"Run in this context (from e2b_code_context action create) instead of the language's default context."`
 	TimeoutMs int    `json:"timeout_ms,omitempty" policy:"timeout_ms" jsonschema:"minimum=1,maximum=3600000" jsonschema_description:"Milliseconds before the execution is interrupted; the context and its state remain."`
@@ -90,20 +90,10 @@ func (t runCode) tool() Tool {
 
 func (t runCode) run(ctx context.Context, call Caller, a *runCodeArgs) (any, error) {
 	switch {
-	case a.SandboxID == "":
-		return nil, missing("sandbox_id")
-	case a.Code == "":
-		return nil, missing("code")
 	case a.Language != "" && a.ContextID != "":
 		return nil, userErrorf("Give language or context_id, not both: a context has its language. Nothing was run.")
-	case a.TimeoutMs < 0 || a.TimeoutMs > maxExecTimeoutMs:
-		return nil, userErrorf("Invalid timeout_ms %d: it must be between 1 and %d (default %d).", a.TimeoutMs,
-			maxExecTimeoutMs, t.cfg.ExecForegroundLimit.Milliseconds())
 	}
-	timeout := t.cfg.ExecForegroundLimit
-	if a.TimeoutMs > 0 {
-		timeout = time.Duration(a.TimeoutMs) * time.Millisecond
-	}
+	timeout := time.Duration(a.TimeoutMs) * time.Millisecond
 	use, err := t.running(ctx, call, a.SandboxID)
 	if err != nil {
 		return nil, err

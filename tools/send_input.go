@@ -20,10 +20,10 @@ const maxInputBytes = 64 << 10
 const ptyEOF = "\x04"
 
 type sendInputArgs struct {
-	SandboxID string `json:"sandbox_id" jsonschema_description:"The sandbox the process runs in."`
-	PID       int    `json:"pid" jsonschema:"minimum=1" jsonschema_description:"The pid of a command started with e2b_exec background true, as e2b_exec or e2b_list_processes gave it."`
+	SandboxID string `json:"sandbox_id" jsonschema:"minLength=1" jsonschema_description:"The sandbox the process runs in."`
+	PID       int    `json:"pid" jsonschema:"minimum=1,maximum=4194304" jsonschema_description:"The pid of a command started with e2b_exec background true, as e2b_exec or e2b_list_processes gave it."`
 	// The input is what a program running as the sandbox's user does next, so the policy judges it as a command.
-	Data  string `json:"data" policy:"command" jsonschema_description:"What to write to its stdin (or type on its terminal, for pty true), with the newline that ends a line: \"ada\\n\"."`
+	Data  string `json:"data,omitempty" policy:"command" jsonschema_description:"What to write to its stdin (or type on its terminal, for pty true), with the newline that ends a line: \"ada\\n\"."`
 	Close bool   `json:"close,omitempty" jsonschema_description:"Close its stdin after data (end of input); on a terminal, send Ctrl-D."`
 }
 
@@ -53,12 +53,9 @@ func (t sendInput) tool() Tool {
 }
 
 func (t sendInput) run(ctx context.Context, call Caller, a *sendInputArgs) (any, error) {
-	if err := checkProcessArgs(a.SandboxID, a.PID); err != nil {
-		return nil, err
-	}
 	switch {
 	case a.Data == "" && !a.Close:
-		return nil, missing("data")
+		return nil, userErrorf("Missing required parameter: data (or close true, to end its input)")
 	case len(a.Data) > maxInputBytes:
 		return nil, userErrorf("The data is %d bytes, over the %d of one e2b_send_input: send it in parts, or write a file "+
 			"with e2b_write_file.", len(a.Data), maxInputBytes)

@@ -18,8 +18,8 @@ import (
 const syncInName = "e2b_sync_in"
 
 type syncInArgs struct {
-	SandboxID      string   `json:"sandbox_id" jsonschema_description:"The sandbox to copy into."`
-	LocalPath      string   `json:"local_path" policy:"local_path" jsonschema_description:"Directory on the user's machine, absolute or relative to the first workspace root; it must be inside a workspace root."`
+	SandboxID      string   `json:"sandbox_id" jsonschema:"minLength=1" jsonschema_description:"The sandbox to copy into."`
+	LocalPath      string   `json:"local_path" policy:"local_path" jsonschema:"minLength=1" jsonschema_description:"Directory on the user's machine, absolute or relative to the first workspace root; it must be inside a workspace root."`
 	RemotePath     string   `json:"remote_path,omitempty" policy:"path" jsonschema_description:"Directory in the sandbox; relative paths are under /home/user. Default: /home/user/<name of local_path>."`
 	Exclude        []string `json:"exclude,omitempty" jsonschema_description:"More patterns to leave out, in .gitignore syntax relative to local_path (the tree's .gitignore files apply already)."`
 	IncludeGit     bool     `json:"include_git,omitempty" jsonschema_description:"Copy the repository's .git directory too, so that git works in the sandbox."`
@@ -75,12 +75,6 @@ func (t syncIn) judged(args map[string]any) map[string]any {
 }
 
 func (t syncIn) run(ctx context.Context, call Caller, a *syncInArgs) (any, error) {
-	switch {
-	case a.SandboxID == "":
-		return nil, missing("sandbox_id")
-	case a.LocalPath == "":
-		return nil, missing("local_path")
-	}
 	start := t.now()
 	local, err := t.openLocal(ctx, syncInName, a.LocalPath)
 	if err != nil {

@@ -26,10 +26,12 @@ const (
 )
 
 type syncOutArgs struct {
-	SandboxID  string `json:"sandbox_id" jsonschema_description:"The sandbox to bring changes back from."`
-	RemotePath string `json:"remote_path" policy:"path" jsonschema_description:"The sandbox directory an e2b_sync_in copied into; relative paths are under /home/user."`
-	LocalPath  string `json:"local_path" policy:"local_path" jsonschema_description:"The local directory that was synced in (the local_path e2b_sync_in answered with); the changes are compared with it, and written into it with apply."`
-	Apply      bool   `json:"apply,omitempty" jsonschema_description:"Apply the changes to the local directory, all or nothing: refused, naming the files, where the local side changed since the sync in."`
+	SandboxID  string `json:"sandbox_id" jsonschema:"minLength=1" jsonschema_description:"The sandbox to bring changes back from."`
+	RemotePath string `json:"remote_path" policy:"path" jsonschema:"minLength=1" jsonschema_description:"The sandbox directory an e2b_sync_in copied into; relative paths are under /home/user."`
+	// The manifest in the sandbox names the directory it came from, but it is the sandbox's word: a sync out reads
+	// and writes only where the call itself, which the policy and a human approving it see, says.
+	LocalPath string `json:"local_path" policy:"local_path" jsonschema:"minLength=1" jsonschema_description:"The local directory that was synced in (the local_path e2b_sync_in answered with); the changes are compared with it, and written into it with apply."`
+	Apply     bool   `json:"apply,omitempty" jsonschema_description:"Apply the changes to the local directory, all or nothing: refused, naming the files, where the local side changed since the sync in."`
 }
 
 type syncOutFile struct {
@@ -86,17 +88,8 @@ func (t syncOut) tool() Tool {
 }
 
 func (t syncOut) run(ctx context.Context, call Caller, a *syncOutArgs) (any, error) {
-	switch {
-	case a.SandboxID == "":
-		return nil, missing("sandbox_id")
-	case a.RemotePath == "":
-		return nil, missing("remote_path")
-	case len(t.cfg.Workspaces) == 0:
+	if len(t.cfg.Workspaces) == 0 {
 		return nil, noWorkspaces(syncOutName)
-	case a.LocalPath == "":
-		// The manifest in the sandbox names the directory it came from, but it is the sandbox's word: a sync out
-		// reads and writes only where the call itself, which the policy and a human approving it see, says.
-		return nil, missing("local_path")
 	}
 	start := t.now()
 	use, err := t.running(ctx, call, a.SandboxID)

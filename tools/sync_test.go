@@ -157,7 +157,7 @@ func TestSyncWithoutWorkspaces(t *testing.T) {
 	forEachEra(t, func(t *testing.T, e *env, s *session) {
 		id := s.createSandbox(t, nil)
 		wantContains(t, s.fail(t, syncInName, map[string]any{"sandbox_id": id, "local_path": "."}), "not available on this server")
-		wantContains(t, s.fail(t, syncOutName, map[string]any{"sandbox_id": id, "remote_path": "x"}), "not available on this server")
+		wantContains(t, s.fail(t, syncOutName, map[string]any{"sandbox_id": id, "remote_path": "x", "local_path": "."}), "not available on this server")
 	})
 }
 

@@ -175,17 +175,17 @@ func (t execTool) ended(ctx context.Context, e *e2b.Envd, rec state.SandboxRecor
 // and waits for it the call's foreground limit: a command that ended by then is answered as e2b_exec answers,
 // one still running becomes the call's task (o), and the call answers what a client without tasks would get.
 func (t execTool) runAsTask(ctx context.Context, use inUse, rec state.SandboxRecord, call Caller, a *execArgs,
-	cwd string, o *TaskOffer) (any, error) {
+	o *TaskOffer) (any, error) {
 	c := use.c
 	e := envd(c, rec)
 	id := fmt.Sprintf("%d-%d", rec.Steps, time.Now().UnixNano()%1e9)
-	pid, err := e.StartBackground(ctx, a.Command, e2b.BackgroundOptions{Cwd: cwd, Envs: backgroundEnv,
+	pid, err := e.StartBackground(ctx, a.Command, e2b.BackgroundOptions{Cwd: a.Cwd, Envs: backgroundEnv,
 		LogDir: execOutputDir, Tag: backgroundTagPrefix + id})
 	if err != nil {
 		return nil, t.sandboxFailure(ctx, c, call, rec, err)
 	}
 	logFile, _ := e2b.BackgroundFiles(execOutputDir, pid)
-	head := execResult{SandboxID: rec.ID, Resumed: use.resumed, Cwd: cwd, PID: pid, LogFile: logFile, Running: true}
+	head := execResult{SandboxID: rec.ID, Resumed: use.resumed, Cwd: a.Cwd, PID: pid, LogFile: logFile, Running: true}
 	awake := t.keepAwake(ctx, c, call, rec)
 	defer awake()
 	limit := t.foregroundLimit(ctx, a)

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"io/fs"
 	"os"
 	"path"
@@ -19,7 +18,7 @@ const maxUploadFiles = 1000
 
 // uploadFile is one entry of upload_files.
 type uploadFile struct {
-	SessionPath string `json:"session_path" jsonschema_description:"File or directory on the server's host, relative to the first storage root or absolute inside one. Directories are uploaded with their contents."`
+	SessionPath string `json:"session_path" jsonschema:"minLength=1" jsonschema_description:"File or directory on the server's host, relative to the first storage root or absolute inside one. Directories are uploaded with their contents."`
 	SandboxPath string `json:"sandbox_path,omitempty" jsonschema_description:"Where to put it in the sandbox; relative paths are under /home/user. Default: /home/user/<name of session_path>."`
 }
 
@@ -73,11 +72,6 @@ func (b *base) planUploads(specs []uploadFile) (*uploadPlan, error) {
 	plan := &uploadPlan{}
 	if len(specs) == 0 {
 		return plan, nil
-	}
-	for i, spec := range specs {
-		if spec.SessionPath == "" {
-			return nil, missing(fmt.Sprintf("upload_files[%d].session_path", i))
-		}
 	}
 	if len(b.cfg.StorageRoots) == 0 {
 		return nil, userErrorf("File uploads are not configured on this server: upload_files needs a storage root " +

@@ -15,9 +15,9 @@ import (
 const writeFileName = "e2b_write_file"
 
 type writeArgs struct {
-	SandboxID string  `json:"sandbox_id" jsonschema_description:"The sandbox to write into."`
-	Path      string  `json:"path" policy:"path" jsonschema_description:"File path; relative paths are under /home/user. Missing parent directories are created."`
-	Content   *string `json:"content" jsonschema_description:"The whole new content of the file (UTF-8 text); an existing file is replaced."`
+	SandboxID string `json:"sandbox_id" jsonschema:"minLength=1" jsonschema_description:"The sandbox to write into."`
+	Path      string `json:"path" policy:"path" jsonschema:"minLength=1" jsonschema_description:"File path; relative paths are under /home/user. Missing parent directories are created."`
+	Content   string `json:"content" jsonschema_description:"The whole new content of the file (UTF-8 text); an existing file is replaced."`
 }
 
 type writeResult struct {
@@ -46,15 +46,9 @@ func (t writeFile) tool() Tool {
 
 func (t writeFile) run(ctx context.Context, call Caller, a *writeArgs) (any, error) {
 	switch {
-	case a.SandboxID == "":
-		return nil, missing("sandbox_id")
-	case a.Path == "":
-		return nil, missing("path")
-	case a.Content == nil:
-		return nil, missing("content")
-	case len(*a.Content) > t.cfg.WriteLimitBytes:
+	case len(a.Content) > t.cfg.WriteLimitBytes:
 		return nil, userErrorf("content is %d bytes, over the %d-byte limit of e2b_write_file. Write it in smaller "+
-			"files, or produce it inside the sandbox with e2b_exec.", len(*a.Content), t.cfg.WriteLimitBytes)
+			"files, or produce it inside the sandbox with e2b_exec.", len(a.Content), t.cfg.WriteLimitBytes)
 	case strings.HasSuffix(a.Path, "/"):
 		return nil, userErrorf("path '%s' names a directory; give a file name.", a.Path)
 	}
@@ -73,11 +67,11 @@ func (t writeFile) run(ctx context.Context, call Caller, a *writeArgs) (any, err
 			return nil, t.sandboxFailure(ctx, c, call, rec, err)
 		}
 	}
-	info, err := e.Upload(ctx, a.Path, strings.NewReader(*a.Content))
+	info, err := e.Upload(ctx, a.Path, strings.NewReader(a.Content))
 	if err != nil {
 		return nil, t.sandboxFailure(ctx, c, call, rec, err)
 	}
-	res := writeResult{SandboxID: rec.ID, Resumed: use.resumed, Path: a.Path, Success: true, BytesWritten: len(*a.Content)}
+	res := writeResult{SandboxID: rec.ID, Resumed: use.resumed, Path: a.Path, Success: true, BytesWritten: len(a.Content)}
 	if info.Path != "" {
 		res.Path = info.Path
 	}
