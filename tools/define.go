@@ -3,7 +3,6 @@ package tools
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"reflect"
 	"runtime/debug"
@@ -14,7 +13,6 @@ import (
 	"github.com/mark3labs/mcp-go/server"
 
 	"github.com/e2b-mcp/e2b-mcp/policy"
-	"github.com/e2b-mcp/e2b-mcp/state"
 )
 
 // hints are a tool's four MCP annotation hints; every tool states all four, since mcp-go's defaults (destructive,
@@ -236,30 +234,6 @@ func policyTool[A any](name, grants string, in *jsonschema.Schema) policy.Tool {
 		}
 	}
 	return pt
-}
-
-// toolError is a mistake or a refusal the model can read and correct: its text is the whole tool result.
-type toolError struct{ text string }
-
-func (e *toolError) Error() string { return e.text }
-
-// userErrorf words a toolError. An argument that is a failure of the state store is shown as what failed, without
-// the database's address (see state.Error).
-func userErrorf(format string, args ...any) error {
-	for i, a := range args {
-		var stored *state.Error
-		if err, ok := a.(error); ok && errors.As(err, &stored) {
-			args[i] = stored.Public()
-		}
-	}
-	return &toolError{text: fmt.Sprintf(format, args...)}
-}
-
-// ConnectionRequired is the answer of every tool when the owner has no E2B key (the server names its connect
-// page instead where it has one).
-func ConnectionRequired(owner string) string {
-	return "No E2B API key is connected for " + owner + ". Run `e2b-mcp auth login` in a terminal " +
-		"(or use --backend local to try the server without an account), then call this tool again."
 }
 
 type progressTokenKey struct{}

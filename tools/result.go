@@ -300,3 +300,14 @@ func listPage[T any](ctx context.Context, b *base, items []T, offset int, page f
 }
 
 // checkListOffset checks a list tool's offset argument.
+
+// joinWarnings combines the warnings of one call.
+func joinWarnings(ws ...string) string {
+	var out []string
+	for _, w := range ws {
+		if w != "" {
+			out = append(out, w)
+		}
+	}
+	return strings.Join(out, " ")
+}
