@@ -211,10 +211,10 @@ func TestBindAppliesDefaults(t *testing.T) {
 	tool := define(newBase(Deps{}), definition[bindArgs, struct{}]{
 		name:     "bind_defaults",
 		defaults: bindArgs{N: 5, P: new(7)},
-		run: func(_ context.Context, _ Caller, a *bindArgs) (any, error) {
+		run: func(_ context.Context, _ Caller, a *bindArgs) (*struct{}, error) {
 			got = append(got, *a)
 			a.N = -1 // a handler that changes its arguments changes no other call's
-			return struct{}{}, nil
+			return &struct{}{}, nil
 		},
 	})
 	if p, _ := tool.schema.Properties["p"]; p == nil || p.Default != 7.0 {

@@ -49,7 +49,8 @@ func (t setCheckpointPolicy) tool() Tool {
 	})
 }
 
-func (t setCheckpointPolicy) run(_ context.Context, call Caller, a *checkpointPolicyArgs) (any, error) {
+func (t setCheckpointPolicy) run(_ context.Context, call Caller,
+	a *checkpointPolicyArgs) (*checkpointPolicyResult, error) {
 	if a.Reset && (a.EverySteps != nil || a.OnPause != nil) {
 		return nil, userErrorf("reset drops the sandbox's own checkpoint policy: give it alone, without " +
 			"every_steps or on_pause.")
@@ -93,11 +94,11 @@ func (t setCheckpointPolicy) run(_ context.Context, call Caller, a *checkpointPo
 }
 
 // policyOf is the answer for rec: the policy in force and whose it is.
-func (t setCheckpointPolicy) policyOf(rec state.SandboxRecord) checkpointPolicyResult {
+func (t setCheckpointPolicy) policyOf(rec state.SandboxRecord) *checkpointPolicyResult {
 	p := t.policy(rec)
 	source := policySourceSession
 	if rec.Checkpoint != nil {
 		source = policySourceSandbox
 	}
-	return checkpointPolicyResult{SandboxID: rec.ID, EverySteps: p.EverySteps, OnPause: p.OnPause, Source: source}
+	return &checkpointPolicyResult{SandboxID: rec.ID, EverySteps: p.EverySteps, OnPause: p.OnPause, Source: source}
 }

@@ -73,7 +73,7 @@ func (t checkpointSandbox) tool() Tool {
 	})
 }
 
-func (t checkpointSandbox) run(ctx context.Context, call Caller, a *checkpointArgs) (any, error) {
+func (t checkpointSandbox) run(ctx context.Context, call Caller, a *checkpointArgs) (*checkpointInfo, error) {
 	if err := checkName("name", a.Name); err != nil {
 		return nil, err
 	}
@@ -85,7 +85,8 @@ func (t checkpointSandbox) run(ctx context.Context, call Caller, a *checkpointAr
 	if err != nil {
 		return nil, err
 	}
-	return checkpointOf(cp), nil
+	info := checkpointOf(cp)
+	return &info, nil
 }
 
 type listCheckpointsArgs struct {
@@ -114,7 +115,7 @@ func (t listCheckpoints) tool() Tool {
 	})
 }
 
-func (t listCheckpoints) run(ctx context.Context, call Caller, a *listCheckpointsArgs) (any, error) {
+func (t listCheckpoints) run(ctx context.Context, call Caller, a *listCheckpointsArgs) (*listCheckpointsResult, error) {
 	cps, err := t.store.SessionCheckpoints(call.Owner, call.Session, a.SandboxID)
 	if err != nil {
 		return nil, err
@@ -123,8 +124,8 @@ func (t listCheckpoints) run(ctx context.Context, call Caller, a *listCheckpoint
 	for _, cp := range cps {
 		all = append(all, checkpointOf(cp))
 	}
-	return listPage(ctx, t.base, all, a.Offset, func(page []checkpointInfo, next int) any {
-		return listCheckpointsResult{Count: len(all), Truncated: next > 0, NextOffset: next, Checkpoints: page}
+	return listPage(ctx, t.base, all, a.Offset, func(page []checkpointInfo, next int) *listCheckpointsResult {
+		return &listCheckpointsResult{Count: len(all), Truncated: next > 0, NextOffset: next, Checkpoints: page}
 	}), nil
 }
 
@@ -150,7 +151,8 @@ func (t deleteCheckpoint) tool() Tool {
 	})
 }
 
-func (t deleteCheckpoint) run(ctx context.Context, call Caller, a *deleteCheckpointArgs) (any, error) {
+func (t deleteCheckpoint) run(ctx context.Context, call Caller,
+	a *deleteCheckpointArgs) (*deleteCheckpointResult, error) {
 	cp, err := t.lookupCheckpoint(call, a.CheckpointID)
 	if err != nil {
 		return nil, err
@@ -165,5 +167,5 @@ func (t deleteCheckpoint) run(ctx context.Context, call Caller, a *deleteCheckpo
 	if err := t.store.DeleteCheckpoint(call.Owner, cp.ID); err != nil && !errors.Is(err, state.ErrNotFound) {
 		return nil, err
 	}
-	return deleteCheckpointResult{CheckpointID: cp.ID, Success: true}, nil
+	return &deleteCheckpointResult{CheckpointID: cp.ID, Success: true}, nil
 }

@@ -47,7 +47,7 @@ func (t codeContext) tool() Tool {
 	})
 }
 
-func (t codeContext) run(ctx context.Context, call Caller, a *codeContextArgs) (any, error) {
+func (t codeContext) run(ctx context.Context, call Caller, a *codeContextArgs) (*codeContextResult, error) {
 	switch {
 	case (a.Action == "restart" || a.Action == "remove") && a.ContextID == "":
 		return nil, userErrorf("Missing required parameter: context_id (action %s needs it)", a.Action)
@@ -93,5 +93,5 @@ func (t codeContext) run(ctx context.Context, call Caller, a *codeContextArgs) (
 		return nil, t.codeFailure(ctx, use.c, call, rec, a.ContextID, err)
 	}
 	res.Success = true
-	return res, nil
+	return &res, nil
 }

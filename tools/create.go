@@ -78,7 +78,7 @@ func (t createSandbox) withUploadTargets(args map[string]any) map[string]any {
 	return out
 }
 
-func (t createSandbox) run(ctx context.Context, call Caller, a *createArgs) (any, error) {
+func (t createSandbox) run(ctx context.Context, call Caller, a *createArgs) (*createResult, error) {
 	template, timeout, onTimeout := a.Template, a.TimeoutSeconds, a.OnTimeout
 	if err := checkName("title", a.Title); err != nil {
 		return nil, err
@@ -134,5 +134,5 @@ func (t createSandbox) run(ctx context.Context, call Caller, a *createArgs) (any
 		}
 	}
 	res.Warning = joinWarnings(warnings...)
-	return res, nil
+	return &res, nil
 }

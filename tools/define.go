@@ -3,6 +3,7 @@ package tools
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"reflect"
 	"runtime/debug"
@@ -42,7 +43,7 @@ type definition[A, R any] struct {
 	tasks TaskKind
 	// images says its results may carry image content (see Tool.Images).
 	images bool
-	run    handlerFunc[A]
+	run    handlerFunc[A, R]
 }
 
 // Tool is one tool of e2b-mcp: what clients list and call, and what the server and the policy know of its
@@ -238,14 +239,14 @@ func policyTool[A any](name, grants string, in *jsonschema.Schema) policy.Tool {
 
 type progressTokenKey struct{}
 
-// handlerFunc is a tool's handler once the caller and arguments are known. It returns the result struct, or an
-// error that errorText turns into the text of an isError result.
-type handlerFunc[A any] func(ctx context.Context, call Caller, args *A) (any, error)
+// handlerFunc is a tool's handler once the caller and arguments are known. It returns the result, of the type its
+// output schema is reflected from, or an error that errorText turns into the text of an isError result.
+type handlerFunc[A, R any] func(ctx context.Context, call Caller, args *A) (*R, error)
 
 // adapt turns h into an mcp-go handler: it reads the caller, binds the arguments (which the pipeline has held to
 // the schema with Tool.Check), and answers every failure as a tool result with isError, never as a Go error or a
 // panic.
-func adapt[A any](b *base, name string, args binder[A], h handlerFunc[A]) server.ToolHandlerFunc {
+func adapt[A, R any](b *base, name string, args binder[A], h handlerFunc[A, R]) server.ToolHandlerFunc {
 	return func(ctx context.Context, req mcp.CallToolRequest) (res *mcp.CallToolResult, err error) {
 		defer func() {
 			if r := recover(); r != nil {
@@ -265,6 +266,9 @@ func adapt[A any](b *base, name string, args binder[A], h handlerFunc[A]) server
 			ctx = context.WithValue(ctx, progressTokenKey{}, req.Params.Meta.ProgressToken)
 		}
 		out, err := h(ctx, call, &bound)
+		if err == nil && out == nil {
+			err = errors.New("the handler returned no result")
+		}
 		if err != nil {
 			return b.failure(ctx, b.errorText(ctx, call, name, err)), nil
 		}
@@ -272,9 +276,14 @@ func adapt[A any](b *base, name string, args binder[A], h handlerFunc[A]) server
 	}
 }
 
-// withContent is a handler's result with content beside its JSON: an image the model can see, links to the
-// files the result names.
-type withContent struct {
-	result any
-	extra  []mcp.Content
-}
+// attachments is content a result carries beside its JSON: an image the model can see, links to the files the
+// result names. A result type that may carry some embeds it; it adds nothing to the JSON or the schema.
+type attachments struct{ extra []mcp.Content }
+
+// attach adds content to the result.
+func (a *attachments) attach(c ...mcp.Content) { a.extra = append(a.extra, c...) }
+
+func (a attachments) attached() []mcp.Content { return a.extra }
+
+// attached is a result that carries content beside its JSON.
+type attached interface{ attached() []mcp.Content }

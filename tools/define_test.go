@@ -39,9 +39,9 @@ func TestArgumentsBoundByEncodingJSON(t *testing.T) {
 	var got bindingArgs
 	tool := define(newBase(Deps{}), definition[bindingArgs, struct{}]{
 		name: "bind_test",
-		run: func(_ context.Context, _ Caller, a *bindingArgs) (any, error) {
+		run: func(_ context.Context, _ Caller, a *bindingArgs) (*struct{}, error) {
 			got = *a
-			return struct{}{}, nil
+			return &struct{}{}, nil
 		},
 	})
 	call := func(raw string) *mcp.CallToolResult {

@@ -63,6 +63,7 @@ type execResult struct {
 	Warning      string  `json:"warning,omitempty"`
 	Stdout       string  `json:"stdout"`
 	Stderr       string  `json:"stderr"`
+	attachments          // its log, its files, an image
 }
 
 // ended sets the outcome of a command that has ended.
@@ -98,7 +99,7 @@ func (t execTool) tool() Tool {
 	})
 }
 
-func (t execTool) run(ctx context.Context, call Caller, a *execArgs) (any, error) {
+func (t execTool) run(ctx context.Context, call Caller, a *execArgs) (*execResult, error) {
 	switch {
 	case strings.ContainsRune(a.Command, 0) || strings.ContainsRune(a.Cwd, 0):
 		return nil, userErrorf("Invalid command or cwd: it contains a NUL byte, which no command line or path can " +
@@ -188,8 +189,8 @@ func (t execTool) run(ctx context.Context, call Caller, a *execArgs) (any, error
 	// named; what is shown of them is decided last, once every other field is known.
 	probe := res
 	probe.Truncated, probe.StdoutFile, probe.StderrFile = true, t.outputPath(rec, "stdout"), t.outputPath(rec, "stderr")
-	rooms := splitRoom(t.limit(ctx)-sizeOf(withContent{result: probe, extra: t.outputLinks(rec, "stdout",
-		"stderr")}), stdout, stderr)
+	probe.attach(t.outputLinks(rec, "stdout", "stderr")...)
+	rooms := splitRoom(t.limit(ctx)-sizeOf(probe), stdout, stderr)
 	warnings := []string{use.warning}
 	if moved != nil {
 		warnings = append(warnings, movedNote(moved, t.foregroundLimit(ctx, a)), moved.warning)
@@ -257,21 +258,16 @@ func splitRoom(room int, stdout, stderr *capture) [2]int {
 
 // fitOutput fills in the streams' text (fields of res) within what the result's other fields leave of room.
 // The cost model (fieldCost) is exact, so this needs no second measure; success checks the whole answer anyway.
-func fitOutput(room int, res *execResult, links []mcp.Content, streams [2]stream) any {
-	answer := func() any {
-		if len(links) > 0 {
-			return withContent{result: *res, extra: links}
-		}
-		return *res
-	}
+func fitOutput(room int, res *execResult, links []mcp.Content, streams [2]stream) *execResult {
+	res.attach(links...)
 	res.Truncated = false // sized with its longer value
-	rooms := splitRoom(room-sizeOf(answer()), streams[0].c, streams[1].c)
+	rooms := splitRoom(room-sizeOf(res), streams[0].c, streams[1].c)
 	for i, s := range streams {
 		var cut bool
 		*s.text, cut = s.c.text(rooms[i])
 		res.Truncated = res.Truncated || cut
 	}
-	return answer()
+	return res
 }
 
 // save uploads a truncated stream's spool file to p in the sandbox.
@@ -286,7 +282,7 @@ func (t execTool) save(ctx context.Context, c *e2b.Client, rec state.SandboxReco
 
 // background starts a command that outlives the call, with its output in a log file under execOutputDir.
 func (t execTool) background(ctx context.Context, use inUse, rec state.SandboxRecord, call Caller, command, cwd string,
-	pty bool) (any, error) {
+	pty bool) (*execResult, error) {
 	c := use.c
 	id := fmt.Sprintf("%d-%d", rec.Steps, time.Now().UnixNano()%1e9)
 	pid, err := envd(c, rec).StartBackground(ctx, command, e2b.BackgroundOptions{Cwd: cwd, Envs: backgroundEnv,
@@ -299,6 +295,6 @@ func (t execTool) background(ctx context.Context, use inUse, rec state.SandboxRe
 	var warning string
 	res.CheckpointID, warning = t.afterStep(ctx, c, call, rec, execName)
 	res.Warning = joinWarnings(use.warning, warning)
-	return withContent{result: res, extra: []mcp.Content{fileLink(rec.ID, logFile, "the log (stdout and stderr) of "+
-		"the background command")}}, nil
+	res.attach(fileLink(rec.ID, logFile, "the log (stdout and stderr) of the background command"))
+	return &res, nil
 }

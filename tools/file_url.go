@@ -76,7 +76,7 @@ func (t fileURL) tool() Tool {
 	})
 }
 
-func (t fileURL) run(ctx context.Context, call Caller, a *fileURLArgs) (any, error) {
+func (t fileURL) run(ctx context.Context, call Caller, a *fileURLArgs) (*fileURLResult, error) {
 	if t.op == e2b.FileWrite && strings.HasSuffix(a.Path, "/") {
 		return nil, userErrorf("path '%s' names a directory; give a file name.", a.Path)
 	}
@@ -124,7 +124,7 @@ func (t fileURL) run(ctx context.Context, call Caller, a *fileURLArgs) (any, err
 		res.Note = "Give the link to the user: it opens in a browser. It stops working when it expires or the sandbox " +
 			"is paused or deleted."
 	}
-	return res, nil
+	return &res, nil
 }
 
 // linkExpiry reads the expiry a signed URL carries; fallback when it carries none.

@@ -59,7 +59,7 @@ func (t forkSandbox) tool() Tool {
 	})
 }
 
-func (t forkSandbox) run(ctx context.Context, call Caller, a *forkArgs) (any, error) {
+func (t forkSandbox) run(ctx context.Context, call Caller, a *forkArgs) (*forkResult, error) {
 	switch {
 	case a.SandboxID == "" && a.CheckpointID == "":
 		return nil, userErrorf("Missing required parameter: sandbox_id or checkpoint_id")
@@ -75,7 +75,7 @@ func (t forkSandbox) run(ctx context.Context, call Caller, a *forkArgs) (any, er
 	return t.fromCheckpoint(ctx, call, a, a.Count)
 }
 
-func (t forkSandbox) fromSandbox(ctx context.Context, call Caller, a *forkArgs, count int) (any, error) {
+func (t forkSandbox) fromSandbox(ctx context.Context, call Caller, a *forkArgs, count int) (*forkResult, error) {
 	src, c, err := t.sandbox(ctx, call, a.SandboxID, false)
 	if err != nil {
 		return nil, err
@@ -119,7 +119,7 @@ func (t forkSandbox) fromSandbox(ctx context.Context, call Caller, a *forkArgs, 
 	return t.finish(res, count, failures, held.warning)
 }
 
-func (t forkSandbox) fromCheckpoint(ctx context.Context, call Caller, a *forkArgs, count int) (any, error) {
+func (t forkSandbox) fromCheckpoint(ctx context.Context, call Caller, a *forkArgs, count int) (*forkResult, error) {
 	cp, err := t.lookupCheckpoint(call, a.CheckpointID)
 	if err != nil {
 		return nil, err
@@ -184,7 +184,7 @@ func (t forkSandbox) record(held *places, call Caller, c *e2b.Client, sb *e2b.Sa
 }
 
 // finish words the result of forks of which asked were to start; budget is the owner's sandbox-hours warning.
-func (t forkSandbox) finish(res forkResult, asked int, failures []string, budget string) (any, error) {
+func (t forkSandbox) finish(res forkResult, asked int, failures []string, budget string) (*forkResult, error) {
 	res.Count = len(res.Sandboxes)
 	if res.Count == 0 {
 		return nil, userErrorf("No fork could be started: %s", joinWarnings(failures...))
@@ -197,7 +197,7 @@ func (t forkSandbox) finish(res forkResult, asked int, failures []string, budget
 		res.Warning = warning
 	}
 	res.Warning = joinWarnings(res.Warning, budget)
-	return res, nil
+	return &res, nil
 }
 
 func forkTitle(asked string, src state.SandboxRecord, i, count int) string {

@@ -57,7 +57,7 @@ func (t getURL) tool() Tool {
 	})
 }
 
-func (t getURL) run(ctx context.Context, call Caller, a *getURLArgs) (any, error) {
+func (t getURL) run(ctx context.Context, call Caller, a *getURLArgs) (*getURLResult, error) {
 	if a.Port == e2b.EnvdPort {
 		return nil, userErrorf("Port %d is E2B's own daemon in the sandbox, not a web server of yours; no link is made.",
 			a.Port)
@@ -92,7 +92,7 @@ func (t getURL) run(ctx context.Context, call Caller, a *getURLArgs) (any, error
 		res.Note += fmt.Sprintf(" Nothing listens on port %d yet: start the server (in the background) before the "+
 			"user opens the link.", a.Port)
 	}
-	return res, nil
+	return &res, nil
 }
 
 // listeningPorts are the TCP ports something listens on in the sandbox, in order, read from the kernel's socket

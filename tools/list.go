@@ -70,7 +70,7 @@ func (t listSandboxes) tool() Tool {
 	})
 }
 
-func (t listSandboxes) run(ctx context.Context, call Caller, a *listArgs) (any, error) {
+func (t listSandboxes) run(ctx context.Context, call Caller, a *listArgs) (*listResult, error) {
 	c, err := t.client(ctx, call.Owner)
 	if err != nil {
 		return nil, err
@@ -100,9 +100,9 @@ func (t listSandboxes) run(ctx context.Context, call Caller, a *listArgs) (any, 
 	for _, r := range recs {
 		all = append(all, describe(r))
 	}
-	return listPage(ctx, t.base, all, a.Offset, func(page []sandboxInfo, next int) any {
+	return listPage(ctx, t.base, all, a.Offset, func(page []sandboxInfo, next int) *listResult {
 		res.Count, res.Sandboxes, res.Truncated, res.NextOffset = len(all), page, next > 0, next
-		return res
+		return &res
 	}), nil
 }
 

@@ -46,7 +46,7 @@ func (t manageSandbox) tool() Tool {
 	})
 }
 
-func (t manageSandbox) run(ctx context.Context, call Caller, a *manageArgs) (any, error) {
+func (t manageSandbox) run(ctx context.Context, call Caller, a *manageArgs) (*manageResult, error) {
 	rec, err := t.lookup(call, a.SandboxID)
 	if err != nil {
 		return nil, err
@@ -70,7 +70,8 @@ func (t manageSandbox) run(ctx context.Context, call Caller, a *manageArgs) (any
 	}
 }
 
-func (t manageSandbox) pause(ctx context.Context, c *e2b.Client, call Caller, rec state.SandboxRecord) (any, error) {
+func (t manageSandbox) pause(ctx context.Context, c *e2b.Client, call Caller,
+	rec state.SandboxRecord) (*manageResult, error) {
 	res := manageResult{SandboxID: rec.ID, Action: "pause", Success: true}
 	if t.policy(rec).OnPause && rec.State == state.StateRunning {
 		cp, err := t.capture(ctx, c, call, rec, fmt.Sprintf("on pause, step %d", rec.Steps))
@@ -93,11 +94,11 @@ func (t manageSandbox) pause(ctx context.Context, c *e2b.Client, call Caller, re
 		by = rec.PausedBy // it was paused before this call: whoever did it still did
 	}
 	t.setPaused(call, rec.ID, by)
-	return res, nil
+	return &res, nil
 }
 
 func (t manageSandbox) resume(ctx context.Context, c *e2b.Client, call Caller, rec state.SandboxRecord,
-	timeout int) (any, error) {
+	timeout int) (*manageResult, error) {
 	if err := t.checkTimeout(call, timeout); err != nil {
 		return nil, err
 	}
@@ -122,12 +123,13 @@ func (t manageSandbox) resume(ctx context.Context, c *e2b.Client, call Caller, r
 	}
 	// The sandbox may have slept through a rotation or removal of a credential: it gets its owner's as they are.
 	summary, warning := t.applyEgress(ctx, c, call, rec.ID)
-	return manageResult{SandboxID: rec.ID, Action: "resume", Success: true, TimeoutSeconds: timeout, Egress: summary,
+	return &manageResult{SandboxID: rec.ID, Action: "resume", Success: true, TimeoutSeconds: timeout, Egress: summary,
 		Warning: joinWarnings(warning, held.warning)}, nil
 }
 
 // delete kills the sandbox and forgets it: the list then shows only what still exists or vanished on its own.
-func (t manageSandbox) delete(ctx context.Context, c *e2b.Client, call Caller, rec state.SandboxRecord) (any, error) {
+func (t manageSandbox) delete(ctx context.Context, c *e2b.Client, call Caller,
+	rec state.SandboxRecord) (*manageResult, error) {
 	if err := c.KillSandbox(ctx, rec.ID); err != nil && !errors.Is(err, e2b.ErrNotFound) {
 		return nil, err
 	}
@@ -135,7 +137,7 @@ func (t manageSandbox) delete(ctx context.Context, c *e2b.Client, call Caller, r
 	if err := t.store.DeleteSandbox(call.Owner, rec.ID); err != nil && !errors.Is(err, state.ErrNotFound) {
 		return nil, err
 	}
-	return manageResult{SandboxID: rec.ID, Action: "delete", Success: true}, nil
+	return &manageResult{SandboxID: rec.ID, Action: "delete", Success: true}, nil
 }
 
 // vanished turns E2B's 404 for a recorded sandbox into a gone record and says so; other errors pass through.

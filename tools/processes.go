@@ -40,6 +40,7 @@ type listProcessesResult struct {
 	Running   int           `json:"running" jsonschema_description:"How many of them still run."`
 	// EndedOmitted keeps the list within the result limit however many commands a sandbox has run.
 	EndedOmitted int `json:"ended_omitted,omitempty" jsonschema_description:"How many older ended commands are left out of the list (e2b_read_output still reads them by pid)."`
+	attachments      // its log, its files, an image
 }
 
 // maxEndedListed is how many ended commands e2b_list_processes shows, the last to write their log first.
@@ -59,7 +60,7 @@ func (t listProcesses) tool() Tool {
 	})
 }
 
-func (t listProcesses) run(ctx context.Context, call Caller, a *listProcessesArgs) (any, error) {
+func (t listProcesses) run(ctx context.Context, call Caller, a *listProcessesArgs) (*listProcessesResult, error) {
 	rec, c, err := t.sandbox(ctx, call, a.SandboxID, true)
 	if err != nil {
 		return nil, err
@@ -85,7 +86,8 @@ func (t listProcesses) run(ctx context.Context, call Caller, a *listProcessesArg
 		}
 	}
 	res.Count = len(res.Processes)
-	return withContent{result: res, extra: links}, nil
+	res.attach(links...)
+	return &res, nil
 }
 
 type stopProcessArgs struct {
@@ -115,7 +117,7 @@ func (t stopProcess) tool() Tool {
 	})
 }
 
-func (t stopProcess) run(ctx context.Context, call Caller, a *stopProcessArgs) (any, error) {
+func (t stopProcess) run(ctx context.Context, call Caller, a *stopProcessArgs) (*stopProcessResult, error) {
 	rec, c, err := t.sandbox(ctx, call, a.SandboxID, true)
 	if err != nil {
 		return nil, err
@@ -148,5 +150,5 @@ func (t stopProcess) run(ctx context.Context, call Caller, a *stopProcessArgs) (
 	if how == e2b.TreeGone {
 		res.Signal = "none"
 	}
-	return res, nil
+	return &res, nil
 }

@@ -40,18 +40,19 @@ type readArgs struct {
 // readResult puts what happened first and the content last: a client that keeps only the start of a long result
 // still shows whether the file goes on and where the next read starts.
 type readResult struct {
-	SandboxID  string          `json:"sandbox_id"`
-	Resumed    bool            `json:"resumed,omitempty" jsonschema_description:"True when the sandbox had been paused at its timeout and this call resumed it first; its files, and the processes started before, are as they were."`
-	Path       string          `json:"path"`
-	Truncated  bool            `json:"truncated" jsonschema_description:"True when the file goes on after content."`
-	NextOffset int             `json:"next_offset,omitempty" jsonschema_description:"The offset that continues the read, when truncated."`
-	Size       int64           `json:"size" jsonschema_description:"The whole file's size in bytes."`
-	StartLine  int             `json:"start_line" jsonschema_description:"Line number of the first line of content."`
-	Lines      int             `json:"lines" jsonschema_description:"How many lines content holds."`
-	Binary     bool            `json:"binary,omitempty" jsonschema_description:"True when the file is not UTF-8 text."`
-	Image      *imagesafe.Info `json:"image,omitempty" jsonschema_description:"Set when the file is a PNG, JPEG, GIF or WebP image: it follows as image content (scaled down when it is over the limits), and content is empty."`
-	Note       string          `json:"note,omitempty"`
-	Content    string          `json:"content" jsonschema_description:"The lines read, as they are in the file (empty for a binary file read without offset/limit)."`
+	SandboxID   string          `json:"sandbox_id"`
+	Resumed     bool            `json:"resumed,omitempty" jsonschema_description:"True when the sandbox had been paused at its timeout and this call resumed it first; its files, and the processes started before, are as they were."`
+	Path        string          `json:"path"`
+	Truncated   bool            `json:"truncated" jsonschema_description:"True when the file goes on after content."`
+	NextOffset  int             `json:"next_offset,omitempty" jsonschema_description:"The offset that continues the read, when truncated."`
+	Size        int64           `json:"size" jsonschema_description:"The whole file's size in bytes."`
+	StartLine   int             `json:"start_line" jsonschema_description:"Line number of the first line of content."`
+	Lines       int             `json:"lines" jsonschema_description:"How many lines content holds."`
+	Binary      bool            `json:"binary,omitempty" jsonschema_description:"True when the file is not UTF-8 text."`
+	Image       *imagesafe.Info `json:"image,omitempty" jsonschema_description:"Set when the file is a PNG, JPEG, GIF or WebP image: it follows as image content (scaled down when it is over the limits), and content is empty."`
+	Note        string          `json:"note,omitempty"`
+	Content     string          `json:"content" jsonschema_description:"The lines read, as they are in the file (empty for a binary file read without offset/limit)."`
+	attachments                 // its log, its files, an image
 }
 
 // readFile is e2b_read_file.
@@ -74,7 +75,7 @@ func (t readFile) tool() Tool {
 	})
 }
 
-func (t readFile) run(ctx context.Context, call Caller, a *readArgs) (any, error) {
+func (t readFile) run(ctx context.Context, call Caller, a *readArgs) (*readResult, error) {
 	// A file read without offset or limit may be answered as an image, or as a note that it is binary; one read by
 	// lines is read as text.
 	explicit := a.Offset != nil || a.Limit != nil
@@ -120,14 +121,14 @@ func (t readFile) run(ctx context.Context, call Caller, a *readArgs) (any, error
 		res.Note = fmt.Sprintf("binary file (%d bytes), not shown as text; read a range with offset/limit to see "+
 			"its lines anyway, or run `xxd %s | head` or `base64 %s` via e2b_exec.", info.Size, shellquote.Quote(res.Path),
 			shellquote.Quote(res.Path))
-		return res, nil
+		return &res, nil
 	}
 
 	if err := skipLines(br, offset-1); err != nil {
 		if errors.Is(err, io.EOF) {
 			res.Note = fmt.Sprintf("the file has fewer than %d lines", offset)
 			res.Lines = 0
-			return res, nil
+			return &res, nil
 		}
 		return nil, t.sandboxFailure(ctx, c, call, rec, err)
 	}
@@ -158,12 +159,12 @@ func (t readFile) run(ctx context.Context, call Caller, a *readArgs) (any, error
 	if cut {
 		res.Note = joinWarnings(res.Note, cutNote)
 	}
-	return res, nil
+	return &res, nil
 }
 
 // image answers with an image file as image content, scaled down to the limits when it is over them.
 func (t readFile) image(ctx context.Context, c *e2b.Client, call Caller, rec state.SandboxRecord, res readResult,
-	body io.Reader, mime string) (any, error) {
+	body io.Reader, mime string) (*readResult, error) {
 	shrink := fmt.Sprintf("Make a smaller copy in the sandbox and read that instead (e.g. save the chart with a lower "+
 		"dpi or size, or `convert %s -resize 1024x1024 small.png` where ImageMagick is installed); to hand the file "+
 		"itself to the user, make a link with e2b_download_url.", shellquote.Quote(res.Path))
@@ -214,8 +215,8 @@ func (t readFile) image(ctx context.Context, c *e2b.Client, call Caller, rec sta
 		res.Note = fmt.Sprintf("%s image, %d×%d pixels, %d bytes, sent as image content; but %s",
 			imagesafe.FormatName(mime), w, h, len(data), t.unseenImage(ctx, c, rec, res.Path))
 	}
-	return withContent{result: res, extra: []mcp.Content{mcp.NewImageContent(base64.StdEncoding.EncodeToString(out),
-		info.MIMEType)}}, nil
+	res.attach(mcp.NewImageContent(base64.StdEncoding.EncodeToString(out), info.MIMEType))
+	return &res, nil
 }
 
 // isBinary says whether a file's first bytes look like anything but UTF-8 text. partial is true when more of the

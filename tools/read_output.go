@@ -8,8 +8,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/mark3labs/mcp-go/mcp"
-
 	"github.com/e2b-mcp/e2b-mcp/e2b"
 )
 
@@ -47,6 +45,7 @@ type readOutputResult struct {
 	SandboxID   string `json:"sandbox_id"`
 	Warning     string `json:"warning,omitempty"`
 	Output      string `json:"output" jsonschema_description:"Its stdout and stderr from offset, as they were written."`
+	attachments        // its log, its files, an image
 }
 
 // readOutput is e2b_read_output.
@@ -68,7 +67,7 @@ func (t readOutput) tool() Tool {
 	})
 }
 
-func (t readOutput) run(ctx context.Context, call Caller, a *readOutputArgs) (any, error) {
+func (t readOutput) run(ctx context.Context, call Caller, a *readOutputArgs) (*readOutputResult, error) {
 	if len(a.Until) > maxUntilLen {
 		return nil, userErrorf("Invalid until: it is %d bytes long, over %d.", len(a.Until), maxUntilLen)
 	}
@@ -128,11 +127,11 @@ func (t readOutput) run(ctx context.Context, call Caller, a *readOutputArgs) (an
 			"printed until then is all there is.")
 	}
 	res.Warning = joinWarnings(warnings...)
+	res.attach(fileLink(rec.ID, p.logFile, fmt.Sprintf("the whole output of process %d", a.PID)))
 	if err := t.fillOutput(ctx, e, &res); err != nil {
 		return nil, t.sandboxFailure(ctx, c, call, rec, err)
 	}
-	return withContent{result: res, extra: []mcp.Content{fileLink(rec.ID, p.logFile, fmt.Sprintf("the whole output of "+
-		"process %d", a.PID))}}, nil
+	return &res, nil
 }
 
 // scanFor looks for text in the file's bytes from to end, and says whether it is there and how far it looked.
@@ -178,8 +177,7 @@ func (t readOutput) fillOutput(ctx context.Context, e *e2b.Envd, res *readOutput
 	}
 	probe := *res
 	probe.Truncated, probe.OmittedFrom, probe.OmittedTo = true, res.NextOffset, res.NextOffset
-	room := max(t.limit(ctx)-sizeOf(withContent{result: probe, extra: []mcp.Content{fileLink(res.SandboxID, res.LogFile,
-		fmt.Sprintf("the whole output of process %d", res.PID))}}), 0)
+	room := max(t.limit(ctx)-sizeOf(probe), 0)
 	// Every byte costs at least two (it is in the text content and in structuredContent).
 	window := int64(room/2 + 1)
 	head, err := readRange(ctx, e, res.LogFile, res.Offset, min(total, window))

@@ -62,13 +62,13 @@ func contentSize(content []mcp.Content) int {
 }
 
 // encodeResult is the answer with v both as structuredContent and, for clients that read only text, as its JSON,
-// followed by any extra content (withContent), and its size as resultSize measures it. The size is worked out
+// followed by any content it carries (attachments), and its size as resultSize measures it. The size is worked out
 // from the JSON at hand rather than by encoding the answer a second time: structuredContent is the same JSON
 // with <, > and & escaped (\u003c), five bytes more each.
 func encodeResult(v any) (*mcp.CallToolResult, int) {
 	var extra []mcp.Content
-	if wc, ok := v.(withContent); ok {
-		v, extra = wc.result, wc.extra
+	if a, ok := v.(attached); ok {
+		extra = a.attached()
 	}
 	var buf bytes.Buffer
 	enc := json.NewEncoder(&buf)
@@ -274,9 +274,9 @@ func headAndTail(head, tail []byte, total, newlines int64, room int) (text strin
 // next offset, so that everything the result holds besides the items is counted. A list that fits whole costs one
 // encoding, a longer one a binary search over how many fit; at least one item is given, so that paging always
 // moves on (an item too large alone is refused by success like any result over the limit).
-func listPage[T any](ctx context.Context, b *base, items []T, offset int, page func(items []T, next int) any) any {
+func listPage[T, R any](ctx context.Context, b *base, items []T, offset int, page func(items []T, next int) *R) *R {
 	rest := items[min(offset, len(items)):]
-	at := func(n int) any {
+	at := func(n int) *R {
 		next := 0
 		if n < len(rest) {
 			next = offset + n

@@ -282,15 +282,22 @@ func BenchmarkExecAnswer(b *testing.B) {
 // encodeResult's size, worked out from the JSON, is what encoding the whole answer measures.
 func TestEncodeResultSize(t *testing.T) {
 	link := fileLink("sbx", "/tmp/a <b>.txt", "a file & more")
+	linked := readResult{Path: "/a&b", Content: strings.Repeat("\\\"\x01", 50)}
+	linked.attach(link)
+	image := readResult{Path: "x.png"}
+	image.attach(mcp.NewImageContent("aGVsbG8=", "image/png"), link)
 	for _, v := range []any{
 		execResult{Stdout: seqOutput(100), Stderr: "<x> & \"y\"\t\u2028 żółw \xff", ExitCode: new(1), Success: new(false), Error: new("exit status 1")},
-		withContent{result: readResult{Path: "/a&b", Content: strings.Repeat("\\\"\x01", 50)}, extra: []mcp.Content{link}},
-		withContent{result: readResult{Path: "x.png"}, extra: []mcp.Content{mcp.NewImageContent("aGVsbG8=", "image/png"), link}},
+		linked,
+		&image,
 		map[string]any{"nested": map[string]any{"list": []string{"<", ">", "&"}}},
 	} {
 		res, got := encodeResult(v)
 		if want := resultSize(res); got != want {
 			t.Errorf("%T: size %d, encoding the answer measures %d", v, got, want)
+		}
+		if a, ok := v.(attached); ok && len(res.Content) != 1+len(a.attached()) {
+			t.Errorf("%T: %d contents, want the JSON and its %d attachments", v, len(res.Content), len(a.attached()))
 		}
 	}
 }

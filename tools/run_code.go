@@ -44,6 +44,7 @@ type runCodeResult struct {
 	Resumed      bool                `json:"resumed,omitempty" jsonschema_description:"True when E2B had paused the sandbox at its timeout and this call resumed it first."`
 	CheckpointID string              `json:"checkpoint_id,omitempty" jsonschema_description:"The checkpoint taken automatically after this step, by the checkpoint policy."`
 	Warning      string              `json:"warning,omitempty"`
+	attachments                      // its log, its files, an image
 }
 
 // codeResult is one result as the model reads it: the formats it can use, the others only named.
@@ -88,7 +89,7 @@ func (t runCode) tool() Tool {
 	})
 }
 
-func (t runCode) run(ctx context.Context, call Caller, a *runCodeArgs) (any, error) {
+func (t runCode) run(ctx context.Context, call Caller, a *runCodeArgs) (*runCodeResult, error) {
 	switch {
 	case a.Language != "" && a.ContextID != "":
 		return nil, userErrorf("Give language or context_id, not both: a context has its language. Nothing was run.")
@@ -160,11 +161,9 @@ func (t runCode) run(ctx context.Context, call Caller, a *runCodeArgs) (any, err
 	var warn string
 	res.CheckpointID, warn = t.afterStep(ctx, use.c, call, rec, runCodeName)
 	res.Warning = joinWarnings(use.warning, res.Warning, warn)
-	t.fit(ctx, &res, images)
-	if len(images) == 0 {
-		return res, nil
-	}
-	return withContent{result: res, extra: images}, nil
+	res.attach(images...)
+	t.fit(ctx, &res)
+	return &res, nil
 }
 
 // interruptSettle is how long an execution waits after the last one in its context was dropped (timed out or
@@ -420,8 +419,8 @@ func htmlText(s string) string {
 
 // fit brings the result within the result limit by cutting its longest text to its head and tail, again until
 // it fits: output, a traceback, a long repr, whichever is the longest at each step.
-func (t runCode) fit(ctx context.Context, res *runCodeResult, images []mcp.Content) {
-	size := func() int { return sizeOf(withContent{result: *res, extra: images}) }
+func (t runCode) fit(ctx context.Context, res *runCodeResult) {
+	size := func() int { return sizeOf(res) }
 	for range 64 {
 		over := size() - t.limit(ctx)
 		if over <= 0 {

@@ -52,7 +52,7 @@ func (t sendInput) tool() Tool {
 	})
 }
 
-func (t sendInput) run(ctx context.Context, call Caller, a *sendInputArgs) (any, error) {
+func (t sendInput) run(ctx context.Context, call Caller, a *sendInputArgs) (*sendInputResult, error) {
 	switch {
 	case a.Data == "" && !a.Close:
 		return nil, userErrorf("Missing required parameter: data (or close true, to end its input)")
@@ -106,7 +106,7 @@ func (t sendInput) run(ctx context.Context, call Caller, a *sendInputArgs) (any,
 		}
 	}
 	logFile, _ := e2b.BackgroundFiles(execOutputDir, pid)
-	return sendInputResult{SandboxID: rec.ID, PID: a.PID, Bytes: len(a.Data), Closed: a.Close, PTY: proc.PTY,
+	return &sendInputResult{SandboxID: rec.ID, PID: a.PID, Bytes: len(a.Data), Closed: a.Close, PTY: proc.PTY,
 		LogFile: logFile}, nil
 }
 

@@ -74,7 +74,7 @@ func (t syncIn) judged(args map[string]any) map[string]any {
 	return out
 }
 
-func (t syncIn) run(ctx context.Context, call Caller, a *syncInArgs) (any, error) {
+func (t syncIn) run(ctx context.Context, call Caller, a *syncInArgs) (*syncInResult, error) {
 	start := t.now()
 	local, err := t.openLocal(ctx, syncInName, a.LocalPath)
 	if err != nil {
@@ -124,7 +124,7 @@ func (t syncIn) run(ctx context.Context, call Caller, a *syncInArgs) (any, error
 	res.CheckpointID, warning = t.afterStep(ctx, use.c, call, rec, syncInName)
 	res.Resumed, res.Warning = use.resumed, joinWarnings(use.warning, warning)
 	res.Seconds = t.now().Sub(start).Seconds()
-	return res, nil
+	return &res, nil
 }
 
 // send uploads the plan's tar, its deletions and the new manifest, then unpacks it all with one command, which

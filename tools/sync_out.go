@@ -87,7 +87,7 @@ func (t syncOut) tool() Tool {
 	})
 }
 
-func (t syncOut) run(ctx context.Context, call Caller, a *syncOutArgs) (any, error) {
+func (t syncOut) run(ctx context.Context, call Caller, a *syncOutArgs) (*syncOutResult, error) {
 	if len(t.cfg.Workspaces) == 0 {
 		return nil, noWorkspaces(syncOutName)
 	}
@@ -180,7 +180,7 @@ func (t syncOut) run(ctx context.Context, call Caller, a *syncOutArgs) (any, err
 			res.Files = res.Files[:len(res.Files)/2]
 		}
 	}
-	return res, nil
+	return &res, nil
 }
 
 // changes lists the sandbox's tree, fetches the files that may have changed as one tar, and returns the changes

@@ -131,7 +131,7 @@ func (tc TaskCommands) Outcome(ctx context.Context, call Caller,
 // with the exit code, and as stdout its log (all it printed, from the first byte, what head showed included),
 // within the result limit (the log is read from the sandbox, as a stream, whatever its length).
 func (t execTool) ended(ctx context.Context, e *e2b.Envd, rec state.SandboxRecord, head execResult, p processState,
-	warnings ...string) (any, error) {
+	warnings ...string) (*execResult, error) {
 	res := execResult{SandboxID: rec.ID, Resumed: head.Resumed, Cwd: head.Cwd, CheckpointID: head.CheckpointID}
 	switch {
 	case p.exitCode == nil:
@@ -175,7 +175,7 @@ func (t execTool) ended(ctx context.Context, e *e2b.Envd, rec state.SandboxRecor
 // and waits for it the call's foreground limit: a command that ended by then is answered as e2b_exec answers,
 // one still running becomes the call's task (o), and the call answers what a client without tasks would get.
 func (t execTool) runAsTask(ctx context.Context, use inUse, rec state.SandboxRecord, call Caller, a *execArgs,
-	o *TaskOffer) (any, error) {
+	o *TaskOffer) (*execResult, error) {
 	c := use.c
 	e := envd(c, rec)
 	id := fmt.Sprintf("%d-%d", rec.Steps, time.Now().UnixNano()%1e9)
@@ -221,8 +221,8 @@ func (t execTool) runAsTask(ctx context.Context, use inUse, rec state.SandboxRec
 		o.take(TaskCommand{SandboxID: rec.ID, PID: pid, LogFile: logFile, Head: b})
 	}
 	head.Warning = joinWarnings(use.warning, movedNote(&movedCommand{pid: pid, logFile: logFile}, limit), warning)
-	return withContent{result: head, extra: []mcp.Content{fileLink(rec.ID, logFile, "the log (stdout and "+
-		"stderr) of the command")}}, nil
+	head.attach(fileLink(rec.ID, logFile, "the log (stdout and stderr) of the command"))
+	return &head, nil
 }
 
 // Stop stops the task's command and everything it started, as e2b_stop_process does; a command that already

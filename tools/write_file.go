@@ -7,8 +7,6 @@ import (
 	"path"
 	"strings"
 
-	"github.com/mark3labs/mcp-go/mcp"
-
 	"github.com/e2b-mcp/e2b-mcp/e2b"
 )
 
@@ -28,6 +26,7 @@ type writeResult struct {
 	BytesWritten int    `json:"bytes_written"`
 	CheckpointID string `json:"checkpoint_id,omitempty" jsonschema_description:"The checkpoint taken automatically after this step, by the checkpoint policy."`
 	Warning      string `json:"warning,omitempty"`
+	attachments         // its log, its files, an image
 }
 
 // writeFile is e2b_write_file.
@@ -44,7 +43,7 @@ func (t writeFile) tool() Tool {
 	})
 }
 
-func (t writeFile) run(ctx context.Context, call Caller, a *writeArgs) (any, error) {
+func (t writeFile) run(ctx context.Context, call Caller, a *writeArgs) (*writeResult, error) {
 	switch {
 	case len(a.Content) > t.cfg.WriteLimitBytes:
 		return nil, userErrorf("content is %d bytes, over the %d-byte limit of e2b_write_file. Write it in smaller "+
@@ -78,5 +77,6 @@ func (t writeFile) run(ctx context.Context, call Caller, a *writeArgs) (any, err
 	var warning string
 	res.CheckpointID, warning = t.afterStep(ctx, c, call, rec, writeFileName)
 	res.Warning = joinWarnings(use.warning, warning)
-	return withContent{result: res, extra: []mcp.Content{fileLink(rec.ID, res.Path, "the file written")}}, nil
+	res.attach(fileLink(rec.ID, res.Path, "the file written"))
+	return &res, nil
 }
