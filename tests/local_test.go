@@ -76,7 +76,10 @@ func TestLocalBackendRemovesWhatAKilledOneLeft(t *testing.T) {
 		}
 	}
 
-	x.startStdio(opts, args...)
+	// The server answers initialize while it builds its backend, whose start removes what the killed one left: a
+	// call waits for the build.
+	third := x.startStdio(opts, args...)
+	ok(t, third.Client, "e2b_list_sandboxes", map[string]any{})
 	if _, err := os.Stat(left[0]); !os.IsNotExist(err) {
 		t.Errorf("the killed server's directory %s is still there (%v)", left[0], err)
 	}
