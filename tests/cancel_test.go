@@ -26,8 +26,13 @@ import (
 
 var cancelRounds = flag.Int("cancel-rounds", 2, "cancelled calls per client and transport in the cancellation tests")
 
-// cancelBound is how soon after the cancel the command and everything it started must be gone from the sandbox.
-const cancelBound = time.Second
+// cancelWait bounds the wait for a cancelled command and everything it started to be gone from the sandbox. It ends
+// a hang, it does not measure speed: the command would run for cancelledSleep on its own, so only the cancel can
+// make it go within the bound, however loaded the machine.
+const cancelWait = 60 * time.Second
+
+// cancelledSleep is how long the cancelled command (and its child) would run if nothing stopped them.
+const cancelledSleep = "600"
 
 // cancelBackend is where the sandboxes of a cancellation test live: the suite's emulator, or an emulator whose
 // sandboxes are each backed by E2B's real envd.
@@ -76,9 +81,9 @@ func (x *h) serveOn(b cancelBackend, owner, session string, extra ...string) []s
 	return x.serveArgsAt(b.emu, owner, session, append([]string{"--policy", x.allowAll()}, extra...)...)
 }
 
-// The official TypeScript SDK client aborts calls of `sleep 30` (it sends notifications/cancelled) over stdio,
+// The official TypeScript SDK client aborts calls of `sleep 600` (it sends notifications/cancelled) over stdio,
 // streamable HTTP and SSE, in a session whose earlier calls produced big output, were killed by timeout_ms and
-// streamed progress: each time the command and its children are gone from the sandbox within a second.
+// streamed progress: each time the command and its children are gone from the sandbox, long before they would end.
 func TestCancelStopsTheCommandTypeScript(t *testing.T) {
 	t.Parallel()
 	node := requireNode(t)
@@ -89,7 +94,7 @@ func TestCancelStopsTheCommandTypeScript(t *testing.T) {
 				x := newH(t)
 				owner := x.owner("cancel")
 				x.login(owner)
-				args := []string{strconv.Itoa(*cancelRounds), strconv.FormatInt(cancelBound.Milliseconds(), 10), tr}
+				args := []string{strconv.Itoa(*cancelRounds), strconv.FormatInt(cancelWait.Milliseconds(), 10), cancelledSleep, tr}
 				if tr == "stdio" {
 					args = append(args, append([]string{the.bin}, x.serveOn(b, owner, "js-cancel")...)...)
 				} else {
@@ -114,14 +119,14 @@ func (x *h) runCancelScript(node string, b cancelBackend, args ...string) {
 	stdout, stderr := x.capture("node cancel stdout"), x.capture("node cancel stderr")
 	cmd.Stdout, cmd.Stderr = stdout, stderr
 	if err := cmd.Run(); err != nil {
-		x.t.Fatalf("cancel.mjs %s on the %s: %v\nstdout:\n%s\nstderr:\n%s", args[2], b.name, err, stdout, stderr)
+		x.t.Fatalf("cancel.mjs %s on the %s: %v\nstdout:\n%s\nstderr:\n%s", args[3], b.name, err, stdout, stderr)
 	}
 	last, err := lastJSONLine(stdout.String())
 	if err != nil || last["ok"] != true {
-		x.t.Fatalf("cancel.mjs %s did not finish:\n%s\nstderr:\n%s", args[2], stdout, stderr)
+		x.t.Fatalf("cancel.mjs %s did not finish:\n%s\nstderr:\n%s", args[3], stdout, stderr)
 	}
 	the.noteSandbox(str(last, "sandbox_id"))
-	x.t.Logf("TypeScript client, %s, %s: %d cancels, the slowest gone %v ms after the abort", args[2], b.name,
+	x.t.Logf("TypeScript client, %s, %s: %d cancels, the slowest gone %v ms after the abort", args[3], b.name,
 		*cancelRounds, last["worst_ms"])
 }
 
@@ -135,9 +140,9 @@ type cancelWay struct {
 	notify bool
 }
 
-// mcp-go clients give up on calls of `sleep 30` every way they can: over stdio (notifications/cancelled), over
+// mcp-go clients give up on calls of `sleep 600` every way they can: over stdio (notifications/cancelled), over
 // streamable HTTP in both protocol eras by closing the request's stream and by notifications/cancelled; each time
-// the command and its children are gone from the sandbox within a second, in a session whose earlier calls
+// the command and its children are gone from the sandbox, long before they would end, in a session whose earlier calls
 // produced big output, were killed by timeout_ms and streamed progress.
 func TestCancelStopsTheCommand(t *testing.T) {
 	t.Parallel()
@@ -173,9 +178,6 @@ func TestCancelStopsTheCommand(t *testing.T) {
 					marker := fmt.Sprintf("go-cancel-%d-%s", round, randomHex(6))
 					gone := cancelCall(t, c, way, p, id, marker)
 					worst = max(worst, gone)
-					if gone > cancelBound {
-						t.Errorf("round %d: the cancelled command was gone only %v after the cancel", round, gone)
-					}
 				}
 				t.Logf("mcp-go client, %s, %s: %d cancels, the slowest gone %v after the cancel", way.name, b.name, *cancelRounds, worst)
 				if got := str(ok(t, c, "e2b_exec", map[string]any{"sandbox_id": id, "command": "echo still here"}), "stdout"); got != "still here\n" {
@@ -232,11 +234,11 @@ func earlierCall(t *testing.T, c *client.Client, id string, round int) {
 	}
 }
 
-// cancelCall starts `sleep 30` (with a child of its own) marked by marker, waits until it runs, gives up on the
+// cancelCall starts `sleep 600` (with a child of its own) marked by marker, waits until it runs, gives up on the
 // call as way says, and returns how long after that the command's processes were all gone from the sandbox.
 func cancelCall(t *testing.T, c *client.Client, way cancelWay, p *processes, id, marker string) time.Duration {
 	t.Helper()
-	command := fmt.Sprintf("(sleep 30; echo %s) & sleep 30; echo %s", marker, marker)
+	command := fmt.Sprintf("(sleep %[1]s; echo %[2]s) & sleep %[1]s; echo %[2]s", cancelledSleep, marker)
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
 	answered := make(chan error, 1)
@@ -274,7 +276,7 @@ func cancelCall(t *testing.T, c *client.Client, way cancelWay, p *processes, id,
 	} else {
 		cancel()
 	}
-	waitfor.Until(t, 30*time.Second, "the cancelled command is gone from the sandbox", func() bool { return p.count(marker) == 0 })
+	waitfor.Until(t, cancelWait, "the cancelled command to be gone from the sandbox", func() bool { return p.count(marker) == 0 })
 	gone := time.Since(cancelled)
 	select {
 	case err := <-answered:
