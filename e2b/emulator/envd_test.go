@@ -251,11 +251,8 @@ func TestEnvdOutputChunks(t *testing.T) {
 // (docs/e2b.md, "Processes in envd").
 func TestEnvdTimeoutKills(t *testing.T) {
 	b := envdCreate(t, envdServer(t, Options{}), nil)
-	start := time.Now()
+	// Left alone, sleep ends with an end event (exit 0): only the kill at the deadline gives the frames wanted.
 	frames := b.run(t, "sleep 30", map[string]string{"Connect-Timeout-Ms": "300"})
-	if d := time.Since(start); d > 10*time.Second {
-		t.Fatalf("took %v", d)
-	}
 	want := envdFrame{connectframe.FlagEndStream, `{"error":{"code":"deadline_exceeded","message":"context deadline exceeded"}}`}
 	if len(frames) != 2 || frames[1] != want {
 		t.Fatalf("frames %+v, want the start and %+v", frames, want)
