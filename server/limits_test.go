@@ -214,7 +214,9 @@ func TestHTTPLargeBodiesTakeTurns(t *testing.T) {
 		_, _ = io.WriteString(conn, "POST /mcp HTTP/1.1\r\nHost: "+addr+"\r\nContent-Type: application/json\r\n"+
 			"Transfer-Encoding: chunked\r\n\r\n1\r\n{\r\n")
 	}
-	time.Sleep(200 * time.Millisecond) // the slow ones hold every place
+	waitfor.Until(t, 30*time.Second, "the slow bodies to hold every place", func() bool {
+		return len(f.srv.limits.large) == largeBodies
+	})
 	big := `{"jsonrpc":"2.0","id":1,"method":"ping","params":{"pad":"` + strings.Repeat("x", smallBody) + `"}}`
 	began := time.Now()
 	if code, _, body := do(t, http.MethodPost, base+PathMCP, "", big, nil); code != http.StatusServiceUnavailable {
