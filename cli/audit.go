@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/e2b-mcp/e2b-mcp/audit"
@@ -92,7 +93,7 @@ func runAudit(_ context.Context, a *app, args []string) error {
 		fmt.Fprintln(a.stderr, "No audit entries match.")
 		return nil
 	}
-	tw := newTable(a.stdout, "TIME\tOWNER\tSESSION\tTOOL\tDECISION\tRULE\tOUTCOME\tMS\tSANDBOX\tARGS")
+	tw := newTable(a.stdout, "TIME\tOWNER\tSESSION\tTOOL\tDECISION\tRULE\tOUTCOME\tMS\tSANDBOX\tTRANSFER\tARGS")
 	unended := 0
 	for _, e := range entries {
 		outcome, ms := e.Outcome, strconv.FormatInt(e.DurationMS, 10)
@@ -108,9 +109,9 @@ func runAudit(_ context.Context, a *app, args []string) error {
 		}
 		// Every field but the time and duration may hold what a caller sent: each is escaped (cell), so that no
 		// value can forge a row or command the terminal.
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", e.Time.Local().Format("2006-01-02 15:04:05"),
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", e.Time.Local().Format("2006-01-02 15:04:05"),
 			cell(e.Owner), cell(e.Session), cell(e.Tool), cell(e.Decision), cell(dash(e.Rule)), cell(outcome), ms,
-			cell(dash(e.SandboxID)), cell(args))
+			cell(dash(e.SandboxID)), transferText(e.Transfer), cell(args))
 	}
 	if err := tw.Flush(); err != nil {
 		return err
@@ -141,6 +142,33 @@ func parseWhen(s string, now time.Time) (time.Time, error) {
 		return now.Add(-d), nil
 	}
 	return time.Time{}, errors.New("want RFC 3339 (2026-03-01T12:00:00Z), a date (2026-03-01) or a duration (90m)")
+}
+
+// transferText is what a call moved, in the table: each direction it moved something in, as files and bytes ("in
+// 12 files 3.4 KiB / out 1 file 10.0 KiB"); "nothing moved" for a sync that moved nothing, "-" for a call that
+// moves no files.
+func transferText(t *audit.Transfer) string {
+	if t == nil {
+		return "-"
+	}
+	var parts []string
+	if t.FilesIn != 0 || t.BytesIn != 0 {
+		parts = append(parts, "in "+filesText(t.FilesIn)+" "+display.Size(t.BytesIn))
+	}
+	if t.FilesOut != 0 || t.BytesOut != 0 {
+		parts = append(parts, "out "+filesText(t.FilesOut)+" "+display.Size(t.BytesOut))
+	}
+	if len(parts) == 0 {
+		return "nothing moved"
+	}
+	return strings.Join(parts, " / ")
+}
+
+func filesText(n int) string {
+	if n == 1 {
+		return "1 file"
+	}
+	return strconv.Itoa(n) + " files"
 }
 
 func dash(s string) string {

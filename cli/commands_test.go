@@ -416,6 +416,56 @@ func TestApproveShowsDecidingFields(t *testing.T) {
 	}
 }
 
+// What a sync moved shows in the table, not only in --json: each direction it moved something in, with its files
+// and bytes; a call that moved nothing says so, and a call that moves no files has no figures.
+func TestAuditTableShowsTransfers(t *testing.T) {
+	e := newEnv(t)
+	dir := t.TempDir()
+	log, err := audit.Open(dir, audit.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, en := range []audit.Entry{
+		{Time: e.now.Add(-4 * time.Minute), Owner: "alice", Tool: "e2b_sync_in", Outcome: "ok", SandboxID: "sb-in",
+			Transfer: &audit.Transfer{FilesIn: 12, BytesIn: 3482}},
+		{Time: e.now.Add(-3 * time.Minute), Owner: "alice", Tool: "e2b_sync_out", Outcome: "ok", SandboxID: "sb-out",
+			Transfer: &audit.Transfer{FilesOut: 1, BytesOut: 10 << 10}},
+		{Time: e.now.Add(-2 * time.Minute), Owner: "alice", Tool: "e2b_sync_out", Outcome: "ok", SandboxID: "sb-none",
+			Transfer: &audit.Transfer{}},
+		{Time: e.now.Add(-time.Minute), Owner: "alice", Tool: "e2b_exec", Outcome: "ok", SandboxID: "sb-exec"},
+	} {
+		if err := log.Record(en); err != nil {
+			t.Fatal(err)
+		}
+	}
+	log.Close()
+
+	r := e.run(t, "", "audit", "--state-dir", dir)
+	rows := map[string]string{}
+	for _, l := range strings.Split(r.stdout, "\n") {
+		for _, sb := range []string{"sb-in", "sb-out", "sb-none", "sb-exec"} {
+			if strings.Contains(l, sb+" ") {
+				rows[sb] = l
+			}
+		}
+	}
+	if r.code != exitOK || !strings.Contains(r.stdout, "TRANSFER") {
+		t.Fatalf("audit table: %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	for sb, want := range map[string]string{"sb-in": "in 12 files 3.4 KiB", "sb-out": "out 1 file 10.0 KiB",
+		"sb-none": "nothing moved"} {
+		if !strings.Contains(rows[sb], want) {
+			t.Errorf("the row of %s has no %q:\n%s", sb, want, r.stdout)
+		}
+	}
+	if strings.Contains(rows["sb-in"], "out ") || strings.Contains(rows["sb-out"], "in ") {
+		t.Errorf("a direction that moved nothing is shown:\n%s", r.stdout)
+	}
+	if row := rows["sb-exec"]; row == "" || strings.Contains(row, "file") || strings.Contains(row, "moved") {
+		t.Errorf("the row of a call without a transfer shows one:\n%s", r.stdout)
+	}
+}
+
 // A call that started and never ended (its server died while it ran) shows as such: OUTCOME "started", no
 // duration, a note that says what it means, and --decision started finds it.
 func TestAuditShowsCallsThatNeverEnded(t *testing.T) {

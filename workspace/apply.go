@@ -13,6 +13,8 @@ import (
 	"path"
 	"slices"
 	"strings"
+
+	"github.com/e2b-mcp/e2b-mcp/internal/display"
 )
 
 // Compare sets the sandbox's listing against the manifest's base. It returns the changes it can tell from the
@@ -86,11 +88,11 @@ func ReadFetched(r io.Reader, changes []Change, limits Limits) ([]Change, error)
 		}
 		if hdr.Size > limits.MaxFileBytes {
 			return nil, &LimitError{Text: fmt.Sprintf("%s is %s in the sandbox, over the %s limit of one file in a sync; "+
-				"exclude it or remove it there", hdr.Name, byteSize(hdr.Size), byteSize(limits.MaxFileBytes))}
+				"exclude it or remove it there", hdr.Name, display.Size(hdr.Size), display.Size(limits.MaxFileBytes))}
 		}
 		if total += hdr.Size; total > limits.MaxTotalBytes {
 			return nil, &LimitError{Text: fmt.Sprintf("the sandbox's changed files add up to more than %s",
-				byteSize(limits.MaxTotalBytes))}
+				display.Size(limits.MaxTotalBytes))}
 		}
 		data := make([]byte, hdr.Size)
 		if _, err := io.ReadFull(tr, data); err != nil {

@@ -15,6 +15,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/e2b-mcp/e2b-mcp/internal/display"
 )
 
 // Types of Entry.
@@ -163,11 +165,11 @@ func Walk(root *os.Root, opts Options) (*Tree, error) {
 			e.Local = statOf(info)
 			if e.Size > opts.Limits.MaxFileBytes {
 				return &LimitError{Text: fmt.Sprintf("%s is %s, over the %s limit of one file in a sync (a sparse or generated "+
-					"file?); exclude it with exclude", name, byteSize(e.Size), byteSize(opts.Limits.MaxFileBytes))}
+					"file?); exclude it with exclude", name, display.Size(e.Size), display.Size(opts.Limits.MaxFileBytes))}
 			}
 			if t.Bytes += e.Size; t.Bytes > opts.Limits.MaxTotalBytes {
 				return &LimitError{Text: fmt.Sprintf("the files to sync add up to more than %s; exclude what the sandbox does "+
-					"not need (build outputs, dependencies, data) with exclude", byteSize(opts.Limits.MaxTotalBytes))}
+					"not need (build outputs, dependencies, data) with exclude", display.Size(opts.Limits.MaxTotalBytes))}
 			}
 		default:
 			t.LeftOut = append(t.LeftOut, LeftOut{Path: name, Why: WhyNotAFile})
@@ -297,16 +299,4 @@ func (t *Tree) PrunedNames() []string {
 	names := []string{".git"}
 	names = append(names, t.rules["."].prunedNames()...)
 	return append(names, t.extra.prunedNames()...)
-}
-
-func byteSize(n int64) string {
-	switch {
-	case n >= 1<<30:
-		return fmt.Sprintf("%.1f GiB", float64(n)/(1<<30))
-	case n >= 1<<20:
-		return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
-	case n >= 1<<10:
-		return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
-	}
-	return fmt.Sprintf("%d bytes", n)
 }
