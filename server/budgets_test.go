@@ -144,8 +144,11 @@ func TestSandboxHoursBudgetPausesAndResets(t *testing.T) {
 		{"e2b_create_sandbox", map[string]any{}, refusal},
 		{"e2b_manage_sandbox", map[string]any{"sandbox_id": a, "action": "resume"}, refusal},
 		{"e2b_fork_sandbox", map[string]any{"sandbox_id": a}, refusal},
+		// A use does not send the model to a resume that is refused: it says when the budget resets.
 		{"e2b_exec", map[string]any{"sandbox_id": a, "command": "cat keep.txt"},
-			"is paused (by this server, when its owner's sandbox-hours budget was used up)"},
+			"was paused by this server when its owner's sandbox-hours budget was used up: 0.075 of 0.05 sandbox-hours " +
+				"today (sandbox_hours_per_day), which resets at 2026-12-07 00:00 UTC. Its files are kept; " +
+				"e2b_manage_sandbox action resume resumes it once the budget has reset."},
 	} {
 		if msg := mustFail(t, c, call.tool, call.args); !strings.Contains(msg, call.want) {
 			t.Errorf("%s with the budget used up: %s", call.tool, msg)
@@ -156,6 +159,12 @@ func TestSandboxHoursBudgetPausesAndResets(t *testing.T) {
 	}
 
 	clock.Advance(10 * time.Minute) // 00:03:30 the next day: the budget is new
+	// Once it has reset, a use of a sandbox still paused says to resume it, which now works.
+	if msg := mustFail(t, c, "e2b_exec", map[string]any{"sandbox_id": a, "command": "true"}); !strings.Contains(msg,
+		"is paused (by this server, when its owner's sandbox-hours budget was used up); resume it with "+
+			"e2b_manage_sandbox action resume") {
+		t.Errorf("e2b_exec after the budget reset: %s", msg)
+	}
 	mustOK(t, c, "e2b_manage_sandbox", map[string]any{"sandbox_id": a, "action": "resume"})
 	got := mustOK(t, c, "e2b_read_file", map[string]any{"sandbox_id": a, "path": "keep.txt"})
 	if got["content"] != "still here" {

@@ -63,7 +63,7 @@ func (t setCheckpointPolicy) run(_ context.Context, call Caller,
 		return t.policyOf(rec), nil
 	}
 	// A gone sandbox takes no more checkpoints; saying so beats pretending the change meant something.
-	if err := usable(rec, false); err != nil {
+	if err := t.usable(call, rec, false); err != nil {
 		return nil, err
 	}
 	// The new policy is worked out inside the update, from the record as it is then, so that two calls changing

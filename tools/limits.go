@@ -106,6 +106,21 @@ func (b *base) checkHours(call Caller, l policy.Limits) (warning string, err err
 	return l.HoursWarning(u), nil
 }
 
+// hoursUsedUp says which of the owner's sandbox-hours budgets is used up, and when it resets
+// (policy.Limits.HoursUsedUp); "" when none is, or when the owner's use cannot be read (which is logged).
+func (b *base) hoursUsedUp(owner string) string {
+	l := b.limits(owner)
+	if !l.HasHours() {
+		return ""
+	}
+	u, _, err := lifecycle.HoursUse(b.store, owner, b.now())
+	if err != nil {
+		b.log.Warn("reading sandbox-hours", "owner", owner, "err", err)
+		return ""
+	}
+	return l.HoursUsedUp(u)
+}
+
 // record stores a new sandbox's record in one of the places: from then on the record counts instead.
 func (p *places) record(rec state.SandboxRecord) error {
 	if p.res == nil {

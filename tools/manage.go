@@ -52,7 +52,7 @@ func (t manageSandbox) run(ctx context.Context, call Caller, a *manageArgs) (*ma
 		return nil, err
 	}
 	if a.Action != "delete" {
-		if err := usable(rec, false); err != nil {
+		if err := t.usable(call, rec, false); err != nil {
 			return nil, err
 		}
 	}

@@ -80,7 +80,7 @@ func (b *base) sandbox(ctx context.Context, call Caller, id string,
 	if err != nil {
 		return state.SandboxRecord{}, nil, err
 	}
-	if err := usable(rec, false); err != nil {
+	if err := b.usable(call, rec, false); err != nil {
 		return state.SandboxRecord{}, nil, err
 	}
 	c, err := b.client(ctx, call.Owner)
@@ -106,7 +106,7 @@ func (b *base) running(ctx context.Context, call Caller, id string) (inUse, erro
 	if err != nil {
 		return inUse{}, err
 	}
-	if err := usable(rec, true); err != nil {
+	if err := b.usable(call, rec, true); err != nil {
 		return inUse{}, err
 	}
 	c, err := b.client(ctx, call.Owner)
@@ -122,20 +122,29 @@ func (b *base) running(ctx context.Context, call Caller, id string) (inUse, erro
 
 // usable refuses sandboxes that cannot run anything: gone ones always, paused ones when running is needed, unless
 // E2B paused them at their timeout (they are resumed on use).
-func usable(rec state.SandboxRecord, needRunning bool) error {
+func (b *base) usable(call Caller, rec state.SandboxRecord, needRunning bool) error {
 	switch {
 	case rec.State == state.StateGone:
 		return goneError(rec.ID, rec.GoneReason)
 	case needRunning && rec.State == state.StatePaused && !resumable(rec):
-		return pausedError(rec)
+		return b.pausedError(call, rec)
 	}
 	return nil
 }
 
-func pausedError(rec state.SandboxRecord) error {
+// pausedError says how a paused sandbox runs again: by calling again (E2B paused it at its timeout), by a resume,
+// or, while the budget that paused it is still used up (a resume is refused until then), when that budget resets.
+func (b *base) pausedError(call Caller, rec state.SandboxRecord) error {
 	if resumable(rec) {
 		return userErrorf("Sandbox '%s' had been paused by E2B (at its timeout); call again and it is resumed first (or "+
 			"resume it with e2b_manage_sandbox action resume).", rec.ID)
+	}
+	if rec.PausedBy == state.PausedByBudget {
+		if why := b.hoursUsedUp(call.Owner); why != "" {
+			return userErrorf("Sandbox '%s' was paused by this server when its owner's sandbox-hours budget was used "+
+				"up: %s. Its files are kept; e2b_manage_sandbox action resume resumes it once the budget has reset.",
+				rec.ID, why)
+		}
 	}
 	return userErrorf("Sandbox '%s' is paused%s; resume it with e2b_manage_sandbox action resume", rec.ID,
 		pausedByText(rec.PausedBy))
@@ -197,7 +206,7 @@ func (b *base) notRunning(ctx context.Context, c *e2b.Client, call Caller, rec s
 		}
 		rec.State = state.StatePaused
 		b.setPaused(call, rec.ID, rec.PausedBy)
-		return pausedError(rec)
+		return b.pausedError(call, rec)
 	case errors.Is(gerr, e2b.ErrNotFound):
 		b.extended.forget(call.Owner, rec.ID)
 		reason := lifecycle.GoneReason(rec, b.now())
