@@ -14,30 +14,18 @@ import (
 
 	"github.com/e2b-mcp/e2b-mcp/e2b"
 	"github.com/e2b-mcp/e2b-mcp/e2b/e2btest"
+	"github.com/e2b-mcp/e2b-mcp/internal/clocktest"
 	"github.com/e2b-mcp/e2b-mcp/internal/waitfor"
 	"github.com/e2b-mcp/e2b-mcp/state"
 )
 
 const testKey = "e2b_0123456789abcdef0123456789abcdef01234567"
 
-// clock is a controllable time source shared by the store and the sweeper.
-type clock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func (c *clock) Now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.now }
-func (c *clock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = c.now.Add(d)
-}
-
 type fixture struct {
 	srv   *e2btest.Server
 	c     *e2b.Client
 	st    state.Store
-	clock *clock
+	clock *clocktest.Clock // shared by the store and the sweeper
 }
 
 func newFixture(t *testing.T) *fixture { t.Helper(); return newFixtureOn(t, false) }
@@ -45,7 +33,7 @@ func newFixture(t *testing.T) *fixture { t.Helper(); return newFixtureOn(t, fals
 // newFixtureOn is newFixture whose emulator reads the test's clock too when shared is set (else the real one).
 func newFixtureOn(t *testing.T, shared bool) *fixture {
 	t.Helper()
-	clk := &clock{now: time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)}
+	clk := clocktest.New(time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC))
 	opts := e2btest.Options{APIKeys: []string{testKey}}
 	if shared {
 		opts.Now = clk.Now

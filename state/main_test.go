@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/e2b-mcp/e2b-mcp/internal/clocktest"
 	"github.com/e2b-mcp/e2b-mcp/internal/optional"
 	"github.com/e2b-mcp/e2b-mcp/internal/pgtest"
 )
@@ -42,26 +43,9 @@ func TestMain(m *testing.M) {
 
 func testKey(b byte) []byte { return bytes.Repeat([]byte{b}, DataKeySize) }
 
-// fakeClock is an injected clock that tests move by hand.
-type fakeClock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func newFakeClock() *fakeClock {
-	return &fakeClock{t: time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)}
-}
-
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *fakeClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = c.t.Add(d)
+// newFakeClock is an injected clock that tests move by hand.
+func newFakeClock() *clocktest.Clock {
+	return clocktest.New(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC))
 }
 
 func openTestStore(t testing.TB, dir string, opts Options) *Bolt {
@@ -77,7 +61,7 @@ func openTestStore(t testing.TB, dir string, opts Options) *Bolt {
 	return s
 }
 
-func newBoltStore(t testing.TB) (*Bolt, *fakeClock) {
+func newBoltStore(t testing.TB) (*Bolt, *clocktest.Clock) {
 	t.Helper()
 	clock := newFakeClock()
 	return openTestStore(t, t.TempDir(), Options{Now: clock.Now}), clock
@@ -134,7 +118,7 @@ func (k storeKind) open(t testing.TB, where string, opts Options) *testStore {
 	return &testStore{Store: s, where: where}
 }
 
-func (k storeKind) newTestStore(t testing.TB) (*testStore, *fakeClock) {
+func (k storeKind) newTestStore(t testing.TB) (*testStore, *clocktest.Clock) {
 	t.Helper()
 	clock := newFakeClock()
 	return k.open(t, k.fresh(t), Options{Now: clock.Now}), clock

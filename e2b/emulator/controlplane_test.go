@@ -9,10 +9,10 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
+	"github.com/e2b-mcp/e2b-mcp/internal/clocktest"
 	"github.com/e2b-mcp/e2b-mcp/internal/waitfor"
 )
 
@@ -21,17 +21,10 @@ const (
 	cpKeyB = "e2b_00000000000000000000000000000000000000bb"
 )
 
-// testClock is a settable clock for Options.Now.
-type testClock struct {
-	mu sync.Mutex
-	t  time.Time
+// newTestClock is a settable clock for Options.Now.
+func newTestClock() *clocktest.Clock {
+	return clocktest.New(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC))
 }
-
-func newTestClock() *testClock { return &testClock{t: time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)} }
-
-func (c *testClock) Now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
-
-func (c *testClock) Advance(d time.Duration) { c.mu.Lock(); c.t = c.t.Add(d); c.mu.Unlock() }
 
 func newCPServer(t *testing.T, opts Options) *Server {
 	t.Helper()
