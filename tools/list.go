@@ -22,7 +22,7 @@ type sandboxInfo struct {
 	Title          string    `json:"title"`
 	Template       string    `json:"template"`
 	State          string    `json:"state" jsonschema:"enum=running,enum=paused,enum=gone"`
-	PausedBy       string    `json:"paused_by,omitempty" jsonschema:"enum=timeout,enum=call,enum=orphan sweep,enum=budget" jsonschema_description:"For state paused, who paused it: timeout (E2B, when it sat unused for timeout_seconds; the next e2b_exec, e2b_read_file or e2b_write_file resumes it), call (e2b_manage_sandbox), orphan sweep (its session's lease lapsed), budget (the owner's sandbox-hours budget was used up); absent when not known. Only timeout pauses are resumed by use; the others need e2b_manage_sandbox action resume."`
+	PausedBy       string    `json:"paused_by,omitempty" jsonschema:"enum=timeout,enum=call,enum=orphan sweep,enum=budget" jsonschema_description:"For state paused, who paused it: timeout (E2B, when it sat unused for timeout_seconds; the next e2b_exec, e2b_read_file or e2b_write_file resumes it), call (e2b_manage_sandbox), orphan sweep (its session's lease lapsed), budget (the owner's sandbox-hours budget was used up); absent when not known. Only timeout pauses are resumed by use; the others need e2b_manage_sandbox action resume, which a budget pause refuses until the budget resets (a day's at midnight UTC, a month's when the next month begins, UTC)."`
 	GoneReason     string    `json:"gone_reason,omitempty" jsonschema_description:"Why the sandbox is gone, for state gone (killed at its timeout, by the orphan sweep, or outside this server)."`
 	Created        time.Time `json:"created"`
 	TimeoutSeconds int       `json:"timeout_seconds" jsonschema_description:"Seconds the sandbox may sit unused before on_timeout applies."`
