@@ -105,15 +105,32 @@ func startRealEnvd(ctx context.Context, accessToken string, envVars map[string]s
 	if err != nil {
 		return nil, err
 	}
-	run, err := os.MkdirTemp(runBase, "envd-run.")
-	if err != nil {
-		return nil, err
+	return startRealEnvdIn(ctx, dir, accessToken, envVars)
+}
+
+// startAttempts is how many times a start of envd is tried. start.sh finds its envd's pid by a walk of /proc
+// under `set -e`: when another envd ends during the walk (tests start and stop envds side by side), reading the
+// vanished entry fails and start.sh exits 2 without a word. That says nothing of the envd being started, so the
+// start is tried again, in a fresh run directory.
+const startAttempts = 3
+
+// startRealEnvdIn is startRealEnvd with the daemon's directory dir.
+func startRealEnvdIn(ctx context.Context, dir, accessToken string, envVars map[string]string) (*RealEnvd, error) {
+	var r *RealEnvd
+	var out []byte
+	for attempt := 1; ; attempt++ {
+		run, err := os.MkdirTemp(runBase, "envd-run.")
+		if err != nil {
+			return nil, err
+		}
+		r = &RealEnvd{run: run}
+		if out, err = r.start(ctx, dir); err == nil {
+			break
+		} else if attempt == startAttempts || ctx.Err() != nil {
+			return nil, err
+		}
 	}
-	r := &RealEnvd{run: run}
-	out, err := r.start(ctx, dir)
-	if err != nil {
-		return nil, err
-	}
+	run := r.run
 	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
 	vars := map[string]string{}
 	for _, f := range strings.Fields(lines[len(lines)-1]) {

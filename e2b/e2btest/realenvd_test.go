@@ -183,3 +183,44 @@ func envdFile(t *testing.T, r *RealEnvd, method, path, body string) int {
 	defer resp.Body.Close()
 	return resp.StatusCode
 }
+
+// A start of envd that fails the way start.sh does when another envd ends during its walk of /proc (exit 2,
+// nothing said) is tried again, and the envd then started is booted and answers.
+func TestRealEnvdStartTriedAgain(t *testing.T) {
+	real, err := RealEnvdAvailable()
+	if err != nil {
+		why := "not run against the real envd: " + err.Error()
+		if RealEnvdExpected() {
+			optional.Missing(t, why)
+		}
+		optional.Skip(t, why)
+	}
+	// Not under /tmp: start.sh runs where /tmp is the envd's own (privateScript).
+	dir, err := os.MkdirTemp(runBase, "envd-flaky.")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	failed := filepath.Join(dir, "failed-once")
+	script := fmt.Sprintf("#!/bin/sh\n[ -e %[1]q ] || { : >%[1]q; exit 2; }\nexec %[2]q \"$@\"\n",
+		failed, filepath.Join(real, "start.sh"))
+	if err := os.WriteFile(filepath.Join(dir, "start.sh"), []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(filepath.Join(real, "stop.sh"), filepath.Join(dir, "stop.sh")); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	r, err := startRealEnvdIn(ctx, dir, "", nil)
+	if err != nil {
+		t.Fatalf("a start that failed once was not tried again: %v", err)
+	}
+	t.Cleanup(r.Stop)
+	if _, err := os.Stat(failed); err != nil {
+		t.Fatalf("the first start did not fail as planted: %v", err)
+	}
+	if status := envdFile(t, r, http.MethodPost, "/tmp/e2btest-again", "started on the second try"); status != http.StatusOK {
+		t.Fatalf("the envd started on the second try: writing a file: %d", status)
+	}
+}
