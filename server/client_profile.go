@@ -48,7 +48,7 @@ func (s *Server) toolsFor(ctx context.Context, list []mcp.Tool) []mcp.Tool {
 	}
 	out := make([]mcp.Tool, len(list))
 	for i, t := range list {
-		if c.Reads == tools.ReadsStructured && s.imageTools[t.Name] {
+		if c.Reads == tools.ReadsStructured && s.tools[t.Name].Images {
 			t.RawOutputSchema, t.OutputSchema = nil, mcp.ToolOutputSchema{}
 		}
 		if raise {

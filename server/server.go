@@ -74,13 +74,13 @@ type Server struct {
 	limits         httpLimits
 	sweeper        *lifecycle.Sweeper
 	budgets        *lifecycle.Budgets
-	tools          map[string]tools.Tool     // by name: each tool's argument check, defaults and approval view
-	taskTools      map[string]tools.TaskKind // how each tool's calls may become MCP tasks (tasks.go)
-	taskCommands   tools.TaskCommands
-	taskRunners    *taskRunners
-	imageTools     map[string]bool // the tools whose results may carry images (tools.Tool.Images)
-	leases         leaseCache
-	metrics        *metrics
+	// tools are the definitions by name: each tool's argument check, defaults, approval view, whether its calls
+	// may become MCP tasks (tasks.go) and whether its results may carry images.
+	tools        map[string]tools.Tool
+	taskCommands tools.TaskCommands
+	taskRunners  *taskRunners
+	leases       leaseCache
+	metrics      *metrics
 
 	closeOnce sync.Once
 }
@@ -215,12 +215,8 @@ func (s *Server) buildMCP() *mcpserver.MCPServer {
 	}
 	all := tools.All(deps)
 	s.tools = make(map[string]tools.Tool, len(all))
-	s.taskTools = map[string]tools.TaskKind{}
-	s.imageTools = map[string]bool{}
 	for _, t := range all {
 		s.tools[t.Tool.Name] = t
-		s.taskTools[t.Tool.Name] = t.Tasks
-		s.imageTools[t.Tool.Name] = t.Images
 	}
 	s.taskCommands = tools.NewTaskCommands(deps)
 	s.taskRunners = newTaskRunners()

@@ -89,7 +89,7 @@ func (s *Server) taskMessageOf(raw []byte) (m taskMessage, ours bool) {
 	}
 	switch m.Method {
 	case string(mcp.MethodToolsCall):
-		return m, m.declares() && s.taskTools[m.Params.Name] != tools.NoTasks
+		return m, m.declares() && s.tools[m.Params.Name].Tasks != tools.NoTasks
 	case string(mcp.MethodTasksGet), string(mcp.MethodTasksCancel), methodTasksUpdate:
 		return m, true
 	}
@@ -148,7 +148,7 @@ const methodTasksUpdate = "tasks/update"
 // callMayBeTask runs a tools/call offered a task through mcp-go, and answers with a task when the call took the
 // offer, else with the call's own response.
 func (s *Server) callMayBeTask(ctx context.Context, m taskMessage, raw []byte) []byte {
-	if s.taskTools[m.Params.Name] == tools.TaskOfServer {
+	if s.tools[m.Params.Name].Tasks == tools.TaskOfServer {
 		return s.holdAsTask(ctx, m, raw)
 	}
 	offer := &tools.TaskOffer{}
