@@ -3,6 +3,7 @@ package server
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
 	"encoding/json"
 	"errors"
 	"io"
@@ -40,7 +41,14 @@ const (
 // callKey names a call of protocol 2026-07-28 over streamable HTTP.
 type callKey struct {
 	caller tools.Caller
-	id     string // the JSON of the request ID
+	id     string // the SHA-256 of the JSON of the request ID (see keyOf)
+}
+
+// keyOf is the key of caller's request id (its JSON). The protocol sets no bound on an ID's length, and a body may
+// be megabytes long: a digest keeps each early cancel small, so that their bound in number bounds their memory.
+func keyOf(caller tools.Caller, id []byte) callKey {
+	sum := sha256.Sum256(bytes.TrimSpace(id))
+	return callKey{caller: caller, id: string(sum[:])}
 }
 
 // modernCalls are the calls of protocol 2026-07-28 in flight over streamable HTTP, and the cancels that came
@@ -186,11 +194,11 @@ func (s *Server) cancelModernCalls(next http.Handler) http.Handler {
 		switch {
 		case msg.Method == string(mcp.MethodNotificationCancelled) && len(msg.ID) == 0:
 			if len(msg.Params.RequestID) > 0 {
-				s.modern.cancel(callKey{caller, string(bytes.TrimSpace(msg.Params.RequestID))}, s.cfg.Now())
+				s.modern.cancel(keyOf(caller, msg.Params.RequestID), s.cfg.Now())
 			}
 			w.WriteHeader(http.StatusAccepted)
 		case msg.Method == string(mcp.MethodToolsCall) && len(msg.ID) > 0:
-			ctx, done := s.modern.start(r.Context(), callKey{caller, string(bytes.TrimSpace(msg.ID))})
+			ctx, done := s.modern.start(r.Context(), keyOf(caller, msg.ID))
 			defer done()
 			next.ServeHTTP(w, r.WithContext(ctx))
 		default:

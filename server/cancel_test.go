@@ -113,10 +113,10 @@ func TestModernCancelIsTheCallersOwn(t *testing.T) {
 func TestEarlyCancelsBoundedPerOwner(t *testing.T) {
 	m := newModernCalls()
 	now := time.Now()
-	alice := callKey{caller: tools.Caller{Owner: "alice", Session: "s"}, id: "7"}
+	alice := keyOf(tools.Caller{Owner: "alice", Session: "s"}, []byte("7"))
 	m.cancel(alice, now)
 	bob := func(i int) callKey {
-		return callKey{caller: tools.Caller{Owner: "bob", Session: "s"}, id: strconv.Itoa(i)}
+		return keyOf(tools.Caller{Owner: "bob", Session: "s"}, strconv.AppendInt(nil, int64(i), 10))
 	}
 	const flood = 3 * maxEarlyCancels
 	for i := range flood {

@@ -22,7 +22,18 @@ import (
 // most a minute.
 func Post(t testing.TB, url, token string, id int, method string, params map[string]any) (res, rpcErr map[string]any) {
 	t.Helper()
-	body, err := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": id, "method": method, "params": params})
+	return Answer(t, method, Exchange(t, url, token, id, method, params))
+}
+
+// Exchange is Post for any id (a json.RawMessage is sent as it is; nil sends a notification), returning the
+// response as it came: the JSON-RPC message, or nil when there is none (a notification's 202).
+func Exchange(t testing.TB, url, token string, id any, method string, params map[string]any) []byte {
+	t.Helper()
+	msg := map[string]any{"jsonrpc": "2.0", "method": method, "params": params}
+	if id != nil {
+		msg["id"] = id
+	}
+	body, err := json.Marshal(msg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -52,7 +63,13 @@ func Post(t testing.TB, url, token string, id int, method string, params map[str
 	if err != nil {
 		t.Fatal(err)
 	}
-	return Answer(t, method, ssetest.Response(resp.Header.Get("Content-Type"), raw))
+	if id == nil && resp.StatusCode != http.StatusAccepted {
+		t.Fatalf("the notification %s was answered %s: %s", method, resp.Status, raw)
+	}
+	if id == nil {
+		return nil
+	}
+	return ssetest.Response(resp.Header.Get("Content-Type"), raw)
 }
 
 // Answer is the result and error of raw, the JSON-RPC response to a request of method; one that is not JSON fails t.

@@ -62,3 +62,34 @@ func TestAnswerReadsAnError(t *testing.T) {
 		t.Fatalf("result %v, error %v", res, rpcErr)
 	}
 }
+
+// Exchange sends an id given as JSON as it is, and a notification without one, which it expects answered 202.
+func TestExchangeSendsRawIDsAndNotifications(t *testing.T) {
+	var ids []json.RawMessage
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var msg struct {
+			ID json.RawMessage `json:"id"`
+		}
+		raw, _ := io.ReadAll(r.Body)
+		_ = json.Unmarshal(raw, &msg)
+		ids = append(ids, msg.ID)
+		if msg.ID == nil {
+			w.WriteHeader(http.StatusAccepted)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = io.WriteString(w, `{"jsonrpc":"2.0","id":`+string(msg.ID)+`,"result":{}}`)
+	}))
+	defer srv.Close()
+
+	const id = "123456789012345678901234567890"
+	if got := Exchange(t, srv.URL, "", json.RawMessage(id), "tools/call", nil); string(got) != `{"jsonrpc":"2.0","id":`+id+`,"result":{}}` {
+		t.Errorf("the answer to a call read as %q", got)
+	}
+	if got := Exchange(t, srv.URL, "", nil, "notifications/cancelled", nil); got != nil {
+		t.Errorf("a notification's answer read as %q, want none", got)
+	}
+	if len(ids) != 2 || string(ids[0]) != id || ids[1] != nil {
+		t.Errorf("the server saw the ids %q, want %s and none", ids, id)
+	}
+}
