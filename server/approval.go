@@ -211,10 +211,10 @@ func (s *Server) askOutside(b policy.Binding, shown policy.Call, dec policy.Deci
 func (s *Server) routeOutside(p policy.Pending) string {
 	command := fmt.Sprintf("`%s` in a terminal (`%s` shows the whole call first)", s.approveCommand(p.ID),
 		s.approveCommand("show "+p.ID))
-	link := s.approvalLink(p.ID)
+	link := s.pages.approvalLink(p.ID)
 	if link == "" {
 		who := "the user"
-		if !s.approvalPage.Offered() {
+		if !s.pages.approval.Offered() {
 			who = "an operator of this server"
 		}
 		return fmt.Sprintf("ask %s to run %s, then call this tool again with the same arguments.", who, command)

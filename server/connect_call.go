@@ -53,10 +53,10 @@ func runNoting(ctx context.Context, next mcpserver.ToolHandlerFunc,
 // request to the client; the call is not over.
 func (s *Server) connect(ctx context.Context, req mcp.CallToolRequest, caller tools.Caller, args map[string]any,
 	res *mcp.CallToolResult, err error) (*mcp.CallToolResult, error) {
-	if s.connector == nil {
+	if s.pages.connect == nil {
 		return res, err
 	}
-	link, expires, lerr := s.connectLink(caller.Owner)
+	link, expires, lerr := s.pages.connectLink(caller.Owner)
 	if lerr != nil {
 		s.log.Warn("no connect link", "owner", caller.Owner, "error", lerr)
 		return res, err
@@ -64,7 +64,7 @@ func (s *Server) connect(ctx context.Context, req mcp.CallToolRequest, caller to
 	if caps := clientElicitation(ctx); caps == nil || caps.URL == nil {
 		return s.connectionRequired(caller.Owner, link, expires), nil
 	}
-	state, err := s.connectTickets.Issue(policy.BindingFor(caller.Owner, caller.Session, req.Params.Name, args))
+	state, err := s.pages.connectTickets.Issue(policy.BindingFor(caller.Owner, caller.Session, req.Params.Name, args))
 	if err != nil {
 		return s.connectionRequired(caller.Owner, link, expires), nil
 	}
@@ -81,11 +81,11 @@ func (s *Server) connect(ctx context.Context, req mcp.CallToolRequest, caller to
 func (s *Server) resumeConnect(ctx context.Context, req mcp.CallToolRequest, caller tools.Caller,
 	args map[string]any) (res *mcp.CallToolResult, handled bool) {
 	answer := mcpserver.ElicitationResponse(req.Params.InputResponses, connectInputID)
-	if answer == nil || s.connector == nil {
+	if answer == nil || s.pages.connect == nil {
 		return nil, false
 	}
 	binding := policy.BindingFor(caller.Owner, caller.Session, req.Params.Name, args)
-	if err := s.connectTickets.Redeem(req.Params.RequestState, binding); errors.Is(err, tickets.ErrNotThisCalls) {
+	if err := s.pages.connectTickets.Redeem(req.Params.RequestState, binding); errors.Is(err, tickets.ErrNotThisCalls) {
 		return mcp.NewToolResultError("The answer to the connect request does not belong to this call. " +
 			"Call the tool again."), true
 	} else if err != nil {
@@ -93,10 +93,10 @@ func (s *Server) resumeConnect(ctx context.Context, req mcp.CallToolRequest, cal
 			". Call the tool again."), true
 	}
 	accepted := answer.Action == mcp.ElicitationResponseActionAccept
-	if accepted && s.connector.WaitForKey(ctx, caller.Owner, pages.ConnectLinkTTL) {
+	if accepted && s.pages.connect.WaitForKey(ctx, caller.Owner, pages.ConnectLinkTTL) {
 		return nil, false // the key is there: run the call
 	}
-	link, expires, err := s.connectLink(caller.Owner)
+	link, expires, err := s.pages.connectLink(caller.Owner)
 	if err != nil {
 		return mcp.NewToolResultError(tools.ConnectionRequired(caller.Owner)), true
 	}

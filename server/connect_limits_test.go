@@ -50,12 +50,12 @@ func hammer(t *testing.T, link string, n int) {
 // and so does the hammered link in its owner's browser.
 func TestConnectLinkHammeredLeavesOtherLinksWorking(t *testing.T) {
 	f := newConnectFixture(t, nil)
-	link, _, err := f.srv.connectLink("alice")
+	link, _, err := f.srv.pages.connectLink("alice")
 	if err != nil {
 		t.Fatal(err)
 	}
 	hammer(t, link, pages.ConnectLimits.Links)
-	bobs, _, err := f.srv.connectLink("bob")
+	bobs, _, err := f.srv.pages.connectLink("bob")
 	if err != nil {
 		t.Fatalf("bob's link after alice's was hammered: %v", err)
 	}
@@ -78,11 +78,11 @@ func TestRepeatedCallsGetTheOwnersLiveLink(t *testing.T) {
 		t.Fatalf("two calls without a key named %q and %q, want one live link", first, second)
 	}
 	for range pages.ConnectLimits.Links {
-		if _, _, err := f.srv.connectLink("alice"); err != nil {
+		if _, _, err := f.srv.pages.connectLink("alice"); err != nil {
 			t.Fatal(err)
 		}
 	}
-	bobs, _, err := f.srv.connectLink("bob")
+	bobs, _, err := f.srv.pages.connectLink("bob")
 	if err != nil {
 		t.Fatalf("bob's link after alice's calls: %v", err)
 	}
@@ -95,7 +95,7 @@ func TestRepeatedCallsGetTheOwnersLiveLink(t *testing.T) {
 // opening the same link gets a session of its own, which does not stand for the first one's.
 func TestConnectLinkReopenedKeepsTheBrowsersSession(t *testing.T) {
 	f := newConnectFixture(t, nil)
-	link, _, err := f.srv.connectLink("alice")
+	link, _, err := f.srv.pages.connectLink("alice")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -239,7 +239,7 @@ func TestConnectionRequiredNamesThePage(t *testing.T) {
 // Every way to misuse the page is refused, leaves nothing stored, and no page ever shows the key.
 func TestConnectPageRefusals(t *testing.T) {
 	f := newConnectFixture(t, nil)
-	link, _, err := f.srv.connectLink("alice")
+	link, _, err := f.srv.pages.connectLink("alice")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -314,7 +314,7 @@ func TestConnectLinkExpires(t *testing.T) {
 	var mu sync.Mutex
 	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
 	f := newConnectFixture(t, func(c *Config) { c.Now = clock })
-	link, _, err := f.srv.connectLink("alice")
+	link, _, err := f.srv.pages.connectLink("alice")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -358,14 +358,14 @@ func writeFile(path, content string) error { return os.WriteFile(path, []byte(co
 func TestConnectTicketIsNoApproval(t *testing.T) {
 	f := newConnectFixture(t, nil)
 	b := policy.BindingFor("alice", "s1", "e2b_manage_sandbox", map[string]any{"sandbox_id": "x", "action": "delete"})
-	state, err := f.srv.connectTickets.Issue(b)
+	state, err := f.srv.pages.connectTickets.Issue(b)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if f.srv.elicit.Redeem(state, b) == nil {
 		t.Fatal("a connect request's state was accepted as an approval")
 	}
-	if f.srv.connectTickets.Redeem(state, b) != nil {
+	if f.srv.pages.connectTickets.Redeem(state, b) != nil {
 		t.Fatal("the connect request's own state was refused")
 	}
 }

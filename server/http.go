@@ -17,7 +17,6 @@ import (
 
 	"github.com/e2b-mcp/e2b-mcp/internal/loopback"
 	"github.com/e2b-mcp/e2b-mcp/server/browsers"
-	"github.com/e2b-mcp/e2b-mcp/server/pages"
 	"github.com/e2b-mcp/e2b-mcp/tools"
 )
 
@@ -76,11 +75,7 @@ func (s *Server) newHTTPTransport() *httpTransport {
 		handle(mcpserver.WellKnownProtectedResourcePath, meta)
 		handle(mcpserver.ProtectedResourceMetadataPath(o.Resource), meta)
 	}
-	if s.connector != nil {
-		handle(pages.PathConnect, s.connector) // members' browsers carry no bearer token: the page checks who they are
-	}
-	// A human's browser: the page checks its link, the POST's origin and CSRF token.
-	handle(pages.PathApprove, s.approvalPage)
+	s.pages.handle(handle)
 	// Outermost first: the page's origin, the body's type and size, then the caller.
 	mcpCalls := s.cancelModernCalls(withPOSTNotifier(s.serveTasks(t.streamable)))
 	handle(PathMCP, rules.GuardOrigin(s.limits.limitBody(s.authenticate(mcpCalls))))

@@ -4,14 +4,18 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"net/http"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/e2b-mcp/e2b-mcp/credentials"
+	"github.com/e2b-mcp/e2b-mcp/server/browsers"
 	"github.com/e2b-mcp/e2b-mcp/server/oauth"
 	"github.com/e2b-mcp/e2b-mcp/server/pages"
+	"github.com/e2b-mcp/e2b-mcp/server/tickets"
 	"github.com/e2b-mcp/e2b-mcp/state"
 )
 
@@ -65,40 +69,63 @@ func (s *Server) setUpConnectPage() error {
 	if s.cfg.PublicURL != "" && s.cfg.Transport != TransportStdio {
 		c.SetBase(s.cfg.PublicURL) // checked by Config.Check
 	}
-	s.connector = c
+	s.pages.connect = c
 	var err error
-	s.connectTickets, err = s.newTickets("e2b-mcp connect tickets")
+	s.pages.connectTickets, err = s.newTickets("e2b-mcp connect tickets")
 	return err
+}
+
+// browserPages are the server's pages for people's browsers (server/pages): the connect page, the approval page
+// and, over stdio, the listener on 127.0.0.1 that serves them.
+type browserPages struct {
+	// connect is the connect page (nil: none); connectTickets sign the request states of its input requests, with
+	// a key of their own so that they never pass for approvals (elicit's).
+	connect        *pages.Connect
+	connectTickets *tickets.Tickets
+	approval       *pages.Approval // where a human answers an approval the client did not ask about
+	// stdio: the pages are served on a listener of their own on 127.0.0.1 (local), started when first needed,
+	// behind the same Host rule as the HTTP listener's.
+	stdio bool
+	rules browsers.Rules
+	log   *slog.Logger
+
+	localMu sync.Mutex
+	local   *http.Server
 }
 
 // connectLink gives a link to the connect page for owner, and when it expires (see pages.Connect.Link); over stdio
 // it starts the local page first.
-func (s *Server) connectLink(owner string) (string, time.Time, error) {
-	if s.cfg.Transport == TransportStdio {
-		if err := s.startLocalPage(); err != nil {
+func (p *browserPages) connectLink(owner string) (string, time.Time, error) {
+	if p.stdio {
+		if err := p.startLocal(); err != nil {
 			return "", time.Time{}, err
 		}
 	}
-	return s.connector.Link(owner)
+	return p.connect.Link(owner)
 }
 
-// localPage serves a stdio server's browser pages, the connect page and the approval page: an HTTP listener on
-// 127.0.0.1 serving nothing else.
-type localPage struct {
-	srv *http.Server
+// handle gives handle the pages and their paths.
+func (p *browserPages) handle(handle func(pattern string, h http.Handler)) {
+	if p.connect != nil {
+		handle(pages.PathConnect, p.connect) // members' browsers carry no bearer token: the page checks who they are
+	}
+	// A human's browser: the page checks its link, the POST's origin and CSRF token.
+	handle(pages.PathApprove, p.approval)
 }
 
-func (p *localPage) close() {
-	ctx, cancel := context.WithTimeout(context.Background(), shutdownGrace)
-	defer cancel()
-	_ = p.srv.Shutdown(ctx)
+// setBase makes base the address of the pages' links.
+func (p *browserPages) setBase(base string) {
+	if p.connect != nil {
+		p.connect.SetBase(base)
+	}
+	p.approval.SetBase(base)
 }
 
-// startLocalPage starts the stdio server's pages on a free loopback port, once.
-func (s *Server) startLocalPage() error {
-	s.localPageMu.Lock()
-	defer s.localPageMu.Unlock()
-	if s.localPage != nil {
+// startLocal starts the stdio server's pages on a free loopback port, once.
+func (p *browserPages) startLocal() error {
+	p.localMu.Lock()
+	defer p.localMu.Unlock()
+	if p.local != nil {
 		return nil
 	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -107,24 +134,32 @@ func (s *Server) startLocalPage() error {
 	}
 	base := "http://" + ln.Addr().String()
 	mux := http.NewServeMux()
-	if s.connector != nil {
-		mux.Handle(pages.PathConnect, s.connector)
-		s.connector.SetBase(base)
-	}
-	mux.Handle(pages.PathApprove, s.approvalPage)
-	s.approvalPage.SetBase(base)
+	p.handle(func(pattern string, h http.Handler) { mux.Handle(pattern, h) })
+	p.setBase(base)
 	// The same Host rule as the HTTP listener's: a page of a domain rebound to 127.0.0.1 gets nothing here.
-	srv := &http.Server{Handler: s.browserRules().GuardHost(mux), ReadHeaderTimeout: 15 * time.Second}
+	srv := &http.Server{Handler: p.rules.GuardHost(mux), ReadHeaderTimeout: 15 * time.Second}
 	go func() { _ = srv.Serve(ln) }()
-	s.localPage = &localPage{srv: srv}
-	s.log.Info("serving the connect and approval pages", "url", base)
+	p.local = srv
+	p.log.Info("serving the connect and approval pages", "url", base)
 	return nil
+}
+
+// close stops the local pages' listener, if it was started.
+func (p *browserPages) close() {
+	p.localMu.Lock()
+	defer p.localMu.Unlock()
+	if p.local == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), shutdownGrace)
+	defer cancel()
+	_ = p.local.Shutdown(ctx)
 }
 
 // setUpApprovalPage makes the page: its links are signed with a key of this process, or, for replicas that
 // share a database, one derived from their data key, so that a link made by one works on all of them (the
 // approvals are in the database too). A team server's page is at the public URL; an HTTP server on loopback
-// serves it on its listener, a stdio server on a listener of its own on 127.0.0.1 (see startLocalPage).
+// serves it on its listener, a stdio server on a listener of its own on 127.0.0.1 (see browserPages.startLocal).
 func (s *Server) setUpApprovalPage() error {
 	key, err := s.linkKey(pages.ApprovalKeyLabel)
 	if err != nil {
@@ -137,9 +172,9 @@ func (s *Server) setUpApprovalPage() error {
 		}
 		o.Unprovable = s.tokens == nil
 	}
-	s.approvalPage = pages.NewApproval(o)
+	s.pages.approval = pages.NewApproval(o)
 	if s.cfg.PublicURL != "" && s.cfg.Transport != TransportStdio {
-		s.approvalPage.SetBase(s.cfg.PublicURL) // checked by Config.Check
+		s.pages.approval.SetBase(s.cfg.PublicURL) // checked by Config.Check
 	}
 	return nil
 }
@@ -147,15 +182,15 @@ func (s *Server) setUpApprovalPage() error {
 // approvalLink is the link to the page for request id; "" when the page has no address (an HTTP server on a
 // public interface without --public-url) or its callers cannot prove themselves on it. Over stdio it starts the
 // local page first.
-func (s *Server) approvalLink(id string) string {
-	if !s.approvalPage.Offered() {
+func (p *browserPages) approvalLink(id string) string {
+	if !p.approval.Offered() {
 		return ""
 	}
-	if s.cfg.Transport == TransportStdio {
-		if err := s.startLocalPage(); err != nil {
-			s.log.Warn("no approval page", "error", err)
+	if p.stdio {
+		if err := p.startLocal(); err != nil {
+			p.log.Warn("no approval page", "error", err)
 			return ""
 		}
 	}
-	return s.approvalPage.Link(id)
+	return p.approval.Link(id)
 }

@@ -211,10 +211,7 @@ func (s *Server) ServeHTTP(ctx context.Context, ln net.Listener) error {
 
 	if s.cfg.PublicURL == "" {
 		if host, _, _ := net.SplitHostPort(ln.Addr().String()); loopback.Host(host) {
-			if s.connector != nil {
-				s.connector.SetBase("http://" + ln.Addr().String())
-			}
-			s.approvalPage.SetBase("http://" + ln.Addr().String())
+			s.pages.setBase("http://" + ln.Addr().String())
 		} else {
 			s.log.Warn("the connect and approval pages have no address to give members: set --public-url")
 		}

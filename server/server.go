@@ -26,7 +26,6 @@ import (
 	"github.com/e2b-mcp/e2b-mcp/policy"
 	"github.com/e2b-mcp/e2b-mcp/server/httpauth"
 	"github.com/e2b-mcp/e2b-mcp/server/oauth"
-	"github.com/e2b-mcp/e2b-mcp/server/pages"
 	"github.com/e2b-mcp/e2b-mcp/server/preview"
 	"github.com/e2b-mcp/e2b-mcp/server/tickets"
 	"github.com/e2b-mcp/e2b-mcp/state"
@@ -58,22 +57,16 @@ type Server struct {
 	oauth      *oauth.Verifier     // nil: no OAuth
 	bearer     *httpauth.Bearer    // nil: neither tokens nor OAuth, no HTTP caller authenticates
 	authServer *oauth.AuthServer   // nil: no OAuth
-	// connector is the connect page (nil: none); connectTickets sign the request states of its input requests,
-	// with a key of their own so that they never pass for approvals (elicit's).
-	connector      *pages.Connect
-	connectTickets *tickets.Tickets
-	dataKeys       state.KeySource // the state store's: replicas derive their tickets' keys from it
-	approvalPage   *pages.Approval // where a human answers an approval the client did not ask about
-	localPage      *localPage      // stdio: the connect and approval pages on 127.0.0.1, started when first needed
-	previews       *preview.Proxy  // private previews' proxy; nil when previews are public
-	localPageMu    sync.Mutex
-	backend        *startedBackend // nil until started
-	elicit         *tickets.Tickets
-	sessions       *sessionOwners
-	modern         *modernCalls // calls of protocol 2026-07-28 over streamable HTTP, for their cancels
-	limits         httpLimits
-	sweeper        *lifecycle.Sweeper
-	budgets        *lifecycle.Budgets
+	pages      *browserPages       // the connect and approval pages
+	dataKeys   state.KeySource     // the state store's: replicas derive their tickets' keys from it
+	previews   *preview.Proxy      // private previews' proxy; nil when previews are public
+	backend    *startedBackend     // nil until started
+	elicit     *tickets.Tickets
+	sessions   *sessionOwners
+	modern     *modernCalls // calls of protocol 2026-07-28 over streamable HTTP, for their cancels
+	limits     httpLimits
+	sweeper    *lifecycle.Sweeper
+	budgets    *lifecycle.Budgets
 	// tools are the definitions by name: each tool's argument check, defaults, approval view, whether its calls
 	// may become MCP tasks (tasks.go) and whether its results may carry images.
 	tools        map[string]tools.Tool
@@ -147,6 +140,7 @@ func New(cfg Config) (*Server, error) {
 	if s.elicit, err = s.newTickets("e2b-mcp approval tickets"); err != nil {
 		return nil, err
 	}
+	s.pages = &browserPages{stdio: cfg.Transport == TransportStdio, rules: s.browserRules(), log: s.log}
 	if err := s.setUpConnectPage(); err != nil {
 		return nil, err
 	}
@@ -263,8 +257,8 @@ func (s *Server) Close() error {
 		if s.backend != nil {
 			s.backend.close()
 		}
-		if s.localPage != nil {
-			s.localPage.close()
+		if s.pages != nil {
+			s.pages.close()
 		}
 		if s.previews != nil {
 			s.previews.Close()

@@ -39,7 +39,7 @@ func TestTicketsOfReplicasAreShared(t *testing.T) {
 	b := policy.BindingFor("alice", "s1", "e2b_manage_sandbox", map[string]any{"sandbox_id": "sbx1", "action": "delete"})
 	kinds := map[string]func(*Server) *tickets.Tickets{
 		"approval": func(s *Server) *tickets.Tickets { return s.elicit },
-		"connect":  func(s *Server) *tickets.Tickets { return s.connectTickets },
+		"connect":  func(s *Server) *tickets.Tickets { return s.pages.connectTickets },
 	}
 	for name, kind := range kinds {
 		t.Run(name, func(t *testing.T) {
