@@ -21,8 +21,8 @@ var layers = [][]string{
 	{"cli"},
 	{"server"},
 	// The server's rooms, one job each, which the server wires together. httpauth tells OAuth's refusals apart,
-	// and the pages' tests sign in with oauth.
-	{"server/pages", "server/httpauth"},
+	// the pages' tests sign in with oauth, and the MCP transports (mcphttp) keep browsers from reading SSE.
+	{"server/pages", "server/httpauth", "server/mcphttp"},
 	{"server/preview", "server/oauth", "server/browsers", "server/tickets"},
 	{"tools"},
 	{"egress"},

@@ -151,52 +151,6 @@ func TestHTTPSessionNamesBounded(t *testing.T) {
 	}
 }
 
-// One owner cannot hold protocol sessions without end by initializing over and over: past the bound the least
-// recently used streamable session is ended (its ID no longer works, and mcp-go lets go of it) and the one in use
-// goes on working. SSE streams have a bound of their own: see TestIdleSSEStreamsLeaveStreamableClientsAlone.
-func TestHTTPProtocolSessionsBounded(t *testing.T) {
-	tokens, toks := tokensFor(t, "alice", "bob")
-	f := newFixture(t, fixtureOpts{transport: TransportHTTP, tokensFile: tokens, policy: allowAll})
-	base := serveHTTP(t, f)
-	bob := streamableClient(t, base, toks["bob"], "", eras[1])
-	defer bob.Close()
-	kept := streamableClient(t, base, toks["alice"], "", eras[1])
-	defer kept.Close()
-
-	initialize := func() string {
-		_, h, body := do(t, http.MethodPost, base+PathMCP, "Bearer "+toks["alice"], initializeBody, nil)
-		id := h.Get("Mcp-Session-Id")
-		if id == "" {
-			t.Fatalf("initialize gave no session: %s", body)
-		}
-		return id
-	}
-	first := initialize()
-	if err := f.srv.mcp.DeleteSessionTools(first); err != nil {
-		t.Fatalf("mcp-go does not hold a session just made: %v", err)
-	}
-	for range 2 * maxProtocolSessions {
-		initialize()
-		listIDs(t, kept) // in use all along: never the least recently used
-	}
-	f.srv.sessions.mu.Lock()
-	alice, total := f.srv.sessions.perOwner[sessionKind{"alice", false}], len(f.srv.sessions.sessions)
-	f.srv.sessions.mu.Unlock()
-	if alice > maxProtocolSessions || total > maxProtocolSessions+1 {
-		t.Fatalf("alice holds %d protocol sessions (%d in all), want at most %d", alice, total, maxProtocolSessions)
-	}
-	ping := `{"jsonrpc":"2.0","id":2,"method":"ping"}`
-	if code, _, _ := do(t, http.MethodPost, base+PathMCP, "Bearer "+toks["alice"], ping,
-		map[string]string{"Mcp-Session-Id": first, "Mcp-Protocol-Version": "2025-11-25"}); code != http.StatusNotFound {
-		t.Errorf("an ended session: HTTP %d, want 404", code)
-	}
-	// mcp-go let go of it too (it is ended in the background).
-	waitfor.Until(t, 10*time.Second, "mcp-go to let go of the ended session", func() bool {
-		return f.srv.mcp.DeleteSessionTools(first) != nil
-	})
-	listIDs(t, bob) // another owner's session is untouched
-}
-
 // Large bodies are read a few at a time, so that many at once cannot add up: while every place is held by a
 // client sending slowly, another large body waits and is turned away (503) after half its read time, and a small
 // call goes through.

@@ -31,6 +31,12 @@ func identityFrom(ctx context.Context) (tools.Caller, bool) {
 	return c, ok
 }
 
+// ownerOf is the owner of an HTTP request's authenticated caller, for the transports' protocol sessions.
+func ownerOf(ctx context.Context) (string, bool) {
+	c, ok := identityFrom(ctx)
+	return c.Owner, ok
+}
+
 // callerFor is who makes the call: the HTTP identity, or over stdio (and in-process) the configured owner and
 // session. With bearer tokens configured a call without an authenticated identity is refused outright.
 func (s *Server) callerFor(ctx context.Context) (tools.Caller, error) {

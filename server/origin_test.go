@@ -196,7 +196,7 @@ func serveTransport(t *testing.T, srv *Server) (string, []string) {
 	hs := &http.Server{Handler: tr.handler, ReadHeaderTimeout: 10 * time.Second}
 	go func() { _ = hs.Serve(ln) }()
 	t.Cleanup(func() {
-		tr.sse.CloseSessions()
+		_ = tr.mcp.Shutdown(t.Context())
 		_ = hs.Close()
 	})
 	return "http://" + ln.Addr().String(), tr.patterns

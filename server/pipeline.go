@@ -81,7 +81,7 @@ func (a answers[R]) refusal(outcome, text string) reply[R] {
 // there to stop. Denied and declined requests never run, so never reach E2B.
 func govern[R any](ctx context.Context, s *Server, g governed[R]) (R, error) {
 	start := s.cfg.Now()
-	ctx, done := s.sessions.track(ctx)
+	ctx, done := s.sessions.Track(ctx)
 	defer done()
 	caller, err := s.callerFor(ctx)
 	if err != nil {

@@ -227,8 +227,7 @@ func (s *Server) ServeHTTP(ctx context.Context, ln net.Listener) error {
 	s.log.Info("shutting down; sandboxes are left as they are")
 	shutdownCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), shutdownGrace)
 	defer cancel()
-	t.sse.CloseSessions()
-	errs := []error{t.streamable.Shutdown(shutdownCtx), srv.Shutdown(shutdownCtx)}
+	errs := []error{t.mcp.Shutdown(shutdownCtx), srv.Shutdown(shutdownCtx)}
 	if err := <-errc; !errors.Is(err, http.ErrServerClosed) {
 		errs = append(errs, err)
 	}

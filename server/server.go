@@ -25,6 +25,7 @@ import (
 	"github.com/e2b-mcp/e2b-mcp/lifecycle"
 	"github.com/e2b-mcp/e2b-mcp/policy"
 	"github.com/e2b-mcp/e2b-mcp/server/httpauth"
+	"github.com/e2b-mcp/e2b-mcp/server/mcphttp"
 	"github.com/e2b-mcp/e2b-mcp/server/oauth"
 	"github.com/e2b-mcp/e2b-mcp/server/preview"
 	"github.com/e2b-mcp/e2b-mcp/server/tickets"
@@ -62,7 +63,7 @@ type Server struct {
 	previews   *preview.Proxy      // private previews' proxy; nil when previews are public
 	backend    *startedBackend     // nil until started
 	elicit     *tickets.Tickets
-	sessions   *sessionOwners
+	sessions   *mcphttp.Sessions
 	modern     *modernCalls // calls of protocol 2026-07-28 over streamable HTTP, for their cancels
 	limits     httpLimits
 	sweeper    *lifecycle.Sweeper
@@ -86,7 +87,7 @@ func New(cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{cfg: cfg, log: cfg.Logger, sessions: newSessionOwners(), modern: newModernCalls(),
+	s := &Server{cfg: cfg, log: cfg.Logger, sessions: mcphttp.NewSessions(ownerOf), modern: newModernCalls(),
 		limits: newHTTPLimits(cfg.Tools), leases: leaseCache{last: map[tools.Caller]time.Time{}}}
 	ok := false
 	defer func() {
@@ -188,7 +189,7 @@ func (s *Server) newBearer() *httpauth.Bearer {
 func (s *Server) buildMCP() *mcpserver.MCPServer {
 	hooks := &mcpserver.Hooks{}
 	hooks.AddOnUnregisterSession(func(_ context.Context, cs mcpserver.ClientSession) {
-		s.sessions.forget(cs.SessionID())
+		s.sessions.Forget(cs.SessionID())
 	})
 	hooks.AddAfterListResources(s.listSandboxFiles)
 	m := mcpserver.NewMCPServer(s.cfg.Name, s.cfg.Version, append(identityOptions(),

@@ -17,6 +17,7 @@ import (
 
 	"github.com/mark3labs/mcp-go/mcp"
 
+	"github.com/e2b-mcp/e2b-mcp/server/mcphttp"
 	"github.com/e2b-mcp/e2b-mcp/state"
 	"github.com/e2b-mcp/e2b-mcp/tools"
 )
@@ -371,13 +372,7 @@ func (s *Server) serveTasks(next http.Handler) http.Handler {
 			next.ServeHTTP(w, r)
 			return
 		}
-		answer := s.answerTask(r.Context(), m, body)
-		if p, ok := w.(*postStream); ok {
-			p.respond(answer)
-			return
-		}
-		w.Header().Set("Content-Type", "application/json")
-		_, _ = w.Write(answer)
+		mcphttp.Respond(w, s.answerTask(r.Context(), m, body))
 	})
 }
 

@@ -1,26 +1,32 @@
-package server
+package mcphttp
 
 import (
+	"bufio"
 	"context"
+	"errors"
 	"io"
 	"net/http"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/mark3labs/mcp-go/client"
+	"github.com/mark3labs/mcp-go/mcp"
 
 	"github.com/e2b-mcp/e2b-mcp/internal/clocktest"
 	"github.com/e2b-mcp/e2b-mcp/internal/waitfor"
 )
 
 // openSSEStream opens an SSE stream for token and returns its answer, whose body stays open until the stream ends.
-func openSSEStream(t *testing.T, base, token string) *http.Response {
+func openSSEStream(t *testing.T, base, owner string) *http.Response {
 	t.Helper()
 	ctx, cancel := context.WithCancel(t.Context())
 	t.Cleanup(cancel)
 	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, base+PathSSE, nil)
-	req.Header.Set("Authorization", "Bearer "+token)
+	req.Header.Set("Authorization", "Bearer "+owner)
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
@@ -48,29 +54,18 @@ func streamEnds(body io.Reader, wait time.Duration) bool {
 // bounded apart, so 150 idle streams end the oldest streams, not a 2025-11-25 client's session, and every call
 // of five such clients goes through.
 func TestIdleSSEStreamsLeaveStreamableClientsAlone(t *testing.T) {
-	tokens, toks := tokensFor(t, "alice")
-	f := newFixture(t, fixtureOpts{transport: TransportHTTP, tokensFile: tokens, policy: allowAll})
-	base := serveHTTP(t, f)
+	clock := clocktest.New(time.Now())
+	x := serve(t, clock.Now)
 	var clients []func()
 	for range 5 {
-		c := streamableClient(t, base, toks["alice"], "", eras[1])
-		defer c.Close()
-		clients = append(clients, func() {
-			res := callTool(t, c, "e2b_list_sandboxes", map[string]any{})
-			if res.IsError {
-				t.Errorf("a call of a 2025-11-25 client: %s", resultText(res))
-			}
-		})
+		c := streamableClient(t, x.base, "alice")
+		clients = append(clients, func() { echo(t, c) })
 	}
-	clock := clocktest.New(time.Now())
-	f.srv.sessions.mu.Lock()
-	f.srv.sessions.now = clock.Now
-	f.srv.sessions.mu.Unlock()
 	var streams []*http.Response
 	calls := 0
 	for i := range 150 {
 		clock.Advance(minStreamAge) // every stream open is old enough to be ended
-		resp := openSSEStream(t, base, toks["alice"])
+		resp := openSSEStream(t, x.base, "alice")
 		if resp.StatusCode != http.StatusOK {
 			t.Fatalf("SSE stream %d: HTTP %d", i, resp.StatusCode)
 		}
@@ -89,18 +84,17 @@ func TestIdleSSEStreamsLeaveStreamableClientsAlone(t *testing.T) {
 	if streamEnds(streams[len(streams)-1].Body, 100*time.Millisecond) {
 		t.Error("the newest SSE stream ended")
 	}
-	f.srv.sessions.mu.Lock()
-	sse, streamable := f.srv.sessions.perOwner[sessionKind{"alice", true}], f.srv.sessions.perOwner[sessionKind{"alice", false}]
-	f.srv.sessions.mu.Unlock()
-	if sse > maxSSEStreams || streamable != 5 {
-		t.Errorf("alice holds %d SSE streams and %d streamable sessions, want at most %d and 5", sse, streamable, maxSSEStreams)
+	if sse, streamable := x.sessions.held("alice", true), x.sessions.held("alice", false); sse > maxSSEStreams ||
+		streamable != 5 {
+		t.Errorf("alice holds %d SSE streams and %d streamable sessions, want at most %d and 5", sse, streamable,
+			maxSSEStreams)
 	}
 }
 
 // At the bound of SSE streams, the oldest idle stream is the one ended; a stream with a call running is not, and
 // when every stream has one, a new stream is refused.
 func TestSSEStreamBoundEndsOldestIdle(t *testing.T) {
-	o := newSessionOwners()
+	o := NewSessions(ownerFrom)
 	clock := clocktest.New(time.Now())
 	o.now = clock.Now
 	var mu sync.Mutex
@@ -151,11 +145,8 @@ func TestSSEStreamBoundEndsOldestIdle(t *testing.T) {
 // 100 set up exactly 100 streams; once the streams are minStreamAge old, at most another 100 (the bound per
 // minStreamAge, however fast the clients try).
 func TestReconnectingSSEClientsPastTheBound(t *testing.T) {
-	tokens, toks := tokensFor(t, "alice")
-	f := newFixture(t, fixtureOpts{transport: TransportHTTP, tokensFile: tokens, policy: allowAll})
 	clock := clocktest.New(time.Now())
-	f.srv.sessions.now = clock.Now
-	base := serveHTTP(t, f)
+	base := serve(t, clock.Now).base
 
 	const clients, attempts = 150, 10
 	var (
@@ -166,7 +157,7 @@ func TestReconnectingSSEClientsPastTheBound(t *testing.T) {
 	)
 	open := func(ctx context.Context) (*http.Response, error) {
 		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, base+PathSSE, nil)
-		req.Header.Set("Authorization", "Bearer "+toks["alice"])
+		req.Header.Set("Authorization", "Bearer alice")
 		return http.DefaultClient.Do(req)
 	}
 	// round lets each client that holds no stream make up to attempts attempts, reconnecting at once when its
@@ -248,7 +239,7 @@ func TestSessionBoundsNeverEndTheOtherKind(t *testing.T) {
 	for _, sse := range []bool{true, false} {
 		kind := map[bool]string{true: "SSE stream", false: "streamable session"}
 		t.Run(kind[sse], func(t *testing.T) {
-			o := newSessionOwners()
+			o := NewSessions(ownerFrom)
 			clock := clocktest.New(time.Now())
 			o.now = clock.Now
 			var mu sync.Mutex
@@ -291,5 +282,124 @@ func TestSessionBoundsNeverEndTheOtherKind(t *testing.T) {
 				t.Errorf("ended %v, want only the oldest %s %s", ended, kind[sse], first)
 			}
 		})
+	}
+}
+
+// One owner cannot hold protocol sessions without end by initializing over and over: past the bound the least
+// recently used streamable session is ended (its ID no longer works, and mcp-go lets go of it) and the one in use
+// goes on working. SSE streams have a bound of their own: see TestIdleSSEStreamsLeaveStreamableClientsAlone.
+func TestProtocolSessionsBounded(t *testing.T) {
+	x := serve(t, nil)
+	bob := streamableClient(t, x.base, "bob")
+	kept := streamableClient(t, x.base, "alice")
+
+	initialize := func() string {
+		_, h, body := do(t, http.MethodPost, x.base+PathMCP, "alice", initializeBody, nil)
+		id := h.Get("Mcp-Session-Id")
+		if id == "" {
+			t.Fatalf("initialize gave no session: %s", body)
+		}
+		return id
+	}
+	first := initialize()
+	if err := x.mcp.DeleteSessionTools(first); err != nil {
+		t.Fatalf("mcp-go does not hold a session just made: %v", err)
+	}
+	for range 2 * maxProtocolSessions {
+		initialize()
+		echo(t, kept) // in use all along: never the least recently used
+	}
+	x.sessions.mu.Lock()
+	alice, total := x.sessions.perOwner[sessionKind{"alice", false}], len(x.sessions.sessions)
+	x.sessions.mu.Unlock()
+	if alice > maxProtocolSessions || total > maxProtocolSessions+1 {
+		t.Fatalf("alice holds %d protocol sessions (%d in all), want at most %d", alice, total, maxProtocolSessions)
+	}
+	ping := `{"jsonrpc":"2.0","id":2,"method":"ping"}`
+	if code, _, _ := do(t, http.MethodPost, x.base+PathMCP, "alice", ping,
+		map[string]string{"Mcp-Session-Id": first, "Mcp-Protocol-Version": "2025-11-25"}); code != http.StatusNotFound {
+		t.Errorf("an ended session: HTTP %d, want 404", code)
+	}
+	// mcp-go let go of it too (it is ended in the background).
+	waitfor.Until(t, 10*time.Second, "mcp-go to let go of the ended session", func() bool {
+		return x.mcp.DeleteSessionTools(first) != nil
+	})
+	echo(t, bob) // another owner's session is untouched
+}
+
+// A protocol session belongs to the owner that opened it: another owner cannot use or end it with its ID.
+func TestSessionsBoundToOwner(t *testing.T) {
+	x := serve(t, nil)
+	code, hdr, body := do(t, http.MethodPost, x.base+PathMCP, "alice", initializeBody, nil)
+	sid := hdr.Get("Mcp-Session-Id")
+	if code != http.StatusOK || sid == "" {
+		t.Fatalf("initialize: %d %q %s", code, sid, body)
+	}
+	legacy := map[string]string{"Mcp-Session-Id": sid, "Mcp-Protocol-Version": "2025-11-25"}
+	if code, _, _ := do(t, http.MethodPost, x.base+PathMCP, "bob", toolsList, legacy); code != http.StatusNotFound {
+		t.Errorf("bob posting into alice's session: %d, want 404", code)
+	}
+	if code, _, _ := do(t, http.MethodDelete, x.base+PathMCP, "bob", "", legacy); code == http.StatusOK {
+		t.Errorf("bob ended alice's session")
+	}
+	if code, _, body := do(t, http.MethodPost, x.base+PathMCP, "alice", toolsList, legacy); code != http.StatusOK {
+		t.Errorf("alice in her own session: %d %s", code, body)
+	}
+
+	// SSE: the message endpoint of alice's stream refuses bob.
+	resp := openSSEStream(t, x.base, "alice")
+	endpoint := ""
+	sc := bufio.NewScanner(resp.Body)
+	for sc.Scan() {
+		if e, ok := strings.CutPrefix(sc.Text(), "data: "); ok {
+			endpoint = strings.TrimSpace(e)
+			break
+		}
+	}
+	if !strings.HasPrefix(endpoint, PathMessage+"?sessionId=") {
+		t.Fatalf("SSE endpoint event: %q", endpoint)
+	}
+	if code, _, _ := do(t, http.MethodPost, x.base+endpoint, "bob", toolsList, nil); code != http.StatusNotFound {
+		t.Errorf("bob posting into alice's SSE session: %d, want 404", code)
+	}
+	if code, _, _ := do(t, http.MethodPost, x.base+endpoint, "alice", toolsList, nil); code != http.StatusAccepted {
+		t.Errorf("alice posting into her SSE session: %d, want 202", code)
+	}
+}
+
+// A call ends when its session does: mcp-go runs an SSE client's calls detached from every request, so without
+// Track a call whose client went away would run on. A call of another session runs on.
+func TestSessionEndEndsItsCalls(t *testing.T) {
+	x := serve(t, nil)
+	leaving, staying := sseClient(t, x.base, "alice"), sseClient(t, x.base, "alice")
+	start := func(c *client.Client) {
+		go func() {
+			var req mcp.CallToolRequest
+			req.Params.Name = "wait"
+			_, _ = c.CallTool(t.Context(), req)
+		}()
+	}
+	start(staying)
+	start(leaving)
+	waitfor.Until(t, 30*time.Second, "both calls to be tracked", func() bool {
+		x.sessions.mu.Lock()
+		defer x.sessions.mu.Unlock()
+		running := 0
+		for _, sess := range x.sessions.sessions {
+			running += len(sess.calls)
+		}
+		return running == 2
+	})
+	if err := leaving.Close(); err != nil {
+		t.Fatalf("closing the SSE client: %v", err)
+	}
+	if err := waitfor.Recv(t, x.ended, 30*time.Second, "the leaving client's call to end"); !errors.Is(err,
+		errSessionEnded) {
+		t.Errorf("the call ended with %v, want %v", err, errSessionEnded)
+	}
+	select {
+	case err := <-x.ended:
+		t.Errorf("the other session's call ended too: %v", err)
+	case <-time.After(200 * time.Millisecond):
 	}
 }
