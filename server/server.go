@@ -2,10 +2,11 @@
 // sandboxes' files as resources; the pipeline every tool call and resource read goes through (govern, in
 // pipeline.go: caller → audit reservation → lease → argument check → policy → approval → run → audit record); the
 // backend (E2B, with each owner's key read from Config.Secrets, the OS keyring or the encrypted key store, on every
-// call; or the in-process emulator of the local backend); the orphan sweeper; and the transports: stdio, and on one
-// HTTP listener streamable HTTP and SSE behind bearer tokens or OAuth access tokens (server/httpauth,
-// server/oauth) and the browser rules (server/browsers), the connect and approval pages (server/pages), the preview
-// proxy (server/preview), /metrics and /healthz.
+// call; or the in-process emulator of the local backend); the orphan sweeper and the budgets; and what it serves:
+// stdio, or one HTTP listener where the server names the caller by a bearer token or OAuth access token
+// (server/httpauth, server/oauth), applies the browser rules (server/browsers) and the body limits, and mounts MCP's
+// streamable HTTP and SSE transports with their protocol sessions (server/mcphttp), the connect and approval pages
+// (server/pages), the preview proxy (server/preview), /metrics and /healthz.
 package server
 
 import (
