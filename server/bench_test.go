@@ -2,14 +2,51 @@ package server
 
 import (
 	"context"
+	"errors"
 	"log/slog"
+	"os"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/mark3labs/mcp-go/mcp"
 
+	"github.com/e2b-mcp/e2b-mcp/credentials"
+	"github.com/e2b-mcp/e2b-mcp/e2b"
 	"github.com/e2b-mcp/e2b-mcp/e2b/e2btest"
+	"github.com/e2b-mcp/e2b-mcp/internal/optional"
 )
+
+// BenchmarkOwnerClientFromKeyring is what every call of the E2B backend spends finding its owner's key: the
+// client made with the key as the default secret store (Config.Secrets nil: the OS keyring) holds it, here the
+// real Secret Service of tests/with-keyring.sh, with an entry that is not changing.
+func BenchmarkOwnerClientFromKeyring(b *testing.B) {
+	if os.Getenv("DBUS_SESSION_BUS_ADDRESS") == "" {
+		optional.Missing(b, "no D-Bus session: run the benchmark under tests/with-keyring.sh")
+	}
+	cfg, err := Config{Owner: "bench-owner", StateDir: b.TempDir()}.Check()
+	if err != nil {
+		b.Fatal(err)
+	}
+	const owner = "bench-owner"
+	if err := credentials.SetAPIKey(cfg.Secrets, owner, "e2b_"+strings.Repeat("5e", 20)); err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() {
+		if err := credentials.DeleteAPIKey(cfg.Secrets, owner); err != nil && !errors.Is(err, credentials.ErrNoKey) {
+			b.Error(err)
+		}
+	})
+	// The keyring's change times count whole seconds: start in the second after the entry was written, as a
+	// server does whose owner logged in a while ago.
+	time.Sleep(time.Until(time.Now().Truncate(time.Second).Add(time.Second)))
+	clients := newStoredKeyClients(cfg.Secrets, e2b.Config{APIURL: "http://127.0.0.1:9"}, cfg.Logger, newMetrics())
+	for b.Loop() {
+		if _, err := clients.Client(b.Context(), owner); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
 
 // BenchmarkGovernedCall measures what the middleware adds to every tool call (caller, lease renewal, argument
 // check, policy, audit record) around a tool that does nothing, through an in-process client.
