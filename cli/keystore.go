@@ -32,7 +32,7 @@ func (k *keyStoreFlags) open(f *flags, stateDir, storeURL string) (credentials.S
 	case k.masterKeyFile == "" && k.keyStore != "":
 		return nil, f.usageErrorf("--key-store needs --master-key-file: the key store is sealed under the master key")
 	case k.masterKeyFile == "":
-		return credentials.Keyring{}, nil
+		return credentials.NewKeyringCache(credentials.Keyring{}), nil
 	case storeURL != "" && k.keyStore != "":
 		return nil, f.usageErrorf("--key-store and --store do not go together: with --store the key store is in the database")
 	case storeURL != "":

@@ -30,8 +30,9 @@ type SecretStore interface {
 // ErrNotFound means a secret store holds nothing under an account.
 var ErrNotFound = errors.New("no secret is stored under this account")
 
-// APIKey returns owner's E2B API key from store, or an error wrapping ErrNoKey when none is stored. Stores are
-// read on every call, so a key stored by `e2b-mcp auth login` in another process is seen at once.
+// APIKey returns owner's E2B API key from store, or an error wrapping ErrNoKey when none is stored. Every call asks
+// the store (a KeyringCache answers from memory only while the keyring says the entry is unchanged), so a key
+// stored or removed by `e2b-mcp auth login` or `logout` in another process is seen at once.
 func APIKey(store SecretStore, owner string) (string, error) {
 	if err := CheckOwner(owner); err != nil {
 		return "", err

@@ -111,8 +111,9 @@ type Config struct {
 	EgressScopes map[string]egress.OwnerScope
 
 	// Secrets is where owners' E2B keys, the credentials sandboxes get and the state store's data key live: the OS
-	// keyring (nil means credentials.Keyring{}, service "e2b-mcp") or the encrypted key store of a host without
-	// one. The local backend reads none of them.
+	// keyring (nil means service "e2b-mcp" through a credentials.KeyringCache, which reads an entry again only when
+	// the keyring says it changed) or the encrypted key store of a host without one. The local backend reads none
+	// of them.
 	Secrets credentials.SecretStore
 	// Now is the clock of leases, approvals and audit (nil: time.Now).
 	Now func() time.Time
@@ -160,7 +161,7 @@ func (c Config) Check() (Config, error) {
 		c.Now = time.Now
 	}
 	if c.Secrets == nil {
-		c.Secrets = credentials.Keyring{}
+		c.Secrets = credentials.NewKeyringCache(credentials.Keyring{})
 	}
 	switch {
 	case !slices.Contains([]string{TransportStdio, TransportHTTP, TransportSSE}, c.Transport):

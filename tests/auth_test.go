@@ -4,6 +4,7 @@ import (
 	"os/exec"
 	"strings"
 	"testing"
+	"time"
 )
 
 // keyringLookup reads an entry straight from the Secret Service with libsecret's own tool, to check that
@@ -21,7 +22,7 @@ func keyringLookup(t *testing.T, account string) (string, bool) {
 	return string(out), true
 }
 
-// `auth login` keeps the key in the real Secret Service; `serve` reads it on every call and sends exactly that
+// `auth login` keeps the key in the real Secret Service; `serve` finds it on every call and sends exactly that
 // key to E2B; `auth logout` removes it and the tools then say how to connect.
 // Not parallel: it reads every request the shared emulator gets since a mark (keysSince).
 func TestAuthKeyringLifecycle(t *testing.T) {
@@ -54,6 +55,10 @@ func TestAuthKeyringLifecycle(t *testing.T) {
 		t.Errorf("auth status does not show the key's last four characters:\n%s", status)
 	}
 
+	// The server keeps a key it read in memory while the Secret Service says the entry has not changed, and an
+	// entry's Modified counts whole seconds: starting in the second after the login, the calls below are served a
+	// remembered key, which the login and logout that follow in other processes must still replace at once.
+	time.Sleep(time.Until(time.Now().Truncate(time.Second).Add(time.Second)))
 	mark := len(the.emu.Requests())
 	s := x.startStdio(clientOpts{}, x.serveArgs(owner, "auth")...)
 	id := create(t, s.Client, map[string]any{"title": "auth"})
@@ -64,7 +69,7 @@ func TestAuthKeyringLifecycle(t *testing.T) {
 		t.Errorf("the emulator saw %d distinct X-API-Key values; want exactly the logged-in key", len(keys))
 	}
 
-	// The key is read on every call: a new login takes effect without restarting the server.
+	// The key is checked on every call: a new login takes effect without restarting the server.
 	key2 := x.login(owner)
 	mark = len(the.emu.Requests())
 	id2 := create(t, s.Client, map[string]any{"title": "auth after re-login"})

@@ -1,0 +1,101 @@
+package credentials
+
+import (
+	"sync"
+	"time"
+)
+
+// KeyringCache is the OS keyring (Keyring) with each secret it reads kept in memory, for a server that needs an
+// owner's key on every call. Before it serves a remembered secret it asks the keyring whether the entry is still
+// the one it read: on Linux, whether the Secret Service item is still there, unlocked, with the same Modified
+// time, one D-Bus round trip in place of the seven of a read. So a login or a logout in another process still
+// takes effect on the next read, and a keyring that is locked or gone gives Keyring's error, never a remembered
+// secret. Where the keyring cannot vouch for an entry (macOS, Windows, no Secret Service, go-keyring's mock in
+// tests), every read goes to the keyring, as Keyring's do.
+type KeyringCache struct {
+	Keyring
+	watch entryWatcher
+	// read reads a secret from the keyring; Keyring.Secret but in tests that count the reads.
+	read func(account string) (string, error)
+
+	mu         sync.Mutex
+	remembered map[string]rememberedSecret
+}
+
+type rememberedSecret struct {
+	secret string
+	stamp  entryStamp
+}
+
+// entryWatcher tells whether a keyring entry changed, without reading its secret.
+type entryWatcher interface {
+	// stamp finds account's entry of service and returns its stamp, or an error when the keyring cannot vouch
+	// for the entry: there is none, it is locked, no keyring answers.
+	stamp(service, account string) (entryStamp, error)
+	// unchanged reports whether the entry stamped s is still there, unlocked, and has not changed since.
+	unchanged(service, account string, s entryStamp) bool
+}
+
+// entryStamp is one state of a keyring entry: the Secret Service item that holds it and that item's Modified
+// time, which counts whole seconds.
+type entryStamp struct {
+	item     string
+	modified uint64
+}
+
+// NewKeyringCache returns k with what it reads kept in memory, watched as the platform's keyring allows.
+func NewKeyringCache(k Keyring) *KeyringCache {
+	c := &KeyringCache{Keyring: k, watch: platformWatcher(), remembered: map[string]rememberedSecret{}}
+	c.read = c.Keyring.Secret
+	return c
+}
+
+// Secret returns account's secret: the remembered one while the keyring says its entry is unchanged, or else
+// what the keyring holds now. A remembered secret whose entry changed, went or cannot be checked is forgotten
+// before the keyring is read again, so a failing read never leaves it behind.
+func (c *KeyringCache) Secret(account string) (string, error) {
+	service := c.service()
+	c.mu.Lock()
+	r, ok := c.remembered[account]
+	c.mu.Unlock()
+	if ok {
+		if c.watch.unchanged(service, account, r.stamp) {
+			return r.secret, nil
+		}
+		c.forget(account)
+	}
+
+	// The stamp is taken before the secret is read, so a change between the two leaves a stamp that no longer
+	// matches. A change within the second the read began may leave Modified as it was, so only an entry last
+	// changed in an earlier second is remembered; one changed later has a Modified of at least this second.
+	began := time.Now().Unix()
+	stamp, stampErr := c.watch.stamp(service, account)
+	secret, err := c.read(account)
+	if err != nil {
+		return "", err
+	}
+	if stampErr == nil && began > 0 && stamp.modified < uint64(began) {
+		c.mu.Lock()
+		c.remembered[account] = rememberedSecret{secret: secret, stamp: stamp}
+		c.mu.Unlock()
+	}
+	return secret, nil
+}
+
+// SetSecret writes account's entry in the OS keyring and forgets what was remembered of it.
+func (c *KeyringCache) SetSecret(account, secret string) error {
+	c.forget(account)
+	return c.Keyring.SetSecret(account, secret)
+}
+
+// DeleteSecret removes account's entry from the OS keyring and forgets what was remembered of it.
+func (c *KeyringCache) DeleteSecret(account string) error {
+	c.forget(account)
+	return c.Keyring.DeleteSecret(account)
+}
+
+func (c *KeyringCache) forget(account string) {
+	c.mu.Lock()
+	delete(c.remembered, account)
+	c.mu.Unlock()
+}

@@ -1,0 +1,242 @@
+package credentials
+
+import (
+	"context"
+	"errors"
+	"os"
+	"os/exec"
+	"strings"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/godbus/dbus/v5"
+
+	"github.com/e2b-mcp/e2b-mcp/internal/optional"
+)
+
+// A KeyringCache on the real Secret Service serves a remembered secret only while the entry is the one it read:
+// a replace, a delete or a new entry written by another writer is seen by the next read, even within the second
+// of the last read (Modified counts whole seconds), and a keyring that is locked or whose daemon went gives the
+// error a plain Keyring gives, never the remembered secret.
+func TestKeyringCacheOnTheSecretService(t *testing.T) {
+	if !inPrivateKeyring(t) {
+		return
+	}
+	const service = "e2b-mcp-cache-test"
+	writer := Keyring{Service: service} // another writer, as `e2b-mcp auth login` in another terminal is
+	key := func(n int) string { return "e2b_" + strings.Repeat(string(rune('0'+n)), 40) }
+	newCache := func() (*KeyringCache, *atomic.Int32) {
+		c := NewKeyringCache(Keyring{Service: service})
+		var reads atomic.Int32
+		read := c.read
+		c.read = func(account string) (string, error) {
+			reads.Add(1)
+			return read(account)
+		}
+		return c, &reads
+	}
+	mustSet := func(t *testing.T, account, secret string) {
+		t.Helper()
+		if err := writer.SetSecret(account, secret); err != nil {
+			t.Fatal(err)
+		}
+	}
+	wants := func(t *testing.T, c *KeyringCache, account, want, when string) {
+		t.Helper()
+		if got, err := c.Secret(account); err != nil || got != want {
+			t.Fatalf("%s: Secret = %q, %v; want the key ending in %s", when, LastFour(got), err, LastFour(want))
+		}
+	}
+
+	t.Run("follows the writer", func(t *testing.T) {
+		c, reads := newCache()
+		mustSet(t, "alice", key(1))
+		awaitNextSecond()
+		wants(t, c, "alice", key(1), "first read")
+		wants(t, c, "alice", key(1), "second read")
+		if n := reads.Load(); n != 1 {
+			t.Errorf("two reads of an unchanged entry read the keyring %d times; want once, then memory", n)
+		}
+
+		mustSet(t, "alice", key(2))
+		wants(t, c, "alice", key(2), "after a new login")
+		if err := writer.DeleteSecret("alice"); err != nil {
+			t.Fatal(err)
+		}
+		if got, err := c.Secret("alice"); !errors.Is(err, ErrNotFound) {
+			t.Fatalf("after a logout: Secret = %q, %v; want ErrNotFound", LastFour(got), err)
+		}
+		mustSet(t, "alice", key(3))
+		wants(t, c, "alice", key(3), "after a login that follows the logout")
+		if err := writer.DeleteSecret("alice"); err != nil {
+			t.Fatal(err)
+		}
+	})
+
+	t.Run("a replace within the second of the last read", func(t *testing.T) {
+		c, _ := newCache()
+		// The replace must come in the second the read was made in, when Modified may not move; a run that a
+		// stall carried over a second boundary proves nothing and is tried again.
+		for attempt := 0; ; attempt++ {
+			if attempt == 5 {
+				t.Fatal("five attempts to read and replace within one second were each carried past a second boundary")
+			}
+			awaitNextSecond()
+			second := time.Now().Unix()
+			mustSet(t, "bob", key(4))
+			wants(t, c, "bob", key(4), "read after the first login")
+			mustSet(t, "bob", key(5))
+			got, err := c.Secret("bob")
+			if time.Now().Unix() != second {
+				continue
+			}
+			if err != nil || got != key(5) {
+				t.Fatalf("a replace in the second of the read: Secret = %q, %v; want the new key", LastFour(got), err)
+			}
+			break
+		}
+		if err := writer.DeleteSecret("bob"); err != nil {
+			t.Fatal(err)
+		}
+	})
+
+	// Locking the collection and stopping the daemon are why this test has a keyring of its own.
+	t.Run("a locked keyring", func(t *testing.T) {
+		c, _ := newCache()
+		mustSet(t, "carol", key(6))
+		awaitNextSecond()
+		wants(t, c, "carol", key(6), "before the lock")
+		conn, err := dbus.SessionBus()
+		if err != nil {
+			t.Fatal(err)
+		}
+		lockLoginCollection(t, conn)
+		_, plainErr := writer.Secret("carol")
+		got, err := c.Secret("carol")
+		if err == nil || plainErr == nil || err.Error() != plainErr.Error() {
+			t.Errorf("with the keyring locked: Secret = %q, %v; want Keyring's error %v", LastFour(got), err, plainErr)
+		}
+		unlockLoginCollection(t, conn)
+		wants(t, c, "carol", key(6), "after the unlock")
+	})
+
+	t.Run("the Secret Service stops", func(t *testing.T) {
+		c, _ := newCache()
+		mustSet(t, "dave", key(7))
+		awaitNextSecond()
+		wants(t, c, "dave", key(7), "before the stop")
+		stopSecretService(t)
+		// D-Bus starts gnome-keyring again on the next call, with the keyring locked as after a reboot.
+		got, err := c.Secret("dave")
+		_, plainErr := writer.Secret("dave")
+		if err == nil || plainErr == nil || err.Error() != plainErr.Error() {
+			t.Fatalf("after the Secret Service stopped: Secret = %q, %v; want Keyring's error %v", LastFour(got), err,
+				plainErr)
+		}
+	})
+}
+
+// privateKeyringEnv names, in the run of this test binary that inPrivateKeyring starts, the test it is for.
+const privateKeyringEnv = "E2B_MCP_TEST_PRIVATE_KEYRING"
+
+// inPrivateKeyring runs the test t again in a private D-Bus session with a gnome-keyring of its own
+// (tests/with-keyring.sh), as another run of this test binary, and reports true in that run, where the test's body
+// goes. A test that locks the keyring or stops its daemon must not share it with tests running beside it.
+func inPrivateKeyring(t *testing.T) bool {
+	t.Helper()
+	if os.Getenv(privateKeyringEnv) == t.Name() {
+		return true
+	}
+	for _, tool := range []string{"dbus-run-session", "gnome-keyring-daemon"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			optional.Missing(t, tool+" is missing: the test needs a Secret Service of its own (install dbus and gnome-keyring)")
+		}
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "../tests/with-keyring.sh", os.Args[0], "-test.run", "^"+t.Name()+"$", "-test.v",
+		"-test.count=1")
+	cmd.Env = append(os.Environ(), privateKeyringEnv+"="+t.Name())
+	out, err := cmd.CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "--- PASS: "+t.Name()) {
+		t.Fatalf("%s in a private keyring: %v\n%s", t.Name(), err, out)
+	}
+	return false
+}
+
+// awaitNextSecond waits for the next second of the wall clock, so that entries written before it are ones a
+// KeyringCache remembers: the Secret Service's Modified counts whole seconds.
+func awaitNextSecond() { time.Sleep(time.Until(time.Now().Truncate(time.Second).Add(time.Second))) }
+
+const loginCollection = dbus.ObjectPath("/org/freedesktop/secrets/collection/login")
+
+func secretService(conn *dbus.Conn) dbus.BusObject {
+	return conn.Object(secretServiceName, "/org/freedesktop/secrets")
+}
+
+// lockLoginCollection locks the collection go-keyring keeps its entries in, as a desktop's screen lock may.
+func lockLoginCollection(t *testing.T, conn *dbus.Conn) {
+	t.Helper()
+	var locked []dbus.ObjectPath
+	var prompt dbus.ObjectPath
+	err := secretService(conn).Call("org.freedesktop.Secret.Service.Lock", 0, []dbus.ObjectPath{loginCollection}).
+		Store(&locked, &prompt)
+	if err != nil || len(locked) != 1 {
+		t.Fatalf("locking the login collection: %v (locked %v, prompt %s)", err, locked, prompt)
+	}
+}
+
+// unlockLoginCollection unlocks it with the password tests/with-keyring.sh gave gnome-keyring, through
+// gnome-keyring's own interface: the Secret Service's Unlock needs a prompt, which has no display here.
+func unlockLoginCollection(t *testing.T, conn *dbus.Conn) {
+	t.Helper()
+	var ignored dbus.Variant
+	var session dbus.ObjectPath
+	err := secretService(conn).Call("org.freedesktop.Secret.Service.OpenSession", 0, "plain", dbus.MakeVariant("")).
+		Store(&ignored, &session)
+	if err != nil {
+		t.Fatal(err)
+	}
+	password := struct {
+		Session     dbus.ObjectPath
+		Parameters  []byte
+		Value       []byte
+		ContentType string
+	}{session, []byte{}, []byte("e2b-mcp-test"), "text/plain"}
+	err = secretService(conn).Call("org.gnome.keyring.InternalUnsupportedGuiltRiddenInterface.UnlockWithMasterPassword",
+		0, loginCollection, password).Err
+	if err != nil {
+		t.Fatalf("unlocking the login collection: %v", err)
+	}
+}
+
+// stopSecretService stops this private session's gnome-keyring-daemon and waits until its bus name is gone.
+func stopSecretService(t *testing.T) {
+	t.Helper()
+	conn, err := dbus.SessionBus()
+	if err != nil {
+		t.Fatal(err)
+	}
+	bus := conn.BusObject()
+	var pid uint32
+	if err := bus.Call("org.freedesktop.DBus.GetConnectionUnixProcessID", 0, secretServiceName).Store(&pid); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Kill(int(pid), syscall.SIGTERM); err != nil {
+		t.Fatalf("stopping gnome-keyring-daemon (pid %d): %v", pid, err)
+	}
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		var owned bool
+		if err := bus.Call("org.freedesktop.DBus.NameHasOwner", 0, secretServiceName).Store(&owned); err != nil {
+			t.Fatal(err)
+		}
+		if !owned {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("gnome-keyring-daemon (pid %d) still owns %s 30 s after SIGTERM", pid, secretServiceName)
+		}
+	}
+}
