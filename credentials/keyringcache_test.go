@@ -102,6 +102,41 @@ func TestKeyringCacheOnTheSecretService(t *testing.T) {
 		}
 	})
 
+	t.Run("readers beside a login", func(t *testing.T) {
+		c, _ := newCache()
+		mustSet(t, "erin", key(8))
+		awaitNextSecond()
+		wants(t, c, "erin", key(8), "before the login")
+		var stop atomic.Bool
+		done := make(chan error, 4)
+		for range cap(done) {
+			go func() {
+				for !stop.Load() {
+					if _, err := c.Secret("erin"); err != nil {
+						done <- err
+						return
+					}
+				}
+				done <- nil
+			}()
+		}
+		mustSet(t, "erin", key(9))
+		for range 20 {
+			wants(t, c, "erin", key(9), "a read begun after the login, beside other readers")
+		}
+		stop.Store(true)
+		for range cap(done) {
+			select {
+			case err := <-done:
+				if err != nil {
+					t.Errorf("a reader beside the login: %v", err)
+				}
+			case <-time.After(30 * time.Second):
+				t.Fatal("a reader beside the login did not stop within 30 s")
+			}
+		}
+	})
+
 	// Locking the collection and stopping the daemon are why this test has a keyring of its own.
 	t.Run("a locked keyring", func(t *testing.T) {
 		c, _ := newCache()
