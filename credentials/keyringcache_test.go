@@ -189,11 +189,13 @@ func inPrivateKeyring(t *testing.T) bool {
 			optional.Missing(t, tool+" is missing: the test needs a Secret Service of its own (install dbus and gnome-keyring)")
 		}
 	}
+	// The run ends itself at its -test.timeout; the context and WaitDelay only bound a wait for one that hangs.
 	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, "../tests/with-keyring.sh", os.Args[0], "-test.run", "^"+t.Name()+"$", "-test.v",
-		"-test.count=1")
+		"-test.count=1", "-test.timeout=2m")
 	cmd.Env = append(os.Environ(), privateKeyringEnv+"="+t.Name())
+	cmd.WaitDelay = 10 * time.Second
 	out, err := cmd.CombinedOutput()
 	if err != nil || !strings.Contains(string(out), "--- PASS: "+t.Name()) {
 		t.Fatalf("%s in a private keyring: %v\n%s", t.Name(), err, out)
