@@ -35,38 +35,42 @@ import (
 // exit code to the exit file, all written in the sandbox by the command's own shell: whoever reads the stream may
 // go away (a server killed or restarted), the log does not. mkdir runs only for a missing directory; the rest are
 // shell builtins. The tees ignore SIGTERM, so that a stopped command's last words reach the log (they end with their
-// input). envd's pipes stay open in the shell on descriptors of bash's choosing (10 and up, which scripts leave
-// alone), for the marker.
+// input). They also hold the writing end of a pipe of their own, the end pipe, whose reading end the shell keeps
+// (r) to learn, without polling, when they have exited: a here-string is such a pipe in bash 5.1 and later, whose
+// other end /proc/self/fd opens (an older bash gets one from a process substitution). envd's pipes stay open in
+// the shell on descriptors of bash's choosing (10 and up, which scripts leave alone), for the marker.
 var commandShell = strings.Join([]string{
 	`exec {o}>&1 {e}>&2 2>/dev/null`,
-	`l= t=`,
+	`l= t= r= y=`,
 	`if [ -n "$3" ] && { [ -d "$3" ] || mkdir -p -- "$3"; } && : >"$3/bg-$$.exit" && printf '%s' "$1" >"$3/bg-$$.cmd" && : >"$3/bg-$$.log"; then ` +
+		`{ exec {r}<<<'' && [ -p "/proc/self/fd/$r" ]; } || exec {r}< <(:); exec {y}>"/proc/self/fd/$r"; ` +
 		`exec {p}> >(trap '' TERM; exec tee -a -- "$3/bg-$$.log" >&$o {o}>&- {e}>&-); t=$!; ` +
 		`exec {q}> >(trap '' TERM; exec tee -a -- "$3/bg-$$.log" >&$e {o}>&- {e}>&- {p}>&-); t="$t $!"; ` +
-		`exec >&$p 2>&$q {p}>&- {q}>&-; l=$3; ` +
+		`exec >&$p 2>&$q {p}>&- {q}>&-; [ -z "$y" ] || exec {y}>&-; l=$3; ` +
 		`else exec 2>&$e; fi`,
-	`printf -v x 'm=%q d=%q t=%q o=%q e=%q f=' "$2" "$l" "$t" "$o" "$e"`,
+	`printf -v x 'm=%q d=%q t=%q o=%q e=%q r=%q' "$2" "$l" "$t" "$o" "$e" "$r"`,
 	`trap -- "c=\$?; $x; $4" EXIT`,
 	`trap 'exit 143' TERM`,
 	`c=$1`,
 	`set --`,
-	`unset -v l t x o e p q`,
+	`unset -v l t x o e p q r y`,
 	`eval "unset -v c; $c"`,
 }, "; ")
 
-// commandExit is commandShell's EXIT trap, run with c, m, d, t, o and e set (the exit code, the marker, the log
-// directory, the tees' pids, envd's stdout and stderr). The marker must follow all of the command's output on the
-// stream, so it first closes the shell's ends of the tees' pipes and waits for each tee to have passed on what it
-// was given (it has exited, or sleeps reading an empty pipe that a job the command left behind still holds),
-// looking at /proc rather than waiting, which such a job would hold: a few looks at once, then one every 5 ms (a
-// timed read of a FIFO in the log directory, made once, the only sleep a shell has without a process), for at most
-// about 2 s, which only a tee whose writes envd does not take reaches. A SIGTERM meanwhile is ignored: the exit
-// code is known.
+// commandExit is commandShell's EXIT trap, run with c, m, d, t, o, e and r set (the exit code, the marker, the log
+// directory, the tees' pids, envd's stdout and stderr, the tees' end pipe). The marker must follow all of the
+// command's output on the stream, so it first closes the shell's ends of the tees' pipes and waits for each tee to
+// have passed on what it was given: it has exited, or sleeps reading an empty pipe that a job the command left
+// behind still holds, which /proc shows. A wait for their exit alone would last as long as such a job. So it looks
+// at /proc, and between looks reads the end pipe for up to 10 ms: only the tees hold its writing end, so the read
+// returns the moment the last of them exits, and the timeout is the only sleep a shell has without a process. It
+// gives up after about 2 s, which only a tee whose writes envd does not take reaches. A SIGTERM meanwhile is
+// ignored: the exit code is known.
 const commandExit = `set +eu; trap : TERM; exec >&- 2>&-
-for p in $t; do i=0; while [ $i -lt 400 ] && read -r _ _ s _ <"/proc/$p/stat" && [ "$s" != Z ]; do
-w=; [ "$s" = S ] && read -r w <"/proc/$p/wchan"; case $w in *pipe_read|pipe_wait) break ;; esac; i=$((i+1))
-[ $i -gt 20 ] && { [ -n "$f" ] || { f=$d/.wait; [ -p "$f" ] || mkfifo -- "$f"; exec {f}<>"$f"; }; read -t 0.005 -u $f; }
-done; done
+i=0; while [ -n "$t" ] && [ $i -lt 200 ]; do n=0
+for p in $t; do read -r _ _ s _ <"/proc/$p/stat" && [ "$s" != Z ] || continue
+w=; [ "$s" = S ] && read -r w <"/proc/$p/wchan"; case $w in *pipe_read|pipe_wait) ;; *) n=1 ;; esac; done
+[ $n = 1 ] || break; i=$((i+1)); read -r -t 0.01 -u "$r" _; [ $? != 1 ] || break; done
 [ -z "$d" ] || printf '%d\n' "$c" >"$d/bg-$$.exit"
 printf '%s%d\n' "$m" "$c" >&$o; printf '%s%d\n' "$m" "$c" >&$e`
 

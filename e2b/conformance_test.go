@@ -328,6 +328,8 @@ func TestConformanceCommandLog(t *testing.T) {
 			{"echo out; echo err >&2; exit 3", "out\n", "err\n", "3\n"},
 			{"seq 1 100000", seqLines(100000), "", "0\n"},
 			{"printf 'no newline'", "no newline", "", "0\n"},
+			// None of the variables of the logging shell's script reaches the command.
+			{"echo \"[$r$y$p$q$l$t]\"", "[]\n", "", "0\n"},
 		} {
 			var stdout, stderr strings.Builder
 			res, err := e.RunCommand(emuCtx(t), tc.command, CommandOptions{Timeout: 20 * time.Second, LogDir: dir, OnOutput: func(k EventKind, d []byte) {
