@@ -236,24 +236,30 @@ func TestApproveCommand(t *testing.T) {
 	}
 }
 
-func TestAuditCommand(t *testing.T) {
-	e := newEnv(t)
-	dir := t.TempDir()
+// recordAudit writes entries to the audit log in dir, as a server records its calls.
+func recordAudit(t *testing.T, dir string, entries []audit.Entry) {
+	t.Helper()
 	log, err := audit.Open(dir, audit.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, en := range []audit.Entry{
-		{Time: e.now.Add(-3 * time.Hour), Owner: "alice", Session: "s1", Tool: "e2b_create_sandbox", Decision: "allow", Outcome: "ok", SandboxID: "sb1"},
-		{Time: e.now.Add(-2 * time.Hour), Owner: "alice", Session: "s1", Tool: "e2b_exec", Decision: "deny", Rule: "no-force-push", Outcome: "denied", SandboxID: "sb1",
-			Args: map[string]any{"command": "git push --force", "env": "API_KEY=e2b_0123456789abcdef0123456789"}},
-		{Time: e.now.Add(-30 * time.Minute), Owner: "alice", Session: "s2", Tool: "e2b_manage_sandbox", Decision: "require_approval", Rule: "ask", Outcome: "declined", SandboxID: "sb2"},
-	} {
+	defer log.Close()
+	for _, en := range entries {
 		if err := log.Record(en); err != nil {
 			t.Fatal(err)
 		}
 	}
-	log.Close()
+}
+
+func TestAuditCommand(t *testing.T) {
+	e := newEnv(t)
+	dir := t.TempDir()
+	recordAudit(t, dir, []audit.Entry{
+		{Time: e.now.Add(-3 * time.Hour), Owner: "alice", Session: "s1", Tool: "e2b_create_sandbox", Decision: "allow", Outcome: "ok", SandboxID: "sb1"},
+		{Time: e.now.Add(-2 * time.Hour), Owner: "alice", Session: "s1", Tool: "e2b_exec", Decision: "deny", Rule: "no-force-push", Outcome: "denied", SandboxID: "sb1",
+			Args: map[string]any{"command": "git push --force", "env": "API_KEY=e2b_0123456789abcdef0123456789"}},
+		{Time: e.now.Add(-30 * time.Minute), Owner: "alice", Session: "s2", Tool: "e2b_manage_sandbox", Decision: "require_approval", Rule: "ask", Outcome: "declined", SandboxID: "sb2"},
+	})
 
 	lines := func(r result) []audit.Entry {
 		var out []audit.Entry
@@ -305,22 +311,13 @@ func TestAuditCommand(t *testing.T) {
 func TestAuditCommandEscapesCallerFields(t *testing.T) {
 	e := newEnv(t)
 	dir := t.TempDir()
-	log, err := audit.Open(dir, audit.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
 	hostile := []audit.Entry{
 		{Time: e.now.Add(-time.Hour), Owner: "alice", Session: "s1", Tool: "e2b_exec", Decision: "allow", Outcome: "ok",
 			SandboxID: "sb1\n2026-01-01 00:00:00  mallory  s9  e2b_exec  allow  -  ok  1  forged  {}"},
 		{Time: e.now.Add(-time.Hour), Owner: "alice", Session: "s\x1b[1A\x1b[2K", Tool: "e2b_exec", Decision: "allow", Outcome: "ok",
 			SandboxID: "sb2\ttab", Args: map[string]any{"command": "ls \u009b2K \x7f \u202egnp.exe", "bad": "\xff\xfe"}},
 	}
-	for _, en := range hostile {
-		if err := log.Record(en); err != nil {
-			t.Fatal(err)
-		}
-	}
-	log.Close()
+	recordAudit(t, dir, hostile)
 	unsafe := func(s string) string {
 		for _, r := range s {
 			if r != '\n' && display.Unsafe(r) {
@@ -421,11 +418,7 @@ func TestApproveShowsDecidingFields(t *testing.T) {
 func TestAuditTableShowsTransfers(t *testing.T) {
 	e := newEnv(t)
 	dir := t.TempDir()
-	log, err := audit.Open(dir, audit.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, en := range []audit.Entry{
+	recordAudit(t, dir, []audit.Entry{
 		{Time: e.now.Add(-4 * time.Minute), Owner: "alice", Tool: "e2b_sync_in", Outcome: "ok", SandboxID: "sb-in",
 			Transfer: &audit.Transfer{FilesIn: 12, BytesIn: 3482}},
 		{Time: e.now.Add(-3 * time.Minute), Owner: "alice", Tool: "e2b_sync_out", Outcome: "ok", SandboxID: "sb-out",
@@ -433,12 +426,7 @@ func TestAuditTableShowsTransfers(t *testing.T) {
 		{Time: e.now.Add(-2 * time.Minute), Owner: "alice", Tool: "e2b_sync_out", Outcome: "ok", SandboxID: "sb-none",
 			Transfer: &audit.Transfer{}},
 		{Time: e.now.Add(-time.Minute), Owner: "alice", Tool: "e2b_exec", Outcome: "ok", SandboxID: "sb-exec"},
-	} {
-		if err := log.Record(en); err != nil {
-			t.Fatal(err)
-		}
-	}
-	log.Close()
+	})
 
 	r := e.run(t, "", "audit", "--state-dir", dir)
 	rows := map[string]string{}

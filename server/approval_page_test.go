@@ -17,6 +17,7 @@ import (
 
 	"github.com/e2b-mcp/e2b-mcp/audit"
 	"github.com/e2b-mcp/e2b-mcp/e2b/e2btest"
+	"github.com/e2b-mcp/e2b-mcp/internal/browsertest"
 	"github.com/e2b-mcp/e2b-mcp/internal/clocktest"
 	"github.com/e2b-mcp/e2b-mcp/policy"
 	"github.com/e2b-mcp/e2b-mcp/server/oauth"
@@ -54,18 +55,14 @@ func (failingElicitor) Elicit(context.Context, mcp.ElicitationRequest) (*mcp.Eli
 // openApproval opens the approval page in b and returns the page and its CSRF token ("" without a form).
 func openApproval(b *browser, link string) (int, string, string) {
 	b.t.Helper()
-	status, page := b.get(link)
-	csrf := ""
-	if m := csrfRE.FindStringSubmatch(page); m != nil {
-		csrf = m[1]
-	}
-	return status, page, csrf
+	status, page := b.Get(link)
+	return status, page, browsertest.CSRF(page)
 }
 
 // answerApproval posts the approval page's form with choice and csrf, with origin as its Origin ("": none).
 func (b *browser) answerApproval(link, csrf, choice, origin string) (int, string) {
 	b.t.Helper()
-	return b.postForm(link, origin, url.Values{"csrf": {csrf}, "choice": {choice}})
+	return b.PostForm(link, origin, url.Values{"csrf": {csrf}, "choice": {choice}})
 }
 
 // pressApproval opens the page in a fresh browser and presses choice on it, as a human does.
@@ -123,7 +120,7 @@ func TestApprovalOutsideTheChat(t *testing.T) {
 				if !sandboxExists(f, sb) {
 					t.Fatal("the sandbox was deleted before anyone approved")
 				}
-				status, page := newBrowser(t).get(link)
+				status, page := newBrowser(t).Get(link)
 				if status != http.StatusOK || !strings.Contains(page, "e2b_manage_sandbox") || !strings.Contains(page, sb) ||
 					!strings.Contains(page, "delete") || !strings.Contains(page, id) {
 					t.Fatalf("the page (%d) does not show the call:\n%s", status, page)
@@ -268,8 +265,8 @@ func TestApprovalPageRefusesForgery(t *testing.T) {
 		!strings.Contains(page, "&lt;script&gt;") || !strings.Contains(page, `\u202e`) {
 		t.Errorf("the page does not show the call escaped:\n%s", page)
 	}
-	if resp, err := b.c.Head(link); err != nil || resp.Header.Get("Content-Security-Policy") == "" || resp.Header.Get("X-Frame-Options") != "DENY" {
-		t.Errorf("the page lacks its headers (%v)", err)
+	if code, h := b.Head(link); code != http.StatusOK || h.Get("Content-Security-Policy") == "" || h.Get("X-Frame-Options") != "DENY" {
+		t.Errorf("the page lacks its headers (%d %v)", code, h)
 	}
 
 	other := newBrowser(t) // never opened the page: it has no cookie
@@ -311,7 +308,7 @@ func TestApprovalPageRefusesForgery(t *testing.T) {
 		t.Fatalf("the second link answered %d", status)
 	}
 	clock.Advance(ApprovalTTL)
-	if status, _ := b2.get(link2); status != http.StatusNotFound {
+	if status, _ := b2.Get(link2); status != http.StatusNotFound {
 		t.Errorf("an expired link answered %d", status)
 	}
 	if status, _ := b2.answerApproval(link2, csrf2, "approve", own); status != http.StatusNotFound {
@@ -357,7 +354,7 @@ func TestLocalPagesRefuseRebinding(t *testing.T) {
 			t.Errorf("GET %s with Host %s: %d %q, want 403 for the Host", path, rebound, code, body)
 		}
 	}
-	if status, page := newBrowser(t).get(link); status != http.StatusOK || !strings.Contains(page, sb) {
+	if status, page := newBrowser(t).Get(link); status != http.StatusOK || !strings.Contains(page, sb) {
 		t.Errorf("the page at its own loopback name answered %d:\n%s", status, page)
 	}
 }
@@ -391,7 +388,7 @@ func TestApprovalShowsWhatTheCallDoes(t *testing.T) {
 		if len(asked) != i+1 {
 			t.Fatalf("asked %d times", len(asked))
 		}
-		status, page := newBrowser(t).get(link)
+		status, page := newBrowser(t).Get(link)
 		if status != http.StatusOK {
 			t.Fatalf("the page answered %d:\n%s", status, page)
 		}
@@ -438,7 +435,7 @@ func TestApprovalPageNeedsTheOwnersProof(t *testing.T) {
 		t.Fatalf("the page (%d) asks for no proof:\n%s", status, page)
 	}
 	for name, token := range map[string]string{"no token": "", "another member's token": toks["bob"], "a made-up token": "e2bmcp_nope"} {
-		status, page := sandboxCode.postForm(link, originOf(link), url.Values{"csrf": {csrf}, "choice": {"approve"}, "token": {token}})
+		status, page := sandboxCode.PostForm(link, originOf(link), url.Values{"csrf": {csrf}, "choice": {"approve"}, "token": {token}})
 		if status != http.StatusForbidden || strings.Contains(page, "Approved") {
 			t.Errorf("Approve with %s: %d\n%s", name, status, page)
 		}
@@ -446,7 +443,7 @@ func TestApprovalPageNeedsTheOwnersProof(t *testing.T) {
 	if msg := mustFail(t, c, "e2b_manage_sandbox", del); !strings.Contains(msg, "Approval needed") || !sandboxExists(f, sb) {
 		t.Fatalf("the call ran without its owner's approval: %q", msg)
 	}
-	status, page = sandboxCode.postForm(link, originOf(link), url.Values{"csrf": {csrf}, "choice": {"approve"}, "token": {toks["alice"]}})
+	status, page = sandboxCode.PostForm(link, originOf(link), url.Values{"csrf": {csrf}, "choice": {"approve"}, "token": {toks["alice"]}})
 	if status != http.StatusOK || !strings.Contains(page, "Approved") {
 		t.Fatalf("Approve with the owner's token: %d\n%s", status, page)
 	}

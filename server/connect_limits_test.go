@@ -12,6 +12,7 @@ import (
 	"github.com/mark3labs/mcp-go/mcp"
 
 	"github.com/e2b-mcp/e2b-mcp/credentials"
+	"github.com/e2b-mcp/e2b-mcp/internal/browsertest"
 	"github.com/e2b-mcp/e2b-mcp/internal/waitfor"
 	"github.com/e2b-mcp/e2b-mcp/server/pages"
 )
@@ -59,7 +60,7 @@ func TestConnectLinkHammeredLeavesOtherLinksWorking(t *testing.T) {
 	if err != nil {
 		t.Fatalf("bob's link after alice's was hammered: %v", err)
 	}
-	if code, page := newBrowser(t).get(bobs); code != http.StatusOK || !csrfRE.MatchString(page) {
+	if code, page := newBrowser(t).Get(bobs); code != http.StatusOK || browsertest.CSRF(page) == "" {
 		t.Fatalf("bob's new link after alice's was hammered: %d\n%s", code, page)
 	}
 	if code, page := newBrowser(t).connectAt(link, connectKey, nil); code != http.StatusOK || !strings.Contains(page, "Connected") {
@@ -86,7 +87,7 @@ func TestRepeatedCallsGetTheOwnersLiveLink(t *testing.T) {
 	if err != nil {
 		t.Fatalf("bob's link after alice's calls: %v", err)
 	}
-	if code, _ := newBrowser(t).get(bobs); code != http.StatusOK {
+	if code, _ := newBrowser(t).Get(bobs); code != http.StatusOK {
 		t.Fatalf("bob's link after alice's calls: %d", code)
 	}
 }
@@ -103,12 +104,12 @@ func TestConnectLinkReopenedKeepsTheBrowsersSession(t *testing.T) {
 	origin := u.Scheme + "://" + u.Host
 	csrfOf := func(b *browser) string {
 		t.Helper()
-		code, page := b.get(link)
-		m := csrfRE.FindStringSubmatch(page)
-		if code != http.StatusOK || m == nil {
+		code, page := b.Get(link)
+		csrf := browsertest.CSRF(page)
+		if code != http.StatusOK || csrf == "" {
 			t.Fatalf("GET %s: %d\n%s", link, code, page)
 		}
-		return m[1]
+		return csrf
 	}
 	first := newBrowser(t)
 	csrf := csrfOf(first)
@@ -154,7 +155,7 @@ func TestLiveLinkLifetime(t *testing.T) {
 	if second == first {
 		t.Fatal("a link with less than MinLinkLife left was given again")
 	}
-	if code, _ := newBrowser(t).get(first); code != http.StatusOK {
+	if code, _ := newBrowser(t).Get(first); code != http.StatusOK {
 		t.Errorf("the older link, still live: %d", code)
 	}
 	if code, page := newBrowser(t).connectAt(second, connectKey, nil); code != http.StatusOK {

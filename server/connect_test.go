@@ -2,9 +2,7 @@ package server
 
 import (
 	"context"
-	"io"
 	"net/http"
-	"net/http/cookiejar"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -19,19 +17,19 @@ import (
 
 	"github.com/e2b-mcp/e2b-mcp/credentials"
 	"github.com/e2b-mcp/e2b-mcp/e2b/e2btest"
+	"github.com/e2b-mcp/e2b-mcp/internal/browsertest"
 	"github.com/e2b-mcp/e2b-mcp/internal/waitfor"
 	"github.com/e2b-mcp/e2b-mcp/policy"
 	"github.com/e2b-mcp/e2b-mcp/server/pages"
 )
 
 const (
-	connectKey  = "e2b_" + "c0ffee" + "0123456789abcdef0123456789abcdef01"
-	refusedKey  = "e2b_" + "dead" + "0123456789abcdef0123456789abcdef0123"
-	urlPattern  = `https?://127\.0\.0\.1:\d+/connect/[A-Za-z0-9_-]+`
-	csrfPattern = `name="csrf" value="([^"]+)"`
+	connectKey = "e2b_" + "c0ffee" + "0123456789abcdef0123456789abcdef01"
+	refusedKey = "e2b_" + "dead" + "0123456789abcdef0123456789abcdef0123"
+	urlPattern = `https?://127\.0\.0\.1:\d+/connect/[A-Za-z0-9_-]+`
 )
 
-var linkRE, csrfRE = regexp.MustCompile(urlPattern), regexp.MustCompile(csrfPattern)
+var linkRE = regexp.MustCompile(urlPattern)
 
 // connectFixture is a server whose keys come from an encrypted key store, as in production, with an emulator that
 // accepts only connectKey (and tokenKey for bob); the connect page is served on 127.0.0.1 (stdio) or on the HTTP
@@ -81,64 +79,32 @@ func writeMasterKey(t *testing.T) (string, string) {
 	return path, key
 }
 
-// browser is a user agent with cookies, following redirects, as a member's browser would.
+// browser is a member's browser (cookies kept, redirects followed) that knows the connect page's form.
 type browser struct {
+	*browsertest.Browser
 	t *testing.T
-	c *http.Client
 }
 
 func newBrowser(t *testing.T) *browser {
-	jar, _ := cookiejar.New(nil)
-	return &browser{t: t, c: &http.Client{Jar: jar, Timeout: 30 * time.Second}}
-}
-
-func (b *browser) get(u string) (int, string) {
-	b.t.Helper()
-	resp, err := b.c.Get(u)
-	if err != nil {
-		b.t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	body, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, string(body)
+	return &browser{Browser: browsertest.New(t), t: t}
 }
 
 // post submits the connect form at the page's origin (origin "" sends no Origin header).
 func (b *browser) post(pageURL, origin string, form url.Values) (int, string) {
 	b.t.Helper()
 	u, _ := url.Parse(pageURL)
-	return b.postForm(u.Scheme+"://"+u.Host+pages.PathConnectSubmit, origin, form)
-}
-
-// postForm posts form to target as a browser submits a form, with origin as its Origin ("": none).
-func (b *browser) postForm(target, origin string, form url.Values) (int, string) {
-	b.t.Helper()
-	req, err := http.NewRequestWithContext(b.t.Context(), http.MethodPost, target, strings.NewReader(form.Encode()))
-	if err != nil {
-		b.t.Fatal(err)
-	}
-	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
-	if origin != "" {
-		req.Header.Set("Origin", origin)
-	}
-	resp, err := b.c.Do(req)
-	if err != nil {
-		b.t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	body, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, string(body)
+	return b.PostForm(u.Scheme+"://"+u.Host+pages.PathConnectSubmit, origin, form)
 }
 
 // connectAt opens link and submits key with the page's CSRF token; it returns the final page.
 func (b *browser) connectAt(link, key string, extra url.Values) (int, string) {
 	b.t.Helper()
-	code, page := b.get(link)
-	m := csrfRE.FindStringSubmatch(page)
-	if code != http.StatusOK || m == nil {
+	code, page := b.Get(link)
+	csrf := browsertest.CSRF(page)
+	if code != http.StatusOK || csrf == "" {
 		b.t.Fatalf("GET %s: %d, no form:\n%s", link, code, page)
 	}
-	form := url.Values{"csrf": {m[1]}, "key": {key}}
+	form := url.Values{"csrf": {csrf}, "key": {key}}
 	for k, v := range extra {
 		form[k] = v
 	}
@@ -213,7 +179,7 @@ func TestConnectThroughURLElicitation(t *testing.T) {
 				t.Errorf("elicited URLs %q", e.urls)
 			}
 			// The link was single-use.
-			if code, _ := newBrowser(t).get(e.urls[0]); code != http.StatusNotFound {
+			if code, _ := newBrowser(t).Get(e.urls[0]); code != http.StatusNotFound {
 				t.Errorf("the used link answered %d, want 404", code)
 			}
 		})
@@ -246,12 +212,12 @@ func TestConnectPageRefusals(t *testing.T) {
 	u, _ := url.Parse(link)
 	origin := u.Scheme + "://" + u.Host
 	b := newBrowser(t)
-	code, page := b.get(link)
-	csrf := csrfRE.FindStringSubmatch(page)
-	if code != http.StatusOK || csrf == nil || strings.Contains(page, "<script") {
+	code, page := b.Get(link)
+	csrf := browsertest.CSRF(page)
+	if code != http.StatusOK || csrf == "" || strings.Contains(page, "<script") {
 		t.Fatalf("the form: %d\n%s", code, page)
 	}
-	good := url.Values{"csrf": {csrf[1]}, "key": {connectKey}}
+	good := url.Values{"csrf": {csrf}, "key": {connectKey}}
 	with := func(k, v string) url.Values {
 		form := url.Values{}
 		for kk, vv := range good {
@@ -269,7 +235,7 @@ func TestConnectPageRefusals(t *testing.T) {
 	}{
 		{"another site's form", b, "https://evil.example", good, http.StatusForbidden},
 		{"no cookie (another browser)", newBrowser(t), origin, good, http.StatusForbidden},
-		{"wrong CSRF token", b, origin, with("csrf", "x"+csrf[1]), http.StatusForbidden},
+		{"wrong CSRF token", b, origin, with("csrf", "x"+csrf), http.StatusForbidden},
 		{"no CSRF token", b, origin, with("csrf", ""), http.StatusForbidden},
 		{"not a key", b, origin, with("key", "hunter2-not-a-key"), http.StatusBadRequest},
 		{"a key E2B refuses", b, origin, with("key", refusedKey), http.StatusBadRequest},
@@ -290,7 +256,7 @@ func TestConnectPageRefusals(t *testing.T) {
 		})
 	}
 	// A GET carrying the key in its URL is not a submission.
-	if code, _ := b.get(origin + pages.PathConnectSubmit + "?key=" + connectKey + "&csrf=" + csrf[1]); code != http.StatusMethodNotAllowed {
+	if code, _ := b.Get(origin + pages.PathConnectSubmit + "?key=" + connectKey + "&csrf=" + csrf); code != http.StatusMethodNotAllowed {
 		t.Errorf("GET submit: %d", code)
 	}
 	if code, page := b.post(link, origin, good); code != http.StatusOK || !strings.Contains(page, "ending in "+connectKey[len(connectKey)-4:]) {
@@ -300,10 +266,10 @@ func TestConnectPageRefusals(t *testing.T) {
 	if code, _ := b.post(link, origin, good); code != http.StatusForbidden {
 		t.Errorf("second submission: %d, want 403", code)
 	}
-	if code, _ := newBrowser(t).get(link); code != http.StatusNotFound {
+	if code, _ := newBrowser(t).Get(link); code != http.StatusNotFound {
 		t.Errorf("second visit: %d, want 404", code)
 	}
-	if code, _ := newBrowser(t).get(origin + pages.PathConnect + "made-up-link"); code != http.StatusNotFound {
+	if code, _ := newBrowser(t).Get(origin + pages.PathConnect + "made-up-link"); code != http.StatusNotFound {
 		t.Errorf("an unknown link: %d, want 404", code)
 	}
 }
@@ -321,7 +287,7 @@ func TestConnectLinkExpires(t *testing.T) {
 	mu.Lock()
 	now = now.Add(pages.ConnectLinkTTL + time.Second)
 	mu.Unlock()
-	if code, _ := newBrowser(t).get(link); code != http.StatusNotFound {
+	if code, _ := newBrowser(t).Get(link); code != http.StatusNotFound {
 		t.Errorf("an expired link: %d, want 404", code)
 	}
 }

@@ -2,16 +2,15 @@ package tests
 
 import (
 	"context"
-	"io"
 	"net/http"
-	"net/http/cookiejar"
 	"net/url"
 	"regexp"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/mark3labs/mcp-go/mcp"
+
+	"github.com/e2b-mcp/e2b-mcp/internal/browsertest"
 )
 
 // claudeCodeLike answers every elicitation with cancel at once, as Claude Code does in -p mode (and SDK hosts
@@ -25,10 +24,7 @@ func (claudeCodeLike) Elicit(context.Context, mcp.ElicitationRequest) (*mcp.Elic
 // claudeCodeInline is the most Claude Code keeps of a result inline: a longer one the model cannot read whole.
 const claudeCodeInline = 50000
 
-var (
-	approvalPageLink = regexp.MustCompile(`http://127\.0\.0\.1:[0-9]+/approve/[0-9a-z]{10}\.[A-Za-z0-9_-]+`)
-	pageCSRF         = regexp.MustCompile(`name="csrf" value="([^"]+)"`)
-)
+var approvalPageLink = regexp.MustCompile(`http://127\.0\.0\.1:[0-9]+/approve/[0-9a-z]{10}\.[A-Za-z0-9_-]+`)
 
 // approvalAnswer reads a refused call's answer as the model does: it must fit inline and name the approval ID
 // (with the command that approves it) and the approval page.
@@ -49,37 +45,23 @@ func approvalAnswer(t *testing.T, res *mcp.CallToolResult) (id, link string) {
 // pressOnPage does what the user does with the link: opens it in a browser, reads the call, presses choice.
 func pressOnPage(t *testing.T, link, choice string, shows ...string) string {
 	t.Helper()
-	jar, _ := cookiejar.New(nil)
-	browser := &http.Client{Jar: jar, Timeout: 30 * time.Second}
-	resp, err := browser.Get(link)
-	if err != nil {
-		t.Fatal(err)
-	}
-	page, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	m := pageCSRF.FindSubmatch(page)
-	if resp.StatusCode != http.StatusOK || m == nil {
-		t.Fatalf("the approval page answered %d with no form:\n%s", resp.StatusCode, page)
+	browser := browsertest.New(t)
+	status, page := browser.Get(link)
+	csrf := browsertest.CSRF(page)
+	if status != http.StatusOK || csrf == "" {
+		t.Fatalf("the approval page answered %d with no form:\n%s", status, page)
 	}
 	for _, want := range shows {
-		if !strings.Contains(string(page), want) {
+		if !strings.Contains(page, want) {
 			t.Errorf("the approval page does not show %q:\n%s", want, page)
 		}
 	}
 	u, _ := url.Parse(link)
-	req, _ := http.NewRequest(http.MethodPost, link, strings.NewReader(url.Values{"csrf": {string(m[1])}, "choice": {choice}}.Encode()))
-	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
-	req.Header.Set("Origin", u.Scheme+"://"+u.Host)
-	resp, err = browser.Do(req)
-	if err != nil {
-		t.Fatal(err)
+	status, answer := browser.PostForm(link, u.Scheme+"://"+u.Host, url.Values{"csrf": {csrf}, "choice": {choice}})
+	if status != http.StatusOK {
+		t.Fatalf("pressing %s answered %d:\n%s", choice, status, answer)
 	}
-	answer, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		t.Fatalf("pressing %s answered %d:\n%s", choice, resp.StatusCode, answer)
-	}
-	return string(answer)
+	return answer
 }
 
 // A client that behaves as Claude Code does (cancel at once, 50,000 characters inline) gets, for a delete under

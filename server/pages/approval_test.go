@@ -2,18 +2,16 @@ package pages
 
 import (
 	"fmt"
-	"io"
 	"log/slog"
 	"net/http"
-	"net/http/cookiejar"
 	"net/http/httptest"
 	"net/url"
-	"regexp"
 	"sort"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/e2b-mcp/e2b-mcp/internal/browsertest"
 	"github.com/e2b-mcp/e2b-mcp/internal/clocktest"
 	"github.com/e2b-mcp/e2b-mcp/policy"
 )
@@ -35,33 +33,21 @@ func plainFields(c policy.Call, _ int) (deciding, others []policy.Field) {
 	return nil, others
 }
 
-var csrfField = regexp.MustCompile(`name="csrf" value="([^"]+)"`)
-
-// approvalBrowser is a browser of the approval page: it keeps its cookies and follows no redirect.
+// approvalBrowser is a browser of the approval page.
 type approvalBrowser struct {
+	*browsertest.Browser
 	t *testing.T
-	c *http.Client
 }
 
 func newApprovalBrowser(t *testing.T) *approvalBrowser {
-	jar, _ := cookiejar.New(nil)
-	return &approvalBrowser{t: t, c: &http.Client{Jar: jar, Timeout: 30 * time.Second}}
+	return &approvalBrowser{Browser: browsertest.New(t), t: t}
 }
 
 // open GETs link and returns the status, the page and its form's CSRF token ("" without a form).
 func (b *approvalBrowser) open(link string) (int, string, string) {
 	b.t.Helper()
-	resp, err := b.c.Get(link)
-	if err != nil {
-		b.t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	page := readAll(b.t, resp)
-	csrf := ""
-	if m := csrfField.FindStringSubmatch(page); m != nil {
-		csrf = m[1]
-	}
-	return resp.StatusCode, page, csrf
+	status, page := b.Get(link)
+	return status, page, browsertest.CSRF(page)
 }
 
 // answer POSTs the form with csrf, choice and token, from origin ("" for none).
@@ -71,29 +57,7 @@ func (b *approvalBrowser) answer(link, csrf, choice, token, origin string) (int,
 	if token != "" {
 		form.Set("token", token)
 	}
-	req, err := http.NewRequest(http.MethodPost, link, strings.NewReader(form.Encode()))
-	if err != nil {
-		b.t.Fatal(err)
-	}
-	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
-	if origin != "" {
-		req.Header.Set("Origin", origin)
-	}
-	resp, err := b.c.Do(req)
-	if err != nil {
-		b.t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	return resp.StatusCode, readAll(b.t, resp)
-}
-
-func readAll(t *testing.T, resp *http.Response) string {
-	t.Helper()
-	body, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return string(body)
+	return b.PostForm(link, origin, form)
 }
 
 // The page is a capability that only a human's press on it uses: a GET approves nothing, a POST without the
@@ -140,9 +104,9 @@ func TestApprovalPage(t *testing.T) {
 	if strings.Contains(page, "<script>") || strings.Contains(page, "<b>notes") || !strings.Contains(page, "&lt;script&gt;") {
 		t.Errorf("the page does not show the call escaped:\n%s", page)
 	}
-	if resp, err := b.c.Head(link); err != nil || resp.Header.Get("Content-Security-Policy") == "" ||
-		resp.Header.Get("X-Frame-Options") != "DENY" || resp.Header.Get("Cache-Control") != "no-store" {
-		t.Errorf("the page lacks its headers (%v)", err)
+	if code, h := b.Head(link); code != http.StatusOK || h.Get("Content-Security-Policy") == "" ||
+		h.Get("X-Frame-Options") != "DENY" || h.Get("Cache-Control") != "no-store" {
+		t.Errorf("the page lacks its headers (%d %v)", code, h)
 	}
 	if status, _, _ := newApprovalBrowser(t).open(link[:strings.LastIndex(link, ".")] + "." + strings.Repeat("A", 43)); status != http.StatusNotFound {
 		t.Errorf("a made-up MAC: %d", status)
