@@ -142,7 +142,8 @@ func GIFFile(w, h int, frames ...[]byte) []byte {
 	return append(out, 0x3b)
 }
 
-// GIFFrame is an image descriptor of w×h at (x, y) followed by LZW data of one clear and one end code.
+// GIFFrame is an image descriptor of w×h at (x, y) followed by LZW data of a clear code, one pixel of colour 0
+// and an end code: a 1×1 frame whole, a larger one's first pixel.
 func GIFFrame(x, y, w, h int) []byte {
 	out := append(append(append(append([]byte{0x2c}, le16(x)...), le16(y)...), le16(w)...), le16(h)...)
 	return append(out, 0, 2, 2, 0x44, 0x01, 0)
