@@ -12,7 +12,7 @@ import (
 const module = "github.com/e2b-mcp/e2b-mcp"
 
 // layers are the module's packages from the top down (docs/ARCHITECTURE.md, "Layers"): a package may import its
-// own room (e2b and e2b/emulator import e2b/wire) and the layers below its own, never a layer above or beside it. A
+// own room (e2b and e2b/emulator import e2b/wire and e2b/wire/envd) and the layers below its own, never a layer above or beside it. A
 // room is a tree of packages, named by its path; a package is in the room of the longest of these names its path
 // starts with (server/preview is a room of its own below server, e2b/emulator is in e2b's). The end-to-end tests,
 // the examples and the scripts sit at the top beside main, since nothing imports them.

@@ -2,6 +2,7 @@ package e2b
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -15,6 +16,7 @@ import (
 	"time"
 
 	"github.com/e2b-mcp/e2b-mcp/e2b/e2btest"
+	"github.com/e2b-mcp/e2b-mcp/e2b/wire/envd"
 	"github.com/e2b-mcp/e2b-mcp/internal/optional"
 	"github.com/e2b-mcp/e2b-mcp/internal/waitfor"
 )
@@ -661,6 +663,50 @@ func TestConformanceStreamEndsWhenThePipesClose(t *testing.T) {
 		defer body.Close()
 		if got, _ := io.ReadAll(body); string(got) != "done\n" {
 			t.Fatalf("%s holds %q", mark, got)
+		}
+	})
+}
+
+// envd reads a request's integers, bytes and enums in each form proto3 JSON allows (an integer as a string or in
+// exponent form, bytes unpadded, an enum by number) and refuses a member of the wrong JSON type as an invalid
+// argument; the emulator reads the shared messages alike.
+func TestConformanceRequestsInEachProto3Form(t *testing.T) {
+	conformance(t, func(t *testing.T, e *Envd) {
+		ctx := emuCtx(t)
+		dir := "/tmp/" + unique(t)
+		sh(t, e, "mkdir -p "+dir+"/sub")
+		for _, depth := range []string{`1`, `"1"`, `1e0`, `"1e0"`} {
+			var out envd.ListDirResponse
+			req := json.RawMessage(`{"path":"` + dir + `","depth":` + depth + `}`)
+			err := e.unary(ctx, "envd ListDir", "filesystem.Filesystem/ListDir", req, &out, true)
+			if err != nil || len(out.Entries) != 1 || out.Entries[0].Name != "sub" {
+				t.Errorf("ListDir with depth %s: %+v, %v", depth, out, err)
+			}
+		}
+
+		opts := bashC("read line; echo \"got $line\" > " + dir + "/got; sleep 60")
+		opts.Stdin = true
+		pid, done := rawStart(t, e, ctx, opts)
+		input := json.RawMessage(fmt.Sprintf(`{"process":{"pid":"%d"},"input":{"stdin":"aGkKCg"}}`, pid))
+		if err := e.unary(ctx, "envd SendInput", "process.Process/SendInput", input, nil, false); err != nil {
+			t.Fatalf("SendInput with the pid as a string: %v", err)
+		}
+		waitfor.Until(t, 10*time.Second, "the shell to read its input", func() bool {
+			return sh(t, e, "cat "+dir+"/got 2>/dev/null || true") == "got hi\n"
+		})
+		var apiErr *APIError
+		wrong := json.RawMessage(fmt.Sprintf(`{"process":{"pid":%d},"signal":true}`, pid))
+		err := e.unary(ctx, "envd SendSignal", "process.Process/SendSignal", wrong, nil, false)
+		if !errors.As(err, &apiErr) || apiErr.Code != "invalid_argument" {
+			t.Errorf("SendSignal with a signal of the wrong type: %v, want invalid_argument", err)
+		}
+		byNumber := json.RawMessage(fmt.Sprintf(`{"process":{"pid":%d},"signal":9}`, pid))
+		if err := e.unary(ctx, "envd SendSignal", "process.Process/SendSignal", byNumber, nil, false); err != nil {
+			t.Fatalf("SendSignal with SIGKILL by number: %v", err)
+		}
+		if err := waitfor.Recv(t, done, 30*time.Second, "the killed shell's stream to end"); err == nil ||
+			!strings.Contains(err.Error(), "signal: killed") {
+			t.Fatalf("the shell ended %v, want killed", err)
 		}
 	})
 }

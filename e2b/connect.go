@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"strconv"
 
 	"github.com/e2b-mcp/e2b-mcp/internal/connectframe"
 )
@@ -73,47 +72,4 @@ func streamReadError(err error) error {
 	default:
 		return err
 	}
-}
-
-// Proto3 JSON scalars that the protocol allows in more than one form.
-
-// pbInt64 is an int64 or uint32 field: proto3 JSON writes 64-bit integers as strings, and parsers accept numbers
-// and strings for every integer type.
-type pbInt64 int64
-
-func (v *pbInt64) UnmarshalJSON(b []byte) error {
-	s, null := connectframe.IntegerText(b)
-	if null {
-		return nil
-	}
-	n, err := strconv.ParseInt(s, 10, 64)
-	if err != nil {
-		// Proto3 JSON also allows an integral value in exponent form, e.g. 1e3.
-		f, ferr := strconv.ParseFloat(s, 64)
-		if ferr != nil || f != float64(int64(f)) {
-			return fmt.Errorf("invalid integer %s", b)
-		}
-		n = int64(f)
-	}
-	*v = pbInt64(n)
-	return nil
-}
-
-// pbBytes is a bytes field: base64, standard or URL-safe alphabet, padded or not, as proto3 JSON parsers accept.
-type pbBytes []byte
-
-func (v *pbBytes) UnmarshalJSON(b []byte) error {
-	if string(b) == "null" {
-		return nil
-	}
-	var s string
-	if err := json.Unmarshal(b, &s); err != nil {
-		return err
-	}
-	out, err := connectframe.DecodeBytes(s)
-	if err != nil {
-		return fmt.Errorf("invalid base64 bytes: %w", err)
-	}
-	*v = out
-	return nil
 }

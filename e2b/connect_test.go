@@ -92,33 +92,6 @@ func TestReadConnectStreamStopsOnCallbackError(t *testing.T) {
 	}
 }
 
-func TestPBScalars(t *testing.T) {
-	ints := map[string]int64{`"3526"`: 3526, `3526`: 3526, `"-1"`: -1, `1e3`: 1000, `null`: 0}
-	for in, want := range ints {
-		var v pbInt64
-		if err := v.UnmarshalJSON([]byte(in)); err != nil || int64(v) != want {
-			t.Errorf("pbInt64(%s) = %d, %v; want %d", in, v, err, want)
-		}
-	}
-	for _, bad := range []string{`"x"`, `1.5`, `true`, `"99999999999999999999"`} {
-		var v pbInt64
-		if err := v.UnmarshalJSON([]byte(bad)); err == nil {
-			t.Errorf("pbInt64(%s) accepted", bad)
-		}
-	}
-	byteCases := map[string]string{`"aGkK"`: "hi\n", `"aGk="`: "hi", `"aGk"`: "hi", `"-_8"`: "\xfb\xff", `"+/8="`: "\xfb\xff", `""`: ""}
-	for in, want := range byteCases {
-		var v pbBytes
-		if err := v.UnmarshalJSON([]byte(in)); err != nil || string(v) != want {
-			t.Errorf("pbBytes(%s) = %q, %v; want %q", in, v, err, want)
-		}
-	}
-	var v pbBytes
-	if err := v.UnmarshalJSON([]byte(`"!!"`)); err == nil {
-		t.Error("pbBytes accepted invalid base64")
-	}
-}
-
 func TestEventDecoderFastPath(t *testing.T) {
 	var dec eventDecoder
 	msgs := map[string]ProcessEvent{

@@ -7,6 +7,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"time"
+
+	"github.com/e2b-mcp/e2b-mcp/e2b/wire/envd"
 )
 
 // ProcessConfig is the process to start.
@@ -88,84 +90,11 @@ type ProcessEnd struct {
 	Error    string
 }
 
-// Wire shapes of process.proto in proto3 JSON. Requests are written with the field names and order a protobuf
-// JSON encoder uses (field number order, zero values omitted); answers are read leniently.
-
-type pbProcessConfig struct {
-	Cmd  string            `json:"cmd"`
-	Args []string          `json:"args,omitempty"`
-	Envs map[string]string `json:"envs,omitempty"`
-	Cwd  *string           `json:"cwd,omitempty"`
-}
-
-type pbStartRequest struct {
-	Process pbProcessConfig `json:"process"`
-	PTY     *pbPTY          `json:"pty,omitempty"`
-	Tag     *string         `json:"tag,omitempty"`
-	Stdin   *bool           `json:"stdin,omitempty"`
-}
-
-type pbPTY struct {
-	Size PTYSize `json:"size"`
-}
-
-type pbSelector struct {
-	PID uint32 `json:"pid"`
-}
-
-type pbSelectorRequest struct {
-	Process pbSelector `json:"process"`
-}
-
-type pbSendSignalRequest struct {
-	Process pbSelector `json:"process"`
-	Signal  Signal     `json:"signal"`
-}
-
-type pbSendInputRequest struct {
-	Process pbSelector `json:"process"`
-	Input   pbInput    `json:"input"`
-}
-
-// pbInput is ProcessInput, a oneof: exactly one of its members is set, and sent even when empty.
-type pbInput struct {
-	Stdin *[]byte `json:"stdin,omitempty"`
-	PTY   *[]byte `json:"pty,omitempty"`
-}
-
-// pbProcessEvent is one ProcessEvent; exactly one member is set.
-type pbProcessEvent struct {
-	Start *struct {
-		PID pbInt64 `json:"pid"`
-	} `json:"start"`
-	Data *struct {
-		Stdout *pbBytes `json:"stdout"`
-		Stderr *pbBytes `json:"stderr"`
-		PTY    *pbBytes `json:"pty"`
-	} `json:"data"`
-	End       *pbEndEvent `json:"end"`
-	Keepalive *struct{}   `json:"keepalive"`
-}
-
-// pbEndEvent accepts the lowerCamelCase names and the proto names, as proto3 JSON parsers do.
-type pbEndEvent struct {
-	ExitCode      *pbInt64 `json:"exitCode"`
-	ExitCodeProto *pbInt64 `json:"exit_code"`
-	Exited        bool     `json:"exited"`
-	Status        string   `json:"status"`
-	Error         *string  `json:"error"`
-}
-
-func (p *pbEndEvent) end() *ProcessEnd {
-	end := &ProcessEnd{Exited: p.Exited, Status: p.Status}
-	switch {
-	case p.ExitCode != nil:
-		end.ExitCode = int(*p.ExitCode)
-	case p.ExitCodeProto != nil:
-		end.ExitCode = int(*p.ExitCodeProto)
-	}
-	if p.Error != nil {
-		end.Error = *p.Error
+// endOf is how envd says the process ended.
+func endOf(e *envd.EndEvent) *ProcessEnd {
+	end := &ProcessEnd{ExitCode: int(e.ExitCode), Exited: e.Exited, Status: e.Status}
+	if e.Error != nil {
+		end.Error = *e.Error
 	}
 	return end
 }
@@ -173,20 +102,15 @@ func (p *pbEndEvent) end() *ProcessEnd {
 // decodeProcessEvent reads one StartResponse/ConnectResponse message. ok is false for an event this client does
 // not know (a newer envd may add some); those are skipped.
 func decodeProcessEvent(msg []byte) (ev ProcessEvent, ok bool, err error) {
-	var wire struct {
-		Event *pbProcessEvent `json:"event"`
-	}
-	if err := json.Unmarshal(msg, &wire); err != nil {
+	var m envd.EventMessage
+	if err := json.Unmarshal(msg, &m); err != nil {
 		return ProcessEvent{}, false, fmt.Errorf("malformed process event: %w", err)
 	}
-	pe := wire.Event
+	pe := m.Event
 	switch {
 	case pe == nil:
 		return ProcessEvent{}, false, nil
 	case pe.Start != nil:
-		if pe.Start.PID < 0 || pe.Start.PID > 1<<32-1 {
-			return ProcessEvent{}, false, fmt.Errorf("malformed process event: pid %d", pe.Start.PID)
-		}
 		return ProcessEvent{Kind: EventStart, PID: uint32(pe.Start.PID)}, true, nil
 	case pe.Data != nil:
 		switch {
@@ -199,7 +123,7 @@ func decodeProcessEvent(msg []byte) (ev ProcessEvent, ok bool, err error) {
 		}
 		return ProcessEvent{}, false, nil
 	case pe.End != nil:
-		return ProcessEvent{Kind: EventEnd, End: pe.End.end()}, true, nil
+		return ProcessEvent{Kind: EventEnd, End: endOf(pe.End)}, true, nil
 	case pe.Keepalive != nil:
 		return ProcessEvent{Kind: EventKeepalive}, true, nil
 	}
@@ -293,8 +217,8 @@ func (e *Envd) Start(ctx context.Context, opts StartOptions, onEvent func(Proces
 
 // start is Start with a callback that may stop the stream by returning an error.
 func (e *Envd) start(ctx context.Context, opts StartOptions, onEvent func(ProcessEvent) error) (ProcessEnd, error) {
-	req := pbStartRequest{
-		Process: pbProcessConfig{Cmd: opts.Process.Cmd, Args: opts.Process.Args, Envs: opts.Process.Envs},
+	req := envd.StartRequest{
+		Process: &envd.ProcessConfig{Cmd: opts.Process.Cmd, Args: opts.Process.Args, Envs: opts.Process.Envs},
 		Stdin:   &opts.Stdin,
 	}
 	if opts.Process.Cwd != "" {
@@ -304,7 +228,7 @@ func (e *Envd) start(ctx context.Context, opts StartOptions, onEvent func(Proces
 		req.Tag = &opts.Tag
 	}
 	if opts.PTY != nil {
-		req.PTY = &pbPTY{Size: *opts.PTY}
+		req.PTY = &envd.PTY{Size: &envd.PTYSize{Cols: envd.Uint32(opts.PTY.Cols), Rows: envd.Uint32(opts.PTY.Rows)}}
 	}
 	so := streamOptions{timeout: opts.Timeout, keepalive: keepaliveOf(opts.KeepaliveInterval)}
 	return e.processStream(ctx, "envd Start", "process.Process/Start", req, so, onEvent)
@@ -329,59 +253,43 @@ type ProcessInfo struct {
 // SendSignal signals a process; an unknown pid matches ErrNotFound.
 func (e *Envd) SendSignal(ctx context.Context, pid uint32, sig Signal) error {
 	return e.unary(ctx, "envd SendSignal", "process.Process/SendSignal",
-		pbSendSignalRequest{Process: pbSelector{PID: pid}, Signal: sig}, nil, false)
+		envd.SendSignalRequest{Process: envd.SelectPID(pid), Signal: envd.Signal(sig)}, nil, false)
 }
 
 // SendStdin writes to a process's stdin.
 func (e *Envd) SendStdin(ctx context.Context, pid uint32, data []byte) error {
-	return e.sendInput(ctx, pid, pbInput{Stdin: &data})
+	return e.sendInput(ctx, pid, &envd.ProcessInput{Stdin: (*envd.Bytes)(&data)})
 }
 
 // SendPTYInput writes to the terminal of a process started with a PTY, as typed keys.
 func (e *Envd) SendPTYInput(ctx context.Context, pid uint32, data []byte) error {
-	return e.sendInput(ctx, pid, pbInput{PTY: &data})
+	return e.sendInput(ctx, pid, &envd.ProcessInput{PTY: (*envd.Bytes)(&data)})
 }
 
-func (e *Envd) sendInput(ctx context.Context, pid uint32, in pbInput) error {
-	for _, b := range []*[]byte{in.Stdin, in.PTY} {
-		if b != nil && *b == nil {
-			*b = []byte{} // encoding/json writes a nil slice as null
-		}
-	}
-	return e.unary(ctx, "envd SendInput", "process.Process/SendInput", pbSendInputRequest{Process: pbSelector{PID: pid},
-		Input: in}, nil, false)
+func (e *Envd) sendInput(ctx context.Context, pid uint32, in *envd.ProcessInput) error {
+	return e.unary(ctx, "envd SendInput", "process.Process/SendInput",
+		envd.SendInputRequest{Process: envd.SelectPID(pid), Input: in}, nil, false)
 }
 
 // CloseStdin closes a process's stdin (envd >= 0.5.2).
 func (e *Envd) CloseStdin(ctx context.Context, pid uint32) error {
-	return e.unary(ctx, "envd CloseStdin", "process.Process/CloseStdin", pbSelectorRequest{Process: pbSelector{PID: pid}},
+	return e.unary(ctx, "envd CloseStdin", "process.Process/CloseStdin", envd.ProcessRequest{Process: envd.SelectPID(pid)},
 		nil, false)
 }
 
 // ListProcesses lists running processes.
 func (e *Envd) ListProcesses(ctx context.Context) ([]ProcessInfo, error) {
-	var out struct {
-		Processes []struct {
-			Config struct {
-				Cmd  string            `json:"cmd"`
-				Args []string          `json:"args"`
-				Envs map[string]string `json:"envs"`
-				Cwd  string            `json:"cwd"`
-			} `json:"config"`
-			PID pbInt64 `json:"pid"`
-			Tag string  `json:"tag"`
-		} `json:"processes"`
-	}
-	if err := e.unary(ctx, "envd List", "process.Process/List", struct{}{}, &out, true); err != nil {
+	var out envd.ListResponse
+	if err := e.unary(ctx, "envd List", "process.Process/List", envd.ListRequest{}, &out, true); err != nil {
 		return nil, err
 	}
 	list := make([]ProcessInfo, 0, len(out.Processes))
 	for _, p := range out.Processes {
-		list = append(list, ProcessInfo{
-			PID:    uint32(p.PID),
-			Tag:    p.Tag,
-			Config: ProcessConfig{Cmd: p.Config.Cmd, Args: p.Config.Args, Envs: p.Config.Envs, Cwd: p.Config.Cwd},
-		})
+		info := ProcessInfo{PID: uint32(p.PID), Tag: deref(p.Tag)}
+		if c := p.Config; c != nil {
+			info.Config = ProcessConfig{Cmd: c.Cmd, Args: c.Args, Envs: c.Envs, Cwd: deref(c.Cwd)}
+		}
+		list = append(list, info)
 	}
 	return list, nil
 }
@@ -390,7 +298,7 @@ func (e *Envd) ListProcesses(ctx context.Context) ([]ProcessInfo, error) {
 func (e *Envd) ConnectProcess(ctx context.Context, pid uint32, onEvent func(ProcessEvent)) (ProcessEnd, error) {
 	so := streamOptions{keepalive: DefaultKeepaliveInterval}
 	return e.processStream(ctx, "envd Connect", "process.Process/Connect",
-		pbSelectorRequest{Process: pbSelector{PID: pid}}, so, eachEvent(onEvent))
+		envd.ProcessRequest{Process: envd.SelectPID(pid)}, so, eachEvent(onEvent))
 }
 
 // eachEvent adapts a callback that cannot stop the stream.
@@ -399,4 +307,12 @@ func eachEvent(onEvent func(ProcessEvent)) func(ProcessEvent) error {
 		return nil
 	}
 	return func(ev ProcessEvent) error { onEvent(ev); return nil }
+}
+
+// deref is *s, or "" for nil: an optional string envd left out.
+func deref(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
 }

@@ -253,37 +253,3 @@ func checkContentType(r *http.Request, streaming bool) bool {
 	}
 	return mt == connectframe.ContentTypeUnary
 }
-
-// Proto3 JSON request scalars, read as leniently as protojson reads them.
-
-// pbUint is an integer given as a number or a string.
-type pbUint uint64
-
-func (v *pbUint) UnmarshalJSON(b []byte) error {
-	s, null := connectframe.IntegerText(b)
-	if null {
-		return nil
-	}
-	n, err := strconv.ParseUint(s, 10, 32)
-	if err != nil {
-		return fmt.Errorf("invalid value for uint32 field: %s", b)
-	}
-	*v = pbUint(n)
-	return nil
-}
-
-// pbBytes is a bytes field in standard or URL-safe base64, padded or not.
-type pbBytes []byte
-
-func (v *pbBytes) UnmarshalJSON(b []byte) error {
-	var s string
-	if err := json.Unmarshal(b, &s); err != nil {
-		return errors.New("invalid value for bytes field")
-	}
-	out, err := connectframe.DecodeBytes(s)
-	if err != nil {
-		return fmt.Errorf("invalid value for bytes field: %v", err)
-	}
-	*v = out
-	return nil
-}

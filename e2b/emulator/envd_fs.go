@@ -12,6 +12,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/e2b-mcp/e2b-mcp/e2b/wire/envd"
 )
 
 // The filesystem as envd's filesystem RPC and /files see it. Only the sandbox's own directories exist there:
@@ -229,30 +231,16 @@ func (f *sandboxFS) stat(p string) (string, fs.FileInfo, error) {
 // isNotExist is an error for a missing path.
 func isNotExist(err error) bool { return errors.Is(err, fs.ErrNotExist) }
 
-// pbEntry is filesystem.EntryInfo in proto3 JSON: field number order, zero values omitted, int64 as a string.
-type pbEntry struct {
-	Name          string  `json:"name,omitempty"`
-	Type          string  `json:"type,omitempty"`
-	Path          string  `json:"path,omitempty"`
-	Size          int64   `json:"size,omitempty,string"`
-	Mode          uint32  `json:"mode,omitempty"`
-	Permissions   string  `json:"permissions,omitempty"`
-	Owner         string  `json:"owner,omitempty"`
-	Group         string  `json:"group,omitempty"`
-	ModifiedTime  string  `json:"modifiedTime,omitempty"`
-	SymlinkTarget *string `json:"symlinkTarget,omitempty"`
-}
-
-func fileType(m fs.FileMode) string {
+func fileType(m fs.FileMode) envd.FileType {
 	switch {
 	case m.IsRegular():
-		return "FILE_TYPE_FILE"
+		return envd.FileTypeFile
 	case m.IsDir():
-		return "FILE_TYPE_DIRECTORY"
+		return envd.FileTypeDirectory
 	case m&fs.ModeSymlink != 0:
-		return "FILE_TYPE_SYMLINK"
+		return envd.FileTypeSymlink
 	}
-	return "" // FILE_TYPE_UNSPECIFIED, omitted
+	return envd.FileTypeUnspecified
 }
 
 // pbTimestamp formats a google.protobuf.Timestamp as protojson does: UTC, with 0, 3, 6 or 9 fractional digits.
@@ -279,11 +267,11 @@ func ownerName(id uint32, own int) string {
 // entryOf describes display (the path as the caller named it) from the lstat of its resolved form phys. A symlink
 // has the type and permission bits of its target, and symlinkTarget names the target (or the link itself when
 // the target cannot be resolved), as envd reports it.
-func (f *sandboxFS) entryOf(display, phys string, fi fs.FileInfo) pbEntry {
-	e := pbEntry{
+func (f *sandboxFS) entryOf(display, phys string, fi fs.FileInfo) envd.EntryInfo {
+	e := envd.EntryInfo{
 		Name:         path.Base(display),
 		Path:         display,
-		Size:         fi.Size(),
+		Size:         envd.Int64(fi.Size()),
 		Permissions:  fi.Mode().String(),
 		ModifiedTime: pbTimestamp(fi.ModTime()),
 		Owner:        "root",
@@ -294,7 +282,7 @@ func (f *sandboxFS) entryOf(display, phys string, fi fs.FileInfo) pbEntry {
 	}
 	if fi.Mode()&fs.ModeSymlink == 0 {
 		e.Type = fileType(fi.Mode())
-		e.Mode = uint32(fi.Mode().Perm())
+		e.Mode = envd.Uint32(fi.Mode().Perm())
 		return e
 	}
 	target, tfi, err := f.stat(phys)
@@ -305,12 +293,12 @@ func (f *sandboxFS) entryOf(display, phys string, fi fs.FileInfo) pbEntry {
 	}
 	e.SymlinkTarget = &target
 	e.Type = fileType(tfi.Mode())
-	e.Mode = uint32(tfi.Mode().Perm())
+	e.Mode = envd.Uint32(tfi.Mode().Perm())
 	return e
 }
 
 // entry describes a path without following a final symlink (envd's Lstat).
-func (f *sandboxFS) entry(display string) (pbEntry, error) {
+func (f *sandboxFS) entry(display string) (envd.EntryInfo, error) {
 	phys, err := f.resolveParent(display)
 	if err == nil {
 		var fi fs.FileInfo
@@ -318,7 +306,7 @@ func (f *sandboxFS) entry(display string) (pbEntry, error) {
 			return f.entryOf(display, phys, fi), nil
 		}
 	}
-	return pbEntry{}, pathErr("lstat", display, err)
+	return envd.EntryInfo{}, pathErr("lstat", display, err)
 }
 
 // readDirNames lists a resolved directory, sorted as filepath.WalkDir visits it.
@@ -344,7 +332,7 @@ func (f *sandboxFS) readDirNames(p string) ([]string, error) {
 }
 
 // walk lists a resolved directory to depth, not following symlinks below it; entries carry display paths.
-func (f *sandboxFS) walk(display, phys string, depth int, out *[]pbEntry) error {
+func (f *sandboxFS) walk(display, phys string, depth int, out *[]envd.EntryInfo) error {
 	names, err := f.readDirNames(phys)
 	if err != nil {
 		return err

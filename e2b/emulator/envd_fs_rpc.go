@@ -4,20 +4,14 @@ import (
 	"errors"
 	"path"
 	"syscall"
+
+	"github.com/e2b-mcp/e2b-mcp/e2b/wire/envd"
 )
 
 // envd's filesystem.Filesystem RPCs (Stat, ListDir, MakeDir, Move, Remove) over the sandbox's filesystem.
 
-type pbPathReq struct {
-	Path string `json:"path"`
-}
-
-type pbEntryAnswer struct {
-	Entry pbEntry `json:"entry"`
-}
-
 func (e *envdService) fsStat(c *rpcCall) (any, *rpcError) {
-	var req pbPathReq
+	var req envd.PathRequest
 	if err := decodeRequest(c.msg, &req, "*filesystem.StatRequest"); err != nil {
 		return nil, err
 	}
@@ -32,14 +26,11 @@ func (e *envdService) fsStat(c *rpcCall) (any, *rpcError) {
 		}
 		return nil, rpcErrorf("internal", "error getting file info: %v", err)
 	}
-	return pbEntryAnswer{Entry: entry}, nil
+	return envd.EntryResponse{Entry: &entry}, nil
 }
 
 func (e *envdService) fsListDir(c *rpcCall) (any, *rpcError) {
-	var req struct {
-		Path  string `json:"path"`
-		Depth pbUint `json:"depth"`
-	}
+	var req envd.ListDirRequest
 	if err := decodeRequest(c.msg, &req, "*filesystem.ListDirRequest"); err != nil {
 		return nil, err
 	}
@@ -71,17 +62,15 @@ func (e *envdService) fsListDir(c *rpcCall) (any, *rpcError) {
 	if !fi.IsDir() {
 		return nil, rpcErrorf("invalid_argument", "path is not a directory: %s", resolved)
 	}
-	entries := []pbEntry{}
+	entries := []envd.EntryInfo{}
 	if err := c.fs.walk(p, resolved, depth, &entries); err != nil {
 		return nil, rpcErrorf("internal", "error reading directory %s: %v", resolved, err)
 	}
-	return struct {
-		Entries []pbEntry `json:"entries,omitempty"`
-	}{entries}, nil
+	return envd.ListDirResponse{Entries: entries}, nil
 }
 
 func (e *envdService) fsMakeDir(c *rpcCall) (any, *rpcError) {
-	var req pbPathReq
+	var req envd.PathRequest
 	if err := decodeRequest(c.msg, &req, "*filesystem.MakeDirRequest"); err != nil {
 		return nil, err
 	}
@@ -101,14 +90,11 @@ func (e *envdService) fsMakeDir(c *rpcCall) (any, *rpcError) {
 	if err := c.fs.ensureDirs(p); err != nil {
 		return nil, rpcErrorf("internal", "%v", err)
 	}
-	return pbEntryAnswer{Entry: pbEntry{Name: path.Base(p), Type: "FILE_TYPE_DIRECTORY", Path: p}}, nil
+	return envd.EntryResponse{Entry: &envd.EntryInfo{Name: path.Base(p), Type: envd.FileTypeDirectory, Path: p}}, nil
 }
 
 func (e *envdService) fsMove(c *rpcCall) (any, *rpcError) {
-	var req struct {
-		Source      string `json:"source"`
-		Destination string `json:"destination"`
-	}
+	var req envd.MoveRequest
 	if err := decodeRequest(c.msg, &req, "*filesystem.MoveRequest"); err != nil {
 		return nil, err
 	}
@@ -136,11 +122,11 @@ func (e *envdService) fsMove(c *rpcCall) (any, *rpcError) {
 		}
 		return nil, rpcErrorf("internal", "error getting file info: %v", err)
 	}
-	return pbEntryAnswer{Entry: entry}, nil
+	return envd.EntryResponse{Entry: &entry}, nil
 }
 
 func (e *envdService) fsRemove(c *rpcCall) (any, *rpcError) {
-	var req pbPathReq
+	var req envd.PathRequest
 	if err := decodeRequest(c.msg, &req, "*filesystem.RemoveRequest"); err != nil {
 		return nil, err
 	}

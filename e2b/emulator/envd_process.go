@@ -14,6 +14,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/e2b-mcp/e2b-mcp/e2b/wire/envd"
 )
 
 // The process service: real processes (bwrap.go) behind envd's process.Process API.
@@ -56,7 +58,7 @@ type subscriber struct {
 // envdProcess is a running (or recently ended) sandbox process.
 type envdProcess struct {
 	pid    uint32
-	config pbProcessConfigOut
+	config envd.ProcessConfig
 	tag    *string
 	cmd    *exec.Cmd   // nsenter, which waits for the process and ends as it does
 	proc   *os.Process // the process itself, by pidfd
@@ -67,7 +69,7 @@ type envdProcess struct {
 	pty     bool     // started on a terminal
 
 	exited  chan struct{} // closed once end is set
-	end     pbEnd
+	end     envd.EndEvent
 	endedAt time.Time
 
 	mu        sync.Mutex
@@ -190,7 +192,7 @@ func (e *envdService) cwdExists(sfs *sandboxFS, cwd string) bool {
 }
 
 // startProcess starts a process and subscribes a stream to it before any output can be missed.
-func (e *envdService) startProcess(c *rpcCall, cfg *pbProcessConfigIn, tag *string, withStdin bool, tty *ptySize,
+func (e *envdService) startProcess(c *rpcCall, cfg *envd.ProcessConfig, tag *string, withStdin bool, tty *ptySize,
 	cwd string, timeout time.Duration) (*envdProcess, *subscriber, *rpcError) {
 	userCmd := strings.Join(append([]string{cfg.Cmd}, cfg.Args...), " ")
 	startErr := func(err error) *rpcError {
@@ -303,7 +305,7 @@ func (e *envdService) startProcess(c *rpcCall, cfg *pbProcessConfigIn, tag *stri
 
 	p := &envdProcess{
 		pid:    pid,
-		config: pbProcessConfigOut{Cmd: cfg.Cmd, Args: cfg.Args, Envs: cfg.Envs, Cwd: cfg.Cwd},
+		config: *cfg,
 		tag:    tag,
 		cmd:    cmd,
 		proc:   proc,
@@ -419,7 +421,7 @@ func (e *envdService) waitProcess(st *sandboxState, p *envdProcess, readers *syn
 	p.proc.Release()
 
 	state := p.cmd.ProcessState
-	end := pbEnd{ExitCode: int32(state.ExitCode()), Exited: state.Exited(), Status: state.String()}
+	end := envd.EndEvent{ExitCode: envd.Int32(state.ExitCode()), Exited: state.Exited(), Status: state.String()}
 	if err != nil {
 		msg := err.Error()
 		end.Error = &msg

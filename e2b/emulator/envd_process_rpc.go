@@ -1,55 +1,16 @@
 package emulator
 
 import (
-	"encoding/json"
 	"sort"
 	"strconv"
 	"syscall"
 	"time"
+
+	"github.com/e2b-mcp/e2b-mcp/e2b/wire/envd"
 )
 
-// envd's process.Process RPCs (Start, Connect, List, SendSignal, SendInput, CloseStdin) and their wire shapes.
-
-type pbProcessConfigIn struct {
-	Cmd  string            `json:"cmd"`
-	Args []string          `json:"args"`
-	Envs map[string]string `json:"envs"`
-	Cwd  *string           `json:"cwd"`
-}
-
-type pbProcessConfigOut struct {
-	Cmd  string            `json:"cmd,omitempty"`
-	Args []string          `json:"args,omitempty"`
-	Envs map[string]string `json:"envs,omitempty"`
-	Cwd  *string           `json:"cwd,omitempty"`
-}
-
-type pbSelectorIn struct {
-	PID *pbUint `json:"pid"`
-	Tag *string `json:"tag"`
-}
-
-type pbEnd struct {
-	ExitCode int32   `json:"exitCode,omitempty"`
-	Exited   bool    `json:"exited,omitempty"`
-	Status   string  `json:"status,omitempty"`
-	Error    *string `json:"error,omitempty"`
-}
-
-// pbEvent is a ProcessEvent other than output (see streamWriter.sendOutput).
-type pbEvent struct {
-	Start     *pbStartEvent `json:"start,omitempty"`
-	End       *pbEnd        `json:"end,omitempty"`
-	Keepalive *struct{}     `json:"keepalive,omitempty"`
-}
-
-type pbStartEvent struct {
-	PID uint32 `json:"pid,omitempty"`
-}
-
-type pbEventMsg struct {
-	Event pbEvent `json:"event"`
-}
+// envd's process.Process RPCs (Start, Connect, List, SendSignal, SendInput, CloseStdin); their messages are
+// package envd's (e2b/wire/envd), which the client speaks too.
 
 // keepaliveInterval reads Keepalive-Ping-Interval (seconds), as envd's GetKeepAliveTicker does.
 func keepaliveInterval(h string) time.Duration {
@@ -60,22 +21,12 @@ func keepaliveInterval(h string) time.Duration {
 }
 
 func (e *envdService) procStart(c *rpcCall, sw *streamWriter) *rpcError {
-	var req struct {
-		Process *pbProcessConfigIn `json:"process"`
-		PTY     *struct {
-			Size *struct {
-				Cols uint32 `json:"cols"`
-				Rows uint32 `json:"rows"`
-			} `json:"size"`
-		} `json:"pty"`
-		Tag   *string `json:"tag"`
-		Stdin *bool   `json:"stdin"`
-	}
+	var req envd.StartRequest
 	if rerr := decodeRequest(c.msg, &req, "*process.StartRequest"); rerr != nil {
 		return rerr
 	}
 	if req.Process == nil {
-		req.Process = &pbProcessConfigIn{}
+		req.Process = &envd.ProcessConfig{}
 	}
 	var tty *ptySize
 	if req.PTY != nil {
@@ -108,7 +59,8 @@ func (e *envdService) procStart(c *rpcCall, sw *streamWriter) *rpcError {
 func (e *envdService) streamProcess(c *rpcCall, sw *streamWriter, p *envdProcess, sub *subscriber) *rpcError {
 	defer p.unsubscribe(sub)
 	cut := c.st.cutChan()
-	if err := sw.send(pbEventMsg{Event: pbEvent{Start: &pbStartEvent{PID: p.pid}}}); err != nil {
+	start := &envd.StartEvent{PID: envd.Uint32(p.pid)}
+	if err := sw.send(envd.EventMessage{Event: &envd.ProcessEvent{Start: start}}); err != nil {
 		return nil
 	}
 	interval := keepaliveInterval(c.r.Header.Get("Keepalive-Ping-Interval"))
@@ -131,7 +83,7 @@ func (e *envdService) streamProcess(c *rpcCall, sw *streamWriter, p *envdProcess
 			}
 			keepalive.Reset(interval)
 		case <-keepalive.C:
-			if sw.send(pbEventMsg{Event: pbEvent{Keepalive: &struct{}{}}}) != nil {
+			if sw.send(envd.EventMessage{Event: &envd.ProcessEvent{Keepalive: &envd.KeepAlive{}}}) != nil {
 				return nil
 			}
 			keepalive.Reset(interval)
@@ -148,7 +100,7 @@ func (e *envdService) streamProcess(c *rpcCall, sw *streamWriter, p *envdProcess
 				}
 			}
 			end := p.end
-			if sw.send(pbEventMsg{Event: pbEvent{End: &end}}) != nil {
+			if sw.send(envd.EventMessage{Event: &envd.ProcessEvent{End: &end}}) != nil {
 				return nil
 			}
 			_ = sw.end(nil)
@@ -165,9 +117,7 @@ func (e *envdService) streamProcess(c *rpcCall, sw *streamWriter, p *envdProcess
 }
 
 func (e *envdService) procConnect(c *rpcCall, sw *streamWriter) *rpcError {
-	var req struct {
-		Process *pbSelectorIn `json:"process"`
-	}
+	var req envd.ProcessRequest
 	if rerr := decodeRequest(c.msg, &req, "*process.ConnectRequest"); rerr != nil {
 		return rerr
 	}
@@ -182,28 +132,18 @@ func (e *envdService) procList(c *rpcCall) (any, *rpcError) {
 	if rerr := decodeRequest(c.msg, &struct{}{}, "*process.ListRequest"); rerr != nil {
 		return nil, rerr
 	}
-	type info struct {
-		Config pbProcessConfigOut `json:"config"`
-		PID    uint32             `json:"pid,omitempty"`
-		Tag    *string            `json:"tag,omitempty"`
-	}
 	c.st.mu.Lock()
-	list := make([]info, 0, len(c.st.procs))
+	list := make([]envd.ProcessInfo, 0, len(c.st.procs))
 	for _, p := range c.st.procs {
-		list = append(list, info{Config: p.config, PID: p.pid, Tag: p.tag})
+		list = append(list, envd.ProcessInfo{Config: &p.config, PID: envd.Uint32(p.pid), Tag: p.tag})
 	}
 	c.st.mu.Unlock()
 	sort.Slice(list, func(i, j int) bool { return list[i].PID < list[j].PID })
-	return struct {
-		Processes []info `json:"processes,omitempty"`
-	}{list}, nil
+	return envd.ListResponse{Processes: list}, nil
 }
 
 func (e *envdService) procSendSignal(c *rpcCall) (any, *rpcError) {
-	var req struct {
-		Process *pbSelectorIn   `json:"process"`
-		Signal  json.RawMessage `json:"signal"`
-	}
+	var req envd.SendSignalRequest
 	if rerr := decodeRequest(c.msg, &req, "*process.SendSignalRequest"); rerr != nil {
 		return nil, rerr
 	}
@@ -212,47 +152,22 @@ func (e *envdService) procSendSignal(c *rpcCall) (any, *rpcError) {
 		return nil, rerr
 	}
 	var sig syscall.Signal
-	switch name := signalName(req.Signal); name {
-	case "SIGNAL_SIGKILL":
+	switch req.Signal {
+	case envd.SignalSIGKILL:
 		sig = syscall.SIGKILL
-	case "SIGNAL_SIGTERM":
+	case envd.SignalSIGTERM:
 		sig = syscall.SIGTERM
+	case "":
+		return nil, rpcErrorf("unimplemented", "invalid signal: %s", envd.SignalUnspecified)
 	default:
-		return nil, rpcErrorf("unimplemented", "invalid signal: %s", name)
+		return nil, rpcErrorf("unimplemented", "invalid signal: %s", req.Signal)
 	}
 	p.signal(sig)
 	return struct{}{}, nil
 }
 
-// signalName reads the Signal enum by name or number.
-func signalName(raw json.RawMessage) string {
-	var name string
-	if json.Unmarshal(raw, &name) == nil {
-		return name
-	}
-	var n int
-	if json.Unmarshal(raw, &n) == nil {
-		switch n {
-		case 9:
-			return "SIGNAL_SIGKILL"
-		case 15:
-			return "SIGNAL_SIGTERM"
-		case 0:
-			return "SIGNAL_UNSPECIFIED"
-		}
-		return strconv.Itoa(n)
-	}
-	return "SIGNAL_UNSPECIFIED"
-}
-
 func (e *envdService) procSendInput(c *rpcCall) (any, *rpcError) {
-	var req struct {
-		Process *pbSelectorIn `json:"process"`
-		Input   *struct {
-			Stdin *pbBytes `json:"stdin"`
-			PTY   *pbBytes `json:"pty"`
-		} `json:"input"`
-	}
+	var req envd.SendInputRequest
 	if rerr := decodeRequest(c.msg, &req, "*process.SendInputRequest"); rerr != nil {
 		return nil, rerr
 	}
@@ -276,9 +191,7 @@ func (e *envdService) procSendInput(c *rpcCall) (any, *rpcError) {
 }
 
 func (e *envdService) procCloseStdin(c *rpcCall) (any, *rpcError) {
-	var req struct {
-		Process *pbSelectorIn `json:"process"`
-	}
+	var req envd.ProcessRequest
 	if rerr := decodeRequest(c.msg, &req, "*process.CloseStdinRequest"); rerr != nil {
 		return nil, rerr
 	}

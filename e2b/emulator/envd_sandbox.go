@@ -12,6 +12,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/e2b-mcp/e2b-mcp/e2b/wire/envd"
 )
 
 // The envd side of a sandbox: the init that holds its namespaces, its processes, pausing and stopping them.
@@ -249,7 +251,7 @@ func (st *sandboxState) forgetEnded(now time.Time) {
 }
 
 // lookup finds a process by pid or tag: a running one, or with ended also one that ended within endRetention.
-func (st *sandboxState) lookup(sel *pbSelectorIn, now time.Time, ended bool) (*envdProcess, *rpcError) {
+func (st *sandboxState) lookup(sel *envd.ProcessSelector, now time.Time, ended bool) (*envdProcess, *rpcError) {
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	st.forgetEnded(now)

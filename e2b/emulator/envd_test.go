@@ -20,6 +20,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/e2b-mcp/e2b-mcp/e2b/wire/envd"
 	"github.com/e2b-mcp/e2b-mcp/internal/connectframe"
 	"github.com/e2b-mcp/e2b-mcp/internal/waitfor"
 )
@@ -837,4 +838,35 @@ func TestEnvdInstantCommandsStart(t *testing.T) {
 		}()
 	}
 	waitfor.Return(t, time.Minute, "the concurrent commands to end", wg.Wait)
+}
+
+// The output events the stream writer writes by hand are those the declared message encodes to, byte for byte.
+func TestOutputEventsAreEnvdsMessage(t *testing.T) {
+	for _, data := range [][]byte{[]byte("hello\n"), {}, {0xfb, 0xff, 0xfe}, bytes.Repeat([]byte{'x'}, 40000)} {
+		for _, stream := range []outputStream{streamStdout, streamStderr, streamPTY} {
+			rec := httptest.NewRecorder()
+			if err := newStreamWriter(rec).sendOutput(stream, data); err != nil {
+				t.Fatal(err)
+			}
+			_, got, err := connectframe.NewReader(rec.Body, 1<<20).Next()
+			if err != nil {
+				t.Fatal(err)
+			}
+			b := envd.Bytes(data)
+			ev := envd.DataEvent{}
+			switch stream {
+			case streamStdout:
+				ev.Stdout = &b
+			case streamStderr:
+				ev.Stderr = &b
+			case streamPTY:
+				ev.PTY = &b
+			}
+			want, err := json.Marshal(envd.EventMessage{Event: &envd.ProcessEvent{Data: &ev}})
+			if err != nil || !bytes.Equal(got, want) {
+				t.Errorf("%s output of %d bytes is written %.80s, the message is %.80s (%v)", stream, len(data), got,
+					want, err)
+			}
+		}
+	}
 }
