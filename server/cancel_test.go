@@ -3,7 +3,6 @@ package server
 import (
 	"context"
 	"net/http"
-	"strconv"
 	"testing"
 	"time"
 
@@ -12,7 +11,6 @@ import (
 	"github.com/mark3labs/mcp-go/mcp"
 
 	"github.com/e2b-mcp/e2b-mcp/internal/waitfor"
-	"github.com/e2b-mcp/e2b-mcp/tools"
 )
 
 // modernHTTP is a server over streamable HTTP and a way to attach 2026-07-28 clients to it.
@@ -105,36 +103,4 @@ func TestModernCancelIsTheCallersOwn(t *testing.T) {
 	waitfor.Recv(t, answered, 15*time.Second, "the answer to call 8, whose cancel came first (it ran on)")
 	// envd lists a killed process until it has reaped it, so the listing may lag the answer a little.
 	waitfor.Until(t, 10*time.Second, "the command of a call whose cancel came first is gone", func() bool { return !m.runs(t, id, "sleep 4247") })
-}
-
-// One member's flood of cancels for calls that never come cannot drop another owner's: alice's Stop that arrived
-// before her call still cancels the call when it comes, after bob has sent cancels past every bound, and bob's
-// flood costs only bob's oldest cancels.
-func TestEarlyCancelsBoundedPerOwner(t *testing.T) {
-	m := newModernCalls()
-	now := time.Now()
-	alice := keyOf(tools.Caller{Owner: "alice", Session: "s"}, []byte("7"))
-	m.cancel(alice, now)
-	bob := func(i int) callKey {
-		return keyOf(tools.Caller{Owner: "bob", Session: "s"}, strconv.AppendInt(nil, int64(i), 10))
-	}
-	const flood = 3 * maxEarlyCancels
-	for i := range flood {
-		m.cancel(bob(i), now)
-	}
-	ctx, done := m.start(t.Context(), alice)
-	defer done()
-	if context.Cause(ctx) != errCancelledByClient {
-		t.Fatalf("alice's call after bob's flood of %d cancels: %v, want cancelled", flood, context.Cause(ctx))
-	}
-	bobsLast, doneLast := m.start(t.Context(), bob(flood-1))
-	defer doneLast()
-	if context.Cause(bobsLast) != errCancelledByClient {
-		t.Errorf("bob's newest cancel was dropped")
-	}
-	bobsFirst, doneFirst := m.start(t.Context(), bob(0))
-	defer doneFirst()
-	if bobsFirst.Err() != nil {
-		t.Errorf("bob's oldest cancel of %d was kept: the bound does not hold", flood)
-	}
 }

@@ -34,7 +34,8 @@ type httpTransport struct {
 }
 
 func (s *Server) newHTTPTransport() *httpTransport {
-	t := &httpTransport{mcp: mcphttp.New(s.mcp, mcphttp.Options{Sessions: s.sessions, Log: s.log, Front: s.serveTasks})}
+	t := &httpTransport{mcp: mcphttp.New(s.mcp, mcphttp.Options{Sessions: s.sessions, Caller: identityFrom,
+		Now: s.cfg.Now, Log: s.log, Front: s.serveTasks})}
 	rules := s.browserRules()
 	mux := http.NewServeMux()
 	handle := func(pattern string, h http.Handler) { // every path through here, so that tests find them all
@@ -49,7 +50,7 @@ func (s *Server) newHTTPTransport() *httpTransport {
 	}
 	s.pages.handle(handle)
 	// Outermost first: the page's origin, the body's type and size, then the caller.
-	handle(PathMCP, rules.GuardOrigin(s.limits.limitBody(s.authenticate(s.cancelModernCalls(t.mcp.MCP())))))
+	handle(PathMCP, rules.GuardOrigin(s.limits.limitBody(s.authenticate(t.mcp.MCP()))))
 	handle(PathSSE, rules.GuardOrigin(s.limits.limitBody(s.authenticate(t.mcp.SSE()))))
 	handle(PathMessage, rules.GuardOrigin(browsers.RequireJSON(s.limits.limitBody(s.authenticate(t.mcp.Messages())))))
 	handle(PathMetrics, rules.GuardOrigin(s.authenticate(s.metrics.handler())))

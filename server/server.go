@@ -65,7 +65,6 @@ type Server struct {
 	backend    *startedBackend     // nil until started
 	elicit     *tickets.Tickets
 	sessions   *mcphttp.Sessions
-	modern     *modernCalls // calls of protocol 2026-07-28 over streamable HTTP, for their cancels
 	limits     httpLimits
 	sweeper    *lifecycle.Sweeper
 	budgets    *lifecycle.Budgets
@@ -88,7 +87,7 @@ func New(cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{cfg: cfg, log: cfg.Logger, sessions: mcphttp.NewSessions(ownerOf), modern: newModernCalls(),
+	s := &Server{cfg: cfg, log: cfg.Logger, sessions: mcphttp.NewSessions(ownerOf),
 		limits: newHTTPLimits(cfg.Tools), leases: leaseCache{last: map[tools.Caller]time.Time{}}}
 	ok := false
 	defer func() {

@@ -15,6 +15,8 @@ import (
 	"github.com/mark3labs/mcp-go/client/transport"
 	"github.com/mark3labs/mcp-go/mcp"
 	mcpserver "github.com/mark3labs/mcp-go/server"
+
+	"github.com/e2b-mcp/e2b-mcp/tools"
 )
 
 // ownerKey carries the owner a test request authenticated as.
@@ -37,10 +39,17 @@ func ownerFrom(ctx context.Context) (string, bool) {
 	return owner, ok
 }
 
+// callerFrom is the caller of a test request: its owner, in one session.
+func callerFrom(ctx context.Context) (tools.Caller, bool) {
+	owner, ok := ownerFrom(ctx)
+	return tools.Caller{Owner: owner, Session: "s"}, ok
+}
+
 // served is an MCP server behind both transports on a loopback port.
 type served struct {
 	base     string
 	sessions *Sessions
+	tr       *Transport
 	mcp      *mcpserver.MCPServer
 	// ended receives why a call of the tool "wait" ended.
 	ended chan error
@@ -74,7 +83,8 @@ func serve(t *testing.T, now func() time.Time) *served {
 		}
 		return mcp.NewToolResultText("ended"), nil
 	})
-	tr := New(x.mcp, Options{Sessions: sessions, Log: slog.New(slog.DiscardHandler)})
+	tr := New(x.mcp, Options{Sessions: sessions, Caller: callerFrom, Now: time.Now, Log: slog.New(slog.DiscardHandler)})
+	x.tr = tr
 	mux := http.NewServeMux()
 	mux.Handle(PathMCP, authenticate(tr.MCP()))
 	mux.Handle(PathSSE, authenticate(tr.SSE()))

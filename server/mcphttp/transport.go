@@ -1,10 +1,11 @@
 // Package mcphttp serves MCP over HTTP with mcp-go's two transports, both on one listener so that any client finds
 // the endpoint it speaks: streamable HTTP at /mcp, and SSE at /sse (the stream) and /message (the client's
 // messages). Each protocol session is bound to the owner that opened it and bounded per owner (Sessions), a call
-// ends when its session does, and a call's notifications leave on the stream of its response, before it.
+// ends when its session does, and a call's notifications leave on the stream of its response, before it. Calls of
+// protocol 2026-07-28, which have no protocol session, are kept by caller and request ID for their cancels.
 //
 // The server authenticates the caller before a request reaches these handlers, and wraps them in its own rules
-// (browsers' origins, body limits); this package knows the caller only by the owner Sessions is given.
+// (browsers' origins, body limits); this package knows the caller only through the functions it is given.
 package mcphttp
 
 import (
@@ -16,6 +17,7 @@ import (
 	mcpserver "github.com/mark3labs/mcp-go/server"
 
 	"github.com/e2b-mcp/e2b-mcp/server/browsers"
+	"github.com/e2b-mcp/e2b-mcp/tools"
 )
 
 // The paths of the transports.
@@ -34,12 +36,21 @@ type Transport struct {
 	sse        *mcpserver.SSEServer
 	sessions   *Sessions
 	front      func(http.Handler) http.Handler
+	// modern are the calls of protocol 2026-07-28 in flight over streamable HTTP, for their cancels (cancel.go),
+	// each of the caller callerOf names.
+	modern   *modernCalls
+	callerOf func(context.Context) (tools.Caller, bool)
+	now      func() time.Time
 }
 
 // Options are what a Transport is made with.
 type Options struct {
 	Sessions *Sessions // the server's: mcp-go's unregistering of a session must reach Sessions.Forget
-	Log      *slog.Logger
+	// Caller names a request's authenticated caller: the calls of protocol 2026-07-28, which have no protocol
+	// session, are told apart by its owner and the session it named.
+	Caller func(context.Context) (tools.Caller, bool)
+	Now    func() time.Time // when a cancel comes, for how long it is kept
+	Log    *slog.Logger
 	// Front, if set, is put in front of mcp-go's streamable HTTP handler, behind the calls' notifier: it may
 	// answer a POST itself, with Respond.
 	Front func(http.Handler) http.Handler
@@ -66,6 +77,9 @@ func New(m *mcpserver.MCPServer, o Options) *Transport {
 		),
 		sessions: o.Sessions,
 		front:    o.Front,
+		modern:   newModernCalls(),
+		callerOf: o.Caller,
+		now:      o.Now,
 	}
 	o.Sessions.setEnd(func(id string) { endStreamableSession(t.streamable, id) })
 	return t
@@ -77,7 +91,7 @@ func (t *Transport) MCP() http.Handler {
 	if t.front != nil {
 		h = t.front(h)
 	}
-	return withPOSTNotifier(h)
+	return t.cancelModernCalls(withPOSTNotifier(h))
 }
 
 // SSE is the handler of /sse, where an SSE client opens its stream.

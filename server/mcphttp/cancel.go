@@ -1,4 +1,4 @@
-package server
+package mcphttp
 
 import (
 	"bytes"
@@ -19,8 +19,9 @@ import (
 // Protocol 2026-07-28 has no protocol session, and mcp-go keys the calls that notifications/cancelled may cancel
 // on the session and the request ID: over streamable HTTP every such call has the same empty session, so a
 // cancel for ID 3 cancelled whichever client's call 3 was registered last (another owner's too), and a call whose
-// ID another started meanwhile could not be cancelled at all. So the server keeps those calls itself, by owner,
-// session (X-E2B-MCP-Session) and request ID, and answers their notifications/cancelled without mcp-go. A cancel
+// ID another started meanwhile could not be cancelled at all. So the transport keeps those calls itself, by
+// caller (owner, and the session the server's X-E2B-MCP-Session header named) and request ID, and answers their
+// notifications/cancelled without mcp-go. A cancel
 // that comes before its call (the two are separate POSTs, which may arrive in either order) is remembered a while,
 // and the call is cancelled as it starts.
 
@@ -171,9 +172,9 @@ type rpcMessage struct {
 // cancelModernCalls registers the tool calls of protocol 2026-07-28 POSTed to /mcp and answers their
 // notifications/cancelled itself (202), cancelling the caller's call of that ID. Messages of the earlier protocol
 // go to mcp-go as they are: their protocol session, bound to its owner, keys their cancels.
-func (s *Server) cancelModernCalls(next http.Handler) http.Handler {
+func (t *Transport) cancelModernCalls(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		caller, ok := identityFrom(r.Context())
+		caller, ok := t.callerOf(r.Context())
 		if r.Method != http.MethodPost || r.Body == nil || !ok {
 			next.ServeHTTP(w, r)
 			return
@@ -194,11 +195,11 @@ func (s *Server) cancelModernCalls(next http.Handler) http.Handler {
 		switch {
 		case msg.Method == string(mcp.MethodNotificationCancelled) && len(msg.ID) == 0:
 			if len(msg.Params.RequestID) > 0 {
-				s.modern.cancel(keyOf(caller, msg.Params.RequestID), s.cfg.Now())
+				t.modern.cancel(keyOf(caller, msg.Params.RequestID), t.now())
 			}
 			w.WriteHeader(http.StatusAccepted)
 		case msg.Method == string(mcp.MethodToolsCall) && len(msg.ID) > 0:
-			ctx, done := s.modern.start(r.Context(), keyOf(caller, msg.ID))
+			ctx, done := t.modern.start(r.Context(), keyOf(caller, msg.ID))
 			defer done()
 			next.ServeHTTP(w, r.WithContext(ctx))
 		default:
