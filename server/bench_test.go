@@ -97,3 +97,16 @@ func BenchmarkWriteFile1MiB(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkCreateDelete is a sandbox's whole life through an in-process MCP client: e2b_create_sandbox, then
+// e2b_manage_sandbox delete, against the emulator.
+func BenchmarkCreateDelete(b *testing.B) {
+	f := newFixture(b, fixtureOpts{policy: allowAll, mutate: func(c *Config, _ *e2btest.Server) {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}})
+	c := connect(b, f.srv, eras[0], nil)
+	for b.Loop() {
+		id := createSandbox(b, c)
+		mustOK(b, c, "e2b_manage_sandbox", map[string]any{"sandbox_id": id, "action": "delete"})
+	}
+}

@@ -119,6 +119,56 @@ func BenchmarkExecTrueMCPvsDirect(b *testing.B) {
 	b.ReportMetric(float64(viaMCP)/float64(direct), "mcp/direct")
 }
 
+// e2b_create_sandbox then e2b_manage_sandbox delete through MCP (the built binary over stdio) against the e2b
+// client's CreateSandbox and KillSandbox on the same emulator, in turn: the ratio is the server's overhead on a
+// sandbox's whole life, and server-cpu-ms/pair what the server spends on it.
+func BenchmarkCreateKillMCPvsDirect(b *testing.B) {
+	x := newH(b)
+	owner := x.owner("bench")
+	key := x.login(owner)
+	s := x.startStdio(clientOpts{}, x.serveArgs(owner, "bench", "--policy", x.allowAll())...)
+	ec, err := e2b.NewClient(e2b.Config{APIKey: key, APIURL: the.emu.URL(), SandboxURL: the.emu.URL()})
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx := b.Context()
+	viaMCP := func() {
+		id := create(b, s.Client, map[string]any{"title": "bench"})
+		ok(b, s.Client, "e2b_manage_sandbox", map[string]any{"sandbox_id": id, "action": "delete"})
+	}
+	direct := func() {
+		sb, err := ec.CreateSandbox(ctx, e2b.NewSandbox{TemplateID: "base"})
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := ec.KillSandbox(ctx, sb.SandboxID); err != nil {
+			b.Fatal(err)
+		}
+	}
+	viaMCP() // warm both paths
+	direct()
+	var mcpTimes, directTimes []time.Duration
+	cpu0 := cpuTime(b, s.cmd.Process.Pid)
+	b.ResetTimer()
+	for range b.N {
+		t0 := time.Now()
+		viaMCP()
+		t1 := time.Now()
+		direct()
+		mcpTimes, directTimes = append(mcpTimes, t1.Sub(t0)), append(directTimes, time.Since(t1))
+	}
+	b.StopTimer()
+	serverCPU := cpuTime(b, s.cmd.Process.Pid) - cpu0
+	ms := func(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+	b.ReportMetric(ms(median(mcpTimes)), "mcp-ms")
+	b.ReportMetric(ms(median(directTimes)), "direct-ms")
+	b.ReportMetric(float64(median(mcpTimes))/float64(median(directTimes)), "mcp/direct")
+	b.ReportMetric(ms(serverCPU)/float64(b.N), "server-cpu-ms/pair")
+	if raceEnabled {
+		b.Log("the binary is built with -race, which slows the server several times; `make bench` builds it without")
+	}
+}
+
 // A 1 MiB e2b_write_file through MCP (the built binary over stdio, driven by the mcp-go client: encoding the
 // call, the server's transport, policy, audit and tool, the upload to envd, the answer) against E2B's own JS SDK
 // (npm e2b, connected to the sandbox with Sandbox.connect as its users do) writing the same bytes with
