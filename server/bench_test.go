@@ -1,11 +1,14 @@
 package server
 
 import (
+	"bufio"
 	"context"
 	"errors"
+	"io"
 	"log/slog"
 	"os"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -15,6 +18,7 @@ import (
 	"github.com/e2b-mcp/e2b-mcp/e2b"
 	"github.com/e2b-mcp/e2b-mcp/e2b/e2btest"
 	"github.com/e2b-mcp/e2b-mcp/internal/optional"
+	"github.com/e2b-mcp/e2b-mcp/internal/waitfor"
 )
 
 // BenchmarkOwnerClientFromKeyring is what every call of the E2B backend spends finding its owner's key: the
@@ -109,4 +113,75 @@ func BenchmarkCreateDelete(b *testing.B) {
 		id := createSandbox(b, c)
 		mustOK(b, c, "e2b_manage_sandbox", map[string]any{"sandbox_id": id, "action": "delete"})
 	}
+}
+
+// BenchmarkStdioWriteFile1MiB is BenchmarkWriteFile1MiB over the stdio transport, as a client that launched the
+// server calls it: the lines of JSON-RPC through ServeStdio's front and mcp-go's handler, which is where a big
+// message is parsed more than once.
+func BenchmarkStdioWriteFile1MiB(b *testing.B) {
+	f := newFixture(b, fixtureOpts{mutate: func(c *Config, _ *e2btest.Server) {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}})
+	c := stdioClient(b, f.srv)
+	id := createSandbox(b, c)
+	line := strings.Repeat("0123456789abcdef", 4) + "\n"
+	content := strings.Repeat(line, benchLines/len(line))
+	var req mcp.CallToolRequest
+	req.Params.Name = "e2b_write_file"
+	req.Params.Arguments = map[string]any{"sandbox_id": id, "path": "/home/user/big.txt", "content": content}
+	b.SetBytes(int64(len(content)))
+	cpu := processCPU(b)
+	for b.Loop() {
+		res, err := c.CallTool(b.Context(), req)
+		if err != nil || res.IsError {
+			b.Fatal(err, res)
+		}
+	}
+	b.ReportMetric(float64((processCPU(b)-cpu).Nanoseconds())/float64(b.N), "cpu-ns/op")
+}
+
+// BenchmarkStdioStartToToolsList is a stdio server's start, in process, to its answer to the client's first
+// tools/list: RunStdio building the server (state store, policy, audit log, tools) while it answers initialize,
+// then the list. The process's own start (the runtime, package initialisation) is not in it.
+func BenchmarkStdioStartToToolsList(b *testing.B) {
+	emu, err := e2btest.New(e2btest.Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(emu.Close)
+	cfg := Config{Owner: "alice", Session: "s1", StateDir: b.TempDir(), Backend: emulatorAt(emu.URL()),
+		Secrets: newTestSecrets(), Logger: slog.New(slog.DiscardHandler)}
+	in := `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},` +
+		`"clientInfo":{"name":"claude-code","version":"2"}}}` + "\n" +
+		`{"jsonrpc":"2.0","method":"notifications/initialized"}` + "\n" +
+		`{"jsonrpc":"2.0","id":2,"method":"tools/list"}` + "\n"
+	cpu := processCPU(b)
+	for b.Loop() {
+		inR, inW := io.Pipe()
+		outR, outW := io.Pipe()
+		done := make(chan error, 1)
+		go func() { done <- RunStdio(b.Context(), cfg, inR, outW, New) }()
+		go func() { _, _ = inW.Write([]byte(in)) }()
+		sc := bufio.NewScanner(outR)
+		sc.Buffer(nil, 16<<20)
+		for sc.Scan() && !strings.HasPrefix(sc.Text(), `{"jsonrpc":"2.0","id":2,`) {
+		}
+		inW.Close()
+		go func() { _, _ = io.Copy(io.Discard, outR) }()
+		if err := waitfor.Recv(b, done, time.Minute, "RunStdio to return at the end of input"); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64((processCPU(b)-cpu).Nanoseconds())/float64(b.N), "cpu-ns/op")
+}
+
+// processCPU is the CPU time this process has used (user and system, all threads): the client's and the
+// emulator's besides the server's, which are the same whatever the server does, and steadier than wall time on a
+// busy machine.
+func processCPU(b *testing.B) time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		b.Fatal(err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }

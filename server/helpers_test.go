@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -15,6 +16,7 @@ import (
 	"time"
 
 	"github.com/mark3labs/mcp-go/client"
+	"github.com/mark3labs/mcp-go/client/transport"
 	"github.com/mark3labs/mcp-go/mcp"
 
 	"github.com/e2b-mcp/e2b-mcp/audit"
@@ -286,4 +288,24 @@ func testKey(owner string) string {
 func awaitRun(t *testing.T, done <-chan error) error {
 	t.Helper()
 	return waitfor.Recv(t, done, 30*time.Second, "Run to return after its stdin closed")
+}
+
+// stdioClient serves srv over stdio (ServeStdio on pipes) to an mcp-go client of protocol 2025-11-25, until the
+// test ends.
+func stdioClient(t testing.TB, srv *Server) *client.Client {
+	t.Helper()
+	inR, inW := io.Pipe()
+	outR, outW := io.Pipe()
+	ctx, stop := context.WithCancel(context.Background())
+	served := make(chan error, 1)
+	go func() { served <- srv.ServeStdio(ctx, inR, outW) }()
+	t.Cleanup(func() {
+		stop()
+		inW.Close()
+		outR.Close()
+		waitfor.Recv(t, served, 30*time.Second, "the stdio server to stop")
+	})
+	c := client.NewClient(transport.NewIO(outR, inW, io.NopCloser(strings.NewReader(""))))
+	initialize(t, c, mcp.ProtocolVersion20251125)
+	return c
 }

@@ -161,20 +161,24 @@ func (s *Server) ServeStdio(ctx context.Context, in io.Reader, out io.Writer) er
 	ss := mcpserver.NewStdioServer(s.mcp)
 	ss.SetErrorLogger(slog.NewLogLogger(s.log.Handler(), slog.LevelError))
 	stdout := &stdioOut{w: out}
-	// The Tasks extension's messages are answered in front of mcp-go (see tasks.go), on the context mcp-go gives
-	// its own calls, which it makes once, as it starts listening.
-	toMCP, fromInput := io.Pipe()
-	front := &stdioTasks{s: s, out: stdout}
-	defer front.calls.Wait()
+	// The front (stdio.go) reads the client's lines and hands them to mcp-go's handler on the context mcp-go gives
+	// its own calls, which it makes once, as it starts listening; mcp-go's transport reads what the front passes
+	// on to it, and writes the server's requests and notifications.
+	toMCP, fromFront := io.Pipe()
+	front := newStdioFront(s, stdout, fromFront)
+	var served sync.WaitGroup
+	defer served.Wait()
 	ss.SetContextFunc(func(ctx context.Context) context.Context {
 		ctx = tools.WithNotifier(ctx, stdout.notify)
-		go front.pump(ctx, in, fromInput)
+		served.Go(func() { front.serve(ctx, in) })
 		return ctx
 	})
 	s.log.Info("serving MCP over stdio", "owner", s.cfg.Owner, "session", s.cfg.Session, "backend", s.cfg.Backend,
 		"egress", s.egressLine())
-	err := ss.Listen(ctx, toMCP, stdout)
-	toMCP.Close() // the pump stops at its next line
+	listening, stop := context.WithCancel(ctx)
+	err := ss.Listen(listening, toMCP, stdout)
+	stop() // the front stops, and waits for its requests
+	toMCP.Close()
 	if ctx.Err() != nil || errors.Is(err, io.EOF) || errors.Is(err, context.Canceled) {
 		return nil
 	}

@@ -1,7 +1,6 @@
 package server
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"crypto/rand"
@@ -29,7 +28,7 @@ import (
 //
 // mcp-go v1.6.0 serves only the tasks of 2025-11-25 (requested with params.task, kept in its memory, read with
 // tasks/result), so all of this is ours, in front of mcp-go: the transports hand each message to taskMessageOf first,
-// and answerTask answers those it takes (stdio: stdioTasks; HTTP: serveTasks). It takes the tools/call requests that
+// and answerTask answers those it takes (stdio: stdioFront; HTTP: serveTasks). It takes the tools/call requests that
 // declare the extension for a tool that can answer with a task, and the extension's tasks/get, tasks/update and
 // tasks/cancel; every other message goes to mcp-go as before. A tools/call it takes still goes through mcp-go and the
 // whole call pipeline (policy, approval, audit: one call), with a tools.TaskOffer on its context. A task is a record in
@@ -49,12 +48,15 @@ const (
 type taskMessage struct {
 	ID     json.RawMessage `json:"id"`
 	Method string          `json:"method"`
-	Params struct {
-		Name           string          `json:"name"`
-		TaskID         *string         `json:"taskId"`
-		InputResponses json.RawMessage `json:"inputResponses"`
-		Meta           *mcp.Meta       `json:"_meta"`
-	} `json:"params"`
+	Params taskParams      `json:"params"`
+}
+
+// taskParams are what taskMessageOf reads of a message's params.
+type taskParams struct {
+	Name           string          `json:"name"`
+	TaskID         *string         `json:"taskId"`
+	InputResponses json.RawMessage `json:"inputResponses"`
+	Meta           *mcp.Meta       `json:"_meta"`
 }
 
 // modern reports whether the message is of protocol 2026-07-28, which carries the client's capabilities on
@@ -85,16 +87,24 @@ func mayBeTask(raw []byte) bool {
 // that declares the extension, of a tool that can answer with a task; or a request of the extension's methods
 // of that protocol (the earlier one's tasks/ requests are mcp-go's).
 func (s *Server) taskMessageOf(raw []byte) (m taskMessage, ours bool) {
-	if !mayBeTask(raw) || json.Unmarshal(raw, &m) != nil || len(m.ID) == 0 || !m.modern() {
+	if !mayBeTask(raw) || json.Unmarshal(raw, &m) != nil {
 		return m, false
+	}
+	return m, s.takesTask(m)
+}
+
+// takesTask is taskMessageOf's decision, for a message read already.
+func (s *Server) takesTask(m taskMessage) bool {
+	if len(m.ID) == 0 || !m.modern() {
+		return false
 	}
 	switch m.Method {
 	case string(mcp.MethodToolsCall):
-		return m, m.declares() && s.tools[m.Params.Name].Tasks != tools.NoTasks
+		return m.declares() && s.tools[m.Params.Name].Tasks != tools.NoTasks
 	case string(mcp.MethodTasksGet), string(mcp.MethodTasksCancel), methodTasksUpdate:
-		return m, true
+		return true
 	}
-	return m, false
+	return false
 }
 
 // answerTask answers a message taskMessageOf took.
@@ -311,46 +321,6 @@ func rpcError(id json.RawMessage, code int, message string, data any) []byte {
 	}
 	b, _ := json.Marshal(map[string]any{"jsonrpc": mcp.JSONRPC_VERSION, "id": id, "error": e}) // plain values
 	return b
-}
-
-// stdioTasks is the front of a stdio server: it passes the client's lines on to mcp-go, but for those of the
-// Tasks extension, which it answers itself.
-type stdioTasks struct {
-	s     *Server
-	out   *stdioOut
-	calls sync.WaitGroup
-}
-
-// pump reads the client's lines from in until it ends, answering the extension's and writing the others to mcp.
-func (f *stdioTasks) pump(ctx context.Context, in io.Reader, toMCP *io.PipeWriter) {
-	r := bufio.NewReader(in)
-	for {
-		line, err := r.ReadBytes('\n')
-		if len(line) > 0 && !f.answer(ctx, line) {
-			if _, werr := toMCP.Write(line); werr != nil {
-				return // mcp-go stopped listening
-			}
-		}
-		if err != nil {
-			toMCP.CloseWithError(err) // io.EOF reads as the end of input
-			return
-		}
-	}
-}
-
-// answer answers line on its own goroutine, as mcp-go serves each request, when it is the extension's.
-func (f *stdioTasks) answer(ctx context.Context, line []byte) bool {
-	m, ours := f.s.taskMessageOf(line)
-	if !ours {
-		return false
-	}
-	msg := bytes.Clone(line)
-	f.calls.Go(func() {
-		if _, err := f.out.Write(append(f.s.answerTask(ctx, m, msg), '\n')); err != nil {
-			f.s.log.Warn("writing an answer to stdout", "error", err)
-		}
-	})
-	return true
 }
 
 // serveTasks is the front of the streamable HTTP transport: it answers a POST of one of the Tasks extension's

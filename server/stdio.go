@@ -1,0 +1,246 @@
+package server
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"sync"
+
+	"github.com/mark3labs/mcp-go/mcp"
+)
+
+// The stdio transport's front. mcp-go's stdio transport parses every line five times before its handler parses it
+// again: once to check it, three times to ask whether it answers one of the server's requests (sampling,
+// elicitation, roots) and once for its method and ID; an e2b_write_file of 1 MiB paid each pass over the
+// megabyte. So the front reads the client's lines itself, parses each envelope once (method, ID, and what the
+// Tasks extension and a cancel need of its params) and hands requests and notifications to mcp-go's handler
+// (MCPServer.HandleMessage) directly, on the context of mcp-go's stdio session. Only what must reach mcp-go's
+// transport goes there: the client's answers to the server's requests (an approval asked by elicitation), which
+// its session waits for, and the lines the front cannot read, which mcp-go answers as it always did.
+
+// Tool calls are served by stdioToolWorkers at once, and up to stdioToolQueue more wait for one, as mcp-go's
+// stdio transport serves them; past that the front reads no more lines until a call ends.
+const (
+	stdioToolWorkers = 5
+	stdioToolQueue   = 100
+)
+
+// stdioMessage is what the front reads of a line.
+type stdioMessage struct {
+	ID     json.RawMessage `json:"id"`
+	Method string          `json:"method"`
+	Params struct {
+		taskParams
+		RequestID json.RawMessage `json:"requestId"` // a notifications/cancelled's
+	} `json:"params"`
+}
+
+// task is the message as the Tasks extension reads it.
+func (m *stdioMessage) task() taskMessage {
+	return taskMessage{ID: m.ID, Method: m.Method, Params: m.Params.taskParams}
+}
+
+// request reports whether the message is a request the front can hand on: a method and an ID that is a string
+// or a number (anything else is mcp-go's to refuse).
+func (m *stdioMessage) request() bool {
+	return m.Method != "" && validID(m.ID)
+}
+
+// notification reports whether the message is a notification: a method and no ID.
+func (m *stdioMessage) notification() bool {
+	id := bytes.TrimSpace(m.ID)
+	return m.Method != "" && (len(id) == 0 || bytes.Equal(id, []byte("null")))
+}
+
+func validID(raw json.RawMessage) bool {
+	var id mcp.RequestId
+	return len(bytes.TrimSpace(raw)) > 0 && json.Unmarshal(raw, &id) == nil && !id.IsNil()
+}
+
+// requestKey is how a request ID is matched to a cancel's requestId, as mcp-go matches them (3 and 3.0 alike).
+func requestKey(raw json.RawMessage) (string, bool) {
+	var id mcp.RequestId
+	if json.Unmarshal(raw, &id) != nil || id.IsNil() {
+		return "", false
+	}
+	return id.String(), true
+}
+
+// stdioFront serves the lines of a stdio client (see above).
+type stdioFront struct {
+	s     *Server
+	out   *stdioOut
+	toMCP *io.PipeWriter // mcp-go's stdio transport
+
+	// The requests in flight, by requestKey, so that a cancel that follows its request at once finds it: mcp-go
+	// registers a request for its cancels only once its handler starts, on another goroutine.
+	mu      sync.Mutex
+	running map[string]context.CancelFunc
+
+	toolCalls chan func()
+	requests  sync.WaitGroup // every request's goroutine, the workers' included
+}
+
+func newStdioFront(s *Server, out *stdioOut, toMCP *io.PipeWriter) *stdioFront {
+	return &stdioFront{s: s, out: out, toMCP: toMCP, running: map[string]context.CancelFunc{},
+		toolCalls: make(chan func(), stdioToolQueue)}
+}
+
+// serve reads the client's lines from in until it ends or ctx does, on ctx (mcp-go's, which holds the stdio
+// session). Then the requests in flight are cancelled and waited for, as mcp-go's transport does when its input
+// ends, and mcp-go's transport is told the input ended.
+func (f *stdioFront) serve(ctx context.Context, in io.Reader) {
+	calls, cancelCalls := context.WithCancel(ctx)
+	for range stdioToolWorkers {
+		f.requests.Go(func() {
+			for call := range f.toolCalls {
+				call()
+			}
+		})
+	}
+	lines := make(chan []byte)
+	var inputErr error // set before lines closes
+	go func() {        // a read of in cannot be interrupted: at ctx's end it is left to return on its own
+		defer close(lines)
+		r := bufio.NewReader(in)
+		for {
+			line, err := r.ReadBytes('\n')
+			if len(line) > 0 {
+				select {
+				case lines <- line:
+				case <-ctx.Done():
+					return
+				}
+			}
+			if err != nil {
+				inputErr = err
+				return
+			}
+		}
+	}()
+	var err error
+read:
+	for {
+		select {
+		case line, ok := <-lines:
+			if !ok {
+				err = inputErr
+				break read
+			}
+			if !f.handle(ctx, calls, line) {
+				break read // mcp-go stopped listening
+			}
+		case <-ctx.Done():
+			err = ctx.Err()
+			break read
+		}
+	}
+	cancelCalls()
+	close(f.toolCalls)
+	f.requests.Wait()
+	f.toMCP.CloseWithError(err) // io.EOF reads as the end of input
+}
+
+// handle hands on one line; false when mcp-go's transport no longer reads.
+func (f *stdioFront) handle(ctx, calls context.Context, line []byte) bool {
+	var m stdioMessage
+	switch {
+	case json.Unmarshal(line, &m) != nil:
+		return f.forward(line)
+	case m.notification():
+		f.notify(ctx, m, line)
+	case !m.request():
+		return f.forward(line) // an answer to the server's request, or a message mcp-go refuses
+	case f.s.takesTask(m.task()):
+		// The extension's calls are not mcp-go's: they end with their task, not with the input.
+		f.requests.Go(func() { f.write(f.s.answerTask(ctx, m.task(), line)) })
+	default:
+		f.start(calls, m, line)
+	}
+	return true
+}
+
+// forward writes line to mcp-go's transport.
+func (f *stdioFront) forward(line []byte) bool {
+	if len(line) == 0 || line[len(line)-1] != '\n' {
+		line = append(line, '\n')
+	}
+	_, err := f.toMCP.Write(line)
+	return err == nil
+}
+
+// notify hands a notification to mcp-go before the next line is read, as its transport does; a cancel also
+// cancels its request here, which mcp-go may not have registered yet.
+func (f *stdioFront) notify(ctx context.Context, m stdioMessage, line []byte) {
+	if m.Method == string(mcp.MethodNotificationCancelled) {
+		if key, ok := requestKey(m.Params.RequestID); ok {
+			f.mu.Lock()
+			cancel := f.running[key]
+			f.mu.Unlock()
+			if cancel != nil {
+				cancel()
+			}
+		}
+	}
+	f.handleMessage(ctx, m.ID, line)
+}
+
+// start registers a request and serves it on a goroutine of its own, a tool call on one of the workers.
+func (f *stdioFront) start(calls context.Context, m stdioMessage, line []byte) {
+	key, _ := requestKey(m.ID)
+	ctx, cancel := context.WithCancel(calls)
+	f.mu.Lock()
+	_, dup := f.running[key]
+	if !dup { // a duplicate ID is mcp-go's to refuse, and must not take the first request's cancel
+		f.running[key] = cancel
+	}
+	f.mu.Unlock()
+	call := func() {
+		defer cancel()
+		if !dup {
+			defer func() {
+				f.mu.Lock()
+				delete(f.running, key)
+				f.mu.Unlock()
+			}()
+		}
+		f.write(f.handleMessage(ctx, m.ID, line))
+	}
+	if m.Method == string(mcp.MethodToolsCall) {
+		f.toolCalls <- call
+		return
+	}
+	f.requests.Go(call)
+}
+
+// handleMessage is mcp-go's answer to a message, nil for none; a panic is answered as an internal error, as
+// mcp-go's transport answers it.
+func (f *stdioFront) handleMessage(ctx context.Context, id json.RawMessage, line []byte) (answer []byte) {
+	defer func() {
+		if r := recover(); r != nil {
+			f.s.log.Error("a handler panicked", "panic", r)
+			answer = nil
+			if validID(id) {
+				answer = rpcError(id, mcp.INTERNAL_ERROR, fmt.Sprintf("internal panic: %v", r), nil)
+			}
+		}
+	}()
+	resp := f.s.mcp.HandleMessage(ctx, line)
+	if resp == nil {
+		return nil
+	}
+	return plainAnswer(id, resp)
+}
+
+// write writes an answer as one line; nil writes nothing.
+func (f *stdioFront) write(answer []byte) {
+	if answer == nil {
+		return
+	}
+	if _, err := f.out.Write(append(answer, '\n')); err != nil {
+		f.s.log.Warn("writing an answer to stdout", "error", err)
+	}
+}

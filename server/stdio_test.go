@@ -1,0 +1,213 @@
+package server
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"io"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/mark3labs/mcp-go/mcp"
+
+	"github.com/e2b-mcp/e2b-mcp/internal/waitfor"
+)
+
+// rawStdio is a stdio server's client that writes lines as they are and reads the server's lines.
+type rawStdio struct {
+	in     *io.PipeWriter
+	lines  chan []byte
+	served chan struct{} // closed when ServeStdio returned, with err
+	err    error
+}
+
+func newRawStdio(t *testing.T, srv *Server) *rawStdio {
+	t.Helper()
+	inR, inW := io.Pipe()
+	outR, outW := io.Pipe()
+	ctx, stop := context.WithCancel(context.Background())
+	r := &rawStdio{in: inW, lines: make(chan []byte, 64), served: make(chan struct{})}
+	go func() {
+		r.err = srv.ServeStdio(ctx, inR, outW)
+		close(r.served)
+	}()
+	go func() {
+		sc := bufio.NewScanner(outR)
+		sc.Buffer(nil, 16<<20)
+		for sc.Scan() {
+			r.lines <- append([]byte(nil), sc.Bytes()...)
+		}
+	}()
+	t.Cleanup(func() {
+		stop()
+		inW.Close()
+		outR.Close()
+		waitfor.Recv(t, r.served, 30*time.Second, "the stdio server to stop")
+	})
+	return r
+}
+
+func (r *rawStdio) write(t *testing.T, lines ...string) {
+	t.Helper()
+	if _, err := r.in.Write([]byte(strings.Join(lines, "\n") + "\n")); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// answer waits for the server's answer to request id (a JSON number) and returns it.
+func (r *rawStdio) answer(t *testing.T, id int) map[string]any {
+	t.Helper()
+	for {
+		line := waitfor.Recv(t, r.lines, time.Minute, "the answer to request "+strconv.Itoa(id))
+		var m map[string]any
+		if err := json.Unmarshal(line, &m); err != nil {
+			t.Fatalf("the server wrote %q: %v", line, err)
+		}
+		if got, ok := m["id"].(float64); ok && int(got) == id {
+			return m
+		}
+	}
+}
+
+// initialize makes the stdio session's handshake of protocol 2025-11-25.
+func (r *rawStdio) initialize(t *testing.T) {
+	t.Helper()
+	r.write(t, `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25",`+
+		`"capabilities":{},"clientInfo":{"name":"stdio-test","version":"1"}}}`,
+		`{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+	if a := r.answer(t, 1); a["result"] == nil {
+		t.Fatalf("initialize: %v", a)
+	}
+}
+
+// waitingTool adds a tool to srv that waits for its call's context to end, and says when a call started and when
+// its context ended.
+func waitingTool(srv *Server) (started, ended chan struct{}) {
+	started, ended = make(chan struct{}, 8), make(chan struct{}, 8)
+	srv.MCP().AddTool(mcp.NewTool("test_wait"), func(ctx context.Context, _ mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		started <- struct{}{}
+		select {
+		case <-ctx.Done():
+			ended <- struct{}{}
+			return nil, ctx.Err()
+		case <-time.After(2 * time.Minute):
+			return mcp.NewToolResultText("not cancelled"), nil
+		}
+	})
+	return started, ended
+}
+
+// A notifications/cancelled that comes right behind its call, in the same write, cancels the call: the stdio
+// front hands the call to mcp-go's handler on another goroutine, which may not have registered it for cancels yet.
+func TestStdioCancelRightBehindItsCall(t *testing.T) {
+	f := newFixture(t, fixtureOpts{})
+	started, ended := waitingTool(f.srv)
+	r := newRawStdio(t, f.srv)
+	r.initialize(t)
+	for id := 2; id < 12; id++ {
+		r.write(t, `{"jsonrpc":"2.0","id":`+strconv.Itoa(id)+`,"method":"tools/call","params":{"name":"test_wait"}}`,
+			`{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":`+strconv.Itoa(id)+`}}`)
+		waitfor.Recv(t, started, time.Minute, "call "+strconv.Itoa(id)+" to start")
+		waitfor.Recv(t, ended, time.Minute, "call "+strconv.Itoa(id)+" to be cancelled by the cancel behind it")
+	}
+}
+
+// When the client closes stdin, the calls in flight are cancelled and ServeStdio returns, as mcp-go's stdio
+// transport has it.
+func TestStdioEndOfInputCancelsTheCalls(t *testing.T) {
+	f := newFixture(t, fixtureOpts{})
+	started, ended := waitingTool(f.srv)
+	r := newRawStdio(t, f.srv)
+	r.initialize(t)
+	r.write(t, `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"test_wait"}}`)
+	waitfor.Recv(t, started, time.Minute, "the call to start")
+	r.in.Close()
+	waitfor.Recv(t, ended, time.Minute, "the call to be cancelled at the end of input")
+	waitfor.Recv(t, r.served, time.Minute, "ServeStdio to return at the end of input")
+	if r.err != nil {
+		t.Fatal(r.err)
+	}
+}
+
+// The front hands the client's requests and notifications to mcp-go's handler itself, each line parsed once
+// (mcp-go's stdio transport parses a line five times before its handler parses it again): only the client's
+// answers to the server's requests and the lines the front cannot read go to mcp-go's transport, which answers a
+// line that is not JSON as it always did.
+func TestStdioFrontPassesOnlyAnswersToTheTransport(t *testing.T) {
+	f := newFixture(t, fixtureOpts{})
+	out := &recordedLines{}
+	toMCP, fromFront := io.Pipe()
+	forwarded := &recordedLines{}
+	go func() {
+		sc := bufio.NewScanner(toMCP)
+		for sc.Scan() {
+			forwarded.add(sc.Text())
+		}
+	}()
+	front := newStdioFront(f.srv, &stdioOut{w: out}, fromFront)
+	answerToServer := `{"jsonrpc":"2.0","id":7,"result":{"action":"accept"}}`
+	notJSON := `{"jsonrpc":"2.0","id":8,"method":`
+	badID := `{"jsonrpc":"2.0","id":{"x":1},"method":"ping"}`
+	in := strings.Join([]string{
+		`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},` +
+			`"clientInfo":{"name":"front-test","version":"1"}}}`,
+		`{"jsonrpc":"2.0","method":"notifications/initialized"}`,
+		`{"jsonrpc":"2.0","id":2,"method":"ping"}`,
+		`{"jsonrpc":"2.0","id":3,"method":"tools/list"}`,
+		`{"jsonrpc":"2.0","id":"four","method":"tools/call","params":{"name":"e2b_list_sandboxes","arguments":{}}}`,
+		answerToServer, notJSON, badID,
+	}, "\n") + "\n"
+	served := make(chan struct{})
+	go func() { front.serve(context.Background(), strings.NewReader(in)); close(served) }()
+	waitfor.Recv(t, served, time.Minute, "the front to serve its input")
+	waitfor.Until(t, time.Minute, "the transport to read what the front passed on", func() bool {
+		return len(forwarded.get()) >= 3
+	})
+	if got, want := forwarded.get(), []string{answerToServer, notJSON, badID}; strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("passed on to mcp-go's transport:\n%s\nwant only:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	ids := map[string]bool{}
+	for _, line := range out.get() {
+		var m struct {
+			ID     json.RawMessage `json:"id"`
+			Result json.RawMessage `json:"result"`
+		}
+		if json.Unmarshal([]byte(line), &m) != nil || m.Result == nil {
+			t.Errorf("the front wrote %.200q", line)
+		}
+		ids[string(m.ID)] = true
+	}
+	for _, id := range []string{`1`, `2`, `3`, `"four"`} {
+		if !ids[id] {
+			t.Errorf("no answer to request %s; the front wrote %d lines", id, len(out.get()))
+		}
+	}
+}
+
+// recordedLines are the lines written to it.
+type recordedLines struct {
+	mu    sync.Mutex
+	lines []string
+}
+
+func (r *recordedLines) Write(p []byte) (int, error) {
+	for l := range strings.SplitSeq(strings.TrimSuffix(string(p), "\n"), "\n") {
+		r.add(l)
+	}
+	return len(p), nil
+}
+
+func (r *recordedLines) add(l string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.lines = append(r.lines, l)
+}
+
+func (r *recordedLines) get() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]string(nil), r.lines...)
+}
