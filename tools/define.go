@@ -8,6 +8,7 @@ import (
 	"reflect"
 	"runtime/debug"
 	"strings"
+	"sync"
 
 	"github.com/invopop/jsonschema"
 	"github.com/mark3labs/mcp-go/mcp"
@@ -108,25 +109,16 @@ func EffectiveArgs(cfg Config, tool string, args map[string]any) map[string]any 
 
 // define makes d a Tool served by b.
 func define[A, R any](b *base, d definition[A, R]) Tool {
-	var args A
-	var result R
-	defaults := nonZeroFields(d.defaults)
-	in := reflectSchema(args)
-	for name, v := range defaults {
-		if p, ok := in.Properties.Get(name); ok && p != nil {
-			p.Default = v
-		}
-	}
-	inRaw := encodeSchema(in)
-	t := mcp.NewToolWithRawSchema(d.name, d.description, inRaw)
-	t.RawOutputSchema = encodeSchema(reflectSchema(result))
+	r := reflectTool[A, R](d.defaults)
+	t := mcp.NewToolWithRawSchema(d.name, d.description, r.inRaw)
+	t.RawOutputSchema = r.outRaw
 	t.Annotations = mcp.ToolAnnotation{
 		ReadOnlyHint:    mcp.ToBoolPtr(d.hints.readOnly),
 		DestructiveHint: mcp.ToBoolPtr(d.hints.destructive),
 		IdempotentHint:  mcp.ToBoolPtr(d.hints.idempotent),
 		OpenWorldHint:   mcp.ToBoolPtr(d.hints.openWorld),
 	}
-	pt := policyTool[A](d.name, d.grants, in)
+	pt := policyTool[A](d.name, d.grants, r.in)
 	if d.actions != nil {
 		if pt.Args == nil {
 			pt.Args = map[policy.Arg]string{}
@@ -139,12 +131,54 @@ func define[A, R any](b *base, d definition[A, R]) Tool {
 	return Tool{
 		ServerTool: server.ServerTool{Tool: t, Handler: adapt(b, d.name, newBinder(d.defaults), d.run)},
 		Policy:     pt,
-		defaults:   asDecoded(defaults),
-		schema:     parseArgSchema(inRaw),
+		defaults:   r.defaults,
+		schema:     r.schema,
 		shown:      d.shown,
 		Tasks:      d.tasks,
 		Images:     d.images,
 	}
+}
+
+// reflection is what define reflects of a tool's argument type A, with its defaults, and result type R. It is
+// the bulk of building the tools, which a server does more than once (for the policy's catalogue, for what it
+// serves, and, over stdio, for the tool list it answers while it is built), so each is made once per process
+// (reflections) and shared: none of it is changed after it is made.
+type reflection struct {
+	in            *jsonschema.Schema
+	inRaw, outRaw json.RawMessage
+	schema        *argSchema
+	defaults      map[string]any // asDecoded
+}
+
+type reflectionKey struct {
+	args, result reflect.Type
+	defaults     string // the defaults' JSON
+}
+
+var reflections sync.Map // reflectionKey → *reflection
+
+func reflectTool[A, R any](defaultArgs A) *reflection {
+	defaults := nonZeroFields(defaultArgs)
+	rawDefaults, err := json.Marshal(defaults) // sorted by name
+	key := reflectionKey{reflect.TypeFor[A](), reflect.TypeFor[R](), string(rawDefaults)}
+	if r, ok := reflections.Load(key); ok && err == nil {
+		return r.(*reflection)
+	}
+	var args A
+	var result R
+	in := reflectSchema(args)
+	for name, v := range defaults {
+		if p, ok := in.Properties.Get(name); ok && p != nil {
+			p.Default = v
+		}
+	}
+	r := &reflection{in: in, inRaw: encodeSchema(in), outRaw: encodeSchema(reflectSchema(result)),
+		defaults: asDecoded(defaults)}
+	r.schema = parseArgSchema(r.inRaw)
+	if err == nil {
+		reflections.Store(key, r)
+	}
+	return r
 }
 
 // reflectSchema reflects v's type into a self-contained JSON Schema object (no $defs, no $id, no $schema: MCP's
