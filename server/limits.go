@@ -32,6 +32,8 @@ type httpLimits struct {
 	maxBody                        int64
 	readHeader, readBody, idleConn time.Duration
 	large                          chan struct{} // a place per large body being read or handled
+	// placeTimeout is when a body waiting for a place gives up (time.After; a test's, to see the wait and end it).
+	placeTimeout func(time.Duration) <-chan time.Time
 }
 
 // newHTTPLimits fits the body limit to the largest legitimate call: an e2b_write_file of the write limit, whose
@@ -42,11 +44,12 @@ func newHTTPLimits(c tools.Config) httpLimits {
 		write = tools.DefaultWriteLimitBytes
 	}
 	return httpLimits{
-		maxBody:    2*int64(write) + bodyOverhead,
-		readHeader: readHeaderTimeout,
-		readBody:   bodyReadTimeout,
-		idleConn:   idleTimeout,
-		large:      make(chan struct{}, largeBodies),
+		maxBody:      2*int64(write) + bodyOverhead,
+		readHeader:   readHeaderTimeout,
+		readBody:     bodyReadTimeout,
+		idleConn:     idleTimeout,
+		large:        make(chan struct{}, largeBodies),
+		placeTimeout: time.After,
 	}
 }
 
@@ -67,19 +70,11 @@ func (l httpLimits) limitBody(next http.Handler) http.Handler {
 		rc := http.NewResponseController(w)
 		_ = rc.SetReadDeadline(time.Now().Add(l.readBody))
 		if r.ContentLength < 0 || r.ContentLength > smallBody {
-			// Held until the call is handled: the transports keep copies of the body meanwhile. A body waits for a
-			// place at most half its read time, so that it is turned away before the slow ones holding the
-			// places are cut off.
-			select {
-			case l.large <- struct{}{}:
-				defer func() { <-l.large }()
-			case <-time.After(l.readBody / 2):
-				w.Header().Set("Retry-After", "5")
-				http.Error(w, "busy reading other large requests; try again", http.StatusServiceUnavailable)
-				return
-			case <-r.Context().Done():
+			// Held until the call is handled: the transports keep copies of the body meanwhile.
+			if !l.takePlace(w, r) {
 				return
 			}
+			defer func() { <-l.large }()
 		}
 		body, err := readBody(http.MaxBytesReader(w, r.Body, l.maxBody), r.ContentLength)
 		var tooBig *http.MaxBytesError
@@ -96,6 +91,27 @@ func (l httpLimits) limitBody(next http.Handler) http.Handler {
 		r.Body = io.NopCloser(bytes.NewReader(body))
 		next.ServeHTTP(w, r)
 	})
+}
+
+// takePlace takes a place for r's large body, or answers r and reports false. When every place is held the body
+// waits for one at most half its read time, so that it is turned away (503) before the slow ones holding the
+// places are cut off.
+func (l httpLimits) takePlace(w http.ResponseWriter, r *http.Request) bool {
+	select {
+	case l.large <- struct{}{}:
+		return true
+	default:
+	}
+	select {
+	case l.large <- struct{}{}:
+		return true
+	case <-l.placeTimeout(l.readBody / 2):
+		w.Header().Set("Retry-After", "5")
+		http.Error(w, "busy reading other large requests; try again", http.StatusServiceUnavailable)
+		return false
+	case <-r.Context().Done():
+		return false
+	}
 }
 
 // readBody reads a whole body, into a buffer of its size when its length is known (no growing and copying).

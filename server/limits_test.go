@@ -152,32 +152,86 @@ func TestHTTPSessionNamesBounded(t *testing.T) {
 }
 
 // Large bodies are read a few at a time, so that many at once cannot add up: while every place is held by a
-// client sending slowly, another large body waits and is turned away (503) after half its read time, and a small
-// call goes through.
+// client sending slowly, another large body waits (for half its read time) and takes a place that frees meanwhile,
+// or is turned away (503) when none does; a small call goes through.
 func TestHTTPLargeBodiesTakeTurns(t *testing.T) {
 	f := newFixture(t, fixtureOpts{transport: TransportHTTP, policy: allowAll})
-	f.srv.limits.readBody = 2 * time.Second
+	f.srv.limits.readBody = 2 * time.Minute
+	// The wait for a place is the test's to see begin and to end.
+	waits := make(chan chan time.Time, 1)
+	f.srv.limits.placeTimeout = func(d time.Duration) <-chan time.Time {
+		if d != f.srv.limits.readBody/2 {
+			t.Errorf("a body waits %s for a place, not half its read time", d)
+		}
+		end := make(chan time.Time, 1)
+		waits <- end
+		return end
+	}
 	base := serveHTTP(t, f)
 	addr := strings.TrimPrefix(base, "http://")
-	for range largeBodies {
+	slow := func() net.Conn {
 		conn, err := net.Dial("tcp", addr)
 		if err != nil {
 			t.Fatal(err)
 		}
-		defer conn.Close()
+		t.Cleanup(func() { conn.Close() })
 		_, _ = io.WriteString(conn, "POST /mcp HTTP/1.1\r\nHost: "+addr+"\r\nContent-Type: application/json\r\n"+
 			"Transfer-Encoding: chunked\r\n\r\n1\r\n{\r\n")
+		return conn
 	}
-	waitfor.Until(t, 30*time.Second, "the slow bodies to hold every place", func() bool {
-		return len(f.srv.limits.large) == largeBodies
-	})
+	holdEveryPlace := func() {
+		t.Helper()
+		waitfor.Until(t, 30*time.Second, "the slow bodies to hold every place", func() bool {
+			return len(f.srv.limits.large) == largeBodies
+		})
+	}
+	var first net.Conn
+	for i := range largeBodies {
+		if conn := slow(); i == 0 {
+			first = conn
+		}
+	}
+	holdEveryPlace()
+
 	big := `{"jsonrpc":"2.0","id":1,"method":"ping","params":{"pad":"` + strings.Repeat("x", smallBody) + `"}}`
-	began := time.Now()
-	if code, _, body := do(t, http.MethodPost, base+PathMCP, "", big, nil); code != http.StatusServiceUnavailable {
-		t.Errorf("a large body while every place is held: %d %.200s, want 503", code, body)
+	post := func() <-chan int {
+		answered := make(chan int, 1)
+		go func() {
+			req, _ := http.NewRequestWithContext(t.Context(), http.MethodPost, base+PathMCP, strings.NewReader(big))
+			req.Header.Set("Content-Type", "application/json")
+			req.Header.Set("Accept", "application/json, text/event-stream")
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				answered <- 0
+				return
+			}
+			resp.Body.Close()
+			answered <- resp.StatusCode
+		}()
+		return answered
 	}
-	if waited := time.Since(began); waited < f.srv.limits.readBody/2 {
-		t.Errorf("turned away after %s, without waiting for a place", waited)
+
+	// A place that frees while the body waits is its.
+	answered := post()
+	waitfor.Recv(t, waits, 30*time.Second, "the large body to wait for a place")
+	first.Close()
+	if code := waitfor.Recv(t, answered, 30*time.Second, "the answer to the large body after a place freed"); code == http.StatusServiceUnavailable || code == 0 {
+		t.Errorf("a large body that waited while a place freed: %d, want it read", code)
+	}
+
+	// No place frees: it is turned away when its wait ends, and not before.
+	slow()
+	holdEveryPlace()
+	answered = post()
+	end := waitfor.Recv(t, waits, 30*time.Second, "the large body to wait for a place")
+	select {
+	case code := <-answered:
+		t.Fatalf("a large body waiting for a place was answered %d before its wait ended", code)
+	default:
+	}
+	end <- time.Now()
+	if code := waitfor.Recv(t, answered, 30*time.Second, "the answer to the large body whose wait ended"); code != http.StatusServiceUnavailable {
+		t.Errorf("a large body while every place is held: %d, want 503", code)
 	}
 	c := streamableClient(t, base, "", "", eras[0])
 	defer c.Close()
