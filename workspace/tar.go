@@ -16,6 +16,13 @@ import (
 // changed is an error, so that the sandbox never gets a file the manifest does not describe.
 func WriteTar(w io.Writer, root *os.Root, entries []Entry) error {
 	tw := tar.NewWriter(w)
+	if err := writeEntries(tw, root, entries); err != nil {
+		return err
+	}
+	return tw.Close()
+}
+
+func writeEntries(tw *tar.Writer, root *os.Root, entries []Entry) error {
 	for i := range entries {
 		e := &entries[i]
 		hdr := &tar.Header{Name: e.Path, Mode: int64(e.Mode), ModTime: time.Unix(0, e.MTime), Format: tar.FormatPAX}
@@ -38,7 +45,7 @@ func WriteTar(w io.Writer, root *os.Root, entries []Entry) error {
 			}
 		}
 	}
-	return tw.Close()
+	return nil
 }
 
 func copyFile(w io.Writer, root *os.Root, e *Entry) error {
