@@ -22,7 +22,7 @@ var layers = [][]string{
 	{"server"},
 	// The server's rooms, one job each, which the server wires together. httpauth tells OAuth's refusals apart,
 	// the pages' tests sign in with oauth, and the MCP transports (mcphttp) keep browsers from reading SSE.
-	{"server/pages", "server/httpauth", "server/mcphttp"},
+	{"server/pages", "server/httpauth", "server/mcphttp", "server/synclink"},
 	{"server/preview", "server/oauth", "server/browsers", "server/tickets"},
 	{"tools"},
 	{"egress"},

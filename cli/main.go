@@ -64,6 +64,8 @@ func commands() []command {
 			"without holding them", runCredentials},
 		{"policy", "check FILE | explain FILE TOOL ARGS_JSON", "validate a policy file, or explain its decision for a call",
 			runPolicy},
+		{"sync", "in|out --link URL DIR", "sync a directory with a sandbox through a team server's one-time link",
+			runSync},
 		{"approve", "[ID]", "list the calls waiting for approval, or approve one", runApprove},
 		{"audit", "[flags]", "show the audit log of tool calls", runAudit},
 		{"usage", "[--owner NAME] [--since DATE]", "show sandbox-hours, sandboxes created and peak running per owner " +

@@ -11,6 +11,7 @@ import (
 	"github.com/e2b-mcp/e2b-mcp/internal/loopback"
 	"github.com/e2b-mcp/e2b-mcp/server/browsers"
 	"github.com/e2b-mcp/e2b-mcp/server/mcphttp"
+	"github.com/e2b-mcp/e2b-mcp/server/synclink"
 	"github.com/e2b-mcp/e2b-mcp/tools"
 )
 
@@ -49,6 +50,10 @@ func (s *Server) newHTTPTransport() *httpTransport {
 		handle(mcpserver.ProtectedResourceMetadataPath(o.Resource), meta)
 	}
 	s.pages.handle(handle)
+	if s.syncHandler != nil {
+		// The command line's, which the handler tells apart from a browser itself; each step caps its own body.
+		handle(synclink.Path+"/", s.syncHandler)
+	}
 	// Outermost first: the page's origin, the body's type and size, then the caller.
 	handle(PathMCP, rules.GuardOrigin(s.limits.limitBody(s.authenticate(t.mcp.MCP()))))
 	handle(PathSSE, rules.GuardOrigin(s.limits.limitBody(s.authenticate(t.mcp.SSE()))))

@@ -71,7 +71,7 @@ func (s *Server) setUpConnectPage() error {
 	}
 	s.pages.connect = c
 	var err error
-	s.pages.connectTickets, err = s.newTickets("e2b-mcp connect tickets")
+	s.pages.connectTickets, err = s.newTickets("e2b-mcp connect tickets", elicitationTTL)
 	return err
 }
 

@@ -216,6 +216,9 @@ func (s *Server) ServeHTTP(ctx context.Context, ln net.Listener) error {
 	if s.cfg.PublicURL == "" {
 		if host, _, _ := net.SplitHostPort(ln.Addr().String()); loopback.Host(host) {
 			s.pages.setBase("http://" + ln.Addr().String())
+			if s.syncLinks != nil {
+				s.syncLinks.SetBase("http://" + ln.Addr().String())
+			}
 		} else {
 			s.log.Warn("the connect and approval pages have no address to give members: set --public-url")
 		}

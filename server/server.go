@@ -29,6 +29,7 @@ import (
 	"github.com/e2b-mcp/e2b-mcp/server/mcphttp"
 	"github.com/e2b-mcp/e2b-mcp/server/oauth"
 	"github.com/e2b-mcp/e2b-mcp/server/preview"
+	"github.com/e2b-mcp/e2b-mcp/server/synclink"
 	"github.com/e2b-mcp/e2b-mcp/server/tickets"
 	"github.com/e2b-mcp/e2b-mcp/state"
 	"github.com/e2b-mcp/e2b-mcp/tools"
@@ -75,6 +76,11 @@ type Server struct {
 	taskRunners  *taskRunners
 	leases       leaseCache
 	metrics      *metrics
+
+	// syncLinks make the sync tools' links, which syncHandler serves, on a server that cannot see its users'
+	// disks (synclinks.go); nil: none.
+	syncLinks   *synclink.Links
+	syncHandler *synclink.Handler
 
 	closeOnce sync.Once
 }
@@ -138,7 +144,7 @@ func New(cfg Config) (*Server, error) {
 		s.oauth = oauth.NewVerifier(*cfg.OAuth, s.authServer)
 	}
 	s.bearer = s.newBearer()
-	if s.elicit, err = s.newTickets("e2b-mcp approval tickets"); err != nil {
+	if s.elicit, err = s.newTickets("e2b-mcp approval tickets", elicitationTTL); err != nil {
 		return nil, err
 	}
 	s.pages = &browserPages{stdio: cfg.Transport == TransportStdio, rules: s.browserRules(), log: s.log}
@@ -149,6 +155,9 @@ func New(cfg Config) (*Server, error) {
 		return nil, err
 	}
 	if err := s.setUpPreviews(); err != nil {
+		return nil, err
+	}
+	if err := s.setUpSyncLinks(); err != nil {
 		return nil, err
 	}
 	s.sweeper = &lifecycle.Sweeper{
@@ -207,6 +216,10 @@ func (s *Server) buildMCP() *mcpserver.MCPServer {
 		Limits:   func(owner string) policy.Limits { return s.policies.Current().Limits(owner) },
 		Logger:   s.log,
 		Now:      s.cfg.Now,
+	}
+	if s.syncLinks != nil {
+		deps.SyncLinks = s.syncLinks
+		s.syncHandler = s.newSyncHandler(deps)
 	}
 	all := tools.All(deps)
 	s.tools = make(map[string]tools.Tool, len(all))

@@ -2,6 +2,7 @@ package server
 
 import (
 	"crypto/rand"
+	"time"
 
 	"github.com/e2b-mcp/e2b-mcp/server/tickets"
 	"github.com/e2b-mcp/e2b-mcp/state"
@@ -19,16 +20,16 @@ func (s *Server) sharedStore() (*state.Postgres, bool) {
 // the repeated call that answers a request (in protocol 2026-07-28 a request of its own, which a load balancer
 // may send to any replica) is honoured wherever it lands, and only once between them. Each kind has a key of its
 // own, so that one kind's ticket never passes for another's.
-func (s *Server) newTickets(label string) (*tickets.Tickets, error) {
+func (s *Server) newTickets(label string, ttl time.Duration) (*tickets.Tickets, error) {
 	pg, shared := s.sharedStore()
 	if !shared {
-		return tickets.New(elicitationTTL, s.cfg.Now)
+		return tickets.New(ttl, s.cfg.Now)
 	}
 	key, err := tickets.SharedKey(s.dataKeys, label)
 	if err != nil {
 		return nil, err
 	}
-	return tickets.Shared(key, elicitationTTL, s.cfg.Now, pg.TicketNonces()), nil
+	return tickets.Shared(key, ttl, s.cfg.Now, pg.TicketNonces()), nil
 }
 
 // linkKey is the key that signs label's links (preview links, approval links): this process's own, or for

@@ -33,13 +33,15 @@ type base struct {
 	previews Previews
 	// limitsOf is the owner's limits of the policy in force (limits.go); nil: none.
 	limitsOf func(owner string) policy.Limits
+	// syncLinks makes the sync tools' links where the server has no workspace roots (sync_link.go); nil: none.
+	syncLinks SyncLinks
 }
 
 func newBase(d Deps) *base {
 	b := &base{clients: d.Clients, egress: d.Egress, store: d.Store, cfg: d.Config.withDefaults(),
 		log: d.Logger, now: d.Now,
 		scaling: imagesafe.NewSlots(imagesafe.SlotsTotal, imagesafe.SlotsWait), extended: newExtensions(),
-		previews: d.Previews, limitsOf: d.Limits}
+		previews: d.Previews, limitsOf: d.Limits, syncLinks: d.SyncLinks}
 	if b.log == nil {
 		b.log = slog.New(slog.DiscardHandler)
 	}
@@ -65,6 +67,10 @@ func newBase(d Deps) *base {
 	b.cfg.Workspaces = workspaces
 	return b
 }
+
+// byLink reports whether the sync tools answer with a link for the user to run (sync_link.go): the server has no
+// workspace roots, and can make links.
+func (b *base) byLink() bool { return len(b.cfg.Workspaces) == 0 && b.syncLinks != nil }
 
 // client returns the owner's E2B client; without a key the error wraps ErrNoAPIKey.
 func (b *base) client(ctx context.Context, owner string) (*e2b.Client, error) {

@@ -146,7 +146,10 @@ type Deps struct {
 	// Previews, when set, makes e2b_get_url's links private: sandboxes are created with public traffic off and
 	// the links go through this server's proxy. nil: links go straight to E2B's public address of the port.
 	Previews Previews
-	Config   Config
+	// SyncLinks, when set, makes the sync tools of a server without workspace roots answer with a link the user
+	// runs `e2b-mcp sync` with (sync_link.go); nil: they are not available there.
+	SyncLinks SyncLinks
+	Config    Config
 	// Limits are an owner's limits of the policy in force (read at every call, so a reloaded policy applies at
 	// once); nil: no limits.
 	Limits func(owner string) policy.Limits

@@ -1,7 +1,6 @@
 package tools
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -9,6 +8,7 @@ import (
 	"io"
 	"maps"
 	"strings"
+	"time"
 
 	"github.com/e2b-mcp/e2b-mcp/audit"
 	"github.com/e2b-mcp/e2b-mcp/e2b"
@@ -42,6 +42,10 @@ type syncInResult struct {
 	Resumed      bool                `json:"resumed,omitempty" jsonschema_description:"True when the sandbox had been paused at its timeout and this call resumed it first."`
 	CheckpointID string              `json:"checkpoint_id,omitempty" jsonschema_description:"The checkpoint taken automatically after this step, by the checkpoint policy."`
 	Warning      string              `json:"warning,omitempty"`
+	// On a server that cannot see the user's disk, nothing is synced by the call: it answers with the command
+	// that does it.
+	Command   string `json:"command,omitempty" jsonschema_description:"On a server that cannot see the user's disk: nothing was synced yet; the user runs this command on their machine to do it (the counts above are then 0)."`
+	ExpiresAt string `json:"expires_at,omitempty" jsonschema_description:"When command's one-time link stops working (RFC 3339, UTC)."`
 }
 
 // maxLeftOutShown bounds the paths a result names as left out.
@@ -67,6 +71,14 @@ func (t syncIn) tool() Tool {
 // judged is the call as the policy sees it: local_path resolved, and remote_path where the tree will land.
 func (t syncIn) judged(args map[string]any) map[string]any {
 	out := maps.Clone(args)
+	if t.byLink() {
+		remote, _ := out["remote_path"].(string)
+		local, _ := out["local_path"].(string)
+		if remote, err := remoteForLink(remote, local); err == nil {
+			out["remote_path"] = remote
+		}
+		return out // the user's path, as the call gives it: this server cannot resolve it
+	}
 	local, ok := t.judgeLocalPath(out)
 	if remote, _ := out["remote_path"].(string); ok && remote == "" {
 		out["remote_path"] = remoteDir("", local)
@@ -75,6 +87,9 @@ func (t syncIn) judged(args map[string]any) map[string]any {
 }
 
 func (t syncIn) run(ctx context.Context, call Caller, a *syncInArgs) (*syncInResult, error) {
+	if t.byLink() {
+		return t.link(ctx, call, a)
+	}
 	start := t.now()
 	local, err := t.openLocal(ctx, syncInName, a.LocalPath)
 	if err != nil {
@@ -127,23 +142,35 @@ func (t syncIn) run(ctx context.Context, call Caller, a *syncInArgs) (*syncInRes
 	return &res, nil
 }
 
-// send uploads the plan's tar, its deletions and the new manifest, then unpacks it all with one command, which
-// moves the manifest into place last.
+// link answers on a server that cannot see the user's disk: the command that syncs in through a link.
+func (t syncIn) link(ctx context.Context, call Caller, a *syncInArgs) (*syncInResult, error) {
+	remote, err := remoteForLink(a.RemotePath, a.LocalPath)
+	if err != nil {
+		return nil, err
+	}
+	cmd, expires, err := t.linked(ctx, call, SyncLink{Direction: SyncDirectionIn, SandboxID: a.SandboxID,
+		RemotePath: remote, Excludes: a.Exclude, IncludeGit: a.IncludeGit, IncludeSecrets: a.IncludeSecrets}, a.LocalPath)
+	if err != nil {
+		return nil, err
+	}
+	return &syncInResult{SandboxID: a.SandboxID, LocalPath: a.LocalPath, RemotePath: remote, Command: cmd,
+		ExpiresAt: expires.UTC().Format(time.RFC3339), Note: linkNote(expires) + " It prints the counts, bytes " +
+			"and time, and what it left out; then carry on in the sandbox at remote_path."}, nil
+}
+
+// send sends the plan's tar, its deletions and the new manifest, and unpacks them (unpackTar).
 func (t syncIn) send(ctx context.Context, e *e2b.Envd, local *localTree, remote string, opts workspace.Options,
 	plan *workspace.Plan) error {
-	tarPath, manTmp, delPath := scratchPath("in.tar"), scratchPath("manifest"), ""
-	pr, pw := io.Pipe()
-	tarred := make(chan error, 1)
-	go func() {
-		err := workspace.WriteTar(pw, local.root, plan.Send)
-		pw.CloseWithError(err)
-		tarred <- err
-	}()
-	counted := &countingReader{r: pr}
-	err := uploadTo(ctx, e, tarPath, counted)
-	pr.CloseWithError(io.ErrClosedPipe) // unblocks the writer should the upload stop early
-	terr := <-tarred
-	moved := audit.Transfer{BytesIn: counted.n} // a failed upload may have sent a part
+	sent, terr, err := unpackTar(ctx, e, remote, func(w io.Writer) error {
+		return workspace.WriteTar(w, local.root, plan.Send)
+	}, func() ([]string, []byte, error) {
+		// Only now are the hashes of a first sync known: WriteTar made them as it sent the files.
+		man, err := json.Marshal(workspace.Manifest{Version: workspace.ManifestVersion, Local: local.path,
+			Remote: remote, Excludes: opts.Excludes, IncludeSecrets: opts.IncludeSecrets, Stated: plan.Stated,
+			Entries: plan.Entries})
+		return plan.Delete, man, err
+	})
+	moved := audit.Transfer{BytesIn: sent} // a failed upload may have sent a part
 	if terr == nil && err == nil {
 		moved.FilesIn = len(plan.Send)
 	}
@@ -151,38 +178,7 @@ func (t syncIn) send(ctx context.Context, e *e2b.Envd, local *localTree, remote 
 	if terr != nil {
 		return syncError(local.path, terr) // what went wrong here, rather than the upload's word for it
 	}
-	if err != nil {
-		return err
-	}
-	// Only now are the hashes of a first sync known: WriteTar made them as it sent the files.
-	man, err := json.Marshal(workspace.Manifest{Version: workspace.ManifestVersion, Local: local.path, Remote: remote,
-		Excludes: opts.Excludes, IncludeSecrets: opts.IncludeSecrets, Stated: plan.Stated, Entries: plan.Entries})
-	if err != nil {
-		return err
-	}
-	if len(plan.Delete) > 0 {
-		delPath = scratchPath("delete")
-		if err := uploadTo(ctx, e, delPath, strings.NewReader(strings.Join(plan.Delete, "\x00"))); err != nil {
-			return err
-		}
-	}
-	if err := uploadTo(ctx, e, manTmp, bytes.NewReader(man)); err != nil {
-		return err
-	}
-	_, err = runScript(ctx, e, workspace.UnpackCommand(remote, tarPath, delPath, manTmp, manifestPath(remote)), 4096)
 	return err
-}
-
-// countingReader counts the bytes read through it.
-type countingReader struct {
-	r io.Reader
-	n int64
-}
-
-func (c *countingReader) Read(p []byte) (int, error) {
-	n, err := c.r.Read(p)
-	c.n += int64(n)
-	return n, err
 }
 
 // syncError words a failure of the local side: a limit is the model's to act on, the rest names the tree.

@@ -6,11 +6,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"maps"
-	"os"
 	"path"
-	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/e2b-mcp/e2b-mcp/audit"
 	"github.com/e2b-mcp/e2b-mcp/e2b"
@@ -56,6 +56,8 @@ type syncOutResult struct {
 	Resumed      bool                 `json:"resumed,omitempty" jsonschema_description:"True when the sandbox had been paused at its timeout and this call resumed it first."`
 	CheckpointID string               `json:"checkpoint_id,omitempty" jsonschema_description:"The checkpoint taken automatically after this step, by the checkpoint policy."`
 	Warning      string               `json:"warning,omitempty"`
+	Command      string               `json:"command,omitempty" jsonschema_description:"On a server that cannot see the user's disk: nothing was brought back yet; the user runs this command on their machine to do it."`
+	ExpiresAt    string               `json:"expires_at,omitempty" jsonschema_description:"When command's one-time link stops working (RFC 3339, UTC)."`
 }
 
 // maxFilesShown bounds the files a result lists.
@@ -75,7 +77,9 @@ func (t syncOut) tool() Tool {
 		hints: hints{readOnly: false, destructive: true, idempotent: false, openWorld: true},
 		shown: func(args map[string]any) map[string]any {
 			out := maps.Clone(args)
-			t.judgeLocalPath(out)
+			if !t.byLink() {
+				t.judgeLocalPath(out) // a server that cannot see the user's disk shows the path as the call gives it
+			}
 			out["action"] = syncActionPatch
 			if apply, _ := args["apply"].(bool); apply {
 				out["action"] = syncActionApply
@@ -88,6 +92,21 @@ func (t syncOut) tool() Tool {
 }
 
 func (t syncOut) run(ctx context.Context, call Caller, a *syncOutArgs) (*syncOutResult, error) {
+	if t.byLink() {
+		remote := remoteDir(a.RemotePath, "")
+		cmd, expires, err := t.linked(ctx, call, SyncLink{Direction: SyncDirectionOut, SandboxID: a.SandboxID,
+			RemotePath: remote, Apply: a.Apply}, a.LocalPath)
+		if err != nil {
+			return nil, err
+		}
+		does := " It prints the changed files and saves the patch on the user's machine."
+		if a.Apply {
+			does = " It prints the changed files, saves the patch on the user's machine and applies it there, all or " +
+				"nothing, refused where the local side changed since the sync in."
+		}
+		return &syncOutResult{SandboxID: a.SandboxID, LocalPath: a.LocalPath, RemotePath: remote, Files: []syncOutFile{},
+			Command: cmd, ExpiresAt: expires.UTC().Format(time.RFC3339), Note: linkNote(expires) + does}, nil
+	}
 	if len(t.cfg.Workspaces) == 0 {
 		return nil, noWorkspaces(syncOutName)
 	}
@@ -134,7 +153,7 @@ func (t syncOut) run(ctx context.Context, call Caller, a *syncOutArgs) (*syncOut
 	}
 	audit.NoteTransfer(ctx, audit.Transfer{FilesOut: len(changes)})
 	conflicts := workspace.ReadBase(local.root, changes)
-	clean := withoutConflicts(changes, conflicts)
+	clean := workspace.WithoutConflicts(changes, conflicts)
 	var patch bytes.Buffer
 	workspace.WritePatch(&patch, clean)
 	res := syncOutResult{SandboxID: rec.ID, LocalPath: local.path, RemotePath: remote, Changed: len(changes),
@@ -154,7 +173,7 @@ func (t syncOut) run(ctx context.Context, call Caller, a *syncOutArgs) (*syncOut
 				"the local changes in first.",
 				(&workspace.ConflictError{Conflicts: conflicts}).Error()[len("nothing was applied: "):], res.PatchFile)
 		}
-		if err := workspace.Apply(local.root, changes, dirsOf(listing)); err != nil {
+		if err := workspace.Apply(local.root, changes, workspace.DirsOf(listing)); err != nil {
 			return nil, userErrorf("%s (the patch is %s).", upperFirst(err.Error()), res.PatchFile)
 		}
 		res.Applied = true
@@ -187,115 +206,42 @@ func (t syncOut) run(ctx context.Context, call Caller, a *syncOutArgs) (*syncOut
 // against the manifest with the listing they come from.
 func (t syncOut) changes(ctx context.Context, e *e2b.Envd, remote string, man *workspace.Manifest,
 	tree *workspace.Tree) ([]workspace.Change, []workspace.Entry, error) {
-	var prune []string
-	if rel, ok := strings.CutPrefix(manifestDir, remote+"/"); ok {
-		prune = append(prune, rel)
-	}
-	out, err := runScript(ctx, e, workspace.ListCommand(remote, tree.PrunedNames(), prune), maxListingBytes)
-	if err != nil {
-		return nil, nil, err
-	}
-	listing, err := workspace.ParseListing(out, tree, t.cfg.SyncLimits.MaxEntries)
-	if err != nil {
-		return nil, nil, err
-	}
-	changes, fetch := workspace.Compare(man.Index(), listing, tree)
-	if len(fetch) == 0 {
-		return changes, listing, nil
-	}
-	list, tarPath := scratchPath("out.list"), scratchPath("out.tar")
-	if err := uploadTo(ctx, e, list, strings.NewReader(strings.Join(fetch, "\x00"))); err != nil {
-		return nil, nil, err
-	}
-	if _, err := runScript(ctx, e, workspace.TarCommand(remote, list, tarPath), 4096); err != nil {
-		return nil, nil, err
-	}
-	defer func() { _ = e.Remove(context.WithoutCancel(ctx), tarPath) }()
-	r, _, err := e.Download(ctx, tarPath, e2b.DownloadOptions{})
-	if err != nil {
-		return nil, nil, err
-	}
-	defer r.Close()
-	fetched := &countingReader{r: r}
-	changes, err = workspace.ReadFetched(fetched, changes, t.cfg.SyncLimits)
-	audit.NoteTransfer(ctx, audit.Transfer{BytesOut: fetched.n})
+	changes, listing, fetched, err := workspace.Changes(envdSandbox{ctx, e, remote}, man, tree, t.cfg.SyncLimits)
+	audit.NoteTransfer(ctx, audit.Transfer{BytesOut: fetched})
 	return changes, listing, err
+}
+
+// envdSandbox is the sandbox's side of a sync out through envd.
+type envdSandbox struct {
+	ctx    context.Context
+	e      *e2b.Envd
+	remote string
+}
+
+func (s envdSandbox) List(pruneNames []string) ([]byte, error) {
+	return listTree(s.ctx, s.e, s.remote, pruneNames)
+}
+func (s envdSandbox) Fetch(paths []string) (io.ReadCloser, error) {
+	return fetchFiles(s.ctx, s.e, s.remote, paths)
 }
 
 // maxListingBytes bounds the sandbox's listing of a tree (about 100 bytes an entry).
 const maxListingBytes = 64 << 20
 
-// rebase makes the applied state the sandbox's new base: the listing, with the hashes known.
+// rebase makes the applied state the sandbox's new base.
 func (t syncOut) rebase(ctx context.Context, e *e2b.Envd, man *workspace.Manifest, listing []workspace.Entry,
 	changes []workspace.Change) error {
-	base := man.Index()
-	changed := map[string]*workspace.Entry{}
-	for _, c := range changes {
-		changed[c.Path] = c.New
-	}
-	next := *man
-	next.Entries = nil
-	for _, l := range listing {
-		switch n, ok := changed[l.Path]; {
-		case ok && n != nil:
-			l.Hash = n.Hash
-		case l.Type == workspace.TypeFile:
-			l.Hash, l.Local = base[l.Path].Hash, base[l.Path].Local // untouched locally: the quick check holds
-		}
-		next.Entries = append(next.Entries, l)
-	}
-	b, err := json.Marshal(next)
+	b, err := json.Marshal(workspace.Rebased(man, listing, changes))
 	if err != nil {
 		return err
 	}
 	return uploadTo(ctx, e, manifestPath(man.Remote), bytes.NewReader(b))
 }
 
-func withoutConflicts(changes []workspace.Change, conflicts []workspace.Conflict) []workspace.Change {
-	if len(conflicts) == 0 {
-		return changes
-	}
-	skip := map[string]bool{}
-	for _, c := range conflicts {
-		skip[c.Path] = true
-	}
-	var out []workspace.Change
-	for _, c := range changes {
-		if !skip[c.Path] {
-			out = append(out, c)
-		}
-	}
-	return out
-}
-
-func dirsOf(listing []workspace.Entry) map[string]bool {
-	out := map[string]bool{}
-	for _, e := range listing {
-		if e.Type == workspace.TypeDir {
-			out[e.Path] = true
-		}
-	}
-	return out
-}
-
 // savePatch writes the patch to a new file of the patch directory, readable by the user alone.
 func (t syncOut) savePatch(id string, patch []byte) (string, error) {
-	if err := os.MkdirAll(t.cfg.PatchDir, 0o700); err != nil {
-		return "", err
-	}
-	f, err := os.CreateTemp(t.cfg.PatchDir, path.Base(id)+"-"+t.now().UTC().Format("20060102T150405")+"-*.patch")
-	if err != nil {
-		return "", err
-	}
-	_, err = f.Write(patch)
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		os.Remove(f.Name())
-		return "", err
-	}
-	return filepath.Clean(f.Name()), nil
+	return workspace.SavePatch(t.cfg.PatchDir, path.Base(id)+"-"+t.now().UTC().Format("20060102T150405")+"-*.patch",
+		patch)
 }
 
 func upperFirst(s string) string {

@@ -1,6 +1,7 @@
 package tools
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"crypto/sha256"
@@ -35,13 +36,11 @@ func manifestPath(remote string) string {
 	return manifestDir + "/" + hex.EncodeToString(sum[:12]) + ".json"
 }
 
-// noWorkspaces is the answer of the sync tools on a server that has no workspace roots: a team server (over
-// HTTP) cannot see its users' disks.
+// noWorkspaces is the answer of the sync tools on a server that has no workspace roots and makes no links (a stdio
+// server started in the home directory, say).
 func noWorkspaces(tool string) error {
 	return userErrorf("%s is not available on this server: it has no workspace roots (start it with --workspace DIR). "+
-		"A server reached over HTTP cannot see your disk; syncing through a command you run yourself (e2b-mcp sync with a "+
-		"one-time link) is not built yet. Use e2b_write_file and e2b_read_file, or the upload and "+
-		"download links, meanwhile.", tool)
+		"Use e2b_write_file and e2b_read_file, or the upload and download links, meanwhile.", tool)
 }
 
 // localTree is a local directory inside a workspace root: the path as resolved (symlinks and ".." followed) and
@@ -188,5 +187,93 @@ func runScript(ctx context.Context, e *e2b.Envd, script string, limit int) ([]by
 // upload sends r to path in the sandbox.
 func uploadTo(ctx context.Context, e *e2b.Envd, p string, r io.Reader) error {
 	_, err := e.Upload(ctx, p, r)
+	return err
+}
+
+// unpackTar uploads the tar that tarred writes to a scratch file of the sandbox, then, once the tar is whole, the
+// deletions (paths relative to remote) and the manifest that settled gives, and unpacks it all into remote with
+// one command, which moves the manifest into place last. Until that command runs nothing is in remote, and when a
+// step fails the scratch files are removed: a sync that fails leaves the sandbox as it was. It returns the bytes
+// of tar uploaded, tarred's error apart from the others.
+func unpackTar(ctx context.Context, e *e2b.Envd, remote string, tarred func(io.Writer) error,
+	settled func() (deletes []string, manifest []byte, err error)) (sent int64, tarErr, err error) {
+	tarPath, manTmp, delPath := scratchPath("in.tar"), scratchPath("manifest"), scratchPath("delete")
+	defer func() {
+		if tarErr != nil || err != nil {
+			for _, p := range []string{tarPath, manTmp, delPath} {
+				_ = e.Remove(context.WithoutCancel(ctx), p)
+			}
+		}
+	}()
+	pr, pw := io.Pipe()
+	done := make(chan error, 1)
+	go func() {
+		err := tarred(pw)
+		// Even a tar that failed half-way ends the upload as a whole one: an upload cut off could still be
+		// writing its file in the sandbox when the removal below arrives, and leave it there.
+		pw.Close()
+		done <- err
+	}()
+	counted := &workspace.CountingReader{R: pr}
+	err = uploadTo(ctx, e, tarPath, counted)
+	pr.CloseWithError(io.ErrClosedPipe) // unblocks the writer should the upload stop early
+	if tarErr = <-done; tarErr != nil || err != nil {
+		return counted.N, tarErr, err
+	}
+	deletes, man, err := settled()
+	if err != nil {
+		return counted.N, nil, err
+	}
+	if len(deletes) > 0 {
+		if err := uploadTo(ctx, e, delPath, strings.NewReader(strings.Join(deletes, "\x00"))); err != nil {
+			return counted.N, nil, err
+		}
+	} else {
+		delPath = ""
+	}
+	if err := uploadTo(ctx, e, manTmp, bytes.NewReader(man)); err != nil {
+		return counted.N, nil, err
+	}
+	_, err = runScript(ctx, e, workspace.UnpackCommand(remote, tarPath, delPath, manTmp, manifestPath(remote)), 4096)
+	return counted.N, nil, err
+}
+
+// listTree is the sandbox's listing of the tree at remote (ListCommand's output, for ParseListing), pruning the
+// names given and the manifests' directory when it is inside remote.
+func listTree(ctx context.Context, e *e2b.Envd, remote string, pruneNames []string) ([]byte, error) {
+	var prune []string
+	if rel, ok := strings.CutPrefix(manifestDir, remote+"/"); ok {
+		prune = append(prune, rel)
+	}
+	return runScript(ctx, e, workspace.ListCommand(remote, pruneNames, prune), maxListingBytes)
+}
+
+// fetchFiles is a tar of the files of remote named in fetch (paths relative to it), made in the sandbox and
+// downloaded; closing it removes the tar there.
+func fetchFiles(ctx context.Context, e *e2b.Envd, remote string, fetch []string) (io.ReadCloser, error) {
+	list, tarPath := scratchPath("out.list"), scratchPath("out.tar")
+	if err := uploadTo(ctx, e, list, strings.NewReader(strings.Join(fetch, "\x00"))); err != nil {
+		return nil, err
+	}
+	if _, err := runScript(ctx, e, workspace.TarCommand(remote, list, tarPath), 4096); err != nil {
+		return nil, err
+	}
+	r, _, err := e.Download(ctx, tarPath, e2b.DownloadOptions{})
+	if err != nil {
+		_ = e.Remove(context.WithoutCancel(ctx), tarPath)
+		return nil, err
+	}
+	return &removedOnClose{ReadCloser: r, remove: func() { _ = e.Remove(context.WithoutCancel(ctx), tarPath) }}, nil
+}
+
+// removedOnClose is a download whose file in the sandbox is removed when it is closed.
+type removedOnClose struct {
+	io.ReadCloser
+	remove func()
+}
+
+func (r *removedOnClose) Close() error {
+	err := r.ReadCloser.Close()
+	r.remove()
 	return err
 }

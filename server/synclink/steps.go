@@ -1,0 +1,215 @@
+package synclink
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/e2b-mcp/e2b-mcp/audit"
+	"github.com/e2b-mcp/e2b-mcp/tools"
+	"github.com/e2b-mcp/e2b-mcp/workspace"
+)
+
+// Begun is the answer to a link's first step: what the link is for, and the manifest of the last sync in (nil:
+// none).
+type Begun struct {
+	Link     tools.SyncLink      `json:"link"`
+	Manifest *workspace.Manifest `json:"manifest"`
+}
+
+// listRequest is the body of the list step: the names the listing prunes (those the user's tree ignores).
+type listRequest struct {
+	Prune []string `json:"prune"`
+}
+
+// Bounds of the steps' bodies besides the stream of a sync in: the list's names, the fetch's paths.
+const (
+	maxListBody = 1 << 20
+	maxPathLen  = 4096
+)
+
+// stepRun is one step of a redeemed link.
+type stepRun struct {
+	h     *Handler
+	w     http.ResponseWriter
+	r     *http.Request
+	call  tools.Caller
+	link  tools.SyncLink
+	step  string
+	start time.Time
+	moved *audit.Transfer
+	begun bool // the answer's body has begun: a failure can no longer change its status
+}
+
+func (s *stepRun) run() {
+	var err error
+	switch s.step {
+	case stepBegin:
+		err = s.begin()
+	case stepIn:
+		err = s.in()
+	case stepList:
+		err = s.list()
+	case stepFetch:
+		err = s.fetch()
+	case stepRebase:
+		err = s.rebase()
+	default:
+		err = fmt.Errorf("no step %q", s.step) // the ticket named it, so this server made it: a defect
+	}
+	s.record(err)
+}
+
+// next answers with the ticket of the steps that may follow.
+func (s *stepRun) next(steps ...string) error {
+	t, _, err := s.h.o.Links.issue(s.call, s.link, steps...)
+	if err != nil {
+		return err
+	}
+	s.w.Header().Set(NextHeader, t)
+	return nil
+}
+
+func (s *stepRun) begin() error {
+	man, err := s.h.o.Transfers.Manifest(s.r.Context(), s.call, s.link)
+	if err != nil {
+		return err
+	}
+	next := stepIn
+	if s.link.Direction == tools.SyncDirectionOut {
+		next = stepList
+	}
+	if err := s.next(next); err != nil {
+		return err
+	}
+	answerJSON(s.w, Begun{Link: s.link, Manifest: man})
+	return nil
+}
+
+// perEntry bounds what one entry of a sync in's stream takes besides its content: its header, a PAX header with a
+// path and a symlink's target of at most workspace.MaxNameBytes each, the padding, and its line in the deletions
+// and the manifest (JSON may escape a byte as six).
+const perEntry = 64 << 10
+
+// manifestCap bounds the manifest of a sync within l.
+func manifestCap(l workspace.Limits) int64 {
+	return min(tools.MaxManifestBytes, int64(l.MaxEntries)*perEntry)
+}
+
+// inCap bounds the stream of a sync in within l: the content, what each entry takes besides, and a margin. A stream
+// the checks let through fits in it; past it is what they cannot see (PAX headers that the next one replaces,
+// say), and the step is refused with 413.
+func inCap(l workspace.Limits) int64 {
+	return l.MaxTotalBytes + int64(l.MaxEntries)*perEntry + manifestCap(l) + 1<<20
+}
+
+func (s *stepRun) in() error {
+	body := &workspace.CountingReader{R: http.MaxBytesReader(s.w, s.r.Body, inCap(s.h.o.Transfers.Limits()))}
+	got, err := s.h.o.Transfers.Receive(s.r.Context(), s.call, s.link, body, manifestCap(s.h.o.Transfers.Limits()))
+	s.moved = &audit.Transfer{BytesIn: body.N}
+	if err != nil {
+		return err
+	}
+	s.moved.FilesIn = got.Entries
+	answerJSON(s.w, got)
+	return nil
+}
+
+func (s *stepRun) list() error {
+	body, err := readBody(s.w, s.r, maxListBody)
+	if err != nil {
+		return err
+	}
+	var req listRequest
+	if err := json.Unmarshal(body, &req); err != nil {
+		return &workspace.RefusedError{Text: "the list step's body is not one: " + err.Error()}
+	}
+	out, err := s.h.o.Transfers.List(s.r.Context(), s.call, s.link, req.Prune)
+	if err != nil {
+		return err
+	}
+	next := []string{stepFetch}
+	if s.link.Apply {
+		next = append(next, stepRebase)
+	}
+	if err := s.next(next...); err != nil {
+		return err
+	}
+	s.w.Header().Set("Content-Type", "application/octet-stream")
+	_, _ = s.w.Write(out)
+	return nil
+}
+
+func (s *stepRun) fetch() error {
+	limits := s.h.o.Transfers.Limits()
+	body, err := readBody(s.w, s.r, int64(limits.MaxEntries)*maxPathLen)
+	if err != nil {
+		return err
+	}
+	paths := strings.Split(string(body), "\x00")
+	r, err := s.h.o.Transfers.Fetch(s.r.Context(), s.call, s.link, paths)
+	if err != nil {
+		return err
+	}
+	defer r.Close()
+	if s.link.Apply {
+		if err := s.next(stepRebase); err != nil {
+			return err
+		}
+	}
+	s.w.Header().Set("Content-Type", "application/x-tar")
+	s.begun = true
+	n, err := io.Copy(s.w, r)
+	s.moved = &audit.Transfer{FilesOut: len(paths), BytesOut: n}
+	if err != nil {
+		// The answer has begun: the command line sees the tar cut short. The audit log says why.
+		return fmt.Errorf("sending the sandbox's files: %w", err)
+	}
+	return nil
+}
+
+func (s *stepRun) rebase() error {
+	body, err := readBody(s.w, s.r, tools.MaxManifestBytes)
+	if err != nil {
+		return err
+	}
+	if err := s.h.o.Transfers.Rebase(s.r.Context(), s.call, s.link, body); err != nil {
+		return err
+	}
+	s.w.WriteHeader(http.StatusNoContent)
+	return nil
+}
+
+// record answers a step's failure (a refusal is the caller's to correct, 413 a body over its cap, 502 a failure
+// of the sandbox or E2B) unless the answer has begun, and writes the step to the audit log, with what it moved.
+func (s *stepRun) record(err error) {
+	outcome, text := audit.OutcomeOK, ""
+	if err != nil {
+		outcome = audit.OutcomeError
+		var refused bool
+		text, refused = s.h.o.Transfers.ErrorText(s.r.Context(), s.call, err)
+		var tooBig *http.MaxBytesError
+		switch {
+		case s.begun:
+		case errors.As(err, &tooBig):
+			text = fmt.Sprintf("Nothing was synced: what was sent is over the server's limit of %d bytes for this step; "+
+				"exclude what the sandbox does not need.", tooBig.Limit)
+			refuse(s.w, http.StatusRequestEntityTooLarge, text)
+		case refused:
+			refuse(s.w, http.StatusUnprocessableEntity, text)
+		default:
+			refuse(s.w, http.StatusBadGateway, text)
+		}
+	}
+	args := map[string]any{"direction": s.link.Direction, "step": s.step, "remote_path": s.link.RemotePath}
+	rerr := s.h.o.Record(audit.Entry{Time: s.start.UTC(), Owner: s.call.Owner, Session: s.call.Session,
+		Tool: AuditTool, Args: args, Decision: "link", Outcome: outcome, Error: text,
+		DurationMS: s.h.o.Now().Sub(s.start).Milliseconds(), SandboxID: s.link.SandboxID, Transfer: s.moved})
+	if rerr != nil {
+		s.h.o.Log.Error("recording a sync link's step", "owner", s.call.Owner, "step", s.step, "error", rerr)
+	}
+}

@@ -1,0 +1,205 @@
+// Package synclink serves the one-time links with which the sync tools of a server that cannot see the user's disk
+// (a team server) work: the tool answers with `e2b-mcp sync in|out --link URL DIR`, and that command, run by the
+// member on their machine, talks to this handler. A link is a ticket (server/tickets) bound to the member, their
+// session, one sandbox directory, the call's options and the direction, for ten minutes; each step of a sync
+// spends its ticket and is given the next one, so that a link is honoured once, by any replica. The handler is
+// for the command line alone: it names the caller by bearer token, reads no cookie, and refuses any request a
+// browser marks as its own (an Origin, a preflight, Sec-Fetch headers), so that no web page can drive it.
+package synclink
+
+import (
+	"encoding/json"
+	"errors"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/e2b-mcp/e2b-mcp/audit"
+	"github.com/e2b-mcp/e2b-mcp/policy"
+	"github.com/e2b-mcp/e2b-mcp/server/tickets"
+	"github.com/e2b-mcp/e2b-mcp/tools"
+)
+
+// Path is where the links point: a link is Path with its ticket as the fragment (which no HTTP client sends), and
+// each step is a POST to Path/STEP with the ticket in TicketHeader.
+const Path = "/sync"
+
+// TicketHeader carries a step's ticket; NextHeader the answer's ticket for the next step.
+const (
+	TicketHeader = "X-E2B-MCP-Sync-Ticket"
+	NextHeader   = "X-E2B-MCP-Sync-Next"
+)
+
+// The steps of a sync. In: begin (the manifest), in (the stream). Out: begin, list (the sandbox's listing),
+// fetch (a tar of the files that may have changed), and after an apply rebase (the new manifest).
+const (
+	stepBegin  = "begin"
+	stepIn     = "in"
+	stepList   = "list"
+	stepFetch  = "fetch"
+	stepRebase = "rebase"
+)
+
+// KeyLabel names the links' key among those derived from the data key replicas share.
+const KeyLabel = "e2b-mcp sync links"
+
+// TTL is how long a link, and each step's ticket, works.
+const TTL = 10 * time.Minute
+
+// AuditTool names a redeemed link's steps in the audit log, where tool calls have the tool.
+const AuditTool = "e2b-mcp sync"
+
+// claims are what a ticket lets its holder do: the link, and the steps it may take next.
+type claims struct {
+	tools.SyncLink
+	Next []string `json:"st"`
+}
+
+// Owners name the caller of a request by its bearer token (httpauth.Bearer), writing the 401 when they cannot.
+type Owners interface {
+	Owner(w http.ResponseWriter, r *http.Request) (string, bool)
+}
+
+// Links makes the links (tools.SyncLinks) and the tickets of their steps.
+type Links struct {
+	tickets *tickets.Tickets // of KeyLabel, TTL
+
+	mu   sync.Mutex
+	base string
+}
+
+// NewLinks makes the links of tickets, which are of KeyLabel and TTL.
+func NewLinks(t *tickets.Tickets) *Links { return &Links{tickets: t} }
+
+// SetBase sets the address the links point at once it is known (the public URL, or the listener's address).
+func (k *Links) SetBase(base string) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	k.base = strings.TrimSuffix(base, "/")
+}
+
+// Link is a link for call to do l.
+func (k *Links) Link(call tools.Caller, l tools.SyncLink) (string, time.Time, error) {
+	k.mu.Lock()
+	base := k.base
+	k.mu.Unlock()
+	if base == "" {
+		return "", time.Time{}, errors.New("this server has no address to put in a sync link: start it with --public-url")
+	}
+	t, expires, err := k.issue(call, l, stepBegin)
+	if err != nil {
+		return "", time.Time{}, err
+	}
+	return base + Path + "#" + t, expires, nil
+}
+
+func (k *Links) issue(call tools.Caller, l tools.SyncLink, next ...string) (string, time.Time, error) {
+	return k.tickets.IssueWith(binding(call, l), claims{SyncLink: l, Next: next})
+}
+
+// Options are what a Handler needs.
+type Options struct {
+	Owners    Owners
+	Links     *Links
+	Transfers *tools.SyncTransfers
+	Record    func(audit.Entry) error // the audit log's
+	Now       func() time.Time
+	Log       *slog.Logger
+}
+
+// Handler serves Path's steps.
+type Handler struct{ o Options }
+
+// NewHandler makes a Handler.
+func NewHandler(o Options) *Handler { return &Handler{o: o} }
+
+// binding is what a link's ticket is bound to besides its claims: the member and session, and the direction.
+func binding(call tools.Caller, l tools.SyncLink) policy.Binding {
+	return policy.Binding{Owner: call.Owner, Session: call.Session, Tool: "sync " + l.Direction}
+}
+
+// SplitLink parses a link into the address of its steps and its ticket.
+func SplitLink(link string) (base, ticket string, err error) {
+	u, err := url.Parse(link)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.Fragment == "" ||
+		!strings.HasSuffix(u.Path, Path) {
+		return "", "", errors.New("not a sync link of e2b-mcp (http(s)://SERVER/sync#TICKET): copy the whole link the " +
+			"tool gave")
+	}
+	ticket = u.Fragment
+	u.Fragment, u.RawFragment, u.RawQuery = "", "", ""
+	return u.String(), ticket, nil
+}
+
+// refuse answers a request with status and a line of text for the command line to print.
+func refuse(w http.ResponseWriter, status int, text string) {
+	http.Error(w, text, status)
+}
+
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("Cache-Control", "no-store")
+	// A browser marks every request a page makes (Origin on cross-site and POST requests, Sec-Fetch-* on all of
+	// them, a preflight before one with a header of its own): the command line sends none of them.
+	if r.Method == http.MethodOptions || r.Header.Get("Origin") != "" || r.Header.Get("Sec-Fetch-Site") != "" ||
+		r.Header.Get("Sec-Fetch-Mode") != "" {
+		refuse(w, http.StatusForbidden, "sync links are for the e2b-mcp command line, not for a browser")
+		return
+	}
+	if r.Method != http.MethodPost {
+		w.Header().Set("Allow", http.MethodPost)
+		refuse(w, http.StatusMethodNotAllowed, "sync steps are POSTs of the e2b-mcp command line")
+		return
+	}
+	step := strings.TrimPrefix(r.URL.Path, Path+"/")
+	owner, ok := h.o.Owners.Owner(w, r)
+	if !ok {
+		return
+	}
+	var c claims
+	opened, err := h.o.Links.tickets.Open(r.Header.Get(TicketHeader), &c)
+	switch {
+	case errors.Is(err, tickets.ErrExpired):
+		refuse(w, http.StatusGone, "this sync link has expired: ask for a new one (call the sync tool again)")
+		return
+	case err != nil:
+		refuse(w, http.StatusForbidden, "not a sync link of this server")
+		return
+	case opened.Binding.Owner != owner:
+		// Checked before the ticket is spent: another member cannot use up a member's link either.
+		h.o.Log.Warn("a sync link was presented by another member", "owner", opened.Binding.Owner, "caller", owner)
+		refuse(w, http.StatusForbidden, "this sync link is another member's")
+		return
+	case !slices.Contains(c.Next, step):
+		refuse(w, http.StatusConflict, "this sync link's ticket is not for the step "+step+" (an e2b-mcp of another "+
+			"version?)")
+		return
+	}
+	switch err := h.o.Links.tickets.Spend(opened); {
+	case errors.Is(err, tickets.ErrNotThisCalls):
+		refuse(w, http.StatusGone, "this sync link was used already: a link works once; ask for a new one")
+		return
+	case err != nil:
+		h.o.Log.Error("a sync link's ticket could not be checked", "error", err)
+		refuse(w, http.StatusServiceUnavailable, "the server cannot tell whether this link was used: try again")
+		return
+	}
+	call := tools.Caller{Owner: owner, Session: opened.Binding.Session}
+	s := &stepRun{h: h, w: w, r: r, call: call, link: c.SyncLink, step: step, start: h.o.Now()}
+	s.run()
+}
+
+// answerJSON answers v.
+func answerJSON(w http.ResponseWriter, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+// readBody reads a step's body of at most limit bytes.
+func readBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, error) {
+	return io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
+}

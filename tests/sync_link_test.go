@@ -1,0 +1,136 @@
+package tests
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+)
+
+// syncCLI runs `e2b-mcp sync ARGS` with token as the member's bearer token, as a member runs the command a team
+// server's sync tool gave, and waits at most two minutes.
+func (x *h) syncCLI(token string, args ...string) result {
+	x.t.Helper()
+	ctx, cancel := context.WithTimeout(x.t.Context(), 2*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, the.bin, append([]string{"sync"}, args...)...)
+	cmd.Env = append(x.env(), "E2B_MCP_TOKEN="+token)
+	cmd.Dir = x.dir
+	out, errOut := x.capture("sync "+args[0]+" stdout"), x.capture("sync "+args[0]+" stderr")
+	cmd.Stdout, cmd.Stderr = out, errOut
+	err := cmd.Run()
+	return result{stdout: out.String(), stderr: errOut.String(), err: err}
+}
+
+var syncLinkPattern = regexp.MustCompile(`--link '([^']+)'`)
+
+// syncLink is the link of the command a sync tool answered with on a team server.
+func syncLink(t *testing.T, res map[string]any) string {
+	t.Helper()
+	m := syncLinkPattern.FindStringSubmatch(str(res, "command"))
+	if m == nil {
+		t.Fatalf("the sync tool answered no command with a link: %v", res)
+	}
+	return m[1]
+}
+
+func writeTree(t *testing.T, dir string, files map[string]string) {
+	t.Helper()
+	for name, content := range files {
+		p := filepath.Join(dir, name)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// On a team server, which cannot see the member's disk, the sync tools answer with `e2b-mcp sync` commands and
+// one-time links, and the loop works through them: a project synced in (.gitignore and secrets honoured), changed
+// in the sandbox, brought back and applied; a second sync in sends only the file changed locally; a link works
+// once, and only with its member's token.
+func TestSyncThroughATeamServer(t *testing.T) {
+	t.Parallel()
+	forEachBackend(t, func(t *testing.T, b cancelBackend) {
+		x := newH(t)
+		alice, bob := x.owner("alice"), x.owner("bob")
+		x.login(alice)
+		tokens := x.path("tokens.json")
+		tok, bobTok := x.addToken(alice, tokens), x.addToken(bob, tokens)
+		srv := x.startHTTP(append(x.serveOn(b, alice, "sync"), "--transport", "http", "--tokens-file", tokens)...)
+		c := x.connectHTTP(srv.base, tok, "")
+		id := create(t, c, nil)
+		project := x.path("project")
+		writeTree(t, project, map[string]string{"main.go": "package main\n\nfunc main() {}\n",
+			"sub/util.go": "package main\n\nfunc util() int { return 1 }\n", ".gitignore": "build/\n",
+			"build/out.bin": "built", ".env": "SECRET=1\n", "README": "readme\n"})
+		if err := os.Symlink("sub/util.go", filepath.Join(project, "util-link")); err != nil {
+			t.Fatal(err)
+		}
+
+		in := ok(t, c, "e2b_sync_in", map[string]any{"sandbox_id": id, "local_path": project})
+		if str(in, "remote_path") != "/home/user/project" || !strings.HasPrefix(str(in, "command"), "e2b-mcp sync in") {
+			t.Fatalf("e2b_sync_in on a team server: %v", in)
+		}
+		link := syncLink(t, in)
+		if r := x.syncCLI(bobTok, "in", "--link", link, project); r.err == nil ||
+			!strings.Contains(r.stderr, "another member's") {
+			t.Fatalf("bob ran alice's link: %s", r)
+		}
+		r := x.syncCLI(tok, "in", "--link", link, project)
+		if r.err != nil || !strings.Contains(r.stdout, "6 entries, 6 sent") || !strings.Contains(r.stdout, ".env") {
+			t.Fatalf("sync in: %s", r)
+		}
+		if r := x.syncCLI(tok, "in", "--link", link, project); r.err == nil || !strings.Contains(r.stderr, "used already") {
+			t.Fatalf("the link ran twice: %s", r)
+		}
+		tree := ok(t, c, "e2b_exec", map[string]any{"sandbox_id": id, "command": "cd project && find . -path ./.e2b-mcp-sync " +
+			"-prune -o -print | sort && readlink util-link && cat sub/util.go"})
+		want := ".\n./.gitignore\n./README\n./main.go\n./sub\n./sub/util.go\n./util-link\nsub/util.go\n" +
+			"package main\n\nfunc util() int { return 1 }\n"
+		if got := str(tree, "stdout"); got != want {
+			t.Fatalf("the sandbox's copy:\n%s\nwant:\n%s", got, want)
+		}
+
+		ok(t, c, "e2b_exec", map[string]any{"sandbox_id": id, "command": "cd project && sed -i 's/return 1/return 2/' " +
+			"sub/util.go && echo new > added.txt && rm README"})
+		out := ok(t, c, "e2b_sync_out", map[string]any{"sandbox_id": id, "remote_path": "project", "local_path": project,
+			"apply": true})
+		r = x.syncCLI(tok, "out", "--link", syncLink(t, out), "--apply", project)
+		if r.err != nil || !strings.Contains(r.stdout, "Applied 3 changes") {
+			t.Fatalf("sync out: %s", r)
+		}
+		for name, want := range map[string]string{"sub/util.go": "package main\n\nfunc util() int { return 2 }\n",
+			"added.txt": "new\n"} {
+			if got, err := os.ReadFile(filepath.Join(project, name)); err != nil || string(got) != want {
+				t.Errorf("after the apply %s holds %q (%v), want %q", name, got, err, want)
+			}
+		}
+		if _, err := os.Stat(filepath.Join(project, "README")); !os.IsNotExist(err) {
+			t.Errorf("README deleted in the sandbox is still here (%v)", err)
+		}
+		// The apply made the sandbox's state the base: nothing is left to bring back.
+		again := ok(t, c, "e2b_sync_out", map[string]any{"sandbox_id": id, "remote_path": "project", "local_path": project})
+		if r := x.syncCLI(tok, "out", "--link", syncLink(t, again), project); r.err != nil ||
+			!strings.Contains(r.stdout, "Nothing changed") {
+			t.Fatalf("a second sync out: %s", r)
+		}
+
+		writeTree(t, project, map[string]string{"main.go": "package main\n\nfunc main() { util() }\n"})
+		in = ok(t, c, "e2b_sync_in", map[string]any{"sandbox_id": id, "local_path": project})
+		if r := x.syncCLI(tok, "in", "--link", syncLink(t, in), project); r.err != nil ||
+			!strings.Contains(r.stdout, ", 1 sent (") {
+			t.Fatalf("a second sync in after one local change: %s", r)
+		}
+		got := ok(t, c, "e2b_exec", map[string]any{"sandbox_id": id, "command": "cat project/main.go"})
+		if str(got, "stdout") != "package main\n\nfunc main() { util() }\n" {
+			t.Errorf("the sandbox's main.go after the second sync in: %q", str(got, "stdout"))
+		}
+	})
+}
