@@ -77,9 +77,10 @@ type Server struct {
 	leases       leaseCache
 	metrics      *metrics
 
-	// syncLinks make the sync tools' links, which syncHandler serves, on a server that cannot see its users'
-	// disks (synclinks.go); nil: none.
+	// syncLinks make the sync tools' links, signed and spent as syncTickets, which syncHandler serves, on a
+	// server that cannot see its users' disks (synclinks.go); nil: none.
 	syncLinks   *synclink.Links
+	syncTickets *tickets.Tickets
 	syncHandler *synclink.Handler
 
 	closeOnce sync.Once

@@ -34,11 +34,11 @@ type syncLinkFixture struct {
 
 var syncTestLimits = workspace.Limits{MaxEntries: 100, MaxFileBytes: 1 << 20, MaxTotalBytes: 2 << 20}
 
-func newSyncLinkFixture(t *testing.T) *syncLinkFixture {
+func newSyncLinkFixture(t *testing.T, sandboxes e2btest.Options) *syncLinkFixture {
 	t.Helper()
 	tokens, toks := tokensFor(t, "alice", "bob")
 	clock := clocktest.New(time.Now())
-	f := newFixture(t, fixtureOpts{tokensFile: tokens, transport: TransportHTTP, policy: allowAll,
+	f := newFixture(t, fixtureOpts{tokensFile: tokens, transport: TransportHTTP, policy: allowAll, emulator: sandboxes,
 		mutate: func(c *Config, _ *e2btest.Server) { c.Now, c.Tools.SyncLimits = clock.Now, syncTestLimits }})
 	base := serveHTTP(t, f)
 	x := &syncLinkFixture{f: f, base: base, toks: toks, clock: clock,
@@ -103,7 +103,7 @@ func (x *syncLinkFixture) untouched(t *testing.T, what string) {
 // Nobody but the member whose call made the link, from the command line, uses it, once, before it expires; a
 // request refused before it is redeemed does not use it up.
 func TestSyncLinkIsTheMembersOnceAndNotABrowsers(t *testing.T) {
-	x := newSyncLinkFixture(t)
+	x := newSyncLinkFixture(t, e2btest.Options{})
 	_, ticket := x.link(t)
 	for _, tc := range []struct {
 		name, method, owner string
@@ -180,7 +180,19 @@ func syncTar(t *testing.T, manifest string, entries ...any) *bytes.Buffer {
 // Each stream a sync in's step refuses leaves the sandbox as it was: nothing in the directory, no scratch file;
 // and the well-formed one after them lands whole, with its sizes (never its contents) in the audit log.
 func TestSyncLinkRefusedStreamsLeaveTheSandboxUntouched(t *testing.T) {
-	x := newSyncLinkFixture(t)
+	for _, target := range []string{"emulator", "envd"} {
+		t.Run(target, func(t *testing.T) {
+			var sandboxes e2btest.Options
+			if target == "envd" {
+				startRealEnvd(t).Stop() // skips, saying why, where the real envd cannot run
+				sandboxes.Envd = e2btest.RealEnvds()
+			}
+			testRefusedStreams(t, newSyncLinkFixture(t, sandboxes))
+		})
+	}
+}
+
+func testRefusedStreams(t *testing.T, x *syncLinkFixture) {
 	man := `{"version":1,"local":"/home/me/project","remote":"/home/user/project","entries":[]}`
 	reg := func(name string) *tar.Header { return &tar.Header{Name: name, Typeflag: tar.TypeReg, Mode: 0o644} }
 	padded := make([]any, 0, 80)

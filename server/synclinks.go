@@ -14,11 +14,11 @@ func (s *Server) setUpSyncLinks() error {
 	if s.cfg.Transport == TransportStdio || len(s.cfg.Tools.Workspaces) > 0 {
 		return nil
 	}
-	t, err := s.newTickets(synclink.KeyLabel, synclink.TTL)
-	if err != nil {
+	var err error
+	if s.syncTickets, err = s.newTickets(synclink.KeyLabel, synclink.TTL); err != nil {
 		return err
 	}
-	s.syncLinks = synclink.NewLinks(t)
+	s.syncLinks = synclink.NewLinks(s.syncTickets)
 	if s.cfg.PublicURL != "" {
 		s.syncLinks.SetBase(s.cfg.PublicURL) // checked by Config.Check
 	}

@@ -38,8 +38,9 @@ func TestTicketsOfReplicasAreShared(t *testing.T) {
 	alone1, alone2 := replica(0, ""), replica(0, "")
 	b := policy.BindingFor("alice", "s1", "e2b_manage_sandbox", map[string]any{"sandbox_id": "sbx1", "action": "delete"})
 	kinds := map[string]func(*Server) *tickets.Tickets{
-		"approval": func(s *Server) *tickets.Tickets { return s.elicit },
-		"connect":  func(s *Server) *tickets.Tickets { return s.pages.connectTickets },
+		"approval":  func(s *Server) *tickets.Tickets { return s.elicit },
+		"connect":   func(s *Server) *tickets.Tickets { return s.pages.connectTickets },
+		"sync link": func(s *Server) *tickets.Tickets { return s.syncTickets },
 	}
 	for name, kind := range kinds {
 		t.Run(name, func(t *testing.T) {

@@ -248,7 +248,7 @@ func (b *base) linked(ctx context.Context, call Caller, l SyncLink, dir string) 
 	l.SandboxID = rec.ID
 	link, expires, err := b.syncLinks.Link(call, l)
 	if err != nil {
-		return "", time.Time{}, err
+		return "", time.Time{}, userErrorf("No sync link could be made: %v.", err)
 	}
 	return syncCommand(l.Direction, link, dir, l.Apply), expires, nil
 }
