@@ -12,9 +12,12 @@ import (
 // client is the client making the request of ctx, as tools.Clients knows it: --client-profile where it is set,
 // else the one the request's clientInfo names (each request's _meta in protocol 2026-07-28, the session's
 // initialize before), else the default.
-func (s *Server) client(ctx context.Context) tools.Client {
-	if s.cfg.ClientProfile != "" {
-		c, _ := tools.ClientNamed(s.cfg.ClientProfile) // Config.Check refused a name it does not know
+func (s *Server) client(ctx context.Context) tools.Client { return clientOf(ctx, s.cfg) }
+
+// clientOf is Server.client of a server configured with cfg.
+func clientOf(ctx context.Context, cfg Config) tools.Client {
+	if cfg.ClientProfile != "" {
+		c, _ := tools.ClientNamed(cfg.ClientProfile) // Config.Check refused a name it does not know
 		return c
 	}
 	return tools.ClientFor(clientInfo(ctx).Name)
@@ -37,8 +40,14 @@ func clientInfo(ctx context.Context) mcp.Implementation {
 // whose own cap on a result is below the limit in force (a --result-limit above it) is told the limit in each
 // tool's _meta "anthropic/maxResultSizeChars", which Claude Code honours up to 500,000.
 func (s *Server) toolsFor(ctx context.Context, list []mcp.Tool) []mcp.Tool {
-	c := s.client(ctx)
-	limit := s.cfg.Tools.ResultLimit
+	return fitTools(ctx, s.cfg, func(name string) bool { return s.tools[name].Images }, list)
+}
+
+// fitTools is toolsFor of a server configured with cfg, whose tools that may answer with images are those images
+// names.
+func fitTools(ctx context.Context, cfg Config, images func(name string) bool, list []mcp.Tool) []mcp.Tool {
+	c := clientOf(ctx, cfg)
+	limit := cfg.Tools.ResultLimit
 	if limit == 0 {
 		limit = c.Budget
 	}
@@ -48,7 +57,7 @@ func (s *Server) toolsFor(ctx context.Context, list []mcp.Tool) []mcp.Tool {
 	}
 	out := make([]mcp.Tool, len(list))
 	for i, t := range list {
-		if c.Reads == tools.ReadsStructured && s.tools[t.Name].Images {
+		if c.Reads == tools.ReadsStructured && images(t.Name) {
 			t.RawOutputSchema, t.OutputSchema = nil, mcp.ToolOutputSchema{}
 		}
 		if raise {

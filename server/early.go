@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/mark3labs/mcp-go/mcp"
 	mcpserver "github.com/mark3labs/mcp-go/server"
 
 	"github.com/e2b-mcp/e2b-mcp/tools"
@@ -17,10 +18,11 @@ import (
 // RunStdio builds the server with build and serves MCP over stdio, answering from the first moment. Building
 // takes the state store, the policy, the approvals and the audit log, and the local backend's emulator and
 // store: hundreds of milliseconds on a loaded machine, after which a client has already picked an older
-// protocol or started without the server's tools. So while it builds, a client's initialize, server/discover
-// and ping are answered by a server of the same name, version, capabilities and instructions that holds nothing
-// else (earlyMethods); every other message waits for the server. The server is then handed the client's
-// messages in their order, the early requests included, so that it knows the client (its protocol version and
+// protocol or started without the server's tools. So while it builds, a client's initialize, server/discover,
+// ping and tools/list are answered by a server of the same name, version, capabilities, instructions and tools,
+// fitted to the client alike, that holds nothing else (earlyMethods, newEarlyServer); every other message waits
+// for the server. The server is then handed the client's messages in their order, the early requests included
+// (but for ping and tools/list, which change nothing), so that it knows the client (its protocol version and
 // clientInfo) as if it had answered them itself; its answers to them, which the client has had, are dropped.
 func RunStdio(ctx context.Context, cfg Config, stdin io.Reader, stdout io.Writer,
 	build func(Config) (*Server, error)) error {
@@ -28,13 +30,15 @@ func RunStdio(ctx context.Context, cfg Config, stdin io.Reader, stdout io.Writer
 	if err != nil {
 		return err
 	}
-	early := mcpserver.NewMCPServer(checked.Name, checked.Version, identityOptions()...)
+	early := newEarlyServer(checked)
+	earlyCtx := early.WithContext(ctx, &earlySession{})
 	out := &stdioOut{w: stdout}
 	answered := &droppedAnswers{w: out, ids: map[string]bool{}}
 
-	// The build starts once the client's first message is answered or queued: on a loaded machine it would
-	// otherwise take the CPU the first answer needs. A client that says nothing for buildAfter does not hold it
-	// back further (the server's background work, a sweep of lapsed sessions, starts with it).
+	// The build starts once the client has its tool list, or at its first message that needs the server: on a
+	// loaded machine it would otherwise take the CPU the first answers need. A client that says nothing of either
+	// for buildAfter does not hold it back further (the server's background work, a sweep of lapsed sessions,
+	// starts with it).
 	built := make(chan buildResult, 1)
 	startBuild := sync.OnceFunc(func() {
 		go func() {
@@ -76,7 +80,7 @@ func RunStdio(ctx context.Context, cfg Config, stdin io.Reader, stdout io.Writer
 				continue
 			}
 			if id, method, ok := requestOf(line); ok && earlyMethods[method] {
-				answer := early.HandleMessage(ctx, line)
+				answer := early.HandleMessage(earlyCtx, line)
 				b, err := json.Marshal(answer)
 				if err != nil {
 					return err
@@ -84,13 +88,21 @@ func RunStdio(ctx context.Context, cfg Config, stdin io.Reader, stdout io.Writer
 				if _, err := out.Write(append(b, '\n')); err != nil {
 					return err
 				}
-				if method == "ping" {
+				switch method {
+				case string(mcp.MethodToolsList):
+					startBuild()
 					continue // the server need not see it
+				case string(mcp.MethodPing):
+					continue
 				}
 				answered.drop(id)
+				pending = append(pending, line)
+				continue
 			}
 			pending = append(pending, line)
-			startBuild()
+			if _, _, ok := requestOf(line); ok {
+				startBuild()
+			}
 		case b := <-built:
 			if b.err != nil {
 				return b.err
@@ -132,8 +144,62 @@ type buildResult struct {
 	err error
 }
 
-// earlyMethods are the requests answered while the server is built: they depend on nothing but its identity.
-var earlyMethods = map[string]bool{"initialize": true, "server/discover": true, "ping": true}
+// earlyMethods are the requests answered while the server is built: they depend on nothing but its identity and
+// its tools.
+var earlyMethods = map[string]bool{"initialize": true, "server/discover": true, "ping": true, "tools/list": true}
+
+// newEarlyServer is the server that answers earlyMethods while the server of cfg is built: its identity, and its
+// tools fitted to the client as the server fits them (toolsFor), with handlers that are never called.
+func newEarlyServer(cfg Config) *mcpserver.MCPServer {
+	all := tools.All(tools.Deps{Config: cfg.Tools})
+	images := make(map[string]bool, len(all))
+	for _, t := range all {
+		images[t.Tool.Name] = t.Images
+	}
+	fit := func(ctx context.Context, list []mcp.Tool) []mcp.Tool {
+		return fitTools(ctx, cfg, func(name string) bool { return images[name] }, list)
+	}
+	m := mcpserver.NewMCPServer(cfg.Name, cfg.Version, append(identityOptions(), mcpserver.WithToolFilter(fit))...)
+	m.AddTools(tools.ServerTools(all)...)
+	return m
+}
+
+// earlySession is the early server's session of the client: it keeps what the client's initialize says it is,
+// which the tool list is fitted to.
+type earlySession struct {
+	mu   sync.Mutex
+	info mcp.Implementation
+	caps mcp.ClientCapabilities
+}
+
+func (*earlySession) Initialize()                                         {}
+func (*earlySession) Initialized() bool                                   { return true }
+func (*earlySession) NotificationChannel() chan<- mcp.JSONRPCNotification { return nil }
+func (*earlySession) SessionID() string                                   { return "stdio-early" }
+
+func (e *earlySession) GetClientInfo() mcp.Implementation {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.info
+}
+
+func (e *earlySession) SetClientInfo(info mcp.Implementation) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.info = info
+}
+
+func (e *earlySession) GetClientCapabilities() mcp.ClientCapabilities {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.caps
+}
+
+func (e *earlySession) SetClientCapabilities(caps mcp.ClientCapabilities) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.caps = caps
+}
 
 // identityOptions are what an initialize or server/discover answer is made of: the same for the server and for
 // the answers given while it is built.

@@ -87,16 +87,24 @@ func TestInitializeAnsweredWhileTheServerIsBuilt(t *testing.T) {
 			}
 			send(map[string]any{"method": "notifications/initialized"})
 			send(map[string]any{"id": 3, "method": "tools/list"})
+			earlyList := next("tools/list, while the server is built")
+			if earlyList["id"] != float64(3) {
+				t.Fatalf("the answer to tools/list while the server is built: %v", earlyList)
+			}
 			send(map[string]any{"id": 4, "method": "tools/call", "params": map[string]any{"name": "e2b_create_sandbox",
 				"arguments": map[string]any{"title": "made before the server was built"}}})
 			close(release)
-			byID := map[float64]map[string]any{}
-			for range 2 {
-				a := next("tools/list and a create made while the server was built")
-				byID[a["id"].(float64)] = a
+			byID := map[float64]map[string]any{3: earlyList}
+			byID[4] = next("a create made while the server was built")
+			if byID[4]["id"] != float64(4) {
+				t.Fatalf("answer %v, want that of request 4 (the server's own answers to initialize and tools/list dropped)",
+					byID[4])
 			}
-			if byID[3] == nil || byID[4] == nil {
-				t.Fatalf("answers %v, want those of requests 3 and 4 (the server's own answer to initialize dropped)", byID)
+			send(map[string]any{"id": 5, "method": "tools/list"})
+			if built := next("tools/list of the built server"); built["id"] != float64(5) {
+				t.Errorf("the built server's answer to tools/list: %v", built)
+			} else if got, want := mustJSON(t, earlyList["result"]), mustJSON(t, built["result"]); got != want {
+				t.Errorf("tools/list answered while the server was built:\n%.300s\nthe built server's:\n%.300s", got, want)
 			}
 			list, _ := json.Marshal(byID[3]["result"])
 			var tools struct {
@@ -131,4 +139,13 @@ func TestInitializeAnsweredWhileTheServerIsBuilt(t *testing.T) {
 			}
 		})
 	}
+}
+
+func mustJSON(t *testing.T, v any) string {
+	t.Helper()
+	b, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
 }
