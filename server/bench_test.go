@@ -185,3 +185,19 @@ func processCPU(b *testing.B) time.Duration {
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
+
+// BenchmarkStdioToolsList is a tools/list of a client over stdio once the server runs: the list fitted to the
+// client, in the client's protocol era, as the client reads it.
+func BenchmarkStdioToolsList(b *testing.B) {
+	f := newFixture(b, fixtureOpts{mutate: func(c *Config, _ *e2btest.Server) {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}})
+	c := stdioClient(b, f.srv)
+	cpu := processCPU(b)
+	for b.Loop() {
+		if _, err := c.ListTools(b.Context(), mcp.ListToolsRequest{}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64((processCPU(b)-cpu).Nanoseconds())/float64(b.N), "cpu-ns/op")
+}

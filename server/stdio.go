@@ -35,6 +35,7 @@ type stdioMessage struct {
 	Params struct {
 		taskParams
 		RequestID json.RawMessage `json:"requestId"` // a notifications/cancelled's
+		Cursor    json.RawMessage `json:"cursor"`    // a list's
 	} `json:"params"`
 }
 
@@ -82,6 +83,7 @@ type stdioFront struct {
 
 	toolCalls chan func()
 	requests  sync.WaitGroup // every request's goroutine, the workers' included
+	lists     toolLists
 }
 
 func newStdioFront(s *Server, out *stdioOut, toMCP *io.PipeWriter) *stdioFront {
@@ -185,7 +187,10 @@ func (f *stdioFront) notify(ctx context.Context, m stdioMessage, line []byte) {
 			}
 		}
 	}
-	f.handleMessage(ctx, m.ID, line)
+	f.recovered(m.ID, func() []byte {
+		f.s.mcp.HandleMessage(ctx, line) // nothing to answer
+		return nil
+	})
 }
 
 // start registers a request and serves it on a goroutine of its own, a tool call on one of the workers.
@@ -198,6 +203,12 @@ func (f *stdioFront) start(calls context.Context, m stdioMessage, line []byte) {
 		f.running[key] = cancel
 	}
 	f.mu.Unlock()
+	answer := func(ctx context.Context) []byte {
+		if m.Method == string(mcp.MethodToolsList) {
+			return f.lists.answer(ctx, f.s, &m, line)
+		}
+		return answerOf(m.ID, f.s.mcp.HandleMessage(ctx, line))
+	}
 	call := func() {
 		defer cancel()
 		if !dup {
@@ -207,7 +218,7 @@ func (f *stdioFront) start(calls context.Context, m stdioMessage, line []byte) {
 				f.mu.Unlock()
 			}()
 		}
-		f.write(f.handleMessage(ctx, m.ID, line))
+		f.write(f.recovered(m.ID, func() []byte { return answer(ctx) }))
 	}
 	if m.Method == string(mcp.MethodToolsCall) {
 		f.toolCalls <- call
@@ -216,19 +227,23 @@ func (f *stdioFront) start(calls context.Context, m stdioMessage, line []byte) {
 	f.requests.Go(call)
 }
 
-// handleMessage is mcp-go's answer to a message, nil for none; a panic is answered as an internal error, as
-// mcp-go's transport answers it.
-func (f *stdioFront) handleMessage(ctx context.Context, id json.RawMessage, line []byte) (answer []byte) {
+// recovered is answer's answer; a panic is answered as an internal error to a request, as mcp-go's transport
+// answers it.
+func (f *stdioFront) recovered(id json.RawMessage, answer func() []byte) (b []byte) {
 	defer func() {
 		if r := recover(); r != nil {
 			f.s.log.Error("a handler panicked", "panic", r)
-			answer = nil
+			b = nil
 			if validID(id) {
-				answer = rpcError(id, mcp.INTERNAL_ERROR, fmt.Sprintf("internal panic: %v", r), nil)
+				b = rpcError(id, mcp.INTERNAL_ERROR, fmt.Sprintf("internal panic: %v", r), nil)
 			}
 		}
 	}()
-	resp := f.s.mcp.HandleMessage(ctx, line)
+	return answer()
+}
+
+// answerOf is resp as a line's bytes; nil for none.
+func answerOf(id json.RawMessage, resp mcp.JSONRPCMessage) []byte {
 	if resp == nil {
 		return nil
 	}
