@@ -270,3 +270,75 @@ func testRefusedStreams(t *testing.T, x *syncLinkFixture) {
 		t.Fatal("an empty audit log")
 	}
 }
+
+// A sync out's link takes its steps in order, each once: the listing, a fetch of clean paths inside the tree
+// only, and a new base only on a link made with apply; the fetch's sizes are in the audit log.
+func TestSyncLinkOutSteps(t *testing.T) {
+	x := newSyncLinkFixture(t, e2btest.Options{})
+	mustOK(t, x.c, "e2b_exec", map[string]any{"sandbox_id": x.id, "command": "mkdir -p /home/user/project/sub && " +
+		"echo secret > /home/user/outside.txt && echo hello > /home/user/project/sub/a.txt"})
+	man := `{"version":1,"local":"/home/me/project","remote":"/home/user/project","entries":[]}`
+	outLink := func(apply bool) string {
+		res := mustOK(t, x.c, "e2b_sync_out", map[string]any{"sandbox_id": x.id, "remote_path": "project",
+			"local_path": "/home/me/project", "apply": apply})
+		_, ticket, err := synclink.SplitLink(strings.Split(res["command"].(string), "'")[1])
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ticket
+	}
+	if code, _, text := x.step(t, http.MethodPost, "begin", outLink(false), "alice", nil, nil); code !=
+		http.StatusUnprocessableEntity || !strings.Contains(text, "No sync in into /home/user/project") {
+		t.Fatalf("a sync out before any sync in: %d %q", code, text)
+	}
+	_, in := x.link(t)
+	_, next, _ := x.step(t, http.MethodPost, "begin", in, "alice", nil, nil)
+	if code, _, text := x.step(t, http.MethodPost, "in", next, "alice", syncTar(t, man), nil); code != http.StatusOK {
+		t.Fatalf("sync in: %d %q", code, text)
+	}
+
+	steps := func(apply bool) (list, fetch string) {
+		code, next, text := x.step(t, http.MethodPost, "begin", outLink(apply), "alice", nil, nil)
+		if code != http.StatusOK || !strings.Contains(text, `"remote":"/home/user/project"`) {
+			t.Fatalf("begin: %d %q", code, text)
+		}
+		code, fetch, text = x.step(t, http.MethodPost, "list", next, "alice", strings.NewReader(`{"prune":[]}`), nil)
+		if code != http.StatusOK || !strings.Contains(text, "sub/a.txt") {
+			t.Fatalf("list: %d %q", code, text)
+		}
+		return next, fetch
+	}
+	list, fetch := steps(false)
+	if code, _, _ := x.step(t, http.MethodPost, "list", list, "alice", strings.NewReader(`{}`), nil); code !=
+		http.StatusGone {
+		t.Errorf("a step replayed: %d, want 410", code)
+	}
+	for _, bad := range []string{"../outside.txt", "/home/user/outside.txt", "sub/../../outside.txt"} {
+		_, fetch = steps(false)
+		code, _, text := x.step(t, http.MethodPost, "fetch", fetch, "alice", strings.NewReader("sub/a.txt\x00"+bad), nil)
+		if code != http.StatusUnprocessableEntity || strings.Contains(text, "secret") {
+			t.Errorf("a fetch of %q: %d (%d bytes, the outside file's content in them: %v), want 422", bad, code,
+				len(text), strings.Contains(text, "secret"))
+		}
+	}
+	_, fetch = steps(false)
+	code, rebase, text := x.step(t, http.MethodPost, "fetch", fetch, "alice", strings.NewReader("sub/a.txt"), nil)
+	if code != http.StatusOK || rebase != "" || !strings.Contains(text, "hello\n") {
+		t.Fatalf("a fetch on a patch-only link: %d (next %q)", code, rebase)
+	}
+	if got := lastEntry(t, x.f, synclink.AuditTool); got.Args["step"] != "fetch" || got.Transfer == nil ||
+		got.Transfer.FilesOut != 1 || got.Transfer.BytesOut != int64(len(text)) {
+		t.Errorf("the fetch's audit entry: %+v (transfer %+v)", got, got.Transfer)
+	}
+	list, _ = steps(false)
+	if code, _, _ := x.step(t, http.MethodPost, "rebase", list, "alice", strings.NewReader(man), nil); code !=
+		http.StatusConflict {
+		t.Errorf("a new base through a patch-only link: %d, want 409", code)
+	}
+	_, fetch = steps(true)
+	_, rebase, _ = x.step(t, http.MethodPost, "fetch", fetch, "alice", strings.NewReader("sub/a.txt"), nil)
+	if code, _, text := x.step(t, http.MethodPost, "rebase", rebase, "alice", strings.NewReader(man), nil); code !=
+		http.StatusNoContent {
+		t.Errorf("a new base after an apply: %d %q", code, text)
+	}
+}
