@@ -132,5 +132,24 @@ func TestSyncThroughATeamServer(t *testing.T) {
 		if str(got, "stdout") != "package main\n\nfunc main() { util() }\n" {
 			t.Errorf("the sandbox's main.go after the second sync in: %q", str(got, "stdout"))
 		}
+
+		// Both sides change main.go, the sandbox another file too: the apply is refused, naming main.go, and
+		// writes nothing, while the patch of the other change is saved.
+		ok(t, c, "e2b_exec", map[string]any{"sandbox_id": id, "command": "cd project && echo '// sandbox' >> main.go && " +
+			"echo more > added.txt"})
+		writeTree(t, project, map[string]string{"main.go": "package main\n\n// local\nfunc main() { util() }\n"})
+		out = ok(t, c, "e2b_sync_out", map[string]any{"sandbox_id": id, "remote_path": "project", "local_path": project,
+			"apply": true})
+		r = x.syncCLI(tok, "out", "--link", syncLink(t, out), "--apply", project)
+		if r.err == nil || !strings.Contains(r.stdout, "conflict main.go") || !strings.Contains(r.stderr, "main.go") ||
+			!strings.Contains(r.stdout, "patch: ") {
+			t.Fatalf("an apply over a local change: %s", r)
+		}
+		for name, want := range map[string]string{"main.go": "package main\n\n// local\nfunc main() { util() }\n",
+			"added.txt": "new\n"} {
+			if got, err := os.ReadFile(filepath.Join(project, name)); err != nil || string(got) != want {
+				t.Errorf("after a refused apply %s holds %q (%v), want %q", name, got, err, want)
+			}
+		}
 	})
 }
