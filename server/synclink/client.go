@@ -4,11 +4,14 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"strings"
 
+	"github.com/e2b-mcp/e2b-mcp/internal/loopback"
 	"github.com/e2b-mcp/e2b-mcp/tools"
 )
 
@@ -18,13 +21,22 @@ type Client struct {
 	hc                  *http.Client
 }
 
-// NewClient is the client of link, which sends token as its bearer token.
+// NewClient is the client of link, which sends token as its bearer token, over hc without its redirects.
+//
+// The token goes to the link's server alone: in the clear only to this machine, and never on through a
+// redirect (which would send it, the ticket and the step's body, the user's files, to wherever it points).
 func NewClient(link, token string, hc *http.Client) (*Client, error) {
 	base, ticket, err := SplitLink(link)
 	if err != nil {
 		return nil, err
 	}
-	return &Client{base: base, ticket: ticket, token: token, hc: hc}, nil
+	if u, err := url.Parse(base); err != nil || (u.Scheme != "https" && !loopback.Host(u.Hostname())) {
+		return nil, errors.New("a sync link over plain http to another machine would send your token in the clear: " +
+			"the server's link must be https")
+	}
+	noRedirects := *hc
+	noRedirects.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+	return &Client{base: base, ticket: ticket, token: token, hc: &noRedirects}, nil
 }
 
 // StepError is a step the server refused or failed, with its answer's text.
@@ -54,6 +66,10 @@ func (c *Client) step(ctx context.Context, step string, body io.Reader, contentT
 	if resp.StatusCode/100 != 2 {
 		defer resp.Body.Close()
 		text, _ := io.ReadAll(io.LimitReader(resp.Body, 8<<10))
+		if resp.StatusCode/100 == 3 {
+			text = []byte("the server redirected the step to " + resp.Header.Get("Location") + ", where a sync link's " +
+				"token and files are not sent")
+		}
 		return nil, &StepError{Status: resp.StatusCode, Text: strings.TrimSpace(string(text))}
 	}
 	c.ticket = resp.Header.Get(NextHeader)
