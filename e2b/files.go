@@ -15,6 +15,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/e2b-mcp/e2b-mcp/e2b/wire/envd"
 )
 
 // DownloadOptions select part of a file. Length 0 means to the end.
@@ -135,11 +137,7 @@ type readCloser struct {
 }
 
 // WriteInfo is envd's answer for one uploaded file.
-type WriteInfo struct {
-	Path string `json:"path"`
-	Name string `json:"name"`
-	Type string `json:"type"`
-}
+type WriteInfo = envd.WriteInfo
 
 // Upload streams r to path (POST /files), creating parent directories and overwriting an existing file. r is not
 // read after Upload returns. envd >= 0.5.7 gets the bytes as the raw body; older envd gets a multipart form whose

@@ -18,6 +18,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/e2b-mcp/e2b-mcp/e2b/wire/envd"
 )
 
 // /files: file content, as envd's GetFiles and PostFiles answer it.
@@ -220,13 +222,6 @@ func acceptsGzip(h string) bool {
 	return false
 }
 
-// uploadEntry is one answer of POST /files (the generated struct orders its fields by name).
-type uploadEntry struct {
-	Name string `json:"name"`
-	Path string `json:"path"`
-	Type string `json:"type"`
-}
-
 // uploadError is a failed upload with its HTTP status.
 type uploadError struct {
 	status int
@@ -263,7 +258,7 @@ func (e *envdService) postFiles(w http.ResponseWriter, r *http.Request, v sandbo
 
 	contentType := r.Header.Get("Content-Type")
 	mediaType, _, _ := mime.ParseMediaType(contentType)
-	var entries []uploadEntry
+	var entries []envd.WriteInfo
 	var uerr *uploadError
 	switch {
 	case mediaType == "application/octet-stream":
@@ -285,7 +280,7 @@ func (e *envdService) postFiles(w http.ResponseWriter, r *http.Request, v sandbo
 }
 
 func rawUpload(sfs *sandboxFS, body io.Reader, length int64, p filesParams, u sandboxUser,
-	v sandboxView) ([]uploadEntry, *uploadError) {
+	v sandboxView) ([]envd.WriteInfo, *uploadError) {
 	if !p.pathSet {
 		return nil, &uploadError{http.StatusBadRequest, errors.New("path query parameter is required for raw body upload")}
 	}
@@ -296,16 +291,16 @@ func rawUpload(sfs *sandboxFS, body io.Reader, length int64, p filesParams, u sa
 	if uerr := writeFile(sfs, target, body, length); uerr != nil {
 		return nil, uerr
 	}
-	return []uploadEntry{{Name: path.Base(target), Path: target, Type: "file"}}, nil
+	return []envd.WriteInfo{{Name: path.Base(target), Path: target, Type: "file"}}, nil
 }
 
 func multipartUpload(sfs *sandboxFS, r *http.Request, p filesParams, u sandboxUser,
-	v sandboxView) ([]uploadEntry, *uploadError) {
+	v sandboxView) ([]envd.WriteInfo, *uploadError) {
 	mr, err := r.MultipartReader()
 	if err != nil {
 		return nil, &uploadError{http.StatusInternalServerError, fmt.Errorf("error parsing multipart form: %w", err)}
 	}
-	entries := []uploadEntry{}
+	entries := []envd.WriteInfo{}
 	for {
 		part, err := mr.NextPart()
 		if errors.Is(err, io.EOF) {
@@ -346,7 +341,7 @@ func multipartUpload(sfs *sandboxFS, r *http.Request, p filesParams, u sandboxUs
 		if uerr != nil {
 			return nil, uerr
 		}
-		entries = append(entries, uploadEntry{Name: path.Base(target), Path: target, Type: "file"})
+		entries = append(entries, envd.WriteInfo{Name: path.Base(target), Path: target, Type: "file"})
 	}
 }
 

@@ -1,9 +1,10 @@
-// Package envd holds the messages of envd's Connect RPCs (process.Process and filesystem.Filesystem) that both ends
-// of this module speak: the e2b client sends the requests and reads the answers and stream events, the emulator
-// (e2b/emulator) reads the requests and answers as envd does. Declared once, the two cannot drift apart.
+// Package envd holds the messages of envd's Connect RPCs (process.Process and filesystem.Filesystem), and the
+// answer of its POST /files, that both ends of this module speak: the e2b client sends the requests and reads the
+// answers and stream events, the emulator (e2b/emulator) reads the requests and answers as envd does. Declared
+// once, the two cannot drift apart.
 //
-// Each type is a message of envd's process.proto or filesystem.proto in proto3 JSON, the codec envd (connect-go
-// with protojson) and E2B's SDKs use, and encodes exactly as protojson does:
+// Each Connect type is a message of envd's process.proto or filesystem.proto in proto3 JSON, the codec envd
+// (connect-go with protojson) and E2B's SDKs use, and encodes exactly as protojson does:
 //   - members are the fields' lowerCamelCase JSON names;
 //   - a field without presence (a plain scalar, a list, a map) is left out at its zero value (omitempty);
 //   - a field with presence (optional, a member of a oneof, a message) is a pointer, sent whenever it is set,
