@@ -171,6 +171,12 @@ func (s *syncRun) in(ctx context.Context) error {
 	for _, lo := range tree.LeftOut {
 		fmt.Fprintf(s.a.stdout, "left out: %s (%s)\n", lo.Path, lo.Why)
 	}
+	if got.CheckpointID != "" {
+		fmt.Fprintf(s.a.stdout, "checkpoint: %s (the sandbox's checkpoint policy)\n", got.CheckpointID)
+	}
+	if got.Warning != "" {
+		fmt.Fprintf(s.a.stderr, "warning: %s\n", got.Warning)
+	}
 	return nil
 }
 

@@ -240,9 +240,13 @@ func testRefusedStreams(t *testing.T, x *syncLinkFixture) {
 	ok := syncTar(t, man, &tar.Header{Name: "sub/", Typeflag: tar.TypeDir, Mode: 0o755}, "", reg("sub/hello.txt"),
 		"contents-of-hello\n", &tar.Header{Name: "link", Typeflag: tar.TypeSymlink, Linkname: "sub/hello.txt"}, "")
 	size := ok.Len()
-	if code, _, text := x.step(t, http.MethodPost, "in", next, "alice", ok, nil); code != http.StatusOK {
+	// A sync through a link is a step of the sandbox, as e2b_sync_in is: the checkpoint policy acts on it.
+	mustOK(t, x.c, "e2b_set_checkpoint_policy", map[string]any{"sandbox_id": x.id, "every_steps": 1})
+	code, _, text := x.step(t, http.MethodPost, "in", next, "alice", ok, nil)
+	if code != http.StatusOK || !strings.Contains(text, `"checkpoint_id":"`) {
 		t.Fatalf("a well-formed stream: %d %q", code, text)
 	}
+	mustOK(t, x.c, "e2b_set_checkpoint_policy", map[string]any{"sandbox_id": x.id, "every_steps": 0})
 	out := mustOK(t, x.c, "e2b_exec", map[string]any{"sandbox_id": x.id, "command": "cat /home/user/project/link; ls /tmp | " +
 		"grep -c e2b-mcp-sync; test -f " + shellquote.Quote("/home/user/.e2b-mcp-sync") + " || ls /home/user/.e2b-mcp-sync | wc -l"})
 	if got := out["stdout"].(string); got != "contents-of-hello\n0\n1\n" {

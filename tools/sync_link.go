@@ -117,6 +117,10 @@ type SyncReceived struct {
 	Deleted  int   `json:"deleted"`
 	Bytes    int64 `json:"bytes"`
 	TarBytes int64 `json:"-"`
+	// CheckpointID is the checkpoint the checkpoint policy took after the sync, a step of the sandbox as
+	// e2b_sync_in is; Warning says why one could not be taken.
+	CheckpointID string `json:"checkpoint_id,omitempty"`
+	Warning      string `json:"warning,omitempty"`
 }
 
 // Receive takes a sync in's stream (workspace.WriteSyncTar) from body into l's directory, its manifest of at
@@ -147,6 +151,12 @@ func (s *SyncTransfers) Receive(ctx context.Context, call Caller, l SyncLink, bo
 	case err != nil:
 		return res, s.b.sandboxFailure(ctx, use.c, call, use.rec, err)
 	}
+	rec, err := s.b.countStep(call, use.rec.ID)
+	if err != nil {
+		res.Warning = "The sync's step could not be counted: " + s.b.errorText(ctx, call, syncInName, err)
+		return res, nil
+	}
+	res.CheckpointID, res.Warning = s.b.afterStep(ctx, use.c, call, rec, syncInName)
 	return res, nil
 }
 
