@@ -342,3 +342,51 @@ rules:
 		}
 	}
 }
+
+// judgedOnly is a team server's SyncLinks for tests that only judge calls.
+type judgedOnly struct{}
+
+func (judgedOnly) Link(Caller, SyncLink) (string, time.Time, error) { return "", time.Time{}, nil }
+
+// On a team server the policy judges local_path as the call gives it, for the member's machine, never resolved on
+// the server's disk (where the same path may be a symlink to anywhere), and the sandbox directory is named after
+// its last element, whatever the member's system writes paths like.
+func TestSyncPolicyOnATeamServer(t *testing.T) {
+	dir, err := filepath.EvalSymlinks(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("/etc", filepath.Join(dir, "proj")); err != nil {
+		t.Fatal(err)
+	}
+	var in Tool
+	for _, tl := range All(Deps{SyncLinks: judgedOnly{}}) {
+		if tl.Tool.Name == syncInName {
+			in = tl
+		}
+	}
+	p, err := PolicyTools().Parse("p.yaml", []byte(`default_action: allow
+rules:
+  - id: no-etc
+    when: { target: e2b_sync_in, local_path: "/etc/**" }
+    then: { decision: deny }
+  - id: landing
+    when: { target: e2b_sync_in, path: /home/user/proj }
+    then: { decision: require_approval }
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for local, want := range map[string]policy.Action{
+		filepath.Join(dir, "proj"): policy.RequireApproval, // a symlink to /etc here, the member's project there
+		`C:\Users\me\proj`:         policy.RequireApproval,
+		"/home/me/proj/":           policy.RequireApproval,
+		"/etc/ssh":                 policy.Deny,
+		"/home/me/other":           policy.Allow,
+	} {
+		judged := in.Judged(map[string]any{"sandbox_id": "s", "local_path": local})
+		if got := p.Evaluate(policy.Call{Tool: syncInName, Args: judged}).Action; got != want || judged["local_path"] != local {
+			t.Errorf("local_path %q: %s (judged %v), want %s", local, got, judged, want)
+		}
+	}
+}
