@@ -42,7 +42,7 @@ type cancelBackend struct {
 }
 
 // cancelBackends are the emulator and, where it can run, the real envd behind a control-plane stand-in.
-func cancelBackends(t *testing.T) []cancelBackend {
+func cancelBackends(t testing.TB) []cancelBackend {
 	t.Helper()
 	backends := []cancelBackend{{"emulator", the.emu}}
 	if _, err := e2btest.RealEnvdAvailable(); err != nil {

@@ -2,6 +2,7 @@ package tests
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -29,7 +30,7 @@ func (x *h) syncCLI(token string, args ...string) result {
 var syncLinkPattern = regexp.MustCompile(`--link '([^']+)'`)
 
 // syncLink is the link of the command a sync tool answered with on a team server.
-func syncLink(t *testing.T, res map[string]any) string {
+func syncLink(t testing.TB, res map[string]any) string {
 	t.Helper()
 	m := syncLinkPattern.FindStringSubmatch(str(res, "command"))
 	if m == nil {
@@ -152,4 +153,93 @@ func TestSyncThroughATeamServer(t *testing.T) {
 			}
 		}
 	})
+}
+
+// copyModules copies Go modules of the module cache (read-only there) into dir as a writable tree: a real
+// repository of a couple of thousand files, with its tests.
+func copyModules(b testing.TB, dir string, modules map[string]string) {
+	b.Helper()
+	out, err := exec.Command("go", "env", "GOMODCACHE").Output()
+	if err != nil {
+		b.Skipf("no Go module cache: %v", err)
+	}
+	for name, mod := range modules {
+		src := filepath.Join(strings.TrimSpace(string(out)), mod)
+		if _, err := os.Stat(src); err != nil {
+			b.Skipf("module %s is not in the module cache", mod)
+		}
+		if out, err := exec.Command("cp", "-r", src, filepath.Join(dir, name)).CombinedOutput(); err != nil {
+			b.Fatalf("copying %s: %v\n%s", mod, err, out)
+		}
+	}
+	if out, err := exec.Command("chmod", "-R", "u+w", dir).CombinedOutput(); err != nil {
+		b.Fatalf("chmod: %v\n%s", err, out)
+	}
+}
+
+// BenchmarkSyncThroughATeamServer measures, on the emulator and on the real envd, a repository of about 2,000
+// files and 53 MB synced in through a team server's link (the tool call, then `e2b-mcp sync in` as a member runs
+// it) beside the same sync by a stdio server's own e2b_sync_in, both measured in the same run: the first sync, and
+// a re-sync after one local change. Each iteration does all four; the metrics are their means.
+func BenchmarkSyncThroughATeamServer(b *testing.B) {
+	for _, backend := range cancelBackends(b) {
+		b.Run(backend.name, func(b *testing.B) {
+			x := newH(b)
+			owner := x.owner("bench")
+			x.login(owner)
+			root := x.path("work")
+			repo := filepath.Join(root, "repo")
+			if err := os.MkdirAll(repo, 0o755); err != nil {
+				b.Fatal(err)
+			}
+			copyModules(b, repo, map[string]string{"text": "golang.org/x/text@v0.42.0", "sys": "golang.org/x/sys@v0.48.0",
+				"protobuf": "google.golang.org/protobuf@v1.36.12"})
+			tokens := x.path("tokens.json")
+			tok := x.addToken(owner, tokens)
+			srv := x.startHTTP(append(x.serveOn(backend, owner, "bench"), "--transport", "http", "--tokens-file", tokens)...)
+			team := x.connectHTTP(srv.base, tok, "")
+			teamID := create(b, team, nil)
+			local := x.startStdio(clientOpts{}, append(x.serveOn(backend, owner, "bench-local"), "--state-dir",
+				x.path("state-local"), "--workspace", root)...)
+			localID := create(b, local.Client, nil)
+			var teamFirst, teamResync, localFirst, localResync time.Duration
+			b.ResetTimer()
+			for i := range b.N {
+				remote := fmt.Sprintf("/home/user/bench-%d", i)
+				args := map[string]any{"sandbox_id": teamID, "local_path": repo, "remote_path": remote}
+				teamIn := func() time.Duration {
+					start := time.Now()
+					r := x.syncCLI(tok, "in", "--link", syncLink(b, ok(b, team, "e2b_sync_in", args)), repo)
+					if r.err != nil {
+						b.Fatalf("sync in: %s", r)
+					}
+					return time.Since(start)
+				}
+				localIn := func() (time.Duration, map[string]any) {
+					start := time.Now()
+					res := ok(b, local.Client, "e2b_sync_in", map[string]any{"sandbox_id": localID, "local_path": repo,
+						"remote_path": remote})
+					return time.Since(start), res
+				}
+				teamFirst += teamIn()
+				d, _ := localIn()
+				localFirst += d
+				if err := os.WriteFile(filepath.Join(repo, "text", "doc.go"), fmt.Appendf(nil,
+					"// Package text, change %d.\npackage text\n", i), 0o644); err != nil {
+					b.Fatal(err)
+				}
+				teamResync += teamIn()
+				d, res := localIn()
+				if res["sent"] != float64(1) {
+					b.Fatalf("the local re-sync sent %v", res["sent"])
+				}
+				localResync += d
+			}
+			n := float64(b.N)
+			b.ReportMetric(teamFirst.Seconds()/n, "team-first-s")
+			b.ReportMetric(localFirst.Seconds()/n, "local-first-s")
+			b.ReportMetric(teamResync.Seconds()/n, "team-resync-s")
+			b.ReportMetric(localResync.Seconds()/n, "local-resync-s")
+		})
+	}
 }
