@@ -74,6 +74,11 @@ func runSync(ctx context.Context, a *app, args []string) error {
 	if begun.Link.Direction != direction {
 		return fmt.Errorf("this link is for sync %s, not sync %s", begun.Link.Direction, direction)
 	}
+	// The command is text the model gave: DIR may have been changed after the call that the policy judged.
+	if bound, err := filepath.EvalSymlinks(begun.Link.Local); err != nil || bound != local {
+		return fmt.Errorf("this link is for the directory %q (the one its call named), not %s: nothing was synced",
+			begun.Link.Local, dir)
+	}
 	s := &syncRun{a: a, c: c, begun: begun, local: local, root: root, start: a.now()}
 	if direction == tools.SyncDirectionIn {
 		return s.in(ctx)

@@ -29,9 +29,12 @@ const (
 // SyncLink is what a sync link lets the member who holds it (with their own bearer token) do: one sync of one
 // directory of one of their sandboxes, in one direction, with the options of the call the policy judged.
 type SyncLink struct {
-	Direction      string   `json:"d"`
-	SandboxID      string   `json:"s"`
-	RemotePath     string   `json:"r"`
+	Direction  string `json:"d"`
+	SandboxID  string `json:"s"`
+	RemotePath string `json:"r"`
+	// Local is the user's directory as the call named it, which the policy and a human approving it judged: the
+	// command line syncs it alone, whatever directory its command names.
+	Local          string   `json:"l"`
 	Excludes       []string `json:"x,omitempty"`
 	IncludeGit     bool     `json:"g,omitempty"`
 	IncludeSecrets bool     `json:"k,omitempty"`
@@ -251,14 +254,29 @@ func remoteForLink(remote, local string) (string, error) {
 // the answer is a link to l and the command that uses it.
 func (b *base) linked(ctx context.Context, call Caller, l SyncLink, dir string) (command string, expires time.Time,
 	err error) {
+	if !userAbsolute(dir) {
+		return "", time.Time{}, userErrorf("This server cannot see the user's disk, so it cannot tell where '%s' is: "+
+			"give local_path as an absolute path of the user's machine (e.g. /home/me/myproject).", dir)
+	}
 	rec, _, err := b.sandbox(ctx, call, l.SandboxID, false)
 	if err != nil {
 		return "", time.Time{}, err
 	}
-	l.SandboxID = rec.ID
+	l.SandboxID, l.Local = rec.ID, dir
 	link, expires, err := b.syncLinks.Link(call, l)
 	if err != nil {
 		return "", time.Time{}, userErrorf("No sync link could be made: %v.", err)
 	}
 	return syncCommand(l.Direction, link, dir, l.Apply), expires, nil
+}
+
+// userAbsolute reports whether p is an absolute path of a user's machine, Unix's or Windows' (C:\dir, C:/dir,
+// \\host\share): a relative one is relative to where the command is run, which neither the policy nor a human
+// approving the call can see.
+func userAbsolute(p string) bool {
+	if strings.HasPrefix(p, "/") || strings.HasPrefix(p, `\\`) {
+		return true
+	}
+	return len(p) >= 3 && p[1] == ':' && (p[2] == '\\' || p[2] == '/') &&
+		('a' <= p[0]|0x20 && p[0]|0x20 <= 'z')
 }

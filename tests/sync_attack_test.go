@@ -1,0 +1,51 @@
+package tests
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// The command a team server's sync tool answers with is text the model hands the user: a model steered by what
+// it read can change its DIR after the policy judged the call's local_path. The command line syncs the directory
+// the link was made for alone, and sends nothing of another.
+func TestSyncLinkCommandKeepsToTheJudgedDirectory(t *testing.T) {
+	t.Parallel()
+	forEachBackend(t, func(t *testing.T, b cancelBackend) {
+		x := newH(t)
+		alice := x.owner("alice")
+		x.login(alice)
+		tokens := x.path("tokens.json")
+		tok := x.addToken(alice, tokens)
+		srv := x.startHTTP(append(x.serveOn(b, alice, "sync"), "--transport", "http", "--tokens-file", tokens)...)
+		c := x.connectHTTP(srv.base, tok, "")
+		id := create(t, c, nil)
+		project, other := x.path("project"), x.path("keys")
+		writeTree(t, project, map[string]string{"main.go": "package main\n"})
+		writeTree(t, other, map[string]string{"notes.txt": "not for the sandbox\n"})
+		if err := os.Symlink(other, x.path("via-link")); err != nil {
+			t.Fatal(err)
+		}
+
+		for _, dir := range []string{other, x.path("via-link"), filepath.Join(project, "..", "keys")} {
+			in := ok(t, c, "e2b_sync_in", map[string]any{"sandbox_id": id, "local_path": project})
+			if r := x.syncCLI(tok, "in", "--link", syncLink(t, in), dir); r.err == nil ||
+				!strings.Contains(r.stderr, "this link is for the directory") {
+				t.Fatalf("sync in of %s with a link for %s: %s", dir, project, r)
+			}
+		}
+		got := ok(t, c, "e2b_exec", map[string]any{"sandbox_id": id, "command": "ls -A /home/user/project 2>&1; true"})
+		if out := str(got, "stdout"); strings.Contains(out, "notes.txt") || !strings.Contains(out, "No such file") {
+			t.Fatalf("the sandbox after refused syncs: %q", out)
+		}
+		// The directory the call named, given as the command line likes it (relative, through a symlink), works.
+		if err := os.Symlink(project, x.path("project-link")); err != nil {
+			t.Fatal(err)
+		}
+		in := ok(t, c, "e2b_sync_in", map[string]any{"sandbox_id": id, "local_path": project})
+		if r := x.syncCLI(tok, "in", "--link", syncLink(t, in), "project-link"); r.err != nil {
+			t.Fatalf("sync in of the link's directory: %s", r)
+		}
+	})
+}
