@@ -14,6 +14,7 @@ import (
 // Check enforces every keyword a tool's published input schema uses: a schema that uses another (a pattern, a
 // oneOf) would be published to clients but not held to, so this fails until Check learns it.
 func TestSchemasUseOnlyCheckedKeywords(t *testing.T) {
+	t.Parallel()
 	allowed := append([]string{"description", "default"}, checkedKeywords...)
 	var walk func(tool, path string, s map[string]any)
 	walk = func(tool, path string, s map[string]any) {
@@ -49,6 +50,7 @@ func TestSchemasUseOnlyCheckedKeywords(t *testing.T) {
 // builds on), for every tool and for arguments made from its schema: each parameter at and past its bounds, of
 // every other type, empty, left out, unknown names, nested ones.
 func TestCheckAgreesWithJSONSchema(t *testing.T) {
+	t.Parallel()
 	for _, tool := range All(Deps{}) {
 		var s jsonschema.Schema
 		if err := json.Unmarshal(tool.Tool.RawInputSchema, &s); err != nil {
@@ -165,6 +167,7 @@ func copyMap(m map[string]any) map[string]any {
 // Arguments that are not an object are refused whole, and an in-process caller's arguments (a struct, raw JSON)
 // are checked as their JSON decodes.
 func TestCheckArgumentsWhole(t *testing.T) {
+	t.Parallel()
 	exec := toolNamed(t, execName)
 	for _, c := range []struct {
 		args any
@@ -207,6 +210,7 @@ type bindArgs struct {
 // Bind fills in each left-out parameter's default, and leaves a pointer one nil, whatever default it publishes,
 // so that the tool can tell its absence; no call sees another's arguments.
 func TestBindAppliesDefaults(t *testing.T) {
+	t.Parallel()
 	var got []bindArgs
 	tool := define(newBase(Deps{}), definition[bindArgs, struct{}]{
 		name:     "bind_defaults",

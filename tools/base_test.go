@@ -15,6 +15,7 @@ import (
 )
 
 func TestErrorText(t *testing.T) {
+	t.Parallel()
 	b := newBase(Deps{})
 	call := Caller{Owner: "alice", Session: "main"}
 	cancelled, cancel := context.WithCancel(context.Background())
@@ -61,6 +62,7 @@ func (f failingClients) Client(context.Context, string) (*e2b.Client, error) { r
 
 // TestClientSourceFailure: a keyring that cannot be read is not "no key": the model is told what failed.
 func TestClientSourceFailure(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	deps := e.deps
 	deps.Clients = failingClients{err: errors.New("secret service is locked")}

@@ -35,6 +35,7 @@ func (s *session) checkpointTaken(t *testing.T, id string) bool {
 // TestSetCheckpointPolicy: the override applies to its sandbox only, starts from the policy in force, is no
 // step, asks nothing of E2B, and reset returns the sandbox to the session's policy.
 func TestSetCheckpointPolicy(t *testing.T) {
+	t.Parallel()
 	forEachEra(t, func(t *testing.T, e *env, s *session) {
 		a := s.createSandbox(t, nil)
 		b := s.createSandbox(t, nil)
@@ -101,6 +102,7 @@ func TestSetCheckpointPolicy(t *testing.T) {
 // TestCheckpointPolicyOverSession: with a session policy in force, a change starts from it, turning every_steps
 // off silences the sandbox, and reset brings the session's policy back.
 func TestCheckpointPolicyOverSession(t *testing.T) {
+	t.Parallel()
 	forEachEra(t, func(t *testing.T, e *env, s *session) {
 		id := s.createSandbox(t, nil)
 		s.setPolicy(t, map[string]any{"sandbox_id": id}, 2, true, "session")
@@ -123,6 +125,7 @@ func TestCheckpointPolicyOverSession(t *testing.T) {
 }
 
 func TestSetCheckpointPolicyRefusals(t *testing.T) {
+	t.Parallel()
 	forEachEra(t, func(t *testing.T, e *env, s *session) {
 		id := s.createSandbox(t, nil)
 		for _, c := range []struct {
@@ -155,6 +158,7 @@ func TestSetCheckpointPolicyRefusals(t *testing.T) {
 // TestSetCheckpointPolicyOtherOwners: another session or owner cannot see or change a sandbox's policy, and a
 // caller without an E2B key can still set its own (the tool asks nothing of E2B).
 func TestSetCheckpointPolicyOtherOwners(t *testing.T) {
+	t.Parallel()
 	for _, era := range eras {
 		t.Run(era, func(t *testing.T) {
 			e := newEnv(t)
@@ -187,6 +191,7 @@ func TestSetCheckpointPolicyOtherOwners(t *testing.T) {
 // TestSetCheckpointPolicyConcurrent: two calls at once changing different fields both take effect, whichever
 // lands first, since each starts from the record as the other left it.
 func TestSetCheckpointPolicyConcurrent(t *testing.T) {
+	t.Parallel()
 	forEachEra(t, func(t *testing.T, e *env, s *session) {
 		id := s.createSandbox(t, nil)
 		for round := range 5 {

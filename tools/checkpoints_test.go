@@ -8,6 +8,7 @@ import (
 )
 
 func TestCheckpointAndForkFromIt(t *testing.T) {
+	t.Parallel()
 	forEachEra(t, func(t *testing.T, e *env, s *session) {
 		id := s.createSandbox(t, map[string]any{"title": "origin"})
 		s.ok(t, "e2b_write_file", map[string]any{"sandbox_id": id, "path": "before.txt", "content": "before\n"})
@@ -67,6 +68,7 @@ func TestCheckpointAndForkFromIt(t *testing.T) {
 }
 
 func TestCheckpointListAndDelete(t *testing.T) {
+	t.Parallel()
 	forEachEra(t, func(t *testing.T, e *env, s *session) {
 		a := s.createSandbox(t, nil)
 		b := s.createSandbox(t, nil)
@@ -122,6 +124,7 @@ func TestCheckpointListAndDelete(t *testing.T) {
 // E2B checkpoints running sandboxes only, and answers 404 ("doesn't exist or you don't have access") for a paused
 // one. The model is told the sandbox is paused and how to resume it, whether the server paused it or E2B did.
 func TestCheckpointOfAPausedSandbox(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	s := e.connect(t, eras[0], Caller{Owner: "alice", Session: "main"})
 	id := s.createSandbox(t, nil)

@@ -13,6 +13,7 @@ import (
 )
 
 func TestCreateSandbox(t *testing.T) {
+	t.Parallel()
 	forEachEra(t, func(t *testing.T, e *env, s *session) {
 		res := s.ok(t, "e2b_create_sandbox", map[string]any{
 			"title": "build", "timeout_seconds": 600, "env_vars": map[string]any{"GREETING": "hello there"},
@@ -59,6 +60,7 @@ func TestCreateSandbox(t *testing.T) {
 }
 
 func TestCreateUploadsNotConfigured(t *testing.T) {
+	t.Parallel()
 	forEachEra(t, func(t *testing.T, e *env, s *session) {
 		got := s.fail(t, "e2b_create_sandbox", map[string]any{
 			"upload_files": []any{map[string]any{"session_path": "data.csv", "sandbox_path": "/home/user/data.csv"}},
@@ -106,6 +108,7 @@ func makeStorageRoot(t *testing.T) (root, outside string) {
 }
 
 func TestCreateUploads(t *testing.T) {
+	t.Parallel()
 	root, _ := makeStorageRoot(t)
 	forEachEra(t, func(t *testing.T, e *env, s *session) {
 		res := s.ok(t, "e2b_create_sandbox", map[string]any{"upload_files": []any{
@@ -125,6 +128,7 @@ func TestCreateUploads(t *testing.T) {
 }
 
 func TestCreateUploadRefusals(t *testing.T) {
+	t.Parallel()
 	root, outside := makeStorageRoot(t)
 	forEachEra(t, func(t *testing.T, e *env, s *session) {
 		for _, c := range []struct {
@@ -166,6 +170,7 @@ func TestCreateUploadRefusals(t *testing.T) {
 
 // TestUploadPlanRelativeRoot: a storage root given relative to the working directory still takes absolute paths
 // inside it, and the plan names the files to send.
+// Not parallel: it changes the working directory, which t.Chdir allows only to a test run alone.
 func TestUploadPlanRelativeRoot(t *testing.T) {
 	root, outside := makeStorageRoot(t)
 	t.Chdir(filepath.Dir(root))
@@ -195,6 +200,7 @@ func TestUploadPlanRelativeRoot(t *testing.T) {
 // use: no later call can reach it and adopting it fails the same way. A create, or a fork, fails naming the cause,
 // and deletes the new sandbox instead of leaving it running, and billed, until its timeout.
 func TestSandboxesThatCannotBeRecordedAreDeleted(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	dir := t.TempDir()
 	openWith := func(key byte) {

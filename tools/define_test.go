@@ -36,6 +36,7 @@ type bindingArgs struct {
 // field with its own UnmarshalJSON is decoded by it, a number in a field of any type is a float64, and a value
 // of the wrong type is named in the error.
 func TestArgumentsBoundByEncodingJSON(t *testing.T) {
+	t.Parallel()
 	var got bindingArgs
 	tool := define(newBase(Deps{}), definition[bindingArgs, struct{}]{
 		name: "bind_test",

@@ -35,6 +35,7 @@ func authorization(t *testing.T, emu *e2btest.Server, id string) string {
 // resume (after a rotation), a live fork and a fork from a checkpoint (after a removal), adoption. The results
 // name the credentials, never their values, and the allow-list is sent along each time.
 func TestEgressOnEveryPath(t *testing.T) {
+	t.Parallel()
 	keyring.MockInit()
 	k := credentials.Keyring{}
 	add := func(value string) string {
@@ -122,6 +123,7 @@ func TestEgressOnEveryPath(t *testing.T) {
 // A failed update of a resumed sandbox's egress is said, not hidden: the model learns that old credentials may
 // still be in force.
 func TestEgressUpdateFailureIsAWarning(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	e.deps.Egress = failingSource{}
 	s := e.connect(t, eras[0], Caller{Owner: "alice", Session: "main"})

@@ -9,6 +9,7 @@ import (
 )
 
 func TestMissingParameters(t *testing.T) {
+	t.Parallel()
 	forEachEra(t, func(t *testing.T, e *env, s *session) {
 		for _, c := range []struct {
 			tool string
@@ -42,6 +43,7 @@ func TestMissingParameters(t *testing.T) {
 }
 
 func TestInvalidArguments(t *testing.T) {
+	t.Parallel()
 	forEachEra(t, func(t *testing.T, e *env, s *session) {
 		got := s.fail(t, "e2b_exec", map[string]any{"sandbox_id": "x", "command": "ls", "timeout_ms": "soon"})
 		wantContains(t, got, "Invalid parameter timeout_ms", "an integer")
@@ -57,6 +59,7 @@ func TestInvalidArguments(t *testing.T) {
 }
 
 func TestUnknownSandbox(t *testing.T) {
+	t.Parallel()
 	forEachEra(t, func(t *testing.T, e *env, s *session) {
 		want := "Sandbox 'nosuch' not found in this session. Sandboxes in this session: none"
 		for tool, args := range map[string]map[string]any{
@@ -89,6 +92,7 @@ func TestUnknownSandbox(t *testing.T) {
 // TestOtherSessionsAndOwners: a sandbox ID of another session or owner is unknown here, whatever is asked of it,
 // and the store is consulted before E2B, so nothing reaches E2B.
 func TestOtherSessionsAndOwners(t *testing.T) {
+	t.Parallel()
 	for _, era := range eras {
 		t.Run(era, func(t *testing.T) {
 			e := newEnv(t)
@@ -147,6 +151,7 @@ func TestOtherSessionsAndOwners(t *testing.T) {
 }
 
 func TestNoAPIKey(t *testing.T) {
+	t.Parallel()
 	forEachEra(t, func(t *testing.T, e *env, alice *session) {
 		id := alice.createSandbox(t, nil)
 		// carol has no key, but calls in a session of her own; her sandbox records are empty.
@@ -175,6 +180,7 @@ func TestNoAPIKey(t *testing.T) {
 }
 
 func TestE2BErrors(t *testing.T) {
+	t.Parallel()
 	forEachEra(t, func(t *testing.T, e *env, s *session) {
 		got := s.fail(t, "e2b_create_sandbox", map[string]any{"template": "no-such-template"})
 		wantContains(t, got, "E2B API error (", "404", "template 'no-such-template' not found")
@@ -193,6 +199,7 @@ func TestE2BErrors(t *testing.T) {
 
 // TestNoCaller: a server that forgot to identify the caller gets an error result, not a panic or a guess.
 func TestNoCaller(t *testing.T) {
+	t.Parallel()
 	tools := All(Deps{})
 	res, err := tools[4].Handler(context.Background(), mcp.CallToolRequest{})
 	if err != nil || res == nil || !res.IsError {
@@ -203,6 +210,7 @@ func TestNoCaller(t *testing.T) {
 
 // TestPanicsBecomeResults: a handler that panics (here: no store at all) answers with isError.
 func TestPanicsBecomeResults(t *testing.T) {
+	t.Parallel()
 	tools := All(Deps{Clients: keyedClients{keys: map[string]string{}}})
 	req := mcp.CallToolRequest{}
 	req.Params.Arguments = map[string]any{"sandbox_id": "x", "command": "true"}

@@ -18,6 +18,7 @@ import (
 )
 
 func TestExec(t *testing.T) {
+	t.Parallel()
 	forEachEra(t, func(t *testing.T, e *env, s *session) {
 		id := s.createSandbox(t, nil)
 		res := s.exec(t, id, "echo out; echo err >&2; printf 'no newline'")
@@ -55,6 +56,7 @@ func TestExec(t *testing.T) {
 }
 
 func TestExecTimeout(t *testing.T) {
+	t.Parallel()
 	forEachEra(t, func(t *testing.T, e *env, s *session) {
 		id := s.createSandbox(t, nil)
 		// A timeout that did not stop the command would let it print "never".
@@ -69,6 +71,7 @@ func TestExecTimeout(t *testing.T) {
 // timeout_ms is at most an hour: one millisecond more is refused as bad input, before envd, and runs nothing;
 // the hour itself is taken.
 func TestExecTimeoutIsAtMostAnHour(t *testing.T) {
+	t.Parallel()
 	forEachEra(t, func(t *testing.T, e *env, s *session) {
 		id := s.createSandbox(t, nil)
 		msg := s.fail(t, "e2b_exec", map[string]any{"sandbox_id": id, "command": "touch over-the-hour", "timeout_ms": 3_600_001})
@@ -93,6 +96,7 @@ func seqOutput(n int) string {
 var markerRE = regexp.MustCompile(`\n\.\.\. \[(\d+) bytes / (\d+) lines omitted\] \.\.\.\n`)
 
 func TestExecTruncation(t *testing.T) {
+	t.Parallel()
 	const limit = MinResultLimit
 	forEachEra(t, func(t *testing.T, e *env, s *session) {
 		id := s.createSandbox(t, nil)
@@ -144,6 +148,7 @@ func TestExecTruncation(t *testing.T) {
 }
 
 func TestExecProgress(t *testing.T) {
+	t.Parallel()
 	forEachEra(t, func(t *testing.T, e *env, s *session) {
 		id := s.createSandbox(t, nil)
 		res := s.callCtx(context.Background(), t, "e2b_exec",
@@ -189,6 +194,7 @@ func TestExecProgress(t *testing.T) {
 
 // TestExecCancel: cancelling the MCP request kills the command in the sandbox.
 func TestExecCancel(t *testing.T) {
+	t.Parallel()
 	forEachEra(t, func(t *testing.T, e *env, s *session) {
 		id := s.createSandbox(t, nil)
 		ctx, cancel := context.WithCancel(context.Background())
@@ -237,6 +243,7 @@ func TestExecCancel(t *testing.T) {
 }
 
 func TestCheckpointPolicyEverySteps(t *testing.T) {
+	t.Parallel()
 	forEachEra(t, func(t *testing.T, e *env, s *session) {
 		id := s.createSandbox(t, nil)
 		if res := s.exec(t, id, "echo one"); res["checkpoint_id"] != nil {
@@ -283,6 +290,7 @@ func TestCheckpointPolicyEverySteps(t *testing.T) {
 // A command too long for the sandbox's kernel (E2BIG) fails with an error the model can read, not with envd's
 // message that repeats the whole command: a 2 MiB command must not come back as a 2 MiB error.
 func TestExecHugeCommandErrorIsBounded(t *testing.T) {
+	t.Parallel()
 	forEachBackend(t, func(t *testing.T, e *env, s *session) {
 		id := s.createSandbox(t, nil)
 		command := "echo " + strings.Repeat("a", 2<<20) + " | wc -c"
@@ -300,6 +308,7 @@ func TestExecHugeCommandErrorIsBounded(t *testing.T) {
 // A NUL byte cannot be part of a command line: the call is refused as bad input, before envd, instead of with
 // envd's error that repeats the server's wrapper script around the command.
 func TestExecRefusesNUL(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	s := e.connect(t, eras[0], Caller{Owner: "alice", Session: "main"})
 	id := s.createSandbox(t, nil)

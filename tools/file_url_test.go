@@ -35,6 +35,7 @@ func fetch(t *testing.T, method, link string, body []byte) (int, []byte) {
 }
 
 func TestDownloadAndUploadURLs(t *testing.T) {
+	t.Parallel()
 	forEachEra(t, func(t *testing.T, e *env, s *session) {
 		id := s.createSandbox(t, nil)
 		payload := append([]byte("\x89PNG\r\n\x1a\n"), bytes.Repeat([]byte{0, 0xff, 7}, 5000)...)
@@ -121,6 +122,7 @@ func TestDownloadAndUploadURLs(t *testing.T) {
 
 // Another owner's sandbox gets no link, whatever ID is sent.
 func TestFileURLOtherOwner(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	alice := e.connect(t, eras[0], Caller{Owner: "alice", Session: "main"})
 	bob := e.connect(t, eras[0], Caller{Owner: "bob", Session: "main"})
@@ -133,6 +135,7 @@ func TestFileURLOtherOwner(t *testing.T) {
 
 // The links work against E2B's own envd too: it checks their signatures with the sandbox's access token.
 func TestFileURLsAgainstEachBackend(t *testing.T) {
+	t.Parallel()
 	forEachBackend(t, func(t *testing.T, e *env, s *session) {
 		id := s.createSandbox(t, nil)
 		path := "/tmp/" + strings.ToLower(strings.NewReplacer("/", "-").Replace(t.Name())) + "/data.bin"

@@ -6,6 +6,7 @@ import (
 )
 
 func TestWriteThenRead(t *testing.T) {
+	t.Parallel()
 	forEachEra(t, func(t *testing.T, e *env, s *session) {
 		id := s.createSandbox(t, nil)
 		content := "first\nsecond <tag> & \"quotes\"\nthird ünïcode\n"
@@ -31,6 +32,7 @@ func TestWriteThenRead(t *testing.T) {
 }
 
 func TestWriteLimit(t *testing.T) {
+	t.Parallel()
 	forEachEra(t, func(t *testing.T, e *env, s *session) {
 		id := s.createSandbox(t, nil)
 		got := s.fail(t, "e2b_write_file", map[string]any{"sandbox_id": id, "path": "big.txt", "content": strings.Repeat("x", 1025)})
@@ -44,6 +46,7 @@ func TestWriteLimit(t *testing.T) {
 }
 
 func TestReadOffsetLimit(t *testing.T) {
+	t.Parallel()
 	forEachEra(t, func(t *testing.T, e *env, s *session) {
 		id := s.createSandbox(t, nil)
 		s.exec(t, id, "seq 1 50 > n.txt")
@@ -71,6 +74,7 @@ func TestReadOffsetLimit(t *testing.T) {
 }
 
 func TestReadRefusals(t *testing.T) {
+	t.Parallel()
 	forEachEra(t, func(t *testing.T, e *env, s *session) {
 		id := s.createSandbox(t, nil)
 		got := s.fail(t, "e2b_read_file", map[string]any{"sandbox_id": id, "path": "/home/user"})
@@ -81,6 +85,7 @@ func TestReadRefusals(t *testing.T) {
 }
 
 func TestReadBinary(t *testing.T) {
+	t.Parallel()
 	forEachEra(t, func(t *testing.T, e *env, s *session) {
 		id := s.createSandbox(t, nil)
 		s.exec(t, id, `head -c 100000 /dev/urandom > blob.bin; printf 'abc\000def\nline2\n' > nul.bin`)
@@ -107,6 +112,7 @@ func TestReadBinary(t *testing.T) {
 
 // TestReadHugeFile: a file far bigger than the result limit is read only as far as needed.
 func TestReadHugeFile(t *testing.T) {
+	t.Parallel()
 	const limit = MinResultLimit
 	forEachEra(t, func(t *testing.T, e *env, s *session) {
 		id := s.createSandbox(t, nil)

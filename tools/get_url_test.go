@@ -45,6 +45,7 @@ func localhostGet(t *testing.T, link string, hdr http.Header) (int, string, http
 
 // A web server started in the background is at the link e2b_get_url gives, which says what listens.
 func TestGetURLPublic(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	s := e.connect(t, eras[0], Caller{Owner: "alice", Session: "main"})
 	id := s.createSandbox(t, nil)
@@ -78,6 +79,7 @@ func TestGetURLPublic(t *testing.T) {
 }
 
 func TestParseListening(t *testing.T) {
+	t.Parallel()
 	table := `  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode
    0: 00000000:1F40 00000000:0000 0A 00000000:00000000 00:00000000 00000000  1000        0 1 1 0000000000000000 100 0 0 10 0
    1: 0100007F:C33F 00000000:0000 0A 00000000:00000000 00:00000000 00000000  1000        0 2 1 0000000000000000 100 0 0 10 0

@@ -34,6 +34,7 @@ const snapshotDir = "testdata/tools"
 // TestToolsGolden checks what clients list of each tool, in both protocol eras, against its snapshot, and that
 // every snapshot is a tool's.
 func TestToolsGolden(t *testing.T) {
+	t.Parallel()
 	for _, era := range eras {
 		t.Run(era, func(t *testing.T) {
 			listedNames := map[string]bool{}
@@ -89,6 +90,7 @@ func firstDiff(want, got string) string {
 // TestInventory checks what every tool must have: the fixed name, a description, object input and output
 // schemas, and all four annotation hints set explicitly.
 func TestInventory(t *testing.T) {
+	t.Parallel()
 	for _, era := range eras {
 		t.Run(era, func(t *testing.T) {
 			tools := listed(t, era)
@@ -133,6 +135,7 @@ func TestInventory(t *testing.T) {
 
 // TestDefaultsFollowConfig: the schema defaults and descriptions say what the server will actually do.
 func TestDefaultsFollowConfig(t *testing.T) {
+	t.Parallel()
 	all := All(Deps{Config: Config{DefaultTemplate: "python-3", DefaultTimeoutSeconds: 120}})
 	raw := string(all[0].Tool.RawInputSchema)
 	wantContains(t, raw, `"default":"python-3"`, `"default":120`)

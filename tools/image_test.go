@@ -32,6 +32,7 @@ func imageOf(t *testing.T, res *mcp.CallToolResult) ([]byte, string) {
 }
 
 func TestReadImage(t *testing.T) {
+	t.Parallel()
 	forEachEra(t, func(t *testing.T, e *env, s *session) {
 		id := s.createSandbox(t, nil)
 		up := func(p string, data []byte) {

@@ -51,6 +51,7 @@ func pageThrough(t *testing.T, s *session, tool, list, idKey string, args map[st
 // A list of checkpoints too long for one result (a checkpoint every step gives hundreds) comes in pages within
 // the limit, oldest first, that together hold every checkpoint once; past the end the list is empty.
 func TestListCheckpointsPaged(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, func(c *Config) { c.ResultLimit = MinResultLimit })
 	s := e.connect(t, eras[0], Caller{Owner: "alice", Session: "main"})
 	const total = 150
@@ -82,6 +83,7 @@ func TestListCheckpointsPaged(t *testing.T) {
 
 // So does a list of sandboxes.
 func TestListSandboxesPaged(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, func(c *Config) { c.ResultLimit = MinResultLimit })
 	s := e.connect(t, eras[0], Caller{Owner: "alice", Session: "main"})
 	const total = 30

@@ -14,6 +14,7 @@ import (
 )
 
 func TestListSandboxes(t *testing.T) {
+	t.Parallel()
 	forEachEra(t, func(t *testing.T, e *env, s *session) {
 		list := s.ok(t, "e2b_list_sandboxes", nil)
 		if num(list["count"]) != 0 || len(list["sandboxes"].([]any)) != 0 {
@@ -69,6 +70,7 @@ func TestListSandboxes(t *testing.T) {
 
 // TestListWhenE2BUnreachable: the store's view is still listed, with a warning.
 func TestListWhenE2BUnreachable(t *testing.T) {
+	t.Parallel()
 	for _, era := range eras {
 		t.Run(era, func(t *testing.T) {
 			e := newEnv(t)

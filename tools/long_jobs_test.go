@@ -52,6 +52,7 @@ func (s *session) listed(t *testing.T, id string, pid int) map[string]any {
 // A command that outlives the foreground limit returns within it with its output so far, running true and its pid,
 // and goes on in the background: e2b_list_processes lists it, e2b_read_output reads the rest and its exit code.
 func TestExecMovesLongCommandToBackground(t *testing.T) {
+	t.Parallel()
 	forEachBackend(t, func(t *testing.T, e *env, s *session) {
 		id := s.createSandbox(t, nil)
 		s.exec(t, id, "true") // the sandbox's envd is up
@@ -99,6 +100,7 @@ func TestExecMovesLongCommandToBackground(t *testing.T) {
 // started there) there is no exit_code, success or error, and running and pid are its first facts; once it has
 // ended, e2b_read_output and e2b_list_processes name its command.
 func TestFactsOfARunningCommand(t *testing.T) {
+	t.Parallel()
 	forEachBackend(t, func(t *testing.T, e *env, s *session) {
 		id := s.createSandbox(t, nil)
 		firstFacts := func(name string, res *mcp.CallToolResult) map[string]any {
@@ -143,6 +145,7 @@ func TestFactsOfARunningCommand(t *testing.T) {
 // e2b_read_output with until answers as soon as a server's ready line is there; its head and tail stay within the
 // result limit with the offsets of what was left out.
 func TestReadOutputUntilAndLimit(t *testing.T) {
+	t.Parallel()
 	forEachBackend(t, func(t *testing.T, e *env, s *session) {
 		id := s.createSandbox(t, nil)
 		if out := s.exec(t, id, "command -v python3 || true"); out["stdout"] == "" {
@@ -202,6 +205,7 @@ func TestReadOutputUntilAndLimit(t *testing.T) {
 
 // e2b_send_input answers a prompt on stdin, and types on the terminal of a command started with pty true.
 func TestSendInput(t *testing.T) {
+	t.Parallel()
 	forEachBackend(t, func(t *testing.T, e *env, s *session) {
 		id := s.createSandbox(t, nil)
 		bg := s.ok(t, "e2b_exec", map[string]any{"sandbox_id": id, "background": true, "command": "read -p 'name? ' n; echo hello $n"})
@@ -251,6 +255,7 @@ func TestSendInput(t *testing.T) {
 // A process started before the server restarted is read and written after it: what the tools know of it is in the
 // sandbox.
 func TestBackgroundProcessOutlivesServerRestart(t *testing.T) {
+	t.Parallel()
 	forEachBackend(t, func(t *testing.T, e *env, s *session) {
 		id := s.createSandbox(t, nil)
 		bg := s.ok(t, "e2b_exec", map[string]any{"sandbox_id": id, "background": true, "command": "echo before; read l; echo got $l"})
@@ -273,6 +278,7 @@ func TestBackgroundProcessOutlivesServerRestart(t *testing.T) {
 // e2b_list_processes shows every running command but only the ended ones that wrote their log last, however many
 // commands the sandbox has run, and says how many it left out.
 func TestListProcessesBoundsEnded(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	s := e.connect(t, eras[0], Caller{Owner: "alice", Session: "main"})
 	id := s.createSandbox(t, nil)
@@ -306,6 +312,7 @@ func TestListProcessesBoundsEnded(t *testing.T) {
 // A command moved to the background at the foreground limit is not killed by the default timeout, which it
 // outlives: only a timeout_ms given kills a moved command.
 func TestMovedCommandOutlivesTheDefaultTimeout(t *testing.T) {
+	t.Parallel()
 	forEachBackend(t, func(t *testing.T, e *env, s *session) {
 		id := s.createSandbox(t, nil)
 		res := s.exec(t, id, "echo started; sleep 4; echo survived")
@@ -322,6 +329,7 @@ func TestMovedCommandOutlivesTheDefaultTimeout(t *testing.T) {
 // e2b_read_output's until finds a text that arrives in two writes, the first seen by one poll and the second by a
 // later one.
 func TestReadOutputUntilAcrossTwoPolls(t *testing.T) {
+	t.Parallel()
 	forEachBackend(t, func(t *testing.T, e *env, s *session) {
 		id := s.createSandbox(t, nil)
 		// The second half is written once the test sends a line, after the call has scanned the first.
@@ -366,6 +374,7 @@ func TestReadOutputUntilAcrossTwoPolls(t *testing.T) {
 
 // e2b_read_output waits at most the server's foreground limit, whatever wait_ms asks.
 func TestReadOutputWaitsAtMostTheForegroundLimit(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, shortForeground)
 	s := e.connect(t, eras[0], Caller{Owner: "alice", Session: "main"})
 	id := s.createSandbox(t, nil)
@@ -392,6 +401,7 @@ func TestReadOutputWaitsAtMostTheForegroundLimit(t *testing.T) {
 // The foreground limit counts from envd's start event: a start held back by a slow envd past the limit is not
 // moved to the background before the command could print anything, and its answer is the command's own end.
 func TestSlowStartIsNotMoved(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, shortForeground)
 	s := e.connect(t, eras[0], Caller{Owner: "alice", Session: "main"})
 	id := s.createSandbox(t, nil)
@@ -407,6 +417,7 @@ func TestSlowStartIsNotMoved(t *testing.T) {
 // A moved command whose shell could not write its exit code (it replaced itself with exec) still ends with one:
 // the server writes what envd said.
 func TestMovedCommandThatExecsHasItsExitCode(t *testing.T) {
+	t.Parallel()
 	forEachBackend(t, func(t *testing.T, e *env, s *session) {
 		id := s.createSandbox(t, nil)
 		res := s.exec(t, id, "echo started; sleep 2; exec sh -c 'echo replaced; exit 3'")

@@ -19,6 +19,7 @@ func recordState(t *testing.T, e *env, id string) state.SandboxRecord {
 }
 
 func TestPauseResume(t *testing.T) {
+	t.Parallel()
 	forEachEra(t, func(t *testing.T, e *env, s *session) {
 		id := s.createSandbox(t, nil)
 		s.exec(t, id, "echo kept > kept.txt")
@@ -68,6 +69,7 @@ func TestPauseResume(t *testing.T) {
 // TestPausedBehindOurBack: a sandbox paused elsewhere (the dashboard) is found out and recorded when it was made
 // to be killed at its timeout; one made to pause then has E2B's autoResume, so the call's own traffic resumes it.
 func TestPausedBehindOurBack(t *testing.T) {
+	t.Parallel()
 	forEachEra(t, func(t *testing.T, e *env, s *session) {
 		id := s.createSandbox(t, map[string]any{"on_timeout": "kill"})
 		if _, err := e.e2bClient(t, aliceKey).PauseSandbox(context.Background(), id); err != nil {
@@ -95,6 +97,7 @@ func TestPausedBehindOurBack(t *testing.T) {
 }
 
 func TestDelete(t *testing.T) {
+	t.Parallel()
 	forEachEra(t, func(t *testing.T, e *env, s *session) {
 		id := s.createSandbox(t, nil)
 		keep := s.createSandbox(t, nil)
@@ -123,6 +126,7 @@ func TestDelete(t *testing.T) {
 }
 
 func TestVanishedSandbox(t *testing.T) {
+	t.Parallel()
 	forEachEra(t, func(t *testing.T, e *env, s *session) {
 		id := s.createSandbox(t, nil)
 		e.emu.Vanish(id)
@@ -148,6 +152,7 @@ func TestVanishedSandbox(t *testing.T) {
 }
 
 func TestCheckpointOnPause(t *testing.T) {
+	t.Parallel()
 	forEachEra(t, func(t *testing.T, e *env, s *session) {
 		id := s.createSandbox(t, nil)
 		res := s.ok(t, "e2b_manage_sandbox", map[string]any{"sandbox_id": id, "action": "pause"})

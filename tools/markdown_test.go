@@ -6,6 +6,7 @@ import (
 )
 
 func TestMarkdownTable(t *testing.T) {
+	t.Parallel()
 	table := MarkdownTable(All(Deps{}))
 	lines := strings.Split(strings.TrimSuffix(table, "\n"), "\n")
 	if len(lines) != 2+len(Names()) {
@@ -34,6 +35,7 @@ func TestMarkdownTable(t *testing.T) {
 }
 
 func TestFirstSentence(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct{ in, want string }{
 		{"One. Two.", "One."},
 		{"Uses e.g. dots inside. Then more.", "Uses e.g. dots inside."},

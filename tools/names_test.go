@@ -9,6 +9,7 @@ import (
 // sending it as an ID: names are bounded and must be printable, and an unknown ID is repeated as a short,
 // escaped prefix.
 func TestNamesAndIDsBounded(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	s := e.connect(t, eras[0], Caller{Owner: "alice", Session: "s1"})
 	huge := strings.Repeat("x", 1<<20)

@@ -24,6 +24,7 @@ func feed(c *capture, s string, seed uint64) {
 }
 
 func TestCaptureWithinBudget(t *testing.T) {
+	t.Parallel()
 	for _, s := range []string{"", "x", "one\ntwo\n", "no newline at end", strings.Repeat("a", 4096)} {
 		c := newCapture(4096, t.TempDir())
 		feed(c, s, 1)
@@ -49,6 +50,7 @@ func TestCaptureWithinBudget(t *testing.T) {
 }
 
 func TestCaptureHeadAndTail(t *testing.T) {
+	t.Parallel()
 	cases := map[string]string{
 		"lines":         seqOutput(20000),
 		"one long line": strings.Repeat("0123456789", 5000),
@@ -104,6 +106,7 @@ func TestCaptureHeadAndTail(t *testing.T) {
 }
 
 func TestIsBinary(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct {
 		in      []byte
 		partial bool
@@ -145,6 +148,7 @@ func BenchmarkCapture(b *testing.B) {
 // A stream many times the budget is held in about twice the budget: the tail buffer is trimmed as it grows, and
 // the head and tail shown are the stream's first and last bytes.
 func TestCaptureMemoryBoundedOnLongStream(t *testing.T) {
+	t.Parallel()
 	const budget = 4096
 	c := newCapture(budget, t.TempDir())
 	defer c.close()

@@ -16,6 +16,7 @@ import (
 // A server started with background true answers the next e2b_exec at 127.0.0.1, shows in e2b_list_processes,
 // and e2b_stop_process stops it and everything it started.
 func TestBackgroundProcesses(t *testing.T) {
+	t.Parallel()
 	forEachBackend(t, func(t *testing.T, e *env, s *session) {
 		id := s.createSandbox(t, nil)
 		if out := s.exec(t, id, "command -v python3 || true"); out["stdout"] == "" {
@@ -66,6 +67,7 @@ func TestBackgroundProcesses(t *testing.T) {
 
 // A job a command leaves in the background does not hold the call, and its later output is not in the next one's.
 func TestExecBackgroundJobReturnsAtOnce(t *testing.T) {
+	t.Parallel()
 	forEachBackend(t, func(t *testing.T, e *env, s *session) {
 		id := s.createSandbox(t, nil)
 		s.exec(t, id, "true") // the sandbox's envd is up
@@ -98,6 +100,7 @@ func running(t *testing.T, s *session, id, str string) string {
 // A timeout or a cancelled call ends the command and everything it started: a sequence, a pipeline, a shell
 // waiting for its job. The result of a timeout says so.
 func TestExecStopsTheWholeTree(t *testing.T) {
+	t.Parallel()
 	forEachBackend(t, func(t *testing.T, e *env, s *session) {
 		id := s.createSandbox(t, nil)
 		for i, command := range []string{"sleep %s; echo late > late-%[1]s", "sleep %s | cat", "sh -c 'sleep %s & wait'"} {
@@ -124,6 +127,7 @@ func TestExecStopsTheWholeTree(t *testing.T) {
 // A server left running with & answers curl from the next e2b_exec, at 127.0.0.1 and at localhost, as on E2B: the
 // sandbox's own loopback is not sent through the egress proxy (which refuses this machine's addresses).
 func TestServerStartedWithAmpersandAnswersCurl(t *testing.T) {
+	t.Parallel()
 	forEachBackend(t, func(t *testing.T, e *env, s *session) {
 		id := s.createSandbox(t, nil)
 		if out := s.exec(t, id, "command -v python3 curl || true"); strings.Count(out["stdout"].(string), "\n") != 2 {
@@ -143,6 +147,7 @@ func TestServerStartedWithAmpersandAnswersCurl(t *testing.T) {
 
 // Every tool on one of this server's processes checks its sandbox and pid the same way, before it asks envd.
 func TestProcessToolsCheckTheirPID(t *testing.T) {
+	t.Parallel()
 	forEachBackend(t, func(t *testing.T, e *env, s *session) {
 		id := s.createSandbox(t, nil)
 		for _, name := range []string{"e2b_stop_process", "e2b_read_output", "e2b_send_input"} {

@@ -8,6 +8,7 @@ import (
 // The schemas reflected once per process are those of the configuration at hand: two servers of one process with
 // other defaults (a default template) each publish their own, and a tool built again publishes what it did.
 func TestReflectionsFollowTheDefaults(t *testing.T) {
+	t.Parallel()
 	inputSchema := func(cfg Config, tool string) string {
 		t.Helper()
 		for _, tl := range All(Deps{Config: cfg}) {

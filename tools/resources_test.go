@@ -18,6 +18,7 @@ func links(res *mcp.CallToolResult) []mcp.ResourceLink {
 
 // Results that name files in the sandbox link them as resources, so a client can open them directly.
 func TestResultLinks(t *testing.T) {
+	t.Parallel()
 	forEachEra(t, func(t *testing.T, e *env, s *session) {
 		id := s.createSandbox(t, nil)
 		res := s.call(t, "e2b_exec", map[string]any{"sandbox_id": id, "command": "seq 1 3000; seq 1 2000 >&2"})
@@ -50,6 +51,7 @@ func TestResultLinks(t *testing.T) {
 }
 
 func TestSandboxFileURIRoundTrip(t *testing.T) {
+	t.Parallel()
 	for _, p := range []string{"/home/user/a.txt", "/tmp/with space/ü.png", "/home/user/100%.csv", "/x/#hash?q"} {
 		uri := SandboxFileURI("sbx1", p)
 		tpl := mcp.NewResourceTemplate(SandboxFileTemplate, "t").URITemplate

@@ -58,6 +58,7 @@ func wantUpFront(t *testing.T, res *mcp.CallToolResult, fields ...string) {
 // The cost table is what encoding/json makes of every character, in the text content and in structuredContent:
 // a result built from a string costs its fieldCost more than the same result with an empty string.
 func TestFieldCostIsExact(t *testing.T) {
+	t.Parallel()
 	samples := []string{
 		"plain", "line\n", "tab\there", `"quoted" \back\`, "<html> & </html>", "\x00\x01\x1f\x7f", "żółw 🐢",
 		"\u2028\u2029", "bad \xff\xfe utf-8", "cut \xe2\x82", strings.Repeat("x\n", 1000), seqOutput(3000),
@@ -75,6 +76,7 @@ func TestFieldCostIsExact(t *testing.T) {
 }
 
 func TestHeadAndTailWithin(t *testing.T) {
+	t.Parallel()
 	for name, s := range map[string]string{
 		"lines":      seqOutput(20000),
 		"quotes":     strings.Repeat(`{"a": "<b>"}`+"\n", 3000),
@@ -112,6 +114,7 @@ func TestHeadAndTailWithin(t *testing.T) {
 
 // A tool result that cannot be brought within the limit is refused with a note, and an error text is cut.
 func TestSuccessAndFailureWithinLimit(t *testing.T) {
+	t.Parallel()
 	b := newBase(Deps{Config: Config{ResultLimit: MinResultLimit}})
 	type list struct {
 		Items []string `json:"items"`
@@ -137,6 +140,7 @@ func TestSuccessAndFailureWithinLimit(t *testing.T) {
 // seq 1 200000 comes back within the default limit, with what happened and where the whole output is in the first
 // 2,000 characters, on the emulator and the real envd.
 func TestExecSeqWithinDefaultLimit(t *testing.T) {
+	t.Parallel()
 	forEachBackend(t, func(t *testing.T, e *env, s *session) {
 		id := s.createSandbox(t, nil)
 		res := s.call(t, "e2b_exec", map[string]any{"sandbox_id": id, "command": "seq 1 200000"})
@@ -175,6 +179,7 @@ func TestExecSeqWithinDefaultLimit(t *testing.T) {
 // Files of 230 KB and 2 MiB come back a page at a time within the default limit, with truncated and next_offset
 // up front, and the pages put together are the file.
 func TestReadFileWithinDefaultLimit(t *testing.T) {
+	t.Parallel()
 	forEachBackend(t, func(t *testing.T, e *env, s *session) {
 		id := s.createSandbox(t, nil)
 		s.exec(t, id, `seq 1 100000 | sed 's/$/ "x"/' | head -c 230000 > mid.txt; head -c 2000000 /dev/urandom | base64 -w 100 | head -c 2097152 > big.txt`)
@@ -226,6 +231,7 @@ func TestReadFileWithinDefaultLimit(t *testing.T) {
 
 // A resource read stays within the limit too: a text file over it is refused with a pointer to e2b_read_file.
 func TestResourceWithinLimit(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	s := e.connect(t, eras[0], Caller{Owner: "alice", Session: "main"})
 	id := s.createSandbox(t, nil)
@@ -281,6 +287,7 @@ func BenchmarkExecAnswer(b *testing.B) {
 
 // encodeResult's size, worked out from the JSON, is what encoding the whole answer measures.
 func TestEncodeResultSize(t *testing.T) {
+	t.Parallel()
 	link := fileLink("sbx", "/tmp/a <b>.txt", "a file & more")
 	linked := readResult{Path: "/a&b", Content: strings.Repeat("\\\"\x01", 50)}
 	linked.attach(link)

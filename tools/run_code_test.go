@@ -122,6 +122,7 @@ func emulatedCodeInterpreterEnv(t testing.TB, configure ...func(*Config)) *env {
 
 // The same assertions against E2B's real code-interpreter server and the emulator's.
 func TestRunCode(t *testing.T) {
+	t.Parallel()
 	t.Run("real", func(t *testing.T) {
 		e := newCodeInterpreterEnv(t)
 		testRunCode(t, e.env, func() int64 { return e.tokens.Load() })
@@ -312,6 +313,7 @@ func testRunCode(t *testing.T, e *env, tokens func() int64) {
 
 // A sandbox of another template has nothing on port 49999: the error says which template to use.
 func TestRunCodeNeedsTheTemplate(t *testing.T) {
+	t.Parallel()
 	forEachEra(t, func(t *testing.T, e *env, s *session) {
 		id := s.createSandbox(t, map[string]any{})
 		s.exec(t, id, "true") // the sandbox's network is up, and nothing listens on 49999
@@ -321,6 +323,7 @@ func TestRunCodeNeedsTheTemplate(t *testing.T) {
 }
 
 func TestHTMLText(t *testing.T) {
+	t.Parallel()
 	got := htmlText("<div><style>td {x}</style><table>\n<thead><tr><th></th><th>a</th></tr></thead>" +
 		"<tbody><tr><th>0</th><td>1 &lt; 2</td></tr></tbody></table></div>")
 	if got != "| a\n0 | 1 < 2" {
@@ -338,6 +341,7 @@ func (noLinks) Link(string, string, int, time.Duration) (string, time.Time, erro
 // A sandbox with public traffic off answers port 49999 only with its traffic token, which the call gets from
 // E2B's connect; the token is never in the result.
 func TestRunCodePrivateTraffic(t *testing.T) {
+	t.Parallel()
 	e := emulatedCodeInterpreterEnv(t)
 	e.deps.Previews = noLinks{}
 	s := e.connect(t, eras[0], Caller{Owner: "alice", Session: "main"})
@@ -363,6 +367,7 @@ func TestRunCodePrivateTraffic(t *testing.T) {
 
 // Output and results far over the result limit are cut to their head and tail, and the result stays within it.
 func TestRunCodeWithinTheResultLimit(t *testing.T) {
+	t.Parallel()
 	e := emulatedCodeInterpreterEnv(t)
 	s := e.connect(t, eras[0], Caller{Owner: "alice", Session: "main"})
 	id := s.createSandbox(t, map[string]any{"template": e2b.CodeInterpreterTemplate})
@@ -402,6 +407,7 @@ func BenchmarkRunCode(b *testing.B) {
 
 // A cell is a step of the checkpoint policy, as a command is.
 func TestRunCodeIsAStep(t *testing.T) {
+	t.Parallel()
 	e := emulatedCodeInterpreterEnv(t, func(c *Config) { c.Checkpoints = state.CheckpointPolicy{EverySteps: 2} })
 	s := e.connect(t, eras[0], Caller{Owner: "alice", Session: "main"})
 	id := s.createSandbox(t, map[string]any{"template": e2b.CodeInterpreterTemplate})
@@ -419,6 +425,7 @@ func TestRunCodeIsAStep(t *testing.T) {
 
 // The images of one result share the image limit: those past it are named, not shown.
 func TestRunCodeImagesShareTheLimit(t *testing.T) {
+	t.Parallel()
 	const limit = 48 << 10
 	e := emulatedCodeInterpreterEnv(t, func(c *Config) { c.ImageLimitBytes = limit })
 	s := e.connect(t, eras[0], Caller{Owner: "alice", Session: "main"})
@@ -445,6 +452,7 @@ func TestRunCodeImagesShareTheLimit(t *testing.T) {
 // repr, one line of the server's stream) is left out, not held, and the answer says so; the rest of the cell's
 // answer still comes.
 func TestRunCodeLeavesOutAHugeLine(t *testing.T) {
+	t.Parallel()
 	e := emulatedCodeInterpreterEnv(t)
 	s := e.connect(t, eras[0], Caller{Owner: "alice", Session: "main"})
 	id := s.createSandbox(t, map[string]any{"template": e2b.CodeInterpreterTemplate})
@@ -457,6 +465,7 @@ func TestRunCodeLeavesOutAHugeLine(t *testing.T) {
 
 // A chart is named by what E2B's code interpreter read of the figure, where it read anything.
 func TestDescribeChart(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct{ chart, want string }{
 		{`{"type":"line","title":"Squares","x_label":"n","y_label":"n²","elements":[]}`,
 			`A line chart titled "Squares" (x: "n", y: "n²") (PNG image)`},

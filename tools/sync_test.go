@@ -67,6 +67,7 @@ func syncConfig(root, patches string) func(*Config) {
 // TestSyncRoundTrip is the loop a coding assistant runs: a repository synced in, its tests run in the sandbox, a
 // fix made there, the patch checked by git apply and applied, and a second sync in that sends one file.
 func TestSyncRoundTrip(t *testing.T) {
+	t.Parallel()
 	root, patches := t.TempDir(), t.TempDir()
 	forEachBackend(t, func(t *testing.T, e *env, s *session) {
 		repo := filepath.Join(root, filepath.Base(t.Name()))
@@ -137,6 +138,7 @@ func TestSyncRoundTrip(t *testing.T) {
 
 // The sync tools read and write only inside the workspace roots, with symlinks and .. resolved first.
 func TestSyncOutsideTheRoots(t *testing.T) {
+	t.Parallel()
 	root, outside := t.TempDir(), t.TempDir()
 	os.Symlink(outside, filepath.Join(root, "escape"))
 	os.Mkdir(filepath.Join(root, "inside"), 0o755)
@@ -154,6 +156,7 @@ func TestSyncOutsideTheRoots(t *testing.T) {
 
 // A server without workspace roots (a team server over HTTP) says the sync tools are not available there.
 func TestSyncWithoutWorkspaces(t *testing.T) {
+	t.Parallel()
 	forEachEra(t, func(t *testing.T, e *env, s *session) {
 		id := s.createSandbox(t, nil)
 		wantContains(t, s.fail(t, syncInName, map[string]any{"sandbox_id": id, "local_path": "."}), "not available on this server")
@@ -164,6 +167,7 @@ func TestSyncWithoutWorkspaces(t *testing.T) {
 // The policy sees e2b_sync_out's action (patch or apply) and the sandbox path: the built-in policy asks before an
 // apply, and a rule can deny syncing out, or a path.
 func TestSyncPolicy(t *testing.T) {
+	t.Parallel()
 	var out, in Tool
 	for _, tl := range All(Deps{}) {
 		switch tl.Tool.Name {
@@ -209,6 +213,7 @@ rules:
 // A fork of a sandbox synced into carries the manifest: syncing out of it gives the fork's own changes against
 // the same base, and the source's changes stay the source's.
 func TestSyncOutOfAFork(t *testing.T) {
+	t.Parallel()
 	root := t.TempDir()
 	repo := filepath.Join(root, "repo")
 	os.Mkdir(repo, 0o755)
@@ -232,6 +237,7 @@ func TestSyncOutOfAFork(t *testing.T) {
 // Code in the sandbox that swaps a synced directory for a symlink leading out of the tree gets no apply: nothing
 // is written, locally or through the link, and the change is named.
 func TestSyncOutRefusesAPlantedSymlink(t *testing.T) {
+	t.Parallel()
 	root := t.TempDir()
 	forEachBackend(t, func(t *testing.T, e *env, s *session) {
 		repo := filepath.Join(root, filepath.Base(t.Name()))
@@ -261,6 +267,7 @@ func TestSyncOutRefusesAPlantedSymlink(t *testing.T) {
 // A sync is a step of the checkpoint policy: the checkpoint taken after a sync in is one to fork from, and its
 // forks carry the sync's base.
 func TestSyncInIsAStep(t *testing.T) {
+	t.Parallel()
 	root := t.TempDir()
 	os.WriteFile(filepath.Join(root, "a.txt"), []byte("a\n"), 0o644)
 	forEachEra(t, func(t *testing.T, e *env, s *session) {
@@ -284,6 +291,7 @@ func TestSyncInIsAStep(t *testing.T) {
 // first workspace root, with symlinks and ".." resolved, so that no other name for a denied directory gets past
 // a rule; and sync in's sandbox path where the tree lands when the call gives none.
 func TestSyncPolicyOnLocalPath(t *testing.T) {
+	t.Parallel()
 	root, err := filepath.EvalSymlinks(t.TempDir())
 	if err != nil {
 		t.Fatal(err)

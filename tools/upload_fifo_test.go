@@ -21,6 +21,7 @@ import (
 // a regular file, and refused at once, with nothing written in the sandbox. A cancelled call uploads nothing more.
 // The upload goes to a real (emulated) sandbox, so that a regression fails this test instead of panicking the run.
 func TestUploadRefusesFileSwappedForFIFO(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	id := e.connect(t, eras[0], Caller{Owner: "alice", Session: "main"}).createSandbox(t, nil)
 	envd := e.envdOf(t, "alice", id)
