@@ -315,22 +315,62 @@ func orList(values []any) string {
 // defaults, so that a parameter the call leaves out has its default. A pointer field is one whose absence means
 // something to the tool (e2b_exec's timeout_ms: no default timeout beyond the foreground limit): it stays nil
 // when left out, whatever default the schema publishes for it.
-type binder[A any] struct{ defaults A }
+//
+// A tool whose parameters are all strings (e2b_write_file's content) takes them from the map mcp-go decoded from
+// the same JSON, as encoding/json would bind them, rather than decoding the JSON once more: a pass over a big
+// content less.
+type binder[A any] struct {
+	defaults A
+	// strings is each parameter's field when every field of A is a string parameter; nil otherwise.
+	strings map[string]int
+}
 
 func newBinder[A any](defaults A) binder[A] {
 	rv := reflect.ValueOf(&defaults).Elem()
+	strs := map[string]int{}
 	for i := range rv.NumField() {
 		if rv.Field(i).Kind() == reflect.Pointer && rv.Field(i).CanSet() {
 			rv.Field(i).SetZero()
 		}
+		if name := jsonName(rv.Type().Field(i)); name != "" && rv.Field(i).Kind() == reflect.String && strs != nil {
+			strs[name] = i
+		} else {
+			strs = nil
+		}
 	}
-	return binder[A]{defaults: defaults}
+	return binder[A]{defaults: defaults, strings: strs}
 }
 
-// bind decodes the call's arguments with encoding/json, from the JSON the client sent, over the defaults. The
-// arguments have passed Check, so its errors are those of values Check lets through and a field cannot hold (a
-// number beyond the field's range).
+// fromDecoded binds the arguments mcp-go decoded from the call's JSON, when they are all string parameters of
+// their exact names, which encoding/json would bind alike; ok is false for anything else (a name in another
+// case, a null, a number), which bind decodes from the JSON.
+func (b binder[A]) fromDecoded(req mcp.CallToolRequest) (args A, ok bool) {
+	decoded, isMap := req.Params.Arguments.(map[string]any)
+	if b.strings == nil || !isMap || len(req.Params.RawArguments) == 0 {
+		// No map, or one an in-process caller made rather than decoded (its strings may not be valid UTF-8, which
+		// encoding them would mend).
+		return args, false
+	}
+	args = b.defaults
+	rv := reflect.ValueOf(&args).Elem()
+	for name, v := range decoded {
+		i, known := b.strings[name]
+		s, isString := v.(string)
+		if !known || !isString {
+			return args, false
+		}
+		rv.Field(i).SetString(s)
+	}
+	return args, true
+}
+
+// bind decodes the call's arguments with encoding/json, from the JSON the client sent, over the defaults (or takes
+// them from the map decoded already, see fromDecoded). The arguments have passed Check, so its errors are those of
+// values Check lets through and a field cannot hold (a number beyond the field's range).
 func (b binder[A]) bind(req mcp.CallToolRequest) (A, error) {
+	if args, ok := b.fromDecoded(req); ok {
+		return args, nil
+	}
 	args := b.defaults
 	raw, err := rawArguments(req)
 	if err != nil {
