@@ -23,7 +23,7 @@ var layers = [][]string{
 	// The server's rooms, one job each, which the server wires together. httpauth tells OAuth's refusals apart,
 	// the pages' tests sign in with oauth, and the MCP transports (mcphttp) keep browsers from reading SSE.
 	{"server/pages", "server/httpauth", "server/mcphttp", "server/synclink"},
-	{"server/preview", "server/oauth", "server/browsers", "server/tickets"},
+	{"server/preview", "server/oauth", "server/browsers", "server/tickets", "server/tasks"},
 	{"tools"},
 	{"egress"},
 	{"lifecycle", "credentials"},

@@ -35,8 +35,10 @@ type httpTransport struct {
 }
 
 func (s *Server) newHTTPTransport() *httpTransport {
+	// The Tasks extension's POSTs to /mcp are answered in front of mcp-go (server/tasks).
+	tasksFront := func(next http.Handler) http.Handler { return s.tasks.HTTP(next, mcphttp.Respond) }
 	t := &httpTransport{mcp: mcphttp.New(s.mcp, mcphttp.Options{Sessions: s.sessions, Caller: identityFrom,
-		Now: s.cfg.Now, Log: s.log, Front: s.serveTasks})}
+		Now: s.cfg.Now, Log: s.log, Front: tasksFront})}
 	rules := s.browserRules()
 	mux := http.NewServeMux()
 	handle := func(pattern string, h http.Handler) { // every path through here, so that tests find them all

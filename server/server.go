@@ -6,7 +6,8 @@
 // stdio, or one HTTP listener where the server names the caller by a bearer token or OAuth access token
 // (server/httpauth, server/oauth), applies the browser rules (server/browsers) and the body limits, and mounts MCP's
 // streamable HTTP and SSE transports with their protocol sessions (server/mcphttp), the connect and approval pages
-// (server/pages), the preview proxy (server/preview), /metrics and /healthz.
+// (server/pages), the preview proxy (server/preview), /metrics and /healthz. On both transports MCP's Tasks
+// extension is answered in front of mcp-go (server/tasks), its calls still going through the pipeline.
 package server
 
 import (
@@ -30,6 +31,7 @@ import (
 	"github.com/e2b-mcp/e2b-mcp/server/oauth"
 	"github.com/e2b-mcp/e2b-mcp/server/preview"
 	"github.com/e2b-mcp/e2b-mcp/server/synclink"
+	"github.com/e2b-mcp/e2b-mcp/server/tasks"
 	"github.com/e2b-mcp/e2b-mcp/server/tickets"
 	"github.com/e2b-mcp/e2b-mcp/state"
 	"github.com/e2b-mcp/e2b-mcp/tools"
@@ -70,12 +72,11 @@ type Server struct {
 	sweeper    *lifecycle.Sweeper
 	budgets    *lifecycle.Budgets
 	// tools are the definitions by name: each tool's argument check, defaults, approval view, whether its calls
-	// may become MCP tasks (tasks.go) and whether its results may carry images.
-	tools        map[string]tools.Tool
-	taskCommands tools.TaskCommands
-	taskRunners  *taskRunners
-	leases       leaseCache
-	metrics      *metrics
+	// may become MCP tasks and whether its results may carry images.
+	tools   map[string]tools.Tool
+	tasks   *tasks.Tasks // the Tasks extension's messages, answered in front of mcp-go
+	leases  leaseCache
+	metrics *metrics
 
 	// syncLinks make the sync tools' links, signed and spent as syncTickets, which syncHandler serves, on a
 	// server that cannot see its users' disks (synclinks.go); nil: none.
@@ -227,8 +228,17 @@ func (s *Server) buildMCP() *mcpserver.MCPServer {
 	for _, t := range all {
 		s.tools[t.Tool.Name] = t
 	}
-	s.taskCommands = tools.NewTaskCommands(deps)
-	s.taskRunners = newTaskRunners()
+	s.tasks = tasks.New(tasks.Options{
+		Calls:    m,
+		Records:  s.store,
+		Commands: tools.NewTaskCommands(deps),
+		Kind:     func(tool string) tools.TaskKind { return s.tools[tool].Tasks },
+		Caller:   s.callerFor,
+		Client:   s.client,
+		Wait:     s.cfg.Tools.TaskWait,
+		Now:      s.cfg.Now,
+		Log:      s.log,
+	})
 	m.AddTools(tools.ServerTools(all)...)
 	m.AddResourceTemplates(tools.ResourceTemplates(deps)...)
 	return m

@@ -10,6 +10,9 @@ import (
 	"sync"
 
 	"github.com/mark3labs/mcp-go/mcp"
+
+	"github.com/e2b-mcp/e2b-mcp/internal/jsonrpc"
+	"github.com/e2b-mcp/e2b-mcp/server/tasks"
 )
 
 // The stdio transport's front. mcp-go's stdio transport parses every line five times before its handler parses it
@@ -33,15 +36,15 @@ type stdioMessage struct {
 	ID     json.RawMessage `json:"id"`
 	Method string          `json:"method"`
 	Params struct {
-		taskParams
+		tasks.Params
 		RequestID json.RawMessage `json:"requestId"` // a notifications/cancelled's
 		Cursor    json.RawMessage `json:"cursor"`    // a list's
 	} `json:"params"`
 }
 
 // task is the message as the Tasks extension reads it.
-func (m *stdioMessage) task() taskMessage {
-	return taskMessage{ID: m.ID, Method: m.Method, Params: m.Params.taskParams}
+func (m *stdioMessage) task() tasks.Message {
+	return tasks.Message{ID: m.ID, Method: m.Method, Params: m.Params.Params}
 }
 
 // request reports whether the message is a request the front can hand on: a method and an ID that is a string
@@ -156,9 +159,9 @@ func (f *stdioFront) handle(ctx, calls context.Context, line []byte) bool {
 		f.notify(ctx, m, line)
 	case !m.request():
 		return f.forward(line) // an answer to the server's request, or a message mcp-go refuses
-	case f.s.takesTask(m.task()):
+	case f.s.tasks.Takes(m.task()):
 		// The extension's calls are not mcp-go's: they end with their task, not with the input.
-		f.requests.Go(func() { f.write(f.s.answerTask(ctx, m.task(), line)) })
+		f.requests.Go(func() { f.write(f.s.tasks.Answer(ctx, m.task(), line)) })
 	default:
 		f.start(calls, m, line)
 	}
@@ -235,7 +238,7 @@ func (f *stdioFront) recovered(id json.RawMessage, answer func() []byte) (b []by
 			f.s.log.Error("a handler panicked", "panic", r)
 			b = nil
 			if validID(id) {
-				b = rpcError(id, mcp.INTERNAL_ERROR, fmt.Sprintf("internal panic: %v", r), nil)
+				b = jsonrpc.Error(id, mcp.INTERNAL_ERROR, fmt.Sprintf("internal panic: %v", r), nil)
 			}
 		}
 	}()
@@ -247,7 +250,7 @@ func answerOf(id json.RawMessage, resp mcp.JSONRPCMessage) []byte {
 	if resp == nil {
 		return nil
 	}
-	return plainAnswer(id, resp)
+	return jsonrpc.Encode(id, resp)
 }
 
 // write writes an answer as one line; nil writes nothing.

@@ -22,6 +22,7 @@ import (
 	"github.com/e2b-mcp/e2b-mcp/internal/pgtest"
 	"github.com/e2b-mcp/e2b-mcp/internal/rpctest"
 	"github.com/e2b-mcp/e2b-mcp/internal/waitfor"
+	"github.com/e2b-mcp/e2b-mcp/server/tasks"
 	"github.com/e2b-mcp/e2b-mcp/state"
 	"github.com/e2b-mcp/e2b-mcp/tools"
 )
@@ -252,8 +253,8 @@ func TestTasks(t *testing.T) {
 				t.Fatalf("tasks/get of a completed task again: %v, %v", again, rpcErr)
 			}
 
-			if _, rpcErr := taskRequest(t, c, false, "tasks/get", id); rpcErr == nil || rpcErr["code"] != float64(codeMissingCapability) {
-				t.Fatalf("tasks/get without the extension declared: %v, want error %d", rpcErr, codeMissingCapability)
+			if _, rpcErr := taskRequest(t, c, false, "tasks/get", id); rpcErr == nil || rpcErr["code"] != float64(tasks.CodeMissingCapability) {
+				t.Fatalf("tasks/get without the extension declared: %v, want error %d", rpcErr, tasks.CodeMissingCapability)
 			}
 			if _, rpcErr := taskRequest(t, c, true, "tasks/get", "task-0000"); rpcErr == nil || rpcErr["code"] != float64(mcp.INVALID_PARAMS) {
 				t.Fatalf("tasks/get of no task: %v, want error %d", rpcErr, mcp.INVALID_PARAMS)
@@ -432,7 +433,7 @@ func TestHeldTasks(t *testing.T) {
 	// A replica whose clock is past the task's staleness takes its server for gone.
 	cfg := f.srv.cfg
 	cfg.StateDir = t.TempDir()
-	cfg.Now = func() time.Time { return time.Now().Add(2 * heldTaskStale) }
+	cfg.Now = func() time.Time { return time.Now().Add(2 * tasks.HeldStale) }
 	late, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)
