@@ -69,7 +69,7 @@ func runSync(ctx context.Context, a *app, args []string) error {
 	defer root.Close()
 	begun, err := c.Begin(ctx)
 	if err != nil {
-		return linkError(err)
+		return shownError(linkError(err))
 	}
 	if begun.Link.Direction != direction {
 		return fmt.Errorf("this link is for sync %s, not sync %s", begun.Link.Direction, direction)
@@ -81,7 +81,7 @@ func runSync(ctx context.Context, a *app, args []string) error {
 	}
 	s := &syncRun{a: a, c: c, begun: begun, local: local, root: root, start: a.now()}
 	if direction == tools.SyncDirectionIn {
-		return s.in(ctx)
+		return shownError(s.in(ctx))
 	}
 	if *patchDir == "" {
 		cache, err := os.UserCacheDir()
@@ -90,7 +90,16 @@ func runSync(ctx context.Context, a *app, args []string) error {
 		}
 		*patchDir = filepath.Join(cache, "e2b-mcp", "patches")
 	}
-	return s.out(ctx, *apply, *patchDir)
+	return shownError(s.out(ctx, *apply, *patchDir))
+}
+
+// shownError escapes err for the terminal: it may name what the sandbox named (a file, a conflict, its failure), and
+// so may hold characters that would command the terminal or hide part of the line.
+func shownError(err error) error {
+	if err == nil {
+		return nil
+	}
+	return errors.New(display.Escape(err.Error()))
 }
 
 // openSyncDir resolves dir (symlinks and ..) and opens it, through which every read and write of the sync goes.
@@ -213,10 +222,11 @@ func (s *syncRun) out(ctx context.Context, apply bool, patchDir string) error {
 		if c.Binary() {
 			binary = " (binary)"
 		}
-		fmt.Fprintf(s.a.stdout, "%-8s %s%s\n", c.Kind(), c.Path, binary)
+		// The sandbox names the files: escaped, a name can neither command the terminal nor hide a line.
+		fmt.Fprintf(s.a.stdout, "%-8s %s%s\n", c.Kind(), display.Escape(c.Path), binary)
 	}
 	for _, c := range conflicts {
-		fmt.Fprintf(s.a.stdout, "conflict %s: %s\n", c.Path, c.Why)
+		fmt.Fprintf(s.a.stdout, "conflict %s: %s\n", display.Escape(c.Path), c.Why)
 	}
 	if len(changes) == 0 {
 		fmt.Fprintln(s.a.stdout, "Nothing changed in the sandbox since the sync in.")

@@ -49,3 +49,34 @@ func TestSyncLinkCommandKeepsToTheJudgedDirectory(t *testing.T) {
 		}
 	})
 }
+
+// The sandbox names the files a sync out lists to the user's terminal: a name with control characters (ESC to
+// erase the line, a carriage return) could hide a change from the person reviewing it, or command the terminal.
+// The command line shows such a name escaped.
+func TestSyncLinkOutShowsSandboxNamesEscaped(t *testing.T) {
+	t.Parallel()
+	forEachBackend(t, func(t *testing.T, b cancelBackend) {
+		x := newH(t)
+		alice := x.owner("alice")
+		x.login(alice)
+		tokens := x.path("tokens.json")
+		tok := x.addToken(alice, tokens)
+		srv := x.startHTTP(append(x.serveOn(b, alice, "sync"), "--transport", "http", "--tokens-file", tokens)...)
+		c := x.connectHTTP(srv.base, tok, "")
+		id := create(t, c, nil)
+		project := x.path("project")
+		writeTree(t, project, map[string]string{"main.go": "package main\n"})
+		in := ok(t, c, "e2b_sync_in", map[string]any{"sandbox_id": id, "local_path": project})
+		if r := x.syncCLI(tok, "in", "--link", syncLink(t, in), project); r.err != nil {
+			t.Fatalf("sync in: %s", r)
+		}
+		ok(t, c, "e2b_exec", map[string]any{"sandbox_id": id,
+			"command": `cd project && printf x > "$(printf 'hidden\033[2K\rshown.txt')"`})
+		out := ok(t, c, "e2b_sync_out", map[string]any{"sandbox_id": id, "remote_path": "project", "local_path": project})
+		r := x.syncCLI(tok, "out", "--link", syncLink(t, out), project)
+		if r.err != nil || strings.ContainsAny(r.stdout+r.stderr, "\x1b\r") ||
+			!strings.Contains(r.stdout, `hidden\x1b[2K\rshown.txt`) {
+			t.Fatalf("sync out of a file named with controls: %q", r.stdout+r.stderr)
+		}
+	})
+}
