@@ -17,6 +17,7 @@ import (
 	"github.com/e2b-mcp/e2b-mcp/e2b/e2btest"
 	"github.com/e2b-mcp/e2b-mcp/internal/clocktest"
 	"github.com/e2b-mcp/e2b-mcp/internal/shellquote"
+	"github.com/e2b-mcp/e2b-mcp/internal/waitfor"
 	"github.com/e2b-mcp/e2b-mcp/server/synclink"
 	"github.com/e2b-mcp/e2b-mcp/workspace"
 )
@@ -345,4 +346,59 @@ func TestSyncLinkOutSteps(t *testing.T) {
 		http.StatusNoContent {
 		t.Errorf("a new base after an apply: %d %q", code, text)
 	}
+}
+
+// One member runs at most synclink.DefaultPerOwner steps at once: the next is told to wait (429) without its
+// ticket being used up, and goes through once one has ended.
+func TestSyncLinkStepsAtOnceAreBounded(t *testing.T) {
+	x := newSyncLinkFixture(t, e2btest.Options{})
+	type held struct {
+		w    *io.PipeWriter
+		done chan int
+	}
+	var stalled []held
+	for range synclink.DefaultPerOwner {
+		_, ticket := x.link(t)
+		_, next, _ := x.step(t, http.MethodPost, "begin", ticket, "alice", nil, nil)
+		pr, pw := io.Pipe()
+		h := held{w: pw, done: make(chan int, 1)}
+		req, err := http.NewRequestWithContext(t.Context(), http.MethodPost, x.base+synclink.Path+"/in", pr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set(synclink.TicketHeader, next)
+		req.Header.Set("Authorization", "Bearer "+x.toks["alice"])
+		go func() {
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				h.done <- -1
+				return
+			}
+			resp.Body.Close()
+			h.done <- resp.StatusCode
+		}()
+		stalled = append(stalled, h)
+		if _, err := pw.Write([]byte("x")); err != nil { // the step has begun reading its body
+			t.Fatal(err)
+		}
+	}
+	_, ticket := x.link(t)
+	if code, _, text := x.step(t, http.MethodPost, "begin", ticket, "alice", nil, nil); code != http.StatusTooManyRequests {
+		t.Fatalf("a step past the bound: %d %q, want 429", code, text)
+	}
+	for _, h := range stalled {
+		h.w.Close() // a stream cut short
+		if code := waitfor.Recv(t, h.done, 30*time.Second, "a stalled step to end"); code != http.StatusUnprocessableEntity {
+			t.Errorf("a stream cut short: %d, want 422", code)
+		}
+	}
+	code, text := 0, ""
+	waitfor.Until(t, 30*time.Second, "the refused step to be let in", func() bool {
+		code, _, text = x.step(t, http.MethodPost, "begin", ticket, "alice", nil, nil)
+		return code != http.StatusTooManyRequests
+	})
+	if code != http.StatusOK {
+		t.Fatalf("the refused step sent again: %d %q", code, text)
+	}
+	x.untouched(t, "after the cut streams")
 }

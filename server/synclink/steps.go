@@ -36,6 +36,7 @@ const (
 type stepRun struct {
 	h     *Handler
 	w     http.ResponseWriter
+	raw   http.ResponseWriter // w unwrapped, for MaxBytesReader, which tells the server to close the connection
 	r     *http.Request
 	call  tools.Caller
 	link  tools.SyncLink
@@ -108,7 +109,7 @@ func inCap(l workspace.Limits) int64 {
 }
 
 func (s *stepRun) in() error {
-	body := &workspace.CountingReader{R: http.MaxBytesReader(s.w, s.r.Body, inCap(s.h.o.Transfers.Limits()))}
+	body := &workspace.CountingReader{R: http.MaxBytesReader(s.raw, s.r.Body, inCap(s.h.o.Transfers.Limits()))}
 	got, err := s.h.o.Transfers.Receive(s.r.Context(), s.call, s.link, body, manifestCap(s.h.o.Transfers.Limits()))
 	s.moved = &audit.Transfer{BytesIn: body.N}
 	if err != nil {
@@ -120,7 +121,7 @@ func (s *stepRun) in() error {
 }
 
 func (s *stepRun) list() error {
-	body, err := readBody(s.w, s.r, maxListBody)
+	body, err := readBody(s.raw, s.r, maxListBody)
 	if err != nil {
 		return err
 	}
@@ -146,7 +147,7 @@ func (s *stepRun) list() error {
 
 func (s *stepRun) fetch() error {
 	limits := s.h.o.Transfers.Limits()
-	body, err := readBody(s.w, s.r, int64(limits.MaxEntries)*maxPathLen)
+	body, err := readBody(s.raw, s.r, int64(limits.MaxEntries)*maxPathLen)
 	if err != nil {
 		return err
 	}
@@ -173,7 +174,7 @@ func (s *stepRun) fetch() error {
 }
 
 func (s *stepRun) rebase() error {
-	body, err := readBody(s.w, s.r, tools.MaxManifestBytes)
+	body, err := readBody(s.raw, s.r, tools.MaxManifestBytes)
 	if err != nil {
 		return err
 	}

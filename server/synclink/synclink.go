@@ -10,6 +10,7 @@ package synclink
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -110,13 +111,55 @@ type Options struct {
 	Record    func(audit.Entry) error // the audit log's
 	Now       func() time.Time
 	Log       *slog.Logger
+	// PerOwner bounds the steps one member runs at once (DefaultPerOwner); Idle how long a step waits for the
+	// member's side to send or take the next byte (DefaultIdle). A stalled or flooding command line holds an
+	// upload into a sandbox, so neither can be held without bound.
+	PerOwner int
+	Idle     time.Duration
 }
 
+// Defaults of Options.
+const (
+	DefaultPerOwner = 4
+	DefaultIdle     = time.Minute
+)
+
 // Handler serves Path's steps.
-type Handler struct{ o Options }
+type Handler struct {
+	o       Options
+	mu      sync.Mutex
+	running map[string]int // steps running, by owner
+}
 
 // NewHandler makes a Handler.
-func NewHandler(o Options) *Handler { return &Handler{o: o} }
+func NewHandler(o Options) *Handler {
+	if o.PerOwner <= 0 {
+		o.PerOwner = DefaultPerOwner
+	}
+	if o.Idle <= 0 {
+		o.Idle = DefaultIdle
+	}
+	return &Handler{o: o, running: map[string]int{}}
+}
+
+// enter counts a step of owner in, false when the owner runs PerOwner already; leave counts it out.
+func (h *Handler) enter(owner string) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.running[owner] >= h.o.PerOwner {
+		return false
+	}
+	h.running[owner]++
+	return true
+}
+
+func (h *Handler) leave(owner string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.running[owner]--; h.running[owner] <= 0 {
+		delete(h.running, owner)
+	}
+}
 
 // binding is what a link's ticket is bound to besides its claims: the member and session, and the direction.
 func binding(call tools.Caller, l tools.SyncLink) policy.Binding {
@@ -179,6 +222,14 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			"version?)")
 		return
 	}
+	// Before the ticket is spent: a step refused for now can be sent again.
+	if !h.enter(owner) {
+		w.Header().Set("Retry-After", "5")
+		refuse(w, http.StatusTooManyRequests, fmt.Sprintf("you run %d sync steps at once already: wait for one to end",
+			h.o.PerOwner))
+		return
+	}
+	defer h.leave(owner)
 	switch err := h.o.Links.tickets.Spend(opened); {
 	case errors.Is(err, tickets.ErrNotThisCalls):
 		refuse(w, http.StatusGone, "this sync link was used already: a link works once; ask for a new one")
@@ -189,7 +240,11 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	call := tools.Caller{Owner: owner, Session: opened.Binding.Session}
-	s := &stepRun{h: h, w: w, r: r, call: call, link: c.SyncLink, step: step, start: h.o.Now()}
+	// Each read of the body and write of the answer has Idle to happen in.
+	rc := http.NewResponseController(w)
+	r.Body = &idleBody{ReadCloser: r.Body, rc: rc, idle: h.o.Idle}
+	s := &stepRun{h: h, w: &idleWriter{ResponseWriter: w, rc: rc, idle: h.o.Idle}, raw: w, r: r, call: call,
+		link: c.SyncLink, step: step, start: h.o.Now()}
 	s.run()
 }
 
@@ -202,4 +257,28 @@ func answerJSON(w http.ResponseWriter, v any) {
 // readBody reads a step's body of at most limit bytes.
 func readBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, error) {
 	return io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
+}
+
+// idleBody is a step's body whose every read has idle to happen in.
+type idleBody struct {
+	io.ReadCloser
+	rc   *http.ResponseController
+	idle time.Duration
+}
+
+func (b *idleBody) Read(p []byte) (int, error) {
+	_ = b.rc.SetReadDeadline(time.Now().Add(b.idle)) // the connection's clock, not the server's
+	return b.ReadCloser.Read(p)
+}
+
+// idleWriter is a step's answer whose every write has idle to happen in.
+type idleWriter struct {
+	http.ResponseWriter
+	rc   *http.ResponseController
+	idle time.Duration
+}
+
+func (w *idleWriter) Write(p []byte) (int, error) {
+	_ = w.rc.SetWriteDeadline(time.Now().Add(w.idle))
+	return w.ResponseWriter.Write(p)
 }
