@@ -313,20 +313,20 @@ func TestSyncLinkOutSteps(t *testing.T) {
 		}
 		return next, fetch
 	}
-	list, fetch := steps(false)
+	list, _ := steps(false)
 	if code, _, _ := x.step(t, http.MethodPost, "list", list, "alice", strings.NewReader(`{}`), nil); code !=
 		http.StatusGone {
 		t.Errorf("a step replayed: %d, want 410", code)
 	}
 	for _, bad := range []string{"../outside.txt", "/home/user/outside.txt", "sub/../../outside.txt"} {
-		_, fetch = steps(false)
+		_, fetch := steps(false)
 		code, _, text := x.step(t, http.MethodPost, "fetch", fetch, "alice", strings.NewReader("sub/a.txt\x00"+bad), nil)
 		if code != http.StatusUnprocessableEntity || strings.Contains(text, "secret") {
 			t.Errorf("a fetch of %q: %d (%d bytes, the outside file's content in them: %v), want 422", bad, code,
 				len(text), strings.Contains(text, "secret"))
 		}
 	}
-	_, fetch = steps(false)
+	_, fetch := steps(false)
 	code, rebase, text := x.step(t, http.MethodPost, "fetch", fetch, "alice", strings.NewReader("sub/a.txt"), nil)
 	if code != http.StatusOK || rebase != "" || !strings.Contains(text, "hello\n") {
 		t.Fatalf("a fetch on a patch-only link: %d (next %q)", code, rebase)
