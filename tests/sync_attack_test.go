@@ -80,3 +80,43 @@ func TestSyncLinkOutShowsSandboxNamesEscaped(t *testing.T) {
 		}
 	})
 }
+
+// Code in the sandbox decides how big what a sync out brings back is: a 10 GB sparse file, or 100,000 empty
+// files, end the command with an error naming the limit, within its bounds of time and memory, and write nothing.
+func TestSyncLinkOutRefusesWhatIsTooBig(t *testing.T) {
+	t.Parallel()
+	forEachBackend(t, func(t *testing.T, b cancelBackend) {
+		x := newH(t)
+		alice := x.owner("alice")
+		x.login(alice)
+		tokens := x.path("tokens.json")
+		tok := x.addToken(alice, tokens)
+		srv := x.startHTTP(append(x.serveOn(b, alice, "sync"), "--transport", "http", "--tokens-file", tokens)...)
+		c := x.connectHTTP(srv.base, tok, "")
+		id := create(t, c, nil)
+		project := x.path("project")
+		writeTree(t, project, map[string]string{"main.go": "package main\n"})
+		in := ok(t, c, "e2b_sync_in", map[string]any{"sandbox_id": id, "local_path": project})
+		if r := x.syncCLI(tok, "in", "--link", syncLink(t, in), project); r.err != nil {
+			t.Fatalf("sync in: %s", r)
+		}
+		for _, tc := range []struct{ name, command, want string }{
+			{"a 10 GB sparse file", "truncate -s 10G project/big.bin", "big.bin"},
+			{"100,000 empty files", "rm -f project/big.bin && mkdir project/many && cd project/many && " +
+				"seq 1 100000 | xargs touch", "more than"},
+		} {
+			ok(t, c, "e2b_exec", map[string]any{"sandbox_id": id, "command": tc.command, "timeout_ms": 120000})
+			out := ok(t, c, "e2b_sync_out", map[string]any{"sandbox_id": id, "remote_path": "project",
+				"local_path": project, "apply": true})
+			r := x.syncCLI(tok, "out", "--link", syncLink(t, out), "--apply", project)
+			if r.err == nil || !strings.Contains(r.stderr, tc.want) {
+				t.Errorf("%s: %s", tc.name, r)
+			}
+			t.Logf("%s: %s", tc.name, r.stderr)
+			entries, err := os.ReadDir(project)
+			if err != nil || len(entries) != 1 {
+				t.Errorf("%s: the local tree after a refused sync out: %v (%v)", tc.name, entries, err)
+			}
+		}
+	})
+}
