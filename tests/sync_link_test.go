@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/e2b-mcp/e2b-mcp/internal/modcachetest"
 )
 
 // syncCLI runs `e2b-mcp sync ARGS` with token as the member's bearer token, as a member runs the command a team
@@ -155,28 +157,6 @@ func TestSyncThroughATeamServer(t *testing.T) {
 	})
 }
 
-// copyModules copies Go modules of the module cache (read-only there) into dir as a writable tree: a real
-// repository of a couple of thousand files, with its tests.
-func copyModules(b testing.TB, dir string, modules map[string]string) {
-	b.Helper()
-	out, err := exec.Command("go", "env", "GOMODCACHE").Output()
-	if err != nil {
-		b.Skipf("no Go module cache: %v", err)
-	}
-	for name, mod := range modules {
-		src := filepath.Join(strings.TrimSpace(string(out)), mod)
-		if _, err := os.Stat(src); err != nil {
-			b.Skipf("module %s is not in the module cache", mod)
-		}
-		if out, err := exec.Command("cp", "-r", src, filepath.Join(dir, name)).CombinedOutput(); err != nil {
-			b.Fatalf("copying %s: %v\n%s", mod, err, out)
-		}
-	}
-	if out, err := exec.Command("chmod", "-R", "u+w", dir).CombinedOutput(); err != nil {
-		b.Fatalf("chmod: %v\n%s", err, out)
-	}
-}
-
 // BenchmarkSyncThroughATeamServer measures, on the emulator and on the real envd, a repository of about 2,000
 // files and 53 MB synced in through a team server's link (the tool call, then `e2b-mcp sync in` as a member runs
 // it) beside the same sync by a stdio server's own e2b_sync_in, both measured in the same run: the first sync, and
@@ -192,8 +172,7 @@ func BenchmarkSyncThroughATeamServer(b *testing.B) {
 			if err := os.MkdirAll(repo, 0o755); err != nil {
 				b.Fatal(err)
 			}
-			copyModules(b, repo, map[string]string{"text": "golang.org/x/text@v0.42.0", "sys": "golang.org/x/sys@v0.48.0",
-				"protobuf": "google.golang.org/protobuf@v1.36.12"})
+			modcachetest.Copy(b, repo, modcachetest.Repository)
 			tokens := x.path("tokens.json")
 			tok := x.addToken(owner, tokens)
 			srv := x.startHTTP(append(x.serveOn(backend, owner, "bench"), "--transport", "http", "--tokens-file", tokens)...)

@@ -11,6 +11,7 @@ import (
 
 	"github.com/e2b-mcp/e2b-mcp/e2b"
 	"github.com/e2b-mcp/e2b-mcp/e2b/e2btest"
+	"github.com/e2b-mcp/e2b-mcp/internal/modcachetest"
 )
 
 // BenchmarkSync measures, on the emulator and on the real envd, a repository of about 2,000 files and 53 MB: the
@@ -30,8 +31,7 @@ func BenchmarkSync(b *testing.B) {
 			root := b.TempDir()
 			repo := filepath.Join(root, "repo")
 			os.Mkdir(repo, 0o755)
-			copyModules(b, repo, map[string]string{"text": "golang.org/x/text@v0.42.0", "sys": "golang.org/x/sys@v0.48.0",
-				"protobuf": "google.golang.org/protobuf@v1.36.12"})
+			modcachetest.Copy(b, repo, modcachetest.Repository)
 			e := newEnvWith(b, opts, syncConfig(root, b.TempDir()))
 			s := e.connect(b, eras[0], Caller{Owner: "alice", Session: "main"})
 			id := s.ok(b, "e2b_create_sandbox", map[string]any{})["sandbox_id"].(string)

@@ -9,32 +9,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/e2b-mcp/e2b-mcp/internal/modcachetest"
 	"github.com/e2b-mcp/e2b-mcp/policy"
 	"github.com/e2b-mcp/e2b-mcp/state"
 )
-
-// copyModules copies Go modules of the module cache (read-only there) into dir as a writable tree: a real
-// repository of a couple of thousand files, with its tests.
-func copyModules(t testing.TB, dir string, modules map[string]string) {
-	t.Helper()
-	out, err := exec.Command("go", "env", "GOMODCACHE").Output()
-	if err != nil {
-		t.Skipf("no Go module cache: %v", err)
-	}
-	cache := strings.TrimSpace(string(out))
-	for name, mod := range modules {
-		src := filepath.Join(cache, mod)
-		if _, err := os.Stat(src); err != nil {
-			t.Skipf("module %s is not in the module cache", mod)
-		}
-		if out, err := exec.Command("cp", "-r", src, filepath.Join(dir, name)).CombinedOutput(); err != nil {
-			t.Fatalf("copying %s: %v\n%s", mod, err, out)
-		}
-	}
-	if out, err := exec.Command("chmod", "-R", "u+w", dir).CombinedOutput(); err != nil {
-		t.Fatalf("chmod: %v\n%s", err, out)
-	}
-}
 
 // sandboxSums is the digest of the sha256sum listing of the sandbox's copy at remote, as localSumsDigest is of a
 // local directory.
@@ -72,8 +50,7 @@ func TestSyncRoundTrip(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, e *env, s *session) {
 		repo := filepath.Join(root, filepath.Base(t.Name()))
 		os.Mkdir(repo, 0o755)
-		copyModules(t, repo, map[string]string{"text": "golang.org/x/text@v0.42.0", "sys": "golang.org/x/sys@v0.48.0",
-			"protobuf": "google.golang.org/protobuf@v1.36.12"})
+		modcachetest.Copy(t, repo, modcachetest.Repository)
 		os.WriteFile(filepath.Join(repo, ".gitignore"), []byte("*.out\n"), 0o644)
 		os.WriteFile(filepath.Join(repo, ".env"), []byte("TOKEN=do-not-send\n"), 0o600)
 		os.WriteFile(filepath.Join(repo, "build.out"), []byte("ignored"), 0o644)
