@@ -222,3 +222,30 @@ func BenchmarkSyncThroughATeamServer(b *testing.B) {
 		})
 	}
 }
+
+// Replicas on one database honour each other's sync links, once: a link one replica made, sent to the other (as a
+// load balancer may), syncs; sent again to the one that made it, it is refused as used.
+func TestSyncLinkAcrossReplicas(t *testing.T) {
+	t.Parallel()
+	x := newH(t)
+	rs := x.startReplicas(2)
+	c := x.connectHTTP(rs.replicas[0].base, rs.token, "")
+	id := create(t, c, nil)
+	project := x.path("project")
+	writeTree(t, project, map[string]string{"main.go": "package main\n"})
+	link := syncLink(t, ok(t, c, "e2b_sync_in", map[string]any{"sandbox_id": id, "local_path": project}))
+	if !strings.HasPrefix(link, rs.replicas[0].base+"/") {
+		t.Fatalf("the link %q is not the first replica's", link)
+	}
+	elsewhere := rs.replicas[1].base + strings.TrimPrefix(link, rs.replicas[0].base)
+	if r := x.syncCLI(rs.token, "in", "--link", elsewhere, project); r.err != nil {
+		t.Fatalf("the second replica refused the first's link: %s", r)
+	}
+	if r := x.syncCLI(rs.token, "in", "--link", link, project); r.err == nil || !strings.Contains(r.stderr, "used already") {
+		t.Fatalf("the link used on one replica ran again on the other: %s", r)
+	}
+	if got := str(ok(t, c, "e2b_exec", map[string]any{"sandbox_id": id, "command": "cat project/main.go"}),
+		"stdout"); got != "package main\n" {
+		t.Errorf("the sandbox's copy holds %q", got)
+	}
+}
