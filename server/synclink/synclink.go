@@ -218,8 +218,8 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		refuse(w, http.StatusForbidden, "this sync link is another member's")
 		return
 	case !slices.Contains(c.Next, step):
-		refuse(w, http.StatusConflict, "this sync link's ticket is not for the step "+step+" (an e2b-mcp of another "+
-			"version?)")
+		refuse(w, http.StatusConflict, fmt.Sprintf("this sync link's ticket is not for the step %.32q (an e2b-mcp of "+
+			"another version?)", step))
 		return
 	}
 	// Before the ticket is spent: a step refused for now can be sent again.
@@ -231,6 +231,9 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	defer h.leave(owner)
 	switch err := h.o.Links.tickets.Spend(opened); {
+	case errors.Is(err, tickets.ErrExpired):
+		refuse(w, http.StatusGone, "this sync link has expired: ask for a new one (call the sync tool again)")
+		return
 	case errors.Is(err, tickets.ErrNotThisCalls):
 		refuse(w, http.StatusGone, "this sync link was used already: a link works once; ask for a new one")
 		return
