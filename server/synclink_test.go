@@ -136,6 +136,11 @@ func TestSyncLinkIsTheMembersOnceAndNotABrowsers(t *testing.T) {
 	if code, _, text := x.step(t, http.MethodPost, "in", ticket, "alice", nil, nil); code != http.StatusConflict {
 		t.Errorf("the link's ticket for a later step: %d %q, want 409", code, text)
 	}
+	long := strings.Repeat("<script>", 500)
+	if code, _, text := x.step(t, http.MethodPost, long, ticket, "alice", nil, nil); code != http.StatusConflict ||
+		len(text) > 200 {
+		t.Errorf("a made-up step: %d, %d bytes of answer, want 409 repeating a little of it", code, len(text))
+	}
 	code, next, text := x.step(t, http.MethodPost, "begin", ticket, "alice", nil, nil)
 	if code != http.StatusOK || next == "" || !strings.Contains(text, `"manifest":null`) {
 		t.Fatalf("alice redeeming her link after all that: %d %q (next %q)", code, text, next)
