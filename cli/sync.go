@@ -14,17 +14,24 @@ import (
 	"time"
 
 	"github.com/e2b-mcp/e2b-mcp/internal/display"
+	"github.com/e2b-mcp/e2b-mcp/server"
 	"github.com/e2b-mcp/e2b-mcp/server/synclink"
 	"github.com/e2b-mcp/e2b-mcp/tools"
 	"github.com/e2b-mcp/e2b-mcp/workspace"
 )
 
-// tokenEnv names the variable that holds the member's bearer token of the team server for `sync`.
-const tokenEnv = "E2B_MCP_TOKEN"
+// tokenEnv names the variable that holds the member's bearer token of the team server for `sync`; serverEnv the one
+// that pins that server, the only one a link may point at.
+const (
+	tokenEnv  = "E2B_MCP_TOKEN"
+	serverEnv = "E2B_MCP_SERVER"
+)
 
 const syncAbout = `Sync a directory of this machine with a sandbox through a team server, which cannot see this
 machine's disk: e2b_sync_in and e2b_sync_out answer there with this command and a one-time link (it works
-once, for ten minutes). The bearer token the server knows you by (your MCP client's) goes in ` + tokenEnv + `.
+once, for ten minutes). The bearer token the server knows you by (your MCP client's) goes in ` + tokenEnv + `,
+and the server's URL (your MCP client's, e.g. https://mcp.example.com/mcp) in ` + serverEnv + `: a link that
+points at any other server is refused before anything is sent, as a model may have been made to rewrite it.
 
   in   copies DIR into the sandbox: only what changed since the last sync in, .gitignore honoured, files
        that look like secrets left out (as the link's call said).
@@ -58,8 +65,18 @@ func runSync(ctx context.Context, a *app, args []string) error {
 	if token == "" {
 		return fmt.Errorf("set %s to your bearer token of the team server (the one your MCP client sends)", tokenEnv)
 	}
-	c, err := synclink.NewClient(*link, token, &http.Client{})
-	if err != nil {
+	pin := strings.TrimSpace(a.getenv(serverEnv))
+	if pin == "" {
+		return fmt.Errorf("set %s to the URL of your team server, the one your MCP client connects to (e.g. "+
+			"https://mcp.example.com/mcp), from your own configuration rather than from the link: the command sends "+
+			"your token and files to that server alone", serverEnv)
+	}
+	// The MCP endpoint's URL is what a member has at hand; the links are the server's, beside that endpoint.
+	pin = strings.TrimSuffix(strings.TrimRight(pin, "/"), server.PathMCP)
+	c, err := synclink.NewClient(*link, pin, token, &http.Client{})
+	if errors.Is(err, synclink.ErrNotTheServer) {
+		return shownError(fmt.Errorf("%w (%s names your team server)", err, serverEnv))
+	} else if err != nil {
 		return err
 	}
 	local, root, err := openSyncDir(dir)

@@ -40,6 +40,8 @@ func TestSyncCommandLine(t *testing.T) {
 		{[]string{"sync", "in", "--apply", "--link", "x", dir}, "tok", "--apply is for sync out", exitUsage},
 		{[]string{"sync", "in", "--link", srv.URL + "/team/sync#t"}, "tok", "missing argument", exitUsage},
 		{[]string{"sync", "in", "--link", srv.URL + "/team/sync#t", dir}, "", "set E2B_MCP_TOKEN", exitFailure},
+		{[]string{"sync", "in", "--link", srv.URL + "/other/sync#t", dir}, "secret-token",
+			"not at your team server (" + srv.URL + "/team/sync): nothing was sent (E2B_MCP_SERVER names", exitFailure},
 		{[]string{"sync", "in", "--link", srv.URL + "/team/sync", dir}, "tok", "not a sync link", exitFailure},
 		{[]string{"sync", "in", "--link", "file:///etc/passwd#t", dir}, "tok", "not a sync link", exitFailure},
 		{[]string{"sync", "in", "--link", srv.URL + "/team/sync#t", dir + "/missing"}, "tok", "no such file", exitFailure},
@@ -48,6 +50,7 @@ func TestSyncCommandLine(t *testing.T) {
 			exitFailure},
 	} {
 		e.env["E2B_MCP_TOKEN"] = tc.token
+		e.env["E2B_MCP_SERVER"] = srv.URL + "/team/mcp" // as the member's MCP client has it
 		r := e.run(t, "", tc.args...)
 		if r.code != tc.code || !strings.Contains(r.stderr, tc.want) || strings.Contains(r.stdout+r.stderr, "secret-token") {
 			t.Errorf("%v: exit %d, stderr %q; want %d saying %q", tc.args, r.code, r.stderr, tc.code, tc.want)

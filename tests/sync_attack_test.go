@@ -30,7 +30,7 @@ func TestSyncLinkCommandKeepsToTheJudgedDirectory(t *testing.T) {
 
 		for _, dir := range []string{other, x.path("via-link"), filepath.Join(project, "..", "keys")} {
 			in := ok(t, c, "e2b_sync_in", map[string]any{"sandbox_id": id, "local_path": project})
-			if r := x.syncCLI(tok, "in", "--link", syncLink(t, in), dir); r.err == nil ||
+			if r := x.syncCLI(srv, tok, "in", "--link", syncLink(t, in), dir); r.err == nil ||
 				!strings.Contains(r.stderr, "this link is for the directory") {
 				t.Fatalf("sync in of %s with a link for %s: %s", dir, project, r)
 			}
@@ -44,7 +44,7 @@ func TestSyncLinkCommandKeepsToTheJudgedDirectory(t *testing.T) {
 			t.Fatal(err)
 		}
 		in := ok(t, c, "e2b_sync_in", map[string]any{"sandbox_id": id, "local_path": project})
-		if r := x.syncCLI(tok, "in", "--link", syncLink(t, in), "project-link"); r.err != nil {
+		if r := x.syncCLI(srv, tok, "in", "--link", syncLink(t, in), "project-link"); r.err != nil {
 			t.Fatalf("sync in of the link's directory: %s", r)
 		}
 	})
@@ -67,13 +67,13 @@ func TestSyncLinkOutShowsSandboxNamesEscaped(t *testing.T) {
 		project := x.path("project")
 		writeTree(t, project, map[string]string{"main.go": "package main\n"})
 		in := ok(t, c, "e2b_sync_in", map[string]any{"sandbox_id": id, "local_path": project})
-		if r := x.syncCLI(tok, "in", "--link", syncLink(t, in), project); r.err != nil {
+		if r := x.syncCLI(srv, tok, "in", "--link", syncLink(t, in), project); r.err != nil {
 			t.Fatalf("sync in: %s", r)
 		}
 		ok(t, c, "e2b_exec", map[string]any{"sandbox_id": id,
 			"command": `cd project && printf x > "$(printf 'hidden\033[2K\rshown.txt')"`})
 		out := ok(t, c, "e2b_sync_out", map[string]any{"sandbox_id": id, "remote_path": "project", "local_path": project})
-		r := x.syncCLI(tok, "out", "--link", syncLink(t, out), project)
+		r := x.syncCLI(srv, tok, "out", "--link", syncLink(t, out), project)
 		if r.err != nil || strings.ContainsAny(r.stdout+r.stderr, "\x1b\r") ||
 			!strings.Contains(r.stdout, `hidden\x1b[2K\rshown.txt`) {
 			t.Fatalf("sync out of a file named with controls: %q", r.stdout+r.stderr)
@@ -97,7 +97,7 @@ func TestSyncLinkOutRefusesWhatIsTooBig(t *testing.T) {
 		project := x.path("project")
 		writeTree(t, project, map[string]string{"main.go": "package main\n"})
 		in := ok(t, c, "e2b_sync_in", map[string]any{"sandbox_id": id, "local_path": project})
-		if r := x.syncCLI(tok, "in", "--link", syncLink(t, in), project); r.err != nil {
+		if r := x.syncCLI(srv, tok, "in", "--link", syncLink(t, in), project); r.err != nil {
 			t.Fatalf("sync in: %s", r)
 		}
 		for _, tc := range []struct{ name, command, want string }{
@@ -108,7 +108,7 @@ func TestSyncLinkOutRefusesWhatIsTooBig(t *testing.T) {
 			ok(t, c, "e2b_exec", map[string]any{"sandbox_id": id, "command": tc.command, "timeout_ms": 120000})
 			out := ok(t, c, "e2b_sync_out", map[string]any{"sandbox_id": id, "remote_path": "project",
 				"local_path": project, "apply": true})
-			r := x.syncCLI(tok, "out", "--link", syncLink(t, out), "--apply", project)
+			r := x.syncCLI(srv, tok, "out", "--link", syncLink(t, out), "--apply", project)
 			if r.err == nil || !strings.Contains(r.stderr, tc.want) {
 				t.Errorf("%s: %s", tc.name, r)
 			}

@@ -14,14 +14,14 @@ import (
 	"github.com/e2b-mcp/e2b-mcp/internal/modcachetest"
 )
 
-// syncCLI runs `e2b-mcp sync ARGS` with token as the member's bearer token, as a member runs the command a team
-// server's sync tool gave, and waits at most two minutes.
-func (x *h) syncCLI(token string, args ...string) result {
+// syncCLI runs `e2b-mcp sync ARGS` with token as the member's bearer token and server's address as their pinned
+// team server, as a member runs the command a team server's sync tool gave, and waits at most two minutes.
+func (x *h) syncCLI(server *httpServer, token string, args ...string) result {
 	x.t.Helper()
 	ctx, cancel := context.WithTimeout(x.t.Context(), 2*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, the.bin, append([]string{"sync"}, args...)...)
-	cmd.Env = append(x.env(), "E2B_MCP_TOKEN="+token)
+	cmd.Env = append(x.env(), "E2B_MCP_TOKEN="+token, "E2B_MCP_SERVER="+server.base)
 	cmd.Dir = x.dir
 	out, errOut := x.capture("sync "+args[0]+" stdout"), x.capture("sync "+args[0]+" stderr")
 	cmd.Stdout, cmd.Stderr = out, errOut
@@ -82,15 +82,15 @@ func TestSyncThroughATeamServer(t *testing.T) {
 			t.Fatalf("e2b_sync_in on a team server: %v", in)
 		}
 		link := syncLink(t, in)
-		if r := x.syncCLI(bobTok, "in", "--link", link, project); r.err == nil ||
+		if r := x.syncCLI(srv, bobTok, "in", "--link", link, project); r.err == nil ||
 			!strings.Contains(r.stderr, "another member's") {
 			t.Fatalf("bob ran alice's link: %s", r)
 		}
-		r := x.syncCLI(tok, "in", "--link", link, project)
+		r := x.syncCLI(srv, tok, "in", "--link", link, project)
 		if r.err != nil || !strings.Contains(r.stdout, "6 entries, 6 sent") || !strings.Contains(r.stdout, ".env") {
 			t.Fatalf("sync in: %s", r)
 		}
-		if r := x.syncCLI(tok, "in", "--link", link, project); r.err == nil || !strings.Contains(r.stderr, "used already") {
+		if r := x.syncCLI(srv, tok, "in", "--link", link, project); r.err == nil || !strings.Contains(r.stderr, "used already") {
 			t.Fatalf("the link ran twice: %s", r)
 		}
 		tree := ok(t, c, "e2b_exec", map[string]any{"sandbox_id": id, "command": "cd project && find . -path ./.e2b-mcp-sync " +
@@ -105,7 +105,7 @@ func TestSyncThroughATeamServer(t *testing.T) {
 			"sub/util.go && echo new > added.txt && rm README"})
 		out := ok(t, c, "e2b_sync_out", map[string]any{"sandbox_id": id, "remote_path": "project", "local_path": project,
 			"apply": true})
-		r = x.syncCLI(tok, "out", "--link", syncLink(t, out), "--apply", project)
+		r = x.syncCLI(srv, tok, "out", "--link", syncLink(t, out), "--apply", project)
 		if r.err != nil || !strings.Contains(r.stdout, "Applied 3 changes") {
 			t.Fatalf("sync out: %s", r)
 		}
@@ -120,14 +120,14 @@ func TestSyncThroughATeamServer(t *testing.T) {
 		}
 		// The apply made the sandbox's state the base: nothing is left to bring back.
 		again := ok(t, c, "e2b_sync_out", map[string]any{"sandbox_id": id, "remote_path": "project", "local_path": project})
-		if r := x.syncCLI(tok, "out", "--link", syncLink(t, again), project); r.err != nil ||
+		if r := x.syncCLI(srv, tok, "out", "--link", syncLink(t, again), project); r.err != nil ||
 			!strings.Contains(r.stdout, "Nothing changed") {
 			t.Fatalf("a second sync out: %s", r)
 		}
 
 		writeTree(t, project, map[string]string{"main.go": "package main\n\nfunc main() { util() }\n"})
 		in = ok(t, c, "e2b_sync_in", map[string]any{"sandbox_id": id, "local_path": project})
-		if r := x.syncCLI(tok, "in", "--link", syncLink(t, in), project); r.err != nil ||
+		if r := x.syncCLI(srv, tok, "in", "--link", syncLink(t, in), project); r.err != nil ||
 			!strings.Contains(r.stdout, ", 1 sent (") {
 			t.Fatalf("a second sync in after one local change: %s", r)
 		}
@@ -143,7 +143,7 @@ func TestSyncThroughATeamServer(t *testing.T) {
 		writeTree(t, project, map[string]string{"main.go": "package main\n\n// local\nfunc main() { util() }\n"})
 		out = ok(t, c, "e2b_sync_out", map[string]any{"sandbox_id": id, "remote_path": "project", "local_path": project,
 			"apply": true})
-		r = x.syncCLI(tok, "out", "--link", syncLink(t, out), "--apply", project)
+		r = x.syncCLI(srv, tok, "out", "--link", syncLink(t, out), "--apply", project)
 		if r.err == nil || !strings.Contains(r.stdout, "conflict main.go") || !strings.Contains(r.stderr, "main.go") ||
 			!strings.Contains(r.stdout, "patch: ") {
 			t.Fatalf("an apply over a local change: %s", r)
@@ -188,7 +188,7 @@ func BenchmarkSyncThroughATeamServer(b *testing.B) {
 				args := map[string]any{"sandbox_id": teamID, "local_path": repo, "remote_path": remote}
 				teamIn := func() time.Duration {
 					start := time.Now()
-					r := x.syncCLI(tok, "in", "--link", syncLink(b, ok(b, team, "e2b_sync_in", args)), repo)
+					r := x.syncCLI(srv, tok, "in", "--link", syncLink(b, ok(b, team, "e2b_sync_in", args)), repo)
 					if r.err != nil {
 						b.Fatalf("sync in: %s", r)
 					}
@@ -238,10 +238,11 @@ func TestSyncLinkAcrossReplicas(t *testing.T) {
 		t.Fatalf("the link %q is not the first replica's", link)
 	}
 	elsewhere := rs.replicas[1].base + strings.TrimPrefix(link, rs.replicas[0].base)
-	if r := x.syncCLI(rs.token, "in", "--link", elsewhere, project); r.err != nil {
+	if r := x.syncCLI(rs.replicas[1], rs.token, "in", "--link", elsewhere, project); r.err != nil {
 		t.Fatalf("the second replica refused the first's link: %s", r)
 	}
-	if r := x.syncCLI(rs.token, "in", "--link", link, project); r.err == nil || !strings.Contains(r.stderr, "used already") {
+	if r := x.syncCLI(rs.replicas[0], rs.token, "in", "--link", link, project); r.err == nil ||
+		!strings.Contains(r.stderr, "used already") {
 		t.Fatalf("the link used on one replica ran again on the other: %s", r)
 	}
 	if got := str(ok(t, c, "e2b_exec", map[string]any{"sandbox_id": id, "command": "cat project/main.go"}),

@@ -61,7 +61,8 @@ func syncCommand(direction, link, dir string, apply bool) string {
 // linkNote says what the user does with a link's command.
 func linkNote(expires time.Time) string {
 	return fmt.Sprintf("This server cannot see the user's disk: give the user the command, to run on their machine "+
-		"with their bearer token of this server in E2B_MCP_TOKEN. The link works once, until %s.",
+		"with their bearer token of this server in E2B_MCP_TOKEN and this server's URL, as their MCP client has it, "+
+		"in E2B_MCP_SERVER (the command refuses a link to any other server). The link works once, until %s.",
 		expires.UTC().Format(time.RFC3339))
 }
 

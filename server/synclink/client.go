@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/url"
 	"strings"
@@ -21,13 +22,21 @@ type Client struct {
 	hc                  *http.Client
 }
 
-// NewClient is the client of link, which sends token as its bearer token, over hc without its redirects.
+// NewClient is the client of link, which sends token as its bearer token, over hc without its redirects. server is
+// the member's own word for their team server (its URL, with the path it is mounted under if any): a link that
+// points anywhere else is refused before anything is sent.
 //
-// The token goes to the link's server alone: in the clear only to this machine, and never on through a
-// redirect (which would send it, the ticket and the step's body, the user's files, to wherever it points).
-func NewClient(link, token string, hc *http.Client) (*Client, error) {
+// The link is text a model handed on, and a prompt-injected one may point it at a host of its own, to be sent the
+// token and the member's files (in) or to answer with a patch of its own (out). The ticket's signature is the
+// server's to check, not the command's: the member's pin is what ties the link to their server. The token goes to
+// that server alone: in the clear only to this machine, and never on through a redirect (which would send it, the
+// ticket and the step's body, the user's files, to wherever it points).
+func NewClient(link, server, token string, hc *http.Client) (*Client, error) {
 	base, ticket, err := SplitLink(link)
 	if err != nil {
+		return nil, err
+	}
+	if err := checkServer(base, server); err != nil {
 		return nil, err
 	}
 	if u, err := url.Parse(base); err != nil || (u.Scheme != "https" && !loopback.Host(u.Hostname())) {
@@ -37,6 +46,51 @@ func NewClient(link, token string, hc *http.Client) (*Client, error) {
 	noRedirects := *hc
 	noRedirects.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
 	return &Client{base: base, ticket: ticket, token: token, hc: &noRedirects}, nil
+}
+
+// place is where a URL points, as a server is told apart: the scheme, the host (without case or the trailing dot
+// of a fully qualified name), the port (the scheme's default made explicit) and the path.
+type place struct{ scheme, host, port, path string }
+
+func placeOf(u *url.URL) place {
+	port := u.Port()
+	if port == "" {
+		port = map[string]string{"http": "80", "https": "443"}[u.Scheme]
+	}
+	return place{scheme: u.Scheme, host: strings.TrimSuffix(strings.ToLower(u.Hostname()), "."), port: port,
+		path: strings.TrimSuffix(u.EscapedPath(), "/")}
+}
+
+func (p place) String() string { return p.scheme + "://" + net.JoinHostPort(p.host, p.port) + p.path }
+
+// ErrNotTheServer ends the refusal of a link for want of the member's server: the link points elsewhere, or the
+// server they pinned is no URL.
+var ErrNotTheServer = errors.New("nothing was sent")
+
+// checkServer checks that base, a link's address of its steps (SplitLink), is that of server's links.
+func checkServer(base, server string) error {
+	pin, err := url.Parse(server)
+	if err != nil || (pin.Scheme != "http" && pin.Scheme != "https") || pin.Host == "" || pin.User != nil ||
+		pin.RawQuery != "" || pin.Fragment != "" {
+		return fmt.Errorf("your team server %q is not the URL of one (http(s)://HOST[:PORT][/PATH]): %w", server,
+			ErrNotTheServer)
+	}
+	link, err := url.Parse(base)
+	if err != nil {
+		return err
+	}
+	// A user name in a link is no part of a server's address: it is there to make one look like another
+	// (https://team.example@evil.example).
+	if link.User != nil {
+		return fmt.Errorf("this link names a user (%s@) before its host, which no server's link does: %w",
+			link.User.Username(), ErrNotTheServer)
+	}
+	want := placeOf(pin)
+	want.path += Path
+	if got := placeOf(link); got != want {
+		return fmt.Errorf("this link points at %s, not at your team server (%s): %w", got, want, ErrNotTheServer)
+	}
+	return nil
 }
 
 // StepError is a step the server refused or failed, with its answer's text.

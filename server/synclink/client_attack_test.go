@@ -15,13 +15,16 @@ import (
 func TestClientRefusesPlainHTTPToAnotherMachine(t *testing.T) {
 	for _, link := range []string{"http://team.example.com/sync#T", "http://10.0.0.7:8080/sync#T",
 		"http://localhost.evil.example/sync#T"} {
-		if _, err := NewClient(link, "tok", &http.Client{}); err == nil || !strings.Contains(err.Error(), "https") {
+		base, _, _ := SplitLink(link)
+		if _, err := NewClient(link, base[:len(base)-len(Path)], "tok", &http.Client{}); err == nil ||
+			!strings.Contains(err.Error(), "https") {
 			t.Errorf("%s: want a refusal that asks for https, got %v", link, err)
 		}
 	}
 	for _, link := range []string{"https://team.example.com/sync#T", "http://127.0.0.1:8080/sync#T",
 		"http://localhost:8080/sync#T", "http://[::1]:8080/sync#T"} {
-		if _, err := NewClient(link, "tok", &http.Client{}); err != nil {
+		base, _, _ := SplitLink(link)
+		if _, err := NewClient(link, base[:len(base)-len(Path)], "tok", &http.Client{}); err != nil {
 			t.Errorf("%s: %v", link, err)
 		}
 	}
@@ -46,7 +49,7 @@ func TestClientFollowsNoRedirect(t *testing.T) {
 		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			http.Redirect(w, r, other.URL+r.URL.Path, status)
 		}))
-		c, err := NewClient(srv.URL+Path+"#ticket", "secret-token", &http.Client{})
+		c, err := NewClient(srv.URL+Path+"#ticket", srv.URL, "secret-token", &http.Client{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -63,5 +66,46 @@ func TestClientFollowsNoRedirect(t *testing.T) {
 	defer mu.Unlock()
 	if len(reached) > 0 {
 		t.Errorf("a redirect reached another server: %q", reached)
+	}
+}
+
+// A link is checked against the server the member pinned as an address is told apart, whatever the spelling: the
+// scheme, the host (any case, a trailing dot), the port (the scheme's default written or not), and the path the
+// server is mounted under; anything else is refused, and neither is sent to.
+func TestClientPinsTheServer(t *testing.T) {
+	for _, tc := range []struct{ pin, link string }{
+		{"https://team.example", "https://team.example/sync#T"},
+		{"https://team.example/", "https://TEAM.Example:443/sync#T"},
+		{"https://team.example.:443", "https://team.example/sync#T"},
+		{"HTTPS://team.example", "https://team.example./sync#T"},
+		{"https://team.example/e2b/", "https://team.example/e2b/sync#T"},
+		{"http://127.0.0.1:8931", "http://127.0.0.1:8931/sync#T"},
+		{"http://[::1]", "http://[::1]:80/sync#T"},
+	} {
+		if _, err := NewClient(tc.link, tc.pin, "tok", &http.Client{}); err != nil {
+			t.Errorf("%s pinned, %s: %v", tc.pin, tc.link, err)
+		}
+	}
+	for _, tc := range []struct{ pin, link string }{
+		{"https://team.example", "https://evil.example/sync#T"},
+		{"https://team.example", "https://team.example:8443/sync#T"},
+		{"https://team.example:443", "http://team.example:443/sync#T"},
+		{"https://team.example", "https://team.example.evil.com/sync#T"},
+		{"https://team.example", "https://evilteam.example/sync#T"},
+		{"https://team.example", "https://team.example@evil.com/sync#T"},
+		{"https://team.example", "https://team.example:@team.example/sync#T"},
+		{"https://team.example/e2b", "https://team.example/sync#T"},
+		{"https://team.example/e2b", "https://team.example/e2b/x/sync#T"},
+		{"https://team.example", "https://team.example/e2b/sync#T"},
+		{"https://team.example/e2b", "https://team.example/e2b-other/sync#T"},
+		{"http://127.0.0.1:8931", "http://localhost:8931/sync#T"},
+		{"team.example", "https://team.example/sync#T"},
+		{"https://me@team.example", "https://team.example/sync#T"},
+		{"https://team.example/?x=1", "https://team.example/sync#T"},
+		{"", "https://team.example/sync#T"},
+	} {
+		if _, err := NewClient(tc.link, tc.pin, "tok", &http.Client{}); !errors.Is(err, ErrNotTheServer) {
+			t.Errorf("%q pinned, %s: want a refusal for want of the pinned server, got %v", tc.pin, tc.link, err)
+		}
 	}
 }
