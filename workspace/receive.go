@@ -2,6 +2,7 @@ package workspace
 
 import (
 	"archive/tar"
+	"bufio"
 	"bytes"
 	"errors"
 	"fmt"
@@ -85,7 +86,6 @@ func ReceiveTar(r io.Reader, w io.Writer, limits Limits, maxManifest int64) (*Re
 	tr, tw := tar.NewReader(r), tar.NewWriter(w)
 	got := &Received{}
 	seen := map[string]Entry{} // path → its type and a symlink's target
-	var deletes []byte
 	haveDeletes, haveManifest, links := false, false, 0
 	for {
 		hdr, err := tr.Next()
@@ -96,25 +96,37 @@ func ReceiveTar(r io.Reader, w io.Writer, limits Limits, maxManifest int64) (*Re
 			return nil, &RefusedError{Text: fmt.Sprintf("the stream is not a tar that can be read: %v", err), Err: err}
 		}
 		if part, ok := hdr.PAXRecords[partRecord]; ok {
-			var dst *[]byte
 			var limit int64
 			switch {
 			case part == partDeletes && !haveDeletes && !haveManifest:
-				haveDeletes, dst, limit = true, &deletes, int64(limits.MaxEntries)*4096
+				haveDeletes, limit = true, limits.MaxPathListBytes()
 			case part == partManifest && !haveManifest:
-				haveManifest, dst, limit = true, &got.Manifest, maxManifest
+				haveManifest, limit = true, maxManifest
 			default:
 				return nil, &RefusedError{Text: fmt.Sprintf("the stream has a part %q out of place", part)}
 			}
+			// Refused from its header, before a byte of it is read or held.
 			if hdr.Typeflag != tar.TypeReg || hdr.Size > limit {
 				return nil, &RefusedError{Text: fmt.Sprintf("the stream's %s is not a regular entry of at most %s", part,
 					display.Size(limit))}
 			}
-			var b bytes.Buffer
-			if _, err := io.CopyN(&b, tr, hdr.Size); err != nil {
+			// The manifest read into memory of its size, once; the deletions path by path.
+			if part == partManifest {
+				var b bytes.Buffer
+				b.Grow(int(hdr.Size))
+				_, err = io.CopyN(&b, tr, hdr.Size)
+				got.Manifest = b.Bytes()
+			} else {
+				got.Deletes, err = ReadPaths(tr, limits)
+			}
+			var refused *RefusedError
+			var limited *LimitError
+			switch {
+			case errors.As(err, &refused), errors.As(err, &limited):
+				return nil, err
+			case err != nil:
 				return nil, &RefusedError{Text: fmt.Sprintf("the stream's %s is cut short: %v", part, err), Err: err}
 			}
-			*dst = b.Bytes()
 			continue
 		}
 		if haveDeletes || haveManifest {
@@ -142,19 +154,39 @@ func ReceiveTar(r io.Reader, w io.Writer, limits Limits, maxManifest int64) (*Re
 	if err := checkLinks(seen, links); err != nil {
 		return nil, err
 	}
-	if len(deletes) > 0 {
-		for p := range strings.SplitSeq(string(deletes), "\x00") {
-			if !Local(p) {
-				return nil, &RefusedError{Text: fmt.Sprintf("the stream asks to delete %q, which is not a clean path inside "+
-					"the tree", p)}
-			}
-			got.Deletes = append(got.Deletes, p)
+	return got, tw.Close()
+}
+
+// ReadPaths reads a NUL-separated list of paths (empty: none), each a clean path inside the tree of at most
+// MaxNameBytes, at most MaxEntries of them, path by path: what it holds is the paths, not the list besides. The
+// reader bounds the list's total; a failure of it is returned as it is.
+func ReadPaths(r io.Reader, limits Limits) ([]string, error) {
+	br := bufio.NewReaderSize(r, MaxNameBytes+1) // a path and its NUL
+	var paths []string
+	for {
+		p, err := br.ReadSlice(0)
+		end := errors.Is(err, io.EOF)
+		p = bytes.TrimSuffix(p, []byte{0})
+		switch {
+		case errors.Is(err, bufio.ErrBufferFull), len(p) > MaxNameBytes: // the last path fills the buffer, unended
+			return nil, &RefusedError{Text: fmt.Sprintf("a path of the list is longer than %d bytes", MaxNameBytes)}
+		case err != nil && !end:
+			return nil, err
+		case end && len(p) == 0 && len(paths) == 0:
+			return nil, nil
+		case len(paths) == limits.MaxEntries:
+			return nil, &LimitError{Text: fmt.Sprintf("the list has more than the %d paths a sync takes",
+				limits.MaxEntries)}
+		}
+		name := string(p)
+		if !Local(name) {
+			return nil, &RefusedError{Text: fmt.Sprintf("%q is not a clean path inside the tree", name)}
+		}
+		paths = append(paths, name)
+		if end {
+			return paths, nil
 		}
 	}
-	if len(got.Deletes) > limits.MaxEntries {
-		return nil, &LimitError{Text: fmt.Sprintf("the stream deletes more than %d paths", limits.MaxEntries)}
-	}
-	return got, tw.Close()
 }
 
 // checkHeader checks one entry of the tree and returns the header that carries it on: only what a sync sends.

@@ -58,6 +58,14 @@ type Limits struct {
 	MaxTotalBytes int64
 }
 
+// pathListAverage is what a list of paths (a sync in's deletions, a sync out's fetch) may take a path on average:
+// each path may be as long as MaxNameBytes, but a list of the most entries each that long (200 MB at the default
+// limits) is no tree anyone syncs, and the server would hold it whole.
+const pathListAverage = 256
+
+// MaxPathListBytes bounds a list of paths of one sync, NUL-separated, on its total.
+func (l Limits) MaxPathListBytes() int64 { return int64(l.MaxEntries) * pathListAverage }
+
 // DefaultLimits are the limits of a sync unless the server sets others.
 var DefaultLimits = Limits{MaxEntries: 50_000, MaxFileBytes: 256 << 20, MaxTotalBytes: 2 << 30}
 

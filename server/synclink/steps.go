@@ -1,12 +1,12 @@
 package synclink
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
-	"strings"
 	"time"
 
 	"github.com/e2b-mcp/e2b-mcp/audit"
@@ -26,11 +26,8 @@ type listRequest struct {
 	Prune []string `json:"prune"`
 }
 
-// Bounds of the steps' bodies besides the stream of a sync in: the list's names, the fetch's paths.
-const (
-	maxListBody = 1 << 20
-	maxPathLen  = 4096
-)
+// maxListBody bounds the list step's body, the names the listing prunes.
+const maxListBody = 1 << 20
 
 // stepRun is one step of a redeemed link.
 type stepRun struct {
@@ -121,12 +118,12 @@ func (s *stepRun) in() error {
 }
 
 func (s *stepRun) list() error {
-	body, err := readBody(s.raw, s.r, maxListBody)
-	if err != nil {
+	var body bytes.Buffer
+	if err := readBody(s.raw, s.r, maxListBody, &body); err != nil {
 		return err
 	}
 	var req listRequest
-	if err := json.Unmarshal(body, &req); err != nil {
+	if err := json.Unmarshal(body.Bytes(), &req); err != nil {
 		return &workspace.RefusedError{Text: "the list step's body is not one: " + err.Error()}
 	}
 	out, err := s.h.o.Transfers.List(s.r.Context(), s.call, s.link, req.Prune)
@@ -146,12 +143,10 @@ func (s *stepRun) list() error {
 }
 
 func (s *stepRun) fetch() error {
-	limits := s.h.o.Transfers.Limits()
-	body, err := readBody(s.raw, s.r, int64(limits.MaxEntries)*maxPathLen)
+	paths, err := readPaths(s.raw, s.r, s.h.o.Transfers.Limits())
 	if err != nil {
 		return err
 	}
-	paths := strings.Split(string(body), "\x00")
 	r, err := s.h.o.Transfers.Fetch(s.r.Context(), s.call, s.link, paths)
 	if err != nil {
 		return err
@@ -173,12 +168,18 @@ func (s *stepRun) fetch() error {
 	return nil
 }
 
+// readPaths reads a fetch's NUL-separated paths (workspace.ReadPaths) as they come, their total within the
+// limits' bound of a list of paths (413 past it).
+func readPaths(w http.ResponseWriter, r *http.Request, limits workspace.Limits) ([]string, error) {
+	return workspace.ReadPaths(http.MaxBytesReader(w, r.Body, limits.MaxPathListBytes()), limits)
+}
+
 func (s *stepRun) rebase() error {
-	body, err := readBody(s.raw, s.r, tools.MaxManifestBytes)
-	if err != nil {
+	var body bytes.Buffer
+	if err := readBody(s.raw, s.r, manifestCap(s.h.o.Transfers.Limits()), &body); err != nil {
 		return err
 	}
-	if err := s.h.o.Transfers.Rebase(s.r.Context(), s.call, s.link, body); err != nil {
+	if err := s.h.o.Transfers.Rebase(s.r.Context(), s.call, s.link, body.Bytes()); err != nil {
 		return err
 	}
 	s.w.WriteHeader(http.StatusNoContent)

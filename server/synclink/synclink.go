@@ -8,6 +8,7 @@
 package synclink
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -257,9 +258,15 @@ func answerJSON(w http.ResponseWriter, v any) {
 	_ = json.NewEncoder(w).Encode(v)
 }
 
-// readBody reads a step's body of at most limit bytes.
-func readBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, error) {
-	return io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
+// readBody reads a step's body of at most limit bytes into dst (413 past it), grown at once to the length it says
+// when that is within limit. One over is read to limit all the same, held no further: the member's command line
+// then sees the 413 and its words, not a connection reset under the body it is still sending.
+func readBody(w http.ResponseWriter, r *http.Request, limit int64, dst *bytes.Buffer) error {
+	if r.ContentLength > 0 && r.ContentLength <= limit {
+		dst.Grow(int(r.ContentLength) + bytes.MinRead) // room for the read that finds the end
+	}
+	_, err := dst.ReadFrom(http.MaxBytesReader(w, r.Body, limit))
+	return err
 }
 
 // idleBody is a step's body whose every read has idle to happen in.

@@ -1,0 +1,80 @@
+package server
+
+import (
+	"archive/tar"
+	"bytes"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/e2b-mcp/e2b-mcp/e2b/e2btest"
+	"github.com/e2b-mcp/e2b-mcp/server/synclink"
+	"github.com/e2b-mcp/e2b-mcp/workspace"
+)
+
+// The lists of paths a member's steps send (a sync in's deletions, a sync out's fetch) are bounded on their total,
+// not by the most entries times the longest path, which the server would hold whole: a list of as many 4 KB names
+// as the limits allow entries is refused (the deletions with nothing unpacked, the fetch with nothing run), and a
+// new base over the manifest's cap is refused by its length.
+func TestSyncLinkPathListsAreBoundedOnTheirTotal(t *testing.T) {
+	x := newSyncLinkFixture(t, e2btest.Options{})
+	name := strings.Repeat("d", workspace.MaxNameBytes-1)
+	names := make([]string, syncTestLimits.MaxEntries)
+	for i := range names {
+		names[i] = name
+	}
+	list := strings.Join(names, "\x00")
+	man := `{"version":1,"local":"/home/me/project","remote":"/home/user/project","entries":[]}`
+
+	_, ticket := x.link(t)
+	_, next, _ := x.step(t, http.MethodPost, "begin", ticket, "alice", nil, nil)
+	var stream bytes.Buffer
+	tw := tar.NewWriter(&stream)
+	for _, part := range []struct{ name, data string }{{"deletes", list}, {"manifest", man}} {
+		_ = tw.WriteHeader(&tar.Header{Name: part.name, Typeflag: tar.TypeReg, Size: int64(len(part.data)),
+			Format: tar.FormatPAX, PAXRecords: map[string]string{"E2BMCP.sync": part.name}})
+		_, _ = tw.Write([]byte(part.data))
+	}
+	tw.Close()
+	code, _, text := x.step(t, http.MethodPost, "in", next, "alice", &stream, nil)
+	if code != http.StatusUnprocessableEntity || !strings.Contains(text, "deletes is not a regular entry of at most") {
+		t.Errorf("a sync in deleting %d names of 4 KB: %d %.200q, want 422 saying the list's bound", len(names), code, text)
+	}
+	x.untouched(t, "a huge deletion list")
+
+	_, in := x.link(t)
+	_, next, _ = x.step(t, http.MethodPost, "begin", in, "alice", nil, nil)
+	file := &tar.Header{Name: "a.txt", Typeflag: tar.TypeReg, Mode: 0o644}
+	if code, _, text := x.step(t, http.MethodPost, "in", next, "alice", syncTar(t, man, file, "a"), nil); code !=
+		http.StatusOK {
+		t.Fatalf("sync in: %d %q", code, text)
+	}
+	out := func() (fetch string) {
+		res := mustOK(t, x.c, "e2b_sync_out", map[string]any{"sandbox_id": x.id, "remote_path": "project",
+			"local_path": "/home/me/project", "apply": true})
+		_, ticket, err := synclink.SplitLink(strings.Split(res["command"].(string), "'")[1])
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, next, _ := x.step(t, http.MethodPost, "begin", ticket, "alice", nil, nil)
+		code, fetch, text := x.step(t, http.MethodPost, "list", next, "alice", strings.NewReader(`{"prune":[]}`), nil)
+		if code != http.StatusOK {
+			t.Fatalf("list: %d %q", code, text)
+		}
+		return fetch
+	}
+	code, _, text = x.step(t, http.MethodPost, "fetch", out(), "alice", strings.NewReader(list), nil)
+	if code != http.StatusRequestEntityTooLarge || !strings.Contains(text, "over the server's limit") {
+		t.Errorf("a fetch of %d names of 4 KB: %d %.200q, want 413", len(names), code, text)
+	}
+	if got := lastEntry(t, x.f, synclink.AuditTool); got.Args["step"] != "fetch" || got.Outcome != "error" {
+		t.Errorf("the refused fetch's audit entry: %+v", got)
+	}
+
+	_, rebase, _ := x.step(t, http.MethodPost, "fetch", out(), "alice", strings.NewReader("a.txt"), nil)
+	huge := bytes.Repeat([]byte(" "), int(int64(syncTestLimits.MaxEntries)*64<<10)+1)
+	code, _, text = x.step(t, http.MethodPost, "rebase", rebase, "alice", bytes.NewReader(huge), nil)
+	if code != http.StatusRequestEntityTooLarge || !strings.Contains(text, "over the server's limit") {
+		t.Errorf("a new base over the manifest's cap: %d %q, want 413", code, text)
+	}
+}
