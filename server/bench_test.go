@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mark3labs/mcp-go/client"
 	"github.com/mark3labs/mcp-go/mcp"
 
 	"github.com/e2b-mcp/e2b-mcp/credentials"
@@ -83,10 +84,16 @@ func BenchmarkGovernedCall(b *testing.B) {
 var benchLines = 1 << 20
 
 func BenchmarkWriteFile1MiB(b *testing.B) {
-	f := newFixture(b, fixtureOpts{mutate: func(c *Config, _ *e2btest.Server) {
+	benchWriteFile1MiB(b, "", func(f *fixture) *client.Client { return connect(b, f.srv, eras[0], nil) })
+}
+
+// benchWriteFile1MiB is BenchmarkWriteFile1MiB's call through the client that attach gives to a server of
+// transport (the default when empty) that logs nothing, with the process's CPU per call.
+func benchWriteFile1MiB(b *testing.B, transport string, attach func(*fixture) *client.Client) {
+	f := newFixture(b, fixtureOpts{transport: transport, mutate: func(c *Config, _ *e2btest.Server) {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}})
-	c := connect(b, f.srv, eras[0], nil)
+	c := attach(f)
 	id := createSandbox(b, c)
 	line := strings.Repeat("0123456789abcdef", 4) + "\n"
 	content := strings.Repeat(line, benchLines/len(line))
@@ -94,12 +101,14 @@ func BenchmarkWriteFile1MiB(b *testing.B) {
 	req.Params.Name = "e2b_write_file"
 	req.Params.Arguments = map[string]any{"sandbox_id": id, "path": "/home/user/big.txt", "content": content}
 	b.SetBytes(int64(len(content)))
+	cpu := processCPU(b)
 	for b.Loop() {
 		res, err := c.CallTool(b.Context(), req)
 		if err != nil || res.IsError {
 			b.Fatal(err, res)
 		}
 	}
+	b.ReportMetric(float64((processCPU(b)-cpu).Nanoseconds())/float64(b.N), "cpu-ns/op")
 }
 
 // BenchmarkCreateDelete is a sandbox's whole life through an in-process MCP client: e2b_create_sandbox, then
@@ -119,25 +128,16 @@ func BenchmarkCreateDelete(b *testing.B) {
 // server calls it: the lines of JSON-RPC through ServeStdio's front and mcp-go's handler, which is where a big
 // message is parsed more than once.
 func BenchmarkStdioWriteFile1MiB(b *testing.B) {
-	f := newFixture(b, fixtureOpts{mutate: func(c *Config, _ *e2btest.Server) {
-		c.Logger = slog.New(slog.DiscardHandler)
-	}})
-	c := stdioClient(b, f.srv)
-	id := createSandbox(b, c)
-	line := strings.Repeat("0123456789abcdef", 4) + "\n"
-	content := strings.Repeat(line, benchLines/len(line))
-	var req mcp.CallToolRequest
-	req.Params.Name = "e2b_write_file"
-	req.Params.Arguments = map[string]any{"sandbox_id": id, "path": "/home/user/big.txt", "content": content}
-	b.SetBytes(int64(len(content)))
-	cpu := processCPU(b)
-	for b.Loop() {
-		res, err := c.CallTool(b.Context(), req)
-		if err != nil || res.IsError {
-			b.Fatal(err, res)
-		}
-	}
-	b.ReportMetric(float64((processCPU(b)-cpu).Nanoseconds())/float64(b.N), "cpu-ns/op")
+	benchWriteFile1MiB(b, "", func(f *fixture) *client.Client { return stdioClient(b, f.srv) })
+}
+
+// BenchmarkHTTPWriteFile1MiB is BenchmarkWriteFile1MiB over streamable HTTP in protocol 2026-07-28, as a remote
+// client calls it: the POST through the server's HTTP front (body limit, caller, the cancels of that protocol, the
+// Tasks extension) and mcp-go's streamable transport, each of which may read and parse the megabyte.
+func BenchmarkHTTPWriteFile1MiB(b *testing.B) {
+	benchWriteFile1MiB(b, TransportHTTP, func(f *fixture) *client.Client {
+		return streamableClient(b, serveHTTP(b, f), "", "bench", mcp.ProtocolVersion20260728)
+	})
 }
 
 // BenchmarkStdioStartToToolsList is a stdio server's start, in process, to its answer to the client's first

@@ -44,7 +44,7 @@ func tokensFor(t *testing.T, owners ...string) (string, map[string]string) {
 
 // serveHTTP serves the fixture's server on a loopback port until the test ends, and checks that it shuts down
 // cleanly then.
-func serveHTTP(t *testing.T, f *fixture) string {
+func serveHTTP(t testing.TB, f *fixture) string {
 	t.Helper()
 	base, _ := serveHTTPUntil(t, f.srv)
 	return base
@@ -52,7 +52,7 @@ func serveHTTP(t *testing.T, f *fixture) string {
 
 // serveHTTPUntil serves srv over HTTP on a port of its own until stop is called or the test ends, and checks that
 // it shut down gracefully.
-func serveHTTPUntil(t *testing.T, srv *Server) (base string, stop func()) {
+func serveHTTPUntil(t testing.TB, srv *Server) (base string, stop func()) {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -85,7 +85,7 @@ func headers(token, session string) map[string]string {
 	return h
 }
 
-func streamableClient(t *testing.T, base, token, session, version string, opts ...client.ClientOption) *client.Client {
+func streamableClient(t testing.TB, base, token, session, version string, opts ...client.ClientOption) *client.Client {
 	t.Helper()
 	tr, err := transport.NewStreamableHTTP(base+PathMCP, transport.WithHTTPHeaders(headers(token, session)))
 	if err != nil {
