@@ -1,5 +1,6 @@
 // Package jsonrpc encodes the JSON-RPC answers the server writes itself, in front of mcp-go: a result, an error,
-// or mcp-go's own answer, each as the bytes of one message.
+// or mcp-go's own answer, each as the bytes of one message; and reads a POSTed message once for the HTTP handlers
+// in front of mcp-go (Posted).
 package jsonrpc
 
 import (

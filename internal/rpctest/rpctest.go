@@ -6,6 +6,7 @@ package rpctest
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"io"
 	"net/http"
 	"testing"
@@ -84,3 +85,16 @@ func Answer(t testing.TB, method string, raw []byte) (res, rpcErr map[string]any
 	}
 	return answer.Result, answer.Error
 }
+
+// UnreadBody is a request body that fails t if it is read: the body of a request whose message a handler before
+// the one under test read already (jsonrpc.ReadPosted), which that one must not read again.
+func UnreadBody(t testing.TB) io.ReadCloser { return unreadBody{t} }
+
+type unreadBody struct{ t testing.TB }
+
+func (b unreadBody) Read([]byte) (int, error) {
+	b.t.Error("a handler read the request's body again, which a handler before it had read")
+	return 0, errors.New("the body was read before")
+}
+
+func (unreadBody) Close() error { return nil }

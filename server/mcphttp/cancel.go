@@ -4,15 +4,14 @@ import (
 	"bytes"
 	"context"
 	"crypto/sha256"
-	"encoding/json"
 	"errors"
-	"io"
 	"net/http"
 	"sync"
 	"time"
 
 	"github.com/mark3labs/mcp-go/mcp"
 
+	"github.com/e2b-mcp/e2b-mcp/internal/jsonrpc"
 	"github.com/e2b-mcp/e2b-mcp/tools"
 )
 
@@ -159,19 +158,10 @@ func (m *modernCalls) cancel(k callKey, now time.Time) {
 	}
 }
 
-// rpcMessage is what cancelModernCalls reads of a POSTed JSON-RPC message.
-type rpcMessage struct {
-	ID     json.RawMessage `json:"id"`
-	Method string          `json:"method"`
-	Params struct {
-		RequestID json.RawMessage `json:"requestId"`
-		Meta      *mcp.Meta       `json:"_meta"`
-	} `json:"params"`
-}
-
 // cancelModernCalls registers the tool calls of protocol 2026-07-28 POSTed to /mcp and answers their
 // notifications/cancelled itself (202), cancelling the caller's call of that ID. Messages of the earlier protocol
-// go to mcp-go as they are: their protocol session, bound to its owner, keys their cancels.
+// go to mcp-go as they are: their protocol session, bound to its owner, keys their cancels. The message it reads
+// goes on with the request (jsonrpc.ReadPosted), for the front behind it.
 func (t *Transport) cancelModernCalls(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		caller, ok := t.callerOf(r.Context())
@@ -179,14 +169,13 @@ func (t *Transport) cancelModernCalls(next http.Handler) http.Handler {
 			next.ServeHTTP(w, r)
 			return
 		}
-		body, err := io.ReadAll(r.Body)
+		posted, r, err := jsonrpc.ReadPosted(r)
 		if err != nil {
 			next.ServeHTTP(w, r) // mcp-go answers the unreadable body
 			return
 		}
-		r.Body = io.NopCloser(bytes.NewReader(body))
-		var msg rpcMessage
-		if json.Unmarshal(body, &msg) != nil ||
+		msg := &posted.Envelope
+		if posted.Err != nil ||
 			!(mcp.IsModernProtocol(r.Header.Get(mcp.HeaderProtocolVersion)) ||
 				mcp.IsModernProtocol(msg.Params.Meta.ProtocolVersion())) {
 			next.ServeHTTP(w, r)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"strconv"
 	"strings"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/mark3labs/mcp-go/mcp"
 
+	"github.com/e2b-mcp/e2b-mcp/internal/jsonrpc"
 	"github.com/e2b-mcp/e2b-mcp/internal/rpctest"
 	"github.com/e2b-mcp/e2b-mcp/internal/waitfor"
 	"github.com/e2b-mcp/e2b-mcp/tools"
@@ -90,6 +92,34 @@ func TestModernCancelIsTheCallersOwn(t *testing.T) {
 		t.Errorf("alice's call 8, whose cancel came first, ended with %v, want %v", err, errCancelledByClient)
 	}
 	waitfor.Recv(t, answered, 30*time.Second, "the answer to call 8")
+}
+
+// The front behind the cancels (the Tasks extension's) finds the message the cancels read and parsed on its
+// request (jsonrpc.ReadPosted) rather than reading the body again, and mcp-go behind it gets the body whole.
+func TestFrontGetsTheMessageTheCancelsRead(t *testing.T) {
+	fronted := 0
+	front := func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			fronted++
+			body := r.Body
+			r.Body = rpctest.UnreadBody(t)
+			p, r, err := jsonrpc.ReadPosted(r)
+			if err != nil || p.Err != nil || p.Envelope.Method != "tools/call" {
+				t.Errorf("the front read %+v, %v; want the cancels' tools/call", p, err)
+			}
+			r.Body = body
+			next.ServeHTTP(w, r)
+		})
+	}
+	x := serveFront(t, nil, front)
+	res, rpcErr := rpctest.Post(t, x.base+PathMCP, "alice", 3, "tools/call",
+		map[string]any{"name": "echo", "arguments": map[string]any{}, "_meta": modernMeta})
+	if rpcErr != nil || !strings.Contains(fmt.Sprint(res), "echo") {
+		t.Fatalf("a call through the front: %v, %v; want echo's result", res, rpcErr)
+	}
+	if fronted != 1 {
+		t.Fatalf("the front saw %d requests, want the call", fronted)
+	}
 }
 
 // maxKeptID bounds what the transport keeps of a request ID it holds for later, a cancel for a call it has not

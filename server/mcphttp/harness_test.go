@@ -60,6 +60,12 @@ type served struct {
 // gives every call). now, if set, is the sessions' clock.
 func serve(t *testing.T, now func() time.Time) *served {
 	t.Helper()
+	return serveFront(t, now, nil)
+}
+
+// serveFront is serve with front, if not nil, as the transports' Options.Front.
+func serveFront(t *testing.T, now func() time.Time, front func(http.Handler) http.Handler) *served {
+	t.Helper()
 	sessions := NewSessions(ownerFrom)
 	if now != nil {
 		sessions.now = now
@@ -83,7 +89,8 @@ func serve(t *testing.T, now func() time.Time) *served {
 		}
 		return mcp.NewToolResultText("ended"), nil
 	})
-	tr := New(x.mcp, Options{Sessions: sessions, Caller: callerFrom, Now: time.Now, Log: slog.New(slog.DiscardHandler)})
+	tr := New(x.mcp, Options{Sessions: sessions, Caller: callerFrom, Now: time.Now, Log: slog.New(slog.DiscardHandler),
+		Front: front})
 	x.tr = tr
 	mux := http.NewServeMux()
 	mux.Handle(PathMCP, authenticate(tr.MCP()))

@@ -132,15 +132,16 @@ func (m Message) declares() bool {
 	return ok
 }
 
-// mayBeTask is a cheap look at a line before it is parsed: only tools/call and tasks/ requests can be ours.
-func mayBeTask(raw []byte) bool {
-	s := string(raw)
-	return strings.Contains(s, `"tasks/`) || strings.Contains(s, `"tools/call"`)
-}
-
-// take reads raw, and says whether the Tasks answer it (Takes).
-func (ts *Tasks) take(raw []byte) (m Message, ours bool) {
-	if !mayBeTask(raw) || json.Unmarshal(raw, &m) != nil {
+// take reads the envelope of a POSTed message, and says whether the Tasks answer it (Takes). A message whose
+// params.name or params.taskId is of the wrong type is not theirs: mcp-go refuses it.
+func (ts *Tasks) take(p *jsonrpc.Posted) (m Message, ours bool) {
+	if p.Err != nil {
+		return m, false
+	}
+	e := &p.Envelope
+	m = Message{ID: e.ID, Method: e.Method, Params: Params{InputResponses: e.Params.InputResponses, Meta: e.Params.Meta}}
+	if len(e.Params.Name) > 0 && json.Unmarshal(e.Params.Name, &m.Params.Name) != nil ||
+		len(e.Params.TaskID) > 0 && json.Unmarshal(e.Params.TaskID, &m.Params.TaskID) != nil {
 		return m, false
 	}
 	return m, ts.Takes(m)

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -15,6 +16,7 @@ import (
 	"github.com/mark3labs/mcp-go/mcp"
 	mcpserver "github.com/mark3labs/mcp-go/server"
 
+	"github.com/e2b-mcp/e2b-mcp/internal/jsonrpc"
 	"github.com/e2b-mcp/e2b-mcp/internal/rpctest"
 	"github.com/e2b-mcp/e2b-mcp/internal/waitfor"
 	"github.com/e2b-mcp/e2b-mcp/state"
@@ -241,10 +243,63 @@ func TestWhichMessagesAreTheExtensions(t *testing.T) {
 			false},
 		{"a notification", `{"jsonrpc":"2.0","method":"tasks/get","params":{` + declared + `}}`, false},
 		{"not JSON", `{"method":"tasks/get"`, false},
+		{"a tools/call whose name is no string", `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":5,` +
+			declared + `}}`, false},
+		{"a tasks/get whose taskId is no string", `{"jsonrpc":"2.0","id":2,"method":"tasks/get","params":{"taskId":5,` +
+			declared + `}}`, false},
 	} {
-		if _, ours := ts.take([]byte(c.raw)); ours != c.ours {
+		if _, ours := ts.take(posted(t, c.raw)); ours != c.ours {
 			t.Errorf("%s: taken %v, want %v", c.what, ours, c.ours)
 		}
+	}
+}
+
+// posted is raw as the HTTP front reads a POST of it.
+func posted(t *testing.T, raw string) *jsonrpc.Posted {
+	t.Helper()
+	p, _, err := jsonrpc.ReadPosted(httptest.NewRequest(http.MethodPost, "/mcp", strings.NewReader(raw)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// The HTTP front reads the message a handler before it read (the cancels of protocol 2026-07-28 read every
+// POST), not the body again: a megabyte's call is read and parsed once in front of mcp-go. What it hands on has
+// the body whole, for mcp-go.
+func TestHTTPFrontReadsTheMessageOnce(t *testing.T) {
+	ts := New(newFixture(t).options(time.Minute, nil))
+	meta := `"_meta":{"` + mcp.MetaKeyProtocolVersion + `":"` + mcp.ProtocolVersion20260728 + `","` +
+		mcp.MetaKeyClientCapabilities + `":{"extensions":{"` + tools.TasksExtension + `":{}}}}`
+	readBefore := func(raw string) *http.Request {
+		_, r, err := jsonrpc.ReadPosted(httptest.NewRequest(http.MethodPost, "/mcp", strings.NewReader(raw)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		r.Body = rpctest.UnreadBody(t)
+		return r
+	}
+	var answer []byte
+	respond := func(_ http.ResponseWriter, b []byte) { answer = b }
+	notOurs := http.HandlerFunc(func(http.ResponseWriter, *http.Request) { t.Error("a tasks/get went past the front") })
+	raw := `{"jsonrpc":"2.0","id":41,"method":"tasks/get","params":{"taskId":"none",` + meta + `}}`
+	ts.HTTP(notOurs, respond).ServeHTTP(httptest.NewRecorder(), readBefore(raw))
+	if !strings.Contains(string(answer), `"id":41`) {
+		t.Fatalf("the front's answer to a tasks/get read before it: %s", answer)
+	}
+
+	raw = `{"jsonrpc":"2.0","id":42,"method":"tools/call","params":{"name":"` + plainTool + `",` + meta + `}}`
+	handedOn := false
+	mcpGo := http.HandlerFunc(func(_ http.ResponseWriter, r *http.Request) {
+		handedOn = true
+		if body, err := io.ReadAll(r.Body); err != nil || string(body) != raw {
+			t.Errorf("mcp-go got the body %q (%v), want %q", body, err, raw)
+		}
+	})
+	r := httptest.NewRequest(http.MethodPost, "/mcp", strings.NewReader(raw))
+	ts.HTTP(mcpGo, respond).ServeHTTP(httptest.NewRecorder(), r)
+	if !handedOn {
+		t.Fatal("a call of a tool without tasks was not handed on")
 	}
 }
 
@@ -395,7 +450,7 @@ func TestARequestThatEndsEndsItsHeldCall(t *testing.T) {
 		`","arguments":{"code":"abandoned"},"_meta":{"` + mcp.MetaKeyProtocolVersion + `":"` +
 		mcp.ProtocolVersion20260728 + `","` + mcp.MetaKeyClientCapabilities + `":{"extensions":{"` +
 		tools.TasksExtension + `":{}}}}}}`)
-	m, ours := ts.take(raw)
+	m, ours := ts.take(posted(t, string(raw)))
 	if !ours {
 		t.Fatal("a held tool's call declaring tasks was not taken")
 	}
