@@ -87,6 +87,7 @@ func ReceiveTar(r io.Reader, w io.Writer, limits Limits, maxManifest int64) (*Re
 	got := &Received{}
 	seen := map[string]Entry{} // path → its type and a symlink's target
 	haveDeletes, haveManifest, links := false, false, 0
+	var names int64 // bytes of the names seen holds
 	for {
 		hdr, err := tr.Next()
 		if errors.Is(err, io.EOF) {
@@ -135,6 +136,11 @@ func ReceiveTar(r io.Reader, w io.Writer, limits Limits, maxManifest int64) (*Re
 		out, err := checkHeader(hdr, seen, limits, got)
 		if err != nil {
 			return nil, err
+		}
+		// seen holds every name and symlink target until the end: a list of paths, bounded as one on its total.
+		if names += int64(len(out.Name) + len(out.Linkname)); names > 2*limits.MaxPathListBytes() {
+			return nil, &LimitError{Text: fmt.Sprintf("the stream's paths and symlink targets add up to more than %s",
+				display.Size(2*limits.MaxPathListBytes()))}
 		}
 		if out.Typeflag == tar.TypeSymlink {
 			links++

@@ -3,6 +3,7 @@ package workspace
 import (
 	"archive/tar"
 	"bytes"
+	"fmt"
 	"io"
 	"strings"
 	"testing"
@@ -49,5 +50,36 @@ func TestReceiveTarRefusesADeletedPathTooLong(t *testing.T) {
 	_, err := ReceiveTar(&stream, &bytes.Buffer{}, DefaultLimits, 1<<20)
 	if err == nil || !strings.Contains(err.Error(), "longer than 4096 bytes") {
 		t.Fatalf("ReceiveTar = %v, want a path too long refused", err)
+	}
+}
+
+// The names a stream's entries carry are held (each is checked against the others), so they too are bounded on
+// their total as a list of paths is: 50,000 directories of 4 KB names are refused long before their 200 MB are
+// read.
+func TestReceiveTarBoundsTheNamesItHolds(t *testing.T) {
+	limits := DefaultLimits
+	pr, pw := io.Pipe()
+	go func() {
+		tw := tar.NewWriter(pw)
+		var err error
+		for i := 0; err == nil && i < limits.MaxEntries; i++ {
+			name := fmt.Sprintf("%05d%s/", i, strings.Repeat("n", MaxNameBytes-7))
+			err = tw.WriteHeader(&tar.Header{Name: name, Typeflag: tar.TypeDir, Mode: 0o755, Format: tar.FormatPAX})
+		}
+		if err == nil {
+			err = tw.Close()
+		}
+		pw.CloseWithError(err)
+	}()
+	t.Cleanup(func() { pr.Close() })
+	read := &CountingReader{R: pr}
+	_, err := ReceiveTar(read, io.Discard, limits, 1<<20)
+	if err == nil || !strings.Contains(err.Error(), "add up to more than") {
+		t.Fatalf("ReceiveTar of %d directories of 4 KB names = %v, want their names' total refused", limits.MaxEntries,
+			err)
+	}
+	if read.N > 8*limits.MaxPathListBytes() {
+		t.Errorf("ReceiveTar read %d bytes of the stream before refusing its names, want at most %d", read.N,
+			8*limits.MaxPathListBytes())
 	}
 }
