@@ -69,13 +69,12 @@ func (l httpLimits) limitBody(next http.Handler) http.Handler {
 		}
 		rc := http.NewResponseController(w)
 		_ = rc.SetReadDeadline(time.Now().Add(l.readBody))
-		if r.ContentLength < 0 || r.ContentLength > smallBody {
-			// Held until the call is handled: the transports keep copies of the body meanwhile.
-			if !l.takePlace(w, r) {
-				return
-			}
-			defer func() { <-l.large }()
+		// Held until the call is handled: the transports keep copies of the body meanwhile.
+		release, ok := l.holdBody(w, r)
+		if !ok {
+			return
 		}
+		defer release()
 		body, err := readBody(http.MaxBytesReader(w, r.Body, l.maxBody), r.ContentLength)
 		var tooBig *http.MaxBytesError
 		switch {
@@ -91,6 +90,18 @@ func (l httpLimits) limitBody(next http.Handler) http.Handler {
 		r.Body = io.NopCloser(bytes.NewReader(body))
 		next.ServeHTTP(w, r)
 	})
+}
+
+// holdBody takes a place for r's body when it is large (or of unknown length), to hold while its handler holds the
+// body, and returns what gives it back; or answers r and reports false (takePlace).
+func (l httpLimits) holdBody(w http.ResponseWriter, r *http.Request) (release func(), ok bool) {
+	if r.ContentLength >= 0 && r.ContentLength <= smallBody {
+		return func() {}, true
+	}
+	if !l.takePlace(w, r) {
+		return nil, false
+	}
+	return func() { <-l.large }, true
 }
 
 // takePlace takes a place for r's large body, or answers r and reports false. When every place is held the body

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/e2b-mcp/e2b-mcp/e2b/e2btest"
 	"github.com/e2b-mcp/e2b-mcp/server/synclink"
@@ -76,5 +77,53 @@ func TestSyncLinkPathListsAreBoundedOnTheirTotal(t *testing.T) {
 	code, _, text = x.step(t, http.MethodPost, "rebase", rebase, "alice", bytes.NewReader(huge), nil)
 	if code != http.StatusRequestEntityTooLarge || !strings.Contains(text, "over the server's limit") {
 		t.Errorf("a new base over the manifest's cap: %d %q, want 413", code, text)
+	}
+}
+
+// A step that holds its body whole takes one of the server's places for large bodies as a tool call does, so that
+// members' steps and calls together hold a few such bodies at a time: while every place is held, a new base of
+// more than a small body is turned away (503) with its ticket kept, and goes through once a place is free.
+func TestSyncLinkHeldBodiesTakeTheServersPlaces(t *testing.T) {
+	x := newSyncLinkFixture(t, e2btest.Options{})
+	x.f.srv.limits.placeTimeout = func(time.Duration) <-chan time.Time { // no wait: every place stays held
+		now := make(chan time.Time, 1)
+		now <- time.Now()
+		return now
+	}
+	man := `{"version":1,"local":"/home/me/project","remote":"/home/user/project","entries":[]}`
+	_, in := x.link(t)
+	_, next, _ := x.step(t, http.MethodPost, "begin", in, "alice", nil, nil)
+	file := &tar.Header{Name: "a.txt", Typeflag: tar.TypeReg, Mode: 0o644}
+	if code, _, text := x.step(t, http.MethodPost, "in", next, "alice", syncTar(t, man, file, "a"), nil); code !=
+		http.StatusOK {
+		t.Fatalf("sync in: %d %q", code, text)
+	}
+	res := mustOK(t, x.c, "e2b_sync_out", map[string]any{"sandbox_id": x.id, "remote_path": "project",
+		"local_path": "/home/me/project", "apply": true})
+	_, ticket, err := synclink.SplitLink(strings.Split(res["command"].(string), "'")[1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, next, _ = x.step(t, http.MethodPost, "begin", ticket, "alice", nil, nil)
+	_, fetch, _ := x.step(t, http.MethodPost, "list", next, "alice", strings.NewReader(`{"prune":[]}`), nil)
+	_, rebase, _ := x.step(t, http.MethodPost, "fetch", fetch, "alice", strings.NewReader("a.txt"), nil)
+
+	for range largeBodies {
+		x.f.srv.limits.large <- struct{}{}
+	}
+	base := man + strings.Repeat(" ", smallBody) // a manifest past a small body, within the step's cap
+	code, _, text := x.step(t, http.MethodPost, "rebase", rebase, "alice", strings.NewReader(base), nil)
+	if code != http.StatusServiceUnavailable {
+		t.Errorf("a new base of %d bytes while every place is held: %d %q, want 503", len(base), code, text)
+	}
+	for range largeBodies {
+		<-x.f.srv.limits.large
+	}
+	if code, _, text := x.step(t, http.MethodPost, "rebase", rebase, "alice", strings.NewReader(base), nil); code !=
+		http.StatusNoContent {
+		t.Errorf("the new base sent again once places are free: %d %q, want 204", code, text)
+	}
+	if n := len(x.f.srv.limits.large); n != 0 {
+		t.Errorf("%d places held after the steps ended", n)
 	}
 }

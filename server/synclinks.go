@@ -33,7 +33,8 @@ func (s *Server) newSyncHandler(deps tools.Deps) *synclink.Handler {
 		owners = s.bearer
 	}
 	return synclink.NewHandler(synclink.Options{Owners: owners, Links: s.syncLinks,
-		Transfers: tools.NewSyncTransfers(deps), Record: s.audit.Record, Now: s.cfg.Now, Log: s.log})
+		Transfers: tools.NewSyncTransfers(deps), Record: s.audit.Record, Now: s.cfg.Now, Log: s.log,
+		HoldBody: s.limits.holdBody})
 }
 
 // configuredOwner names every caller as the one owner of a server without authentication.

@@ -40,7 +40,9 @@ type stepRun struct {
 	step  string
 	start time.Time
 	moved *audit.Transfer
-	begun bool // the answer's body has begun: a failure can no longer change its status
+	// release gives back the place of a body held whole once it is held no more (Options.HoldBody).
+	release func()
+	begun   bool // the answer's body has begun: a failure can no longer change its status
 }
 
 func (s *stepRun) run() {
@@ -148,6 +150,8 @@ func (s *stepRun) fetch() error {
 		return err
 	}
 	r, err := s.h.o.Transfers.Fetch(s.r.Context(), s.call, s.link, paths)
+	files := len(paths)
+	s.release() // the paths are the sandbox's now; the tar streams for as long as the member takes it
 	if err != nil {
 		return err
 	}
@@ -160,7 +164,7 @@ func (s *stepRun) fetch() error {
 	s.w.Header().Set("Content-Type", "application/x-tar")
 	s.begun = true
 	n, err := io.Copy(s.w, r)
-	s.moved = &audit.Transfer{FilesOut: len(paths), BytesOut: n}
+	s.moved = &audit.Transfer{FilesOut: files, BytesOut: n}
 	if err != nil {
 		// The answer has begun: the command line sees the tar cut short. The audit log says why.
 		return fmt.Errorf("sending the sandbox's files: %w", err)

@@ -117,6 +117,12 @@ type Options struct {
 	// upload into a sandbox, so neither can be held without bound.
 	PerOwner int
 	Idle     time.Duration
+	// HoldBody takes one of the server's places for large bodies (server/limits.go) for a step that holds its
+	// body whole (a fetch's paths, a new base), so that the members' steps and the tool calls together hold a few
+	// such bodies at a time, not one per step; it returns what gives the place back, or answers the request
+	// (503) and reports false. The stream of a sync in takes none: it flows through to the sandbox for as long
+	// as the upload lasts, and a place held that long would turn away the others' large calls. nil: no places.
+	HoldBody func(w http.ResponseWriter, r *http.Request) (release func(), ok bool)
 }
 
 // Defaults of Options.
@@ -139,6 +145,9 @@ func NewHandler(o Options) *Handler {
 	}
 	if o.Idle <= 0 {
 		o.Idle = DefaultIdle
+	}
+	if o.HoldBody == nil {
+		o.HoldBody = func(http.ResponseWriter, *http.Request) (func(), bool) { return func() {}, true }
 	}
 	return &Handler{o: o, running: map[string]int{}}
 }
@@ -231,6 +240,15 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer h.leave(owner)
+	release := func() {}
+	if step == stepFetch || step == stepRebase {
+		var ok bool
+		if release, ok = h.o.HoldBody(w, r); !ok {
+			return // before the ticket is spent, as above
+		}
+		release = sync.OnceFunc(release)
+		defer release()
+	}
 	switch err := h.o.Links.tickets.Spend(opened); {
 	case errors.Is(err, tickets.ErrExpired):
 		refuse(w, http.StatusGone, "this sync link has expired: ask for a new one (call the sync tool again)")
@@ -248,7 +266,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	rc := http.NewResponseController(w)
 	r.Body = &idleBody{ReadCloser: r.Body, rc: rc, idle: h.o.Idle}
 	s := &stepRun{h: h, w: &idleWriter{ResponseWriter: w, rc: rc, idle: h.o.Idle}, raw: w, r: r, call: call,
-		link: c.SyncLink, step: step, start: h.o.Now()}
+		link: c.SyncLink, step: step, start: h.o.Now(), release: release}
 	s.run()
 }
 
