@@ -1,7 +1,6 @@
 package server
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -48,26 +47,8 @@ func RunStdio(ctx context.Context, cfg Config, stdin io.Reader, stdout io.Writer
 	})
 	timer := time.AfterFunc(buildAfter, startBuild)
 	defer timer.Stop()
-	lines := make(chan []byte)
-	var inputErr error // set before lines closes
-	go func() {
-		defer close(lines)
-		r := bufio.NewReader(stdin)
-		for {
-			line, err := r.ReadBytes('\n')
-			if len(line) > 0 {
-				select {
-				case lines <- line:
-				case <-ctx.Done():
-					return
-				}
-			}
-			if err != nil {
-				inputErr = err
-				return
-			}
-		}
-	}()
+	input := readLines(ctx, stdin)
+	lines := input.lines
 
 	var pending [][]byte // the client's messages so far, for the server, in their order
 	inputDone := false
@@ -122,7 +103,7 @@ func RunStdio(ctx context.Context, cfg Config, stdin io.Reader, stdout io.Writer
 						}
 					}
 				}
-				fromFront.CloseWithError(inputErr) // nil and io.EOF alike read as the end of input
+				fromFront.CloseWithError(input.err) // nil and io.EOF alike read as the end of input
 			}()
 			return b.s.Run(ctx, toServer, answered)
 		case <-ctx.Done():

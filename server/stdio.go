@@ -106,33 +106,14 @@ func (f *stdioFront) serve(ctx context.Context, in io.Reader) {
 			}
 		})
 	}
-	lines := make(chan []byte)
-	var inputErr error // set before lines closes
-	go func() {        // a read of in cannot be interrupted: at ctx's end it is left to return on its own
-		defer close(lines)
-		r := bufio.NewReader(in)
-		for {
-			line, err := r.ReadBytes('\n')
-			if len(line) > 0 {
-				select {
-				case lines <- line:
-				case <-ctx.Done():
-					return
-				}
-			}
-			if err != nil {
-				inputErr = err
-				return
-			}
-		}
-	}()
+	input := readLines(ctx, in)
 	var err error
 read:
 	for {
 		select {
-		case line, ok := <-lines:
+		case line, ok := <-input.lines:
 			if !ok {
-				err = inputErr
+				err = input.err
 				break read
 			}
 			if !f.handle(ctx, calls, line) {
@@ -261,4 +242,35 @@ func (f *stdioFront) write(answer []byte) {
 	if _, err := f.out.Write(append(answer, '\n')); err != nil {
 		f.s.log.Warn("writing an answer to stdout", "error", err)
 	}
+}
+
+// lineReader hands on a reader's lines, each with its '\n' (the last one may have none).
+type lineReader struct {
+	lines chan []byte // closed at the reader's end or error, or at ctx's end
+	err   error       // why the reader ended (io.EOF at its end; nil when ctx ended first); set before lines closes
+}
+
+// readLines reads r's lines onto a channel until r ends or ctx does. A read of r cannot be interrupted: at ctx's
+// end the goroutine is left to return on its own.
+func readLines(ctx context.Context, r io.Reader) *lineReader {
+	lr := &lineReader{lines: make(chan []byte)}
+	go func() {
+		defer close(lr.lines)
+		br := bufio.NewReader(r)
+		for {
+			line, err := br.ReadBytes('\n')
+			if len(line) > 0 {
+				select {
+				case lr.lines <- line:
+				case <-ctx.Done():
+					return
+				}
+			}
+			if err != nil {
+				lr.err = err
+				return
+			}
+		}
+	}()
+	return lr
 }
