@@ -2,6 +2,7 @@ package server
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -104,10 +105,33 @@ func (l httpLimits) holdBody(w http.ResponseWriter, r *http.Request) (release fu
 	return func() { <-l.large }, true
 }
 
-// takePlace takes a place for r's large body, or answers r and reports false. When every place is held the body
-// waits for one at most half its read time, so that it is turned away (503) before the slow ones holding the
-// places are cut off.
+// takePlace takes a place for r's large body, or answers r and reports false (503 when it waits too long, placeFor).
 func (l httpLimits) takePlace(w http.ResponseWriter, r *http.Request) bool {
+	if l.waitPlace(r.Context()) {
+		return true
+	}
+	if r.Context().Err() == nil {
+		w.Header().Set("Retry-After", "5")
+		http.Error(w, "busy reading other large requests; try again", http.StatusServiceUnavailable)
+	}
+	return false
+}
+
+// placeFor takes a place for size bytes a handler is about to hold whole when they are more than a small body
+// (the answer of a sandbox, the end of a stream), and returns what gives it back; false when none was free in time.
+func (l httpLimits) placeFor(ctx context.Context, size int64) (release func(), ok bool) {
+	if size <= smallBody {
+		return func() {}, true
+	}
+	if !l.waitPlace(ctx) {
+		return nil, false
+	}
+	return func() { <-l.large }, true
+}
+
+// waitPlace takes a place, false when ctx ends first or every place stays held for half a body's read time, so
+// that a body is turned away (503) before the slow ones holding the places are cut off.
+func (l httpLimits) waitPlace(ctx context.Context) bool {
 	select {
 	case l.large <- struct{}{}:
 		return true
@@ -117,10 +141,8 @@ func (l httpLimits) takePlace(w http.ResponseWriter, r *http.Request) bool {
 	case l.large <- struct{}{}:
 		return true
 	case <-l.placeTimeout(l.readBody / 2):
-		w.Header().Set("Retry-After", "5")
-		http.Error(w, "busy reading other large requests; try again", http.StatusServiceUnavailable)
 		return false
-	case <-r.Context().Done():
+	case <-ctx.Done():
 		return false
 	}
 }

@@ -3,6 +3,7 @@ package server
 import (
 	"archive/tar"
 	"bytes"
+	"io"
 	"net/http"
 	"strings"
 	"testing"
@@ -122,6 +123,65 @@ func TestSyncLinkHeldBodiesTakeTheServersPlaces(t *testing.T) {
 	if code, _, text := x.step(t, http.MethodPost, "rebase", rebase, "alice", strings.NewReader(base), nil); code !=
 		http.StatusNoContent {
 		t.Errorf("the new base sent again once places are free: %d %q, want 204", code, text)
+	}
+	if n := len(x.f.srv.limits.large); n != 0 {
+		t.Errorf("%d places held after the steps ended", n)
+	}
+}
+
+// A sync in's deletions and manifest, which the server holds whole at the end of its stream, take one of the
+// places for large bodies then, and only then: while every place is held, a manifest of more than a small body is
+// refused (503, the link used up, the sandbox untouched) while a small manifest after a large file goes through;
+// once places are free the large manifest goes through, and its place is given back.
+func TestSyncLinkInHoldsItsManifestInAPlace(t *testing.T) {
+	x := newSyncLinkFixture(t, e2btest.Options{})
+	x.f.srv.limits.placeTimeout = func(time.Duration) <-chan time.Time { // no wait: every place stays held
+		now := make(chan time.Time, 1)
+		now <- time.Now()
+		return now
+	}
+	man := `{"version":1,"local":"/home/me/project","remote":"/home/user/project","entries":[]}`
+	large := man + strings.Repeat(" ", smallBody) // a manifest past a small body, within the step's cap
+	file := func() *tar.Header { return &tar.Header{Name: "a.txt", Typeflag: tar.TypeReg, Mode: 0o644} }
+	in := func(manifest, content string) (int, string, http.Header) {
+		_, ticket := x.link(t)
+		_, next, _ := x.step(t, http.MethodPost, "begin", ticket, "alice", nil, nil)
+		req, err := http.NewRequestWithContext(t.Context(), http.MethodPost, x.base+synclink.Path+"/in",
+			syncTar(t, manifest, file(), content))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set(synclink.TicketHeader, next)
+		req.Header.Set("Authorization", "Bearer "+x.toks["alice"])
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer res.Body.Close()
+		text, _ := io.ReadAll(res.Body)
+		return res.StatusCode, string(text), res.Header
+	}
+
+	for range largeBodies {
+		x.f.srv.limits.large <- struct{}{}
+	}
+	code, text, hdr := in(large, "a")
+	if code != http.StatusServiceUnavailable || hdr.Get("Retry-After") == "" ||
+		!strings.Contains(text, "ask for a new link") {
+		t.Errorf("a sync in with a manifest of %d bytes while every place is held: %d %q (Retry-After %q), want 503 "+
+			"asking for a new link", len(large), code, text, hdr.Get("Retry-After"))
+	}
+	x.untouched(t, "a sync in whose manifest found no place")
+	big := strings.Repeat("x", int(syncTestLimits.MaxFileBytes))
+	if code, text, _ := in(man, big); code != http.StatusOK {
+		t.Errorf("a sync in of a %d-byte file and a small manifest while every place is held: %d %q, want 200",
+			len(big), code, text)
+	}
+	for range largeBodies {
+		<-x.f.srv.limits.large
+	}
+	if code, text, _ := in(large, "a"); code != http.StatusOK {
+		t.Errorf("the large manifest once places are free: %d %q, want 200", code, text)
 	}
 	if n := len(x.f.srv.limits.large); n != 0 {
 		t.Errorf("%d places held after the steps ended", n)

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"context"
 	"net/http"
 
 	"github.com/e2b-mcp/e2b-mcp/server/synclink"
@@ -34,7 +35,12 @@ func (s *Server) newSyncHandler(deps tools.Deps) *synclink.Handler {
 	}
 	return synclink.NewHandler(synclink.Options{Owners: owners, Links: s.syncLinks,
 		Transfers: tools.NewSyncTransfers(deps), Record: s.audit.Record, Now: s.cfg.Now, Log: s.log,
-		HoldBody: s.limits.holdBody})
+		HoldBody: s.limits.holdBody, HoldBytes: func(ctx context.Context, size int64) (func(), error) {
+			if release, ok := s.limits.placeFor(ctx, size); ok {
+				return release, nil
+			}
+			return nil, synclink.ErrBusy
+		}})
 }
 
 // configuredOwner names every caller as the one owner of a server without authentication.

@@ -130,9 +130,10 @@ type SyncReceived struct {
 // Receive takes a sync in's stream (workspace.WriteSyncTar) from body into l's directory, its manifest of at
 // most maxManifest bytes: every header is checked as it streams into a scratch file of the sandbox
 // (workspace.ReceiveTar), then the manifest, and only then is anything unpacked; a stream refused on the way
-// leaves the sandbox as it was.
+// leaves the sandbox as it was. hold is told of the deletions and the manifest before they are held whole
+// (workspace.Hold); its error is returned as it came.
 func (s *SyncTransfers) Receive(ctx context.Context, call Caller, l SyncLink, body io.Reader,
-	maxManifest int64) (SyncReceived, error) {
+	maxManifest int64, hold workspace.Hold) (SyncReceived, error) {
 	use, err := s.b.running(ctx, call, l.SandboxID)
 	if err != nil {
 		return SyncReceived{}, err
@@ -140,7 +141,7 @@ func (s *SyncTransfers) Receive(ctx context.Context, call Caller, l SyncLink, bo
 	var got *workspace.Received
 	sent, refused, err := unpackTar(ctx, envd(use.c, use.rec), l.RemotePath, func(w io.Writer) error {
 		var err error
-		got, err = workspace.ReceiveTar(body, w, s.b.cfg.SyncLimits, maxManifest)
+		got, err = workspace.ReceiveTar(body, w, s.b.cfg.SyncLimits, maxManifest, hold)
 		return err
 	}, func() ([]string, []byte, error) {
 		return got.Deletes, got.Manifest, s.checkManifest(got.Manifest, l)

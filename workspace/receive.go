@@ -65,6 +65,11 @@ type Received struct {
 	Manifest []byte   // as sent: the caller decodes and checks it
 }
 
+// Hold is told the size of a part of a stream that ReceiveTar is about to hold whole, and may refuse it: a server
+// that holds a few large bodies at a time takes one of its places for it (and gives it back once the part is held
+// no more).
+type Hold func(size int64) error
+
 // RefusedError is a stream ReceiveTar refused, and why (Err: the reader's failure, when that was why); nothing
 // of it is to be unpacked.
 type RefusedError struct {
@@ -81,8 +86,9 @@ func (e *RefusedError) Unwrap() error { return e.Err }
 // inside the tree, no hard link, device, FIFO or other kind of entry, no entry twice, within limits (entries,
 // each file's bytes, all bytes), the deletions and the manifest last, each once, the manifest of at most
 // maxManifest bytes. The first entry that breaks a rule is a RefusedError (or a LimitError); w has then been
-// given part of a tar, which the caller throws away.
-func ReceiveTar(r io.Reader, w io.Writer, limits Limits, maxManifest int64) (*Received, error) {
+// given part of a tar, which the caller throws away. Each hold is called with the size of the deletions or the
+// manifest before it is read into memory, and its error ends the stream there (wrapped, as it came).
+func ReceiveTar(r io.Reader, w io.Writer, limits Limits, maxManifest int64, hold ...Hold) (*Received, error) {
 	tr, tw := tar.NewReader(r), tar.NewWriter(w)
 	got := &Received{}
 	seen := map[string]Entry{} // path → its type and a symlink's target
@@ -110,6 +116,14 @@ func ReceiveTar(r io.Reader, w io.Writer, limits Limits, maxManifest int64) (*Re
 			if hdr.Typeflag != tar.TypeReg || hdr.Size > limit {
 				return nil, &RefusedError{Text: fmt.Sprintf("the stream's %s is not a regular entry of at most %s", part,
 					display.Size(limit))}
+			}
+			for _, h := range hold {
+				if h == nil {
+					continue
+				}
+				if err := h(hdr.Size); err != nil {
+					return nil, fmt.Errorf("holding the stream's %s: %w", part, err)
+				}
 			}
 			// The manifest read into memory of its size, once; the deletions path by path.
 			if part == partManifest {

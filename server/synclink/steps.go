@@ -109,7 +109,20 @@ func inCap(l workspace.Limits) int64 {
 
 func (s *stepRun) in() error {
 	body := &workspace.CountingReader{R: http.MaxBytesReader(s.raw, s.r.Body, inCap(s.h.o.Transfers.Limits()))}
-	got, err := s.h.o.Transfers.Receive(s.r.Context(), s.call, s.link, body, manifestCap(s.h.o.Transfers.Limits()))
+	// The deletions and the manifest, held whole at the stream's end until the sandbox has them, take a place then:
+	// a place for the whole upload would turn the others' large calls away for as long as it lasts.
+	release := func() {}
+	defer func() { release() }()
+	hold := func(size int64) error {
+		r, err := s.h.o.HoldBytes(s.r.Context(), size)
+		if err == nil {
+			prev := release
+			release = func() { prev(); r() }
+		}
+		return err
+	}
+	got, err := s.h.o.Transfers.Receive(s.r.Context(), s.call, s.link, body, manifestCap(s.h.o.Transfers.Limits()),
+		hold)
 	s.moved = &audit.Transfer{BytesIn: body.N}
 	if err != nil {
 		return err
@@ -201,6 +214,11 @@ func (s *stepRun) record(err error) {
 		var tooBig *http.MaxBytesError
 		switch {
 		case s.begun:
+		case errors.Is(err, ErrBusy):
+			// After the ticket was spent (the end of a sync in's stream): the link is used up, the sandbox untouched.
+			text = "Nothing was synced: " + err.Error() + "; ask for a new link (call the sync tool again) in a moment."
+			s.w.Header().Set("Retry-After", "5")
+			refuse(s.w, http.StatusServiceUnavailable, text)
 		case errors.As(err, &tooBig):
 			text = fmt.Sprintf("Nothing was synced: what was sent is over the server's limit of %d bytes for this step; "+
 				"exclude what the sandbox does not need.", tooBig.Limit)

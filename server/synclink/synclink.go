@@ -9,6 +9,7 @@ package synclink
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -123,7 +124,14 @@ type Options struct {
 	// (503) and reports false. The stream of a sync in takes none: it flows through to the sandbox for as long
 	// as the upload lasts, and a place held that long would turn away the others' large calls. nil: no places.
 	HoldBody func(w http.ResponseWriter, r *http.Request) (release func(), ok bool)
+	// HoldBytes takes such a place for size bytes a step is about to hold whole after its ticket is spent (the
+	// deletions and manifest at the end of a sync in's stream), when they are more than a small body; it returns
+	// what gives the place back, or ErrBusy. nil: no places.
+	HoldBytes func(ctx context.Context, size int64) (release func(), err error)
 }
+
+// ErrBusy is Options.HoldBytes' word that every place stayed held: the step is answered 503.
+var ErrBusy = errors.New("the server is holding as many large requests as it can")
 
 // Defaults of Options.
 const (
@@ -148,6 +156,9 @@ func NewHandler(o Options) *Handler {
 	}
 	if o.HoldBody == nil {
 		o.HoldBody = func(http.ResponseWriter, *http.Request) (func(), bool) { return func() {}, true }
+	}
+	if o.HoldBytes == nil {
+		o.HoldBytes = func(context.Context, int64) (func(), error) { return func() {}, nil }
 	}
 	return &Handler{o: o, running: map[string]int{}}
 }
