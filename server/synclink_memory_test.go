@@ -3,6 +3,7 @@ package server
 import (
 	"archive/tar"
 	"bytes"
+	"fmt"
 	"io"
 	"net/http"
 	"strings"
@@ -129,11 +130,12 @@ func TestSyncLinkHeldBodiesTakeTheServersPlaces(t *testing.T) {
 	}
 }
 
-// A sync in's deletions and manifest, which the server holds whole at the end of its stream, take one of the
-// places for large bodies then, and only then: while every place is held, a manifest of more than a small body is
-// refused (503, the link used up, the sandbox untouched) while a small manifest after a large file goes through;
-// once places are free the large manifest goes through, and its place is given back.
-func TestSyncLinkInHoldsItsManifestInAPlace(t *testing.T) {
+// What a step holds whole after its ticket is spent, a sync in's deletions and manifest at the end of its stream
+// or the sandbox's manifest a begin answers with, takes one of the places for large bodies then, and only then:
+// while every place is held, a manifest of more than a small body is refused (503, the link used up, the sandbox
+// untouched) while a small manifest after a large file goes through; once places are free the large manifest goes
+// through, and its place is given back.
+func TestSyncLinkStepsHoldLargeManifestsInAPlace(t *testing.T) {
 	x := newSyncLinkFixture(t, e2btest.Options{})
 	x.f.srv.limits.placeTimeout = func(time.Duration) <-chan time.Time { // no wait: every place stays held
 		now := make(chan time.Time, 1)
@@ -143,15 +145,12 @@ func TestSyncLinkInHoldsItsManifestInAPlace(t *testing.T) {
 	man := `{"version":1,"local":"/home/me/project","remote":"/home/user/project","entries":[]}`
 	large := man + strings.Repeat(" ", smallBody) // a manifest past a small body, within the step's cap
 	file := func() *tar.Header { return &tar.Header{Name: "a.txt", Typeflag: tar.TypeReg, Mode: 0o644} }
-	in := func(manifest, content string) (int, string, http.Header) {
-		_, ticket := x.link(t)
-		_, next, _ := x.step(t, http.MethodPost, "begin", ticket, "alice", nil, nil)
-		req, err := http.NewRequestWithContext(t.Context(), http.MethodPost, x.base+synclink.Path+"/in",
-			syncTar(t, manifest, file(), content))
+	post := func(step, ticket string, body io.Reader) (int, string, http.Header) {
+		req, err := http.NewRequestWithContext(t.Context(), http.MethodPost, x.base+synclink.Path+"/"+step, body)
 		if err != nil {
 			t.Fatal(err)
 		}
-		req.Header.Set(synclink.TicketHeader, next)
+		req.Header.Set(synclink.TicketHeader, ticket)
 		req.Header.Set("Authorization", "Bearer "+x.toks["alice"])
 		res, err := http.DefaultClient.Do(req)
 		if err != nil {
@@ -161,27 +160,53 @@ func TestSyncLinkInHoldsItsManifestInAPlace(t *testing.T) {
 		text, _ := io.ReadAll(res.Body)
 		return res.StatusCode, string(text), res.Header
 	}
+	in := func(manifest, content string) (int, string, http.Header) {
+		_, ticket := x.link(t)
+		_, next, _ := x.step(t, http.MethodPost, "begin", ticket, "alice", nil, nil)
+		return post("in", next, syncTar(t, manifest, file(), content))
+	}
+	holdAll := func() {
+		for range largeBodies {
+			x.f.srv.limits.large <- struct{}{}
+		}
+	}
+	freeAll := func() {
+		for range largeBodies {
+			<-x.f.srv.limits.large
+		}
+	}
+	busy := func(what string, code int, text string, hdr http.Header) {
+		t.Helper()
+		if code != http.StatusServiceUnavailable || hdr.Get("Retry-After") == "" ||
+			!strings.Contains(text, "ask for a new link") {
+			t.Errorf("%s while every place is held: %d %q (Retry-After %q), want 503 asking for a new link", what,
+				code, text, hdr.Get("Retry-After"))
+		}
+	}
 
-	for range largeBodies {
-		x.f.srv.limits.large <- struct{}{}
-	}
+	holdAll()
 	code, text, hdr := in(large, "a")
-	if code != http.StatusServiceUnavailable || hdr.Get("Retry-After") == "" ||
-		!strings.Contains(text, "ask for a new link") {
-		t.Errorf("a sync in with a manifest of %d bytes while every place is held: %d %q (Retry-After %q), want 503 "+
-			"asking for a new link", len(large), code, text, hdr.Get("Retry-After"))
-	}
+	busy(fmt.Sprintf("a sync in with a manifest of %d bytes", len(large)), code, text, hdr)
 	x.untouched(t, "a sync in whose manifest found no place")
 	big := strings.Repeat("x", int(syncTestLimits.MaxFileBytes))
 	if code, text, _ := in(man, big); code != http.StatusOK {
 		t.Errorf("a sync in of a %d-byte file and a small manifest while every place is held: %d %q, want 200",
 			len(big), code, text)
 	}
-	for range largeBodies {
-		<-x.f.srv.limits.large
-	}
+	freeAll()
 	if code, text, _ := in(large, "a"); code != http.StatusOK {
 		t.Errorf("the large manifest once places are free: %d %q, want 200", code, text)
+	}
+
+	holdAll()
+	_, ticket := x.link(t)
+	code, text, hdr = post("begin", ticket, nil)
+	busy(fmt.Sprintf("a begin answering the sandbox's manifest of %d bytes", len(large)), code, text, hdr)
+	freeAll()
+	_, ticket = x.link(t)
+	if code, text, _ := post("begin", ticket, nil); code != http.StatusOK ||
+		!strings.Contains(text, `"remote":"/home/user/project"`) {
+		t.Errorf("a begin answering the large manifest once places are free: %d %.200q, want 200 with it", code, text)
 	}
 	if n := len(x.f.srv.limits.large); n != 0 {
 		t.Errorf("%d places held after the steps ended", n)

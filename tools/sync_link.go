@@ -98,13 +98,19 @@ func (s *SyncTransfers) ErrorText(ctx context.Context, call Caller, err error) (
 }
 
 // Manifest is the manifest of the last sync into l's directory, nil when there is none; for a sync out, whose
-// base it is, none is an error.
-func (s *SyncTransfers) Manifest(ctx context.Context, call Caller, l SyncLink) (*workspace.Manifest, error) {
+// base it is, none is an error. hold is told the manifest's size before it is read (workspace.Hold); its error
+// is returned as it came.
+func (s *SyncTransfers) Manifest(ctx context.Context, call Caller, l SyncLink, hold workspace.Hold) (
+	*workspace.Manifest, error) {
 	use, err := s.b.running(ctx, call, l.SandboxID)
 	if err != nil {
 		return nil, err
 	}
-	man, err := readManifest(ctx, envd(use.c, use.rec), l.RemotePath)
+	man, err := readManifest(ctx, envd(use.c, use.rec), l.RemotePath, hold)
+	var held *heldError
+	if errors.As(err, &held) {
+		return nil, held.err
+	}
 	if err != nil {
 		return nil, s.b.sandboxFailure(ctx, use.c, call, use.rec, err)
 	}

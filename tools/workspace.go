@@ -121,9 +121,11 @@ func (b *base) judgeLocalPath(args map[string]any) (string, bool) {
 }
 
 // readManifest reads the manifest of the last sync into remote; nil when there is none (or one that cannot be
-// read, which a sync in replaces by sending everything).
-func readManifest(ctx context.Context, e *e2b.Envd, remote string) (*workspace.Manifest, error) {
-	r, _, err := e.Download(ctx, manifestPath(remote), e2b.DownloadOptions{})
+// read, which a sync in replaces by sending everything). Each hold is told its size before it is read; a hold's
+// refusal is a heldError.
+func readManifest(ctx context.Context, e *e2b.Envd, remote string, hold ...workspace.Hold) (*workspace.Manifest,
+	error) {
+	r, size, err := e.Download(ctx, manifestPath(remote), e2b.DownloadOptions{})
 	if errors.Is(err, e2b.ErrNotFound) {
 		return nil, nil
 	}
@@ -131,12 +133,26 @@ func readManifest(ctx context.Context, e *e2b.Envd, remote string) (*workspace.M
 		return nil, err
 	}
 	defer r.Close()
+	if size < 0 || size > maxManifestBytes {
+		size = maxManifestBytes // what ReadManifest may hold of it
+	}
+	for _, h := range hold {
+		if err := h(size); err != nil {
+			return nil, &heldError{err}
+		}
+	}
 	m, err := workspace.ReadManifest(r, maxManifestBytes)
 	if err != nil || m.Remote != remote {
 		return nil, nil
 	}
 	return m, nil
 }
+
+// heldError is a Hold's refusal, which is not the sandbox's failure.
+type heldError struct{ err error }
+
+func (e *heldError) Error() string { return e.err.Error() }
+func (e *heldError) Unwrap() error { return e.err }
 
 // remoteDir is the sandbox directory a sync uses: remote as the sandbox resolves it, else the home directory
 // joined with the local directory's name.

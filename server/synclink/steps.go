@@ -42,10 +42,26 @@ type stepRun struct {
 	moved *audit.Transfer
 	// release gives back the place of a body held whole once it is held no more (Options.HoldBody).
 	release func()
-	begun   bool // the answer's body has begun: a failure can no longer change its status
+	begun   bool     // the answer's body has begun: a failure can no longer change its status
+	held    []func() // give back the places taken by hold
+}
+
+// hold takes a place for size bytes the step is about to hold whole after its ticket was spent (Options.HoldBytes),
+// given back when the step ends.
+func (s *stepRun) hold(size int64) error {
+	release, err := s.h.o.HoldBytes(s.r.Context(), size)
+	if err == nil {
+		s.held = append(s.held, release)
+	}
+	return err
 }
 
 func (s *stepRun) run() {
+	defer func() {
+		for _, release := range s.held {
+			release()
+		}
+	}()
 	var err error
 	switch s.step {
 	case stepBegin:
@@ -75,7 +91,7 @@ func (s *stepRun) next(steps ...string) error {
 }
 
 func (s *stepRun) begin() error {
-	man, err := s.h.o.Transfers.Manifest(s.r.Context(), s.call, s.link)
+	man, err := s.h.o.Transfers.Manifest(s.r.Context(), s.call, s.link, s.hold)
 	if err != nil {
 		return err
 	}
@@ -111,18 +127,8 @@ func (s *stepRun) in() error {
 	body := &workspace.CountingReader{R: http.MaxBytesReader(s.raw, s.r.Body, inCap(s.h.o.Transfers.Limits()))}
 	// The deletions and the manifest, held whole at the stream's end until the sandbox has them, take a place then:
 	// a place for the whole upload would turn the others' large calls away for as long as it lasts.
-	release := func() {}
-	defer func() { release() }()
-	hold := func(size int64) error {
-		r, err := s.h.o.HoldBytes(s.r.Context(), size)
-		if err == nil {
-			prev := release
-			release = func() { prev(); r() }
-		}
-		return err
-	}
 	got, err := s.h.o.Transfers.Receive(s.r.Context(), s.call, s.link, body, manifestCap(s.h.o.Transfers.Limits()),
-		hold)
+		s.hold)
 	s.moved = &audit.Transfer{BytesIn: body.N}
 	if err != nil {
 		return err
