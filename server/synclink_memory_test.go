@@ -179,7 +179,7 @@ func TestSyncLinkStepsHoldLargeManifestsInAPlace(t *testing.T) {
 		t.Helper()
 		if code != http.StatusServiceUnavailable || hdr.Get("Retry-After") == "" ||
 			!strings.Contains(text, "ask for a new link") {
-			t.Errorf("%s while every place is held: %d %q (Retry-After %q), want 503 asking for a new link", what,
+			t.Errorf("%s while every place is held: %d %.200q (Retry-After %q), want 503 asking for a new link", what,
 				code, text, hdr.Get("Retry-After"))
 		}
 	}
@@ -207,6 +207,30 @@ func TestSyncLinkStepsHoldLargeManifestsInAPlace(t *testing.T) {
 	if code, text, _ := post("begin", ticket, nil); code != http.StatusOK ||
 		!strings.Contains(text, `"remote":"/home/user/project"`) {
 		t.Errorf("a begin answering the large manifest once places are free: %d %.200q, want 200 with it", code, text)
+	}
+
+	// A listing of the sandbox's tree past a small one: 6,000 names of 200 bytes.
+	mustOK(t, x.c, "e2b_exec", map[string]any{"sandbox_id": x.id, "command": "cd /home/user/project && " +
+		"for i in $(seq 6000); do : > f$(printf %0200d $i); done"})
+	list := func(placesHeld bool) (int, string, http.Header) {
+		res := mustOK(t, x.c, "e2b_sync_out", map[string]any{"sandbox_id": x.id, "remote_path": "project",
+			"local_path": "/home/me/project"})
+		_, ticket, err := synclink.SplitLink(strings.Split(res["command"].(string), "'")[1])
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, next, _ := x.step(t, http.MethodPost, "begin", ticket, "alice", nil, nil)
+		if placesHeld {
+			holdAll()
+			defer freeAll()
+		}
+		return post("list", next, strings.NewReader(`{"prune":[]}`))
+	}
+	code, text, hdr = list(true)
+	busy("a list of a tree of 6,000 long names", code, text, hdr)
+	code, text, _ = list(false)
+	if code != http.StatusOK || len(text) <= smallBody {
+		t.Errorf("the list once places are free: %d, %d bytes, want 200 with more than %d", code, len(text), smallBody)
 	}
 	if n := len(x.f.srv.limits.large); n != 0 {
 		t.Errorf("%d places held after the steps ended", n)

@@ -107,8 +107,7 @@ func (s *SyncTransfers) Manifest(ctx context.Context, call Caller, l SyncLink, h
 		return nil, err
 	}
 	man, err := readManifest(ctx, envd(use.c, use.rec), l.RemotePath, hold)
-	var held *heldError
-	if errors.As(err, &held) {
+	if held := (*heldError)(nil); errors.As(err, &held) {
 		return nil, held.err
 	}
 	if err != nil {
@@ -189,13 +188,18 @@ func (s *SyncTransfers) checkManifest(data []byte, l SyncLink) error {
 }
 
 // List is the sandbox's listing of l's directory (ListCommand's output, which the user's side parses as the
-// sandbox's word), pruning the names given.
-func (s *SyncTransfers) List(ctx context.Context, call Caller, l SyncLink, pruneNames []string) ([]byte, error) {
+// sandbox's word), pruning the names given. hold is told the most the listing may be once it passes a small
+// one (workspace.Hold); its error is returned as it came.
+func (s *SyncTransfers) List(ctx context.Context, call Caller, l SyncLink, pruneNames []string,
+	hold workspace.Hold) ([]byte, error) {
 	use, err := s.b.running(ctx, call, l.SandboxID)
 	if err != nil {
 		return nil, err
 	}
-	out, err := listTree(ctx, envd(use.c, use.rec), l.RemotePath, pruneNames)
+	out, err := listTree(ctx, envd(use.c, use.rec), l.RemotePath, pruneNames, hold)
+	if held := (*heldError)(nil); errors.As(err, &held) {
+		return nil, held.err
+	}
 	if err != nil {
 		return nil, s.b.sandboxFailure(ctx, use.c, call, use.rec, err)
 	}

@@ -136,10 +136,8 @@ func readManifest(ctx context.Context, e *e2b.Envd, remote string, hold ...works
 	if size < 0 || size > maxManifestBytes {
 		size = maxManifestBytes // what ReadManifest may hold of it
 	}
-	for _, h := range hold {
-		if err := h(size); err != nil {
-			return nil, &heldError{err}
-		}
+	if err := holdAll(hold, size); err != nil {
+		return nil, &heldError{err}
 	}
 	m, err := workspace.ReadManifest(r, maxManifestBytes)
 	if err != nil || m.Remote != remote {
@@ -172,13 +170,22 @@ func scratchPath(kind string) string {
 const scriptTimeout = 10 * time.Minute
 
 // runScript runs one of the sync's commands and returns its stdout, at most limit bytes; a command that fails is
-// an error with its stderr.
-func runScript(ctx context.Context, e *e2b.Envd, script string, limit int) ([]byte, error) {
+// an error with its stderr. Each hold is told limit once the stdout passes holdFrom; a refusal stops the command
+// and is a heldError.
+func runScript(ctx context.Context, e *e2b.Envd, script string, limit int, hold ...workspace.Hold) ([]byte, error) {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
 	var out, stderr []byte
-	over := false
+	over, told := false, false
+	var held error // a hold's refusal: the command is stopped, its output dropped
 	res, err := e.RunCommand(ctx, script, e2b.CommandOptions{Timeout: scriptTimeout,
 		OnOutput: func(kind e2b.EventKind, data []byte) {
+			if kind == e2b.EventStdout && !told && len(out)+len(data) > holdFrom {
+				told, held = true, holdAll(hold, int64(limit))
+			}
 			switch {
+			case held != nil:
+				cancel()
 			case kind == e2b.EventStdout && len(out)+len(data) <= limit:
 				out = append(out, data...)
 			case kind == e2b.EventStdout:
@@ -187,6 +194,9 @@ func runScript(ctx context.Context, e *e2b.Envd, script string, limit int) ([]by
 				stderr = append(stderr, data[:min(len(data), 4096-len(stderr))]...)
 			}
 		}})
+	if held != nil {
+		return nil, &heldError{held}
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -198,6 +208,22 @@ func runScript(ctx context.Context, e *e2b.Envd, script string, limit int) ([]by
 			strings.TrimSpace(string(stderr)))
 	}
 	return out, nil
+}
+
+// holdFrom is the output of a sync command past which runScript tells its holds: a small one is held without.
+const holdFrom = 1 << 20
+
+// holdAll tells each hold of size, the first refusal.
+func holdAll(hold []workspace.Hold, size int64) error {
+	for _, h := range hold {
+		if h == nil {
+			continue
+		}
+		if err := h(size); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // upload sends r to path in the sandbox.
@@ -256,12 +282,13 @@ func unpackTar(ctx context.Context, e *e2b.Envd, remote string, tarred func(io.W
 
 // listTree is the sandbox's listing of the tree at remote (ListCommand's output, for ParseListing), pruning the
 // names given and the manifests' directory when it is inside remote.
-func listTree(ctx context.Context, e *e2b.Envd, remote string, pruneNames []string) ([]byte, error) {
+func listTree(ctx context.Context, e *e2b.Envd, remote string, pruneNames []string,
+	hold ...workspace.Hold) ([]byte, error) {
 	var prune []string
 	if rel, ok := strings.CutPrefix(manifestDir, remote+"/"); ok {
 		prune = append(prune, rel)
 	}
-	return runScript(ctx, e, workspace.ListCommand(remote, pruneNames, prune), maxListingBytes)
+	return runScript(ctx, e, workspace.ListCommand(remote, pruneNames, prune), maxListingBytes, hold...)
 }
 
 // fetchFiles is a tar of the files of remote named in fetch (paths relative to it), made in the sandbox and

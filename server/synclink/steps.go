@@ -147,7 +147,7 @@ func (s *stepRun) list() error {
 	if err := json.Unmarshal(body.Bytes(), &req); err != nil {
 		return &workspace.RefusedError{Text: "the list step's body is not one: " + err.Error()}
 	}
-	out, err := s.h.o.Transfers.List(s.r.Context(), s.call, s.link, req.Prune)
+	out, err := s.h.o.Transfers.List(s.r.Context(), s.call, s.link, req.Prune, s.hold)
 	if err != nil {
 		return err
 	}

@@ -125,7 +125,8 @@ type Options struct {
 	// as the upload lasts, and a place held that long would turn away the others' large calls. nil: no places.
 	HoldBody func(w http.ResponseWriter, r *http.Request) (release func(), ok bool)
 	// HoldBytes takes such a place for size bytes a step is about to hold whole after its ticket is spent (the
-	// deletions and manifest at the end of a sync in's stream), when they are more than a small body; it returns
+	// deletions and manifest at the end of a sync in's stream, the sandbox's manifest a begin answers with, the
+	// sandbox's listing past a small one), when they are more than a small body; it returns
 	// what gives the place back, or ErrBusy. nil: no places.
 	HoldBytes func(ctx context.Context, size int64) (release func(), err error)
 }
