@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mark3labs/mcp-go/client"
+
 	"github.com/e2b-mcp/e2b-mcp/internal/modcachetest"
 )
 
@@ -27,6 +29,19 @@ func (x *h) syncCLI(server *httpServer, token string, args ...string) result {
 	cmd.Stdout, cmd.Stderr = out, errOut
 	err := cmd.Run()
 	return result{stdout: out.String(), stderr: errOut.String(), err: err}
+}
+
+// startSyncTeam starts a team server on b for sync links, alice's (logged in to E2B) with bob as another member,
+// and returns it with alice's client, a sandbox of hers, and each member's bearer token.
+func (x *h) startSyncTeam(b cancelBackend) (srv *httpServer, c *client.Client, id, aliceToken, bobToken string) {
+	x.t.Helper()
+	alice, bob := x.owner("alice"), x.owner("bob")
+	x.login(alice)
+	tokens := x.path("tokens.json")
+	aliceToken, bobToken = x.addToken(alice, tokens), x.addToken(bob, tokens)
+	srv = x.startHTTP(append(x.serveOn(b, alice, "sync"), "--transport", "http", "--tokens-file", tokens)...)
+	c = x.connectHTTP(srv.base, aliceToken, "")
+	return srv, c, create(x.t, c, nil), aliceToken, bobToken
 }
 
 var syncLinkPattern = regexp.MustCompile(`--link '([^']+)'`)
@@ -62,13 +77,7 @@ func TestSyncThroughATeamServer(t *testing.T) {
 	t.Parallel()
 	forEachBackend(t, func(t *testing.T, b cancelBackend) {
 		x := newH(t)
-		alice, bob := x.owner("alice"), x.owner("bob")
-		x.login(alice)
-		tokens := x.path("tokens.json")
-		tok, bobTok := x.addToken(alice, tokens), x.addToken(bob, tokens)
-		srv := x.startHTTP(append(x.serveOn(b, alice, "sync"), "--transport", "http", "--tokens-file", tokens)...)
-		c := x.connectHTTP(srv.base, tok, "")
-		id := create(t, c, nil)
+		srv, c, id, tok, bobTok := x.startSyncTeam(b)
 		project := x.path("project")
 		writeTree(t, project, map[string]string{"main.go": "package main\n\nfunc main() {}\n",
 			"sub/util.go": "package main\n\nfunc util() int { return 1 }\n", ".gitignore": "build/\n",
