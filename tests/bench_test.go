@@ -235,11 +235,14 @@ func BenchmarkWriteFile1MiBMCPvsJSSDK(b *testing.B) {
 	}
 }
 
-// E2B's JS SDK and e2b-mcp side by side on the same sandbox of E2B's real envd (shared/envd, behind the control
-// plane's stand-in), in one run, call by call in turn so that load falls on each alike: exec `true` (e2b_exec
-// against commands.run) and a 1 MiB write (e2b_write_file against files.write). e2b-mcp is the built binary over
-// stdio driven by the mcp-go client; the SDK is kept running in node. Medians are reported, the ratios of the
-// medians, and the server's own CPU time per call.
+// E2B's JS SDK and e2b-mcp side by side on E2B's real envd (shared/envd, behind the control plane's stand-in), in
+// one run, call by call in turn so that load falls on each alike: exec `true` (e2b_exec against commands.run) and
+// a 1 MiB write (e2b_write_file against files.write). e2b-mcp is the built binary over stdio, driven twice: by the
+// official TypeScript MCP client (tests/js/mcp_bench.mjs, which launches its own server and sandbox; the SDK works
+// on that sandbox), and by the mcp-go client of these tests (its own server and sandbox). Each client times its
+// own calls; the mcp-go client's encoding and parsing of a 1 MiB call cost about as much CPU as the server's, the
+// TypeScript client's a few milliseconds. Medians are reported, the ratios of the medians to the SDK's, and each
+// server's CPU time per write and per exec.
 func BenchmarkSideBySideRealEnvd(b *testing.B) {
 	node := requireNode(b)
 	_, err := os.Stat(filepath.Join("js", "node_modules", "e2b", "package.json"))
@@ -263,53 +266,71 @@ func BenchmarkSideBySideRealEnvd(b *testing.B) {
 		b.Fatal(err)
 	}
 	dir := "/tmp/e2b-mcp-side-by-side-" + strconv.Itoa(os.Getpid())
-	mcpPath, sdkPath := dir+"/mcp.txt", dir+"/sdk.txt"
-	sdk := startSDKClient(b, x, emu, node, key, id, sdkPath, contentFile)
+	ts := startMCPScript(b, x, node, dir+"/ts.txt", contentFile,
+		x.serveArgsAt(emu, owner, "bench-ts", "--policy", x.allowAll(), "--state-dir", x.path("state-ts"))...)
+	sdk := startSDKClient(b, x, emu, node, key, ts.sandbox, dir+"/sdk.txt", contentFile)
 	execArgs := map[string]any{"sandbox_id": id, "command": "true"}
-	writeArgs := map[string]any{"sandbox_id": id, "path": mcpPath, "content": content}
+	writeArgs := map[string]any{"sandbox_id": id, "path": dir + "/mcp.txt", "content": content}
 	timed := func(f func()) time.Duration {
 		t0 := time.Now()
 		f()
 		return time.Since(t0)
 	}
-	mcpExec := func() {
+	goExec := func() {
 		if out := ok(b, s.Client, "e2b_exec", execArgs); num(out, "exit_code") != 0 {
 			b.Fatalf("e2b_exec true: %v", out)
 		}
 	}
-	mcpWrite := func() {
+	goWrite := func() {
 		if out := ok(b, s.Client, "e2b_write_file", writeArgs); out["success"] != true {
 			b.Fatalf("e2b_write_file: %v", out)
 		}
 	}
 	// Warm every path (connections, the directory, the JIT) before measuring.
 	for range 3 {
-		mcpExec()
-		mcpWrite()
+		goExec()
+		goWrite()
+		ts.exec(b)
+		ts.write(b)
 		sdk.exec(b)
 		sdk.write(b)
 	}
 
-	var execMCP, execSDK, writeMCP, writeSDK []time.Duration
-	cpu0 := cpuTime(b, s.cmd.Process.Pid)
+	var times [6][]time.Duration // in the order of names
+	names := [6]string{"go-exec", "ts-exec", "sdk-exec", "go-write", "ts-write", "sdk-write"}
+	var cpu [4]time.Duration // go-exec, ts-exec, go-write, ts-write: the server's
+	servers := [2]int{s.cmd.Process.Pid, ts.pid}
+	serverTimed := func(i int, f func() time.Duration) time.Duration {
+		c0 := cpuTime(b, servers[i%2])
+		d := f()
+		cpu[i] += cpuTime(b, servers[i%2]) - c0
+		return d
+	}
 	b.ResetTimer()
 	for range b.N {
-		execMCP = append(execMCP, timed(mcpExec))
-		execSDK = append(execSDK, sdk.exec(b))
-		writeMCP = append(writeMCP, timed(mcpWrite))
-		writeSDK = append(writeSDK, sdk.write(b))
+		times[0] = append(times[0], serverTimed(0, func() time.Duration { return timed(goExec) }))
+		times[1] = append(times[1], serverTimed(1, func() time.Duration { return ts.exec(b) }))
+		times[2] = append(times[2], sdk.exec(b))
+		times[3] = append(times[3], serverTimed(2, func() time.Duration { return timed(goWrite) }))
+		times[4] = append(times[4], serverTimed(3, func() time.Duration { return ts.write(b) }))
+		times[5] = append(times[5], sdk.write(b))
 	}
 	b.StopTimer()
-	serverCPU := cpuTime(b, s.cmd.Process.Pid) - cpu0
 	n := float64(b.N)
 	ms := func(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
-	b.ReportMetric(ms(median(execMCP)), "mcp-exec-ms")
-	b.ReportMetric(ms(median(execSDK)), "sdk-exec-ms")
-	b.ReportMetric(float64(median(execMCP))/float64(median(execSDK)), "exec-mcp/sdk")
-	b.ReportMetric(ms(median(writeMCP)), "mcp-write-ms")
-	b.ReportMetric(ms(median(writeSDK)), "sdk-write-ms")
-	b.ReportMetric(float64(median(writeMCP))/float64(median(writeSDK)), "write-mcp/sdk")
-	b.ReportMetric(ms(serverCPU)/(2*n), "server-cpu-ms/call")
+	var medians [6]time.Duration
+	for i, name := range names {
+		medians[i] = median(times[i])
+		b.ReportMetric(ms(medians[i]), name+"-ms")
+	}
+	for i, name := range names {
+		if i%3 != 2 {
+			b.ReportMetric(float64(medians[i])/float64(medians[i/3*3+2]), name+"/sdk")
+		}
+	}
+	for i, name := range []string{"go-exec", "ts-exec", "go-write", "ts-write"} {
+		b.ReportMetric(ms(cpu[i])/n, name+"-server-cpu-ms")
+	}
 	if raceEnabled {
 		b.Log("the binary is built with -race, which slows the server several times; `make bench` builds it without")
 	}
@@ -331,19 +352,49 @@ func textOfSize(n int) string {
 	return sb.String()[:n]
 }
 
-// sdkClient is tests/js/sdk_bench.mjs, kept running: each call asks it for one SDK call and returns the time it
-// measured.
-type sdkClient struct {
+// benchScript is a script of tests/js kept running: each call asks it for one call and returns the time it
+// measured. sdk_bench.mjs makes E2B's JS SDK calls, mcp_bench.mjs e2b-mcp's tool calls through the TypeScript
+// MCP client.
+type benchScript struct {
 	in  io.Writer
 	out *bufio.Scanner
 }
 
 // startSDKClient starts sdk_bench.mjs on sandbox id of emu (writes go to path, with the content of contentFile).
-func startSDKClient(b *testing.B, x *h, emu *e2btest.Server, node, key, id, path, contentFile string) *sdkClient {
+func startSDKClient(b *testing.B, x *h, emu *e2btest.Server, node, key, id, path, contentFile string) *benchScript {
+	return startScript(b, x, node, "sdk_bench.mjs",
+		[]string{"E2B_API_KEY=" + key, "E2B_API_URL=" + emu.URL(), "E2B_SANDBOX_URL=" + emu.URL()}, id, path, contentFile)
+}
+
+// mcpScript is mcp_bench.mjs: the server it launched, and the sandbox it created there.
+type mcpScript struct {
+	*benchScript
+	sandbox string
+	pid     int
+}
+
+// startMCPScript starts mcp_bench.mjs, which launches the built binary with serveArgs and creates a sandbox (writes
+// go to path, with the content of contentFile).
+func startMCPScript(b *testing.B, x *h, node, path, contentFile string, serveArgs ...string) *mcpScript {
+	s := &mcpScript{benchScript: startScript(b, x, node, "mcp_bench.mjs", nil,
+		append([]string{path, contentFile, the.bin}, serveArgs...)...)}
+	var first struct {
+		Sandbox string `json:"sandbox"`
+		PID     int    `json:"pid"`
+	}
+	if !s.out.Scan() || json.Unmarshal(s.out.Bytes(), &first) != nil || first.Sandbox == "" || first.PID <= 0 {
+		b.Fatalf("mcp_bench.mjs started with %q (%v; its stderr is in the test log)", s.out.Text(), s.out.Err())
+	}
+	s.sandbox, s.pid = first.Sandbox, first.PID
+	return s
+}
+
+// startScript starts tests/js/script with args, in the test's environment with env added.
+func startScript(b *testing.B, x *h, node, script string, env []string, args ...string) *benchScript {
 	ctx, cancel := context.WithCancel(context.Background())
-	cmd := exec.CommandContext(ctx, node, filepath.Join("js", "sdk_bench.mjs"), id, path, contentFile)
-	cmd.Env = append(x.env(), "E2B_API_KEY="+key, "E2B_API_URL="+emu.URL(), "E2B_SANDBOX_URL="+emu.URL())
-	cmd.Stderr = x.capture("node sdk_bench.mjs stderr")
+	cmd := exec.CommandContext(ctx, node, append([]string{filepath.Join("js", script)}, args...)...)
+	cmd.Env = append(x.env(), env...)
+	cmd.Stderr = x.capture("node " + script + " stderr")
 	in, err := cmd.StdinPipe()
 	if err != nil {
 		b.Fatal(err)
@@ -363,48 +414,48 @@ func startSDKClient(b *testing.B, x *h, emu *e2btest.Server, node, key, id, path
 		case <-done:
 		case <-time.After(10 * time.Second):
 			cancel()
-			waitfor.Recv(b, done, 30*time.Second, "the SDK client to exit after its kill")
+			waitfor.Recv(b, done, 30*time.Second, "node "+script+" to exit after its kill")
 		}
 		cancel()
 	})
-	return &sdkClient{in: in, out: bufio.NewScanner(out)}
+	return &benchScript{in: in, out: bufio.NewScanner(out)}
 }
 
-// sdkAnswer is a line of sdk_bench.mjs.
+// sdkAnswer is an answer of a benchScript.
 type sdkAnswer struct {
 	NS       int64  `json:"ns"`
 	Path     string `json:"path"`
 	ExitCode *int   `json:"exitCode"`
 }
 
-func (w *sdkClient) call(b *testing.B, request string) sdkAnswer {
+func (w *benchScript) call(b *testing.B, request string) sdkAnswer {
 	if _, err := io.WriteString(w.in, request+"\n"); err != nil {
 		b.Fatal(err)
 	}
 	if !w.out.Scan() {
-		b.Fatalf("sdk_bench.mjs ended without an answer: %v (its stderr is in the test log)", w.out.Err())
+		b.Fatalf("the script ended without an answer: %v (its stderr is in the test log)", w.out.Err())
 	}
 	var answer sdkAnswer
 	if err := json.Unmarshal(w.out.Bytes(), &answer); err != nil || answer.NS <= 0 {
-		b.Fatalf("sdk_bench.mjs answered %q (%v)", w.out.Text(), err)
+		b.Fatalf("the script answered %q (%v)", w.out.Text(), err)
 	}
 	return answer
 }
 
-// write is one files.write of the content.
-func (w *sdkClient) write(b *testing.B) time.Duration {
+// write is one write of the content (files.write, or e2b_write_file).
+func (w *benchScript) write(b *testing.B) time.Duration {
 	a := w.call(b, "write")
 	if a.Path == "" {
-		b.Fatalf("sdk_bench.mjs wrote to no path: %+v", a)
+		b.Fatalf("the script wrote to no path: %+v", a)
 	}
 	return time.Duration(a.NS)
 }
 
-// exec is one commands.run of `true`.
-func (w *sdkClient) exec(b *testing.B) time.Duration {
+// exec is one run of `true` (commands.run, or e2b_exec).
+func (w *benchScript) exec(b *testing.B) time.Duration {
 	a := w.call(b, "exec")
 	if a.ExitCode == nil || *a.ExitCode != 0 {
-		b.Fatalf("sdk_bench.mjs ran true with exit code %v", a.ExitCode)
+		b.Fatalf("the script ran true with exit code %v", a.ExitCode)
 	}
 	return time.Duration(a.NS)
 }
