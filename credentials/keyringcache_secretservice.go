@@ -20,6 +20,7 @@ type secretServiceWatcher struct{}
 const (
 	secretServiceName = "org.freedesktop.secrets"
 	secretItem        = "org.freedesktop.Secret.Item"
+	secretCollection  = "org.freedesktop.Secret.Collection"
 )
 
 var errNotVouched = errors.New("the Secret Service does not vouch for the entry")
@@ -31,14 +32,15 @@ func (secretServiceWatcher) stamp(service, account string) (entryStamp, error) {
 	}
 	// The collection go-keyring reads and writes; searching it needs no unlock, and reading a locked item's
 	// stamp below fails, so a locked collection is never vouched for.
-	items, err := svc.SearchItems(svc.GetLoginCollection(), map[string]string{"service": service, "username": account})
+	collection := svc.GetLoginCollection().Path()
+	present, err := searchUnlocked(svc.Conn, collection, service, account)
 	if err != nil {
 		return entryStamp{}, err
 	}
-	if len(items) == 0 {
-		return entryStamp{}, errNotVouched
+	if present == "" {
+		return entryStamp{item: string(collection), absent: true}, nil
 	}
-	return itemStamp(svc.Conn, items[0], service, account)
+	return itemStamp(svc.Conn, present, service, account)
 }
 
 func (secretServiceWatcher) unchanged(service, account string, s entryStamp) bool {
@@ -46,8 +48,39 @@ func (secretServiceWatcher) unchanged(service, account string, s entryStamp) boo
 	if err != nil {
 		return false
 	}
+	if s.absent {
+		present, err := searchUnlocked(conn, dbus.ObjectPath(s.item), service, account)
+		return err == nil && present == ""
+	}
 	now, err := itemStamp(conn, dbus.ObjectPath(s.item), service, account)
 	return err == nil && now == s
+}
+
+// searchUnlocked searches a collection for account's entry of service and returns its item, or "" when there is
+// none and the collection is unlocked; a locked collection gives errNotVouched, as a read of it fails. Both are
+// asked at once, one round trip. The search, not the collection's list of items, says an entry is absent: the
+// Secret Service may give a new entry the path of one deleted since.
+func searchUnlocked(conn *dbus.Conn, collection dbus.ObjectPath, service, account string) (dbus.ObjectPath, error) {
+	obj := conn.Object(secretServiceName, collection)
+	search := obj.Go(secretCollection+".SearchItems", 0, nil, map[string]string{"service": service, "username": account})
+	lock := obj.Go("org.freedesktop.DBus.Properties.Get", 0, nil, secretCollection, "Locked")
+	var items []dbus.ObjectPath
+	var locked dbus.Variant
+	<-search.Done
+	<-lock.Done
+	if err := search.Store(&items); err != nil {
+		return "", err
+	}
+	if len(items) > 0 {
+		return items[0], nil
+	}
+	if err := lock.Store(&locked); err != nil {
+		return "", err
+	}
+	if isLocked, ok := locked.Value().(bool); !ok || isLocked {
+		return "", errNotVouched
+	}
+	return "", nil
 }
 
 // itemStamp reads an item's properties in one round trip: the stamp of an unlocked item that is account's entry

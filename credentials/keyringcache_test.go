@@ -75,6 +75,43 @@ func TestKeyringCacheOnTheSecretService(t *testing.T) {
 		}
 	})
 
+	// An entry that is not there (the list of an owner who added no credentials, read at every create) is
+	// remembered as absent while a search still finds none, and the next read after a login sees the login. The
+	// login comes after another entry is deleted, so that the Secret Service may give the new entry that one's
+	// path: the collection's list of items is then the same as when the absence was read.
+	t.Run("an absence follows the writer", func(t *testing.T) {
+		c, reads := newCache()
+		absent := func(when string) {
+			t.Helper()
+			if got, err := c.Secret("frank"); !errors.Is(err, ErrNotFound) {
+				t.Fatalf("%s: Secret = %q, %v; want ErrNotFound", when, LastFour(got), err)
+			}
+		}
+		absent("first read")
+		absent("second read")
+		if n := reads.Load(); n != 1 {
+			t.Errorf("two reads of a missing entry read the keyring %d times; want once, then memory", n)
+		}
+		mustSet(t, "frank", key(1))
+		wants(t, c, "frank", key(1), "after a login")
+		if err := writer.DeleteSecret("frank"); err != nil {
+			t.Fatal(err)
+		}
+		absent("after a logout")
+		absent("read again after the logout")
+
+		mustSet(t, "grace", key(2))
+		absent("with another entry beside it")
+		if err := writer.DeleteSecret("grace"); err != nil {
+			t.Fatal(err)
+		}
+		mustSet(t, "frank", key(3))
+		wants(t, c, "frank", key(3), "after another entry went and a login came")
+		if err := writer.DeleteSecret("frank"); err != nil {
+			t.Fatal(err)
+		}
+	})
+
 	t.Run("a replace within the second of the last read", func(t *testing.T) {
 		c, _ := newCache()
 		// The replace must come in the second the read was made in, when Modified may not move; a run that a
@@ -155,6 +192,18 @@ func TestKeyringCacheOnTheSecretService(t *testing.T) {
 		}
 		unlockLoginCollection(t, conn)
 		wants(t, c, "carol", key(6), "after the unlock")
+
+		// A remembered absence is not served from a locked keyring either.
+		if _, err := c.Secret("heidi"); !errors.Is(err, ErrNotFound) {
+			t.Fatalf("a missing entry: %v; want ErrNotFound", err)
+		}
+		lockLoginCollection(t, conn)
+		_, plainErr = writer.Secret("heidi")
+		_, err = c.Secret("heidi")
+		if err == nil || plainErr == nil || err.Error() != plainErr.Error() {
+			t.Errorf("a missing entry with the keyring locked: %v; want Keyring's error %v", err, plainErr)
+		}
+		unlockLoginCollection(t, conn)
 	})
 
 	t.Run("the Secret Service stops", func(t *testing.T) {
@@ -274,6 +323,20 @@ func stopSecretService(t *testing.T) {
 		}
 		if time.Now().After(deadline) {
 			t.Fatalf("gnome-keyring-daemon (pid %d) still owns %s 30 s after SIGTERM", pid, secretServiceName)
+		}
+	}
+}
+
+// BenchmarkKeyringCacheMissingEntry is a read of an entry that is not there, as the egress credentials of an
+// owner who added none are read at every create, from the real Secret Service of tests/with-keyring.sh.
+func BenchmarkKeyringCacheMissingEntry(b *testing.B) {
+	if os.Getenv("DBUS_SESSION_BUS_ADDRESS") == "" {
+		optional.Missing(b, "no D-Bus session: run the benchmark under tests/with-keyring.sh")
+	}
+	c := NewKeyringCache(Keyring{Service: "e2b-mcp-cache-bench"})
+	for b.Loop() {
+		if _, err := c.Secret("nobody"); !errors.Is(err, ErrNotFound) {
+			b.Fatalf("Secret of a missing entry: %v; want ErrNotFound", err)
 		}
 	}
 }

@@ -91,6 +91,45 @@ func noteCredential(token string) {
 	the.noteSecret(strings.TrimPrefix(h, "Basic "), "credential header value "+h[:12]+"…")
 }
 
+// A credential added with the CLI while a server runs for an owner who had none is in the next sandbox it
+// creates, and one removed is not: the server remembers that the owner has no credentials only while the
+// keyring still holds none.
+func TestEgressCredentialAddedWhileServing(t *testing.T) {
+	t.Parallel()
+	x := newH(t)
+	owner := x.owner("egress-late")
+	x.login(owner)
+	s := x.startStdio(clientOpts{}, x.serveArgs(owner, "egress-late", "--allow-out", gitDomain)...)
+	var res results
+	credentialsOfCreate := func(when string) []any {
+		t.Helper()
+		out := res.ok(t, s.Client, "e2b_create_sandbox", map[string]any{"title": when})
+		the.noteSandbox(str(out, "sandbox_id"))
+		egress, _ := out["egress"].(map[string]any)
+		creds, ok := egress["credentials"].([]any)
+		if !ok {
+			t.Fatalf("%s: create's egress has no credentials list: %v", when, egress)
+		}
+		return creds
+	}
+	for _, when := range []string{"before any credential", "again before any credential"} {
+		if creds := credentialsOfCreate(when); len(creds) != 0 {
+			t.Fatalf("%s: create applied %v", when, creds)
+		}
+	}
+	value := "ghp_" + randomHex(18)
+	noteCredential(value)
+	x.mustRun(strings.NewReader(value+"\n"), "credentials", "add", "gh", "--domain", gitDomain, "--github", "--owner", owner)
+	x.t.Cleanup(func() { x.run(nil, "credentials", "remove", "gh", "--owner", owner) })
+	if creds := credentialsOfCreate("after credentials add"); len(creds) != 1 || creds[0].(map[string]any)["name"] != "gh" {
+		t.Fatalf("a create after credentials add applied %v; want gh", creds)
+	}
+	x.mustRun(nil, "credentials", "remove", "gh", "--owner", owner)
+	if creds := credentialsOfCreate("after credentials remove"); len(creds) != 0 {
+		t.Fatalf("a create after credentials remove applied %v", creds)
+	}
+}
+
 // A credential added with the CLI into the real keyring is in force through the emulator's egress proxy in a new
 // sandbox, a resumed one, a live fork, a fork of a checkpoint and an adopted one after a restart; a rotated value
 // replaces the old one at the next resume; remove takes it out. Only the allow-list's destinations are reached.
