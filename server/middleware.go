@@ -53,6 +53,7 @@ func (s *Server) callerFor(ctx context.Context) (tools.Caller, error) {
 // arguments as mcp-go decoded them, and the tool binds its own from their JSON (see callArgs).
 func (s *Server) governTools(next mcpserver.ToolHandlerFunc) mcpserver.ToolHandlerFunc {
 	return func(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		req = restoreArguments(ctx, req) // the stdio front's, before anything reads them
 		ctx = tools.WithClient(ctx, s.client(ctx))
 		tool := req.Params.Name
 		args := callArgs(req)

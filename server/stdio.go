@@ -22,7 +22,8 @@ import (
 // Tasks extension and a cancel need of its params) and hands requests and notifications to mcp-go's handler
 // (MCPServer.HandleMessage) directly, on the context of mcp-go's stdio session. Only what must reach mcp-go's
 // transport goes there: the client's answers to the server's requests (an approval asked by elicitation), which
-// its session waits for, and the lines the front cannot read, which mcp-go answers as it always did.
+// its session waits for, and the lines the front cannot read, which mcp-go answers as it always did. A tool call's
+// arguments are decoded by the front and kept out of what mcp-go's handler parses (stdio_arguments.go).
 
 // Tool calls are served by stdioToolWorkers at once, and up to stdioToolQueue more wait for one, as mcp-go's
 // stdio transport serves them; past that the front reads no more lines until a call ends.
@@ -39,6 +40,7 @@ type stdioMessage struct {
 		tasks.Params
 		RequestID json.RawMessage `json:"requestId"` // a notifications/cancelled's
 		Cursor    json.RawMessage `json:"cursor"`    // a list's
+		Arguments lineArguments   `json:"arguments"` // a tools/call's (see takeArguments)
 	} `json:"params"`
 }
 
@@ -188,8 +190,12 @@ func (f *stdioFront) start(calls context.Context, m stdioMessage, line []byte) {
 	}
 	f.mu.Unlock()
 	answer := func(ctx context.Context) []byte {
-		if m.Method == string(mcp.MethodToolsList) {
+		switch m.Method {
+		case string(mcp.MethodToolsList):
 			return f.lists.answer(ctx, f.s, &m, line)
+		case string(mcp.MethodToolsCall):
+			ctx, line, _ := takeArguments(ctx, line, m.Params.Arguments) // on the worker: a big call's one decode
+			return answerOf(m.ID, f.s.mcp.HandleMessage(ctx, line))
 		}
 		return answerOf(m.ID, f.s.mcp.HandleMessage(ctx, line))
 	}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"reflect"
 	"strconv"
 	"strings"
 	"sync"
@@ -210,4 +211,111 @@ func (r *recordedLines) get() []string {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return append([]string(nil), r.lines...)
+}
+
+// argumentsTool adds a tool to srv that keeps each call's request, and a hook that keeps each tools/call message
+// mcp-go's handler was given.
+func argumentsTool(srv *Server) (calls chan mcp.CallToolRequest, handed chan []byte) {
+	calls, handed = make(chan mcp.CallToolRequest, 16), make(chan []byte, 16)
+	srv.MCP().GetHooks().AddOnRequestInitialization(func(_ context.Context, _ any, message any) error {
+		if raw, ok := message.(json.RawMessage); ok && strings.Contains(string(raw), `"tools/call"`) {
+			handed <- append([]byte(nil), raw...)
+		}
+		return nil
+	})
+	srv.MCP().AddTool(mcp.NewTool("test_args"), func(_ context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		calls <- req
+		return mcp.NewToolResultText("ok"), nil
+	})
+	return calls, handed
+}
+
+// A tool call's arguments are decoded once, by the front, and mcp-go's handler parses the call without them: it
+// is given the line with the arguments' value replaced by a small stand-in, and the tool gets the arguments back
+// (decoded, and their JSON as the client sent it) before the call pipeline reads them.
+func TestStdioFrontDecodesTheArgumentsOnce(t *testing.T) {
+	f := newFixture(t, fixtureOpts{})
+	calls, handed := argumentsTool(f.srv)
+	r := newRawStdio(t, f.srv)
+	r.initialize(t)
+	big := strings.Repeat(`line \"quoted\"\t<&>\n`, 1<<14)
+	args := `{"content":"` + big + `","n":9007199254740993}`
+	r.write(t, `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"test_args","arguments":`+args+`}}`)
+	if a := r.answer(t, 2); a["error"] != nil {
+		t.Fatalf("the call failed: %v", a)
+	}
+	req := waitfor.Recv(t, calls, time.Minute, "the tool's call")
+	if string(req.Params.RawArguments) != args {
+		t.Errorf("the tool got the arguments' JSON %.200q, want the client's", req.Params.RawArguments)
+	}
+	var want any
+	if err := json.Unmarshal([]byte(args), &want); err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(req.Params.Arguments, want) {
+		t.Errorf("the tool got the arguments %.200v, want them as encoding/json decodes them", req.Params.Arguments)
+	}
+	if msg := waitfor.Recv(t, handed, time.Minute, "mcp-go's handler to get the call"); len(msg) > 1024 {
+		t.Errorf("mcp-go's handler was given %d bytes, the arguments too: %.200q", len(msg), msg)
+	}
+}
+
+// Whatever shape a tool call has, the tool gets what mcp-go's own decoding of the line gives, and a call that
+// mcp-go refuses is refused as mcp-go refuses it when handed the whole line.
+func TestStdioToolCallsAsMCPGoDecodesThem(t *testing.T) {
+	f := newFixture(t, fixtureOpts{})
+	calls, _ := argumentsTool(f.srv)
+	r := newRawStdio(t, f.srv)
+	r.initialize(t)
+	refused := map[string]bool{
+		`{"name":"test_args","arguments":{"a":1},"arguments":{"a":2}}`: true,
+		`{"name":"test_args","Arguments":{"a":1}}`:                     true,
+		`{"name":"no_such_tool","arguments":{"a":1}}`:                  true,
+	}
+	params := []string{
+		`{"name":"test_args","arguments":{"a":1,"b":[true,null,{"c":"d"}]}}`,
+		`{"arguments" : { "s" : "\u00e9\"\\\t<>&\ud83d\ude00" , "n":-0.5e3 } ,"name":"test_args"}`,
+		`{"_meta":{"k":{"x":1}},"name":"test_args","arguments":{"x":1}}`,
+		`{"name":"test_args","arguments":{"x":"` + "bad \xff utf-8" + `"}}`,
+		`{"name":"test_args","arguments":{"n":12345678901234567890}}`,
+		`{"name":"test_args","arguments":{}}`,
+		`{"name":"test_args","arguments":[1,2]}`,
+		`{"name":"test_args","arguments":"text"}`,
+		`{"name":"test_args","arguments":null}`,
+		`{"name":"test_args"}`,
+		`{"name":"test_args","arguments":{"e2b-mcp":"the arguments are kept by the stdio front"}}`,
+		`{"name":"test_args","arguments":{"a":1},"task":{"ttl":1000}}`,
+	}
+	for p := range refused {
+		params = append(params, p)
+	}
+	for i, p := range params {
+		id := 10 + i
+		line := `{"jsonrpc":"2.0","id":` + strconv.Itoa(id) + `,"method":"tools/call","params":` + p + `}`
+		r.write(t, line)
+		got := r.answer(t, id)
+		if refused[p] {
+			direct, _ := json.Marshal(f.srv.MCP().HandleMessage(t.Context(), []byte(line)))
+			var want map[string]any
+			if err := json.Unmarshal(direct, &want); err != nil {
+				t.Fatal(err)
+			}
+			if got["error"] == nil || !reflect.DeepEqual(got["error"], want["error"]) {
+				t.Errorf("%s: answered %v, mcp-go refuses the line with %v", p, got, want["error"])
+			}
+			continue
+		}
+		if got["error"] != nil {
+			t.Errorf("%s: refused with %v", p, got["error"])
+			continue
+		}
+		var want mcp.CallToolRequest
+		if err := json.Unmarshal([]byte(line), &want); err != nil {
+			t.Fatal(err)
+		}
+		req := waitfor.Recv(t, calls, time.Minute, "the tool's call of "+p)
+		if !reflect.DeepEqual(req.Params, want.Params) {
+			t.Errorf("%s: the tool got\n%+v\nmcp-go decodes\n%+v", p, req.Params, want.Params)
+		}
+	}
 }
