@@ -3,78 +3,205 @@
 package credentials
 
 import (
+	"context"
 	"errors"
+	"slices"
+	"sync"
+	"sync/atomic"
 
 	"github.com/godbus/dbus/v5"
-	ss "github.com/zalando/go-keyring/secret_service"
 )
 
 // The platforms above are those where go-keyring keeps secrets in the freedesktop Secret Service, on the D-Bus
-// session bus: there an item's properties say whether it changed, without opening a session to read its secret.
-func platformWatcher() entryWatcher { return secretServiceWatcher{} }
+// session bus. There the Secret Service announces each change with a signal (an item created, replaced or
+// deleted, a collection made or deleted), and an item's properties say whether it is there and unlocked, without
+// opening a session to read its secret.
+func platformWatcher() entryWatcher { return &sessionWatcher }
 
-// secretServiceWatcher stamps go-keyring's items: those of its login collection whose attributes are "service" and
-// "username".
-type secretServiceWatcher struct{}
+// sessionWatcher is the process's one watcher: one connection and one count of changes serve every cache.
+var sessionWatcher secretServiceWatcher
+
+// secretServiceWatcher stamps go-keyring's items over a D-Bus connection of its own, on which it counts every
+// signal of the Secret Service (and the Secret Service's name changing owner) as a change. The count, not the
+// items' Modified time, is what tells a change: Modified counts whole seconds of a clock that may be stepped back,
+// so a replace can leave it as it was.
+//
+// A count taken after a reply from the Secret Service includes every change the Secret Service made before it
+// replied: the bus delivers one sender's messages in the order they were sent, the Secret Service signals a
+// change before it answers the call that made it, and godbus hands each signal to the counter on the goroutine
+// that reads the connection, before it reads the next message. So a login or logout that has returned is counted
+// by the time the next call's check has its answer.
+type secretServiceWatcher struct {
+	changes atomic.Uint64
+
+	mu   sync.Mutex
+	conn *dbus.Conn // nil until first used, and replaced when it closed
+}
+
+// entryStamp is one state of a keyring entry: the Secret Service item that holds it and that item's Modified
+// time, or, when absent is set, that the collection holds no such entry; with the collection go-keyring found it
+// in (or found none in) and whether that was the "default" alias's, and the count of changes before the entry
+// was looked for.
+type entryStamp struct {
+	item       dbus.ObjectPath
+	modified   uint64
+	absent     bool
+	collection dbus.ObjectPath
+	viaAlias   bool
+	changes    uint64
+}
 
 const (
 	secretServiceName = "org.freedesktop.secrets"
-	secretItem        = "org.freedesktop.Secret.Item"
+	secretServicePath = dbus.ObjectPath("/org/freedesktop/secrets")
+	secretService     = "org.freedesktop.Secret.Service"
 	secretCollection  = "org.freedesktop.Secret.Collection"
+	secretItem        = "org.freedesktop.Secret.Item"
+	// loginCollectionPath is the collection go-keyring uses whenever the Secret Service has it; otherwise
+	// go-keyring uses the one the "default" alias names (go-keyring's SecretService.GetLoginCollection).
+	loginCollectionPath = dbus.ObjectPath("/org/freedesktop/secrets/collection/login")
 )
 
 var errNotVouched = errors.New("the Secret Service does not vouch for the entry")
 
-func (secretServiceWatcher) stamp(service, account string) (entryStamp, error) {
-	svc, err := ss.NewSecretService()
+// DeliverSignal counts a signal as a change; the connection receives only those of the Secret Service and of its
+// name changing owner (and the bus's own greeting, which counts harmlessly).
+func (w *secretServiceWatcher) DeliverSignal(string, string, *dbus.Signal) { w.changes.Add(1) }
+
+// connection returns the watcher's connection, connecting when there is none or it closed. A new connection
+// counts as a change: what the closed one would have been told is not known.
+func (w *secretServiceWatcher) connection(ctx context.Context) (*dbus.Conn, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.conn != nil && w.conn.Connected() {
+		return w.conn, nil
+	}
+	w.changes.Add(1)
+	conn, err := dbus.SessionBusPrivate(dbus.WithSignalHandler(w))
 	if err != nil {
-		return entryStamp{}, err
+		return nil, err
 	}
-	// The collection go-keyring reads and writes; searching it needs no unlock, and reading a locked item's
-	// stamp below fails, so a locked collection is never vouched for.
-	collection := svc.GetLoginCollection().Path()
-	present, err := searchUnlocked(svc.Conn, collection, service, account)
+	if err := conn.Auth(nil); err != nil {
+		conn.Close()
+		return nil, err
+	}
+	if err := conn.Hello(); err != nil {
+		conn.Close()
+		return nil, err
+	}
+	err = conn.AddMatchSignalContext(ctx, dbus.WithMatchSender(secretServiceName))
+	if err == nil {
+		err = conn.AddMatchSignalContext(ctx, dbus.WithMatchSender("org.freedesktop.DBus"),
+			dbus.WithMatchInterface("org.freedesktop.DBus"), dbus.WithMatchMember("NameOwnerChanged"),
+			dbus.WithMatchArg(0, secretServiceName))
+	}
 	if err != nil {
-		return entryStamp{}, err
+		conn.Close()
+		return nil, err
 	}
-	if present == "" {
-		return entryStamp{item: string(collection), absent: true}, nil
-	}
-	return itemStamp(svc.Conn, present, service, account)
+	w.conn = conn
+	return conn, nil
 }
 
-func (secretServiceWatcher) unchanged(service, account string, s entryStamp) bool {
-	conn, err := dbus.SessionBus()
+func (w *secretServiceWatcher) stamp(ctx context.Context, service, account string) (entryStamp, error) {
+	conn, err := w.connection(ctx)
 	if err != nil {
+		return entryStamp{}, err
+	}
+	changes := w.changes.Load()
+	collection, viaAlias, err := keyringCollection(ctx, conn)
+	if err != nil {
+		return entryStamp{}, err
+	}
+	present, err := searchUnlocked(ctx, conn, collection, service, account)
+	if err != nil {
+		return entryStamp{}, err
+	}
+	s := entryStamp{absent: present == ""}
+	if !s.absent {
+		// Reading a locked item's stamp fails, so a locked collection is never vouched for.
+		if s, err = itemStamp(ctx, conn, present, service, account); err != nil {
+			return entryStamp{}, err
+		}
+	}
+	s.collection, s.viaAlias, s.changes = collection, viaAlias, changes
+	return s, nil
+}
+
+func (w *secretServiceWatcher) unchanged(ctx context.Context, service, account string, s entryStamp) bool {
+	conn, err := w.connection(ctx)
+	if err != nil || w.changes.Load() != s.changes {
 		return false
 	}
-	if s.absent {
-		present, err := searchUnlocked(conn, dbus.ObjectPath(s.item), service, account)
-		return err == nil && present == ""
+	// Where go-keyring follows the "default" alias, the alias may have been moved, which the Secret Service does
+	// not signal: its answer is asked for beside the item's, in the same round trip.
+	var alias *dbus.Call
+	if s.viaAlias {
+		alias = conn.Object(secretServiceName, secretServicePath).GoWithContext(ctx, secretService+".ReadAlias", 0,
+			make(chan *dbus.Call, 1), "default")
 	}
-	now, err := itemStamp(conn, dbus.ObjectPath(s.item), service, account)
-	return err == nil && now == s
+	if s.absent {
+		present, err := searchUnlocked(ctx, conn, s.collection, service, account)
+		if err != nil || present != "" {
+			return false
+		}
+	} else if now, err := itemStamp(ctx, conn, s.item, service, account); err != nil || now.modified != s.modified {
+		return false
+	}
+	if alias != nil {
+		var collection dbus.ObjectPath
+		if (<-alias.Done).Store(&collection) != nil || collection != s.collection {
+			return false
+		}
+	}
+	// Counted after the answers: every change made before them has been counted.
+	return w.changes.Load() == s.changes
+}
+
+// keyringCollection is the collection go-keyring reads and writes now: the login collection when the Secret
+// Service has one, else the one the "default" alias names (viaAlias).
+func keyringCollection(ctx context.Context, conn *dbus.Conn) (collection dbus.ObjectPath, viaAlias bool, err error) {
+	service := conn.Object(secretServiceName, secretServicePath)
+	var collections dbus.Variant
+	err = service.CallWithContext(ctx, "org.freedesktop.DBus.Properties.Get", 0, secretService, "Collections").
+		Store(&collections)
+	if err != nil {
+		return "", false, err
+	}
+	if paths, _ := collections.Value().([]dbus.ObjectPath); slices.Contains(paths, loginCollectionPath) {
+		return loginCollectionPath, false, nil
+	}
+	if err := service.CallWithContext(ctx, secretService+".ReadAlias", 0, "default").Store(&collection); err != nil {
+		return "", false, err
+	}
+	if collection == "/" {
+		return "", false, errNotVouched
+	}
+	return collection, true, nil
 }
 
 // searchUnlocked searches a collection for account's entry of service and returns its item, or "" when there is
 // none and the collection is unlocked; a locked collection gives errNotVouched, as a read of it fails. Both are
 // asked at once, one round trip. The search, not the collection's list of items, says an entry is absent: the
 // Secret Service may give a new entry the path of one deleted since.
-func searchUnlocked(conn *dbus.Conn, collection dbus.ObjectPath, service, account string) (dbus.ObjectPath, error) {
+func searchUnlocked(ctx context.Context, conn *dbus.Conn, collection dbus.ObjectPath, service, account string) (
+	dbus.ObjectPath, error,
+) {
 	obj := conn.Object(secretServiceName, collection)
-	search := obj.Go(secretCollection+".SearchItems", 0, nil, map[string]string{"service": service, "username": account})
-	lock := obj.Go("org.freedesktop.DBus.Properties.Get", 0, nil, secretCollection, "Locked")
+	search := obj.GoWithContext(ctx, secretCollection+".SearchItems", 0, make(chan *dbus.Call, 1),
+		map[string]string{"service": service, "username": account})
+	lock := obj.GoWithContext(ctx, "org.freedesktop.DBus.Properties.Get", 0, make(chan *dbus.Call, 1),
+		secretCollection, "Locked")
 	var items []dbus.ObjectPath
 	var locked dbus.Variant
-	<-search.Done
-	<-lock.Done
-	if err := search.Store(&items); err != nil {
+	// A call made with ctx is done, with ctx's error, when ctx ends first.
+	if err := (<-search.Done).Store(&items); err != nil {
 		return "", err
 	}
 	if len(items) > 0 {
 		return items[0], nil
 	}
-	if err := lock.Store(&locked); err != nil {
+	if err := (<-lock.Done).Store(&locked); err != nil {
 		return "", err
 	}
 	if isLocked, ok := locked.Value().(bool); !ok || isLocked {
@@ -86,18 +213,21 @@ func searchUnlocked(conn *dbus.Conn, collection dbus.ObjectPath, service, accoun
 // itemStamp reads an item's properties in one round trip: the stamp of an unlocked item that is account's entry
 // of service, or an error. The attributes are checked because the Secret Service may give a deleted item's path
 // to a new one.
-func itemStamp(conn *dbus.Conn, item dbus.ObjectPath, service, account string) (entryStamp, error) {
+func itemStamp(ctx context.Context, conn *dbus.Conn, item dbus.ObjectPath, service, account string) (
+	entryStamp, error,
+) {
 	var props map[string]dbus.Variant
-	err := conn.Object(secretServiceName, item).Call("org.freedesktop.DBus.Properties.GetAll", 0, secretItem).
-		Store(&props)
+	err := conn.Object(secretServiceName, item).CallWithContext(ctx, "org.freedesktop.DBus.Properties.GetAll", 0,
+		secretItem).Store(&props)
 	if err != nil {
 		return entryStamp{}, err
 	}
 	locked, lockedKnown := props["Locked"].Value().(bool)
 	modified, modifiedKnown := props["Modified"].Value().(uint64)
 	attributes, _ := props["Attributes"].Value().(map[string]string)
-	if !lockedKnown || locked || !modifiedKnown || attributes["service"] != service || attributes["username"] != account {
+	if !lockedKnown || locked || !modifiedKnown ||
+		attributes["service"] != service || attributes["username"] != account {
 		return entryStamp{}, errNotVouched
 	}
-	return entryStamp{item: string(item), modified: modified}, nil
+	return entryStamp{item: item, modified: modified}, nil
 }

@@ -1,10 +1,14 @@
+//go:build (dragonfly && cgo) || (freebsd && cgo) || linux || netbsd || openbsd
+
 package credentials
 
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -206,6 +210,75 @@ func TestKeyringCacheOnTheSecretService(t *testing.T) {
 		unlockLoginCollection(t, conn)
 	})
 
+	// go-keyring keeps its entries in the collection named "login" when there is one, and else in the one the
+	// "default" alias names: a collection made or an alias moved while a key is remembered moves the entries.
+	t.Run("the collection go-keyring uses changes", func(t *testing.T) {
+		conn := sessionBus(t)
+		deleteCollection(t, conn, loginCollectionPath)
+		setDefaultCollection(t, conn, createCollection(t, conn, "first"))
+		c, _ := newCache()
+		mustSet(t, "frank", key(1))
+		awaitNextSecond()
+		wants(t, c, "frank", key(1), "read from the default collection")
+		wants(t, c, "frank", key(1), "read again")
+
+		setDefaultCollection(t, conn, createCollection(t, conn, "second"))
+		if got, err := c.Secret("frank"); !errors.Is(err, ErrNotFound) {
+			t.Fatalf("after the default alias moved to an empty collection: Secret = %q, %v; want ErrNotFound, "+
+				"as go-keyring reads the new default", LastFour(got), err)
+		}
+		mustSet(t, "frank", key(2))
+		awaitNextSecond()
+		wants(t, c, "frank", key(2), "after a login into the new default collection")
+
+		if path := createCollection(t, conn, "login"); path != loginCollectionPath {
+			t.Fatalf("the collection labelled login is %s; want %s", path, loginCollectionPath)
+		}
+		if got, err := c.Secret("frank"); !errors.Is(err, ErrNotFound) {
+			t.Fatalf("after a login collection was made: Secret = %q, %v; want ErrNotFound, as go-keyring reads "+
+				"the login collection", LastFour(got), err)
+		}
+		mustSet(t, "frank", key(3))
+		wants(t, c, "frank", key(3), "after a login into the login collection")
+		if err := writer.DeleteSecret("frank"); err != nil {
+			t.Fatal(err)
+		}
+		if got, err := c.Secret("frank"); !errors.Is(err, ErrNotFound) {
+			t.Fatalf("after a logout from the login collection: Secret = %q, %v; want ErrNotFound", LastFour(got), err)
+		}
+	})
+
+	// Modified counts whole seconds of the Secret Service's clock: stepped back into the second of the last
+	// change, it gives a replace the Modified the entry had, though the remembered read came a second later.
+	t.Run("a clock stepped back to the second of the last change", func(t *testing.T) {
+		setOffset := restartSecretServiceUnderClock(t)
+		conn := sessionBus(t)
+		for attempt := 0; ; attempt++ {
+			if attempt == 5 {
+				t.Fatal("five attempts to replace the entry within the second after its last change were each " +
+					"carried past a second boundary")
+			}
+			setOffset(0)
+			c, _ := newCache()
+			awaitNextSecond()
+			mustSet(t, "gina", key(4))
+			first := itemModified(t, conn, service, "gina")
+			awaitNextSecond()
+			wants(t, c, "gina", key(4), "read in the second after the login")
+			setOffset(-1)
+			mustSet(t, "gina", key(5))
+			if itemModified(t, conn, service, "gina") != first {
+				continue // the replace fell into another second of the stepped clock: nothing was tried
+			}
+			wants(t, c, "gina", key(5), "after a login whose Modified is that of the last")
+			break
+		}
+		setOffset(0)
+		if err := writer.DeleteSecret("gina"); err != nil {
+			t.Fatal(err)
+		}
+	})
+
 	t.Run("the Secret Service stops", func(t *testing.T) {
 		c, _ := newCache()
 		mustSet(t, "dave", key(7))
@@ -252,14 +325,13 @@ func inPrivateKeyring(t *testing.T) bool {
 	return false
 }
 
-// awaitNextSecond waits for the next second of the wall clock, so that entries written before it are ones a
-// KeyringCache remembers: the Secret Service's Modified counts whole seconds.
+// awaitNextSecond waits for the next second of the wall clock, so that entries written before it have a Modified
+// time (in whole seconds) older than any read after it: ones even a cache that went by Modified alone would
+// remember, which makes each check that they are not served stale a check of more than Modified.
 func awaitNextSecond() { time.Sleep(time.Until(time.Now().Truncate(time.Second).Add(time.Second))) }
 
-const loginCollection = dbus.ObjectPath("/org/freedesktop/secrets/collection/login")
-
-func secretService(conn *dbus.Conn) dbus.BusObject {
-	return conn.Object(secretServiceName, "/org/freedesktop/secrets")
+func serviceObject(conn *dbus.Conn) dbus.BusObject {
+	return conn.Object(secretServiceName, secretServicePath)
 }
 
 // lockLoginCollection locks the collection go-keyring keeps its entries in, as a desktop's screen lock may.
@@ -267,35 +339,43 @@ func lockLoginCollection(t *testing.T, conn *dbus.Conn) {
 	t.Helper()
 	var locked []dbus.ObjectPath
 	var prompt dbus.ObjectPath
-	err := secretService(conn).Call("org.freedesktop.Secret.Service.Lock", 0, []dbus.ObjectPath{loginCollection}).
+	err := serviceObject(conn).Call("org.freedesktop.Secret.Service.Lock", 0, []dbus.ObjectPath{loginCollectionPath}).
 		Store(&locked, &prompt)
 	if err != nil || len(locked) != 1 {
 		t.Fatalf("locking the login collection: %v (locked %v, prompt %s)", err, locked, prompt)
 	}
 }
 
+// testKeyringPassword is the password tests/with-keyring.sh gives gnome-keyring.
+const testKeyringPassword = "e2b-mcp-test"
+
 // unlockLoginCollection unlocks it with the password tests/with-keyring.sh gave gnome-keyring, through
 // gnome-keyring's own interface: the Secret Service's Unlock needs a prompt, which has no display here.
 func unlockLoginCollection(t *testing.T, conn *dbus.Conn) {
 	t.Helper()
+	err := serviceObject(conn).Call("org.gnome.keyring.InternalUnsupportedGuiltRiddenInterface.UnlockWithMasterPassword",
+		0, loginCollectionPath, masterPassword(t, conn)).Err
+	if err != nil {
+		t.Fatalf("unlocking the login collection: %v", err)
+	}
+}
+
+// masterPassword is testKeyringPassword as a Secret Service secret, in a plain session of conn.
+func masterPassword(t *testing.T, conn *dbus.Conn) any {
+	t.Helper()
 	var ignored dbus.Variant
 	var session dbus.ObjectPath
-	err := secretService(conn).Call("org.freedesktop.Secret.Service.OpenSession", 0, "plain", dbus.MakeVariant("")).
+	err := serviceObject(conn).Call("org.freedesktop.Secret.Service.OpenSession", 0, "plain", dbus.MakeVariant("")).
 		Store(&ignored, &session)
 	if err != nil {
 		t.Fatal(err)
 	}
-	password := struct {
+	return struct {
 		Session     dbus.ObjectPath
 		Parameters  []byte
 		Value       []byte
 		ContentType string
-	}{session, []byte{}, []byte("e2b-mcp-test"), "text/plain"}
-	err = secretService(conn).Call("org.gnome.keyring.InternalUnsupportedGuiltRiddenInterface.UnlockWithMasterPassword",
-		0, loginCollection, password).Err
-	if err != nil {
-		t.Fatalf("unlocking the login collection: %v", err)
-	}
+	}{session, []byte{}, []byte(testKeyringPassword), "text/plain"}
 }
 
 // stopSecretService stops this private session's gnome-keyring-daemon and waits until its bus name is gone.
@@ -323,6 +403,115 @@ func stopSecretService(t *testing.T) {
 		}
 		if time.Now().After(deadline) {
 			t.Fatalf("gnome-keyring-daemon (pid %d) still owns %s 30 s after SIGTERM", pid, secretServiceName)
+		}
+	}
+}
+
+func sessionBus(t *testing.T) *dbus.Conn {
+	t.Helper()
+	conn, err := dbus.SessionBus()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return conn
+}
+
+// createCollection makes a collection with the password tests/with-keyring.sh gave gnome-keyring, through
+// gnome-keyring's own interface (the Secret Service's CreateCollection needs a prompt), and returns its path.
+func createCollection(t *testing.T, conn *dbus.Conn, label string) dbus.ObjectPath {
+	t.Helper()
+	var collection dbus.ObjectPath
+	err := serviceObject(conn).Call("org.gnome.keyring.InternalUnsupportedGuiltRiddenInterface.CreateWithMasterPassword",
+		0, map[string]dbus.Variant{"org.freedesktop.Secret.Collection.Label": dbus.MakeVariant(label)},
+		masterPassword(t, conn)).Store(&collection)
+	if err != nil {
+		t.Fatalf("making the collection %q: %v", label, err)
+	}
+	return collection
+}
+
+func deleteCollection(t *testing.T, conn *dbus.Conn, collection dbus.ObjectPath) {
+	t.Helper()
+	var prompt dbus.ObjectPath
+	err := conn.Object(secretServiceName, collection).Call("org.freedesktop.Secret.Collection.Delete", 0).Store(&prompt)
+	if err != nil || prompt != "/" {
+		t.Fatalf("deleting the collection %s: %v (prompt %s)", collection, err, prompt)
+	}
+}
+
+func setDefaultCollection(t *testing.T, conn *dbus.Conn, collection dbus.ObjectPath) {
+	t.Helper()
+	if err := serviceObject(conn).Call("org.freedesktop.Secret.Service.SetAlias", 0, "default", collection).Err; err != nil {
+		t.Fatalf("making %s the default collection: %v", collection, err)
+	}
+}
+
+// itemModified is the Modified time of account's entry of service, in the collection go-keyring uses.
+func itemModified(t *testing.T, conn *dbus.Conn, service, account string) uint64 {
+	t.Helper()
+	var items []dbus.ObjectPath
+	err := serviceObject(conn).Call("org.freedesktop.Secret.Service.SearchItems", 0,
+		map[string]string{"service": service, "username": account}).Store(&items, new([]dbus.ObjectPath))
+	if err != nil || len(items) != 1 {
+		t.Fatalf("finding the entry %q of %q: %v (unlocked items %v)", account, service, err, items)
+	}
+	v, err := conn.Object(secretServiceName, items[0]).GetProperty(secretItem + ".Modified")
+	modified, ok := v.Value().(uint64)
+	if err != nil || !ok {
+		t.Fatalf("the Modified time of %s: %v (%v)", items[0], err, v)
+	}
+	return modified
+}
+
+// restartSecretServiceUnderClock starts this private session's gnome-keyring again on a clock the test can step:
+// libfaketime, reading the clock's offset from the real one from a file before each reading of the time. It
+// returns the function that sets the offset, in seconds.
+func restartSecretServiceUnderClock(t *testing.T) (setOffset func(seconds int)) {
+	t.Helper()
+	// The faketime program waits for the daemon it starts; its library, preloaded, is all the test needs.
+	libs, _ := filepath.Glob("/usr/lib/*/faketime/libfaketime.so.1")
+	more, _ := filepath.Glob("/usr/lib*/faketime/libfaketime.so.1")
+	if libs = append(libs, more...); len(libs) == 0 {
+		optional.Missing(t, "libfaketime is missing: the test steps the Secret Service's clock (install faketime)")
+	}
+	offsetFile := filepath.Join(t.TempDir(), "offset")
+	setOffset = func(seconds int) {
+		t.Helper()
+		if err := os.WriteFile(offsetFile, fmt.Appendf(nil, "%+d\n", seconds), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	setOffset(0)
+	stopSecretService(t)
+	// libfaketime reads the offset from the file anew at each reading of the clock. The monotonic clock stays
+	// real, for the daemon's timers.
+	cmd := exec.Command("gnome-keyring-daemon", "--unlock", "--components=secrets", "--daemonize")
+	cmd.Env = append(os.Environ(), "LD_PRELOAD="+libs[0], "FAKETIME_TIMESTAMP_FILE="+offsetFile,
+		"FAKETIME_NO_CACHE=1", "FAKETIME_DONT_FAKE_MONOTONIC=1")
+	cmd.Stdin = strings.NewReader(testKeyringPassword)
+	// The daemon keeps what it inherits open: a file, not a pipe, takes its messages, or Run would wait for it.
+	logPath := filepath.Join(t.TempDir(), "gnome-keyring.log")
+	log, err := os.Create(logPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer log.Close()
+	cmd.Stderr = log
+	if err := cmd.Run(); err != nil {
+		out, _ := os.ReadFile(logPath)
+		t.Fatalf("starting gnome-keyring-daemon under faketime: %v\n%s", err, out)
+	}
+	bus := sessionBus(t).BusObject()
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		var owned bool
+		if err := bus.Call("org.freedesktop.DBus.NameHasOwner", 0, secretServiceName).Store(&owned); err != nil {
+			t.Fatal(err)
+		}
+		if owned {
+			return setOffset
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("gnome-keyring-daemon under faketime did not own %s within 30 s", secretServiceName)
 		}
 	}
 }

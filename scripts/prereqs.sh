@@ -5,8 +5,8 @@
 #
 #   scripts/prereqs.sh demo    Go, and bubblewrap for the local backend's sandboxes
 #   scripts/prereqs.sh test    the above, plus Node.js and npm, a D-Bus session bus, gnome-keyring, secret-tool,
-#                              python3 and the servers and the browser (headless Chromium) the end-to-end tests start,
-#                              and Debian's Jupyter, pandas and matplotlib for the code-interpreter tests
+#                              faketime, python3 and the servers and the browser (headless Chromium) the end-to-end
+#                              tests start, and Debian's Jupyter, pandas and matplotlib for the code-interpreter tests
 set -eu
 
 target=${1:-}
@@ -66,6 +66,7 @@ dbus-run-session      dbus              dbus-daemon
 dbus-send             dbus              dbus-tools
 gnome-keyring-daemon  gnome-keyring     gnome-keyring
 secret-tool           libsecret-tools   libsecret
+faketime              faketime          libfaketime
 ps                    procps            procps-ng
 pkill                 procps            procps-ng
 ip                    iproute2          iproute
