@@ -3,12 +3,18 @@ package credentials
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"time"
 )
 
-// keyringAnswerBound bounds the wait for the keyring's answers to a check of a remembered entry.
+// keyringAnswerBound bounds a KeyringCache's wait for the keyring in each read or write. It leaves time for an
+// unlock prompt on a desktop; a Secret Service that does not answer within it (hung, or showing a prompt nobody
+// sees) gives an error, not a call that never ends.
 const keyringAnswerBound = 30 * time.Second
+
+// errNoAnswer is wrapped by the error of a read or write the keyring did not answer within the bound.
+var errNoAnswer = errors.New("the keyring did not answer")
 
 // KeyringCache is the OS keyring (Keyring) with each secret it reads kept in memory, for a server that needs an
 // owner's key on every call. Before it serves a remembered secret it asks the keyring whether the entry is still
@@ -25,9 +31,20 @@ type KeyringCache struct {
 	watch entryWatcher
 	// read reads a secret from the keyring; Keyring.Secret but in tests that count the reads.
 	read func(account string) (string, error)
+	// answerBound is keyringAnswerBound but in tests.
+	answerBound time.Duration
 
 	mu         sync.Mutex
 	remembered map[string]rememberedSecret
+	reading    map[string]*keyringRead // the read of each account under way, if any
+}
+
+// keyringRead is one read of the keyring, which callers may wait for together.
+type keyringRead struct {
+	began  time.Time
+	done   chan struct{} // closed when secret and err are set
+	secret string
+	err    error
 }
 
 type rememberedSecret struct {
@@ -48,7 +65,8 @@ type entryWatcher interface {
 
 // NewKeyringCache returns k with what it reads kept in memory, watched as the platform's keyring allows.
 func NewKeyringCache(k Keyring) *KeyringCache {
-	c := &KeyringCache{Keyring: k, watch: platformWatcher(), remembered: map[string]rememberedSecret{}}
+	c := &KeyringCache{Keyring: k, watch: platformWatcher(), answerBound: keyringAnswerBound,
+		remembered: map[string]rememberedSecret{}, reading: map[string]*keyringRead{}}
 	c.read = c.Keyring.Secret
 	return c
 }
@@ -57,7 +75,7 @@ func NewKeyringCache(k Keyring) *KeyringCache {
 // what the keyring holds now. A remembered secret whose entry changed, went or cannot be checked is forgotten
 // before the keyring is read again, so a failing read never leaves it behind.
 func (c *KeyringCache) Secret(account string) (string, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), keyringAnswerBound)
+	ctx, cancel := context.WithTimeout(context.Background(), c.answerBound)
 	defer cancel()
 	service := c.service()
 	c.mu.Lock()
@@ -74,7 +92,7 @@ func (c *KeyringCache) Secret(account string) (string, error) {
 	// matches. An absence is remembered only when both found none: an entry written between them is found by the
 	// read.
 	stamp, stampErr := c.watch.stamp(ctx, service, account)
-	secret, err := c.read(account)
+	secret, err := c.readWithin(ctx, account)
 	if err != nil {
 		if stampErr == nil && stamp.absent && errors.Is(err, ErrNotFound) {
 			c.mu.Lock()
@@ -91,16 +109,83 @@ func (c *KeyringCache) Secret(account string) (string, error) {
 	return secret, nil
 }
 
+// readWithin reads account's secret from the keyring, waiting no longer than ctx allows. go-keyring's calls
+// cannot be cancelled (it waits on a prompt with no bound), so a read the keyring does not answer is left behind
+// and its answer, if one ever comes, thrown away. To keep such reads from piling up, callers wait for the read
+// under way; one that began before the caller asked may have missed a change made since, so the caller then
+// reads again. A read unanswered for longer than the bound is given up on, and the next caller starts another.
+func (c *KeyringCache) readWithin(ctx context.Context, account string) (string, error) {
+	asked := time.Now()
+	for {
+		if ctx.Err() != nil {
+			return "", c.noAnswer(fmt.Sprintf("reading the entry %q", account))
+		}
+		c.mu.Lock()
+		r := c.reading[account]
+		if r == nil || time.Since(r.began) > c.answerBound {
+			r = &keyringRead{began: time.Now(), done: make(chan struct{})}
+			c.reading[account] = r
+			go c.readInto(r, account)
+		}
+		c.mu.Unlock()
+		select {
+		case <-r.done:
+			if !r.began.Before(asked) {
+				return r.secret, r.err
+			}
+		case <-ctx.Done():
+		}
+	}
+}
+
+func (c *KeyringCache) readInto(r *keyringRead, account string) {
+	secret, err := c.read(account)
+	c.mu.Lock()
+	r.secret, r.err = secret, err
+	if c.reading[account] == r {
+		delete(c.reading, account)
+	}
+	c.mu.Unlock()
+	close(r.done)
+}
+
 // SetSecret writes account's entry in the OS keyring and forgets what was remembered of it.
 func (c *KeyringCache) SetSecret(account, secret string) error {
 	c.forget(account)
-	return c.Keyring.SetSecret(account, secret)
+	return c.writeWithin(fmt.Sprintf("writing the entry %q", account), func() error {
+		return c.Keyring.SetSecret(account, secret)
+	})
 }
 
 // DeleteSecret removes account's entry from the OS keyring and forgets what was remembered of it.
 func (c *KeyringCache) DeleteSecret(account string) error {
 	c.forget(account)
-	return c.Keyring.DeleteSecret(account)
+	return c.writeWithin(fmt.Sprintf("removing the entry %q", account), func() error {
+		return c.Keyring.DeleteSecret(account)
+	})
+}
+
+// writeWithin makes a change in the keyring, waiting no longer than the bound. A change the keyring does not
+// answer in time is left behind: it may still be made if the keyring answers later, which the error says.
+func (c *KeyringCache) writeWithin(doing string, write func() error) error {
+	done := make(chan error, 1)
+	go func() { done <- write() }()
+	timer := time.NewTimer(c.answerBound)
+	defer timer.Stop()
+	select {
+	case err := <-done:
+		return err
+	case <-timer.C:
+		return fmt.Errorf("%w (the change may still be made if it answers later)", c.noAnswer(doing))
+	}
+}
+
+// noAnswer explains a read or write the keyring did not answer in time, and what to do about it.
+func (c *KeyringCache) noAnswer(doing string) error {
+	return fmt.Errorf("%w: %s did not answer within %v %s; is its Secret Service waiting for the keyring to be "+
+		"unlocked in a prompt nobody sees, or hung? Unlock the keyring or restart the Secret Service "+
+		"(gnome-keyring-daemon, KeePassXC); on a host without one, use the encrypted key store: --master-key-file",
+		errNoAnswer, c.Keyring, c.answerBound, doing)
 }
 
 func (c *KeyringCache) forget(account string) {

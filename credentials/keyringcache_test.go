@@ -529,3 +529,199 @@ func BenchmarkKeyringCacheMissingEntry(b *testing.B) {
 		}
 	}
 }
+
+// A Secret Service that takes a call and never answers, or that asks for an unlock in a prompt that never
+// completes (go-keyring waits for it with no bound), gives a KeyringCache's reads and writes a clear error within
+// the cache's bound: never a call that hangs, never the key it remembered, never the key in the error. Reads the
+// keyring does not answer do not pile up: callers wait for the one under way.
+func TestKeyringCacheWhenTheSecretServiceHangs(t *testing.T) {
+	if !inPrivateKeyring(t) {
+		return
+	}
+	const service = "e2b-mcp-hang-test"
+	remembered := "e2b_" + strings.Repeat("7", 40)
+	c := NewKeyringCache(Keyring{Service: service})
+	var reads atomic.Int32
+	read := c.read
+	c.read = func(account string) (string, error) {
+		reads.Add(1)
+		return read(account)
+	}
+	if err := c.SetSecret("ivan", remembered); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := c.Secret("ivan"); err != nil || got != remembered {
+		t.Fatalf("before the Secret Service hangs: Secret = %q, %v; want the key", LastFour(got), err)
+	}
+	c.answerBound = 300 * time.Millisecond
+	// Each wait is bounded far above the cache's bound, so that only a cache that ignores its bound fails it.
+	within := func(t *testing.T, what string, op func() error) error {
+		t.Helper()
+		done := make(chan error, 1)
+		go func() { done <- op() }()
+		select {
+		case err := <-done:
+			return err
+		case <-time.After(60 * time.Second):
+			t.Fatalf("%s did not return within 60 s from a Secret Service that does not answer (the cache's "+
+				"bound is %v)", what, c.answerBound)
+			return nil
+		}
+	}
+	wantsNoAnswer := func(t *testing.T, what string, err error) {
+		t.Helper()
+		switch {
+		case !errors.Is(err, errNoAnswer):
+			t.Errorf("%s: %v; want the keyring's not answering", what, err)
+		case !strings.Contains(err.Error(), `the OS keyring (service "`+service+`")`) ||
+			!strings.Contains(err.Error(), "Unlock the keyring"):
+			t.Errorf("%s: %q; want it to name the keyring and say what to do", what, err)
+		case strings.Contains(err.Error(), remembered) || strings.Contains(err.Error(), "e2b_"):
+			t.Errorf("%s: the error holds a key: %q", what, err)
+		}
+	}
+	secretOf := func(account string) func() error {
+		return func() error {
+			got, err := c.Secret(account)
+			if got != "" {
+				return fmt.Errorf("Secret gave a key ending in %s", LastFour(got))
+			}
+			return err
+		}
+	}
+
+	stopSecretService(t)
+	silent := takeSecretServiceName(t, nil)
+	wantsNoAnswer(t, "a remembered key's read", within(t, "a remembered key's read", secretOf("ivan")))
+	wantsNoAnswer(t, "another account's read", within(t, "another account's read", secretOf("judy")))
+	wantsNoAnswer(t, "a login", within(t, "a login", func() error { return c.SetSecret("judy", remembered) }))
+	wantsNoAnswer(t, "a logout", within(t, "a logout", func() error { return c.DeleteSecret("ivan") }))
+	if n := len(silent.calls); n == 0 {
+		t.Error("the silent Secret Service was never called: nothing was tried against it")
+	}
+	silent.conn.Close()
+
+	// This one answers what the cache asks of an entry, and asks for the keyring to be unlocked when go-keyring
+	// reads it, in a prompt that never completes.
+	prompting := takeSecretServiceName(t, promptingSecretService(service, "ivan"))
+	reads.Store(0)
+	errs := make(chan error, 4)
+	for range cap(errs) {
+		go func() { errs <- secretOf("ivan")() }()
+	}
+	for range cap(errs) {
+		wantsNoAnswer(t, "a read waiting on a prompt", within(t, "a read waiting on a prompt", func() error {
+			return <-errs
+		}))
+	}
+	if n := reads.Load(); n != 1 {
+		t.Errorf("four reads at once from a Secret Service that does not answer started %d reads of the "+
+			"keyring; want one, which the others wait for", n)
+	}
+	if prompting.prompts.Load() == 0 {
+		t.Error("go-keyring never asked the prompting Secret Service's prompt: the read did not wait on it")
+	}
+}
+
+// fakeSecretService is a connection owning the Secret Service's name on the session bus: it answers with the
+// methods it exports, if any; given none, it takes every call (counted in calls) and answers none.
+type fakeSecretService struct {
+	conn    *dbus.Conn
+	calls   chan *dbus.Message
+	prompts atomic.Int32
+}
+
+// takeSecretServiceName connects a fake Secret Service and gives it the Secret Service's name, after export (if
+// not nil) has exported its methods. The name is let go when the test ends.
+func takeSecretServiceName(t *testing.T, export func(*fakeSecretService) error) *fakeSecretService {
+	t.Helper()
+	conn, err := dbus.SessionBusPrivate()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	if err := conn.Auth(nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := conn.Hello(); err != nil {
+		t.Fatal(err)
+	}
+	f := &fakeSecretService{conn: conn, calls: make(chan *dbus.Message, 1000)}
+	if export != nil {
+		if err := export(f); err != nil {
+			t.Fatal(err)
+		}
+	}
+	reply, err := conn.RequestName(secretServiceName, dbus.NameFlagDoNotQueue)
+	if err != nil || reply != dbus.RequestNameReplyPrimaryOwner {
+		t.Fatalf("taking the name %s: %v (reply %d)", secretServiceName, err, reply)
+	}
+	if export == nil {
+		// Every message from now on goes to calls, and none is answered.
+		conn.Eavesdrop(f.calls)
+	}
+	return f
+}
+
+// promptingSecretService exports what a KeyringCache and go-keyring ask of a Secret Service whose login
+// collection holds account's entry of service, except that unlocking the collection asks for a prompt, and the
+// prompt, once shown, never completes.
+func promptingSecretService(service, account string) func(*fakeSecretService) error {
+	const (
+		item   = dbus.ObjectPath("/org/freedesktop/secrets/collection/login/1")
+		prompt = dbus.ObjectPath("/org/freedesktop/secrets/prompt/p1")
+	)
+	property := func(want string, value any) func(string, string) (dbus.Variant, *dbus.Error) {
+		return func(_, name string) (dbus.Variant, *dbus.Error) {
+			if name != want {
+				return dbus.Variant{}, dbus.MakeFailedError(fmt.Errorf("no property %s", name))
+			}
+			return dbus.MakeVariant(value), nil
+		}
+	}
+	return func(f *fakeSecretService) error {
+		exports := []struct {
+			path    dbus.ObjectPath
+			iface   string
+			methods map[string]any
+		}{
+			{secretServicePath, "org.freedesktop.DBus.Properties", map[string]any{
+				"Get": property("Collections", []dbus.ObjectPath{loginCollectionPath}),
+			}},
+			{secretServicePath, "org.freedesktop.Secret.Service", map[string]any{
+				"Unlock": func([]dbus.ObjectPath) ([]dbus.ObjectPath, dbus.ObjectPath, *dbus.Error) {
+					return nil, prompt, nil
+				},
+			}},
+			{loginCollectionPath, "org.freedesktop.DBus.Properties", map[string]any{
+				"Get": property("Locked", false),
+			}},
+			{loginCollectionPath, secretCollection, map[string]any{
+				"SearchItems": func(map[string]string) ([]dbus.ObjectPath, *dbus.Error) {
+					return []dbus.ObjectPath{item}, nil
+				},
+			}},
+			{item, "org.freedesktop.DBus.Properties", map[string]any{
+				"GetAll": func(string) (map[string]dbus.Variant, *dbus.Error) {
+					return map[string]dbus.Variant{
+						"Locked":     dbus.MakeVariant(false),
+						"Modified":   dbus.MakeVariant(uint64(1)),
+						"Attributes": dbus.MakeVariant(map[string]string{"service": service, "username": account}),
+					}, nil
+				},
+			}},
+			{prompt, "org.freedesktop.Secret.Prompt", map[string]any{
+				"Prompt": func(string) *dbus.Error {
+					f.prompts.Add(1)
+					return nil
+				},
+			}},
+		}
+		for _, e := range exports {
+			if err := f.conn.ExportMethodTable(e.methods, e.path, e.iface); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+}
