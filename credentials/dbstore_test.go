@@ -124,6 +124,14 @@ func TestDatabaseStoreSharedSealedAndBoundToItsOwner(t *testing.T) {
 	}
 }
 
+// The key store in the database asks the database at every read: a change made on another host is seen at the
+// next read.
+func TestDatabaseStoreFollowsAnotherHost(t *testing.T) {
+	_, db := pgtest.Database(t)
+	mk, _ := masterKey(t, hexForm)
+	followsAnotherWriter(t, openDatabaseStore(t, db, mk), openDatabaseStore(t, db, mk), func() {})
+}
+
 // A master key that is not the one the database's store was sealed under is refused at open, naming its file,
 // before anything is read or written.
 func TestDatabaseStoreWrongMasterKey(t *testing.T) {

@@ -101,6 +101,24 @@ func TestFileStoreRoundTrip(t *testing.T) {
 	}
 }
 
+// The key store looks at its file on every read and parses it again only when it changed. A change made through
+// another opening is seen at the next read even when the file's size and modification time are as they were
+// (keys of one length, a clock stepped back): each write is a new file.
+func TestFileStoreFollowsAnotherWriter(t *testing.T) {
+	s, path, mk := newFileStore(t)
+	other, err := OpenFileStore(path, mk)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Every write lands at one time, as on a clock stepped back to it each time.
+	stepped := time.Unix(1_700_000_000, 0)
+	followsAnotherWriter(t, s, other, func() {
+		if err := os.Chtimes(path, stepped, stepped); err != nil {
+			t.Fatal(err)
+		}
+	})
+}
+
 // Nothing secret is in the file: neither the key, nor the master key, in any usual encoding.
 func TestFileStoreKeepsNothingInTheClear(t *testing.T) {
 	mk, key := masterKey(t, hexForm)
