@@ -18,12 +18,12 @@ import (
 // The stdio transport's front. mcp-go's stdio transport parses every line five times before its handler parses it
 // again: once to check it, three times to ask whether it answers one of the server's requests (sampling,
 // elicitation, roots) and once for its method and ID; an e2b_write_file of 1 MiB paid each pass over the
-// megabyte. So the front reads the client's lines itself, parses each envelope once (method, ID, and what the
-// Tasks extension and a cancel need of its params) and hands requests and notifications to mcp-go's handler
-// (MCPServer.HandleMessage) directly, on the context of mcp-go's stdio session. Only what must reach mcp-go's
-// transport goes there: the client's answers to the server's requests (an approval asked by elicitation), which
-// its session waits for, and the lines the front cannot read, which mcp-go answers as it always did. A tool call's
-// arguments are decoded by the front and kept out of what mcp-go's handler parses (stdio_arguments.go).
+// megabyte. So the front reads the client's lines itself, parses each once (method, ID, what the Tasks extension
+// and a cancel need of its params, and a tool call's arguments) and hands requests and notifications to mcp-go's
+// handler (MCPServer.HandleMessage) directly, on the context of mcp-go's stdio session. Only what must reach
+// mcp-go's transport goes there: the client's answers to the server's requests (an approval asked by elicitation),
+// which its session waits for, and the lines the front cannot read, which mcp-go answers as it always did. A tool
+// call's arguments are kept out of what mcp-go's handler parses (stdio_arguments.go).
 
 // Tool calls are served by stdioToolWorkers at once, and up to stdioToolQueue more wait for one, as mcp-go's
 // stdio transport serves them; past that the front reads no more lines until a call ends.
@@ -40,7 +40,7 @@ type stdioMessage struct {
 		tasks.Params
 		RequestID json.RawMessage `json:"requestId"` // a notifications/cancelled's
 		Cursor    json.RawMessage `json:"cursor"`    // a list's
-		Arguments lineArguments   `json:"arguments"` // a tools/call's (see takeArguments)
+		Arguments any             `json:"arguments"` // a tools/call's, decoded once (see takeArguments)
 	} `json:"params"`
 }
 
@@ -194,7 +194,7 @@ func (f *stdioFront) start(calls context.Context, m stdioMessage, line []byte) {
 		case string(mcp.MethodToolsList):
 			return f.lists.answer(ctx, f.s, &m, line)
 		case string(mcp.MethodToolsCall):
-			ctx, line, _ := takeArguments(ctx, line, m.Params.Arguments) // on the worker: a big call's one decode
+			ctx, line, _ := takeArguments(ctx, line, m.Params.Arguments)
 			return answerOf(m.ID, f.s.mcp.HandleMessage(ctx, line))
 		}
 		return answerOf(m.ID, f.s.mcp.HandleMessage(ctx, line))

@@ -10,9 +10,10 @@ import (
 
 // A tool call's arguments are the bulk of a big call (an e2b_write_file of 1 MiB), and mcp-go's handler parses a
 // message it is given several times over: to read its envelope, to check its member names, to decode the request,
-// whose params decode their arguments twice more. So the stdio front decodes a call's arguments itself, once, and
-// hands mcp-go's handler the line with the arguments' value replaced by argumentsStandIn; the call pipeline
-// (governTools) puts them back into the request before anything of this server reads it. Every step of mcp-go's
+// whose params decode their arguments twice more. So the stdio front's one parse of a line decodes a call's
+// arguments too, and the front hands mcp-go's handler the line with the arguments' value (found by argumentsAt, a
+// scan that decodes nothing) replaced by argumentsStandIn; the call pipeline (governTools) puts them back into the
+// request before anything of this server reads it. Every step of mcp-go's
 // handling still runs on the call as it did (the envelope's checks, the session, the cancels, the hooks, the tool's
 // lookup and filters, the middleware, the result's limits); the only difference is what mcp-go's own steps before
 // the middleware see of the arguments, and this server has none that reads them (no request hooks, no input
@@ -21,21 +22,6 @@ import (
 // argumentsStandIn is what mcp-go is given for arguments the front took. A call that reached a tool with it
 // unreplaced would be refused for an unknown parameter, not run with no arguments.
 const argumentsStandIn = `{"e2b-mcp":"the arguments are kept by the stdio front"}`
-
-// lineArguments is a line's params.arguments as the front's parse of the line finds them: the value's JSON, a
-// slice of the line itself, and how many members were read into it (mcp-go refuses a call with two).
-type lineArguments struct {
-	raw   []byte
-	found int
-}
-
-// UnmarshalJSON keeps the value's bytes without copying them: encoding/json's Unmarshal hands over a slice of
-// the line it decodes, which the front never reuses.
-func (a *lineArguments) UnmarshalJSON(b []byte) error {
-	a.raw = b
-	a.found++
-	return nil
-}
 
 // takenArguments are a call's arguments that the front took out of its line: decoded, and the JSON they were
 // decoded from, as mcp-go sets a request's Arguments and RawArguments.
@@ -46,26 +32,148 @@ type takenArguments struct {
 
 type takenArgumentsKey struct{}
 
-// takeArguments decodes the arguments of a tools/call line and returns the line with their value replaced by
-// argumentsStandIn, and ctx carrying them for restoreArguments. ok is false when the line is handed to mcp-go as
-// it is: arguments that are not one JSON object, or that are not a slice of line (the parse that found them
-// copied them).
-func takeArguments(ctx context.Context, line []byte, args lineArguments) (_ context.Context, _ []byte, ok bool) {
-	raw := args.raw
-	if args.found != 1 || len(raw) == 0 || raw[0] != '{' {
+// takeArguments returns a tools/call line with its arguments' value replaced by argumentsStandIn, and ctx
+// carrying them for restoreArguments; decoded is the value the front's parse of the line decoded from them. ok
+// is false when the line is handed to mcp-go as it is: arguments that are not one JSON object, or a line whose
+// arguments argumentsAt cannot tell apart.
+func takeArguments(ctx context.Context, line []byte, decoded any) (_ context.Context, _ []byte, ok bool) {
+	if _, isObject := decoded.(map[string]any); !isObject {
 		return ctx, line, false
 	}
-	at := cap(line) - cap(raw) // where raw starts in line, if it is a slice of it
-	if at < 0 || at+len(raw) > len(line) || &line[at] != &raw[0] {
+	start, end, found := argumentsAt(line)
+	if !found || line[start] != '{' {
 		return ctx, line, false
 	}
-	var decoded any
-	if json.Unmarshal(raw, &decoded) != nil {
+	handed := make([]byte, 0, len(line)-(end-start)+len(argumentsStandIn))
+	handed = append(append(append(handed, line[:start]...), argumentsStandIn...), line[end:]...)
+	if !json.Valid(handed) { // a check of the splice, cheap without the arguments
 		return ctx, line, false
 	}
-	handed := make([]byte, 0, len(line)-len(raw)+len(argumentsStandIn))
-	handed = append(append(append(handed, line[:at]...), argumentsStandIn...), line[at+len(raw):]...)
-	return context.WithValue(ctx, takenArgumentsKey{}, takenArguments{decoded: decoded, raw: raw}), handed, true
+	taken := takenArguments{decoded: decoded, raw: line[start:end:end]}
+	return context.WithValue(ctx, takenArgumentsKey{}, taken), handed, true
+}
+
+// argumentsAt finds the value of params.arguments in line, a JSON object encoding/json decoded: line[start:end].
+// found is false unless the member that encoding/json decoded as params.arguments is certainly the one found: the
+// line has one "params" and it has one "arguments", and no other member of either object is a name encoding/json
+// might take for them (one that differs only in case, or that holds an escape or a byte beyond ASCII). mcp-go
+// refuses most lines that have those, and the rest it is given whole.
+func argumentsAt(line []byte) (start, end int, found bool) {
+	pStart, pEnd, found := memberAt(line, skipSpace(line, 0), "params")
+	if !found {
+		return 0, 0, false
+	}
+	start, end, found = memberAt(line[:pEnd], pStart, "arguments")
+	return start, end, found
+}
+
+// memberAt finds the value of the member name in the JSON object at b[i]: b[start:end]; see argumentsAt.
+func memberAt(b []byte, i int, name string) (start, end int, found bool) {
+	if i >= len(b) || b[i] != '{' {
+		return 0, 0, false
+	}
+	for i = skipSpace(b, i+1); i < len(b) && b[i] == '"'; {
+		keyEnd := stringEnd(b, i)
+		if keyEnd < 0 {
+			return 0, 0, false
+		}
+		key := b[i+1 : keyEnd-1]
+		exact := string(key) == name
+		if !exact && (bytes.EqualFold(key, []byte(name)) || !plainKey(key)) {
+			return 0, 0, false
+		}
+		i = skipSpace(b, keyEnd)
+		if i >= len(b) || b[i] != ':' {
+			return 0, 0, false
+		}
+		i = skipSpace(b, i+1)
+		valueEnd := valueEnd(b, i)
+		if valueEnd < 0 {
+			return 0, 0, false
+		}
+		if exact {
+			if found {
+				return 0, 0, false // a second one
+			}
+			start, end, found = i, valueEnd, true
+		}
+		i = skipSpace(b, valueEnd)
+		if i < len(b) && b[i] == ',' {
+			i = skipSpace(b, i+1)
+		}
+	}
+	return start, end, found
+}
+
+// plainKey reports whether a member name is printable ASCII without escapes: a name encoding/json matches to a
+// field only by ASCII case.
+func plainKey(key []byte) bool {
+	for _, c := range key {
+		if c == '\\' || c < 0x20 || c >= 0x80 {
+			return false
+		}
+	}
+	return true
+}
+
+func skipSpace(b []byte, i int) int {
+	for i < len(b) && (b[i] == ' ' || b[i] == '\t' || b[i] == '\n' || b[i] == '\r') {
+		i++
+	}
+	return i
+}
+
+// stringEnd is the index just past the JSON string that starts at b[i] (a '"'), or -1.
+func stringEnd(b []byte, i int) int {
+	for i++; ; {
+		q := bytes.IndexByte(b[i:], '"')
+		if q < 0 {
+			return -1
+		}
+		i += q
+		escapes := 0
+		for j := i - 1; b[j] == '\\'; j-- {
+			escapes++
+		}
+		i++
+		if escapes%2 == 0 {
+			return i
+		}
+	}
+}
+
+// valueEnd is the index just past the JSON value that starts at b[i], or -1; b is valid JSON.
+func valueEnd(b []byte, i int) int {
+	depth := 0
+	for ; i < len(b); i++ {
+		switch b[i] {
+		case '"':
+			if i = stringEnd(b, i); i < 0 {
+				return -1
+			}
+			if depth == 0 {
+				return i
+			}
+			i--
+		case '{', '[':
+			depth++
+		case '}', ']':
+			if depth--; depth == 0 {
+				return i + 1
+			}
+			if depth < 0 {
+				return i // the end of the object holding a number, true, false or null
+			}
+		case ',', ' ', '\t', '\n', '\r':
+			if depth == 0 {
+				return i
+			}
+		}
+	}
+	if depth == 0 {
+		return i
+	}
+	return -1
 }
 
 // restoreArguments puts the arguments the front took (see takeArguments) back into req, the request mcp-go

@@ -213,13 +213,16 @@ func (r *recordedLines) get() []string {
 	return append([]string(nil), r.lines...)
 }
 
-// argumentsTool adds a tool to srv that keeps each call's request, and a hook that keeps each tools/call message
-// mcp-go's handler was given.
+// argumentsTool adds a tool to srv that keeps each call's request, and a hook that keeps the first tools/call
+// messages mcp-go's handler was given.
 func argumentsTool(srv *Server) (calls chan mcp.CallToolRequest, handed chan []byte) {
 	calls, handed = make(chan mcp.CallToolRequest, 16), make(chan []byte, 16)
 	srv.MCP().GetHooks().AddOnRequestInitialization(func(_ context.Context, _ any, message any) error {
 		if raw, ok := message.(json.RawMessage); ok && strings.Contains(string(raw), `"tools/call"`) {
-			handed <- append([]byte(nil), raw...)
+			select {
+			case handed <- append([]byte(nil), raw...):
+			default: // a test that does not read them
+			}
 		}
 		return nil
 	})
@@ -271,6 +274,7 @@ func TestStdioToolCallsAsMCPGoDecodesThem(t *testing.T) {
 		`{"name":"test_args","arguments":{"a":1},"arguments":{"a":2}}`: true,
 		`{"name":"test_args","Arguments":{"a":1}}`:                     true,
 		`{"name":"no_such_tool","arguments":{"a":1}}`:                  true,
+		`{"name":"test_args","argumentſ":{"a":1}}`:                     true,
 	}
 	params := []string{
 		`{"name":"test_args","arguments":{"a":1,"b":[true,null,{"c":"d"}]}}`,
@@ -285,6 +289,10 @@ func TestStdioToolCallsAsMCPGoDecodesThem(t *testing.T) {
 		`{"name":"test_args"}`,
 		`{"name":"test_args","arguments":{"e2b-mcp":"the arguments are kept by the stdio front"}}`,
 		`{"name":"test_args","arguments":{"a":1},"task":{"ttl":1000}}`,
+		`{"name":"test_args","argument\u0073":{"a":1}}`,
+		`{"name":"test_args","é":1,"arguments":{"a":1}}`,
+		`{"name":"test_args","arguments":{"a":[1,{"b":"}]\\"},-2e-3,"\\\"{"],"c":true,"d":null}}`,
+		`{"name":"test_args","arguments":{"a":"x"}` + "\t\r " + `}`,
 	}
 	for p := range refused {
 		params = append(params, p)
@@ -316,6 +324,37 @@ func TestStdioToolCallsAsMCPGoDecodesThem(t *testing.T) {
 		req := waitfor.Recv(t, calls, time.Minute, "the tool's call of "+p)
 		if !reflect.DeepEqual(req.Params, want.Params) {
 			t.Errorf("%s: the tool got\n%+v\nmcp-go decodes\n%+v", p, req.Params, want.Params)
+		}
+	}
+}
+
+// argumentsAt finds the arguments that encoding/json decodes from a line, or says it cannot tell them apart.
+func TestArgumentsAt(t *testing.T) {
+	for _, c := range []struct{ line, want string }{ // want "" for not found
+		{`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"x","arguments":{"a":1}}}`, `{"a":1}`},
+		{` { "params" : { "arguments" : { "a" : "}\\" } , "name" : "x" } , "id" : 1 } `, `{ "a" : "}\\" }`},
+		{`{"params":{"name":"{\"arguments\":{}}","_meta":{"arguments":{"b":2}},"arguments":{"a":[1,"]",{}]}}}`,
+			`{"a":[1,"]",{}]}`},
+		{`{"params":{"n":-1.5e+3,"t":true,"arguments":{"a":null},"f":false}}`, `{"a":null}`},
+		{`{"params":{"arguments":"text"}}`, `"text"`},
+		{`{"params":{"arguments":7}}`, `7`},
+		{`{"params":{"name":"x"}}`, ""},
+		{`{"params":{"arguments":{"a":1},"arguments":{"a":2}}}`, ""},
+		{`{"params":{"arguments":{"a":1},"ARGUMENTS":{"a":2}}}`, ""},
+		{`{"params":{"argument\u0073":{"a":2}}}`, ""},
+		{`{"params":{"arguments":{"a":1},"argumentſ":{"a":2}}}`, ""},
+		{`{"params":{"arguments":{"a":1}},"PARAMS":{"arguments":{"a":2}}}`, ""},
+		{`{"params":{"arguments":{"a":1}},"params":{"arguments":{"a":2}}}`, ""},
+		{`{"params":[{"arguments":{"a":1}}]}`, ""},
+		{`{"id":{"params":{"arguments":{}}}}`, ""},
+	} {
+		start, end, found := argumentsAt([]byte(c.line))
+		got := ""
+		if found {
+			got = c.line[start:end]
+		}
+		if got != c.want {
+			t.Errorf("%s: found %q, want %q", c.line, got, c.want)
 		}
 	}
 }
