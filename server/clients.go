@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync/atomic"
 
 	"github.com/e2b-mcp/e2b-mcp/credentials"
 	"github.com/e2b-mcp/e2b-mcp/e2b"
@@ -55,4 +56,49 @@ func (c staticClients) Client(_ context.Context, owner string) (*e2b.Client, err
 	cfg := c.base
 	cfg.APIKey = c.key(owner)
 	return e2b.NewClient(cfg)
+}
+
+// A call's E2B client is read while its started record is written (readClientEarly): the owner's key is a round
+// trip to the secret store (D-Bus on Linux) and the started record's sync is the wait every call has, so the two
+// overlap instead of adding up. The read begins once the call is allowed to run, so a login or logout before the
+// call still decides it, and it is over before the call runs, so nothing of the call runs beside it. Only the
+// call's first client is the one read early, and only when that read found a client: a call that found no key
+// (the connect flow then waits for one and runs the call) or asks again reads afresh, as it would have.
+type earlyClient struct {
+	owner string
+	taken atomic.Bool
+	done  chan struct{}
+	c     *e2b.Client
+	err   error
+}
+
+type earlyClientKey struct{}
+
+// readClientEarly starts reading owner's client from src for the call of ctx, and returns ctx carrying it for
+// withEarlyClient, and a function that waits for the read to end.
+func readClientEarly(ctx context.Context, src tools.ClientSource, owner string) (context.Context, func()) {
+	e := &earlyClient{owner: owner, done: make(chan struct{})}
+	go func() {
+		defer close(e.done)
+		defer func() {
+			if r := recover(); r != nil {
+				e.c, e.err = nil, fmt.Errorf("reading the E2B key failed: %v", r)
+			}
+		}()
+		e.c, e.err = src.Client(ctx, owner)
+	}()
+	return context.WithValue(ctx, earlyClientKey{}, e), func() { <-e.done }
+}
+
+// withEarlyClient is a ClientSource that gives a call the client read early for it, the first time it asks.
+type withEarlyClient struct{ tools.ClientSource }
+
+func (w withEarlyClient) Client(ctx context.Context, owner string) (*e2b.Client, error) {
+	if e, ok := ctx.Value(earlyClientKey{}).(*earlyClient); ok && e.owner == owner && e.taken.CompareAndSwap(false, true) {
+		<-e.done
+		if e.err == nil {
+			return e.c, nil
+		}
+	}
+	return w.ClientSource.Client(ctx, owner)
 }

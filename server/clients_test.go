@@ -2,9 +2,12 @@ package server
 
 import (
 	"bytes"
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -21,8 +24,10 @@ import (
 	"github.com/zalando/go-keyring"
 
 	"github.com/e2b-mcp/e2b-mcp/credentials"
+	"github.com/e2b-mcp/e2b-mcp/e2b"
 	"github.com/e2b-mcp/e2b-mcp/e2b/e2btest"
 	"github.com/e2b-mcp/e2b-mcp/state"
+	"github.com/e2b-mcp/e2b-mcp/tools"
 )
 
 // The owner's key is read from the keyring on every call: no key gives the ConnectionRequired text and no
@@ -242,5 +247,115 @@ func TestRunStdio(t *testing.T) {
 				t.Errorf("after the server stopped the sandbox is %v/%q, want running", ok, sb.State)
 			}
 		})
+	}
+}
+
+// scriptedClients is a ClientSource whose reads give, in turn, the errors of answers (nil: a client of its own),
+// and a client after the last; it counts the reads of each owner.
+type scriptedClients struct {
+	mu      sync.Mutex
+	answers []func() error
+	reads   map[string]int
+	made    []*e2b.Client
+}
+
+func (s *scriptedClients) Client(_ context.Context, owner string) (*e2b.Client, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.reads == nil {
+		s.reads = map[string]int{}
+	}
+	s.reads[owner]++
+	if len(s.answers) > 0 {
+		answer := s.answers[0]
+		s.answers = s.answers[1:]
+		if err := answer(); err != nil {
+			return nil, err
+		}
+	}
+	c, err := e2b.NewClient(e2b.Config{APIKey: "e2b_" + strings.Repeat("0f", 20), APIURL: "http://127.0.0.1:9"})
+	s.made = append(s.made, c)
+	return c, err
+}
+
+func (s *scriptedClients) count(owner string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.reads[owner]
+}
+
+// The client read early for a call (while its started record is written) is what the call's first ask gets; a
+// second ask, another owner's, and an ask after an early read that failed (no key yet: the connect flow waits for
+// one; a panic in the read) each read afresh, as every ask did before.
+func TestEarlyClientIsTheCallsFirstOnly(t *testing.T) {
+	t.Run("first ask, second ask, another owner", func(t *testing.T) {
+		src := &scriptedClients{}
+		w := withEarlyClient{src}
+		ctx, _ := readClientEarly(t.Context(), src, "alice")
+		first, err := w.Client(ctx, "alice")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n := src.count("alice"); n != 1 || first != src.made[0] {
+			t.Fatalf("the first ask read %d times (want 1: the early read) and got the early client: %v", n,
+				first == src.made[0])
+		}
+		second, err := w.Client(ctx, "alice")
+		if err != nil || second == first || src.count("alice") != 2 {
+			t.Fatalf("a second ask: %v, same client %v, %d reads; want a fresh read", err, second == first,
+				src.count("alice"))
+		}
+		if _, err := w.Client(ctx, "bob"); err != nil || src.count("bob") != 1 {
+			t.Fatalf("another owner's ask: %v, %d reads of bob's; want one", err, src.count("bob"))
+		}
+	})
+	for name, failure := range map[string]func() error{
+		"no key yet":     func() error { return fmt.Errorf("%w for alice", tools.ErrNoAPIKey) },
+		"a store error":  func() error { return errors.New("the keyring is locked") },
+		"a panic inside": func() error { panic("the keyring client failed") },
+	} {
+		t.Run("an early read that failed: "+name, func(t *testing.T) {
+			src := &scriptedClients{answers: []func() error{failure}}
+			w := withEarlyClient{src}
+			ctx, _ := readClientEarly(t.Context(), src, "alice")
+			c, err := w.Client(ctx, "alice")
+			if err != nil || c == nil || src.count("alice") != 2 {
+				t.Fatalf("after a failed early read: %v, %d reads; want the client of a fresh read", err,
+					src.count("alice"))
+			}
+		})
+	}
+}
+
+// countingSecrets counts the reads of each account of a secret store.
+type countingSecrets struct {
+	credentials.SecretStore
+	mu    sync.Mutex
+	reads map[string]int
+}
+
+func (c *countingSecrets) Secret(account string) (string, error) {
+	c.mu.Lock()
+	c.reads[account]++
+	c.mu.Unlock()
+	return c.SecretStore.Secret(account)
+}
+
+func (c *countingSecrets) count(account string) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.reads[account]
+}
+
+// A call reads its owner's key once, early, and uses that read: the early read is not a read more.
+func TestACallReadsItsKeyOnce(t *testing.T) {
+	secrets := &countingSecrets{SecretStore: newTestSecrets(), reads: map[string]int{}}
+	f := newFixture(t, fixtureOpts{policy: allowAll, mutate: func(c *Config, _ *e2btest.Server) { c.Secrets = secrets }})
+	c := connect(t, f.srv, mcp.ProtocolVersion20260728, nil)
+	before := secrets.count("alice")
+	id := createSandbox(t, c)
+	mustOK(t, c, "e2b_manage_sandbox", map[string]any{"sandbox_id": id, "action": "delete"})
+	if n := secrets.count("alice") - before; n != 2 {
+		t.Errorf("a create and a delete read alice's key %d times; want once each", n)
 	}
 }

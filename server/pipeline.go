@@ -144,7 +144,13 @@ func (g governed[R]) decideAndRun(ctx context.Context, s *Server, caller tools.C
 	default: // deny, and anything a newer policy package might add that this server does not know
 		return g.refusal(audit.OutcomeDenied, fmt.Sprintf("Denied by policy rule '%s': %s", dec.Rule(), dec.Reason))
 	}
-	if err := call.Start(*entry); errors.Is(err, audit.ErrNotRotated) {
+	early := func() {}
+	if s.clients != nil {
+		ctx, early = readClientEarly(ctx, s.clients, caller.Owner) // while the started record is written
+	}
+	err = call.Start(*entry)
+	early()
+	if errors.Is(err, audit.ErrNotRotated) {
 		s.log.Error("the audit log could not rotate; the call is recorded", "tool", entry.Tool, "error", err)
 	} else if err != nil {
 		return g.refusal("", s.unrecordable(entry.Tool, err)) // it did not run: nothing to record

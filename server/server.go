@@ -210,7 +210,7 @@ func (s *Server) buildMCP() *mcpserver.MCPServer {
 		mcpserver.WithResourceHandlerMiddleware(s.governResources),
 	)...)
 	deps := tools.Deps{
-		Clients:  keyProbe{s.clients},
+		Clients:  keyProbe{withEarlyClient{s.clients}},
 		Egress:   s.egress,
 		Store:    s.store,
 		Previews: s.toolPreviews(),
