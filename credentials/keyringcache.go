@@ -13,8 +13,12 @@ import (
 // sees) gives an error, not a call that never ends.
 const keyringAnswerBound = 30 * time.Second
 
-// errNoAnswer is wrapped by the error of a read or write the keyring did not answer within the bound.
-var errNoAnswer = errors.New("the keyring did not answer")
+var (
+	// errNoAnswer is wrapped by the error of a read or write the keyring did not answer within the bound.
+	errNoAnswer = errors.New("the keyring did not answer")
+	// errLocked means the keyring holding an entry is locked, and was not unlocked when asked.
+	errLocked = errors.New("the keyring is locked")
+)
 
 // KeyringCache is the OS keyring (Keyring) with each secret it reads kept in memory, for a server that needs an
 // owner's key on every call. Before it serves a remembered secret it asks the keyring whether the entry is still
@@ -61,6 +65,9 @@ type entryWatcher interface {
 	// unchanged reports whether the entry stamped s is still there (or, for an absence, still not there),
 	// unlocked, and has not changed since.
 	unchanged(ctx context.Context, service, account string, s entryStamp) bool
+	// unlock asks the keyring to unlock what stamp found locked (the stamp that came with errLocked), which may
+	// show a prompt; it returns errLocked when the keyring stays locked.
+	unlock(ctx context.Context, s entryStamp) error
 }
 
 // NewKeyringCache returns k with what it reads kept in memory, watched as the platform's keyring allows.
@@ -92,6 +99,14 @@ func (c *KeyringCache) Secret(account string) (string, error) {
 	// matches. An absence is remembered only when both found none: an entry written between them is found by the
 	// read.
 	stamp, stampErr := c.watch.stamp(ctx, service, account)
+	if errors.Is(stampErr, errLocked) {
+		// Only an unlocked keyring is read: go-keyring would ask for the unlock itself, and its way of asking
+		// leaves goroutines behind (see the watcher's unlock).
+		if err := c.watch.unlock(ctx, stamp); err != nil {
+			return "", c.lockedError(ctx, account, err)
+		}
+		stamp, stampErr = c.watch.stamp(ctx, service, account)
+	}
 	secret, err := c.readWithin(ctx, account)
 	if err != nil {
 		if stampErr == nil && stamp.absent && errors.Is(err, ErrNotFound) {
@@ -186,6 +201,19 @@ func (c *KeyringCache) noAnswer(doing string) error {
 		"unlocked in a prompt nobody sees, or hung? Unlock the keyring or restart the Secret Service "+
 		"(gnome-keyring-daemon, KeePassXC); on a host without one, use the encrypted key store: --master-key-file",
 		errNoAnswer, c.Keyring, c.answerBound, doing)
+}
+
+// lockedError explains why account's entry could not be read from a locked keyring.
+func (c *KeyringCache) lockedError(ctx context.Context, account string, err error) error {
+	switch {
+	case ctx.Err() != nil:
+		return c.noAnswer(fmt.Sprintf("unlocking the keyring to read the entry %q", account))
+	case errors.Is(err, errLocked):
+		return fmt.Errorf("in the OS keyring: %s is locked, and was not unlocked to read the entry %q (its unlock "+
+			"prompt was dismissed or could not be shown): unlock the keyring and try again, or on a host without "+
+			"a desktop use the encrypted key store: --master-key-file", c.Keyring, account)
+	}
+	return keyringError(err)
 }
 
 func (c *KeyringCache) forget(account string) {

@@ -20,3 +20,5 @@ func (unwatched) stamp(context.Context, string, string) (entryStamp, error) {
 }
 
 func (unwatched) unchanged(context.Context, string, string, entryStamp) bool { return false }
+
+func (unwatched) unlock(context.Context, entryStamp) error { return errLocked }

@@ -34,8 +34,9 @@ var sessionWatcher secretServiceWatcher
 type secretServiceWatcher struct {
 	changes atomic.Uint64
 
-	mu   sync.Mutex
-	conn *dbus.Conn // nil until first used, and replaced when it closed
+	mu      sync.Mutex
+	conn    *dbus.Conn                            // nil until first used, and replaced when it closed
+	prompts map[dbus.ObjectPath]chan *dbus.Signal // the prompts being waited for, by path
 }
 
 // entryStamp is one state of a keyring entry: the Secret Service item that holds it and that item's Modified
@@ -57,6 +58,7 @@ const (
 	secretService     = "org.freedesktop.Secret.Service"
 	secretCollection  = "org.freedesktop.Secret.Collection"
 	secretItem        = "org.freedesktop.Secret.Item"
+	secretPrompt      = "org.freedesktop.Secret.Prompt"
 	// loginCollectionPath is the collection go-keyring uses whenever the Secret Service has it; otherwise
 	// go-keyring uses the one the "default" alias names (go-keyring's SecretService.GetLoginCollection).
 	loginCollectionPath = dbus.ObjectPath("/org/freedesktop/secrets/collection/login")
@@ -64,9 +66,76 @@ const (
 
 var errNotVouched = errors.New("the Secret Service does not vouch for the entry")
 
-// DeliverSignal counts a signal as a change; the connection receives only those of the Secret Service and of its
-// name changing owner (and the bus's own greeting, which counts harmlessly).
-func (w *secretServiceWatcher) DeliverSignal(string, string, *dbus.Signal) { w.changes.Add(1) }
+// DeliverSignal counts a signal as a change, and hands a prompt's completion to whoever waits for it. The
+// connection receives only the signals of the Secret Service and of its name changing owner (and the bus's own
+// greeting, which counts harmlessly).
+func (w *secretServiceWatcher) DeliverSignal(iface, name string, signal *dbus.Signal) {
+	w.changes.Add(1)
+	if iface+"."+name != secretPrompt+".Completed" {
+		return
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if completed, ok := w.prompts[signal.Path]; ok {
+		select {
+		case completed <- signal:
+		default: // a prompt completes once; another signal for it is not waited for
+		}
+	}
+}
+
+// unlock asks the Secret Service to unlock the collection stamp s found the entry locked in, and when it answers
+// with a prompt (on a desktop, a dialog asking for the keyring's password), shows it and waits for it within ctx.
+// go-keyring would ask too, but it leaves its channel for the prompt's signal registered for good, and every
+// later signal then leaves a goroutine behind for each such channel: a server whose keyring stays locked would
+// pile them up at every read.
+func (w *secretServiceWatcher) unlock(ctx context.Context, s entryStamp) error {
+	conn, err := w.connection(ctx)
+	if err != nil {
+		return err
+	}
+	var unlocked []dbus.ObjectPath
+	var prompt dbus.ObjectPath
+	err = conn.Object(secretServiceName, secretServicePath).CallWithContext(ctx, secretService+".Unlock", 0,
+		[]dbus.ObjectPath{s.collection}).Store(&unlocked, &prompt)
+	if err != nil {
+		return err
+	}
+	if prompt == "/" {
+		if !slices.Contains(unlocked, s.collection) {
+			return errLocked
+		}
+		return nil
+	}
+	completed := make(chan *dbus.Signal, 1)
+	w.mu.Lock()
+	if w.prompts == nil {
+		w.prompts = map[dbus.ObjectPath]chan *dbus.Signal{}
+	}
+	w.prompts[prompt] = completed
+	w.mu.Unlock()
+	defer func() {
+		w.mu.Lock()
+		delete(w.prompts, prompt)
+		w.mu.Unlock()
+	}()
+	if err := conn.Object(secretServiceName, prompt).CallWithContext(ctx, secretPrompt+".Prompt", 0, "").Err; err != nil {
+		return err
+	}
+	select {
+	case signal := <-completed:
+		if len(signal.Body) > 0 {
+			if dismissed, ok := signal.Body[0].(bool); ok && !dismissed {
+				return nil
+			}
+		}
+		return errLocked
+	case <-ctx.Done():
+		// The prompt is not left showing for a read that gave up on it; this is asked without waiting.
+		conn.Object(secretServiceName, prompt).Go(secretPrompt+".Dismiss", dbus.FlagNoReplyExpected, nil)
+		return ctx.Err()
+	}
+}
 
 // connection returns the watcher's connection, connecting when there is none or it closed. A new connection
 // counts as a change: what the closed one would have been told is not known.
@@ -108,20 +177,21 @@ func (w *secretServiceWatcher) stamp(ctx context.Context, service, account strin
 	if err != nil {
 		return entryStamp{}, err
 	}
-	changes := w.changes.Load()
 	collection, viaAlias, err := keyringCollection(ctx, conn)
 	if err != nil {
 		return entryStamp{}, err
 	}
+	// Counted after the first answer: every change made before it is in the count, and every later one is not.
+	changes := w.changes.Load()
 	present, err := searchUnlocked(ctx, conn, collection, service, account)
 	if err != nil {
-		return entryStamp{}, err
+		return entryStamp{collection: collection}, err
 	}
 	s := entryStamp{absent: present == ""}
 	if !s.absent {
 		// Reading a locked item's stamp fails, so a locked collection is never vouched for.
 		if s, err = itemStamp(ctx, conn, present, service, account); err != nil {
-			return entryStamp{}, err
+			return entryStamp{collection: collection}, err
 		}
 	}
 	s.collection, s.viaAlias, s.changes = collection, viaAlias, changes
@@ -181,7 +251,7 @@ func keyringCollection(ctx context.Context, conn *dbus.Conn) (collection dbus.Ob
 }
 
 // searchUnlocked searches a collection for account's entry of service and returns its item, or "" when there is
-// none and the collection is unlocked; a locked collection gives errNotVouched, as a read of it fails. Both are
+// none and the collection is unlocked; a locked collection gives errLocked, as a read of it fails. Both are
 // asked at once, one round trip. The search, not the collection's list of items, says an entry is absent: the
 // Secret Service may give a new entry the path of one deleted since.
 func searchUnlocked(ctx context.Context, conn *dbus.Conn, collection dbus.ObjectPath, service, account string) (
@@ -204,8 +274,10 @@ func searchUnlocked(ctx context.Context, conn *dbus.Conn, collection dbus.Object
 	if err := (<-lock.Done).Store(&locked); err != nil {
 		return "", err
 	}
-	if isLocked, ok := locked.Value().(bool); !ok || isLocked {
+	if isLocked, ok := locked.Value().(bool); !ok {
 		return "", errNotVouched
+	} else if isLocked {
+		return "", errLocked
 	}
 	return "", nil
 }
@@ -225,9 +297,11 @@ func itemStamp(ctx context.Context, conn *dbus.Conn, item dbus.ObjectPath, servi
 	locked, lockedKnown := props["Locked"].Value().(bool)
 	modified, modifiedKnown := props["Modified"].Value().(uint64)
 	attributes, _ := props["Attributes"].Value().(map[string]string)
-	if !lockedKnown || locked || !modifiedKnown ||
-		attributes["service"] != service || attributes["username"] != account {
+	if !lockedKnown || !modifiedKnown || attributes["service"] != service || attributes["username"] != account {
 		return entryStamp{}, errNotVouched
+	}
+	if locked {
+		return entryStamp{}, errLocked
 	}
 	return entryStamp{item: item, modified: modified}, nil
 }
