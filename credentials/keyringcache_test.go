@@ -19,6 +19,7 @@ import (
 	"github.com/godbus/dbus/v5"
 
 	"github.com/e2b-mcp/e2b-mcp/internal/optional"
+	"github.com/e2b-mcp/e2b-mcp/internal/waitfor"
 )
 
 // A KeyringCache on the real Secret Service serves a remembered secret only while the entry is the one it read:
@@ -565,18 +566,12 @@ func TestKeyringCacheWhenTheSecretServiceHangs(t *testing.T) {
 	}
 	c.answerBound = 300 * time.Millisecond
 	// Each wait is bounded far above the cache's bound, so that only a cache that ignores its bound fails it.
-	within := func(t *testing.T, what string, op func() error) error {
+	within := func(t *testing.T, what string, op func() error) (err error) {
 		t.Helper()
-		done := make(chan error, 1)
-		go func() { done <- op() }()
-		select {
-		case err := <-done:
-			return err
-		case <-time.After(60 * time.Second):
-			t.Fatalf("%s did not return within 60 s from a Secret Service that does not answer (the cache's "+
-				"bound is %v)", what, c.answerBound)
-			return nil
-		}
+		waitfor.Return(t, 60*time.Second, what+" to return from a Secret Service that does not answer", func() {
+			err = op()
+		})
+		return err
 	}
 	wantsNoAnswer := func(t *testing.T, what string, err error) {
 		t.Helper()
@@ -600,50 +595,70 @@ func TestKeyringCacheWhenTheSecretServiceHangs(t *testing.T) {
 		}
 	}
 
+	// One fake holds the Secret Service's name from here on: were the name let go, the bus would start
+	// gnome-keyring again for the next call (go-keyring's calls left behind go on calling).
 	stopSecretService(t)
-	silent := takeSecretServiceName(t, nil)
+	fake := takeSecretServiceName(t, service, "ivan")
 	wantsNoAnswer(t, "a remembered key's read", within(t, "a remembered key's read", secretOf("ivan")))
 	wantsNoAnswer(t, "another account's read", within(t, "another account's read", secretOf("judy")))
 	wantsNoAnswer(t, "a login", within(t, "a login", func() error { return c.SetSecret("judy", remembered) }))
 	wantsNoAnswer(t, "a logout", within(t, "a logout", func() error { return c.DeleteSecret("ivan") }))
-	if n := len(silent.calls); n == 0 {
+	if n := len(fake.calls); n == 0 {
 		t.Error("the silent Secret Service was never called: nothing was tried against it")
 	}
-	silent.conn.Close()
 
-	// This one answers what the cache asks of an entry, and asks for the keyring to be unlocked when go-keyring
+	// Now it answers what the cache asks of an entry, and asks for the keyring to be unlocked when go-keyring
 	// reads it, in a prompt that never completes.
-	prompting := takeSecretServiceName(t, promptingSecretService(service, "ivan"))
+	fake.answer()
 	reads.Store(0)
 	errs := make(chan error, 4)
 	for range cap(errs) {
 		go func() { errs <- secretOf("ivan")() }()
 	}
 	for range cap(errs) {
-		wantsNoAnswer(t, "a read waiting on a prompt", within(t, "a read waiting on a prompt", func() error {
-			return <-errs
-		}))
+		wantsNoAnswer(t, "a read waiting on a prompt", waitfor.Recv(t, errs, 60*time.Second,
+			"a read waiting on a prompt to return"))
 	}
 	if n := reads.Load(); n != 1 {
 		t.Errorf("four reads at once from a Secret Service that does not answer started %d reads of the "+
 			"keyring; want one, which the others wait for", n)
 	}
-	if prompting.prompts.Load() == 0 {
+	if fake.prompts.Load() == 0 {
 		t.Error("go-keyring never asked the prompting Secret Service's prompt: the read did not wait on it")
 	}
+
+	// Now it says the entry is locked: the cache asks for the unlock itself, and gives up on the prompt (and
+	// dismisses it) at its bound, without a read of the keyring.
+	fake.locked.Store(true)
+	reads.Store(0)
+	prompts := fake.prompts.Load()
+	wantsNoAnswer(t, "a read of a locked entry", within(t, "a read of a locked entry", secretOf("ivan")))
+	if n := reads.Load(); n != 0 {
+		t.Errorf("a read of an entry still locked read the keyring %d times; want none", n)
+	}
+	if fake.prompts.Load() == prompts {
+		t.Error("the cache never asked the locked Secret Service's prompt")
+	}
+	waitfor.Until(t, 30*time.Second, "the prompt given up on to be dismissed", func() bool {
+		return fake.dismissals.Load() > 0
+	})
 }
 
-// fakeSecretService is a connection owning the Secret Service's name on the session bus: it answers with the
-// methods it exports, if any; given none, it takes every call (counted in calls) and answers none.
+// fakeSecretService is a connection owning the Secret Service's name on the session bus. At first it takes
+// every call (counted in calls) and answers none; after answer, it answers what a KeyringCache and go-keyring ask
+// of a Secret Service whose login collection holds one entry (locked or not), except that unlocking the
+// collection asks for a prompt, and the prompt, once shown, never completes.
 type fakeSecretService struct {
-	conn    *dbus.Conn
-	calls   chan *dbus.Message
-	prompts atomic.Int32
+	conn       *dbus.Conn
+	calls      chan *dbus.Message
+	locked     atomic.Bool
+	prompts    atomic.Int32
+	dismissals atomic.Int32
 }
 
-// takeSecretServiceName connects a fake Secret Service and gives it the Secret Service's name, after export (if
-// not nil) has exported its methods. The name is let go when the test ends.
-func takeSecretServiceName(t *testing.T, export func(*fakeSecretService) error) *fakeSecretService {
+// takeSecretServiceName connects a fake Secret Service for account's entry of service and gives it the Secret
+// Service's name, which it keeps until the test ends.
+func takeSecretServiceName(t *testing.T, service, account string) *fakeSecretService {
 	t.Helper()
 	conn, err := dbus.SessionBusPrivate()
 	if err != nil {
@@ -657,81 +672,79 @@ func takeSecretServiceName(t *testing.T, export func(*fakeSecretService) error) 
 		t.Fatal(err)
 	}
 	f := &fakeSecretService{conn: conn, calls: make(chan *dbus.Message, 1000)}
-	if export != nil {
-		if err := export(f); err != nil {
-			t.Fatal(err)
-		}
+	if err := f.export(service, account); err != nil {
+		t.Fatal(err)
 	}
 	reply, err := conn.RequestName(secretServiceName, dbus.NameFlagDoNotQueue)
 	if err != nil || reply != dbus.RequestNameReplyPrimaryOwner {
 		t.Fatalf("taking the name %s: %v (reply %d)", secretServiceName, err, reply)
 	}
-	if export == nil {
-		// Every message from now on goes to calls, and none is answered.
-		conn.Eavesdrop(f.calls)
-	}
+	// Every message from now on goes to calls, and none is answered.
+	conn.Eavesdrop(f.calls)
 	return f
 }
 
-// promptingSecretService exports what a KeyringCache and go-keyring ask of a Secret Service whose login
-// collection holds account's entry of service, except that unlocking the collection asks for a prompt, and the
-// prompt, once shown, never completes.
-func promptingSecretService(service, account string) func(*fakeSecretService) error {
+// answer makes the fake answer the calls that come from now on.
+func (f *fakeSecretService) answer() { f.conn.Eavesdrop(nil) }
+
+func (f *fakeSecretService) export(service, account string) error {
 	const (
 		item   = dbus.ObjectPath("/org/freedesktop/secrets/collection/login/1")
 		prompt = dbus.ObjectPath("/org/freedesktop/secrets/prompt/p1")
 	)
-	property := func(want string, value any) func(string, string) (dbus.Variant, *dbus.Error) {
+	property := func(want string, value func() any) func(string, string) (dbus.Variant, *dbus.Error) {
 		return func(_, name string) (dbus.Variant, *dbus.Error) {
 			if name != want {
 				return dbus.Variant{}, dbus.MakeFailedError(fmt.Errorf("no property %s", name))
 			}
-			return dbus.MakeVariant(value), nil
+			return dbus.MakeVariant(value()), nil
 		}
 	}
-	return func(f *fakeSecretService) error {
-		exports := []struct {
-			path    dbus.ObjectPath
-			iface   string
-			methods map[string]any
-		}{
-			{secretServicePath, "org.freedesktop.DBus.Properties", map[string]any{
-				"Get": property("Collections", []dbus.ObjectPath{loginCollectionPath}),
-			}},
-			{secretServicePath, "org.freedesktop.Secret.Service", map[string]any{
-				"Unlock": func([]dbus.ObjectPath) ([]dbus.ObjectPath, dbus.ObjectPath, *dbus.Error) {
-					return nil, prompt, nil
-				},
-			}},
-			{loginCollectionPath, "org.freedesktop.DBus.Properties", map[string]any{
-				"Get": property("Locked", false),
-			}},
-			{loginCollectionPath, secretCollection, map[string]any{
-				"SearchItems": func(map[string]string) ([]dbus.ObjectPath, *dbus.Error) {
-					return []dbus.ObjectPath{item}, nil
-				},
-			}},
-			{item, "org.freedesktop.DBus.Properties", map[string]any{
-				"GetAll": func(string) (map[string]dbus.Variant, *dbus.Error) {
-					return map[string]dbus.Variant{
-						"Locked":     dbus.MakeVariant(false),
-						"Modified":   dbus.MakeVariant(uint64(1)),
-						"Attributes": dbus.MakeVariant(map[string]string{"service": service, "username": account}),
-					}, nil
-				},
-			}},
-			{prompt, "org.freedesktop.Secret.Prompt", map[string]any{
-				"Prompt": func(string) *dbus.Error {
-					f.prompts.Add(1)
-					return nil
-				},
-			}},
-		}
-		for _, e := range exports {
-			if err := f.conn.ExportMethodTable(e.methods, e.path, e.iface); err != nil {
-				return err
-			}
-		}
-		return nil
+	exports := []struct {
+		path    dbus.ObjectPath
+		iface   string
+		methods map[string]any
+	}{
+		{secretServicePath, "org.freedesktop.DBus.Properties", map[string]any{
+			"Get": property("Collections", func() any { return []dbus.ObjectPath{loginCollectionPath} }),
+		}},
+		{secretServicePath, "org.freedesktop.Secret.Service", map[string]any{
+			"Unlock": func([]dbus.ObjectPath) ([]dbus.ObjectPath, dbus.ObjectPath, *dbus.Error) {
+				return nil, prompt, nil
+			},
+		}},
+		{loginCollectionPath, "org.freedesktop.DBus.Properties", map[string]any{
+			"Get": property("Locked", func() any { return f.locked.Load() }),
+		}},
+		{loginCollectionPath, secretCollection, map[string]any{
+			"SearchItems": func(map[string]string) ([]dbus.ObjectPath, *dbus.Error) {
+				return []dbus.ObjectPath{item}, nil
+			},
+		}},
+		{item, "org.freedesktop.DBus.Properties", map[string]any{
+			"GetAll": func(string) (map[string]dbus.Variant, *dbus.Error) {
+				return map[string]dbus.Variant{
+					"Locked":     dbus.MakeVariant(f.locked.Load()),
+					"Modified":   dbus.MakeVariant(uint64(1)),
+					"Attributes": dbus.MakeVariant(map[string]string{"service": service, "username": account}),
+				}, nil
+			},
+		}},
+		{prompt, "org.freedesktop.Secret.Prompt", map[string]any{
+			"Prompt": func(string) *dbus.Error {
+				f.prompts.Add(1)
+				return nil
+			},
+			"Dismiss": func() *dbus.Error {
+				f.dismissals.Add(1)
+				return nil
+			},
+		}},
 	}
+	for _, e := range exports {
+		if err := f.conn.ExportMethodTable(e.methods, e.path, e.iface); err != nil {
+			return err
+		}
+	}
+	return nil
 }
