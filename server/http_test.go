@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"encoding/json"
 	"io"
 	"net"
 	"net/http"
@@ -343,5 +344,60 @@ func TestHTTPApprovals(t *testing.T) {
 		if askedOutside(t, msg, "the client cannot put questions to them"); !sandboxExists(f, id) {
 			t.Errorf("delete over SSE: %q (sandbox exists %v)", msg, sandboxExists(f, id))
 		}
+	})
+}
+
+// Over streamable HTTP, as over stdio, a tool call's arguments are decoded once, in front of mcp-go's transport:
+// the transport and mcp-go's handler are given the message with a small stand-in for them, and the tool gets them
+// back, decoded and as the client's JSON, in both protocol eras.
+func TestHTTPFrontDecodesTheArgumentsOnce(t *testing.T) {
+	for _, version := range eras {
+		t.Run(version, func(t *testing.T) {
+			f := newFixture(t, fixtureOpts{transport: TransportHTTP})
+			calls, handed := argumentsTool(f.srv)
+			c := streamableClient(t, serveHTTP(t, f), "", "s1", version)
+			content := strings.Repeat("line \"quoted\"\t<&>\n", 1<<14)
+			var req mcp.CallToolRequest
+			req.Params.Name = "test_args"
+			req.Params.Arguments = map[string]any{"content": content, "n": json.Number("9007199254740993")}
+			if res, err := c.CallTool(t.Context(), req); err != nil || res.IsError {
+				t.Fatalf("the call failed: %v %v", res, err)
+			}
+			got := waitfor.Recv(t, calls, time.Minute, "the tool's call")
+			args, _ := got.Params.Arguments.(map[string]any)
+			if args["content"] != content || args["n"] != float64(9007199254740993) {
+				t.Errorf("the tool got the arguments %.200v", got.Params.Arguments)
+			}
+			if !strings.Contains(string(got.Params.RawArguments), `"n":9007199254740993`) ||
+				len(got.Params.RawArguments) < len(content) {
+				t.Errorf("the tool got the arguments' JSON %.200q, not the client's", got.Params.RawArguments)
+			}
+			if msg := waitfor.Recv(t, handed, time.Minute, "mcp-go's handler to get the call"); len(msg) > 2048 {
+				t.Errorf("mcp-go's handler was given %d bytes, the arguments too: %.200q", len(msg), msg)
+			}
+		})
+	}
+}
+
+// Whatever shape a tool call POSTed to /mcp has, the tool gets what mcp-go's own decoding of it gives, and a call
+// mcp-go refuses is refused as mcp-go refuses it whole (see checkToolCallShapes).
+func TestHTTPToolCallsAsMCPGoDecodesThem(t *testing.T) {
+	f := newFixture(t, fixtureOpts{transport: TransportHTTP})
+	calls, _ := argumentsTool(f.srv)
+	base := serveHTTP(t, f)
+	code, hdr, body := do(t, http.MethodPost, base+PathMCP, "", initializeBody, nil)
+	sid := hdr.Get("Mcp-Session-Id")
+	if code != http.StatusOK || sid == "" {
+		t.Fatalf("initialize: %d %q %s", code, sid, body)
+	}
+	legacy := map[string]string{"Mcp-Session-Id": sid, "Mcp-Protocol-Version": mcp.ProtocolVersion20251125}
+	do(t, http.MethodPost, base+PathMCP, "", `{"jsonrpc":"2.0","method":"notifications/initialized"}`, legacy)
+	checkToolCallShapes(t, f, calls, func(id int, line string) map[string]any {
+		code, _, body := do(t, http.MethodPost, base+PathMCP, "", line, legacy)
+		var answer map[string]any
+		if err := json.Unmarshal([]byte(body), &answer); err != nil {
+			t.Fatalf("POST of request %d: %d %q", id, code, body)
+		}
+		return answer
 	})
 }

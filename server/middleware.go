@@ -13,6 +13,7 @@ import (
 	mcpserver "github.com/mark3labs/mcp-go/server"
 
 	"github.com/e2b-mcp/e2b-mcp/audit"
+	"github.com/e2b-mcp/e2b-mcp/internal/jsonrpc"
 	"github.com/e2b-mcp/e2b-mcp/policy"
 	"github.com/e2b-mcp/e2b-mcp/state"
 	"github.com/e2b-mcp/e2b-mcp/tools"
@@ -53,7 +54,7 @@ func (s *Server) callerFor(ctx context.Context) (tools.Caller, error) {
 // arguments as mcp-go decoded them, and the tool binds its own from their JSON (see callArgs).
 func (s *Server) governTools(next mcpserver.ToolHandlerFunc) mcpserver.ToolHandlerFunc {
 	return func(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-		req = restoreArguments(ctx, req) // the stdio front's, before anything reads them
+		req = jsonrpc.RestoreArguments(ctx, req) // a front took them, before anything reads them
 		ctx = tools.WithClient(ctx, s.client(ctx))
 		tool := req.Params.Name
 		args := callArgs(req)

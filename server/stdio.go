@@ -23,7 +23,7 @@ import (
 // handler (MCPServer.HandleMessage) directly, on the context of mcp-go's stdio session. Only what must reach
 // mcp-go's transport goes there: the client's answers to the server's requests (an approval asked by elicitation),
 // which its session waits for, and the lines the front cannot read, which mcp-go answers as it always did. A tool
-// call's arguments are kept out of what mcp-go's handler parses (stdio_arguments.go).
+// call's arguments are kept out of what mcp-go's handler parses (jsonrpc.TakeArguments).
 
 // Tool calls are served by stdioToolWorkers at once, and up to stdioToolQueue more wait for one, as mcp-go's
 // stdio transport serves them; past that the front reads no more lines until a call ends.
@@ -40,7 +40,7 @@ type stdioMessage struct {
 		tasks.Params
 		RequestID json.RawMessage `json:"requestId"` // a notifications/cancelled's
 		Cursor    json.RawMessage `json:"cursor"`    // a list's
-		Arguments any             `json:"arguments"` // a tools/call's, decoded once (see takeArguments)
+		Arguments any             `json:"arguments"` // a tools/call's, decoded once (see jsonrpc.TakeArguments)
 	} `json:"params"`
 }
 
@@ -194,7 +194,7 @@ func (f *stdioFront) start(calls context.Context, m stdioMessage, line []byte) {
 		case string(mcp.MethodToolsList):
 			return f.lists.answer(ctx, f.s, &m, line)
 		case string(mcp.MethodToolsCall):
-			ctx, line, _ := takeArguments(ctx, line, m.Params.Arguments)
+			ctx, line, _ := jsonrpc.TakeArguments(ctx, line, m.Params.Arguments)
 			return answerOf(m.ID, f.s.mcp.HandleMessage(ctx, line))
 		}
 		return answerOf(m.ID, f.s.mcp.HandleMessage(ctx, line))

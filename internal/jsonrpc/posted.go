@@ -35,6 +35,7 @@ type Envelope struct {
 		InputResponses json.RawMessage `json:"inputResponses"` // tasks/update's
 		RequestID      json.RawMessage `json:"requestId"`      // notifications/cancelled's
 		Meta           *mcp.Meta       `json:"_meta"`
+		Arguments      any             `json:"arguments"` // a tools/call's, decoded once (TakeArguments)
 	} `json:"params"`
 }
 

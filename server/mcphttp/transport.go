@@ -9,13 +9,17 @@
 package mcphttp
 
 import (
+	"bytes"
 	"context"
+	"io"
 	"log/slog"
 	"net/http"
 	"time"
 
+	"github.com/mark3labs/mcp-go/mcp"
 	mcpserver "github.com/mark3labs/mcp-go/server"
 
+	"github.com/e2b-mcp/e2b-mcp/internal/jsonrpc"
 	"github.com/e2b-mcp/e2b-mcp/server/browsers"
 	"github.com/e2b-mcp/e2b-mcp/tools"
 )
@@ -87,7 +91,7 @@ func New(m *mcpserver.MCPServer, o Options) *Transport {
 
 // MCP is the handler of /mcp, streamable HTTP.
 func (t *Transport) MCP() http.Handler {
-	var h http.Handler = t.streamable
+	h := takeArguments(t.streamable)
 	if t.front != nil {
 		h = t.front(h)
 	}
@@ -125,3 +129,26 @@ type discardResponse struct{ header http.Header }
 func (d discardResponse) Header() http.Header       { return d.header }
 func (discardResponse) Write(p []byte) (int, error) { return len(p), nil }
 func (discardResponse) WriteHeader(int)             {}
+
+// takeArguments hands mcp-go's streamable transport a POSTed tools/call without its arguments, which the one
+// parse of the message decoded (jsonrpc.ReadPosted, jsonrpc.TakeArguments): the transport and mcp-go's handler
+// each parse what they are given.
+func takeArguments(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodPost || r.Body == nil {
+			next.ServeHTTP(w, r)
+			return
+		}
+		posted, r, err := jsonrpc.ReadPosted(r)
+		if err != nil || posted.Err != nil || posted.Envelope.Method != string(mcp.MethodToolsCall) ||
+			len(posted.Envelope.ID) == 0 {
+			next.ServeHTTP(w, r) // mcp-go answers what it is, as it always did
+			return
+		}
+		if ctx, body, ok := jsonrpc.TakeArguments(r.Context(), posted.Body, posted.Envelope.Params.Arguments); ok {
+			r = r.WithContext(ctx)
+			r.Body, r.ContentLength = io.NopCloser(bytes.NewReader(body)), int64(len(body))
+		}
+		next.ServeHTTP(w, r)
+	})
+}

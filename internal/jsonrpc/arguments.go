@@ -1,4 +1,4 @@
-package server
+package jsonrpc
 
 import (
 	"bytes"
@@ -8,22 +8,23 @@ import (
 	"github.com/mark3labs/mcp-go/mcp"
 )
 
-// A tool call's arguments are the bulk of a big call (an e2b_write_file of 1 MiB), and mcp-go's handler parses a
-// message it is given several times over: to read its envelope, to check its member names, to decode the request,
-// whose params decode their arguments twice more. So the stdio front's one parse of a line decodes a call's
-// arguments too, and the front hands mcp-go's handler the line with the arguments' value (found by argumentsAt, a
-// scan that decodes nothing) replaced by argumentsStandIn; the call pipeline (governTools) puts them back into the
-// request before anything of this server reads it. Every step of mcp-go's
-// handling still runs on the call as it did (the envelope's checks, the session, the cancels, the hooks, the tool's
-// lookup and filters, the middleware, the result's limits); the only difference is what mcp-go's own steps before
-// the middleware see of the arguments, and this server has none that reads them (no request hooks, no input
-// schema validation by mcp-go: the pipeline checks the arguments).
+// A tool call's arguments are the bulk of a big call (an e2b_write_file of 1 MiB), and mcp-go parses a message
+// several times over: its transports to read the envelope, its handler (MCPServer.HandleMessage) to read the
+// envelope again, to check its member names, to decode the request, whose params decode their arguments twice
+// more. So the server's fronts (the stdio front, and the HTTP handlers in front of the streamable transport) decode
+// a call's arguments in their one parse of the message, and hand mcp-go the message with the arguments' value
+// (found by argumentsAt, a scan that decodes nothing) replaced by argumentsStandIn; the call pipeline puts them back
+// into the request (RestoreArguments) before anything of the server reads it. Every step of mcp-go's handling still
+// runs on the call as it did (the envelope's checks, the session, the cancels, the hooks, the tool's lookup and
+// filters, the middleware, the result's limits); the only difference is what mcp-go's own steps before the
+// middleware see of the arguments, and the server has none that reads them (no request hooks, no input schema
+// validation by mcp-go: the pipeline checks the arguments).
 
-// argumentsStandIn is what mcp-go is given for arguments the front took. A call that reached a tool with it
+// argumentsStandIn is what mcp-go is given for arguments a front took. A call that reached a tool with it
 // unreplaced would be refused for an unknown parameter, not run with no arguments.
-const argumentsStandIn = `{"e2b-mcp":"the arguments are kept by the stdio front"}`
+const argumentsStandIn = `{"e2b-mcp":"the arguments are kept by the server's front"}`
 
-// takenArguments are a call's arguments that the front took out of its line: decoded, and the JSON they were
+// takenArguments are a call's arguments that a front took out of its message: decoded, and the JSON they were
 // decoded from, as mcp-go sets a request's Arguments and RawArguments.
 type takenArguments struct {
 	decoded any
@@ -32,11 +33,11 @@ type takenArguments struct {
 
 type takenArgumentsKey struct{}
 
-// takeArguments returns a tools/call line with its arguments' value replaced by argumentsStandIn, and ctx
-// carrying them for restoreArguments; decoded is the value the front's parse of the line decoded from them. ok
-// is false when the line is handed to mcp-go as it is: arguments that are not one JSON object, or a line whose
-// arguments argumentsAt cannot tell apart.
-func takeArguments(ctx context.Context, line []byte, decoded any) (_ context.Context, _ []byte, ok bool) {
+// TakeArguments returns a tools/call message with its arguments' value replaced by argumentsStandIn, and ctx
+// carrying them for RestoreArguments; decoded is the value the front's parse of the message decoded from them. ok
+// is false when the message is handed to mcp-go as it is: arguments that are not one JSON object, or a message
+// whose arguments argumentsAt cannot tell apart.
+func TakeArguments(ctx context.Context, line []byte, decoded any) (_ context.Context, _ []byte, ok bool) {
 	if _, isObject := decoded.(map[string]any); !isObject {
 		return ctx, line, false
 	}
@@ -179,7 +180,7 @@ func valueEnd(b []byte, i int) int {
 // restoreArguments puts the arguments the front took (see takeArguments) back into req, the request mcp-go
 // decoded from the line with the stand-in. A request without the stand-in is left as it is: one the front did not
 // take arguments from, or one of another call made on the same context.
-func restoreArguments(ctx context.Context, req mcp.CallToolRequest) mcp.CallToolRequest {
+func RestoreArguments(ctx context.Context, req mcp.CallToolRequest) mcp.CallToolRequest {
 	taken, ok := ctx.Value(takenArgumentsKey{}).(takenArguments)
 	if ok && bytes.Equal(req.Params.RawArguments, []byte(argumentsStandIn)) {
 		req.Params.Arguments, req.Params.RawArguments = taken.decoded, taken.raw
