@@ -103,7 +103,7 @@ func (c *KeyringCache) Secret(account string) (string, error) {
 		// Only an unlocked keyring is read: go-keyring would ask for the unlock itself, and its way of asking
 		// leaves goroutines behind (see the watcher's unlock).
 		if err := c.watch.unlock(ctx, stamp); err != nil {
-			return "", c.lockedError(ctx, account, err)
+			return "", c.lockedError(ctx, fmt.Sprintf("to read the entry %q", account), err)
 		}
 		stamp, stampErr = c.watch.stamp(ctx, service, account)
 	}
@@ -133,7 +133,7 @@ func (c *KeyringCache) readWithin(ctx context.Context, account string) (string, 
 	asked := time.Now()
 	for {
 		if ctx.Err() != nil {
-			return "", c.noAnswer(fmt.Sprintf("reading the entry %q", account))
+			return "", c.noAnswer(fmt.Sprintf("to read the entry %q", account))
 		}
 		c.mu.Lock()
 		r := c.reading[account]
@@ -167,7 +167,7 @@ func (c *KeyringCache) readInto(r *keyringRead, account string) {
 // SetSecret writes account's entry in the OS keyring and forgets what was remembered of it.
 func (c *KeyringCache) SetSecret(account, secret string) error {
 	c.forget(account)
-	return c.writeWithin(fmt.Sprintf("writing the entry %q", account), func() error {
+	return c.writeWithin(account, fmt.Sprintf("to write the entry %q", account), func() error {
 		return c.Keyring.SetSecret(account, secret)
 	})
 }
@@ -175,43 +175,49 @@ func (c *KeyringCache) SetSecret(account, secret string) error {
 // DeleteSecret removes account's entry from the OS keyring and forgets what was remembered of it.
 func (c *KeyringCache) DeleteSecret(account string) error {
 	c.forget(account)
-	return c.writeWithin(fmt.Sprintf("removing the entry %q", account), func() error {
+	return c.writeWithin(account, fmt.Sprintf("to remove the entry %q", account), func() error {
 		return c.Keyring.DeleteSecret(account)
 	})
 }
 
-// writeWithin makes a change in the keyring, waiting no longer than the bound. A change the keyring does not
-// answer in time is left behind: it may still be made if the keyring answers later, which the error says.
-func (c *KeyringCache) writeWithin(doing string, write func() error) error {
+// writeWithin makes a change to account's entry in the keyring, waiting no longer than the bound. A locked
+// keyring is asked to unlock first, as for a read. A change the keyring does not answer in time is left behind:
+// it may still be made if the keyring answers later, which the error says.
+func (c *KeyringCache) writeWithin(account, doing string, write func() error) error {
+	ctx, cancel := context.WithTimeout(context.Background(), c.answerBound)
+	defer cancel()
+	if stamp, err := c.watch.stamp(ctx, c.service(), account); errors.Is(err, errLocked) {
+		if err := c.watch.unlock(ctx, stamp); err != nil {
+			return c.lockedError(ctx, doing, err)
+		}
+	}
 	done := make(chan error, 1)
 	go func() { done <- write() }()
-	timer := time.NewTimer(c.answerBound)
-	defer timer.Stop()
 	select {
 	case err := <-done:
 		return err
-	case <-timer.C:
+	case <-ctx.Done():
 		return fmt.Errorf("%w (the change may still be made if it answers later)", c.noAnswer(doing))
 	}
 }
 
 // noAnswer explains a read or write the keyring did not answer in time, and what to do about it.
 func (c *KeyringCache) noAnswer(doing string) error {
-	return fmt.Errorf("%w: %s did not answer within %v %s; is its Secret Service waiting for the keyring to be "+
-		"unlocked in a prompt nobody sees, or hung? Unlock the keyring or restart the Secret Service "+
+	return fmt.Errorf("%w: %s did not answer within %v when asked %s; is its Secret Service waiting for the "+
+		"keyring to be unlocked in a prompt nobody sees, or hung? Unlock the keyring or restart the Secret Service "+
 		"(gnome-keyring-daemon, KeePassXC); on a host without one, use the encrypted key store: --master-key-file",
 		errNoAnswer, c.Keyring, c.answerBound, doing)
 }
 
-// lockedError explains why account's entry could not be read from a locked keyring.
-func (c *KeyringCache) lockedError(ctx context.Context, account string, err error) error {
+// lockedError explains why the keyring could not be unlocked to do what doing says.
+func (c *KeyringCache) lockedError(ctx context.Context, doing string, err error) error {
 	switch {
 	case ctx.Err() != nil:
-		return c.noAnswer(fmt.Sprintf("unlocking the keyring to read the entry %q", account))
+		return c.noAnswer("to unlock the keyring " + doing)
 	case errors.Is(err, errLocked):
-		return fmt.Errorf("in the OS keyring: %s is locked, and was not unlocked to read the entry %q (its unlock "+
-			"prompt was dismissed or could not be shown): unlock the keyring and try again, or on a host without "+
-			"a desktop use the encrypted key store: --master-key-file", c.Keyring, account)
+		return fmt.Errorf("in the OS keyring: %s is locked, and was not unlocked %s (its unlock prompt was "+
+			"dismissed or could not be shown): unlock the keyring and try again, or on a host without a desktop "+
+			"use the encrypted key store: --master-key-file", c.Keyring, doing)
 	}
 	return keyringError(err)
 }

@@ -209,6 +209,17 @@ func TestKeyringCacheOnTheSecretService(t *testing.T) {
 		if grown := runtime.NumGoroutine() - before; grown > 20 {
 			t.Errorf("30 reads of a locked keyring left %d more goroutines behind", grown)
 		}
+		// A login through the cache (the connect page's) is asked to unlock the same way.
+		before = runtime.NumGoroutine()
+		for range 30 {
+			err := c.SetSecret("carol", key(7))
+			if err == nil || !strings.Contains(err.Error(), "is locked") {
+				t.Fatalf("a login with the keyring locked: %v; want an error saying the keyring is locked", err)
+			}
+		}
+		if grown := runtime.NumGoroutine() - before; grown > 20 {
+			t.Errorf("30 logins into a locked keyring left %d more goroutines behind", grown)
+		}
 		unlockLoginCollection(t, conn)
 		wants(t, c, "carol", key(6), "after the unlock")
 
