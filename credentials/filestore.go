@@ -55,8 +55,8 @@ type FileStore struct {
 	afterStep func(step string) error
 
 	mu      sync.Mutex
-	key     *MasterKey // the master key the store is sealed under; Reseal replaces it
-	info    os.FileInfo
+	key     *MasterKey        // the master key the store is sealed under; Reseal replaces it
+	version fileVersion       // of the file the secrets come from
 	secrets map[string][]byte // account → sealed secret, as last read
 }
 
@@ -217,7 +217,7 @@ func (s *FileStore) Reseal(next *MasterKey) (int, error) {
 		// Readers of this store wait while the file changes key, so that none reads the new file with the old key.
 		s.mu.Lock()
 		defer s.mu.Unlock()
-		s.info = nil
+		s.version.forget()
 		werr := s.write(resealed, next)
 		if werr != nil && !s.sealedUnder(next) {
 			return werr
@@ -257,7 +257,7 @@ func (s *FileStore) update(change func(secrets map[string][]byte, key *MasterKey
 		err = s.write(secrets, key)
 		// The next read parses the new file (and so checks that it opens).
 		s.mu.Lock()
-		s.info = nil
+		s.version.forget()
 		s.mu.Unlock()
 		return err
 	})
@@ -300,21 +300,24 @@ func (s *FileStore) current() (map[string][]byte, *MasterKey, error) {
 	defer s.mu.Unlock()
 	fi, err := os.Stat(s.path)
 	if errors.Is(err, os.ErrNotExist) {
-		s.info, s.secrets = nil, map[string][]byte{}
+		s.version.forget()
+		s.secrets = map[string][]byte{}
 		return s.secrets, s.key, nil
 	}
-	if err == nil && sameVersion(s.info, fi) {
+	if err == nil && s.version.is(fi) {
 		return s.secrets, s.key, nil
 	}
-	data, fi, err := readPrivateFile(s.path, "key store", maxKeyStoreBytes, ErrKeyStore)
+	data, f, fi, err := openPrivateFile(s.path, "key store", maxKeyStoreBytes, ErrKeyStore)
 	if err != nil {
 		return nil, nil, err
 	}
 	secrets, err := parseKeyStore(s.path, data, s.key)
 	if err != nil {
+		f.Close()
 		return nil, nil, err
 	}
-	s.info, s.secrets = fi, secrets
+	s.version.remember(f, fi)
+	s.secrets = secrets
 	return secrets, s.key, nil
 }
 

@@ -119,6 +119,40 @@ func TestFileStoreFollowsAnotherWriter(t *testing.T) {
 	})
 }
 
+// Two logins elsewhere between two reads: the second login's file may get the inode number of the file the
+// reader last parsed (freed by the first login; ext4 gives it out again at once) and, with keys of one length and
+// a modification time kept (a clock stepped back, a copy that keeps times), its size and time too.
+func TestFileStoreTwoWritesBetweenReads(t *testing.T) {
+	s, path, mk := newFileStore(t)
+	other, err := OpenFileStore(path, mk)
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := func(n int) string { return "e2b_" + strings.Repeat(string(rune('0'+n)), 40) }
+	stepped := time.Unix(1_700_000_000, 0)
+	set := func(n int) {
+		t.Helper()
+		if err := SetAPIKey(other, "alice", key(n)); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chtimes(path, stepped, stepped); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for round := 1; round <= 3; round++ {
+		set(1)
+		if got, err := APIKey(s, "alice"); err != nil || got != key(1) {
+			t.Fatalf("round %d, first read: %q, %v", round, LastFour(got), err)
+		}
+		set(2)
+		set(3)
+		if got, err := APIKey(s, "alice"); err != nil || got != key(3) {
+			t.Fatalf("round %d: after two logins elsewhere: APIKey = %q, %v; want the key ending in %s", round,
+				LastFour(got), err, LastFour(key(3)))
+		}
+	}
+}
+
 // Nothing secret is in the file: neither the key, nor the master key, in any usual encoding.
 func TestFileStoreKeepsNothingInTheClear(t *testing.T) {
 	mk, key := masterKey(t, hexForm)

@@ -15,11 +15,30 @@ import (
 // readPrivateFile reads a regular file of at most limit bytes that must not be accessible to group or others.
 // what names the file in messages ("tokens file"); kind is wrapped by every complaint about the file itself.
 func readPrivateFile(path, what string, limit int64, kind error) ([]byte, os.FileInfo, error) {
+	data, f, fi, err := openPrivateFile(path, what, limit, kind)
+	if err != nil {
+		return nil, nil, err
+	}
+	f.Close()
+	return data, fi, nil
+}
+
+// openPrivateFile is readPrivateFile that returns the file too, still open, for a reader that remembers this
+// version of it (fileVersion); the caller closes it.
+func openPrivateFile(path, what string, limit int64, kind error) ([]byte, *os.File, os.FileInfo, error) {
 	f, err := os.Open(path)
 	if err != nil {
-		return nil, nil, fmt.Errorf("%s: %w", what, err)
+		return nil, nil, nil, fmt.Errorf("%s: %w", what, err)
 	}
-	defer f.Close()
+	data, fi, err := readOpenPrivateFile(f, path, what, limit, kind)
+	if err != nil {
+		f.Close()
+		return nil, nil, nil, err
+	}
+	return data, f, fi, nil
+}
+
+func readOpenPrivateFile(f *os.File, path, what string, limit int64, kind error) ([]byte, os.FileInfo, error) {
 	fi, err := f.Stat()
 	if err != nil {
 		return nil, nil, fmt.Errorf("%s: %w", what, err)
@@ -38,6 +57,42 @@ func readPrivateFile(path, what string, limit int64, kind error) ([]byte, os.Fil
 		return nil, nil, fmt.Errorf("%w: %s is larger than %d bytes", kind, path, limit)
 	}
 	return data, fi, nil
+}
+
+// fileVersion is the version of a file that a reader last parsed, to tell at the next read whether the file
+// changed without reading it again. The file is kept open while it is remembered: a file system gives a freed
+// inode's number to the next new file at once (ext4 does), and a file written with the same size, mode and
+// modification time (a clock stepped back, a copy that keeps times) would then pass for the one remembered.
+// An open file's inode is not freed, so no new file gets its number. Writers always write a new file and rename
+// it over the old one; on Windows, where an open file cannot be replaced so, the file is not kept open.
+type fileVersion struct {
+	file *os.File
+	info os.FileInfo
+}
+
+// is reports whether fi (of the path, now) is the version remembered.
+func (v *fileVersion) is(fi os.FileInfo) bool {
+	a := v.info
+	return a != nil && os.SameFile(a, fi) && a.ModTime().Equal(fi.ModTime()) && a.Size() == fi.Size() &&
+		a.Mode() == fi.Mode()
+}
+
+// remember makes f, open as openPrivateFile returned it, with its fi, the version remembered.
+func (v *fileVersion) remember(f *os.File, fi os.FileInfo) {
+	v.forget()
+	if runtime.GOOS == "windows" {
+		f.Close()
+		f = nil
+	}
+	v.file, v.info = f, fi
+}
+
+// forget lets go of the version remembered.
+func (v *fileVersion) forget() {
+	if v.file != nil {
+		v.file.Close()
+	}
+	v.file, v.info = nil, nil
 }
 
 // checkPrivate refuses a file that group or others may read or write. Windows has no such mode bits; there the

@@ -245,7 +245,7 @@ type Tokens struct {
 	OnReloadError func(error)
 
 	mu      sync.Mutex
-	info    os.FileInfo
+	version fileVersion // of the file the entries come from
 	entries []TokenEntry
 	broken  bool
 }
@@ -258,35 +258,46 @@ type OwnerRule func(owner string) error
 // every owner it names must pass the rules, now and whenever it changes.
 func OpenTokens(path string, rules ...OwnerRule) (*Tokens, error) {
 	t := &Tokens{path: path, rules: rules}
-	entries, fi, err := t.load()
+	entries, f, fi, err := t.load()
 	if err != nil {
 		return nil, err
 	}
 	if len(entries) == 0 {
+		f.Close()
 		return nil, fmt.Errorf("%w: %s holds no tokens; add one with `e2b-mcp tokens add OWNER --tokens-file %s`",
 			ErrTokenFile, path, path)
 	}
-	t.info, t.entries = fi, entries
+	t.version.remember(f, fi)
+	t.entries = entries
 	return t, nil
 }
 
-func (t *Tokens) load() ([]TokenEntry, os.FileInfo, error) {
-	data, fi, err := readPrivateFile(t.path, "tokens file", maxTokenFileBytes, ErrTokenFile)
+// load reads and checks the tokens file; it returns the file too, open, for t.version.
+func (t *Tokens) load() ([]TokenEntry, *os.File, os.FileInfo, error) {
+	data, f, fi, err := openPrivateFile(t.path, "tokens file", maxTokenFileBytes, ErrTokenFile)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	entries, err := ParseTokens(t.path, data)
-	if err != nil {
-		return nil, nil, err
+	if err == nil {
+		err = t.checkOwners(entries)
 	}
+	if err != nil {
+		f.Close()
+		return nil, nil, nil, err
+	}
+	return entries, f, fi, nil
+}
+
+func (t *Tokens) checkOwners(entries []TokenEntry) error {
 	for _, e := range entries {
 		for _, rule := range t.rules {
 			if err := rule(e.Owner); err != nil {
-				return nil, nil, fmt.Errorf("%w: %s: token %s: %v", ErrTokenFile, t.path, e.ID, err)
+				return fmt.Errorf("%w: %s: token %s: %v", ErrTokenFile, t.path, e.ID, err)
 			}
 		}
 	}
-	return entries, fi, nil
+	return nil
 }
 
 // Path is the tokens file.
@@ -314,27 +325,25 @@ func (t *Tokens) current() []TokenEntry {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	fi, err := os.Stat(t.path)
-	if err == nil && !t.broken && sameVersion(t.info, fi) {
+	if err == nil && !t.broken && t.version.is(fi) {
 		return t.entries
 	}
 	if err == nil {
 		var entries []TokenEntry
-		entries, fi, err = t.load()
+		var f *os.File
+		entries, f, fi, err = t.load()
 		if err == nil {
-			t.entries, t.info, t.broken = entries, fi, false
+			t.version.remember(f, fi)
+			t.entries, t.broken = entries, false
 			return t.entries
 		}
 	}
 	if !t.broken && t.OnReloadError != nil {
 		t.OnReloadError(fmt.Errorf("refusing every bearer token until the tokens file is fixed: %w", err))
 	}
-	t.broken, t.entries, t.info = true, nil, nil
+	t.version.forget()
+	t.broken, t.entries = true, nil
 	return nil
-}
-
-func sameVersion(a, b os.FileInfo) bool {
-	return a != nil && os.SameFile(a, b) && a.ModTime().Equal(b.ModTime()) && a.Size() == b.Size() &&
-		a.Mode() == b.Mode()
 }
 
 // Owners lists the distinct owners of the loaded tokens, sorted.

@@ -141,6 +141,46 @@ func TestTokensReloadAndFailClosed(t *testing.T) {
 	}
 }
 
+// A token rotated twice between two requests: the second rotation's file may get the inode number of the file
+// the server last read (freed by the first; ext4 gives it out again at once) and, with entries of one length
+// and a modification time kept (a clock stepped back, a copy that keeps times), its size and time too. The first
+// token is revoked all the same.
+func TestTokensTwoRotationsBetweenRequests(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "tokens.json")
+	created := time.Unix(1_700_000_000, 0).UTC()
+	stepped := time.Unix(1_700_000_000, 0)
+	rotate := func() string {
+		t.Helper()
+		token, e, err := NewTokenEntry("alice", created)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := WriteTokenFile(path, []TokenEntry{e}); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chtimes(path, stepped, stepped); err != nil {
+			t.Fatal(err)
+		}
+		return token
+	}
+	first := rotate()
+	toks, err := OpenTokens(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for round := 1; round <= 3; round++ {
+		if owner, ok := toks.Owner(first); !ok || owner != "alice" {
+			t.Fatalf("round %d: the current token: %q %v", round, owner, ok)
+		}
+		rotate()
+		last := rotate()
+		if _, ok := toks.Owner(first); ok {
+			t.Fatalf("round %d: a token rotated out twice since the last request is still accepted", round)
+		}
+		first = last
+	}
+}
+
 func TestReadTokenFileRefusesSharedFile(t *testing.T) {
 	if runtime.GOOS == "windows" {
 		optional.Skip(t, "Windows has no mode bits")
