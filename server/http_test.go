@@ -347,15 +347,20 @@ func TestHTTPApprovals(t *testing.T) {
 	})
 }
 
-// Over streamable HTTP, as over stdio, a tool call's arguments are decoded once, in front of mcp-go's transport:
-// the transport and mcp-go's handler are given the message with a small stand-in for them, and the tool gets them
-// back, decoded and as the client's JSON, in both protocol eras.
+// Over HTTP, as over stdio, a tool call's arguments are decoded once, in front of mcp-go's transport: the
+// transport and mcp-go's handler are given the message with a small stand-in for them, and the tool gets them
+// back, decoded and as the client's JSON: over streamable HTTP in both protocol eras, and over SSE.
 func TestHTTPFrontDecodesTheArgumentsOnce(t *testing.T) {
-	for _, version := range eras {
-		t.Run(version, func(t *testing.T) {
+	for _, transport := range append(slices.Clone(eras), "sse") {
+		t.Run(transport, func(t *testing.T) {
 			f := newFixture(t, fixtureOpts{transport: TransportHTTP})
 			calls, handed := argumentsTool(f.srv)
-			c := streamableClient(t, serveHTTP(t, f), "", "s1", version)
+			var c *client.Client
+			if transport == "sse" {
+				c = sseClient(t, serveHTTP(t, f), "", "s1")
+			} else {
+				c = streamableClient(t, serveHTTP(t, f), "", "s1", transport)
+			}
 			content := strings.Repeat("line \"quoted\"\t<&>\n", 1<<14)
 			var req mcp.CallToolRequest
 			req.Params.Name = "test_args"

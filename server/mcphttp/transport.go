@@ -103,7 +103,7 @@ func (t *Transport) SSE() http.Handler { return t.sessions.guardStreams(t.sse) }
 
 // Messages is the handler of /message, where an SSE client posts its messages.
 func (t *Transport) Messages() http.Handler {
-	return t.sessions.guardMessages(withSSENotifier(t.sse, t.sse))
+	return t.sessions.guardMessages(withSSENotifier(t.sse, takeArguments(t.sse)))
 }
 
 // Shutdown closes the SSE streams and shuts the streamable transport down; ctx bounds the wait for its calls.
@@ -130,9 +130,9 @@ func (d discardResponse) Header() http.Header       { return d.header }
 func (discardResponse) Write(p []byte) (int, error) { return len(p), nil }
 func (discardResponse) WriteHeader(int)             {}
 
-// takeArguments hands mcp-go's streamable transport a POSTed tools/call without its arguments, which the one
-// parse of the message decoded (jsonrpc.ReadPosted, jsonrpc.TakeArguments): the transport and mcp-go's handler
-// each parse what they are given.
+// takeArguments hands mcp-go's transport (streamable HTTP, or SSE's messages) a POSTed tools/call without its
+// arguments, which the one parse of the message decoded (jsonrpc.ReadPosted, jsonrpc.TakeArguments): the
+// transport and mcp-go's handler each parse what they are given.
 func takeArguments(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method != http.MethodPost || r.Body == nil {
