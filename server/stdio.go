@@ -256,13 +256,17 @@ type lineReader struct {
 	err   error       // why the reader ended (io.EOF at its end; nil when ctx ended first); set before lines closes
 }
 
+// lineReadSize is how much of the input one read takes: a pipe's capacity on Linux, so that a line of a megabyte
+// is read in a few reads rather than hundreds.
+const lineReadSize = 64 << 10
+
 // readLines reads r's lines onto a channel until r ends or ctx does. A read of r cannot be interrupted: at ctx's
 // end the goroutine is left to return on its own.
 func readLines(ctx context.Context, r io.Reader) *lineReader {
 	lr := &lineReader{lines: make(chan []byte)}
 	go func() {
 		defer close(lr.lines)
-		br := bufio.NewReader(r)
+		br := bufio.NewReaderSize(r, lineReadSize)
 		for {
 			line, err := br.ReadBytes('\n')
 			if len(line) > 0 {

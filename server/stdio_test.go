@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -336,5 +337,29 @@ func checkToolCallShapes(t *testing.T, f *fixture, calls chan mcp.CallToolReques
 		if !reflect.DeepEqual(req.Params, want.Params) {
 			t.Errorf("%s: the tool got\n%+v\nmcp-go decodes\n%+v", p, req.Params, want.Params)
 		}
+	}
+}
+
+// countedReader counts the reads made of it.
+type countedReader struct {
+	r     io.Reader
+	reads atomic.Int32
+}
+
+func (c *countedReader) Read(p []byte) (int, error) {
+	c.reads.Add(1)
+	return c.r.Read(p)
+}
+
+// A line of a megabyte is read in a few reads of the input (each of them a system call on a pipe), not hundreds.
+func TestReadLinesReadsABigLineInFewReads(t *testing.T) {
+	big := strings.Repeat("x", 1<<20) + "\n"
+	in := &countedReader{r: strings.NewReader(big)}
+	lines := readLines(t.Context(), in)
+	if line := waitfor.Recv(t, lines.lines, time.Minute, "the line"); string(line) != big {
+		t.Fatalf("read %d bytes, want the %d of the line", len(line), len(big))
+	}
+	if n := in.reads.Load(); n > 20 {
+		t.Errorf("the line took %d reads", n)
 	}
 }
