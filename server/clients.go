@@ -5,10 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"sync/atomic"
 
 	"github.com/e2b-mcp/e2b-mcp/credentials"
 	"github.com/e2b-mcp/e2b-mcp/e2b"
+	"github.com/e2b-mcp/e2b-mcp/egress"
 	"github.com/e2b-mcp/e2b-mcp/tools"
 )
 
@@ -58,46 +58,45 @@ func (c staticClients) Client(_ context.Context, owner string) (*e2b.Client, err
 	return e2b.NewClient(cfg)
 }
 
-// A call's E2B client is read while its started record is written (readClientEarly): the owner's key is a round
-// trip to the secret store (D-Bus on Linux) and the started record's sync is the wait every call has, so the two
-// overlap instead of adding up. The read begins once the call is allowed to run, so a login or logout before the
-// call still decides it, and it is over before the call runs, so nothing of the call runs beside it. Only the
-// call's first client is the one read early, and only when that read found a client: a call that found no key
-// (the connect flow then waits for one and runs the call) or asks again reads afresh, as it would have.
+// readEarly starts reading, for a call of the tool by caller that may now run, what it will read of its owner's
+// secret store: the owner's E2B client, and for a tool that makes sandboxes the egress configuration (see
+// tools.EarlyRead). It returns ctx carrying the reads for withEarlyClient and the tools, and a function that waits
+// for them to end.
+func (s *Server) readEarly(ctx context.Context, tool string, caller tools.Caller) (context.Context, func()) {
+	var waits []func()
+	callCtx := ctx // the reads' own; ctx gains their values below
+	if s.clients != nil {
+		read := tools.StartEarlyRead(func() (*e2b.Client, error) { return s.clients.Client(callCtx, caller.Owner) })
+		ctx = context.WithValue(ctx, earlyClientKey{}, earlyClient{owner: caller.Owner, read: read})
+		waits = append(waits, read.Wait)
+	}
+	if s.egress != nil && tools.ReadsEgress(tool) {
+		read := tools.StartEarlyRead(func() (egress.Config, error) { return s.egress.Resolve(caller.Owner, caller.Session) })
+		ctx = tools.WithEarlyEgress(ctx, caller, read)
+		waits = append(waits, read.Wait)
+	}
+	return ctx, func() {
+		for _, wait := range waits {
+			wait()
+		}
+	}
+}
+
+// earlyClient is an owner's E2B client read early for a call.
 type earlyClient struct {
 	owner string
-	taken atomic.Bool
-	done  chan struct{}
-	c     *e2b.Client
-	err   error
+	read  *tools.EarlyRead[*e2b.Client]
 }
 
 type earlyClientKey struct{}
-
-// readClientEarly starts reading owner's client from src for the call of ctx, and returns ctx carrying it for
-// withEarlyClient, and a function that waits for the read to end.
-func readClientEarly(ctx context.Context, src tools.ClientSource, owner string) (context.Context, func()) {
-	e := &earlyClient{owner: owner, done: make(chan struct{})}
-	go func() {
-		defer close(e.done)
-		defer func() {
-			if r := recover(); r != nil {
-				e.c, e.err = nil, fmt.Errorf("reading the E2B key failed: %v", r)
-			}
-		}()
-		e.c, e.err = src.Client(ctx, owner)
-	}()
-	return context.WithValue(ctx, earlyClientKey{}, e), func() { <-e.done }
-}
 
 // withEarlyClient is a ClientSource that gives a call the client read early for it, the first time it asks.
 type withEarlyClient struct{ tools.ClientSource }
 
 func (w withEarlyClient) Client(ctx context.Context, owner string) (*e2b.Client, error) {
-	if e, ok := ctx.Value(earlyClientKey{}).(*earlyClient); ok && e.owner == owner && e.taken.CompareAndSwap(false, true) {
-		<-e.done
-		if e.err == nil {
-			return e.c, nil
+	if e, ok := ctx.Value(earlyClientKey{}).(earlyClient); ok && e.owner == owner {
+		if c, ok := e.read.Take(); ok {
+			return c, nil
 		}
 	}
 	return w.ClientSource.Client(ctx, owner)

@@ -291,7 +291,7 @@ func TestEarlyClientIsTheCallsFirstOnly(t *testing.T) {
 	t.Run("first ask, second ask, another owner", func(t *testing.T) {
 		src := &scriptedClients{}
 		w := withEarlyClient{src}
-		ctx, _ := readClientEarly(t.Context(), src, "alice")
+		ctx, _ := (&Server{clients: src}).readEarly(t.Context(), "a_tool", tools.Caller{Owner: "alice"})
 		first, err := w.Client(ctx, "alice")
 		if err != nil {
 			t.Fatal(err)
@@ -317,7 +317,7 @@ func TestEarlyClientIsTheCallsFirstOnly(t *testing.T) {
 		t.Run("an early read that failed: "+name, func(t *testing.T) {
 			src := &scriptedClients{answers: []func() error{failure}}
 			w := withEarlyClient{src}
-			ctx, _ := readClientEarly(t.Context(), src, "alice")
+			ctx, _ := (&Server{clients: src}).readEarly(t.Context(), "a_tool", tools.Caller{Owner: "alice"})
 			c, err := w.Client(ctx, "alice")
 			if err != nil || c == nil || src.count("alice") != 2 {
 				t.Fatalf("after a failed early read: %v, %d reads; want the client of a fresh read", err,
@@ -347,15 +347,32 @@ func (c *countingSecrets) count(account string) int {
 	return c.reads[account]
 }
 
-// A call reads its owner's key once, early, and uses that read: the early read is not a read more.
+// A call reads its owner's key once, early, and uses that read, and so does a create its owner's egress
+// credentials: an early read is not a read more.
 func TestACallReadsItsKeyOnce(t *testing.T) {
 	secrets := &countingSecrets{SecretStore: newTestSecrets(), reads: map[string]int{}}
 	f := newFixture(t, fixtureOpts{policy: allowAll, mutate: func(c *Config, _ *e2btest.Server) { c.Secrets = secrets }})
 	c := connect(t, f.srv, mcp.ProtocolVersion20260728, nil)
-	before := secrets.count("alice")
+	before, credentialsBefore := secrets.count("alice"), secrets.countEgress()
 	id := createSandbox(t, c)
 	mustOK(t, c, "e2b_manage_sandbox", map[string]any{"sandbox_id": id, "action": "delete"})
 	if n := secrets.count("alice") - before; n != 2 {
 		t.Errorf("a create and a delete read alice's key %d times; want once each", n)
 	}
+	if n := secrets.countEgress() - credentialsBefore; n != 1 {
+		t.Errorf("a create and a delete read alice's egress credentials %d times; want once, for the create", n)
+	}
+}
+
+// countEgress counts the reads of egress credentials' entries.
+func (c *countingSecrets) countEgress() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n := 0
+	for account, reads := range c.reads {
+		if strings.HasPrefix(account, "egress") {
+			n += reads
+		}
+	}
+	return n
 }

@@ -144,10 +144,7 @@ func (g governed[R]) decideAndRun(ctx context.Context, s *Server, caller tools.C
 	default: // deny, and anything a newer policy package might add that this server does not know
 		return g.refusal(audit.OutcomeDenied, fmt.Sprintf("Denied by policy rule '%s': %s", dec.Rule(), dec.Reason))
 	}
-	early := func() {}
-	if s.clients != nil {
-		ctx, early = readClientEarly(ctx, s.clients, caller.Owner) // while the started record is written
-	}
+	ctx, early := s.readEarly(ctx, entry.Tool, caller) // beside the started record's sync
 	err = call.Start(*entry)
 	early()
 	if errors.Is(err, audit.ErrNotRotated) {

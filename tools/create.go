@@ -101,7 +101,7 @@ func (t createSandbox) run(ctx context.Context, call Caller, a *createArgs) (*cr
 	if err != nil {
 		return nil, err
 	}
-	net, err := t.egressFor(call)
+	net, err := t.egressFor(ctx, call)
 	if err != nil {
 		return nil, err
 	}

@@ -134,7 +134,7 @@ func (t forkSandbox) fromCheckpoint(ctx context.Context, call Caller, a *forkArg
 	if err != nil {
 		return nil, err
 	}
-	net, err := t.egressFor(call)
+	net, err := t.egressFor(ctx, call)
 	if err != nil {
 		return nil, err
 	}

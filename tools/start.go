@@ -35,12 +35,18 @@ func newSandbox(call Caller, template, title string, timeout int, env map[string
 // egressFor is the complete network configuration of the owner's new sandboxes as it is now: the egress
 // configuration (credentials read afresh, so a rotated one takes effect at once), with public traffic off when
 // previews are private. The error never holds a credential's value.
-func (b *base) egressFor(call Caller) (egress.Config, error) {
+func (b *base) egressFor(ctx context.Context, call Caller) (egress.Config, error) {
 	cfg := egress.Config{Summary: egress.Summary{Credentials: []egress.Applied{}, Internet: true}}
 	if b.egress != nil {
-		var err error
-		if cfg, err = b.egress.Resolve(call.Owner, call.Session); err != nil {
-			return cfg, userErrorf("Could not read the egress credentials of %s: %s", call.Owner, state.PublicText(err))
+		early, ok := earlyEgressOf(ctx, call)
+		if ok {
+			cfg = early
+		} else {
+			var err error
+			if cfg, err = b.egress.Resolve(call.Owner, call.Session); err != nil {
+				return cfg, userErrorf("Could not read the egress credentials of %s: %s", call.Owner,
+					state.PublicText(err))
+			}
 		}
 	}
 	if b.previews != nil {
