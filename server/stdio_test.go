@@ -363,3 +363,19 @@ func TestReadLinesReadsABigLineInFewReads(t *testing.T) {
 		t.Errorf("the line took %d reads", n)
 	}
 }
+
+// mcp-go's hooks that are given a tool call's message or request run before the call pipeline puts back the
+// arguments a front took out of it (jsonrpc.TakeArguments): they would see the stand-in. The server installs none.
+func TestNoMCPGoHookSeesATakenCall(t *testing.T) {
+	f := newFixture(t, fixtureOpts{})
+	h := f.srv.MCP().GetHooks()
+	for name, n := range map[string]int{
+		"OnBeforeAny": len(h.OnBeforeAny), "OnSuccess": len(h.OnSuccess), "OnError": len(h.OnError),
+		"OnRequestInitialization": len(h.OnRequestInitialization), "OnBeforeCallTool": len(h.OnBeforeCallTool),
+		"OnAfterCallTool": len(h.OnAfterCallTool),
+	} {
+		if n > 0 {
+			t.Errorf("the server installs %d %s hooks, which would see a tool call without its arguments", n, name)
+		}
+	}
+}
