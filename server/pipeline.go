@@ -72,7 +72,8 @@ func (a answers[R]) refusal(outcome, text string) reply[R] {
 //  4. argument check: arguments the tool's input schema refuses are refused (tools.Tool.Check).
 //  5. policy: deny refuses.
 //  6. approval: require_approval asks a human, or refuses a request that cannot wait for one.
-//  7. the request runs.
+//  7. the request runs, once its started record is written and synced. What it reads of its owner's secret store
+//     (the E2B key; a create's egress credentials) is read beside that sync (see readEarly).
 //
 // Whatever ends a request from step 4 on is recorded in the audit log, in the room step 2 kept for it; an answer
 // that asks the client a question is recorded when the client calls again with the answer. Refusals of steps 1
