@@ -138,7 +138,8 @@ func (w *secretServiceWatcher) unlock(ctx context.Context, s entryStamp) error {
 }
 
 // connection returns the watcher's connection, connecting when there is none or it closed. A new connection
-// counts as a change: what the closed one would have been told is not known.
+// counts as a change: what the closed one would have been told is not known. Connecting waits no longer than ctx
+// allows, and a caller waiting for another's connecting waits at most until that one gives up.
 func (w *secretServiceWatcher) connection(ctx context.Context) (*dbus.Conn, error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -146,29 +147,42 @@ func (w *secretServiceWatcher) connection(ctx context.Context) (*dbus.Conn, erro
 		return w.conn, nil
 	}
 	w.changes.Add(1)
+	conn, err := w.connect(ctx)
+	if err != nil {
+		return nil, err
+	}
+	w.conn = conn
+	return conn, nil
+}
+
+// connect makes the watcher's connection to the session bus, subscribed to the Secret Service's signals, within
+// ctx. Authenticating and saying hello to the bus take no context: a bus that takes the connection and never
+// answers (its daemon stopped or hung) is given up on by closing the connection, which ends the wait.
+func (w *secretServiceWatcher) connect(ctx context.Context) (*dbus.Conn, error) {
 	conn, err := dbus.SessionBusPrivate(dbus.WithSignalHandler(w))
 	if err != nil {
 		return nil, err
 	}
-	if err := conn.Auth(nil); err != nil {
-		conn.Close()
-		return nil, err
+	stopWatching := context.AfterFunc(ctx, func() { conn.Close() })
+	err = conn.Auth(nil)
+	if err == nil {
+		err = conn.Hello()
 	}
-	if err := conn.Hello(); err != nil {
-		conn.Close()
-		return nil, err
+	if err == nil {
+		err = conn.AddMatchSignalContext(ctx, dbus.WithMatchSender(secretServiceName))
 	}
-	err = conn.AddMatchSignalContext(ctx, dbus.WithMatchSender(secretServiceName))
 	if err == nil {
 		err = conn.AddMatchSignalContext(ctx, dbus.WithMatchSender("org.freedesktop.DBus"),
 			dbus.WithMatchInterface("org.freedesktop.DBus"), dbus.WithMatchMember("NameOwnerChanged"),
 			dbus.WithMatchArg(0, secretServiceName))
 	}
+	if !stopWatching() && err == nil {
+		err = ctx.Err() // ctx ended as the connection was set up, and closed it
+	}
 	if err != nil {
 		conn.Close()
 		return nil, err
 	}
-	w.conn = conn
 	return conn, nil
 }
 

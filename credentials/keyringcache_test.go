@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -759,4 +760,39 @@ func (f *fakeSecretService) export(service, account string) error {
 		}
 	}
 	return nil
+}
+
+// A session bus that takes a connection and never answers it (its daemon stopped or hung, or restarted and not yet
+// serving) gives a KeyringCache that has to connect to it the cache's error within its bound, as a Secret Service
+// that does not answer does: its watcher's connection waits no longer than the read or write it serves, and a
+// read or write that waits for another's connection waits no longer either.
+func TestKeyringCacheWhenTheBusDoesNotAnswer(t *testing.T) {
+	silent, err := net.Listen("unix", filepath.Join(t.TempDir(), "bus"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer silent.Close() // its connections are never accepted: connecting succeeds, nothing is ever answered
+	t.Setenv("DBUS_SESSION_BUS_ADDRESS", "unix:path="+silent.Addr().String())
+	const service = "e2b-mcp-silent-bus-test"
+	c := NewKeyringCache(Keyring{Service: service})
+	c.answerBound = time.Second
+	c.watch = &secretServiceWatcher{} // not connected yet, as at a server's first call or after the bus dropped it
+	ops := map[string]func() error{
+		"a read":   func() error { _, err := c.Secret("kim"); return err },
+		"a login":  func() error { return c.SetSecret("kim", "e2b_"+strings.Repeat("8", 40)) },
+		"a logout": func() error { return c.DeleteSecret("kim") },
+	}
+	errs := make(chan error, 2*len(ops))
+	for what, op := range ops {
+		// Two of each at once: one connects, the other waits for it.
+		for range 2 {
+			go func() { errs <- fmt.Errorf("%s: %w", what, op()) }()
+		}
+	}
+	for range cap(errs) {
+		err := waitfor.Recv(t, errs, 30*time.Second, "a read, login or logout to return from a bus that does not answer")
+		if !errors.Is(err, errNoAnswer) || strings.Contains(err.Error(), "e2b_") {
+			t.Errorf("%v; want the keyring's not answering, without the key", err)
+		}
+	}
 }
