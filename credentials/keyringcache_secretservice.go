@@ -34,9 +34,13 @@ var sessionWatcher secretServiceWatcher
 type secretServiceWatcher struct {
 	changes atomic.Uint64
 
-	mu      sync.Mutex
-	conn    *dbus.Conn                            // nil until first used, and replaced when it closed
-	prompts map[dbus.ObjectPath]chan *dbus.Signal // the prompts being waited for, by path
+	connMu sync.Mutex
+	conn   *dbus.Conn // nil until first used, and replaced when it closed
+
+	// The prompts have a lock of their own: DeliverSignal takes it on the goroutine that reads the connection,
+	// so it must never be held by one who waits for that goroutine, as connection's setting up does.
+	promptsMu sync.Mutex
+	prompts   map[dbus.ObjectPath]chan *dbus.Signal // the prompts being waited for, by path
 }
 
 // entryStamp is one state of a keyring entry: the Secret Service item that holds it and that item's Modified
@@ -74,8 +78,8 @@ func (w *secretServiceWatcher) DeliverSignal(iface, name string, signal *dbus.Si
 	if iface+"."+name != secretPrompt+".Completed" {
 		return
 	}
-	w.mu.Lock()
-	defer w.mu.Unlock()
+	w.promptsMu.Lock()
+	defer w.promptsMu.Unlock()
 	if completed, ok := w.prompts[signal.Path]; ok {
 		select {
 		case completed <- signal:
@@ -108,16 +112,16 @@ func (w *secretServiceWatcher) unlock(ctx context.Context, s entryStamp) error {
 		return nil
 	}
 	completed := make(chan *dbus.Signal, 1)
-	w.mu.Lock()
+	w.promptsMu.Lock()
 	if w.prompts == nil {
 		w.prompts = map[dbus.ObjectPath]chan *dbus.Signal{}
 	}
 	w.prompts[prompt] = completed
-	w.mu.Unlock()
+	w.promptsMu.Unlock()
 	defer func() {
-		w.mu.Lock()
+		w.promptsMu.Lock()
 		delete(w.prompts, prompt)
-		w.mu.Unlock()
+		w.promptsMu.Unlock()
 	}()
 	if err := conn.Object(secretServiceName, prompt).CallWithContext(ctx, secretPrompt+".Prompt", 0, "").Err; err != nil {
 		return err
@@ -141,8 +145,8 @@ func (w *secretServiceWatcher) unlock(ctx context.Context, s entryStamp) error {
 // counts as a change: what the closed one would have been told is not known. Connecting waits no longer than ctx
 // allows, and a caller waiting for another's connecting waits at most until that one gives up.
 func (w *secretServiceWatcher) connection(ctx context.Context) (*dbus.Conn, error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
+	w.connMu.Lock()
+	defer w.connMu.Unlock()
 	if w.conn != nil && w.conn.Connected() {
 		return w.conn, nil
 	}

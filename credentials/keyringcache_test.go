@@ -3,9 +3,13 @@
 package credentials
 
 import (
+	"bufio"
+	"bytes"
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"os/exec"
@@ -793,6 +797,124 @@ func TestKeyringCacheWhenTheBusDoesNotAnswer(t *testing.T) {
 		err := waitfor.Recv(t, errs, 30*time.Second, "a read, login or logout to return from a bus that does not answer")
 		if !errors.Is(err, errNoAnswer) || strings.Contains(err.Error(), "e2b_") {
 			t.Errorf("%v; want the keyring's not answering, without the key", err)
+		}
+	}
+}
+
+// The Secret Service announces a prompt's completion to every connection that listens to it, so another
+// application's unlock prompt may complete while the watcher sets up its connection. That must not hold the
+// setting up: the watcher is handed the signal on the goroutine that reads the connection, which the setting up
+// waits for (to read the bus's answers).
+func TestKeyringWatcherConnectsWhileAPromptCompletes(t *testing.T) {
+	completed := &dbus.Message{Type: dbus.TypeSignal, Headers: map[dbus.HeaderField]dbus.Variant{
+		dbus.FieldPath:      dbus.MakeVariant(dbus.ObjectPath("/org/freedesktop/secrets/prompt/u1")),
+		dbus.FieldInterface: dbus.MakeVariant(secretPrompt),
+		dbus.FieldMember:    dbus.MakeVariant("Completed"),
+		dbus.FieldSender:    dbus.MakeVariant(":1.0"),
+		dbus.FieldSignature: dbus.MakeVariant(dbus.SignatureOf(false, dbus.MakeVariant(""))),
+	}, Body: []any{false, dbus.MakeVariant("")}}
+	// Before it answers each call that subscribes to signals, the bus passes on a prompt's completion.
+	t.Setenv("DBUS_SESSION_BUS_ADDRESS", fakeSessionBus(t, func(call *dbus.Message) []*dbus.Message {
+		if call.Headers[dbus.FieldMember].Value() == "AddMatch" {
+			return []*dbus.Message{completed}
+		}
+		return nil
+	}))
+	w := &secretServiceWatcher{}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	var err error
+	waitfor.Return(t, 60*time.Second, "the watcher to connect", func() { _, err = w.connection(ctx) })
+	if err != nil {
+		t.Fatalf("connecting while a prompt completed: %v", err)
+	}
+	w.conn.Close()
+}
+
+// fakeSessionBus serves D-Bus's handshake and answers every call, with an empty reply (Hello's names the caller),
+// on a socket of its own, and returns the socket's bus address. Before each reply it sends what before(call)
+// gives.
+func fakeSessionBus(t *testing.T, before func(call *dbus.Message) []*dbus.Message) string {
+	t.Helper()
+	l, err := net.Listen("unix", filepath.Join(t.TempDir(), "bus"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	go func() {
+		for {
+			conn, err := l.Accept()
+			if err != nil {
+				return
+			}
+			go serveFakeBus(conn, before)
+		}
+	}()
+	return "unix:path=" + l.Addr().String()
+}
+
+func serveFakeBus(conn net.Conn, before func(call *dbus.Message) []*dbus.Message) {
+	defer conn.Close()
+	in := bufio.NewReader(conn)
+	if _, err := in.ReadByte(); err != nil { // the handshake's leading nul byte
+		return
+	}
+	for {
+		line, err := in.ReadString('\n')
+		if err != nil {
+			return
+		}
+		switch {
+		case line == "AUTH\r\n": // asks which mechanisms the bus takes
+			_, err = io.WriteString(conn, "REJECTED EXTERNAL\r\n")
+		case strings.HasPrefix(line, "AUTH EXTERNAL"):
+			_, err = io.WriteString(conn, "OK 0123456789abcdef0123456789abcdef\r\n")
+		case strings.HasPrefix(line, "NEGOTIATE_UNIX_FD"):
+			_, err = io.WriteString(conn, "ERROR\r\n")
+		case strings.HasPrefix(line, "BEGIN"):
+			line = ""
+		}
+		if err != nil {
+			return
+		}
+		if line == "" {
+			break
+		}
+	}
+	serial := uint32(0)
+	send := func(m *dbus.Message) error {
+		var b bytes.Buffer
+		if err := m.EncodeTo(&b, binary.LittleEndian); err != nil {
+			return err
+		}
+		serial++
+		binary.LittleEndian.PutUint32(b.Bytes()[8:12], serial) // godbus leaves a message's serial to its sender
+		_, err := conn.Write(b.Bytes())
+		return err
+	}
+	for {
+		call, err := dbus.DecodeMessage(in)
+		if err != nil {
+			return
+		}
+		if call.Type != dbus.TypeMethodCall {
+			continue
+		}
+		for _, m := range before(call) {
+			if send(m) != nil {
+				return
+			}
+		}
+		reply := &dbus.Message{Type: dbus.TypeMethodReply, Headers: map[dbus.HeaderField]dbus.Variant{
+			dbus.FieldReplySerial: dbus.MakeVariant(call.Serial()),
+			dbus.FieldSender:      dbus.MakeVariant("org.freedesktop.DBus"),
+		}}
+		if call.Headers[dbus.FieldMember].Value() == "Hello" {
+			reply.Headers[dbus.FieldSignature] = dbus.MakeVariant(dbus.SignatureOf(""))
+			reply.Body = []any{":1.1"}
+		}
+		if send(reply) != nil {
+			return
 		}
 	}
 }
