@@ -11,14 +11,14 @@ import (
 // A tool call's arguments are the bulk of a big call (an e2b_write_file of 1 MiB), and mcp-go parses a message
 // several times over: its transports to read the envelope, its handler (MCPServer.HandleMessage) to read the
 // envelope again, to check its member names, to decode the request, whose params decode their arguments twice
-// more. So the server's fronts (the stdio front, and the HTTP handlers in front of the streamable transport) decode
-// a call's arguments in their one parse of the message, and hand mcp-go the message with the arguments' value
-// (found by argumentsAt, a scan that decodes nothing) replaced by argumentsStandIn; the call pipeline puts them back
-// into the request (RestoreArguments) before anything of the server reads it. Every step of mcp-go's handling still
-// runs on the call as it did (the envelope's checks, the session, the cancels, the hooks, the tool's lookup and
-// filters, the middleware, the result's limits); the only difference is what mcp-go's own steps before the
-// middleware see of the arguments, and the server has none that reads them (no request hooks, no input schema
-// validation by mcp-go: the pipeline checks the arguments).
+// more. So the server's fronts (the stdio front, and the HTTP handlers in front of mcp-go's streamable and SSE
+// transports) decode a call's arguments in their one parse of the message, and hand mcp-go the message with the
+// arguments' value (found by argumentsAt, a scan that decodes nothing) replaced by argumentsStandIn; the call
+// pipeline puts them back into the request (RestoreArguments) before anything of the server reads it. Every step
+// of mcp-go's handling still runs on the call as it did (the envelope's checks, the session, the cancels, the
+// hooks, the tool's lookup and filters, the middleware, the result's limits); the only difference is what
+// mcp-go's own steps before the middleware see of the arguments, and the server has none that reads them (no
+// request hooks, no input schema validation by mcp-go: the pipeline checks the arguments).
 
 // argumentsStandIn is what mcp-go is given for arguments a front took. A call that reached a tool with it
 // unreplaced would be refused for an unknown parameter, not run with no arguments.
@@ -33,24 +33,24 @@ type takenArguments struct {
 
 type takenArgumentsKey struct{}
 
-// TakeArguments returns a tools/call message with its arguments' value replaced by argumentsStandIn, and ctx
-// carrying them for RestoreArguments; decoded is the value the front's parse of the message decoded from them. ok
-// is false when the message is handed to mcp-go as it is: arguments that are not one JSON object, or a message
-// whose arguments argumentsAt cannot tell apart.
-func TakeArguments(ctx context.Context, line []byte, decoded any) (_ context.Context, _ []byte, ok bool) {
+// TakeArguments returns msg, a tools/call, with its arguments' value replaced by argumentsStandIn, and ctx carrying
+// them for RestoreArguments; decoded is the value that the front's parse of msg, the one that found msg valid,
+// decoded from them. ok is false when msg is to be handed to mcp-go as it is: arguments that are not one JSON
+// object, or a message whose arguments argumentsAt cannot tell apart.
+func TakeArguments(ctx context.Context, msg []byte, decoded any) (_ context.Context, _ []byte, ok bool) {
 	if _, isObject := decoded.(map[string]any); !isObject {
-		return ctx, line, false
+		return ctx, msg, false
 	}
-	start, end, found := argumentsAt(line)
-	if !found || line[start] != '{' {
-		return ctx, line, false
+	start, end, found := argumentsAt(msg)
+	if !found || msg[start] != '{' {
+		return ctx, msg, false
 	}
-	handed := make([]byte, 0, len(line)-(end-start)+len(argumentsStandIn))
-	handed = append(append(append(handed, line[:start]...), argumentsStandIn...), line[end:]...)
+	handed := make([]byte, 0, len(msg)-(end-start)+len(argumentsStandIn))
+	handed = append(append(append(handed, msg[:start]...), argumentsStandIn...), msg[end:]...)
 	if !json.Valid(handed) { // a check of the splice, cheap without the arguments
-		return ctx, line, false
+		return ctx, msg, false
 	}
-	taken := takenArguments{decoded: decoded, raw: line[start:end:end]}
+	taken := takenArguments{decoded: decoded, raw: msg[start:end:end]}
 	return context.WithValue(ctx, takenArgumentsKey{}, taken), handed, true
 }
 
