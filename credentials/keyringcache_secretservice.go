@@ -8,6 +8,7 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/godbus/dbus/v5"
 )
@@ -24,7 +25,8 @@ var sessionWatcher secretServiceWatcher
 // secretServiceWatcher stamps go-keyring's items over a D-Bus connection of its own, on which it counts every
 // signal of the Secret Service (and the Secret Service's name changing owner) as a change. The count, not the
 // items' Modified time, is what tells a change: Modified counts whole seconds of a clock that may be stepped back,
-// so a replace can leave it as it was.
+// so a replace can leave it as it was. Modified is compared too, for the one change that is not signalled (an
+// item's secret set in place), and an item changed in the second its stamp is taken in is not vouched for.
 //
 // A count taken after a reply from the Secret Service includes every change the Secret Service made before it
 // replied: the bus delivers one sender's messages in the order they were sent, the Secret Service signals a
@@ -207,9 +209,17 @@ func (w *secretServiceWatcher) stamp(ctx context.Context, service, account strin
 	}
 	s := entryStamp{absent: present == ""}
 	if !s.absent {
+		asked := time.Now().Unix()
 		// Reading a locked item's stamp fails, so a locked collection is never vouched for.
 		if s, err = itemStamp(ctx, conn, present, service, account); err != nil {
 			return entryStamp{collection: collection}, err
+		}
+		// An item's secret may be changed in place (Item.SetSecret, a password manager's edit), which the Secret
+		// Service need not announce (gnome-keyring does not): only Modified tells it, and only by moving to the
+		// second the change is made in. A change after this stamp comes no earlier than the second it was asked
+		// in; while that is the second of the last change, a change in place would leave Modified as it is.
+		if uint64(asked) <= s.modified {
+			return entryStamp{collection: collection}, errNotVouched
 		}
 	}
 	s.collection, s.viaAlias, s.changes = collection, viaAlias, changes

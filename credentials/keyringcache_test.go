@@ -150,6 +150,35 @@ func TestKeyringCacheOnTheSecretService(t *testing.T) {
 		}
 	})
 
+	// A Secret Service item's secret may also be changed in place (Item.SetSecret: a password manager's edit),
+	// which gnome-keyring does not announce with a signal; only Modified moves, and only to the second it is in.
+	// An edit in the second of the entry's last change must still be seen, then and at every later read.
+	t.Run("an edit in place within the second of the last change", func(t *testing.T) {
+		c, _ := newCache()
+		conn := sessionBus(t)
+		for attempt := 0; ; attempt++ {
+			if attempt == 5 {
+				t.Fatal("five attempts to log in, read and edit within one second were each carried past a second " +
+					"boundary")
+			}
+			awaitNextSecond()
+			second := time.Now().Unix()
+			mustSet(t, "oscar", key(1))
+			wants(t, c, "oscar", key(1), "read after the login")
+			setItemSecret(t, conn, service, "oscar", key(2))
+			if time.Now().Unix() != second {
+				continue
+			}
+			wants(t, c, "oscar", key(2), "after an edit in place in the second of the login")
+			awaitNextSecond()
+			wants(t, c, "oscar", key(2), "a second after the edit")
+			break
+		}
+		if err := writer.DeleteSecret("oscar"); err != nil {
+			t.Fatal(err)
+		}
+	})
+
 	t.Run("readers beside a login", func(t *testing.T) {
 		c, _ := newCache()
 		mustSet(t, "erin", key(8))
@@ -488,6 +517,34 @@ func itemModified(t *testing.T, conn *dbus.Conn, service, account string) uint64
 		t.Fatalf("the Modified time of %s: %v (%v)", items[0], err, v)
 	}
 	return modified
+}
+
+// setItemSecret changes the secret of account's entry of service in place, by the Secret Service's Item.SetSecret
+// (as a password manager's edit does), not by replacing the item as go-keyring does.
+func setItemSecret(t *testing.T, conn *dbus.Conn, service, account, secret string) {
+	t.Helper()
+	var items []dbus.ObjectPath
+	err := serviceObject(conn).Call("org.freedesktop.Secret.Service.SearchItems", 0,
+		map[string]string{"service": service, "username": account}).Store(&items, new([]dbus.ObjectPath))
+	if err != nil || len(items) != 1 {
+		t.Fatalf("finding the entry %q of %q: %v (unlocked items %v)", account, service, err, items)
+	}
+	var ignored dbus.Variant
+	var session dbus.ObjectPath
+	err = serviceObject(conn).Call("org.freedesktop.Secret.Service.OpenSession", 0, "plain", dbus.MakeVariant("")).
+		Store(&ignored, &session)
+	if err != nil {
+		t.Fatal(err)
+	}
+	value := struct {
+		Session     dbus.ObjectPath
+		Parameters  []byte
+		Value       []byte
+		ContentType string
+	}{session, []byte{}, []byte(secret), "text/plain"}
+	if err := conn.Object(secretServiceName, items[0]).Call(secretItem+".SetSecret", 0, value).Err; err != nil {
+		t.Fatalf("setting the secret of %s: %v", items[0], err)
+	}
 }
 
 // restartSecretServiceUnderClock starts this private session's gnome-keyring again on a clock the test can step:
