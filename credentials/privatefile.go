@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
+	"syscall"
 
 	"github.com/e2b-mcp/e2b-mcp/internal/filelock"
 )
@@ -26,7 +27,9 @@ func readPrivateFile(path, what string, limit int64, kind error) ([]byte, os.Fil
 // openPrivateFile is readPrivateFile that returns the file too, still open, for a reader that remembers this
 // version of it (fileVersion); the caller closes it.
 func openPrivateFile(path, what string, limit int64, kind error) ([]byte, *os.File, os.FileInfo, error) {
-	f, err := os.Open(path)
+	// Without O_NONBLOCK, opening a named pipe put in the file's place would wait for a writer, perhaps for good,
+	// before the file could be found not to be a regular one. A regular file's reads are not changed by it.
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
 	if err != nil {
 		return nil, nil, nil, fmt.Errorf("%s: %w", what, err)
 	}
