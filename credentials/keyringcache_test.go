@@ -335,6 +335,41 @@ func TestKeyringCacheOnTheSecretService(t *testing.T) {
 		}
 	})
 
+	// The bus may drop the watcher's connection (a dbus-daemon restarted, a connection it found misbehaving):
+	// changes signalled while it has none are told to no one, so a new connection counts as a change. The replace
+	// comes under a clock stepped back, so that only the count, not Modified, can tell it.
+	t.Run("the watcher's connection drops", func(t *testing.T) {
+		setOffset := restartSecretServiceUnderClock(t)
+		conn := sessionBus(t)
+		for attempt := 0; ; attempt++ {
+			if attempt == 5 {
+				t.Fatal("five attempts to replace the entry within the second after its last change were each " +
+					"carried past a second boundary")
+			}
+			setOffset(0)
+			c, _ := newCache()
+			awaitNextSecond()
+			mustSet(t, "hank", key(6))
+			first := itemModified(t, conn, service, "hank")
+			awaitNextSecond()
+			wants(t, c, "hank", key(6), "read in the second after the login")
+			sessionWatcher.connMu.Lock()
+			sessionWatcher.conn.Close()
+			sessionWatcher.connMu.Unlock()
+			setOffset(-1)
+			mustSet(t, "hank", key(7))
+			if itemModified(t, conn, service, "hank") != first {
+				continue // the replace fell into another second of the stepped clock: nothing was tried
+			}
+			wants(t, c, "hank", key(7), "after the connection dropped and a login whose Modified is that of the last")
+			break
+		}
+		setOffset(0)
+		if err := writer.DeleteSecret("hank"); err != nil {
+			t.Fatal(err)
+		}
+	})
+
 	t.Run("the Secret Service stops", func(t *testing.T) {
 		c, _ := newCache()
 		mustSet(t, "dave", key(7))
