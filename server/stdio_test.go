@@ -379,3 +379,139 @@ func TestNoMCPGoHookSeesATakenCall(t *testing.T) {
 		}
 	}
 }
+
+// heldCalls is a tool that holds each call until the test releases it, and keeps the order the calls started in.
+type heldCalls struct {
+	mu      sync.Mutex
+	started []int // each call's argument n, in the order they started
+	release map[int]chan struct{}
+}
+
+func holdingTool(srv *Server) *heldCalls {
+	h := &heldCalls{release: map[int]chan struct{}{}}
+	srv.MCP().AddTool(mcp.NewTool("test_hold"), func(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		n := req.GetInt("n", -1)
+		h.mu.Lock()
+		h.started = append(h.started, n)
+		release := h.gate(n)
+		h.mu.Unlock()
+		select {
+		case <-release:
+			return mcp.NewToolResultText("released"), nil
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	})
+	return h
+}
+
+// gate is call n's release; h.mu is held.
+func (h *heldCalls) gate(n int) chan struct{} {
+	if h.release[n] == nil {
+		h.release[n] = make(chan struct{})
+	}
+	return h.release[n]
+}
+
+func (h *heldCalls) free(n int) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	close(h.gate(n))
+}
+
+func (h *heldCalls) startedCalls() []int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return append([]int(nil), h.started...)
+}
+
+// Tool calls are served by five workers at once and up to a hundred more wait for one, as mcp-go's stdio
+// transport serves them; past that the front reads no more lines until a call ends, so that a client cannot make
+// the server hold any number of calls (back-pressure). Ordinary requests are served beside the tool calls.
+func TestStdioToolCallsTakeTurns(t *testing.T) {
+	f := newFixture(t, fixtureOpts{})
+	held := holdingTool(f.srv)
+	inR, inW := io.Pipe()
+	outR, outW := io.Pipe()
+	toMCP, fromFront := io.Pipe()
+	go func() { _, _ = io.Copy(io.Discard, toMCP) }()
+	front := newStdioFront(f.srv, &stdioOut{w: outW}, fromFront)
+	ctx, stop := context.WithCancel(context.Background())
+	served := make(chan struct{})
+	go func() { front.serve(ctx, inR); close(served) }()
+	answers := make(chan int, 256)
+	go func() {
+		sc := bufio.NewScanner(outR)
+		for sc.Scan() {
+			var m struct{ ID int }
+			if json.Unmarshal(sc.Bytes(), &m) == nil {
+				answers <- m.ID
+			}
+		}
+	}()
+	t.Cleanup(func() {
+		stop()
+		inW.Close()
+		waitfor.Recv(t, served, time.Minute, "the front to stop")
+		outR.Close()
+	})
+	send := func(lines ...string) {
+		t.Helper()
+		if _, err := inW.Write([]byte(strings.Join(lines, "\n") + "\n")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	call := func(n int) string {
+		return `{"jsonrpc":"2.0","id":` + strconv.Itoa(n) + `,"method":"tools/call","params":{"name":"test_hold",` +
+			`"arguments":{"n":` + strconv.Itoa(n) + `}}}`
+	}
+	send(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},` +
+		`"clientInfo":{"name":"turns-test","version":"1"}}}`, `{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+	if id := waitfor.Recv(t, answers, time.Minute, "the answer to initialize"); id != 1 {
+		t.Fatalf("answered %d before initialize", id)
+	}
+
+	// Six calls: five run, the sixth waits.
+	for n := 1001; n <= 1006; n++ {
+		send(call(n))
+	}
+	waitfor.Until(t, time.Minute, "six calls to be running or waiting", func() bool {
+		return len(held.startedCalls())+len(front.toolCalls) >= 6
+	})
+	if got := held.startedCalls(); len(got) != 5 || len(front.toolCalls) != 1 {
+		t.Fatalf("of six calls %d run at once (%v) and %d wait; want 5 and 1", len(got), got, len(front.toolCalls))
+	}
+	// A ping is answered beside them, as is any request that is not a tool call.
+	send(`{"jsonrpc":"2.0","id":2,"method":"ping"}`)
+	if id := waitfor.Recv(t, answers, time.Minute, "the answer to a ping beside the calls"); id != 2 {
+		t.Fatalf("answered %d, want the ping's 2", id)
+	}
+
+	// Ninety-nine more fill the queue; the next call holds the front, and the ping behind it is read only once a
+	// call ends and a waiting one starts.
+	for n := 1007; n <= 1105; n++ {
+		send(call(n))
+	}
+	waitfor.Until(t, time.Minute, "a hundred calls to wait", func() bool { return len(front.toolCalls) >= 100 })
+	if len(front.toolCalls) != 100 {
+		t.Fatalf("%d calls wait, want 100", len(front.toolCalls))
+	}
+	send(call(1106), `{"jsonrpc":"2.0","id":3,"method":"ping"}`)
+	first := held.startedCalls()[0]
+	held.free(first)
+	if id := waitfor.Recv(t, answers, time.Minute, "the answer to the released call"); id != first {
+		t.Fatalf("answered %d before the released call %d: the front read past a full queue", id, first)
+	}
+	if id := waitfor.Recv(t, answers, time.Minute, "the answer to the ping behind the full queue"); id != 3 {
+		t.Fatalf("answered %d, want the ping's 3", id)
+	}
+	waitfor.Until(t, time.Minute, "the first waiting call to start", func() bool {
+		return len(held.startedCalls()) > 5
+	})
+	if got := held.startedCalls(); len(got) != 6 || got[5] != 1006 {
+		t.Fatalf("after one call ended the calls started were %v; want the five first, then 1006", got)
+	}
+	waitfor.Until(t, time.Minute, "the call that held the front to wait", func() bool {
+		return len(front.toolCalls) == 100
+	})
+}
