@@ -465,7 +465,7 @@ func TestStdioToolCallsTakeTurns(t *testing.T) {
 		return `{"jsonrpc":"2.0","id":` + strconv.Itoa(n) + `,"method":"tools/call","params":{"name":"test_hold",` +
 			`"arguments":{"n":` + strconv.Itoa(n) + `}}}`
 	}
-	send(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},` +
+	send(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},`+
 		`"clientInfo":{"name":"turns-test","version":"1"}}}`, `{"jsonrpc":"2.0","method":"notifications/initialized"}`)
 	if id := waitfor.Recv(t, answers, time.Minute, "the answer to initialize"); id != 1 {
 		t.Fatalf("answered %d before initialize", id)
