@@ -182,7 +182,8 @@ func (c *KeyringCache) DeleteSecret(account string) error {
 
 // writeWithin makes a change to account's entry in the keyring, waiting no longer than the bound. A locked
 // keyring is asked to unlock first, as for a read. A change the keyring does not answer in time is left behind:
-// it may still be made if the keyring answers later, which the error says.
+// it may still be made if the keyring answers later, which the error says; one not asked for before the bound
+// ran out is not asked for at all.
 func (c *KeyringCache) writeWithin(account, doing string, write func() error) error {
 	ctx, cancel := context.WithTimeout(context.Background(), c.answerBound)
 	defer cancel()
@@ -190,6 +191,10 @@ func (c *KeyringCache) writeWithin(account, doing string, write func() error) er
 		if err := c.watch.unlock(ctx, stamp); err != nil {
 			return c.lockedError(ctx, doing, err)
 		}
+	}
+	if ctx.Err() != nil {
+		// The check took the whole bound: the change is not asked for now, to land at some later time.
+		return fmt.Errorf("%w (nothing was changed)", c.noAnswer(doing))
 	}
 	done := make(chan error, 1)
 	go func() { done <- write() }()
