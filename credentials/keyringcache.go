@@ -28,8 +28,10 @@ var (
 // absent while no change was announced and a search of the unlocked collection still finds none, one round trip
 // in place of the five of a read that finds nothing. So a login or a logout in another process still takes
 // effect on the next read, and a keyring that is locked or gone gives Keyring's error, never a remembered secret
-// or absence. Where the keyring cannot vouch for an entry (macOS, Windows, no Secret Service, go-keyring's mock
-// in tests), every read goes to the keyring, as Keyring's do.
+// or absence. Where the keyring cannot vouch for an entry (macOS, Windows, no Secret Service), every read goes to
+// the keyring, as Keyring's do. go-keyring's mock (tests) is not told apart: the Secret Service on the session bus,
+// if there is one, vouches for what the mock holds, so a test that writes the mock other than through this cache
+// reads it with a plain Keyring.
 type KeyringCache struct {
 	Keyring
 	watch entryWatcher
