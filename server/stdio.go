@@ -62,17 +62,8 @@ func (m *stdioMessage) notification() bool {
 }
 
 func validID(raw json.RawMessage) bool {
-	var id mcp.RequestId
-	return len(bytes.TrimSpace(raw)) > 0 && json.Unmarshal(raw, &id) == nil && !id.IsNil()
-}
-
-// requestKey is how a request ID is matched to a cancel's requestId, as mcp-go matches them (3 and 3.0 alike).
-func requestKey(raw json.RawMessage) (string, bool) {
-	var id mcp.RequestId
-	if json.Unmarshal(raw, &id) != nil || id.IsNil() {
-		return "", false
-	}
-	return id.String(), true
+	_, ok := jsonrpc.RequestKey(raw)
+	return ok
 }
 
 // stdioFront serves the lines of a stdio client (see above).
@@ -81,8 +72,8 @@ type stdioFront struct {
 	out   *stdioOut
 	toMCP *io.PipeWriter // mcp-go's stdio transport
 
-	// The requests in flight, by requestKey, so that a cancel that follows its request at once finds it: mcp-go
-	// registers a request for its cancels only once its handler starts, on another goroutine.
+	// The requests in flight, by jsonrpc.RequestKey, so that a cancel that follows its request at once finds it:
+	// mcp-go registers a request for its cancels only once its handler starts, on another goroutine.
 	mu      sync.Mutex
 	running map[string]context.CancelFunc
 
@@ -164,7 +155,7 @@ func (f *stdioFront) forward(line []byte) bool {
 // cancels its request here, which mcp-go may not have registered yet.
 func (f *stdioFront) notify(ctx context.Context, m stdioMessage, line []byte) {
 	if m.Method == string(mcp.MethodNotificationCancelled) {
-		if key, ok := requestKey(m.Params.RequestID); ok {
+		if key, ok := jsonrpc.RequestKey(m.Params.RequestID); ok {
 			f.mu.Lock()
 			cancel := f.running[key]
 			f.mu.Unlock()
@@ -181,7 +172,7 @@ func (f *stdioFront) notify(ctx context.Context, m stdioMessage, line []byte) {
 
 // start registers a request and serves it on a goroutine of its own, a tool call on one of the workers.
 func (f *stdioFront) start(calls context.Context, m stdioMessage, line []byte) {
-	key, _ := requestKey(m.ID)
+	key, _ := jsonrpc.RequestKey(m.ID)
 	ctx, cancel := context.WithCancel(calls)
 	f.mu.Lock()
 	_, dup := f.running[key]

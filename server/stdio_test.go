@@ -117,6 +117,30 @@ func TestStdioCancelRightBehindItsCall(t *testing.T) {
 	}
 }
 
+// A cancel names its call by the ID as the protocol reads it, not by its spelling (7 and 7.0, "a" and "\u0061"),
+// as mcp-go matches them, whether it comes right behind its call or once the call runs.
+func TestStdioCancelMatchesTheIDNotItsSpelling(t *testing.T) {
+	f := newFixture(t, fixtureOpts{})
+	started, ended := waitingTool(f.srv)
+	r := newRawStdio(t, f.srv)
+	r.initialize(t)
+	for i, ids := range [][2]string{{`7`, `7.0`}, {`"a"`, `"\u0061"`}, {`90e-1`, `9`},
+		{`8`, `8.0`}, {`"b"`, `"\u0062"`}, {`100e-1`, `10`}} {
+		call := `{"jsonrpc":"2.0","id":` + ids[0] + `,"method":"tools/call","params":{"name":"test_wait"}}`
+		cancel := `{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":` + ids[1] + `}}`
+		if i < 3 {
+			r.write(t, call, cancel)
+		} else {
+			r.write(t, call)
+		}
+		waitfor.Recv(t, started, time.Minute, "call "+ids[0]+" to start")
+		if i >= 3 {
+			r.write(t, cancel)
+		}
+		waitfor.Recv(t, ended, time.Minute, "call "+ids[0]+" to be cancelled by the cancel of "+ids[1])
+	}
+}
+
 // When the client closes stdin, the calls in flight are cancelled and ServeStdio returns, as mcp-go's stdio
 // transport has it.
 func TestStdioEndOfInputCancelsTheCalls(t *testing.T) {
@@ -389,7 +413,8 @@ type heldCalls struct {
 
 func holdingTool(srv *Server) *heldCalls {
 	h := &heldCalls{release: map[int]chan struct{}{}}
-	srv.MCP().AddTool(mcp.NewTool("test_hold"), func(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+	srv.MCP().AddTool(mcp.NewTool("test_hold"), func(ctx context.Context,
+		req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 		n := req.GetInt("n", -1)
 		h.mu.Lock()
 		h.started = append(h.started, n)

@@ -1,7 +1,7 @@
 // Package jsonrpc encodes the JSON-RPC answers the server writes itself, in front of mcp-go: a result, an error,
 // or mcp-go's own answer, each as the bytes of one message; reads a POSTed message once for the HTTP handlers in
-// front of mcp-go (Posted); and keeps a tool call's arguments, decoded once, out of what mcp-go parses
-// (TakeArguments).
+// front of mcp-go (Posted); keeps a tool call's arguments, decoded once, out of what mcp-go parses
+// (TakeArguments); and matches a cancel's requestId to its call as mcp-go does (RequestKey).
 package jsonrpc
 
 import (

@@ -1,9 +1,7 @@
 package mcphttp
 
 import (
-	"bytes"
 	"context"
-	"crypto/sha256"
 	"errors"
 	"net/http"
 	"sync"
@@ -41,14 +39,13 @@ const (
 // callKey names a call of protocol 2026-07-28 over streamable HTTP.
 type callKey struct {
 	caller tools.Caller
-	id     string // the SHA-256 of the JSON of the request ID (see keyOf)
+	id     string // the request ID's jsonrpc.RequestKey: IDs match as mcp-go matches them, and a long one is kept small
 }
 
-// keyOf is the key of caller's request id (its JSON). The protocol sets no bound on an ID's length, and a body may
-// be megabytes long: a digest keeps each early cancel small, so that their bound in number bounds their memory.
-func keyOf(caller tools.Caller, id []byte) callKey {
-	sum := sha256.Sum256(bytes.TrimSpace(id))
-	return callKey{caller: caller, id: string(sum[:])}
+// keyOf is the key of caller's request id (its JSON); false for what is no request ID.
+func keyOf(caller tools.Caller, id []byte) (callKey, bool) {
+	k, ok := jsonrpc.RequestKey(id)
+	return callKey{caller: caller, id: k}, ok
 }
 
 // modernCalls are the calls of protocol 2026-07-28 in flight over streamable HTTP, and the cancels that came
@@ -183,12 +180,17 @@ func (t *Transport) cancelModernCalls(next http.Handler) http.Handler {
 		}
 		switch {
 		case msg.Method == string(mcp.MethodNotificationCancelled) && len(msg.ID) == 0:
-			if len(msg.Params.RequestID) > 0 {
-				t.modern.cancel(keyOf(caller, msg.Params.RequestID), t.now())
+			if k, ok := keyOf(caller, msg.Params.RequestID); ok {
+				t.modern.cancel(k, t.now())
 			}
 			w.WriteHeader(http.StatusAccepted)
 		case msg.Method == string(mcp.MethodToolsCall) && len(msg.ID) > 0:
-			ctx, done := t.modern.start(r.Context(), keyOf(caller, msg.ID))
+			k, ok := keyOf(caller, msg.ID)
+			if !ok {
+				next.ServeHTTP(w, r) // mcp-go refuses the ID
+				return
+			}
+			ctx, done := t.modern.start(r.Context(), k)
 			defer done()
 			next.ServeHTTP(w, r.WithContext(ctx))
 		default:

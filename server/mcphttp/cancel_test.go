@@ -24,9 +24,9 @@ var modernMeta = map[string]any{mcp.MetaKeyProtocolVersion: mcp.ProtocolVersion2
 	mcp.MetaKeyClientInfo:         map[string]any{"name": "mcphttp-test", "version": "1"},
 	mcp.MetaKeyClientCapabilities: map[string]any{}}
 
-// startWait POSTs a call of the tool "wait" of protocol 2026-07-28 with request ID id as owner, and returns the
-// channel of its answer's status (or the error of the POST).
-func startWait(t *testing.T, x *served, owner string, id int) <-chan error {
+// startWait POSTs a call of the tool "wait" of protocol 2026-07-28 with request ID id (a number, or its JSON) as
+// owner, and returns the channel of its answer's status (or the error of the POST).
+func startWait(t *testing.T, x *served, owner string, id any) <-chan error {
 	body, err := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": id, "method": "tools/call",
 		"params": map[string]any{"name": "wait", "arguments": map[string]any{}, "_meta": modernMeta}})
 	if err != nil {
@@ -156,10 +156,10 @@ func TestLongIDsKeptSmall(t *testing.T) {
 func TestEarlyCancelsBoundedPerOwner(t *testing.T) {
 	m := newModernCalls()
 	now := time.Now()
-	alice := keyOf(tools.Caller{Owner: "alice", Session: "s"}, []byte("7"))
+	alice := mustKey(t, tools.Caller{Owner: "alice", Session: "s"}, []byte("7"))
 	m.cancel(alice, now)
 	bob := func(i int) callKey {
-		return keyOf(tools.Caller{Owner: "bob", Session: "s"}, strconv.AppendInt(nil, int64(i), 10))
+		return mustKey(t, tools.Caller{Owner: "bob", Session: "s"}, strconv.AppendInt(nil, int64(i), 10))
 	}
 	const flood = 3 * maxEarlyCancels
 	for i := range flood {
@@ -179,5 +179,73 @@ func TestEarlyCancelsBoundedPerOwner(t *testing.T) {
 	defer doneFirst()
 	if bobsFirst.Err() != nil {
 		t.Errorf("bob's oldest cancel of %d was kept: the bound does not hold", flood)
+	}
+}
+
+func mustKey(t *testing.T, caller tools.Caller, id []byte) callKey {
+	t.Helper()
+	k, ok := keyOf(caller, id)
+	if !ok {
+		t.Fatalf("%s is no request ID", id)
+	}
+	return k
+}
+
+// A cancel names its call by the ID as the protocol reads it, not by its spelling: mcp-go and the stdio front take
+// 7 and 7.0, or "a" and "\u0061", for one ID, and so does a cancel of protocol 2026-07-28, whether it comes while
+// its call runs or before the call.
+func TestModernCancelMatchesTheIDNotItsSpelling(t *testing.T) {
+	x := serve(t, nil)
+	for i, ids := range [][2]string{{`7`, `7.0`}, {`"a"`, `"\u0061"`}, {`70e-1`, `7`}} {
+		call, spelled := json.RawMessage(ids[0]), json.RawMessage(ids[1])
+		answered := startWait(t, x, "alice", call)
+		waitfor.Until(t, 30*time.Second, "alice's call "+ids[0]+" to start", func() bool {
+			x.tr.modern.mu.Lock()
+			defer x.tr.modern.mu.Unlock()
+			return len(x.tr.modern.calls) == 1
+		})
+		cancel(t, x, "alice", spelled)
+		err := waitfor.Recv(t, x.ended, 30*time.Second, "call "+ids[0]+" to end at the cancel of "+ids[1])
+		if !errors.Is(err, errCancelledByClient) {
+			t.Errorf("call %s ended with %v at the cancel of %s, want %v", ids[0], err, ids[1], errCancelledByClient)
+		}
+		waitfor.Recv(t, answered, 30*time.Second, "the answer to the cancelled call "+ids[0])
+
+		early := json.RawMessage(strconv.Itoa(100 + i))
+		cancel(t, x, "alice", json.RawMessage(string(early)+".0"))
+		answered = startWait(t, x, "alice", early)
+		err = waitfor.Recv(t, x.ended, 30*time.Second, "call "+string(early)+" to end at the cancel that came first")
+		if !errors.Is(err, errCancelledByClient) {
+			t.Errorf("call %s, whose cancel %s.0 came first, ended with %v", early, early, err)
+		}
+		waitfor.Recv(t, answered, 30*time.Second, "the answer to call "+string(early))
+	}
+}
+
+// In protocol 2025-11-25 the session keys a call for its cancels (mcp-go's), and the ID matches as it does in
+// protocol 2026-07-28.
+func TestSessionCancelMatchesTheIDNotItsSpelling(t *testing.T) {
+	x := serve(t, nil)
+	_, hdr, body := do(t, http.MethodPost, x.base+PathMCP, "alice", initializeBody, nil)
+	session := map[string]string{"Mcp-Session-Id": hdr.Get("Mcp-Session-Id")}
+	if session["Mcp-Session-Id"] == "" {
+		t.Fatalf("initialize gave no session: %s", body)
+	}
+	do(t, http.MethodPost, x.base+PathMCP, "alice", `{"jsonrpc":"2.0","method":"notifications/initialized"}`, session)
+	for _, ids := range [][2]string{{`7`, `7.0`}, {`"a"`, `"\u0061"`}} {
+		answered := make(chan int, 1)
+		go func() {
+			status, _, _ := do(t, http.MethodPost, x.base+PathMCP, "alice", `{"jsonrpc":"2.0","id":`+ids[0]+
+				`,"method":"tools/call","params":{"name":"wait","arguments":{}}}`, session)
+			answered <- status
+		}()
+		waitfor.Recv(t, x.started, 30*time.Second, "alice's call "+ids[0]+" to start")
+		do(t, http.MethodPost, x.base+PathMCP, "alice", `{"jsonrpc":"2.0","method":"notifications/cancelled",`+
+			`"params":{"requestId":`+ids[1]+`}}`, session)
+		err := waitfor.Recv(t, x.ended, 30*time.Second, "call "+ids[0]+" to end at the cancel of "+ids[1])
+		if !errors.Is(err, context.Canceled) {
+			t.Errorf("call %s ended with %v at the cancel of %s, want it cancelled", ids[0], err, ids[1])
+		}
+		waitfor.Recv(t, answered, 30*time.Second, "the answer to the cancelled call "+ids[0])
 	}
 }

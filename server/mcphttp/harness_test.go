@@ -53,6 +53,8 @@ type served struct {
 	mcp      *mcpserver.MCPServer
 	// ended receives why a call of the tool "wait" ended.
 	ended chan error
+	// started receives a value as a call of "wait" starts, when there is room.
+	started chan struct{}
 }
 
 // serve serves, until the test ends, an MCP server with two tools behind the transports, as the server wires
@@ -70,7 +72,7 @@ func serveFront(t *testing.T, now func() time.Time, front func(http.Handler) htt
 	if now != nil {
 		sessions.now = now
 	}
-	x := &served{sessions: sessions, ended: make(chan error, 16)}
+	x := &served{sessions: sessions, ended: make(chan error, 16), started: make(chan struct{}, 16)}
 	hooks := &mcpserver.Hooks{}
 	hooks.AddOnUnregisterSession(func(_ context.Context, cs mcpserver.ClientSession) { sessions.Forget(cs.SessionID()) })
 	x.mcp = mcpserver.NewMCPServer("mcphttp-test", "1", mcpserver.WithToolCapabilities(false),
@@ -81,6 +83,10 @@ func serveFront(t *testing.T, now func() time.Time, front func(http.Handler) htt
 	x.mcp.AddTool(mcp.NewTool("wait"), func(ctx context.Context, _ mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 		ctx, done := sessions.Track(ctx)
 		defer done()
+		select {
+		case x.started <- struct{}{}:
+		default: // a test that does not read them
+		}
 		select {
 		case <-ctx.Done():
 			x.ended <- context.Cause(ctx)
