@@ -294,18 +294,47 @@ func awaitRun(t *testing.T, done <-chan error) error {
 // test ends.
 func stdioClient(t testing.TB, srv *Server) *client.Client {
 	t.Helper()
+	c, _ := stdioClientEnding(t, srv)
+	return c
+}
+
+// stdioClientEnding is stdioClient, and the error that ended the client's reading of the server's output, once it
+// has.
+func stdioClientEnding(t testing.TB, srv *Server) (*client.Client, <-chan error) {
+	t.Helper()
 	inR, inW := io.Pipe()
 	outR, outW := io.Pipe()
 	ctx, stop := context.WithCancel(context.Background())
 	served := make(chan error, 1)
 	go func() { served <- srv.ServeStdio(ctx, inR, outW) }()
+	// The server's output ends as a server process's does when it exits: its end of the pipe closes, and the client
+	// reads io.EOF. Closing the client's own end instead would end its read with io.ErrClosedPipe, which mcp-go's
+	// client logs as an error.
 	t.Cleanup(func() {
 		stop()
 		inW.Close()
-		outR.Close()
+		outW.Close()
 		waitfor.Recv(t, served, 30*time.Second, "the stdio server to stop")
 	})
-	c := client.NewClient(transport.NewIO(outR, inW, io.NopCloser(strings.NewReader(""))))
+	out := &readEnd{r: outR, ended: make(chan error, 1)}
+	c := client.NewClient(transport.NewIO(out, inW, io.NopCloser(strings.NewReader(""))))
 	initialize(t, c, mcp.ProtocolVersion20251125)
-	return c
+	return c, out.ended
+}
+
+// readEnd is r, and the error that ended its reading.
+type readEnd struct {
+	r     io.Reader
+	ended chan error
+}
+
+func (e *readEnd) Read(p []byte) (int, error) {
+	n, err := e.r.Read(p)
+	if err != nil {
+		select {
+		case e.ended <- err:
+		default: // read again after its end
+		}
+	}
+	return n, err
 }

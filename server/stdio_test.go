@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mark3labs/mcp-go/client"
 	"github.com/mark3labs/mcp-go/mcp"
 
 	"github.com/e2b-mcp/e2b-mcp/internal/waitfor"
@@ -539,4 +540,22 @@ func TestStdioToolCallsTakeTurns(t *testing.T) {
 	waitfor.Until(t, time.Minute, "the call that held the front to wait", func() bool {
 		return len(front.toolCalls) == 100
 	})
+}
+
+// A stdio client's session ends as a server process's does when it exits: the client reads the end of the server's
+// output (io.EOF), which mcp-go's client takes as the session's end, not as an error it logs ("Error reading from
+// stdout"), as it does io.ErrClosedPipe.
+func TestStdioClientReadsTheEndOfOutput(t *testing.T) {
+	f := newFixture(t, fixtureOpts{})
+	var ended <-chan error
+	t.Run("session", func(t *testing.T) {
+		var c *client.Client
+		c, ended = stdioClientEnding(t, f.srv)
+		if err := c.Ping(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+	})
+	if err := waitfor.Recv(t, ended, time.Minute, "the client's reading to end"); err != io.EOF {
+		t.Errorf("the client's reading of the server's output ended with %v, want io.EOF", err)
+	}
 }
