@@ -192,7 +192,7 @@ func rawToolCall(t *testing.T, f *fixture, params map[string]any) map[string]any
 	}
 	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 	defer cancel()
-	resp, err := json.Marshal(f.srv.MCP().HandleMessage(ctx, msg))
+	resp, err := json.Marshal(f.srv.mcp.HandleMessage(ctx, msg))
 	if err != nil {
 		t.Fatal(err)
 	}

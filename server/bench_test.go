@@ -61,7 +61,7 @@ func BenchmarkGovernedCall(b *testing.B) {
 			f := newFixture(b, fixtureOpts{mutate: func(c *Config, _ *e2btest.Server) {
 				c.Logger = slog.New(slog.DiscardHandler)
 			}})
-			f.srv.MCP().AddTool(mcp.NewTool("bench_noop"), func(context.Context, mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			f.srv.mcp.AddTool(mcp.NewTool("bench_noop"), func(context.Context, mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 				return mcp.NewToolResultText("ok"), nil
 			})
 			c := connect(b, f.srv, version, nil)

@@ -23,7 +23,7 @@ import (
 // connectAs connects an in-process client that introduces itself as name.
 func connectAs(t *testing.T, srv *Server, version, name string) *client.Client {
 	t.Helper()
-	c, err := client.NewInProcessClientWithOptions(srv.MCP(), client.WithProtocolVersion(version))
+	c, err := client.NewInProcessClientWithOptions(srv.mcp, client.WithProtocolVersion(version))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -141,7 +141,7 @@ func (e *urlElicitor) Elicit(_ context.Context, req mcp.ElicitationRequest) (*mc
 
 func urlClient(t *testing.T, srv *Server, version string, e client.ElicitationHandler) *client.Client {
 	t.Helper()
-	c, err := client.NewInProcessClientWithOptions(srv.MCP(), client.WithProtocolVersion(version), client.WithElicitationHandler(e))
+	c, err := client.NewInProcessClientWithOptions(srv.mcp, client.WithProtocolVersion(version), client.WithElicitationHandler(e))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -129,7 +129,7 @@ func TestInitializeAnsweredWhileTheServerIsBuilt(t *testing.T) {
 			// The early answer is the server's own.
 			f := newFixture(t, fixtureOpts{})
 			line, _ := json.Marshal(initialize)
-			own, _ := json.Marshal(f.srv.MCP().HandleMessage(t.Context(), line))
+			own, _ := json.Marshal(f.srv.mcp.HandleMessage(t.Context(), line))
 			got, _ := json.Marshal(early)
 			var ownMap map[string]any
 			_ = json.Unmarshal(own, &ownMap)

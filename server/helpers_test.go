@@ -99,7 +99,7 @@ func connect(t testing.TB, srv *Server, version string, elicit client.Elicitatio
 	if elicit != nil {
 		opts = append(opts, client.WithElicitationHandler(elicit))
 	}
-	c, err := client.NewInProcessClientWithOptions(srv.MCP(), opts...)
+	c, err := client.NewInProcessClientWithOptions(srv.mcp, opts...)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -249,9 +249,6 @@ const instructions = "e2b-mcp runs code in E2B cloud sandboxes (isolated Linux V
 	"Sandboxes belong to this session and survive restarts of the server; pause them when idle and delete them " +
 	"when done. Some calls may need a human's approval, as the policy decides."
 
-// MCP is the underlying mcp-go server (for in-process clients and tests).
-func (s *Server) MCP() *mcpserver.MCPServer { return s.mcp }
-
 // Store is the state store.
 func (s *Server) Store() state.Store { return s.store }
 

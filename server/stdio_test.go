@@ -90,7 +90,7 @@ func (r *rawStdio) initialize(t *testing.T) {
 // its context ended.
 func waitingTool(srv *Server) (started, ended chan struct{}) {
 	started, ended = make(chan struct{}, 8), make(chan struct{}, 8)
-	srv.MCP().AddTool(mcp.NewTool("test_wait"), func(ctx context.Context, _ mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+	srv.mcp.AddTool(mcp.NewTool("test_wait"), func(ctx context.Context, _ mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 		started <- struct{}{}
 		select {
 		case <-ctx.Done():
@@ -243,7 +243,7 @@ func (r *recordedLines) get() []string {
 // messages mcp-go's handler was given.
 func argumentsTool(srv *Server) (calls chan mcp.CallToolRequest, handed chan []byte) {
 	calls, handed = make(chan mcp.CallToolRequest, 16), make(chan []byte, 16)
-	srv.MCP().GetHooks().AddOnRequestInitialization(func(_ context.Context, _ any, message any) error {
+	srv.mcp.GetHooks().AddOnRequestInitialization(func(_ context.Context, _ any, message any) error {
 		if raw, ok := message.(json.RawMessage); ok && strings.Contains(string(raw), `"tools/call"`) {
 			select {
 			case handed <- append([]byte(nil), raw...):
@@ -252,7 +252,7 @@ func argumentsTool(srv *Server) (calls chan mcp.CallToolRequest, handed chan []b
 		}
 		return nil
 	})
-	srv.MCP().AddTool(mcp.NewTool("test_args"), func(_ context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+	srv.mcp.AddTool(mcp.NewTool("test_args"), func(_ context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 		calls <- req
 		return mcp.NewToolResultText("ok"), nil
 	})
@@ -340,7 +340,7 @@ func checkToolCallShapes(t *testing.T, f *fixture, calls chan mcp.CallToolReques
 		line := `{"jsonrpc":"2.0","id":` + strconv.Itoa(id) + `,"method":"tools/call","params":` + p + `}`
 		got := send(id, line)
 		if refused[p] {
-			direct, _ := json.Marshal(f.srv.MCP().HandleMessage(t.Context(), []byte(line)))
+			direct, _ := json.Marshal(f.srv.mcp.HandleMessage(t.Context(), []byte(line)))
 			var want map[string]any
 			if err := json.Unmarshal(direct, &want); err != nil {
 				t.Fatal(err)
@@ -393,7 +393,7 @@ func TestReadLinesReadsABigLineInFewReads(t *testing.T) {
 // arguments a front took out of it (jsonrpc.TakeArguments): they would see the stand-in. The server installs none.
 func TestNoMCPGoHookSeesATakenCall(t *testing.T) {
 	f := newFixture(t, fixtureOpts{})
-	h := f.srv.MCP().GetHooks()
+	h := f.srv.mcp.GetHooks()
 	for name, n := range map[string]int{
 		"OnBeforeAny": len(h.OnBeforeAny), "OnSuccess": len(h.OnSuccess), "OnError": len(h.OnError),
 		"OnRequestInitialization": len(h.OnRequestInitialization), "OnBeforeCallTool": len(h.OnBeforeCallTool),
@@ -414,7 +414,7 @@ type heldCalls struct {
 
 func holdingTool(srv *Server) *heldCalls {
 	h := &heldCalls{release: map[int]chan struct{}{}}
-	srv.MCP().AddTool(mcp.NewTool("test_hold"), func(ctx context.Context,
+	srv.mcp.AddTool(mcp.NewTool("test_hold"), func(ctx context.Context,
 		req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 		n := req.GetInt("n", -1)
 		h.mu.Lock()

@@ -11,8 +11,9 @@ import (
 
 // toolLists answers tools/list from bytes. The answer is mcp-go's tool list fitted to the client (toolsFor) and,
 // in protocol 2026-07-28, marked with the result type and the server's identity; it depends on nothing but the
-// client's profile and the request's _meta, since the server's tools are registered once, as it is built, and
-// neither the policy nor anything else that changes while it runs changes what they say. So mcp-go makes each
+// client's profile and the request's _meta, since the server's tools are registered once, as it is built (nothing
+// outside the package reaches mcp-go's server to add one later, and clients are told the list does not change),
+// and neither the policy nor anything else that changes while it runs changes what they say. So mcp-go makes each
 // answer once, for the first request of each profile and _meta, and every later one gets its bytes. A request
 // mcp-go refuses is not kept, nor one with a cursor (there is one page).
 type toolLists struct {

@@ -2,8 +2,12 @@ package server
 
 import (
 	"encoding/json"
+	"reflect"
 	"strconv"
 	"testing"
+
+	"github.com/mark3labs/mcp-go/mcp"
+	mcpserver "github.com/mark3labs/mcp-go/server"
 
 	"github.com/e2b-mcp/e2b-mcp/e2b/e2btest"
 	"github.com/e2b-mcp/e2b-mcp/tools"
@@ -18,7 +22,7 @@ func TestToolListsAreMCPGosForEveryProfile(t *testing.T) {
 			r := newRawStdio(t, f.srv)
 			r.initialize(t)
 			line := `{"jsonrpc":"2.0","id":9,"method":"tools/list"}`
-			want := mustJSON(t, f.srv.MCP().HandleMessage(t.Context(), []byte(line)))
+			want := mustJSON(t, f.srv.mcp.HandleMessage(t.Context(), []byte(line)))
 			for id := 2; id < 4; id++ {
 				r.write(t, `{"jsonrpc":"2.0","id":`+strconv.Itoa(id)+`,"method":"tools/list"}`)
 				if got := toolListResult(t, r.answer(t, id)); got != toolListResult(t, mustDecode(t, want)) {
@@ -42,7 +46,7 @@ func TestToolListsFollowTheClient(t *testing.T) {
 			`"io.modelcontextprotocol/clientInfo":{"name":"` + client + `","version":"1"},` +
 			`"io.modelcontextprotocol/clientCapabilities":{}}}`
 		line := `{"jsonrpc":"2.0","id":` + strconv.Itoa(id) + `,"method":"tools/list","params":` + params + `}`
-		want := toolListResult(t, mustDecode(t, mustJSON(t, f.srv.MCP().HandleMessage(t.Context(), []byte(line)))))
+		want := toolListResult(t, mustDecode(t, mustJSON(t, f.srv.mcp.HandleMessage(t.Context(), []byte(line)))))
 		r.write(t, line)
 		got := toolListResult(t, r.answer(t, id))
 		if got != want {
@@ -71,4 +75,39 @@ func mustDecode(t *testing.T, s string) map[string]any {
 		t.Fatal(err)
 	}
 	return m
+}
+
+// The tools/list answers are kept as bytes (toolLists), and the server tells clients its tools do not change
+// (listChanged false): both hold because the tools are registered once, as the server is built. Nothing outside the
+// package reaches mcp-go's server, where a tool could be added later.
+func TestToolsCannotBeAddedLate(t *testing.T) {
+	mcpServer := reflect.TypeFor[*mcpserver.MCPServer]()
+	srv := reflect.TypeFor[*Server]()
+	for i := range srv.NumMethod() {
+		m := srv.Method(i)
+		for j := range m.Type.NumOut() {
+			if m.Type.Out(j) == mcpServer {
+				t.Errorf("(*Server).%s gives out mcp-go's server, where tools could be added after a tools/list", m.Name)
+			}
+		}
+	}
+	for i := range srv.Elem().NumField() {
+		if f := srv.Elem().Field(i); f.IsExported() && f.Type == mcpServer {
+			t.Errorf("Server.%s is mcp-go's server, where tools could be added after a tools/list", f.Name)
+		}
+	}
+	var init struct {
+		Result struct {
+			Capabilities mcp.ServerCapabilities `json:"capabilities"`
+		} `json:"result"`
+	}
+	f := newFixture(t, fixtureOpts{})
+	answer, _ := json.Marshal(f.srv.mcp.HandleMessage(t.Context(), []byte(`{"jsonrpc":"2.0","id":1,"method":`+
+		`"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`)))
+	if err := json.Unmarshal(answer, &init); err != nil || init.Result.Capabilities.Tools == nil {
+		t.Fatalf("initialize answered %s: %v", answer, err)
+	}
+	if init.Result.Capabilities.Tools.ListChanged {
+		t.Errorf("the server tells clients its tool list may change, and tools/list is answered from bytes")
+	}
 }
