@@ -551,7 +551,7 @@ func TestStdioClientReadsTheEndOfOutput(t *testing.T) {
 	t.Run("session", func(t *testing.T) {
 		var c *client.Client
 		c, ended = stdioClientEnding(t, f.srv)
-		if err := c.Ping(t.Context()); err != nil {
+		if _, err := c.ListTools(t.Context(), mcp.ListToolsRequest{}); err != nil {
 			t.Fatal(err)
 		}
 	})
