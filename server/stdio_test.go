@@ -501,8 +501,9 @@ func TestStdioToolCallsTakeTurns(t *testing.T) {
 	for n := 1001; n <= 1006; n++ {
 		send(call(n))
 	}
-	waitfor.Until(t, time.Minute, "six calls to be running or waiting", func() bool {
-		return len(held.startedCalls())+len(front.toolCalls) >= 6
+	waitfor.Until(t, time.Minute, "five calls to run and a sixth to run or wait", func() bool {
+		running := len(held.startedCalls())
+		return running >= 5 && running+len(front.toolCalls) >= 6
 	})
 	if got := held.startedCalls(); len(got) != 5 || len(front.toolCalls) != 1 {
 		t.Fatalf("of six calls %d run at once (%v) and %d wait; want 5 and 1", len(got), got, len(front.toolCalls))
