@@ -241,8 +241,10 @@ func BenchmarkWriteFile1MiBMCPvsJSSDK(b *testing.B) {
 // official TypeScript MCP client (tests/js/mcp_bench.mjs, which launches its own server and sandbox; the SDK works
 // on that sandbox), and by the mcp-go client of these tests (its own server and sandbox). Each client times its
 // own calls; the mcp-go client's encoding and parsing of a 1 MiB call cost about as much CPU as the server's, the
-// TypeScript client's a few milliseconds. Medians are reported, the ratios of the medians to the SDK's, and each
-// server's CPU time per write and per exec.
+// TypeScript client's a few milliseconds. The e2b client of this project calling envd straight (bash -l -c true as
+// the SDKs run a command, and an upload of the same bytes), on the SDK's sandbox, is the direct way. Medians are
+// reported, the ratios of the medians to the SDK's and to the direct way's, and each server's CPU time per write
+// and per exec.
 func BenchmarkSideBySideRealEnvd(b *testing.B) {
 	node := requireNode(b)
 	_, err := os.Stat(filepath.Join("js", "node_modules", "e2b", "package.json"))
@@ -269,6 +271,24 @@ func BenchmarkSideBySideRealEnvd(b *testing.B) {
 	ts := startMCPScript(b, x, node, dir+"/ts.txt", contentFile,
 		x.serveArgsAt(emu, owner, "bench-ts", "--policy", x.allowAll(), "--state-dir", x.path("state-ts"))...)
 	sdk := startSDKClient(b, x, emu, node, key, ts.sandbox, dir+"/sdk.txt", contentFile)
+	ec, err := e2b.NewClient(e2b.Config{APIKey: key, APIURL: emu.URL(), SandboxURL: emu.URL()})
+	if err != nil {
+		b.Fatal(err)
+	}
+	sb, _ := emu.Sandbox(ts.sandbox)
+	envd := ec.Envd(e2b.SandboxConn{ID: ts.sandbox, EnvdVersion: sb.EnvdVersion, AccessToken: sb.AccessToken})
+	directExec := func() {
+		end, err := envd.Start(b.Context(), e2b.StartOptions{Process: e2b.ProcessConfig{Cmd: "/bin/bash",
+			Args: []string{"-l", "-c", "true"}}}, func(e2b.ProcessEvent) {})
+		if err != nil || end.ExitCode != 0 {
+			b.Fatalf("bash -l -c true straight to envd: %+v, %v", end, err)
+		}
+	}
+	directWrite := func() {
+		if _, err := envd.Upload(b.Context(), dir+"/direct.txt", strings.NewReader(content)); err != nil {
+			b.Fatal(err)
+		}
+	}
 	execArgs := map[string]any{"sandbox_id": id, "command": "true"}
 	writeArgs := map[string]any{"sandbox_id": id, "path": dir + "/mcp.txt", "content": content}
 	timed := func(f func()) time.Duration {
@@ -294,10 +314,13 @@ func BenchmarkSideBySideRealEnvd(b *testing.B) {
 		ts.write(b)
 		sdk.exec(b)
 		sdk.write(b)
+		directExec()
+		directWrite()
 	}
 
-	var times [6][]time.Duration // in the order of names
-	names := [6]string{"go-exec", "ts-exec", "sdk-exec", "go-write", "ts-write", "sdk-write"}
+	var times [8][]time.Duration // in the order of names
+	names := [8]string{"go-exec", "ts-exec", "sdk-exec", "go-write", "ts-write", "sdk-write", "direct-exec",
+		"direct-write"}
 	var cpu [4]time.Duration // go-exec, ts-exec, go-write, ts-write: the server's
 	servers := [2]int{s.cmd.Process.Pid, ts.pid}
 	serverTimed := func(i int, f func() time.Duration) time.Duration {
@@ -314,18 +337,21 @@ func BenchmarkSideBySideRealEnvd(b *testing.B) {
 		times[3] = append(times[3], serverTimed(2, func() time.Duration { return timed(goWrite) }))
 		times[4] = append(times[4], serverTimed(3, func() time.Duration { return ts.write(b) }))
 		times[5] = append(times[5], sdk.write(b))
+		times[6] = append(times[6], timed(directExec))
+		times[7] = append(times[7], timed(directWrite))
 	}
 	b.StopTimer()
 	n := float64(b.N)
 	ms := func(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
-	var medians [6]time.Duration
+	var medians [8]time.Duration
 	for i, name := range names {
 		medians[i] = median(times[i])
 		b.ReportMetric(ms(medians[i]), name+"-ms")
 	}
-	for i, name := range names {
+	for i, name := range names[:6] {
 		if i%3 != 2 {
 			b.ReportMetric(float64(medians[i])/float64(medians[i/3*3+2]), name+"/sdk")
+			b.ReportMetric(float64(medians[i])/float64(medians[6+i/3]), name+"/direct")
 		}
 	}
 	for i, name := range []string{"go-exec", "ts-exec", "go-write", "ts-write"} {
