@@ -61,6 +61,40 @@ func Compare(base map[string]Entry, remote []Entry, t *Tree) (changes []Change, 
 	return changes, fetch
 }
 
+// CheckFetch refuses, before anything is fetched, the files Compare asked for whose sizes in the listing are over
+// the limits of what a sync brings back (each file at most limits.MaxFileBytes, all together at most
+// limits.MaxTotalBytes), as ReadFetched would once it read them: so that the sandbox does not first write them
+// all into a tar of its own (a sparse file of 10 GB is 10 GB there), filling its disk.
+func CheckFetch(changes []Change, limits Limits) error {
+	sizes := fetchSizes{limits: limits}
+	for _, c := range changes {
+		if n := c.New; n != nil && n.Type == TypeFile && n.Hash == "" {
+			if err := sizes.add(c.Path, n.Size); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// fetchSizes adds up the files a sync out brings back against its limits.
+type fetchSizes struct {
+	limits Limits
+	total  int64
+}
+
+func (f *fetchSizes) add(name string, size int64) error {
+	if size > f.limits.MaxFileBytes {
+		return &LimitError{Text: fmt.Sprintf("%s is %s in the sandbox, over the %s limit of one file in a sync; "+
+			"exclude it or remove it there", name, display.Size(size), display.Size(f.limits.MaxFileBytes))}
+	}
+	if f.total += size; f.total > f.limits.MaxTotalBytes {
+		return &LimitError{Text: fmt.Sprintf("the sandbox's changed files add up to more than %s",
+			display.Size(f.limits.MaxTotalBytes))}
+	}
+	return nil
+}
+
 // ReadFetched reads the tar of the files Compare asked for into the changes, and drops the changes whose content
 // turned out to be the base's after all (a file rewritten as it was). Only regular files that were asked for
 // are taken, each of at most limits.MaxFileBytes, all together at most limits.MaxTotalBytes: the tar is the
@@ -73,7 +107,7 @@ func ReadFetched(r io.Reader, changes []Change, limits Limits) ([]Change, error)
 		}
 	}
 	tr := tar.NewReader(r)
-	var total int64
+	sizes := fetchSizes{limits: limits}
 	for {
 		hdr, err := tr.Next()
 		if err == io.EOF {
@@ -86,13 +120,8 @@ func ReadFetched(r io.Reader, changes []Change, limits Limits) ([]Change, error)
 		if !asked || c.NewData != nil || hdr.Typeflag != tar.TypeReg {
 			return nil, fmt.Errorf("the sandbox sent %q, which was not asked for (or not as a regular file)", hdr.Name)
 		}
-		if hdr.Size > limits.MaxFileBytes {
-			return nil, &LimitError{Text: fmt.Sprintf("%s is %s in the sandbox, over the %s limit of one file in a sync; "+
-				"exclude it or remove it there", hdr.Name, display.Size(hdr.Size), display.Size(limits.MaxFileBytes))}
-		}
-		if total += hdr.Size; total > limits.MaxTotalBytes {
-			return nil, &LimitError{Text: fmt.Sprintf("the sandbox's changed files add up to more than %s",
-				display.Size(limits.MaxTotalBytes))}
+		if err := sizes.add(hdr.Name, hdr.Size); err != nil {
+			return nil, err
 		}
 		data := make([]byte, hdr.Size)
 		if _, err := io.ReadFull(tr, data); err != nil {

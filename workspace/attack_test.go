@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -147,5 +148,55 @@ func TestWriteTarRefusesAFileChangedSinceItsHash(t *testing.T) {
 	var buf bytes.Buffer
 	if err := WriteTar(&buf, root, plan.Send); err == nil || !strings.Contains(err.Error(), "a.txt changed while it was sent") {
 		t.Fatalf("WriteTar = %v, want a.txt named as changed", err)
+	}
+}
+
+// listedSandbox is a sandbox whose listing is given, and which counts the fetches asked of it.
+type listedSandbox struct {
+	listing []byte
+	fetches int
+}
+
+func (s *listedSandbox) List([]string) ([]byte, error) { return s.listing, nil }
+
+func (s *listedSandbox) Fetch([]string) (io.ReadCloser, error) {
+	s.fetches++
+	return nil, errors.New("fetched")
+}
+
+// listingOf is find's listing (ListCommand's format) of a tree of regular files of the sizes given.
+func listingOf(sizes map[string]int64) []byte {
+	var b bytes.Buffer
+	b.WriteString("d\x00755\x004096\x001733450000.0\x00\x00\x00") // the root
+	for name, size := range sizes {
+		fmt.Fprintf(&b, "f\x00644\x00%d\x001733450000.0\x00%s\x00\x00", size, name)
+	}
+	return b.Bytes()
+}
+
+// What the sandbox's listing says is too big to bring back is refused before anything is fetched: the sandbox
+// would otherwise first write it all into a tar of its own (a sparse file of 10 GB is 10 GB there).
+func TestChangesRefuseWhatIsTooBigBeforeFetching(t *testing.T) {
+	tree, err := Walk(openRoot(t, t.TempDir()), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	limits := Limits{MaxEntries: 100, MaxFileBytes: 100, MaxTotalBytes: 150}
+	for _, tc := range []struct {
+		name  string
+		sizes map[string]int64
+		want  string
+	}{
+		{"a file over the limit of one", map[string]int64{"a.txt": 10, "big.bin": 10 << 30},
+			"big.bin is 10.0 GiB in the sandbox, over the 100 bytes limit"},
+		{"files over the limit of all", map[string]int64{"a.txt": 100, "b.txt": 100}, "add up to more than 150 bytes"},
+	} {
+		s := &listedSandbox{listing: listingOf(tc.sizes)}
+		_, _, _, err := Changes(s, &Manifest{}, tree, limits)
+		var le *LimitError
+		if !errors.As(err, &le) || !strings.Contains(err.Error(), tc.want) || s.fetches != 0 {
+			t.Errorf("%s: Changes = %v after %d fetches, want a limit error saying %q and no fetch", tc.name, err,
+				s.fetches, tc.want)
+		}
 	}
 }

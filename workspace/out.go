@@ -16,7 +16,7 @@ type Sandbox interface {
 
 // Changes lists the sandbox's copy of the tree t walked, fetches the files that may have changed as one tar, and
 // returns the changes against the manifest, the listing they come from, and the bytes of tar fetched. All the
-// sandbox says is checked as its word (ParseListing, ReadFetched).
+// sandbox says is checked as its word (ParseListing, CheckFetch before the fetch, ReadFetched after).
 func Changes(s Sandbox, man *Manifest, t *Tree, limits Limits) ([]Change, []Entry, int64, error) {
 	out, err := s.List(t.PrunedNames())
 	if err != nil {
@@ -29,6 +29,9 @@ func Changes(s Sandbox, man *Manifest, t *Tree, limits Limits) ([]Change, []Entr
 	changes, fetch := Compare(man.Index(), listing, t)
 	if len(fetch) == 0 {
 		return changes, listing, 0, nil
+	}
+	if err := CheckFetch(changes, limits); err != nil {
+		return nil, nil, 0, err
 	}
 	r, err := s.Fetch(fetch)
 	if err != nil {
