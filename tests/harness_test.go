@@ -244,18 +244,18 @@ func (s *suite) scan(captures []*capture, dirs ...string) []string {
 }
 
 // findLeaks describes each place where one of secrets (secret → label) occurs, raw or in an encoding that keeps
-// it readable (see encodings), without repeating the secret. Files are read whole, binary ones too: a state
+// it readable (see encodings), without repeating the secret. Files are read to their end, binary ones too: a state
 // database must not hold a token in the clear, nor base64-encoded as JSON writes byte fields.
 func findLeaks(secrets map[string]string, captures []*capture, dirs ...string) []string {
 	var leaks []string
 	m := newLeakMatcher(secrets)
-	check := func(where string, data []byte) {
-		for _, f := range m.find(data) {
+	check := func(where string, found []leakForm) {
+		for _, f := range found {
 			leaks = append(leaks, fmt.Sprintf("%s (%s) in %s", f.label, f.name, where))
 		}
 	}
 	for _, c := range captures {
-		check(c.name, []byte(c.String()))
+		check(c.name, m.find([]byte(c.String())))
 	}
 	for _, dir := range dirs {
 		_ = filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
@@ -265,8 +265,8 @@ func findLeaks(secrets map[string]string, captures []*capture, dirs ...string) [
 			if the != nil && path == the.bin {
 				return nil
 			}
-			if data, err := os.ReadFile(path); err == nil {
-				check(path, data)
+			if found, err := m.findInFile(path); err == nil {
+				check(path, found)
 			}
 			return nil
 		})
@@ -289,6 +289,7 @@ type leakMatcher struct {
 	starts   [1 << startBits / 64]uint64
 	byPrefix map[uint32][]leakForm
 	short    []leakForm
+	longest  int // the length of the longest form
 }
 
 const (
@@ -313,6 +314,7 @@ func newLeakMatcher(secrets map[string]string) *leakMatcher {
 	for secret, label := range secrets {
 		for i, f := range encodings(secret) {
 			lf := leakForm{label: label, name: f.name, text: f.text, secret: n, nth: i}
+			m.longest = max(m.longest, len(f.text))
 			if len(f.text) <= prefixLen {
 				m.short = append(m.short, lf)
 				continue
@@ -330,6 +332,40 @@ func newLeakMatcher(secrets map[string]string) *leakMatcher {
 // find returns, for each secret that occurs in data, its first form (in encodings' order) that does.
 func (m *leakMatcher) find(data []byte) []leakForm {
 	first := map[int]leakForm{}
+	m.findInto(first, data)
+	return slices.Collect(maps.Values(first))
+}
+
+// findInFile is find over the file at path, read a piece at a time so that a file of any size (a sandbox's
+// gigabytes among a run's files) takes a few megabytes: each piece carries the end of the one before it, where a
+// form cut in two is whole.
+func (m *leakMatcher) findInFile(path string) ([]leakForm, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	first := map[int]leakForm{}
+	carry := max(m.longest-1, 0)
+	buf := make([]byte, carry+4<<20)
+	kept := 0 // bytes at the start of buf from the piece before
+	for {
+		n, err := io.ReadFull(f, buf[kept:])
+		m.findInto(first, buf[:kept+n])
+		if err == io.EOF || err == io.ErrUnexpectedEOF {
+			return slices.Collect(maps.Values(first)), nil
+		}
+		if err != nil {
+			return nil, err
+		}
+		kept = min(carry, kept+n)
+		copy(buf, buf[len(buf)-kept:])
+	}
+}
+
+// findInto notes in first, for each secret that occurs in data, its first form that does, unless first holds an
+// earlier one.
+func (m *leakMatcher) findInto(first map[int]leakForm, data []byte) {
 	note := func(f leakForm) {
 		if got, seen := first[f.secret]; !seen || f.nth < got.nth {
 			first[f.secret] = f
@@ -347,7 +383,6 @@ func (m *leakMatcher) find(data []byte) []leakForm {
 			}
 		}
 	}
-	return slices.Collect(maps.Values(first))
 }
 
 // candidates are the offsets in data where a form may start (the hash of its first bytes is some form's). It reads

@@ -99,3 +99,32 @@ func BenchmarkFindLeaks(b *testing.B) {
 		}
 	}
 }
+
+// A file is scanned a piece at a time (a run's directory may hold a sandbox's gigabytes, which read whole ended a
+// run out of memory): a secret cut in two where a piece ends (4 MiB read after what the piece carries of the one
+// before) is still found, as is one in the file's last bytes. The secrets straddle every place a piece could end.
+func TestSecretScanFindsLeaksAcrossPieces(t *testing.T) {
+	t.Parallel()
+	secrets := map[string]string{}
+	var want []string
+	const mib4 = 4 << 20
+	carried := newLeakMatcher(map[string]string{newAPIKey(): ""}).longest - 1
+	data := make([]byte, 2*mib4+carried+1000)
+	dir := t.TempDir()
+	path := filepath.Join(dir, "big.bin")
+	for i, at := range []int{mib4, 2 * mib4, carried + mib4, carried + 2*mib4} {
+		key := newAPIKey()
+		copy(data[at-len(key)/2:], key)
+		secrets[key] = fmt.Sprintf("cut at %d", i)
+		want = append(want, fmt.Sprintf("cut at %d (raw) in %s", i, path))
+	}
+	last := randomHex(16)
+	secrets[last] = "last"
+	want = append(want, "last (raw) in "+path)
+	if err := os.WriteFile(path, append(data, last...), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if got := findLeaks(secrets, nil, dir); !slices.Equal(got, want) {
+		t.Fatalf("leaks = %q, want %q", got, want)
+	}
+}
