@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -198,5 +199,22 @@ func TestChangesRefuseWhatIsTooBigBeforeFetching(t *testing.T) {
 			t.Errorf("%s: Changes = %v after %d fetches, want a limit error saying %q and no fetch", tc.name, err,
 				s.fetches, tc.want)
 		}
+	}
+}
+
+// A tar that fails (a file gone since the listing, a disk full) leaves neither its list nor what it wrote of the
+// archive in the sandbox: a partial tar may be as big as what it read.
+func TestTarCommandLeavesNothingWhenItFails(t *testing.T) {
+	remote, scratch := t.TempDir(), t.TempDir()
+	write(t, remote, map[string]string{"a.txt": strings.Repeat("a", 100_000)})
+	list, tarPath := filepath.Join(scratch, "list"), filepath.Join(scratch, "out.tar")
+	if err := os.WriteFile(list, []byte("a.txt\x00gone.txt"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := exec.Command("bash", "-c", TarCommand(remote, list, tarPath)).Run(); err == nil {
+		t.Fatal("a tar of a file that is gone succeeded")
+	}
+	if left, _ := os.ReadDir(scratch); len(left) != 0 {
+		t.Errorf("a failed tar left %v", left)
 	}
 }

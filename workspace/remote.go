@@ -53,11 +53,11 @@ func ListCommand(dir string, pruneNames, prunePaths []string) string {
 }
 
 // TarCommand writes the files listed (NUL-separated, relative to dir) in listPath to a tar at tarPath, then
-// removes the list.
+// removes the list, and the tar too when it failed: what tar wrote before it failed may be as big as what it read.
 func TarCommand(dir, listPath, tarPath string) string {
 	q := shellquote.Quote
-	return fmt.Sprintf("cd -- %s && tar -c --null --no-recursion -T %s -f %s; c=$?; rm -f -- %s; exit $c", q(dir),
-		q(listPath), q(tarPath), q(listPath))
+	return fmt.Sprintf("cd -- %s && tar -c --null --no-recursion -T %s -f %s; c=$?; rm -f -- %s; "+
+		"[ $c = 0 ] || rm -f -- %s; exit $c", q(dir), q(listPath), q(tarPath), q(listPath), q(tarPath))
 }
 
 // ParseListing reads ListCommand's output into entries (no hashes), skipping the root and what t leaves out (and
