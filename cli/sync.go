@@ -163,28 +163,46 @@ func (s *syncRun) options() workspace.Options {
 func (s *syncRun) in(ctx context.Context) error {
 	l, last := s.begun.Link, s.begun.Manifest
 	opts := s.options()
-	tree, err := workspace.Walk(s.root, opts)
-	if err != nil {
-		return fmt.Errorf("nothing was synced: reading %s failed: %w", s.local, err)
-	}
 	if last != nil && last.Local != s.local {
 		last = nil // another local tree was synced there: send everything
 	}
-	plan, err := workspace.PlanSync(s.root, tree, last)
-	if err != nil {
-		return fmt.Errorf("nothing was synced: reading %s failed: %w", s.local, err)
+	var tree *workspace.Tree
+	var plan *workspace.Plan
+	replan := func() (err error) {
+		if tree, err = workspace.Walk(s.root, opts); err == nil {
+			plan, err = workspace.PlanSync(s.root, tree, last)
+		}
+		if err != nil {
+			return fmt.Errorf("nothing was synced: reading %s failed: %w", s.local, err)
+		}
+		return nil
 	}
-	pr, pw := io.Pipe()
-	go func() {
-		pw.CloseWithError(workspace.WriteSyncTar(pw, s.root, plan.Send, plan.Delete, func() ([]byte, error) {
-			// Only now are the hashes of a first sync known: the stream made them as it sent the files.
-			return json.Marshal(workspace.Manifest{Version: workspace.ManifestVersion, Local: s.local,
-				Remote: l.RemotePath, Excludes: opts.Excludes, IncludeSecrets: opts.IncludeSecrets, Stated: plan.Stated,
-				Entries: plan.Entries})
-		}))
-	}()
-	got, err := s.c.SendIn(ctx, pr)
-	pr.CloseWithError(io.ErrClosedPipe) // unblocks the stream should the request stop early
+	if err := replan(); err != nil {
+		return err
+	}
+	tries := 0
+	stream := func() io.ReadCloser {
+		pr, pw := io.Pipe()
+		// A step sent again (the server turned it away for a moment, the sandbox untouched) sends the tree as it
+		// is then.
+		if tries++; tries > 1 {
+			if err := replan(); err != nil {
+				pw.CloseWithError(err)
+				return pr
+			}
+		}
+		plan := plan
+		go func() {
+			pw.CloseWithError(workspace.WriteSyncTar(pw, s.root, plan.Send, plan.Delete, func() ([]byte, error) {
+				// Only now are the hashes of a first sync known: the stream made them as it sent the files.
+				return json.Marshal(workspace.Manifest{Version: workspace.ManifestVersion, Local: s.local,
+					Remote: l.RemotePath, Excludes: opts.Excludes, IncludeSecrets: opts.IncludeSecrets,
+					Stated: plan.Stated, Entries: plan.Entries})
+			}))
+		}()
+		return pr
+	}
+	got, err := s.c.SendIn(ctx, stream)
 	if err != nil {
 		return linkError(err)
 	}

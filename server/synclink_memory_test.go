@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -132,8 +133,8 @@ func TestSyncLinkHeldBodiesTakeTheServersPlaces(t *testing.T) {
 
 // What a step holds whole after its ticket is spent, a sync in's deletions and manifest at the end of its stream
 // or the sandbox's manifest a begin answers with, takes one of the places for large bodies then, and only then:
-// while every place is held, a manifest of more than a small body is refused (503, the link used up, the sandbox
-// untouched) while a small manifest after a large file goes through; once places are free the large manifest goes
+// while every place is held, a manifest of more than a small body is refused (503 with a ticket to send the step
+// again, the sandbox untouched) while a small manifest after a large file goes through; once places are free the large manifest goes
 // through, and its place is given back.
 func TestSyncLinkStepsHoldLargeManifestsInAPlace(t *testing.T) {
 	x := newSyncLinkFixture(t, e2btest.Options{})
@@ -177,10 +178,10 @@ func TestSyncLinkStepsHoldLargeManifestsInAPlace(t *testing.T) {
 	}
 	busy := func(what string, code int, text string, hdr http.Header) {
 		t.Helper()
-		if code != http.StatusServiceUnavailable || hdr.Get("Retry-After") == "" ||
-			!strings.Contains(text, "ask for a new link") {
-			t.Errorf("%s while every place is held: %d %.200q (Retry-After %q), want 503 asking for a new link", what,
-				code, text, hdr.Get("Retry-After"))
+		if code != http.StatusServiceUnavailable || hdr.Get("Retry-After") == "" || hdr.Get(synclink.RetryHeader) == "" ||
+			!strings.Contains(text, "can be sent again") {
+			t.Errorf("%s while every place is held: %d %.200q (Retry-After %q), want 503 with a ticket to send it again",
+				what, code, text, hdr.Get("Retry-After"))
 		}
 	}
 
@@ -234,5 +235,189 @@ func TestSyncLinkStepsHoldLargeManifestsInAPlace(t *testing.T) {
 	}
 	if n := len(x.f.srv.limits.large); n != 0 {
 		t.Errorf("%d places held after the steps ended", n)
+	}
+}
+
+// placesFreedOnRetry is the member's transport in a test where every place is held: it frees them when the server
+// turns a step away with a ticket to send it again, and counts those answers.
+type placesFreedOnRetry struct {
+	free    func()
+	retries int
+}
+
+func (p *placesFreedOnRetry) RoundTrip(req *http.Request) (*http.Response, error) {
+	res, err := http.DefaultTransport.RoundTrip(req)
+	if err == nil && res.Header.Get(synclink.RetryHeader) != "" {
+		p.retries++
+		p.free()
+	}
+	return res, err
+}
+
+// The member's command sends a step turned away for want of a place after its ticket was spent (a sync in's
+// manifest, a begin's, a list's listing) again with the ticket the 503 carries, once a place is free, instead of
+// failing and asking for a new link: each step goes through on its second try, the audit log has both, and the
+// sandbox was untouched by the first.
+func TestSyncLinkCommandSendsAStepTurnedAwayAgain(t *testing.T) {
+	x := newSyncLinkFixture(t, e2btest.Options{})
+	x.f.srv.limits.placeTimeout = func(time.Duration) <-chan time.Time { // no wait: every place stays held
+		now := make(chan time.Time, 1)
+		now <- time.Now()
+		return now
+	}
+	held := false
+	rt := &placesFreedOnRetry{free: func() {
+		if held {
+			held = false
+			for range largeBodies {
+				<-x.f.srv.limits.large
+			}
+		}
+	}}
+	holdAll := func() {
+		if held {
+			return // still held: the last step was never sent again
+		}
+		held = true
+		for range largeBodies {
+			x.f.srv.limits.large <- struct{}{}
+		}
+	}
+	client := func(link string) *synclink.Client {
+		c, err := synclink.NewClient(link, x.base, x.toks["alice"], &http.Client{Transport: rt})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	steps := func(step string) (outcomes []string) {
+		for _, e := range x.f.auditEntries(t) {
+			if e.Tool == synclink.AuditTool && e.Args["step"] == step {
+				outcomes = append(outcomes, e.Outcome)
+			}
+		}
+		return outcomes
+	}
+	man := `{"version":1,"local":"/home/me/project","remote":"/home/user/project","entries":[]}`
+	large := man + strings.Repeat(" ", smallBody)
+
+	link, _ := x.link(t)
+	c := client(link)
+	if _, err := c.Begin(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	holdAll()
+	tries := 0
+	got, err := c.SendIn(t.Context(), func() io.ReadCloser {
+		if tries++; tries > 1 {
+			x.untouched(t, "a sync in whose manifest found no place, before it is sent again")
+		}
+		return io.NopCloser(syncTar(t, large, &tar.Header{Name: "a.txt", Typeflag: tar.TypeReg, Mode: 0o644}, "a"))
+	})
+	if err != nil || got.Entries != 1 || tries != 2 {
+		t.Errorf("a sync in with a manifest of %d bytes while every place is held, then free: %+v, %v after %d tries, "+
+			"want 1 entry after 2", len(large), got, err, tries)
+	}
+	if got := steps("in"); !slices.Equal(got, []string{"error", "ok"}) {
+		t.Errorf("the sync in's steps in the audit log: %v, want the refused one and the one sent again", got)
+	}
+
+	link, _ = x.link(t)
+	holdAll()
+	if begun, err := client(link).Begin(t.Context()); err != nil || begun.Manifest == nil {
+		t.Errorf("a begin answering a manifest of %d bytes while every place is held, then free: %+v, %v", len(large),
+			begun, err)
+	}
+
+	mustOK(t, x.c, "e2b_exec", map[string]any{"sandbox_id": x.id, "command": "cd /home/user/project && " +
+		"for i in $(seq 6000); do : > f$(printf %0200d $i); done"})
+	res := mustOK(t, x.c, "e2b_sync_out", map[string]any{"sandbox_id": x.id, "remote_path": "project",
+		"local_path": "/home/me/project"})
+	c = client(strings.Split(res["command"].(string), "'")[1])
+	if _, err := c.Begin(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	holdAll()
+	listing, err := c.Sandbox(t.Context()).List(nil)
+	if err != nil || len(listing) <= smallBody {
+		t.Errorf("a list of a tree of 6,000 long names while every place is held, then free: %d bytes, %v",
+			len(listing), err)
+	}
+	if rt.retries != 3 || len(x.f.srv.limits.large) != 0 {
+		t.Errorf("%d steps sent again (want 3), %d places held after the steps ended", rt.retries,
+			len(x.f.srv.limits.large))
+	}
+}
+
+// The ticket a 503 carries to send a step again is the spent one's in all but its nonce: it is its member's alone
+// (another member's token is refused and uses nothing up), it works once, and it expires when the spent ticket
+// would have, not ten minutes after the refusal.
+func TestSyncLinkTicketToSendAgainIsNoNewLink(t *testing.T) {
+	x := newSyncLinkFixture(t, e2btest.Options{})
+	x.f.srv.limits.placeTimeout = func(time.Duration) <-chan time.Time {
+		now := make(chan time.Time, 1)
+		now <- time.Now()
+		return now
+	}
+	man := `{"version":1,"local":"/home/me/project","remote":"/home/user/project","entries":[]}`
+	large := man + strings.Repeat(" ", smallBody)
+	_, ticket := x.link(t)
+	_, next, _ := x.step(t, http.MethodPost, "begin", ticket, "alice", nil, nil)
+	file := &tar.Header{Name: "a.txt", Typeflag: tar.TypeReg, Mode: 0o644}
+	if code, _, text := x.step(t, http.MethodPost, "in", next, "alice", syncTar(t, large, file, "a"), nil); code !=
+		http.StatusOK {
+		t.Fatalf("sync in: %d %q", code, text)
+	}
+	// turnedAway is the ticket to send again a begin of ticket turned away for want of a place.
+	turnedAway := func(ticket string) string {
+		t.Helper()
+		for range largeBodies {
+			x.f.srv.limits.large <- struct{}{}
+		}
+		defer func() {
+			for range largeBodies {
+				<-x.f.srv.limits.large
+			}
+		}()
+		req, err := http.NewRequestWithContext(t.Context(), http.MethodPost, x.base+synclink.Path+"/begin", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set(synclink.TicketHeader, ticket)
+		req.Header.Set("Authorization", "Bearer "+x.toks["alice"])
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res.Body.Close()
+		again := res.Header.Get(synclink.RetryHeader)
+		if res.StatusCode != http.StatusServiceUnavailable || again == "" {
+			t.Fatalf("a begin while every place is held: %d, ticket to send again %t", res.StatusCode, again != "")
+		}
+		return again
+	}
+
+	_, ticket = x.link(t)
+	again := turnedAway(ticket)
+	code, next, text := x.step(t, http.MethodPost, "begin", again, "bob", nil, nil)
+	if code != http.StatusForbidden || next != "" || strings.Contains(text, "/home/") {
+		t.Errorf("bob sending alice's begin again: %d, next %t, %.200q; want 403 and nothing", code, next != "", text)
+	}
+	if code, next, text := x.step(t, http.MethodPost, "begin", again, "alice", nil, nil); code != http.StatusOK ||
+		next == "" {
+		t.Errorf("alice sending her begin again after bob tried: %d %.200q, want 200 and the next ticket", code, text)
+	}
+	if code, _, text := x.step(t, http.MethodPost, "begin", again, "alice", nil, nil); code != http.StatusGone ||
+		!strings.Contains(text, "used already") {
+		t.Errorf("the ticket to send again used a second time: %d %.200q, want 410", code, text)
+	}
+
+	_, ticket = x.link(t)
+	x.clock.Advance(synclink.TTL - time.Minute)
+	again = turnedAway(ticket)
+	x.clock.Advance(2 * time.Minute) // past the link's ticket's expiry, within ten minutes of the refusal
+	if code, _, text := x.step(t, http.MethodPost, "begin", again, "alice", nil, nil); code != http.StatusGone ||
+		!strings.Contains(text, "expired") {
+		t.Errorf("the ticket to send again, past the expiry of the one it stands for: %d %.200q, want 410", code, text)
 	}
 }

@@ -10,7 +10,9 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
+	"time"
 
 	"github.com/e2b-mcp/e2b-mcp/internal/loopback"
 	"github.com/e2b-mcp/e2b-mcp/tools"
@@ -103,19 +105,70 @@ func (e *StepError) Error() string {
 	return fmt.Sprintf("the server answered %d: %s", e.Status, e.Text)
 }
 
+// The bounds on sending a step again that the server turned away for a moment (RetryHeader): the tries in all,
+// and the total of the waits it asked for. Past them the member is told to ask for a new link.
+const (
+	maxTries     = 4
+	maxRetryWait = 30 * time.Second
+)
+
+// body makes a step's body for each try of it (nil: none).
+type body func() io.ReadCloser
+
+func bytesBody(b []byte) body {
+	return func() io.ReadCloser { return io.NopCloser(bytes.NewReader(b)) }
+}
+
 // step POSTs body to the step and returns the answer, keeping the next step's ticket; a status other than 2xx is a
-// StepError.
-func (c *Client) step(ctx context.Context, step string, body io.Reader, contentType string) (*http.Response, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.base+"/"+step, body)
+// StepError. A step the server turned away for want of a place after its ticket was spent comes with a ticket to
+// send it again after Retry-After: it is sent again, with a new body, a few times within maxRetryWait.
+func (c *Client) step(ctx context.Context, step string, body body, contentType string) (*http.Response, error) {
+	var waited time.Duration
+	for try := 1; ; try++ {
+		resp, again, wait, err := c.try(ctx, step, body, contentType)
+		if again == "" {
+			return resp, err
+		}
+		if try >= maxTries || waited+wait > maxRetryWait {
+			se := err.(*StepError) // try's, with again
+			return nil, &StepError{Status: se.Status, Text: fmt.Sprintf("%s It was sent %d times: ask for a new link "+
+				"(call the sync tool again).", se.Text, try)}
+		}
+		timer := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			timer.Stop()
+			return nil, fmt.Errorf("%w (waiting to send it again: %w)", err, ctx.Err())
+		case <-timer.C:
+		}
+		waited += wait
+		c.ticket = again
+	}
+}
+
+// try sends the step once. When the server turned it away with a ticket to send it again, it returns that ticket
+// and the wait the server asked for besides the StepError.
+func (c *Client) try(ctx context.Context, step string, body body, contentType string) (resp *http.Response,
+	again string, wait time.Duration, err error) {
+	var rc io.ReadCloser = http.NoBody
+	if body != nil {
+		rc = body()
+	}
+	defer func() {
+		if err != nil {
+			rc.Close() // a stream made for this try ends with it
+		}
+	}()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.base+"/"+step, rc)
 	if err != nil {
-		return nil, err
+		return nil, "", 0, err
 	}
 	req.Header.Set("Authorization", "Bearer "+c.token)
 	req.Header.Set(TicketHeader, c.ticket)
 	req.Header.Set("Content-Type", contentType)
-	resp, err := c.hc.Do(req)
+	resp, err = c.hc.Do(req)
 	if err != nil {
-		return nil, err
+		return nil, "", 0, err
 	}
 	if resp.StatusCode/100 != 2 {
 		defer resp.Body.Close()
@@ -124,10 +177,23 @@ func (c *Client) step(ctx context.Context, step string, body io.Reader, contentT
 			text = []byte("the server redirected the step to " + resp.Header.Get("Location") + ", where a sync link's " +
 				"token and files are not sent")
 		}
-		return nil, &StepError{Status: resp.StatusCode, Text: strings.TrimSpace(string(text))}
+		err = &StepError{Status: resp.StatusCode, Text: strings.TrimSpace(string(text))}
+		if resp.StatusCode == http.StatusServiceUnavailable {
+			again, wait = resp.Header.Get(RetryHeader), retryWait(resp.Header.Get("Retry-After"))
+		}
+		return nil, again, wait, err
 	}
 	c.ticket = resp.Header.Get(NextHeader)
-	return resp, nil
+	return resp, "", 0, nil
+}
+
+// retryWait is the wait a Retry-After of seconds asks for: a second when it says none.
+func retryWait(header string) time.Duration {
+	n, err := strconv.Atoi(header)
+	if err != nil || n < 0 {
+		return time.Second
+	}
+	return time.Duration(min(n, int(maxRetryWait/time.Second)+1)) * time.Second
 }
 
 // Begin redeems the link: what it is for, and the manifest of the last sync in.
@@ -144,8 +210,8 @@ func (c *Client) Begin(ctx context.Context) (*Begun, error) {
 	return &b, nil
 }
 
-// SendIn sends a sync in's stream (workspace.WriteSyncTar).
-func (c *Client) SendIn(ctx context.Context, stream io.Reader) (tools.SyncReceived, error) {
+// SendIn sends a sync in's stream (workspace.WriteSyncTar), made anew by stream for each try of the step.
+func (c *Client) SendIn(ctx context.Context, stream func() io.ReadCloser) (tools.SyncReceived, error) {
 	var got tools.SyncReceived
 	resp, err := c.step(ctx, stepIn, stream, "application/x-tar")
 	if err != nil {
@@ -171,7 +237,7 @@ func (s *LinkSandbox) List(pruneNames []string) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	resp, err := s.c.step(s.ctx, stepList, bytes.NewReader(body), "application/json")
+	resp, err := s.c.step(s.ctx, stepList, bytesBody(body), "application/json")
 	if err != nil {
 		return nil, err
 	}
@@ -181,7 +247,7 @@ func (s *LinkSandbox) List(pruneNames []string) ([]byte, error) {
 
 // Fetch is a tar of the files named.
 func (s *LinkSandbox) Fetch(paths []string) (io.ReadCloser, error) {
-	resp, err := s.c.step(s.ctx, stepFetch, strings.NewReader(strings.Join(paths, "\x00")), "application/octet-stream")
+	resp, err := s.c.step(s.ctx, stepFetch, bytesBody([]byte(strings.Join(paths, "\x00"))), "application/octet-stream")
 	if err != nil {
 		return nil, err
 	}
@@ -190,7 +256,7 @@ func (s *LinkSandbox) Fetch(paths []string) (io.ReadCloser, error) {
 
 // Rebase makes manifest the base of the link's directory, after an apply.
 func (c *Client) Rebase(ctx context.Context, manifest []byte) error {
-	resp, err := c.step(ctx, stepRebase, bytes.NewReader(manifest), "application/json")
+	resp, err := c.step(ctx, stepRebase, bytesBody(manifest), "application/json")
 	if err != nil {
 		return err
 	}

@@ -31,15 +31,17 @@ const maxListBody = 1 << 20
 
 // stepRun is one step of a redeemed link.
 type stepRun struct {
-	h     *Handler
-	w     http.ResponseWriter
-	raw   http.ResponseWriter // w unwrapped, for MaxBytesReader, which tells the server to close the connection
-	r     *http.Request
-	call  tools.Caller
-	link  tools.SyncLink
-	step  string
-	start time.Time
-	moved *audit.Transfer
+	h    *Handler
+	w    http.ResponseWriter
+	raw  http.ResponseWriter // w unwrapped, for MaxBytesReader, which tells the server to close the connection
+	r    *http.Request
+	call tools.Caller
+	link tools.SyncLink
+	step string
+	// expires is when the spent ticket would have: a ticket to send the step again (retry) expires no later.
+	expires time.Time
+	start   time.Time
+	moved   *audit.Transfer
 	// release gives back the place of a body held whole once it is held no more (Options.HoldBody).
 	release func()
 	begun   bool     // the answer's body has begun: a failure can no longer change its status
@@ -209,6 +211,30 @@ func (s *stepRun) rebase() error {
 	return nil
 }
 
+// retryAfter is the Retry-After of a step turned away for want of a place after its ticket was spent: short, as the
+// server has waited for a place already (server/limits.go).
+const retryAfter = "1"
+
+// retry answers a step turned away for want of a place after its ticket was spent (busy), the sandbox untouched,
+// with a ticket for the same step in RetryHeader: the same member (the one this answer goes to), session, link and
+// step, used once, expiring no later than the spent one. The command line sends the step again with it after
+// Retry-After, and the model need not ask for a new link for a moment's shortage. It returns the answer's text.
+func (s *stepRun) retry(busy error) string {
+	text := "Nothing was synced: " + busy.Error()
+	again := claims{SyncLink: s.link, Next: []string{s.step}}
+	t, _, err := s.h.o.Links.tickets.IssueBefore(binding(s.call, s.link), again, s.expires)
+	if err != nil {
+		s.h.o.Log.Error("issuing the ticket to send a sync step again", "step", s.step, "error", err)
+		text += "; ask for a new link (call the sync tool again) in a moment."
+	} else {
+		s.w.Header().Set(RetryHeader, t)
+		text += "; the step can be sent again in a moment with this answer's ticket (e2b-mcp sync does so by itself)."
+	}
+	s.w.Header().Set("Retry-After", retryAfter)
+	refuse(s.w, http.StatusServiceUnavailable, text)
+	return text
+}
+
 // record answers a step's failure (a refusal is the caller's to correct, 413 a body over its cap, 502 a failure
 // of the sandbox or E2B) unless the answer has begun, and writes the step to the audit log, with what it moved.
 func (s *stepRun) record(err error) {
@@ -221,10 +247,7 @@ func (s *stepRun) record(err error) {
 		switch {
 		case s.begun:
 		case errors.Is(err, ErrBusy):
-			// After the ticket was spent (the end of a sync in's stream): the link is used up, the sandbox untouched.
-			text = "Nothing was synced: " + err.Error() + "; ask for a new link (call the sync tool again) in a moment."
-			s.w.Header().Set("Retry-After", "5")
-			refuse(s.w, http.StatusServiceUnavailable, text)
+			text = s.retry(err)
 		case errors.As(err, &tooBig):
 			text = fmt.Sprintf("Nothing was synced: what was sent is over the server's limit of %d bytes for this step; "+
 				"exclude what the sandbox does not need.", tooBig.Limit)

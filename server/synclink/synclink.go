@@ -32,10 +32,12 @@ import (
 // each step is a POST to Path/STEP with the ticket in TicketHeader.
 const Path = "/sync"
 
-// TicketHeader carries a step's ticket; NextHeader the answer's ticket for the next step.
+// TicketHeader carries a step's ticket; NextHeader the answer's ticket for the next step; RetryHeader, on a 503 of a
+// step turned away after its ticket was spent, a ticket for sending the same step again after Retry-After.
 const (
 	TicketHeader = "X-E2B-MCP-Sync-Ticket"
 	NextHeader   = "X-E2B-MCP-Sync-Next"
+	RetryHeader  = "X-E2B-MCP-Sync-Retry"
 )
 
 // The steps of a sync. In: begin (the manifest), in (the stream). Out: begin, list (the sandbox's listing),
@@ -278,7 +280,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	rc := http.NewResponseController(w)
 	r.Body = &idleBody{ReadCloser: r.Body, rc: rc, idle: h.o.Idle}
 	s := &stepRun{h: h, w: &idleWriter{ResponseWriter: w, rc: rc, idle: h.o.Idle}, raw: w, r: r, call: call,
-		link: c.SyncLink, step: step, start: h.o.Now(), release: release}
+		link: c.SyncLink, step: step, expires: opened.Expires, start: h.o.Now(), release: release}
 	s.run()
 }
 

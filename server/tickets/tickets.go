@@ -86,11 +86,21 @@ func (e *Tickets) Issue(b policy.Binding) (string, error) {
 // IssueWith is a ticket bound by b that also carries claims (nil: none), which Open gives back, and when it
 // expires.
 func (e *Tickets) IssueWith(b policy.Binding, claims any) (string, time.Time, error) {
+	return e.IssueBefore(b, claims, time.Time{})
+}
+
+// IssueBefore is IssueWith's ticket expiring no later than notAfter (zero: no bound), for a ticket issued in place
+// of one that was spent, which must not outlive it.
+func (e *Tickets) IssueBefore(b policy.Binding, claims any, notAfter time.Time) (string, time.Time, error) {
 	nonce := make([]byte, 16)
 	if _, err := rand.Read(nonce); err != nil {
 		return "", time.Time{}, err
 	}
-	t := ticket{Nonce: base64.RawURLEncoding.EncodeToString(nonce), Binding: b, Expires: e.now().Add(e.ttl).Unix()}
+	expires := e.now().Add(e.ttl)
+	if !notAfter.IsZero() && notAfter.Before(expires) {
+		expires = notAfter
+	}
+	t := ticket{Nonce: base64.RawURLEncoding.EncodeToString(nonce), Binding: b, Expires: expires.Unix()}
 	if claims != nil {
 		c, err := json.Marshal(claims)
 		if err != nil {
