@@ -147,19 +147,7 @@ func TestSyncLinkStepsHoldLargeManifestsInAPlace(t *testing.T) {
 	large := man + strings.Repeat(" ", smallBody) // a manifest past a small body, within the step's cap
 	file := func() *tar.Header { return &tar.Header{Name: "a.txt", Typeflag: tar.TypeReg, Mode: 0o644} }
 	post := func(step, ticket string, body io.Reader) (int, string, http.Header) {
-		req, err := http.NewRequestWithContext(t.Context(), http.MethodPost, x.base+synclink.Path+"/"+step, body)
-		if err != nil {
-			t.Fatal(err)
-		}
-		req.Header.Set(synclink.TicketHeader, ticket)
-		req.Header.Set("Authorization", "Bearer "+x.toks["alice"])
-		res, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer res.Body.Close()
-		text, _ := io.ReadAll(res.Body)
-		return res.StatusCode, string(text), res.Header
+		return x.send(t, http.MethodPost, step, ticket, "alice", body, nil)
 	}
 	in := func(manifest, content string) (int, string, http.Header) {
 		_, ticket := x.link(t)
@@ -379,20 +367,10 @@ func TestSyncLinkTicketToSendAgainIsNoNewLink(t *testing.T) {
 				<-x.f.srv.limits.large
 			}
 		}()
-		req, err := http.NewRequestWithContext(t.Context(), http.MethodPost, x.base+synclink.Path+"/begin", nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		req.Header.Set(synclink.TicketHeader, ticket)
-		req.Header.Set("Authorization", "Bearer "+x.toks["alice"])
-		res, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		res.Body.Close()
-		again := res.Header.Get(synclink.RetryHeader)
-		if res.StatusCode != http.StatusServiceUnavailable || again == "" {
-			t.Fatalf("a begin while every place is held: %d, ticket to send again %t", res.StatusCode, again != "")
+		code, _, header := x.send(t, http.MethodPost, "begin", ticket, "alice", nil, nil)
+		again := header.Get(synclink.RetryHeader)
+		if code != http.StatusServiceUnavailable || again == "" {
+			t.Fatalf("a begin while every place is held: %d, ticket to send again %t", code, again != "")
 		}
 		return again
 	}

@@ -66,10 +66,18 @@ func (x *syncLinkFixture) link(t *testing.T) (link, ticket string) {
 	return link, ticket
 }
 
-// step POSTs body to a step with a ticket, a token (by owner, "" for none) and more headers; it returns the
+// step sends body to a step with a ticket, a token (by owner, "" for none) and more headers; it returns the
 // status, the next ticket and the answer's text.
 func (x *syncLinkFixture) step(t *testing.T, method, step, ticket, owner string, body io.Reader,
 	hdr map[string]string) (int, string, string) {
+	t.Helper()
+	code, text, header := x.send(t, method, step, ticket, owner, body, hdr)
+	return code, header.Get(synclink.NextHeader), text
+}
+
+// send is step, returning the answer's status, text and headers.
+func (x *syncLinkFixture) send(t *testing.T, method, step, ticket, owner string, body io.Reader,
+	hdr map[string]string) (int, string, http.Header) {
 	t.Helper()
 	req, err := http.NewRequestWithContext(t.Context(), method, x.base+synclink.Path+"/"+step, body)
 	if err != nil {
@@ -88,7 +96,7 @@ func (x *syncLinkFixture) step(t *testing.T, method, step, ticket, owner string,
 	}
 	defer resp.Body.Close()
 	text, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, resp.Header.Get(synclink.NextHeader), string(text)
+	return resp.StatusCode, string(text), resp.Header
 }
 
 // untouched fails unless the sandbox has no /home/user/project and no scratch file of a sync.
