@@ -88,11 +88,7 @@ func TestSyncLinkPathListsAreBoundedOnTheirTotal(t *testing.T) {
 // more than a small body is turned away (503) with its ticket kept, and goes through once a place is free.
 func TestSyncLinkHeldBodiesTakeTheServersPlaces(t *testing.T) {
 	x := newSyncLinkFixture(t, e2btest.Options{})
-	x.f.srv.limits.placeTimeout = func(time.Duration) <-chan time.Time { // no wait: every place stays held
-		now := make(chan time.Time, 1)
-		now <- time.Now()
-		return now
-	}
+	x.placesNeverWait()
 	man := `{"version":1,"local":"/home/me/project","remote":"/home/user/project","entries":[]}`
 	_, in := x.link(t)
 	_, next, _ := x.step(t, http.MethodPost, "begin", in, "alice", nil, nil)
@@ -138,11 +134,7 @@ func TestSyncLinkHeldBodiesTakeTheServersPlaces(t *testing.T) {
 // through, and its place is given back.
 func TestSyncLinkStepsHoldLargeManifestsInAPlace(t *testing.T) {
 	x := newSyncLinkFixture(t, e2btest.Options{})
-	x.f.srv.limits.placeTimeout = func(time.Duration) <-chan time.Time { // no wait: every place stays held
-		now := make(chan time.Time, 1)
-		now <- time.Now()
-		return now
-	}
+	x.placesNeverWait()
 	man := `{"version":1,"local":"/home/me/project","remote":"/home/user/project","entries":[]}`
 	large := man + strings.Repeat(" ", smallBody) // a manifest past a small body, within the step's cap
 	file := func() *tar.Header { return &tar.Header{Name: "a.txt", Typeflag: tar.TypeReg, Mode: 0o644} }
@@ -248,11 +240,7 @@ func (p *placesFreedOnRetry) RoundTrip(req *http.Request) (*http.Response, error
 // sandbox was untouched by the first.
 func TestSyncLinkCommandSendsAStepTurnedAwayAgain(t *testing.T) {
 	x := newSyncLinkFixture(t, e2btest.Options{})
-	x.f.srv.limits.placeTimeout = func(time.Duration) <-chan time.Time { // no wait: every place stays held
-		now := make(chan time.Time, 1)
-		now <- time.Now()
-		return now
-	}
+	x.placesNeverWait()
 	held := false
 	rt := &placesFreedOnRetry{free: func() {
 		if held {
@@ -342,11 +330,7 @@ func TestSyncLinkCommandSendsAStepTurnedAwayAgain(t *testing.T) {
 // would have, not ten minutes after the refusal.
 func TestSyncLinkTicketToSendAgainIsNoNewLink(t *testing.T) {
 	x := newSyncLinkFixture(t, e2btest.Options{})
-	x.f.srv.limits.placeTimeout = func(time.Duration) <-chan time.Time {
-		now := make(chan time.Time, 1)
-		now <- time.Now()
-		return now
-	}
+	x.placesNeverWait()
 	man := `{"version":1,"local":"/home/me/project","remote":"/home/user/project","entries":[]}`
 	large := man + strings.Repeat(" ", smallBody)
 	_, ticket := x.link(t)

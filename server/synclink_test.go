@@ -99,6 +99,16 @@ func (x *syncLinkFixture) send(t *testing.T, method, step, ticket, owner string,
 	return resp.StatusCode, string(text), resp.Header
 }
 
+// placesNeverWait makes a step that finds every place for large bodies held turned away at once, not after a
+// wait: a test then holds every place for as long as it likes.
+func (x *syncLinkFixture) placesNeverWait() {
+	x.f.srv.limits.placeTimeout = func(time.Duration) <-chan time.Time {
+		now := make(chan time.Time, 1)
+		now <- time.Now()
+		return now
+	}
+}
+
 // untouched fails unless the sandbox has no /home/user/project and no scratch file of a sync.
 func (x *syncLinkFixture) untouched(t *testing.T, what string) {
 	t.Helper()

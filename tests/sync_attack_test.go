@@ -52,12 +52,7 @@ func TestSyncLinkOutShowsSandboxNamesEscaped(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, b cancelBackend) {
 		x := newH(t)
 		srv, c, id, tok, _ := x.startSyncTeam(b)
-		project := x.path("project")
-		writeTree(t, project, map[string]string{"main.go": "package main\n"})
-		in := ok(t, c, "e2b_sync_in", map[string]any{"sandbox_id": id, "local_path": project})
-		if r := x.syncCLI(srv, tok, "in", "--link", syncLink(t, in), project); r.err != nil {
-			t.Fatalf("sync in: %s", r)
-		}
+		project := x.syncedProject(srv, c, id, tok)
 		ok(t, c, "e2b_exec", map[string]any{"sandbox_id": id,
 			"command": `cd project && printf x > "$(printf 'hidden\033[2K\rshown.txt')"`})
 		out := ok(t, c, "e2b_sync_out", map[string]any{"sandbox_id": id, "remote_path": "project", "local_path": project})
@@ -76,12 +71,7 @@ func TestSyncLinkOutRefusesWhatIsTooBig(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, b cancelBackend) {
 		x := newH(t)
 		srv, c, id, tok, _ := x.startSyncTeam(b)
-		project := x.path("project")
-		writeTree(t, project, map[string]string{"main.go": "package main\n"})
-		in := ok(t, c, "e2b_sync_in", map[string]any{"sandbox_id": id, "local_path": project})
-		if r := x.syncCLI(srv, tok, "in", "--link", syncLink(t, in), project); r.err != nil {
-			t.Fatalf("sync in: %s", r)
-		}
+		project := x.syncedProject(srv, c, id, tok)
 		for _, tc := range []struct{ name, command, want string }{
 			{"a 10 GB sparse file", "truncate -s 10G project/big.bin", "big.bin"},
 			{"100,000 empty files", "rm -f project/big.bin && mkdir project/many && cd project/many && " +

@@ -44,6 +44,19 @@ func (x *h) startSyncTeam(b cancelBackend) (srv *httpServer, c *client.Client, i
 	return srv, c, create(x.t, c, nil), aliceToken, bobToken
 }
 
+// syncedProject is a local project of one Go file, synced in through a link of the team server srv by the member
+// of token tok, into the sandbox id of c.
+func (x *h) syncedProject(srv *httpServer, c *client.Client, id, tok string) string {
+	x.t.Helper()
+	project := x.path("project")
+	writeTree(x.t, project, map[string]string{"main.go": "package main\n"})
+	in := ok(x.t, c, "e2b_sync_in", map[string]any{"sandbox_id": id, "local_path": project})
+	if r := x.syncCLI(srv, tok, "in", "--link", syncLink(x.t, in), project); r.err != nil {
+		x.t.Fatalf("sync in: %s", r)
+	}
+	return project
+}
+
 var syncLinkPattern = regexp.MustCompile(`--link '([^']+)'`)
 
 // syncLink is the link of the command a sync tool answered with on a team server.
@@ -56,7 +69,7 @@ func syncLink(t testing.TB, res map[string]any) string {
 	return m[1]
 }
 
-func writeTree(t *testing.T, dir string, files map[string]string) {
+func writeTree(t testing.TB, dir string, files map[string]string) {
 	t.Helper()
 	for name, content := range files {
 		p := filepath.Join(dir, name)
