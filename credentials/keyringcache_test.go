@@ -60,6 +60,12 @@ func TestKeyringCacheOnTheSecretService(t *testing.T) {
 			t.Fatalf("%s: Secret = %q, %v; want the key ending in %s", when, LastFour(got), err, LastFour(want))
 		}
 	}
+	wantsNone := func(t *testing.T, c *KeyringCache, account, when string) {
+		t.Helper()
+		if got, err := c.Secret(account); !errors.Is(err, ErrNotFound) {
+			t.Fatalf("%s: Secret = %q, %v; want ErrNotFound", when, LastFour(got), err)
+		}
+	}
 
 	t.Run("follows the writer", func(t *testing.T) {
 		c, reads := newCache()
@@ -76,9 +82,7 @@ func TestKeyringCacheOnTheSecretService(t *testing.T) {
 		if err := writer.DeleteSecret("alice"); err != nil {
 			t.Fatal(err)
 		}
-		if got, err := c.Secret("alice"); !errors.Is(err, ErrNotFound) {
-			t.Fatalf("after a logout: Secret = %q, %v; want ErrNotFound", LastFour(got), err)
-		}
+		wantsNone(t, c, "alice", "after a logout")
 		mustSet(t, "alice", key(3))
 		wants(t, c, "alice", key(3), "after a login that follows the logout")
 		if err := writer.DeleteSecret("alice"); err != nil {
@@ -92,14 +96,8 @@ func TestKeyringCacheOnTheSecretService(t *testing.T) {
 	// path: the collection's list of items is then the same as when the absence was read.
 	t.Run("an absence follows the writer", func(t *testing.T) {
 		c, reads := newCache()
-		absent := func(when string) {
-			t.Helper()
-			if got, err := c.Secret("frank"); !errors.Is(err, ErrNotFound) {
-				t.Fatalf("%s: Secret = %q, %v; want ErrNotFound", when, LastFour(got), err)
-			}
-		}
-		absent("first read")
-		absent("second read")
+		wantsNone(t, c, "frank", "first read")
+		wantsNone(t, c, "frank", "second read")
 		if n := reads.Load(); n != 1 {
 			t.Errorf("two reads of a missing entry read the keyring %d times; want once, then memory", n)
 		}
@@ -108,11 +106,11 @@ func TestKeyringCacheOnTheSecretService(t *testing.T) {
 		if err := writer.DeleteSecret("frank"); err != nil {
 			t.Fatal(err)
 		}
-		absent("after a logout")
-		absent("read again after the logout")
+		wantsNone(t, c, "frank", "after a logout")
+		wantsNone(t, c, "frank", "read again after the logout")
 
 		mustSet(t, "grace", key(2))
-		absent("with another entry beside it")
+		wantsNone(t, c, "frank", "with another entry beside it")
 		if err := writer.DeleteSecret("grace"); err != nil {
 			t.Fatal(err)
 		}
@@ -258,9 +256,7 @@ func TestKeyringCacheOnTheSecretService(t *testing.T) {
 		wants(t, c, "carol", key(6), "after the unlock")
 
 		// A remembered absence is not served from a locked keyring either.
-		if _, err := c.Secret("heidi"); !errors.Is(err, ErrNotFound) {
-			t.Fatalf("a missing entry: %v; want ErrNotFound", err)
-		}
+		wantsNone(t, c, "heidi", "a missing entry")
 		lockLoginCollection(t, conn)
 		wantsLocked(t, "heidi")
 		unlockLoginCollection(t, conn)
@@ -279,10 +275,8 @@ func TestKeyringCacheOnTheSecretService(t *testing.T) {
 		wants(t, c, "frank", key(1), "read again")
 
 		setDefaultCollection(t, conn, createCollection(t, conn, "second"))
-		if got, err := c.Secret("frank"); !errors.Is(err, ErrNotFound) {
-			t.Fatalf("after the default alias moved to an empty collection: Secret = %q, %v; want ErrNotFound, "+
-				"as go-keyring reads the new default", LastFour(got), err)
-		}
+		wantsNone(t, c, "frank", "after the default alias moved to an empty collection (go-keyring reads the new "+
+			"default)")
 		mustSet(t, "frank", key(2))
 		awaitNextSecond()
 		wants(t, c, "frank", key(2), "after a login into the new default collection")
@@ -290,18 +284,13 @@ func TestKeyringCacheOnTheSecretService(t *testing.T) {
 		if path := createCollection(t, conn, "login"); path != loginCollectionPath {
 			t.Fatalf("the collection labelled login is %s; want %s", path, loginCollectionPath)
 		}
-		if got, err := c.Secret("frank"); !errors.Is(err, ErrNotFound) {
-			t.Fatalf("after a login collection was made: Secret = %q, %v; want ErrNotFound, as go-keyring reads "+
-				"the login collection", LastFour(got), err)
-		}
+		wantsNone(t, c, "frank", "after a login collection was made (go-keyring reads the login collection)")
 		mustSet(t, "frank", key(3))
 		wants(t, c, "frank", key(3), "after a login into the login collection")
 		if err := writer.DeleteSecret("frank"); err != nil {
 			t.Fatal(err)
 		}
-		if got, err := c.Secret("frank"); !errors.Is(err, ErrNotFound) {
-			t.Fatalf("after a logout from the login collection: Secret = %q, %v; want ErrNotFound", LastFour(got), err)
-		}
+		wantsNone(t, c, "frank", "after a logout from the login collection")
 	})
 
 	// replacedInTheSecond logs account in with key(before), reads it through a new cache in the next second, runs
