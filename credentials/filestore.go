@@ -234,7 +234,7 @@ func (s *FileStore) Reseal(next *MasterKey) (int, error) {
 
 // sealedUnder reports whether the store's file as it is now opens under key. s.mu is held.
 func (s *FileStore) sealedUnder(key *MasterKey) bool {
-	data, _, err := readPrivateFile(s.path, "key store", maxKeyStoreBytes, ErrKeyStore)
+	data, err := readPrivateFile(s.path, "key store", maxKeyStoreBytes, ErrKeyStore)
 	if err != nil {
 		return false
 	}

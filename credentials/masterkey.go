@@ -77,7 +77,7 @@ func (k *MasterKey) Same(o *MasterKey) bool {
 
 // readMasterKey reads and decodes a master key file. The error never contains the file's content.
 func readMasterKey(path string) ([]byte, error) {
-	data, _, err := readPrivateFile(path, "master key file", maxMasterKeyFileBytes, ErrMasterKey)
+	data, err := readPrivateFile(path, "master key file", maxMasterKeyFileBytes, ErrMasterKey)
 	if errors.Is(err, os.ErrNotExist) {
 		return nil, fmt.Errorf("%w: the master key file %s does not exist (make one with `umask 077; openssl rand "+
 			"-hex 32 > %s`, and keep it out of the state directory and its backups)", ErrMasterKey, path, path)

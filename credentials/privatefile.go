@@ -15,13 +15,13 @@ import (
 
 // readPrivateFile reads a regular file of at most limit bytes that must not be accessible to group or others.
 // what names the file in messages ("tokens file"); kind is wrapped by every complaint about the file itself.
-func readPrivateFile(path, what string, limit int64, kind error) ([]byte, os.FileInfo, error) {
-	data, f, fi, err := openPrivateFile(path, what, limit, kind)
+func readPrivateFile(path, what string, limit int64, kind error) ([]byte, error) {
+	data, f, _, err := openPrivateFile(path, what, limit, kind)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	f.Close()
-	return data, fi, nil
+	return data, nil
 }
 
 // openPrivateFile is readPrivateFile that returns the file too, still open, for a reader that remembers this
@@ -41,6 +41,7 @@ func openPrivateFile(path, what string, limit int64, kind error) ([]byte, *os.Fi
 	return data, f, fi, nil
 }
 
+// readOpenPrivateFile is openPrivateFile's check and read of the file it opened.
 func readOpenPrivateFile(f *os.File, path, what string, limit int64, kind error) ([]byte, os.FileInfo, error) {
 	fi, err := f.Stat()
 	if err != nil {

@@ -92,7 +92,7 @@ func NewTokenEntry(owner string, now time.Time) (token string, e TokenEntry, err
 
 // ReadTokenFile reads and checks a tokens file. A missing file is an error wrapping os.ErrNotExist.
 func ReadTokenFile(path string) ([]TokenEntry, error) {
-	data, _, err := readPrivateFile(path, "tokens file", maxTokenFileBytes, ErrTokenFile)
+	data, err := readPrivateFile(path, "tokens file", maxTokenFileBytes, ErrTokenFile)
 	if err != nil {
 		return nil, err
 	}
