@@ -70,7 +70,7 @@ func (s *Server) readEarly(ctx context.Context, tool string, caller tools.Caller
 		ctx = context.WithValue(ctx, earlyClientKey{}, earlyClient{owner: caller.Owner, read: read})
 		waits = append(waits, read.Wait)
 	}
-	if s.egress != nil && tools.ReadsEgress(tool) {
+	if s.egress != nil && s.tools[tool].ReadsEgress {
 		read := tools.StartEarlyRead(func() (egress.Config, error) { return s.egress.Resolve(caller.Owner, caller.Session) })
 		ctx = tools.WithEarlyEgress(ctx, caller, read)
 		waits = append(waits, read.Wait)

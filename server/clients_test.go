@@ -376,3 +376,19 @@ func (c *countingSecrets) countEgress() int {
 	}
 	return n
 }
+
+// The server reads a call's egress credentials early for the tools that make sandboxes, and for no other: each
+// tool's definition says whether its calls read them.
+func TestEarlyReadsFollowTheTool(t *testing.T) {
+	secrets := &countingSecrets{SecretStore: newTestSecrets(), reads: map[string]int{}}
+	f := newFixture(t, fixtureOpts{policy: allowAll, mutate: func(c *Config, _ *e2btest.Server) { c.Secrets = secrets }})
+	for tool, want := range map[string]int{"e2b_create_sandbox": 1, "e2b_fork_sandbox": 1, "e2b_exec": 0,
+		"e2b_list_sandboxes": 0} {
+		before := secrets.countEgress()
+		_, wait := f.srv.readEarly(t.Context(), tool, tools.Caller{Owner: "alice", Session: "s"})
+		wait()
+		if n := secrets.countEgress() - before; n != want {
+			t.Errorf("a call of %s read the egress credentials early %d times; want %d", tool, n, want)
+		}
+	}
+}

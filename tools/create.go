@@ -44,7 +44,7 @@ func (t createSandbox) tool() Tool {
 		"resumes it as it was) or kills it (kill). e2b_manage_sandbox pauses or deletes it sooner.",
 		t.cfg.DefaultTemplate, t.cfg.DefaultTimeoutSeconds, t.cfg.OnTimeout, WorkspacePath)
 	return define(t.base, definition[createArgs, createResult]{
-		name: createSandboxName, description: desc,
+		name: createSandboxName, description: desc, readsEgress: true,
 		hints: hints{readOnly: false, destructive: false, idempotent: false, openWorld: true},
 		defaults: createArgs{Template: t.cfg.DefaultTemplate, TimeoutSeconds: t.cfg.DefaultTimeoutSeconds,
 			OnTimeout: t.cfg.OnTimeout},

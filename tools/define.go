@@ -44,7 +44,9 @@ type definition[A, R any] struct {
 	tasks TaskKind
 	// images says its results may carry image content (see Tool.Images).
 	images bool
-	run    handlerFunc[A, R]
+	// readsEgress says every call reads its owner's egress configuration (see Tool.ReadsEgress).
+	readsEgress bool
+	run         handlerFunc[A, R]
 }
 
 // Tool is one tool of e2b-mcp: what clients list and call, and what the server and the policy know of its
@@ -65,6 +67,9 @@ type Tool struct {
 	// so that the image is not dropped with the content (MCP: a tool that declares an outputSchema answers with
 	// structuredContent).
 	Images bool
+	// ReadsEgress says every call of the tool reads its owner's egress configuration (it makes new sandboxes),
+	// which the server then reads early (see EarlyRead).
+	ReadsEgress bool
 }
 
 // Shown returns the arguments as the policy and a human approving the call must see them: for uploads, every file
@@ -129,13 +134,14 @@ func define[A, R any](b *base, d definition[A, R]) Tool {
 		t.Meta = mcp.NewMetaFromMap(map[string]any{TasksExtension: map[string]any{"taskSupport": "optional"}})
 	}
 	return Tool{
-		ServerTool: server.ServerTool{Tool: t, Handler: adapt(b, d.name, newBinder(d.defaults), d.run)},
-		Policy:     pt,
-		defaults:   r.defaults,
-		schema:     r.schema,
-		shown:      d.shown,
-		Tasks:      d.tasks,
-		Images:     d.images,
+		ServerTool:  server.ServerTool{Tool: t, Handler: adapt(b, d.name, newBinder(d.defaults), d.run)},
+		Policy:      pt,
+		defaults:    r.defaults,
+		schema:      r.schema,
+		shown:       d.shown,
+		Tasks:       d.tasks,
+		Images:      d.images,
+		ReadsEgress: d.readsEgress,
 	}
 }
 

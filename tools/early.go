@@ -57,10 +57,6 @@ type earlyEgress struct {
 
 type earlyEgressKey struct{}
 
-// ReadsEgress reports whether a call of the tool always reads its owner's egress configuration (it makes new
-// sandboxes), which the server then reads early (see EarlyRead).
-func ReadsEgress(tool string) bool { return tool == createSandboxName || tool == forkSandboxName }
-
 // WithEarlyEgress returns ctx carrying the egress configuration of caller's session read early.
 func WithEarlyEgress(ctx context.Context, caller Caller, read *EarlyRead[egress.Config]) context.Context {
 	return context.WithValue(ctx, earlyEgressKey{}, earlyEgress{owner: caller.Owner, session: caller.Session, read: read})

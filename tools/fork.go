@@ -52,7 +52,7 @@ func (t forkSandbox) tool() Tool {
 		"it). count copies (default 1, at most %d) join this session, each with its own sandbox_id and a timeout of %d "+
 		"seconds; the source is not changed.", maxForks, t.cfg.DefaultTimeoutSeconds)
 	return define(t.base, definition[forkArgs, forkResult]{
-		name: forkSandboxName, description: desc,
+		name: forkSandboxName, description: desc, readsEgress: true,
 		hints:    hints{readOnly: false, destructive: false, idempotent: false, openWorld: true},
 		defaults: forkArgs{Count: 1},
 		run:      t.run,
